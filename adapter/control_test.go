@@ -1,0 +1,328 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// published records what the adapter publishes (the wire toward a relay).
+type published struct {
+	mu     sync.Mutex
+	events []*aep.Event
+}
+
+func (p *published) Publish(ev *aep.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, ev)
+}
+
+func (p *published) all() []*aep.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*aep.Event(nil), p.events...)
+}
+
+func (p *published) find(typ string) []*aep.Event {
+	var out []*aep.Event
+	for _, e := range p.all() {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func controlServer(t *testing.T, c Control) (*Server, *published, string) {
+	t.Helper()
+	home := t.TempDir()
+	pub := &published{}
+	c.Authenticated = true
+	s := newTestServer(t, home, func(cfg *Config) { cfg.Publisher = pub; cfg.Control = c })
+	return s, pub, home
+}
+
+func command(t *testing.T, typ, session, subject string, data map[string]any) *aep.Event {
+	t.Helper()
+	e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Time: aep.FormatTime(time.Now()),
+		Source: "aep://ops/agent/dashboard", Agent: "dashboard", Session: session, Subject: subject, Capture: "redacted"}
+	if err := e.SetData(data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+const (
+	gateSession = "gate-s"
+	preTool     = `{"hook_event_name":"PreToolUse","session_id":"gate-s","tool_name":"Bash","tool_input":{"command":"rm -rf build"},"tool_call_id":"call_g1"}`
+)
+
+// hold sends a PreToolUse and returns its pending reply and the gate's
+// attention request.
+func holdTool(t *testing.T, s *Server, pub *published) (<-chan []byte, *aep.Event) {
+	t.Helper()
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
+	out, _, err := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.wait == nil {
+		t.Fatal("PreToolUse was not held")
+	}
+	reqs := pub.find("attention.requested")
+	if len(reqs) != 1 {
+		t.Fatalf("%d attention requests", len(reqs))
+	}
+	return out.wait, reqs[0]
+}
+
+func reply(t *testing.T, ch <-chan []byte) map[string]any {
+	t.Helper()
+	select {
+	case b := <-ch:
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("reply %q: %v", b, err)
+		}
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("held hook never released")
+		return nil
+	}
+}
+
+func TestGateRequestShape(t *testing.T) {
+	s, pub, _ := controlServer(t, Control{Gate: true})
+	_, req := holdTool(t, s, pub)
+	d, _ := req.DataMap()
+	if d["kind"] != "permission" || req.Severity != "notice" || req.Subject != "Bash" {
+		t.Fatalf("request %v", d)
+	}
+	if via, _ := d["respond_via"].([]any); len(via) != 1 || via[0] != "control" {
+		t.Fatalf("respond_via %v", d["respond_via"])
+	}
+	opts, _ := d["options"].([]any)
+	var ids []string
+	for _, o := range opts {
+		ids = append(ids, o.(map[string]any)["id"].(string))
+	}
+	if strings.Join(ids, ",") != "allow,allow_session,deny,cancel" {
+		t.Fatalf("options %v", ids)
+	}
+	if p, _ := d["prompt"].(string); !strings.Contains(p, "rm -rf build") {
+		t.Fatalf("prompt at redacted should name the input: %q", p)
+	}
+	if _, ok := d["expires_at"]; !ok {
+		t.Fatal("no expires_at")
+	}
+	if req.Cause != pub.find("tool.requested")[0].ID {
+		t.Fatal("gate request not caused by its tool.requested")
+	}
+}
+
+func TestGateDenyBlocksWithReason(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		answer map[string]any
+		reason string
+		option string
+	}{
+		{"deny option with text", map[string]any{"option": "deny", "text": "not on prod"}, "not on prod", "deny"},
+		{"cancel option", map[string]any{"option": "cancel"}, "Cancelled by dashboard", "cancel"},
+		{"text naming deny", map[string]any{"text": " DENY "}, "Denied by dashboard", "deny"},
+		{"free text never allows", map[string]any{"text": "use the staging registry instead"}, "use the staging registry instead", "deny"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, pub, _ := controlServer(t, Control{Gate: true})
+			ch, req := holdTool(t, s, pub)
+			cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": c.answer})
+			s.HandleCommand(context.Background(), cmd)
+			r := reply(t, ch)
+			hso, _ := r["hookSpecificOutput"].(map[string]any)
+			if hso["permissionDecision"] != "deny" || !strings.Contains(hso["permissionDecisionReason"].(string), c.reason) {
+				t.Fatalf("reply %v", r)
+			}
+			acks := pub.find("control.accepted")
+			if len(acks) != 1 || acks[0].Cause != cmd.ID {
+				t.Fatalf("acks %v", acks)
+			}
+			ans := pub.find("attention.answered")
+			ad, _ := ans[0].DataMap()
+			if ad["answer"].(map[string]any)["option"] != c.option || ad["via"] != "control" || ans[0].Subject != req.ID || ans[0].Cause != cmd.ID {
+				t.Fatalf("answered %v", ad)
+			}
+			res := pub.find("attention.resolved")
+			if len(res) != 1 || res[0].Subject != req.ID {
+				t.Fatalf("resolved %v", res)
+			}
+			den := pub.find("tool.denied")
+			dd, _ := den[0].DataMap()
+			if len(den) != 1 || dd["by"] != "policy" || den[0].Cause != ans[0].ID {
+				t.Fatalf("denied %v", dd)
+			}
+			assertValidStream(t, pub.all())
+		})
+	}
+}
+
+func TestGateAllowIsNoObjection(t *testing.T) {
+	for _, answer := range []map[string]any{{"option": "allow"}, {"option": "allow_session"}, {"text": "Allow for this session"}} {
+		s, pub, _ := controlServer(t, Control{Gate: true})
+		ch, req := holdTool(t, s, pub)
+		s.HandleCommand(context.Background(), command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": answer}))
+		if r := reply(t, ch); len(r) != 0 {
+			t.Fatalf("%v: allow replied %v, want no objection", answer, r)
+		}
+		if len(pub.find("tool.denied")) != 0 {
+			t.Fatal("allow denied the tool")
+		}
+	}
+}
+
+func TestGateTimeoutFailsOpen(t *testing.T) {
+	s, pub, _ := controlServer(t, Control{Gate: true, HoldTimeout: 80 * time.Millisecond})
+	ch, req := holdTool(t, s, pub)
+	if r := reply(t, ch); len(r) != 0 {
+		t.Fatalf("timeout replied %v", r)
+	}
+	to := pub.find("attention.timeout")
+	if len(to) != 1 || to[0].Subject != req.ID {
+		t.Fatalf("timeout events %v", to)
+	}
+	// A late answer is refused, never applied.
+	cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "deny"}})
+	s.HandleCommand(context.Background(), cmd)
+	rej := pub.find("control.rejected")
+	if len(rej) != 1 || rej[0].Cause != cmd.ID {
+		t.Fatalf("late answer: %v", types(pub.all()))
+	}
+}
+
+func TestGateSessionEndReleases(t *testing.T) {
+	s, pub, home := controlServer(t, Control{Gate: true})
+	ch, _ := holdTool(t, s, pub)
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"SessionEnd","session_id":"gate-s","reason":"exit"}`), at: time.Now()}, false)
+	if r := reply(t, ch); len(r) != 0 {
+		t.Fatalf("release replied %v", r)
+	}
+	assertValidStream(t, readLog(t, home, gateSession))
+}
+
+func TestGateScopedByTool(t *testing.T) {
+	s, _, _ := controlServer(t, Control{Gate: true, GateTools: []string{"Write"}})
+	out, _, _ := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
+	if out.wait != nil {
+		t.Fatal("Bash held although only Write is gated")
+	}
+}
+
+func TestCommandDedupeAndUnsupported(t *testing.T) {
+	s, pub, _ := controlServer(t, Control{Gate: true})
+	ch, req := holdTool(t, s, pub)
+	cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "allow"}})
+	s.HandleCommand(context.Background(), cmd)
+	reply(t, ch)
+	s.HandleCommand(context.Background(), cmd) // redelivery
+	acks := pub.find("control.accepted")
+	if len(acks) != 2 {
+		t.Fatalf("%d ack deliveries, want the recorded ack twice", len(acks))
+	}
+	a, _ := acks[0].Bytes()
+	b, _ := acks[1].Bytes()
+	if string(a) != string(b) {
+		t.Fatalf("redelivered ack differs:\n%s\n%s", a, b)
+	}
+	if n := len(pub.find("attention.answered")); n != 1 {
+		t.Fatalf("command applied %d times", n)
+	}
+	pause := command(t, "control.pause", gateSession, "", map[string]any{})
+	s.HandleCommand(context.Background(), pause)
+	rej := pub.find("control.rejected")
+	rd, _ := rej[0].DataMap()
+	if len(rej) != 1 || rd["reason"] != "unsupported" || rej[0].Cause != pause.ID {
+		t.Fatalf("undeclared command: %v", rd)
+	}
+	assertValidStream(t, pub.all())
+}
+
+func TestNothingAcceptedWithoutToken(t *testing.T) {
+	home := t.TempDir()
+	pub := &published{}
+	s := newTestServer(t, home, func(cfg *Config) {
+		cfg.Publisher = pub
+		cfg.Control = Control{Gate: true, Instruct: true} // no relay token
+	})
+	if len(s.Accepts()) != 0 {
+		t.Fatalf("accepts %v without a token", s.Accepts())
+	}
+	out, _, _ := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
+	if out.wait != nil {
+		t.Fatal("held a hook nobody could answer")
+	}
+	cmd := command(t, CmdInstruct, gateSession, "", map[string]any{"text": "x"})
+	s.HandleCommand(context.Background(), cmd)
+	rd, _ := pub.find("control.rejected")[0].DataMap()
+	if rd["reason"] != "unauthorized" {
+		t.Fatalf("rejection %v", rd)
+	}
+}
+
+func TestInstructQueue(t *testing.T) {
+	s, pub, _ := controlServer(t, Control{Instruct: true})
+	sess := "ins"
+	start := `{"hook_event_name":"SessionStart","session_id":"ins","source":"startup"}`
+	s.ingest(&delivery{payload: []byte(start), at: time.Now()}, false)
+	c1 := command(t, CmdInstruct, sess, "", map[string]any{"text": "use the staging registry"})
+	c2 := command(t, CmdInstruct, sess, "", map[string]any{"text": "keep answers short"})
+	s.HandleCommand(context.Background(), c1)
+	s.HandleCommand(context.Background(), c2)
+	if n := len(pub.find("control.accepted")); n != 2 {
+		t.Fatalf("%d accepted", n)
+	}
+	out, _, _ := s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"ins","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
+	var r map[string]string
+	json.Unmarshal(out.reply, &r)
+	if r["message"] != "use the staging registry\n\nkeep answers short" {
+		t.Fatalf("reply %q", out.reply)
+	}
+	del := pub.find("x.kimi-code.instruction.delivered")
+	if len(del) != 2 || del[0].Cause != c1.ID || del[1].Cause != c2.ID {
+		t.Fatalf("delivered %v", types(del))
+	}
+	// Delivered once: the next prompt's reply is empty.
+	out, _, _ = s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"ins","prompt":[{"type":"text","text":"again"}],"is_steer":false}`), at: time.Now()}, false)
+	if string(out.reply) != "{}" {
+		t.Fatalf("second reply %q", out.reply)
+	}
+	// Caps: over-long text and a full queue are rejected invalid.
+	long := command(t, CmdInstruct, sess, "", map[string]any{"text": strings.Repeat("x", MaxInstructionChars+1)})
+	s.HandleCommand(context.Background(), long)
+	for i := 0; i < MaxInstructions+1; i++ {
+		s.HandleCommand(context.Background(), command(t, CmdInstruct, sess, "", map[string]any{"text": "n"}))
+	}
+	rej := pub.find("control.rejected")
+	if len(rej) != 2 {
+		t.Fatalf("%d rejections, want the long one and the 21st", len(rej))
+	}
+	for _, e := range rej {
+		d, _ := e.DataMap()
+		if d["reason"] != "invalid" || d["detail"] != nil {
+			t.Fatalf("rejection %v (the detail is gated at redacted; the posture is metadata)", d)
+		}
+	}
+	// Session end drops what is still queued, one event per instruction.
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"SessionEnd","session_id":"ins","reason":"exit"}`), at: time.Now()}, false)
+	if n := len(pub.find("x.kimi-code.instruction.dropped")); n != MaxInstructions {
+		t.Fatalf("%d dropped, want %d", n, MaxInstructions)
+	}
+	assertValidStream(t, pub.all())
+}

@@ -1,0 +1,104 @@
+package adapter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics lives in a private registry: no global state, one set per Server.
+type metrics struct {
+	reg          *prometheus.Registry
+	hooks        *prometheus.CounterVec
+	events       *prometheus.CounterVec
+	roundTrip    prometheus.Histogram
+	badRequests  *prometheus.CounterVec
+	spoolBacklog prometheus.Gauge
+	spooled      prometheus.Counter
+	quarantined  prometheus.Counter
+	duplicates   prometheus.Counter
+	parked       prometheus.Counter
+	parkExpired  prometheus.Counter
+	synthesized  prometheus.Counter
+	logErrors    prometheus.Counter
+	channel      *prometheus.GaugeVec
+	sessions     *prometheus.GaugeVec
+	commands     *prometheus.CounterVec
+	holds        prometheus.Gauge
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		hooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_hooks_total", Help: "Hook payloads taken, by hook event name.",
+		}, []string{"event"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_events_total", Help: "AEP events emitted, by type.",
+		}, []string{"type"}),
+		roundTrip: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aepkimi_adapter_hook_roundtrip_seconds",
+			Help:    "From kimi-hook reading stdin to the adapter's reply being ready (held gates included).",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 60},
+		}),
+		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_bad_requests_total", Help: "Hook requests refused, by reason.",
+		}, []string{"reason"}),
+		spoolBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aepkimi_adapter_spool_backlog", Help: "Spool records waiting to be ingested.",
+		}),
+		spooled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_spool_ingested_total", Help: "Spool records ingested.",
+		}),
+		quarantined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_spool_quarantined_total", Help: "Spool records moved to quarantine (unparseable).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_duplicate_deliveries_total", Help: "Hook deliveries skipped because they were already taken.",
+		}),
+		parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_reorder_parked_total", Help: "Hooks that waited for an event they depend on.",
+		}),
+		parkExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_reorder_expired_total", Help: "Parked hooks that proceeded without the event they waited for.",
+		}),
+		synthesized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_attention_from_result_total", Help: "Attention requests opened from a PermissionResult whose request never arrived.",
+		}),
+		logErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_log_errors_total", Help: "Failed JSONL log appends.",
+		}),
+		channel: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aepkimi_adapter_channel_state", Help: "Hook channel state: 1 for the current state.",
+		}, []string{"state"}),
+		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aepkimi_adapter_sessions", Help: "Sessions in memory by hook-channel state.",
+		}, []string{"state"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_commands_total", Help: "Control commands by type and outcome.",
+		}, []string{"type", "outcome"}),
+		holds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aepkimi_adapter_held_hooks", Help: "PreToolUse hooks held at the control gate.",
+		}),
+	}
+	m.reg.MustRegister(m.hooks, m.events, m.roundTrip, m.badRequests, m.spoolBacklog, m.spooled,
+		m.quarantined, m.duplicates, m.parked, m.parkExpired, m.synthesized, m.logErrors,
+		m.channel, m.sessions, m.commands, m.holds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "aepkimi_adapter_relay_outbox_depth", Help: "Events waiting in the relay outbox.",
+	}, func() float64 {
+		if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+			return float64(ps.OutboxDepth())
+		}
+		return 0
+	}))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "aepkimi_adapter_relay_drops_total", Help: "Events the relay outbox dropped (debug/info first).",
+	}, func() float64 {
+		if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+			return float64(ps.Drops())
+		}
+		return 0
+	}))
+	return m
+}

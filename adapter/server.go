@@ -1,0 +1,535 @@
+package adapter
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// Channel states of the hook channel (per session and overall).
+const (
+	ChannelUnavailable = "unavailable" // no hook has arrived since start
+	ChannelActive      = "active"      // hooks arrive
+	ChannelStale       = "stale"       // a live session has gone quiet longer than heartbeats allow
+	ChannelStopped     = "stopped"     // every session seen has ended
+)
+
+// Server is the adapter daemon.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	token   string
+	epoch   int64
+	metrics *metrics
+
+	// turnHooks is set once any TurnStarted arrives: this Kimi has the 0.32+
+	// hook surface registered, so prompts can be queued behind a turn.
+	turnHooks atomic.Bool
+	anyHook   atomic.Bool
+
+	mu       sync.Mutex
+	sessions map[string]*session
+
+	spoolMu sync.Mutex
+
+	lnMu sync.Mutex
+	ln   net.Listener
+	http *http.Server
+
+	// ready is closed once the spool is ingested and the listener serves.
+	ready chan struct{}
+	// stopping is closed when shutdown begins; held hooks release on it.
+	stopping chan struct{}
+	stopOnce sync.Once
+
+	// cmds records control command decisions for dedupe (issue: AEP-0004 §3).
+	cmds commandLedger
+}
+
+// NewServer prepares the adapter: the hook token (created 0600 on first
+// start), this run's epoch, and the log directory.
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{})}
+	var err error
+	if s.token, err = ensureToken(cfg.Home); err != nil {
+		return nil, err
+	}
+	if s.epoch, err = nextEpoch(cfg.Home, cfg.Now()); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Ready is closed once Run has ingested the spool and serves hooks.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Epoch is this adapter run's epoch.
+func (s *Server) Epoch() int64 { return s.epoch }
+
+// Handler serves /hook, /healthz and /metrics.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Post("/hook", s.serveHook)
+	r.Get("/healthz", s.serveHealth)
+	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not-found", "endpoints: POST /hook, GET /healthz, GET /metrics")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method-not-allowed", "POST /hook, GET /healthz, GET /metrics")
+	})
+	return r
+}
+
+// Listen binds the HTTP address; Run calls it when the caller has not.
+func (s *Server) Listen() (net.Addr, error) {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr(), nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("adapter: listen %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	return ln.Addr(), nil
+}
+
+// Run ingests the spool, serves until ctx is done, then shuts down in order:
+// stop intake, release held hooks (fail-open), flush logs.
+func (s *Server) Run(ctx context.Context) error {
+	// Spooled payloads go first, ahead of newer hooks of their sessions.
+	s.ingestSpool(0)
+	addr, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.epoch, "home", s.cfg.Home,
+		"capture", s.cfg.Posture.Capture.String(), "attention_capture", s.cfg.Posture.AttentionCapture.String(),
+		"gate", s.cfg.Control.Gate, "instruct", s.cfg.Control.Instruct)
+	errc := make(chan error, 1)
+	go func() {
+		if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+		close(errc)
+	}()
+	close(s.ready)
+	var wg sync.WaitGroup
+	loopCtx, cancel := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); s.spoolLoop(loopCtx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.housekeeping(loopCtx) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("adapter: serve: %w", err)
+	}
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.releaseAllHolds() // fail-open: a stopping adapter never blocks a tool
+	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	err = s.http.Shutdown(shutCtx)
+	cancel()
+	wg.Wait()
+	s.ingestSpool(0) // anything spooled while we were stopping
+	s.closeAll()
+	if err != nil {
+		return fmt.Errorf("adapter: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		sess.log.close()
+		sess.mu.Unlock()
+	}
+}
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorBody{Error: code, Detail: detail}) //nolint:errcheck // client gone
+}
+
+// maxDeliveryID bounds the delivery header kimi-hook sends.
+const maxDeliveryID = 64
+
+func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
+	now := s.cfg.Now()
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		s.metrics.badRequests.WithLabelValues("content-type").Inc()
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
+		return
+	}
+	auth := r.Header.Get("Authorization")
+	want := "Bearer " + s.token
+	if subtle.ConstantTimeCompare([]byte(auth), []byte(want)) != 1 {
+		s.metrics.badRequests.WithLabelValues("unauthorized").Inc()
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mapping.MaxPayloadBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.metrics.badRequests.WithLabelValues("too-large").Inc()
+			writeError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
+			return
+		}
+		s.metrics.badRequests.WithLabelValues("read").Inc()
+		writeError(w, http.StatusBadRequest, "bad-request", "could not read the body")
+		return
+	}
+	d := &delivery{payload: body, at: now}
+	if id := r.Header.Get("X-Kimi-Hook-Delivery"); validDeliveryID(id) {
+		d.id = id
+	}
+	if t, err := time.Parse(time.RFC3339Nano, r.Header.Get("X-Kimi-Hook-Time")); err == nil && t.Before(now.Add(time.Second)) && now.Sub(t) < time.Hour {
+		d.at = t
+	}
+	out, hook, err := s.ingest(d, false)
+	if err != nil {
+		s.metrics.badRequests.WithLabelValues("payload").Inc()
+		writeError(w, http.StatusBadRequest, "invalid-payload", err.Error())
+		return
+	}
+	reply := out.reply
+	if out.wait != nil {
+		select {
+		case reply = <-out.wait:
+		case <-r.Context().Done():
+			reply = emptyReply
+		}
+	}
+	s.metrics.hooks.WithLabelValues(hookLabel(hook)).Inc()
+	s.metrics.roundTrip.Observe(s.cfg.Now().Sub(d.at).Seconds())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+	w.Write(reply) //nolint:errcheck // kimi-hook gone: it spools
+}
+
+func validDeliveryID(id string) bool {
+	if id == "" || len(id) > maxDeliveryID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// hookLabel keeps metric label cardinality bounded: unknown hook names
+// collapse into one label.
+func hookLabel(h string) string {
+	for _, k := range mapping.Hooks20 {
+		if h == k {
+			return h
+		}
+	}
+	return "other"
+}
+
+// ingest maps one delivery and applies it to its session.
+func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
+	d.spooled = spooled
+	r, err := mapping.Hook(d.payload, s.cfg.Posture)
+	if err != nil {
+		return outcome{}, "", err
+	}
+	if r.Facts.Hook == mapping.HookTurnStarted {
+		s.turnHooks.Store(true)
+	}
+	id := r.Facts.Session
+	if id == "" {
+		id = UnknownSession
+	}
+	sess, err := s.session(id)
+	if err != nil {
+		return outcome{}, r.Facts.Hook, err
+	}
+	sess.mu.Lock()
+	out := sess.handle(d, r)
+	sess.mu.Unlock()
+	s.anyHook.Store(true)
+	return out, r.Facts.Hook, nil
+}
+
+// session returns the live state for id, loading it (log opened, state
+// recovered from the log tail) on first touch.
+func (s *Server) session(id string) (*session, error) {
+	s.mu.Lock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		sess = newSession(s, id)
+		s.sessions[id] = sess
+	}
+	s.mu.Unlock()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.log == nil {
+		sess.recover(sess.logPath())
+		l, err := openLog(logDir(s.cfg.Home), id)
+		if err != nil {
+			return nil, err
+		}
+		sess.log = l
+	}
+	return sess, nil
+}
+
+// ingestSpool takes spooled records in spool order. Records younger than
+// minAge are left alone: kimi-hook writes one ahead of each fire-and-forget
+// delivery and removes it once delivered, so a young record is usually in
+// flight. Records that cannot be parsed are quarantined with a log line and a
+// metric, never dropped.
+func (s *Server) ingestSpool(minAge time.Duration) int {
+	s.spoolMu.Lock()
+	defer s.spoolMu.Unlock()
+	dir := spool.Dir(s.cfg.Home)
+	files, err := spool.List(dir)
+	if err != nil {
+		s.log.Error("spool unreadable", "dir", dir, "err", err)
+		return 0
+	}
+	s.metrics.spoolBacklog.Set(float64(len(files)))
+	n := 0
+	now := s.cfg.Now()
+	for i, path := range files {
+		if minAge > 0 {
+			if st, err := os.Stat(path); err != nil || now.Sub(st.ModTime()) < minAge {
+				continue
+			}
+		}
+		rec, err := spool.Read(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // delivered and removed meanwhile
+		}
+		if err == nil && rec.Reason == "oversize" {
+			err = fmt.Errorf("payload larger than %d bytes", mapping.MaxPayloadBytes)
+		}
+		if err == nil {
+			d := &delivery{id: rec.Delivery, payload: rec.Payload, at: rec.Time(s.cfg.Now())}
+			if !validDeliveryID(d.id) {
+				d.id = ""
+			}
+			_, _, err = s.ingest(d, true)
+		}
+		if err != nil {
+			dst, qerr := spool.Quarantine(path)
+			s.metrics.quarantined.Inc()
+			s.log.Warn("spool record quarantined", "record", path, "moved_to", dst, "err", err, "move_err", qerr)
+		} else if rerr := spool.Remove(path); rerr != nil {
+			s.log.Error("spool record not removed; it will be deduped on the next pass", "record", path, "err", rerr)
+		} else {
+			s.metrics.spooled.Inc()
+			n++
+		}
+		s.metrics.spoolBacklog.Set(float64(len(files) - i - 1))
+	}
+	if n > 0 {
+		s.log.Info("spool ingested", "records", n)
+	}
+	return n
+}
+
+func (s *Server) spoolLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SpoolPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.ingestSpool(s.cfg.SpoolGrace)
+		}
+	}
+}
+
+// housekeeping refreshes channel gauges and evicts long-idle sessions.
+func (s *Server) housekeeping(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.refreshChannel()
+			s.evictIdle()
+		}
+	}
+}
+
+func (s *Server) evictIdle() {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sess := range s.sessions {
+		sess.mu.Lock()
+		idle := now.Sub(sess.lastHook) > s.cfg.IdleEvict
+		if idle && len(sess.parked) == 0 && !sess.control.busy() {
+			sess.log.close()
+			delete(s.sessions, id)
+		}
+		sess.mu.Unlock()
+	}
+}
+
+// ChannelReport is the hook channel's health.
+type ChannelReport struct {
+	State    string         `json:"state"`
+	Sessions map[string]int `json:"sessions"`
+}
+
+// Channel computes the hook channel state: active while some live session's
+// hooks arrive, stale when live sessions exist but all went quiet for longer
+// than Kimi's heartbeat cadence allows, stopped when every session ended,
+// unavailable before the first hook.
+func (s *Server) Channel() ChannelReport {
+	now := s.cfg.Now()
+	counts := map[string]int{ChannelActive: 0, ChannelStale: 0, ChannelStopped: 0}
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		switch {
+		case sess.ended:
+			counts[ChannelStopped]++
+		case now.Sub(sess.lastHook) > s.cfg.StaleAfter:
+			counts[ChannelStale]++
+		default:
+			counts[ChannelActive]++
+		}
+		sess.mu.Unlock()
+	}
+	state := ChannelUnavailable
+	switch {
+	case !s.anyHook.Load():
+	case counts[ChannelActive] > 0:
+		state = ChannelActive
+	case counts[ChannelStale] > 0:
+		state = ChannelStale
+	default:
+		state = ChannelStopped
+	}
+	return ChannelReport{State: state, Sessions: counts}
+}
+
+func (s *Server) refreshChannel() ChannelReport {
+	rep := s.Channel()
+	for _, st := range []string{ChannelUnavailable, ChannelActive, ChannelStale, ChannelStopped} {
+		v := 0.0
+		if st == rep.State {
+			v = 1
+		}
+		s.metrics.channel.WithLabelValues(st).Set(v)
+	}
+	for st, n := range rep.Sessions {
+		s.metrics.sessions.WithLabelValues(st).Set(float64(n))
+	}
+	return rep
+}
+
+// Health is the /healthz body.
+type Health struct {
+	OK      bool          `json:"ok"`
+	Relay   string        `json:"relay"`
+	Channel ChannelReport `json:"channel"`
+	Epoch   int64         `json:"epoch"`
+	Outbox  int           `json:"relay_outbox,omitempty"`
+	Spool   int           `json:"spool_backlog"`
+	Control []string      `json:"control,omitempty"`
+}
+
+// HealthNow reports the adapter's health.
+func (s *Server) HealthNow() Health {
+	h := Health{OK: true, Relay: "none", Channel: s.refreshChannel(), Epoch: s.epoch, Control: s.accepts()}
+	if s.cfg.Publisher != nil {
+		h.Relay = "unknown"
+	}
+	if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+		h.Relay, h.Outbox = ps.State(), ps.OutboxDepth()
+	}
+	if files, err := spool.List(spool.Dir(s.cfg.Home)); err == nil {
+		h.Spool = len(files)
+	}
+	return h
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(s.HealthNow()) //nolint:errcheck // client gone
+}
+
+// SessionIDs lists the sessions in memory, sorted.
+func (s *Server) SessionIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// sanitizeForLog keeps a vendor string printable in a log line.
+func sanitizeForLog(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 {
+			return '?'
+		}
+		return r
+	}, s)
+}

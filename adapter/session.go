@@ -1,0 +1,815 @@
+package adapter
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// Extension attributes this adapter sets (AEP-0001 §5.4).
+const (
+	// ExtDelivery names the kimi-hook invocation an event came from: it is
+	// how a spooled copy of a payload already taken is recognised.
+	ExtDelivery = "kimidelivery"
+	// ExtSpooled marks events that travelled through the spool.
+	ExtSpooled = "kimispooled"
+)
+
+// delivery is one hook payload on its way in.
+type delivery struct {
+	id      string
+	payload []byte
+	at      time.Time
+	spooled bool
+}
+
+// session is the per-session state: order, runs, scopes, pairs. Every field
+// is guarded by mu; the server's locks are never taken while holding it.
+type session struct {
+	srv    *Server
+	id     string
+	source string
+
+	mu  sync.Mutex
+	log *logFile
+	seq int64
+
+	startedAt  time.Time
+	runs       int
+	ended      bool
+	lastHook   time.Time
+	heartbeats bool
+
+	cur      *run
+	turnRuns map[string]string // Kimi turn id -> run id
+	pending  []*queuedPrompt
+	scopes   []*scope
+	tools    map[string]*toolRec
+	perms    map[string]*permRec
+	parked   []*parked
+	seen     *recent // delivery ids already taken
+
+	control sessionControl
+}
+
+type run struct {
+	id, startID string
+	at          time.Time
+	turn        string
+	fromPrompt  bool
+}
+
+// queuedPrompt is a prompt Kimi accepted while a turn was running; its run
+// opens when its turn starts.
+type queuedPrompt struct {
+	started mapping.Event
+	at      time.Time
+	digest  string
+}
+
+// scope is a subagent running inside the parent's session (2.1.0 sends the
+// parent's session_id on every subagent hook).
+type scope struct {
+	agent       string
+	startID     string
+	at          time.Time
+	started     bool // SubagentStart seen
+	turnStarted bool // TurnStarted(system_trigger, subagent) seen
+	turnEnded   bool // its own Stop seen
+}
+
+type toolRec struct {
+	id, run, name string
+	at            time.Time
+}
+
+type permRec struct {
+	id, run, tool, callID string
+	at                    time.Time
+	closed                bool
+}
+
+// parked is a hook waiting for the event it depends on.
+type parked struct {
+	d        *delivery
+	r        *mapping.HookResult
+	deadline time.Time
+	ready    func() bool
+	out      chan outcome
+}
+
+// outcome is the reply for a hook: now, or later when wait is non-nil.
+type outcome struct {
+	reply []byte
+	wait  <-chan []byte
+}
+
+var emptyReply = []byte("{}")
+
+// recent is a bounded set of recently seen ids.
+type recent struct {
+	order []string
+	set   map[string]bool
+	max   int
+}
+
+func newRecent(max int) *recent { return &recent{set: map[string]bool{}, max: max} }
+
+func (r *recent) has(id string) bool { return r.set[id] }
+
+func (r *recent) add(id string) {
+	if id == "" || r.set[id] {
+		return
+	}
+	if len(r.order) >= r.max {
+		delete(r.set, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.order = append(r.order, id)
+	r.set[id] = true
+}
+
+// recoveryTail bounds how much of a session's log is read to recover its
+// state after a restart.
+const recoveryTail = 1 << 20
+
+const recentDeliveries = 2048
+
+func newSession(srv *Server, id string) *session {
+	return &session{
+		srv:      srv,
+		id:       id,
+		source:   aep.SourceURI(srv.cfg.Host, mapping.Agent, id),
+		turnRuns: map[string]string{},
+		tools:    map[string]*toolRec{},
+		perms:    map[string]*permRec{},
+		seen:     newRecent(recentDeliveries),
+	}
+}
+
+// recover folds the tail of the session's existing log back into state, so a
+// restarted adapter closes the run that was open, pairs the tools that were
+// in flight and recognises deliveries it already logged.
+func (s *session) recover(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return
+	}
+	off := max(st.Size()-recoveryTail, 0)
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	if off > 0 {
+		r.ReadBytes('\n') // a partial first line
+	}
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ev, perr := aep.ParseEvent(line); perr == nil {
+				s.fold(ev)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+}
+
+func (s *session) fold(ev *aep.Event) {
+	if d, ok := ev.ExtString(ExtDelivery); ok {
+		s.seen.add(d)
+	}
+	t, _ := time.Parse(time.RFC3339Nano, ev.Time)
+	data, _ := ev.DataMap()
+	switch ev.Type {
+	case "session.started":
+		s.startedAt, s.ended, s.runs = t, false, 0
+	case "session.ended":
+		s.ended, s.cur = true, nil
+	case "run.started":
+		s.cur = &run{id: ev.Run, startID: ev.ID, at: t}
+		s.runs++
+	case "run.finished", "run.failed", "run.cancelled":
+		if s.cur != nil && s.cur.id == ev.Run {
+			s.cur = nil
+		}
+	case "x.kimi-code.run.turn_started":
+		if data["origin_kind"] == "user" && s.cur != nil && ev.Run == s.cur.id {
+			if n, ok := data["turn_id"].(json.Number); ok {
+				s.cur.turn = n.String()
+				s.turnRuns[s.cur.turn] = s.cur.id
+			}
+		}
+	case "tool.requested":
+		if tool, ok := data["tool"].(map[string]any); ok {
+			if id, _ := tool["call_id"].(string); id != "" {
+				name, _ := tool["name"].(string)
+				s.tools[id] = &toolRec{id: ev.ID, run: ev.Run, name: name, at: t}
+			}
+		}
+	case "tool.completed", "tool.failed", "tool.denied":
+		if tool, ok := data["tool"].(map[string]any); ok {
+			if id, _ := tool["call_id"].(string); id != "" {
+				delete(s.tools, id)
+			}
+		}
+	}
+}
+
+// emitOpts adjusts one emitted event's identity.
+type emitOpts struct {
+	cause   string
+	subject string
+	// run overrides the run attribute; noRun leaves it out.
+	run   string
+	noRun bool
+	data  map[string]any // merged into the mapped data (adapter facts)
+}
+
+// emit sequences, logs and publishes one event: the one critical section.
+// Callers hold s.mu.
+func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
+	if o.data != nil {
+		merged := make(map[string]any, len(m.Data)+len(o.data))
+		for k, v := range m.Data {
+			merged[k] = v
+		}
+		for k, v := range o.data {
+			merged[k] = v
+		}
+		m.Data = merged
+	}
+	ev := &aep.Event{
+		ID:      aep.NewID(),
+		Time:    aep.FormatTime(d.at),
+		Source:  s.source,
+		Agent:   mapping.Agent,
+		Session: s.id,
+		Seq:     aep.Int64(s.seq),
+		Epoch:   aep.Int64(s.srv.epoch),
+		Cause:   o.cause,
+	}
+	switch {
+	case o.noRun:
+	case o.run != "":
+		ev.Run = o.run
+	case s.cur != nil:
+		ev.Run = s.cur.id
+	}
+	if err := m.Envelope(ev); err != nil {
+		s.srv.log.Error("mapping produced an unencodable event", "type", m.Type, "err", err)
+		return nil
+	}
+	if o.subject != "" {
+		ev.Subject = o.subject
+	}
+	if d.id != "" {
+		ev.SetExt(ExtDelivery, d.id) //nolint:errcheck // constant legal name
+	}
+	if d.spooled {
+		ev.SetExt(ExtSpooled, true) //nolint:errcheck // constant legal name
+	}
+	line, err := ev.Seal()
+	if err != nil {
+		s.srv.log.Error("event did not serialize", "type", m.Type, "err", err)
+		return nil
+	}
+	s.seq++
+	if err := s.log.append(line); err != nil {
+		s.srv.log.Error("log append failed", "session", s.id, "err", err)
+		s.srv.metrics.logErrors.Inc()
+	}
+	if p := s.srv.cfg.Publisher; p != nil {
+		p.Publish(ev)
+	}
+	s.srv.metrics.events.WithLabelValues(ev.Type).Inc()
+	return ev
+}
+
+func (s *session) curRun() string {
+	if s.cur == nil {
+		return ""
+	}
+	return s.cur.id
+}
+
+// handle applies one mapped hook to the session. Callers hold s.mu.
+func (s *session) handle(d *delivery, r *mapping.HookResult) outcome {
+	s.lastHook = s.srv.cfg.Now()
+	if d.id != "" {
+		if s.seen.has(d.id) {
+			s.srv.metrics.duplicates.Inc()
+			return outcome{reply: emptyReply}
+		}
+		s.seen.add(d.id)
+	}
+	if p := s.parkIfEarly(d, r); p != nil {
+		return outcome{wait: replyOf(p.out)}
+	}
+	out := s.apply(d, r, false)
+	s.drainParked(false)
+	return out
+}
+
+func replyOf(ch <-chan outcome) <-chan []byte {
+	reply := make(chan []byte, 1)
+	go func() {
+		o := <-ch
+		if o.wait != nil {
+			reply <- <-o.wait
+			return
+		}
+		reply <- o.reply
+	}()
+	return reply
+}
+
+// parkIfEarly parks a hook that depends on an event not seen yet.
+func (s *session) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
+	ready := s.readiness(r)
+	if ready == nil || ready() {
+		return nil
+	}
+	p := &parked{d: d, r: r, deadline: s.srv.cfg.Now().Add(s.srv.cfg.ReorderWindow), ready: ready, out: make(chan outcome, 1)}
+	s.parked = append(s.parked, p)
+	s.srv.metrics.parked.Inc()
+	time.AfterFunc(s.srv.cfg.ReorderWindow, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.drainParked(true)
+	})
+	return p
+}
+
+// readiness returns the condition a hook waits for, or nil when it never
+// waits. Each case is a documented arrival-order trap (NOTES.md).
+func (s *session) readiness(r *mapping.HookResult) func() bool {
+	f := r.Facts
+	switch f.Hook {
+	case mapping.HookPermissionResult:
+		// PermissionResult has arrived before PermissionRequest.
+		key := f.PermissionKey()
+		if key == "" {
+			return nil
+		}
+		return func() bool { return s.perms[key] != nil }
+	case mapping.HookPostToolUse, mapping.HookPostToolUseFailure:
+		// Only possible through the spool: the request is awaited.
+		if f.ToolCallID == "" {
+			return nil
+		}
+		return func() bool { return s.tools[f.ToolCallID] != nil }
+	case mapping.HookTurnStarted:
+		if f.OriginKind != "user" {
+			return nil
+		}
+		// A user turn starting while another turn is still open in our
+		// view: its Stop or Interrupt is on the way.
+		return func() bool { return s.cur == nil || s.cur.turn == "" || s.cur.turn == f.TurnID }
+	case mapping.HookStop, mapping.HookStopFailure:
+		// A task turn's Stop can overtake its TurnStarted.
+		if !s.srv.turnHooks.Load() {
+			return nil
+		}
+		return func() bool { return s.cur != nil || s.subagentTurn() != nil }
+	case mapping.HookInterrupt:
+		if !s.srv.turnHooks.Load() || f.TurnID == "" {
+			return nil
+		}
+		return func() bool {
+			_, known := s.turnRuns[f.TurnID]
+			return known || s.cur == nil || s.cur.turn == "" || s.cur.turn == f.TurnID
+		}
+	}
+	return nil
+}
+
+// drainParked applies parked hooks that became ready and, when expired is
+// set, those whose window has passed (they proceed honestly without the
+// event they waited for). Callers hold s.mu.
+func (s *session) drainParked(expired bool) {
+	for progress := true; progress; {
+		progress = false
+		now := s.srv.cfg.Now()
+		for i, p := range s.parked {
+			late := expired && !now.Before(p.deadline)
+			if !p.ready() && !late {
+				continue
+			}
+			s.parked = append(s.parked[:i], s.parked[i+1:]...)
+			if late && !p.ready() {
+				s.srv.metrics.parkExpired.Inc()
+			}
+			p.out <- s.apply(p.d, p.r, late)
+			progress = true
+			break
+		}
+	}
+}
+
+// apply maps one hook onto state and events. late is set when a parked hook
+// proceeds without the event it waited for.
+func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
+	f := r.Facts
+	switch f.Hook {
+	case mapping.HookSessionStart:
+		s.startedAt, s.ended, s.runs = d.at, false, 0
+		s.emit(d, r.Events[0], emitOpts{noRun: true})
+	case mapping.HookSessionEnd:
+		s.endSession(d, r)
+	case mapping.HookUserPromptSubmit:
+		return s.promptSubmitted(d, r)
+	case mapping.HookTurnStarted:
+		s.turnStarted(d, r, late)
+	case mapping.HookStop, mapping.HookStopFailure:
+		s.turnEnded(d, r)
+	case mapping.HookInterrupt:
+		s.interrupted(d, r)
+	case mapping.HookSubagentStart:
+		s.subagentStarted(d, r)
+	case mapping.HookSubagentStop:
+		s.subagentStopped(d, r)
+	case mapping.HookPreToolUse:
+		return s.toolRequested(d, r)
+	case mapping.HookPostToolUse, mapping.HookPostToolUseFailure:
+		s.toolFinished(d, r)
+	case mapping.HookPermissionRequest:
+		s.permissionRequested(d, r, nil)
+	case mapping.HookPermissionResult:
+		s.permissionResult(d, r)
+	case mapping.HookSessionHeartbeat:
+		s.heartbeats = true
+		s.emitAll(d, r)
+	case mapping.HookUserPromptQueued:
+		// A queued prompt belongs to no run yet: its turn opens one later.
+		for _, m := range r.Events {
+			s.emit(d, m, emitOpts{noRun: true})
+		}
+	default:
+		s.emitAll(d, r)
+	}
+	return outcome{reply: emptyReply}
+}
+
+func (s *session) emitAll(d *delivery, r *mapping.HookResult) {
+	for _, m := range r.Events {
+		s.emit(d, m, emitOpts{})
+	}
+}
+
+// openRun starts a run with the given run.started event.
+func (s *session) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
+	id := aep.NewID()
+	s.cur = &run{id: id, at: d.at, fromPrompt: fromPrompt}
+	if ev := s.emit(d, started, emitOpts{run: id}); ev != nil {
+		s.cur.startID = ev.ID
+	}
+	s.runs++
+}
+
+// closeRun emits the run's terminal and forgets it.
+func (s *session) closeRun(d *delivery, terminal mapping.Event, extra map[string]any) {
+	r := s.cur
+	if r == nil {
+		return
+	}
+	data := map[string]any{}
+	for k, v := range extra {
+		data[k] = v
+	}
+	if ms := d.at.Sub(r.at).Milliseconds(); ms >= 0 {
+		data["duration_ms"] = ms
+	}
+	s.emit(d, terminal, emitOpts{run: r.id, cause: r.startID, data: data})
+	if r.turn != "" {
+		s.turnRuns[r.turn] = r.id
+	}
+	s.cur = nil
+}
+
+// drainRun closes a run left open at a boundary as cancelled, with no claim
+// about who cancelled it.
+func (s *session) drainRun(d *delivery) {
+	if s.cur == nil {
+		return
+	}
+	p := s.srv.cfg.Posture
+	s.closeRun(d, mapping.Event{Type: "run.cancelled", Capture: p.Level("run.cancelled"), Data: map[string]any{}}, nil)
+}
+
+// promptSubmitted: one run per prompt that is not a steer. On a surface with
+// TurnStarted (0.32.0+), a prompt submitted while a run is open (or while
+// earlier prompts wait) is queued by Kimi: its run opens when its turn starts.
+// Without TurnStarted, the open run is stale and drains first.
+func (s *session) promptSubmitted(d *delivery, r *mapping.HookResult) outcome {
+	m := r.Events[0]
+	if r.Facts.Steer {
+		s.emit(d, m, emitOpts{})
+		return s.instructReply(d)
+	}
+	switch {
+	case s.cur == nil && len(s.pending) == 0:
+		s.openRun(d, m, true)
+	case s.srv.turnHooks.Load():
+		s.pending = append(s.pending, &queuedPrompt{started: m, at: d.at, digest: r.Facts.PromptDigest})
+		p := s.srv.cfg.Posture
+		typ := "x.kimi-code.run.prompt_submitted"
+		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ), Data: map[string]any{"queued": true}}, emitOpts{noRun: true})
+	default:
+		s.drainRun(d)
+		s.openRun(d, m, true)
+	}
+	return s.instructReply(d)
+}
+
+// turnStarted uses Kimi's real turn boundaries where they make runs truer: a
+// queued prompt's run opens here, a turn no prompt started (a background
+// task's completion) gets an honest run of its own, and a subagent's turn
+// opens its scope inside the parent's run.
+func (s *session) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
+	f := r.Facts
+	p := s.srv.cfg.Posture
+	switch {
+	case f.OriginKind == "user":
+		if s.cur != nil && s.cur.turn != "" && s.cur.turn != f.TurnID && late {
+			s.drainRun(d) // its end never came within the window
+		}
+		switch {
+		case s.cur != nil && s.cur.turn == "":
+			s.cur.turn = f.TurnID
+		case s.cur == nil && len(s.pending) > 0:
+			q := s.pending[0]
+			s.pending = s.pending[1:]
+			s.openRun(d, q.started, true)
+			s.cur.turn = f.TurnID
+		case s.cur == nil:
+			started := mapping.Event{Type: "run.started", Capture: p.Level("run.started"), Data: map[string]any{"trigger": "user"}}
+			s.openRun(d, started, false)
+			s.cur.turn = f.TurnID
+		}
+		if s.cur != nil && s.cur.turn != "" {
+			s.turnRuns[s.cur.turn] = s.cur.id
+		}
+	case f.OriginKind == "system_trigger" && f.OriginName == "subagent":
+		if sc := s.scopeAwaiting(func(sc *scope) bool { return !sc.turnStarted }); sc != nil {
+			sc.turnStarted = true
+		} else {
+			s.scopes = append(s.scopes, &scope{turnStarted: true, at: d.at})
+		}
+	case f.OriginKind == "task" && s.cur == nil:
+		started := mapping.Event{Type: "run.started", Capture: p.Level("run.started"), Data: map[string]any{"trigger": "agent"}}
+		s.openRun(d, started, false)
+		s.cur.turn = f.TurnID
+		s.turnRuns[f.TurnID] = s.cur.id
+	}
+	s.emitAll(d, r)
+}
+
+// subagentTurn is the innermost subagent whose turn is running.
+func (s *session) subagentTurn() *scope {
+	for i := len(s.scopes) - 1; i >= 0; i-- {
+		sc := s.scopes[i]
+		if (sc.turnStarted || (sc.started && !s.srv.turnHooks.Load())) && !sc.turnEnded {
+			return sc
+		}
+	}
+	return nil
+}
+
+func (s *session) scopeAwaiting(match func(*scope) bool) *scope {
+	for _, sc := range s.scopes {
+		if match(sc) {
+			return sc
+		}
+	}
+	return nil
+}
+
+// turnEnded: Stop/StopFailure. A subagent's own Stop carries the parent's
+// session_id; it ends the subagent's turn, never the parent's run.
+func (s *session) turnEnded(d *delivery, r *mapping.HookResult) {
+	m := r.Events[0]
+	p := s.srv.cfg.Posture
+	if sc := s.subagentTurn(); sc != nil {
+		sc.turnEnded = true
+		typ := "x.kimi-code.run.subagent_turn_ended"
+		data := map[string]any{}
+		if r.Facts.Hook == mapping.HookStopFailure {
+			data["failed"] = true
+		}
+		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ), Data: data}, emitOpts{cause: sc.startID})
+		return
+	}
+	if s.cur == nil {
+		// No run we know of: the hook still lands, in its fallback form.
+		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{})
+		return
+	}
+	s.closeRun(d, m, nil)
+}
+
+// interrupted: Interrupt closes the run of its turn as cancelled by the user.
+func (s *session) interrupted(d *delivery, r *mapping.HookResult) {
+	f := r.Facts
+	p := s.srv.cfg.Posture
+	if runID, ok := s.turnRuns[f.TurnID]; ok && f.TurnID != "" && (s.cur == nil || s.cur.id != runID) {
+		// That turn's run already ended: record the late interrupt only.
+		s.emit(d, fallback(p, f.Hook), emitOpts{run: runID})
+		return
+	}
+	if s.cur == nil {
+		s.emit(d, fallback(p, f.Hook), emitOpts{})
+		return
+	}
+	if s.cur.turn == "" {
+		s.cur.turn = f.TurnID
+	}
+	s.closeRun(d, r.Events[0], nil)
+}
+
+func fallback(p mapping.Posture, hook string) mapping.Event { return mapping.Fallback(hook, p) }
+
+func (s *session) subagentStarted(d *delivery, r *mapping.HookResult) {
+	sc := s.scopeAwaiting(func(sc *scope) bool { return !sc.started })
+	if sc == nil {
+		sc = &scope{at: d.at}
+		s.scopes = append(s.scopes, sc)
+	}
+	sc.started, sc.agent = true, r.Facts.AgentName
+	if ev := s.emit(d, r.Events[0], emitOpts{}); ev != nil {
+		sc.startID = ev.ID
+	}
+}
+
+func (s *session) subagentStopped(d *delivery, r *mapping.HookResult) {
+	o := emitOpts{}
+	for i, sc := range s.scopes {
+		if sc.started && (sc.agent == r.Facts.AgentName || r.Facts.AgentName == "") {
+			s.scopes = append(s.scopes[:i], s.scopes[i+1:]...)
+			o.cause = sc.startID
+			if ms := d.at.Sub(sc.at).Milliseconds(); ms >= 0 {
+				o.data = map[string]any{"duration_ms": ms}
+			}
+			break
+		}
+	}
+	s.emit(d, r.Events[0], o)
+}
+
+// toolRequested records the request for pairing, and holds it at the control
+// gate when that is on.
+func (s *session) toolRequested(d *delivery, r *mapping.HookResult) outcome {
+	ev := s.emit(d, r.Events[0], emitOpts{})
+	if ev == nil {
+		return outcome{reply: emptyReply}
+	}
+	rec := &toolRec{id: ev.ID, run: ev.Run, name: r.Facts.ToolName, at: d.at}
+	if id := r.Facts.ToolCallID; id != "" {
+		s.tools[id] = rec
+	}
+	return s.gate(d, r, rec)
+}
+
+// toolFinished pairs the result with its request by tool_call_id.
+func (s *session) toolFinished(d *delivery, r *mapping.HookResult) {
+	o := emitOpts{}
+	if rec := s.tools[r.Facts.ToolCallID]; rec != nil && r.Facts.ToolCallID != "" {
+		delete(s.tools, r.Facts.ToolCallID)
+		o.cause, o.run = rec.id, rec.run
+		if o.run == "" {
+			o.noRun = true
+		}
+		if ms := d.at.Sub(rec.at).Milliseconds(); ms >= 0 {
+			o.data = map[string]any{"duration_ms": ms}
+		}
+	}
+	s.emit(d, r.Events[0], o)
+}
+
+// permissionRequested opens an observed attention; from is the result it was
+// synthesized from when the request itself never arrived in time.
+func (s *session) permissionRequested(d *delivery, r *mapping.HookResult, from *mapping.HookResult) {
+	key := r.Facts.PermissionKey()
+	p := s.srv.cfg.Posture
+	if prev := s.perms[key]; prev != nil && key != "" {
+		// The request arrived after its result already closed it.
+		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{run: prev.run, cause: prev.id})
+		return
+	}
+	o := emitOpts{}
+	if rec := s.tools[r.Facts.ToolCallID]; rec != nil && r.Facts.ToolCallID != "" {
+		o.cause = rec.id
+	}
+	ev := s.emit(d, r.Events[0], o)
+	if ev == nil {
+		return
+	}
+	s.perms[key] = &permRec{id: ev.ID, run: ev.Run, tool: r.Facts.ToolName, callID: r.Facts.ToolCallID, at: d.at}
+}
+
+// permissionResult closes the observed attention: answered then resolved,
+// plus tool.denied by runtime for a rejection; a cancellation dismisses.
+func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
+	f := r.Facts
+	key := f.PermissionKey()
+	p := s.srv.cfg.Posture
+	rec := s.perms[key]
+	if rec == nil && key != "" {
+		// The request never came within the window: the result carries the
+		// same approval object, so open the attention from it.
+		s.srv.metrics.synthesized.Inc()
+		if req := mapping.PermissionRequestFrom(r, p); req != nil {
+			s.permissionRequested(d, req, r)
+			rec = s.perms[key]
+		}
+	}
+	m := r.Events[0]
+	if rec == nil || rec.closed || !strings.HasPrefix(m.Type, "attention.") {
+		o := emitOpts{}
+		if rec != nil {
+			o.cause, o.run = rec.id, rec.run
+		}
+		s.emit(d, m, o)
+		return
+	}
+	rec.closed = true
+	run := rec.run
+	latency := d.at.Sub(rec.at).Milliseconds()
+	if m.Type == "attention.resolved" { // cancelled
+		s.emit(d, m, emitOpts{subject: rec.id, cause: rec.id, run: run, noRun: run == "", data: map[string]any{"latency_ms": max(latency, 0)}})
+		return
+	}
+	answered := s.emit(d, m, emitOpts{subject: rec.id, cause: rec.id, run: run, noRun: run == ""})
+	if answered == nil {
+		return
+	}
+	resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
+		Data: map[string]any{"resolution": "answered", "latency_ms": max(latency, 0)}}
+	s.emit(d, resolved, emitOpts{subject: rec.id, cause: answered.ID, run: run, noRun: run == ""})
+	if f.Decision == "rejected" {
+		tool := map[string]any{"name": rec.tool}
+		if rec.tool == "" {
+			tool["name"] = "unknown"
+		}
+		if rec.callID != "" {
+			tool["call_id"] = rec.callID
+		}
+		denied := mapping.Event{Type: "tool.denied", Subject: tool["name"].(string), Severity: aep.SeverityNotice,
+			Capture: p.Level("tool.denied"), Data: map[string]any{"tool": tool, "by": "runtime"}}
+		s.emit(d, denied, emitOpts{cause: answered.ID, run: run, noRun: run == ""})
+	}
+}
+
+// endSession closes everything the session left open, then ends it: the
+// open run drains as cancelled, open attention is dismissed (AEP-0002 §7.2),
+// queued instructions drop and held hooks are released.
+func (s *session) endSession(d *delivery, r *mapping.HookResult) {
+	p := s.srv.cfg.Posture
+	s.releaseHolds(d, "session-ended")
+	s.dropInstructions(d)
+	for _, rec := range s.perms {
+		if rec.closed {
+			continue
+		}
+		rec.closed = true
+		resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
+			Data: map[string]any{"resolution": "dismissed", "latency_ms": max(d.at.Sub(rec.at).Milliseconds(), 0)}}
+		s.emit(d, resolved, emitOpts{subject: rec.id, cause: rec.id, run: rec.run, noRun: rec.run == ""})
+	}
+	s.drainRun(d)
+	s.pending = nil
+	s.scopes = nil
+	if s.ended {
+		// Kimi can end a session twice (a resumed session exits again);
+		// AEP allows one session.ended, so the repeat degrades.
+		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{noRun: true})
+		return
+	}
+	data := map[string]any{}
+	if !s.startedAt.IsZero() {
+		data["duration_ms"] = max(d.at.Sub(s.startedAt).Milliseconds(), 0)
+		data["runs"] = s.runs
+	}
+	s.emit(d, r.Events[0], emitOpts{noRun: true, data: data})
+	s.ended = true
+}
+
+// logPath is the session's log file.
+func (s *session) logPath() string {
+	return filepath.Join(logDir(s.srv.cfg.Home), LogFileName(s.id))
+}

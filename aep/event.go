@@ -1,0 +1,506 @@
+package aep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Event is one AEP envelope (AEP-0001 §5): sixteen context attributes, any
+// extension attributes, and an optional data object.
+//
+// String attributes are absent when empty; Seq and Epoch are absent when nil.
+// Extension attributes and data are kept as the exact JSON they arrived as, so
+// an event round-trips unknown members unchanged. An event parsed from bytes
+// remembers them (Raw) so a hop can forward it byte-identically; code that
+// changes a parsed event must call ClearRaw before re-serializing it.
+type Event struct {
+	AEP         string
+	ID          string
+	Type        string
+	Subject     string
+	Time        string
+	Source      string
+	Agent       string
+	Session     string
+	Run         string
+	Step        string
+	Seq         *int64
+	Epoch       *int64
+	Cause       string
+	Traceparent string
+	Severity    string
+	Capture     string
+	// Ext holds extension attributes by name, each as its raw JSON value.
+	Ext map[string]json.RawMessage
+	// Data is the payload object as raw JSON, or nil when absent.
+	Data json.RawMessage
+
+	raw []byte
+	// present records which core attributes appeared on the wire (parsed
+	// events only), so validation can tell "" from absent.
+	present uint32
+}
+
+// Core attribute names in wire order.
+const (
+	AttrAEP         = "aep"
+	AttrID          = "id"
+	AttrType        = "type"
+	AttrSubject     = "subject"
+	AttrTime        = "time"
+	AttrSource      = "source"
+	AttrAgent       = "agent"
+	AttrSession     = "session"
+	AttrRun         = "run"
+	AttrStep        = "step"
+	AttrSeq         = "seq"
+	AttrEpoch       = "epoch"
+	AttrCause       = "cause"
+	AttrTraceparent = "traceparent"
+	AttrSeverity    = "severity"
+	AttrCapture     = "capture"
+	AttrData        = "data"
+)
+
+// coreAttrs lists the core attribute names in the order Marshal writes them
+// (data goes last, after extensions).
+var coreAttrs = [...]string{
+	AttrAEP, AttrID, AttrType, AttrSubject, AttrTime, AttrSource, AttrAgent,
+	AttrSession, AttrRun, AttrStep, AttrSeq, AttrEpoch, AttrCause,
+	AttrTraceparent, AttrSeverity, AttrCapture, AttrData,
+}
+
+func coreIndex(name string) int {
+	for i, n := range coreAttrs {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// IsCoreAttr reports whether name is one of the seventeen core members.
+func IsCoreAttr(name string) bool { return coreIndex(name) >= 0 }
+
+// Int64 returns a pointer to v, for Seq and Epoch.
+func Int64(v int64) *int64 { return &v }
+
+// Raw returns the bytes the event was parsed from, or nil for an event built
+// in code or changed since (ClearRaw).
+func (e *Event) Raw() []byte { return e.raw }
+
+// Seal serializes a complete event once and keeps the bytes as its Raw form,
+// so every later hop (log, publisher) writes the same bytes. Call it when the
+// event will not change again: a sequenced event is immutable.
+func (e *Event) Seal() ([]byte, error) {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	e.raw = b
+	return b, nil
+}
+
+// ClearRaw forgets the parsed bytes; call it after changing a parsed event.
+func (e *Event) ClearRaw() { e.raw = nil; e.present = 0 }
+
+// Bytes returns the wire form: the parsed bytes when the event is unchanged,
+// otherwise a fresh serialization.
+func (e *Event) Bytes() ([]byte, error) {
+	if e.raw != nil {
+		return e.raw, nil
+	}
+	return e.MarshalJSON()
+}
+
+// Has reports whether a core attribute is present. For parsed events it
+// reflects the wire; for built events, non-empty strings and non-nil numbers.
+func (e *Event) Has(attr string) bool {
+	if e.present != 0 {
+		i := coreIndex(attr)
+		return i >= 0 && e.present&(1<<uint(i)) != 0
+	}
+	switch attr {
+	case AttrSeq:
+		return e.Seq != nil
+	case AttrEpoch:
+		return e.Epoch != nil
+	case AttrData:
+		return e.Data != nil
+	}
+	v, ok := e.stringAttr(attr)
+	return ok && v != ""
+}
+
+// stringAttr returns a string core attribute by name.
+func (e *Event) stringAttr(name string) (string, bool) {
+	switch name {
+	case AttrAEP:
+		return e.AEP, true
+	case AttrID:
+		return e.ID, true
+	case AttrType:
+		return e.Type, true
+	case AttrSubject:
+		return e.Subject, true
+	case AttrTime:
+		return e.Time, true
+	case AttrSource:
+		return e.Source, true
+	case AttrAgent:
+		return e.Agent, true
+	case AttrSession:
+		return e.Session, true
+	case AttrRun:
+		return e.Run, true
+	case AttrStep:
+		return e.Step, true
+	case AttrCause:
+		return e.Cause, true
+	case AttrTraceparent:
+		return e.Traceparent, true
+	case AttrSeverity:
+		return e.Severity, true
+	case AttrCapture:
+		return e.Capture, true
+	}
+	return "", false
+}
+
+func (e *Event) stringPtr(name string) *string {
+	switch name {
+	case AttrAEP:
+		return &e.AEP
+	case AttrID:
+		return &e.ID
+	case AttrType:
+		return &e.Type
+	case AttrSubject:
+		return &e.Subject
+	case AttrTime:
+		return &e.Time
+	case AttrSource:
+		return &e.Source
+	case AttrAgent:
+		return &e.Agent
+	case AttrSession:
+		return &e.Session
+	case AttrRun:
+		return &e.Run
+	case AttrStep:
+		return &e.Step
+	case AttrCause:
+		return &e.Cause
+	case AttrTraceparent:
+		return &e.Traceparent
+	case AttrSeverity:
+		return &e.Severity
+	case AttrCapture:
+		return &e.Capture
+	}
+	return nil
+}
+
+// EpochOrZero applies the AEP default for an absent epoch.
+func (e *Event) EpochOrZero() int64 {
+	if e.Epoch == nil {
+		return 0
+	}
+	return *e.Epoch
+}
+
+// CaptureLevel applies the AEP default for an absent capture; an unknown value
+// reads as metadata (validation reports it).
+func (e *Event) CaptureLevel() Capture {
+	c, _ := ParseCapture(e.Capture)
+	return c
+}
+
+// SeverityLevel applies the AEP default for an absent severity; an unknown
+// value reads as info (validation reports it).
+func (e *Event) SeverityLevel() Severity {
+	s, _ := ParseSeverity(e.Severity)
+	return s
+}
+
+// ErrNotObject is returned when an event's bytes are not one JSON object.
+var ErrNotObject = errors.New("event is not a JSON object")
+
+// ParseEvent decodes one event. It fails when the bytes are not a single JSON
+// object or when a core attribute has the wrong JSON type (a string attribute
+// that is not a string, seq or epoch that is not an integer, data that is not
+// an object, any core attribute that is null). Everything else, including
+// grammar and payload rules, is Validate's job. The event keeps b as Raw.
+func ParseEvent(b []byte) (*Event, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, ErrNotObject
+	}
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("event is not valid JSON: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the event object")
+	}
+	if m == nil {
+		return nil, ErrNotObject
+	}
+	e := &Event{raw: b}
+	for k, v := range m {
+		i := coreIndex(k)
+		if i < 0 {
+			if e.Ext == nil {
+				e.Ext = make(map[string]json.RawMessage)
+			}
+			e.Ext[k] = v
+			continue
+		}
+		if isNull(v) {
+			return nil, fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
+		}
+		e.present |= 1 << uint(i)
+		switch k {
+		case AttrSeq, AttrEpoch:
+			n, err := parseInt(v)
+			if err != nil {
+				return nil, fmt.Errorf("attribute %q: %w", k, err)
+			}
+			if k == AttrSeq {
+				e.Seq = &n
+			} else {
+				e.Epoch = &n
+			}
+		case AttrData:
+			if v[0] != '{' {
+				return nil, errors.New(`attribute "data" must be an object`)
+			}
+			e.Data = v
+		default:
+			var s string
+			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+				return nil, fmt.Errorf("attribute %q must be a string", k)
+			}
+			*e.stringPtr(k) = s
+		}
+	}
+	return e, nil
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 4 && string(v) == "null" }
+
+func parseInt(v json.RawMessage) (int64, error) {
+	s := string(v)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	// 3.0 and 1e2 are integers in JSON Schema's sense.
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != float64(int64(f)) {
+		return 0, errors.New("must be an integer")
+	}
+	return int64(f), nil
+}
+
+// MarshalJSON writes the event with core attributes in a fixed order,
+// extension attributes sorted by name, and data last. Absent attributes are
+// omitted.
+func (e *Event) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(256 + len(e.Data))
+	buf.WriteByte('{')
+	first := true
+	key := func(k string) {
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.WriteByte('"')
+		buf.WriteString(k)
+		buf.WriteString(`":`)
+	}
+	str := func(k, v string) {
+		if v == "" {
+			return
+		}
+		key(k)
+		writeJSONString(&buf, v)
+	}
+	str(AttrAEP, e.AEP)
+	str(AttrID, e.ID)
+	str(AttrType, e.Type)
+	str(AttrSubject, e.Subject)
+	str(AttrTime, e.Time)
+	str(AttrSource, e.Source)
+	str(AttrAgent, e.Agent)
+	str(AttrSession, e.Session)
+	str(AttrRun, e.Run)
+	str(AttrStep, e.Step)
+	if e.Seq != nil {
+		key(AttrSeq)
+		buf.WriteString(strconv.FormatInt(*e.Seq, 10))
+	}
+	if e.Epoch != nil {
+		key(AttrEpoch)
+		buf.WriteString(strconv.FormatInt(*e.Epoch, 10))
+	}
+	str(AttrCause, e.Cause)
+	str(AttrTraceparent, e.Traceparent)
+	str(AttrSeverity, e.Severity)
+	str(AttrCapture, e.Capture)
+	if len(e.Ext) > 0 {
+		names := make([]string, 0, len(e.Ext))
+		for k := range e.Ext {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			v := e.Ext[k]
+			if len(v) == 0 {
+				continue
+			}
+			// Parsed names may be anything (validation reports them); the
+			// output must stay JSON whatever they are.
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			writeJSONString(&buf, k)
+			buf.WriteByte(':')
+			buf.Write(compactJSON(v))
+		}
+	}
+	if e.Data != nil {
+		key(AttrData)
+		buf.Write(compactJSON(e.Data))
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// compactJSON strips insignificant whitespace so a serialized event is one
+// line; it returns v unchanged when it already is compact or is not JSON.
+func compactJSON(v json.RawMessage) []byte {
+	if bytes.IndexAny(v, " \t\r\n") < 0 {
+		return v
+	}
+	var out bytes.Buffer
+	if json.Compact(&out, v) != nil {
+		return v
+	}
+	return out.Bytes()
+}
+
+// Clone returns a deep copy without the parsed bytes.
+func (e *Event) Clone() *Event {
+	c := *e
+	c.raw = nil
+	c.present = 0
+	if e.Seq != nil {
+		c.Seq = Int64(*e.Seq)
+	}
+	if e.Epoch != nil {
+		c.Epoch = Int64(*e.Epoch)
+	}
+	if e.Ext != nil {
+		c.Ext = make(map[string]json.RawMessage, len(e.Ext))
+		for k, v := range e.Ext {
+			c.Ext[k] = v
+		}
+	}
+	return &c
+}
+
+// SetExt sets an extension attribute, refusing (AEP-0001 §5.4) a name that
+// collides with a core attribute or is not [a-z0-9]{1,20}, and a value that is
+// not a string, integer or boolean.
+func (e *Event) SetExt(name string, value any) error {
+	if IsCoreAttr(name) {
+		return fmt.Errorf("extension attribute %q collides with a core attribute", name)
+	}
+	if !validExtName(name) {
+		return fmt.Errorf("extension attribute name %q must match [a-z0-9]{1,20}", name)
+	}
+	var raw []byte
+	switch v := value.(type) {
+	case string:
+		var buf bytes.Buffer
+		writeJSONString(&buf, v)
+		raw = buf.Bytes()
+	case bool:
+		raw = []byte(strconv.FormatBool(v))
+	case int:
+		raw = []byte(strconv.Itoa(v))
+	case int64:
+		raw = []byte(strconv.FormatInt(v, 10))
+	default:
+		return fmt.Errorf("extension attribute %q must be a string, integer or boolean, not %T", name, value)
+	}
+	if e.Ext == nil {
+		e.Ext = make(map[string]json.RawMessage)
+	}
+	e.Ext[name] = raw
+	e.raw = nil
+	return nil
+}
+
+// ExtString returns a string extension attribute.
+func (e *Event) ExtString(name string) (string, bool) {
+	v, ok := e.Ext[name]
+	if !ok || len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func validExtName(name string) bool {
+	if len(name) < 1 || len(name) > 20 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// DataMap decodes data into a generic map (numbers as json.Number), or returns
+// nil when data is absent.
+func (e *Event) DataMap() (map[string]any, error) {
+	if e.Data == nil {
+		return nil, nil
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(e.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	return m, nil
+}
+
+// SetData replaces data with the canonical JSON of m (nil removes it).
+func (e *Event) SetData(m map[string]any) error {
+	e.raw = nil
+	if m == nil {
+		e.Data = nil
+		return nil
+	}
+	b, err := Canonical(m)
+	if err != nil {
+		return err
+	}
+	e.Data = b
+	return nil
+}

@@ -1,0 +1,353 @@
+package aep
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Violation is one broken rule.
+type Violation struct {
+	// Rule cites the spec section, e.g. "AEP-0001 §5.2".
+	Rule string
+	// Path names the attribute or data field, when there is one.
+	Path string
+	Msg  string
+}
+
+func (v Violation) Error() string {
+	if v.Path != "" {
+		return fmt.Sprintf("%s: %s (%s)", v.Path, v.Msg, v.Rule)
+	}
+	return fmt.Sprintf("%s (%s)", v.Msg, v.Rule)
+}
+
+// ValidationError carries every violation found in one event.
+type ValidationError struct{ Violations []Violation }
+
+func (e *ValidationError) Error() string {
+	if len(e.Violations) == 1 {
+		return e.Violations[0].Error()
+	}
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+var (
+	typeRe        = regexp.MustCompile(`^((agent|session|run|progress|tool|delegation|attention|resource|error|state|assessment|message|control)(\.[a-z0-9_]+)+|x\.[a-z0-9_-]+\.[a-z0-9_]+(\.[a-z0-9_]+)+)$`)
+	traceparentRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+	uriSchemeRe   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$`)
+	commandTypeRe = regexp.MustCompile(`^(control\.attention\.respond|control\.cancel|control\.pause|control\.resume|x\.[a-z0-9_-]+\.control\..+|attention\.routed)$`)
+)
+
+// ValidType reports whether t is a legal AEP type name (AEP-0001 §6).
+func ValidType(t string) bool { return typeRe.MatchString(t) }
+
+// Scope is how an event relates to session order (AEP-0001 §5.2).
+type Scope uint8
+
+const (
+	// ScopeSession events carry session and seq.
+	ScopeSession Scope = iota
+	// ScopeAgent events describe the emitter and carry neither.
+	ScopeAgent
+	// ScopeForeign events (commands, attention.routed) carry session, never seq.
+	ScopeForeign
+)
+
+// ScopeOf classifies a type.
+func ScopeOf(t string) Scope {
+	switch {
+	case strings.HasPrefix(t, "agent."):
+		return ScopeAgent
+	case commandTypeRe.MatchString(t):
+		return ScopeForeign
+	}
+	return ScopeSession
+}
+
+// IsCommand reports whether t is a control command (a foreign-emitter control
+// type, AEP-0004 §2), as opposed to an ack or attention.routed.
+func IsCommand(t string) bool {
+	return ScopeOf(t) == ScopeForeign && t != "attention.routed"
+}
+
+// ValidateEnvelope checks the envelope rules of AEP-0001 §5–§6.
+func ValidateEnvelope(e *Event) []Violation {
+	var vs []Violation
+	add := func(rule, path, format string, args ...any) {
+		vs = append(vs, Violation{Rule: rule, Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, a := range []string{AttrAEP, AttrID, AttrType, AttrTime, AttrSource, AttrAgent} {
+		if s, _ := e.stringAttr(a); s == "" && !e.Has(a) {
+			add("AEP-0001 §5.1", a, "required attribute missing")
+		}
+	}
+	for _, a := range coreAttrs {
+		if s, ok := e.stringAttr(a); ok && s == "" && e.Has(a) {
+			add("AEP-0001 §5.1", a, "must be a non-empty string")
+		}
+	}
+	if e.AEP != "" && e.AEP != Version {
+		add("AEP-0001 §5.1 #1", AttrAEP, "unsupported envelope version %q (this is %s)", e.AEP, Version)
+	}
+	if e.Type != "" && !ValidType(e.Type) {
+		add("AEP-0001 §6", AttrType, "%q is not {category}.{rest} with a registered category, nor x.{vendor}.{category}.{rest}", e.Type)
+	}
+	if e.Time != "" && !ValidTime(e.Time) {
+		add("AEP-0001 §5.1 #5", AttrTime, "%q is not an RFC 3339 timestamp with a timezone", e.Time)
+	}
+	if e.Source != "" && !uriSchemeRe.MatchString(e.Source) {
+		add("AEP-0001 §5.1 #6", AttrSource, "%q is not a URI", e.Source)
+	}
+	if e.Seq != nil && *e.Seq < 0 {
+		add("AEP-0001 §5.1 #11", AttrSeq, "must be >= 0")
+	}
+	if e.Epoch != nil && *e.Epoch < 0 {
+		add("AEP-0001 §5.1 #12", AttrEpoch, "must be >= 0")
+	}
+	if e.Traceparent != "" && !traceparentRe.MatchString(e.Traceparent) {
+		add("AEP-0001 §5.1 #14", AttrTraceparent, "%q is not a W3C traceparent", e.Traceparent)
+	}
+	if e.Severity != "" {
+		if _, err := ParseSeverity(e.Severity); err != nil {
+			add("AEP-0001 §8.1", AttrSeverity, "unknown severity %q", e.Severity)
+		}
+	}
+	if e.Capture != "" {
+		if _, err := ParseCapture(e.Capture); err != nil {
+			add("AEP-0001 §8.2", AttrCapture, "unknown capture level %q", e.Capture)
+		}
+	}
+	for name, v := range e.Ext {
+		if !validExtName(name) {
+			add("AEP-0001 §5.4", name, "extension attribute names match [a-z0-9]{1,20}")
+		}
+		if !scalarJSON(v) {
+			add("AEP-0001 §5.4", name, "extension attributes carry a string, integer or boolean")
+		}
+	}
+	if e.Type != "" {
+		switch ScopeOf(e.Type) {
+		case ScopeAgent:
+			for _, a := range []string{AttrSession, AttrRun, AttrStep, AttrSeq} {
+				if e.Has(a) {
+					add("AEP-0001 §5.2", a, "agent-scoped events omit %s", a)
+				}
+			}
+		case ScopeForeign:
+			if !e.Has(AttrSession) {
+				add("AEP-0001 §5.2", AttrSession, "foreign-emitter session events carry session")
+			}
+			if e.Has(AttrSeq) {
+				add("AEP-0004 §2.2", AttrSeq, "commands and attention.routed omit seq: the sender does not own the session's order")
+			}
+		default:
+			if !e.Has(AttrSession) {
+				add("AEP-0001 §5.2", AttrSession, "session-scoped events carry session")
+			}
+			if !e.Has(AttrSeq) {
+				add("AEP-0001 §5.2", AttrSeq, "session-scoped events carry seq")
+			}
+		}
+	}
+	return vs
+}
+
+// scalarJSON reports whether raw is a JSON string, integer or boolean.
+func scalarJSON(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[0] {
+	case '"':
+		return true
+	case 't', 'f':
+		s := string(raw)
+		return s == "true" || s == "false"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		_, err := parseInt(raw)
+		return err == nil
+	}
+	return false
+}
+
+// Validate checks one event's envelope and, for registered types, its
+// payload; it returns a *ValidationError or nil.
+func Validate(e *Event) error {
+	vs := ValidateEnvelope(e)
+	vs = append(vs, ValidatePayload(e)...)
+	if len(vs) == 0 {
+		return nil
+	}
+	return &ValidationError{Violations: vs}
+}
+
+// StreamValidator checks the rules that span events (AEP-0001 §7, AEP-0002 §2
+// convention 5 and §7.2, AEP-0004 §3, AEP-0006): (epoch, seq) monotonic per
+// (source, session), (source, id) never naming two different events, one
+// terminal per run, one session.ended per session, attention closed before
+// session.ended, one ack decision per command, and form answers that fit their
+// request. Feed it events in stream order. The zero value is ready to use.
+type StreamValidator struct {
+	lastPos   map[sessKey][2]int64
+	seen      map[idKey]string
+	terminals map[runKey]bool
+	ended     map[sessKey]string
+	pending   map[sessKey]map[string]bool
+	acks      map[idKey]string
+	forms     map[string][]any
+}
+
+type sessKey struct{ source, session string }
+type idKey struct{ source, id string }
+type runKey struct {
+	sessKey
+	run string
+}
+
+var runTerminals = map[string]bool{"run.finished": true, "run.failed": true, "run.cancelled": true}
+
+// IsRunTerminal reports whether t ends a run.
+func IsRunTerminal(t string) bool { return runTerminals[t] }
+
+// Add checks e against everything seen so far and records it.
+func (v *StreamValidator) Add(e *Event) []Violation {
+	if v.lastPos == nil {
+		v.lastPos = map[sessKey][2]int64{}
+		v.seen = map[idKey]string{}
+		v.terminals = map[runKey]bool{}
+		v.ended = map[sessKey]string{}
+		v.pending = map[sessKey]map[string]bool{}
+		v.acks = map[idKey]string{}
+		v.forms = map[string][]any{}
+	}
+	var vs []Violation
+	add := func(rule, format string, args ...any) {
+		vs = append(vs, Violation{Rule: rule, Msg: fmt.Sprintf(format, args...)})
+	}
+	canon := canonicalEvent(e)
+
+	idk := idKey{e.Source, e.ID}
+	if prev, ok := v.seen[idk]; ok {
+		if prev != canon {
+			add("AEP-0001 §7.4", "(source, id) %q names two different events", e.ID)
+		}
+		// A byte-identical repeat is legal redelivery: nothing else to check.
+		return vs
+	}
+	v.seen[idk] = canon
+
+	sk := sessKey{e.Source, e.Session}
+	if e.Session != "" && e.Seq != nil {
+		pos := [2]int64{e.EpochOrZero(), *e.Seq}
+		if last, ok := v.lastPos[sk]; ok {
+			switch {
+			case pos[0] < last[0]:
+				add("AEP-0001 §7.2", "epoch regression in session %q: %d after %d", e.Session, pos[0], last[0])
+			case pos[0] == last[0] && pos[1] <= last[1]:
+				add("AEP-0001 §7.2", "seq not monotonic in session %q: %d after %d (epoch %d)", e.Session, pos[1], last[1], pos[0])
+			}
+		}
+		v.lastPos[sk] = pos
+	}
+
+	if e.Session != "" {
+		switch t := e.Type; {
+		case runTerminals[t] && e.Run != "":
+			rk := runKey{sk, e.Run}
+			if v.terminals[rk] {
+				add("AEP-0002 §2 convention 5", "second terminal for run %q in session %q", e.Run, e.Session)
+			}
+			v.terminals[rk] = true
+		case t == "attention.requested":
+			if v.pending[sk] == nil {
+				v.pending[sk] = map[string]bool{}
+			}
+			v.pending[sk][e.ID] = true
+		case t == "attention.resolved" || t == "attention.timeout":
+			delete(v.pending[sk], e.Subject)
+		case t == "session.ended":
+			if len(v.pending[sk]) > 0 {
+				add("AEP-0002 §7.2", "session %q ended with %d attention request(s) still pending", e.Session, len(v.pending[sk]))
+			}
+			if _, ok := v.ended[sk]; ok {
+				add("AEP-0002 §2 convention 5", "second session.ended for session %q", e.Session)
+			}
+			v.ended[sk] = canon
+		}
+	}
+
+	if (e.Type == "control.accepted" || e.Type == "control.rejected") && e.Cause != "" {
+		ak := idKey{e.Source, e.Cause}
+		if prev, ok := v.acks[ak]; ok && prev != canon {
+			add("AEP-0004 §3", "second ack decision for command %q", e.Cause)
+		}
+		v.acks[ak] = canon
+	}
+
+	v.checkForm(e, add)
+	return vs
+}
+
+// checkForm applies the AEP-0006 cross-event rules: an answer to a form covers
+// every required field, uses choice ids for closed selects, and keeps free
+// text out of metadata-level events.
+func (v *StreamValidator) checkForm(e *Event, add func(rule, format string, args ...any)) {
+	if e.Type != "attention.requested" && e.Type != "attention.answered" {
+		return
+	}
+	data, err := e.DataMap()
+	if err != nil || data == nil {
+		return
+	}
+	if e.Type == "attention.requested" {
+		if data["kind"] == "form" {
+			fields, _ := data["fields"].([]any)
+			v.forms[e.ID] = fields
+		}
+		return
+	}
+	fields, ok := v.forms[e.Subject]
+	if !ok {
+		return
+	}
+	answer, _ := data["answer"].(map[string]any)
+	values, ok := answer["values"].(map[string]any)
+	if !ok {
+		return
+	}
+	if err := FormValuesError(fields, values); err != nil {
+		add("AEP-0002 §5.3 (AEP-0006)", "form answer: %v", err)
+	}
+	kept := GateFormValues(fields, values, e.CaptureLevel(), nil)
+	for k := range values {
+		if _, ok := kept[k]; !ok && fieldDeclared(fields, k) {
+			add("AEP-0002 §5.3 (AEP-0006)", "form answer value %q is free text above the event's capture %s", k, e.CaptureLevel())
+		}
+	}
+}
+
+func fieldDeclared(fields []any, id string) bool {
+	for _, f := range fields {
+		if m, ok := f.(map[string]any); ok && m["id"] == id {
+			return true
+		}
+	}
+	return false
+}
+
+func canonicalEvent(e *Event) string {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return ""
+	}
+	c, err := CanonicalRaw(b)
+	if err != nil {
+		return string(b)
+	}
+	return string(c)
+}

@@ -1,0 +1,73 @@
+// Command aep-kimi runs the aep-kimi daemons (adapter, bridge-web, relay, up)
+// and tools (map, validate, tail, respond, cancel, instruct).
+//
+// Each subcommand lives in its own file as func(ctx, args, stdio) int; this
+// file only dispatches. Exit codes: 0 ok, 1 failure, 2 usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// stdio is the process's standard streams, passed in so subcommands are
+// testable without touching globals.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, io stdio) int
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"map":      {"map one hook payload (or kap frame) on stdin to AEP events", runMap},
+		"validate": {"check JSONL event streams against AEP 0.1", runValidate},
+		"relay":    {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: aep-kimi <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'aep-kimi <command> -h' for a command's flags.")
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+func run(args []string, io stdio) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(io.out)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(io.err, "aep-kimi: unknown command %q (run aep-kimi --help)\n", args[0])
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd.run(ctx, args[1:], io)
+}

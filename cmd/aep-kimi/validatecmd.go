@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// maxLine bounds one JSONL line (an event); the relay's default body cap.
+const maxLine = 16 << 20
+
+// runValidate checks JSONL streams: every line's envelope and payload, and
+// the stream rules across the lines of each file. It prints one line per
+// violation and a summary, and exits 1 on any violation.
+func runValidate(_ context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	quiet := fs.Bool("q", false, "print only the summary")
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi validate [-q] FILE... (- for stdin)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	var total, bad, unreadable int
+	for _, name := range fs.Args() {
+		n, vs, err := validateFile(name, io.in)
+		total += n
+		if err != nil {
+			fmt.Fprintf(io.out, "%s: %v\n", name, err)
+			unreadable++
+			continue
+		}
+		bad += len(vs)
+		if !*quiet {
+			for _, v := range vs {
+				fmt.Fprintf(io.out, "%s:%d: %v\n", name, v.line, v.Violation)
+			}
+		}
+	}
+	fmt.Fprintf(io.out, "%d event(s) in %d file(s): %d violation(s)", total, fs.NArg(), bad)
+	if unreadable > 0 {
+		fmt.Fprintf(io.out, ", %d file(s) unreadable", unreadable)
+	}
+	fmt.Fprintln(io.out)
+	if bad > 0 || unreadable > 0 {
+		return 1
+	}
+	return 0
+}
+
+type lineViolation struct {
+	line int
+	aep.Violation
+}
+
+// validateFile reads one JSONL stream and returns its event count and
+// violations; err is for a file that cannot be read at all.
+func validateFile(name string, stdin io.Reader) (int, []lineViolation, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	var sv aep.StreamValidator
+	var out []lineViolation
+	n, line := 0, 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(b) == 0 {
+			out = append(out, lineViolation{line, aep.Violation{Rule: "AEP-0003 §3.1", Msg: "blank line (JSONL carries one event per line, no blank lines)"}})
+			continue
+		}
+		n++
+		e, err := aep.ParseEvent(b)
+		if err != nil {
+			out = append(out, lineViolation{line, aep.Violation{Rule: "AEP-0001 §5", Msg: err.Error()}})
+			continue
+		}
+		vs := aep.ValidateEnvelope(e)
+		vs = append(vs, aep.ValidatePayload(e)...)
+		vs = append(vs, sv.Add(e)...)
+		for _, v := range vs {
+			out = append(out, lineViolation{line, v})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return n, out, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	return n, out, nil
+}

@@ -1,0 +1,358 @@
+// Command kimi-hook is the command Kimi Code runs for every external hook. It
+// forwards the hook's stdin JSON to the aep-kimi adapter and relays the reply.
+//
+// It never breaks the agent: it always exits 0 and prints nothing unless the
+// adapter's reply carries a decision or an instruction (Kimi appends a
+// UserPromptSubmit hook's stdout to the model's context). When the adapter is
+// unreachable, slow or refuses the token, the payload goes to the spool under
+// <home>/kimi/spool/, which the adapter ingests later.
+//
+// Kimi kills PostToolUse/PostToolUseFailure hooks (SIGTERM to the process
+// group, SIGKILL 100 ms later) when the turn ends, sometimes 35 ms after they
+// start. So kimi-hook ignores SIGTERM from its first instruction, and a hook
+// whose reply Kimi ignores (fire-and-forget) writes its payload ahead to the
+// spool before delivering it: a kill at any point loses nothing.
+//
+// It links only the standard library pieces it needs (no net/http), because
+// Kimi spawns it for every hook and its start-up time is the hook's cost.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+)
+
+const (
+	// DefaultDaemon is the adapter's default address.
+	DefaultDaemon = "http://127.0.0.1:8398"
+	// DefaultTimeout is Kimi's own default hook timeout, in seconds.
+	DefaultTimeout = 30
+	// MaxPayload is the largest payload forwarded; larger ones are spooled
+	// for the adapter to quarantine, never silently dropped.
+	MaxPayload = 4 << 20
+	// hardCap bounds what is read from stdin at all.
+	hardCap = 64 << 20
+	// margin is kept between our wait and Kimi's timeout, so kimi-hook
+	// spools and exits before Kimi kills it.
+	margin = 1500 * time.Millisecond
+	// awaitedCap bounds the wait of an awaited hook the adapter never holds:
+	// the adapter answers those at once, so a longer wait means it is stuck.
+	awaitedCap = 5 * time.Second
+)
+
+// awaited lists the hooks whose result Kimi waits for (NOTES.md "Blocking vs
+// fire-and-forget"); every other hook is fire-and-forget.
+var awaited = map[string]bool{
+	"PreToolUse": true, "UserPromptSubmit": true, "Stop": true, "SessionStart": true,
+	"SessionEnd": true, "SubagentStart": true, "PreCompact": true,
+}
+
+type options struct {
+	daemon  string
+	home    string
+	timeout time.Duration
+}
+
+func main() {
+	// First: a group SIGTERM at turn end must not kill us mid-delivery.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	os.Exit(0)
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
+	opts, err := parseArgs(args)
+	if err != nil {
+		// Still never break the agent: note it and deliver with defaults.
+		fmt.Fprintf(stderr, "kimi-hook: %v\n", err)
+	}
+	readAt := time.Now()
+	payload, err := io.ReadAll(io.LimitReader(stdin, hardCap))
+	if err != nil && len(payload) == 0 {
+		fmt.Fprintf(stderr, "kimi-hook: reading stdin: %v\n", err)
+		return
+	}
+	d := delivery{opts: opts, payload: payload, at: readAt, id: newDeliveryID(readAt)}
+	if len(payload) > MaxPayload {
+		d.spool("oversize", stderr)
+		return
+	}
+	event := hookName(payload)
+	if awaited[event] {
+		// Kimi waits for this reply (a decision or an instruction may ride
+		// it) and kills the hook only on its own timeout, which the wait
+		// budget stays under.
+		reply, reason := d.post(opts.budget(event))
+		if reason != "" {
+			d.spool(reason, stderr)
+			return
+		}
+		if out := decisionOutput(reply); out != nil {
+			stdout.Write(out)
+		}
+		return
+	}
+	// Fire-and-forget: Kimi may kill us any moment after 35 ms, so the
+	// payload goes to disk first (a fraction of a millisecond), then to the
+	// adapter. On delivery the record is removed; if we die first, the
+	// adapter ingests it from the spool and its delivery id dedupes it.
+	_, rec, err := spool.Append(spool.Dir(opts.home), d.header("pending"), payload)
+	if err != nil {
+		fmt.Fprintf(stderr, "kimi-hook: could not write ahead to the spool: %v\n", err)
+	}
+	if _, reason := d.post(opts.budget(event)); reason == "" && rec != "" {
+		spool.Remove(rec) //nolint:errcheck // a leftover is deduped on ingest
+	}
+}
+
+func parseArgs(args []string) (options, error) {
+	o := options{daemon: DefaultDaemon, timeout: DefaultTimeout * time.Second}
+	if h := os.Getenv("AEP_HOME"); h != "" {
+		o.home = h
+	} else if h, err := os.UserHomeDir(); err == nil {
+		o.home = filepath.Join(h, ".aep")
+	}
+	var bad error
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			bad = fmt.Errorf("unexpected argument %q", a)
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "daemon":
+			o.daemon = val
+		case "home":
+			o.home = val
+		case "timeout":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > 600 {
+				bad = fmt.Errorf("--timeout %q: want seconds in 1..600", val)
+				continue
+			}
+			o.timeout = time.Duration(n) * time.Second
+		default:
+			bad = fmt.Errorf("unknown flag %q (flags: --daemon URL --home DIR --timeout SECONDS)", a)
+		}
+	}
+	return o, bad
+}
+
+// budget is how long to wait for the adapter's reply.
+func (o options) budget(event string) time.Duration {
+	b := o.timeout - margin
+	if b < 500*time.Millisecond {
+		b = 500 * time.Millisecond
+	}
+	if event != "PreToolUse" && b > awaitedCap {
+		b = awaitedCap // only PreToolUse may be held by the control gate
+	}
+	return b
+}
+
+// hookName reads hook_event_name cheaply: Kimi writes it as the first key.
+func hookName(p []byte) string {
+	const prefix = `{"hook_event_name":"`
+	if bytes.HasPrefix(p, []byte(prefix)) {
+		rest := p[len(prefix):]
+		if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return string(rest[:i])
+		}
+	}
+	var v struct {
+		Name string `json:"hook_event_name"`
+	}
+	json.Unmarshal(p, &v)
+	return v.Name
+}
+
+type delivery struct {
+	opts    options
+	payload []byte
+	at      time.Time
+	id      string
+}
+
+// post sends the payload to the adapter and returns its reply, or the reason
+// to spool instead.
+func (d delivery) post(wait time.Duration) ([]byte, string) {
+	u, err := url.Parse(d.opts.daemon)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, "unreachable"
+	}
+	token := readToken(d.opts.home)
+	deadline := time.Now().Add(wait)
+	conn, err := net.DialTimeout("tcp", u.Host, wait)
+	if err != nil {
+		return nil, "unreachable"
+	}
+	defer conn.Close()
+	conn.SetDeadline(deadline)
+	var req bytes.Buffer
+	path := strings.TrimSuffix(u.Path, "/") + "/hook"
+	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", path, u.Host, len(d.payload))
+	fmt.Fprintf(&req, "X-Kimi-Hook-Delivery: %s\r\nX-Kimi-Hook-Time: %s\r\n", d.id, d.at.UTC().Format(time.RFC3339Nano))
+	if token != "" {
+		fmt.Fprintf(&req, "Authorization: Bearer %s\r\n", token)
+	}
+	req.WriteString("\r\n")
+	req.Write(d.payload)
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		return nil, timeoutOr(err, "unreachable")
+	}
+	status, body, err := readResponse(bufio.NewReader(conn))
+	if err != nil {
+		return nil, timeoutOr(err, "unreachable")
+	}
+	switch {
+	case status == 200:
+		return body, ""
+	case status == 401 || status == 403:
+		return nil, "unauthorized"
+	default:
+		return nil, "rejected"
+	}
+}
+
+func timeoutOr(err error, other string) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return other
+}
+
+// readResponse parses the adapter's HTTP/1.1 reply: status, headers, and a
+// Content-Length or chunked body.
+func readResponse(r *bufio.Reader) (int, []byte, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, nil, err
+	}
+	parts := strings.SplitN(strings.TrimSpace(line), " ", 3)
+	if len(parts) < 2 || !strings.HasPrefix(parts[0], "HTTP/1.") {
+		return 0, nil, fmt.Errorf("bad status line %q", line)
+	}
+	status, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return 0, nil, fmt.Errorf("bad status %q", parts[1])
+	}
+	length, chunked := -1, false
+	for {
+		h, err := r.ReadString('\n')
+		if err != nil {
+			return 0, nil, err
+		}
+		h = strings.TrimSpace(h)
+		if h == "" {
+			break
+		}
+		k, v, _ := strings.Cut(h, ":")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "content-length":
+			length, _ = strconv.Atoi(strings.TrimSpace(v))
+		case "transfer-encoding":
+			chunked = strings.Contains(strings.ToLower(v), "chunked")
+		}
+	}
+	const maxReply = 1 << 20
+	switch {
+	case chunked:
+		var body bytes.Buffer
+		for {
+			sz, err := r.ReadString('\n')
+			if err != nil {
+				return 0, nil, err
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(sz, ";", 2)[0]), 16, 64)
+			if err != nil || n < 0 || int64(body.Len())+n > maxReply {
+				return 0, nil, fmt.Errorf("bad chunk")
+			}
+			if n == 0 {
+				return status, body.Bytes(), nil
+			}
+			if _, err := io.CopyN(&body, r, n); err != nil {
+				return 0, nil, err
+			}
+			r.ReadString('\n')
+		}
+	case length >= 0:
+		if length > maxReply {
+			return 0, nil, fmt.Errorf("reply too large")
+		}
+		body := make([]byte, length)
+		_, err := io.ReadFull(r, body)
+		return status, body, err
+	default:
+		body, err := io.ReadAll(io.LimitReader(r, maxReply))
+		return status, body, err
+	}
+}
+
+// decisionOutput returns what to print for Kimi: the reply, only when it
+// carries a decision (hookSpecificOutput) or an instruction (message).
+func decisionOutput(reply []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(reply, &m) != nil {
+		return nil
+	}
+	if _, ok := m["hookSpecificOutput"]; !ok {
+		if _, ok := m["message"]; !ok {
+			return nil
+		}
+	}
+	var out bytes.Buffer
+	if json.Compact(&out, reply) != nil {
+		return nil
+	}
+	return out.Bytes()
+}
+
+func (d delivery) header(reason string) spool.Header {
+	return spool.Header{Delivery: d.id, At: d.at.UTC().Format(time.RFC3339Nano), Reason: reason}
+}
+
+func (d delivery) spool(reason string, stderr io.Writer) {
+	if _, _, err := spool.Append(spool.Dir(d.opts.home), d.header(reason), d.payload); err != nil {
+		// Nowhere left to put it: say so on stderr (Kimi logs hook stderr).
+		fmt.Fprintf(stderr, "kimi-hook: could not spool payload (%s): %v\n", reason, err)
+	}
+}
+
+func readToken(home string) string {
+	b, err := os.ReadFile(filepath.Join(home, "kimi", "hook.token"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// newDeliveryID is a time-prefixed random id: unique per hook invocation, so
+// the adapter can tell a spooled copy of a payload it already took.
+func newDeliveryID(t time.Time) string {
+	var b [10]byte
+	rand.Read(b[:])
+	return strconv.FormatInt(t.UnixMilli(), 36) + "-" + hex.EncodeToString(b[:])
+}

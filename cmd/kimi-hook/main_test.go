@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+var hookBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kimi-hook-test")
+	if err != nil {
+		panic(err)
+	}
+	hookBin = filepath.Join(dir, "kimi-hook")
+	out, err := exec.Command("go", "build", "-o", hookBin, ".").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startAdapter runs a real adapter on loopback.
+func startAdapter(t *testing.T, home string) (*adapter.Server, string) {
+	t.Helper()
+	s, err := adapter.NewServer(adapter.Config{Home: home, Listen: "127.0.0.1:0", Posture: mapping.DefaultPosture(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SpoolPoll: 50 * time.Millisecond, SpoolGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-s.Ready()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, "http://" + addr.String()
+}
+
+// hook runs kimi-hook the way Kimi does: sh -c, payload on stdin.
+func hook(t *testing.T, daemon, home, payload string, extra ...string) (string, string, int) {
+	t.Helper()
+	args := append([]string{"--daemon", daemon, "--home", home, "--timeout", "10"}, extra...)
+	cmd := exec.Command(hookBin, args...)
+	cmd.Stdin = strings.NewReader(payload)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func logLines(t *testing.T, home, session string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session)))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second) // generous: CI machines can be loaded
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const startPayload = `{"hook_event_name":"SessionStart","session_id":"kh1","cwd":"/tmp","client_type":"kimi_code_cli","source":"startup"}`
+
+func TestDeliversAndPrintsNothing(t *testing.T) {
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	out, errOut, code := hook(t, base, home, startPayload)
+	if code != 0 || out != "" || errOut != "" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if lines := logLines(t, home, "kh1"); len(lines) != 1 || !strings.Contains(lines[0], `"type":"session.started"`) {
+		t.Fatalf("log: %v", lines)
+	}
+	// A fire-and-forget hook is written ahead to the spool, delivered, and
+	// its spool record removed.
+	post := `{"hook_event_name":"PostToolUse","session_id":"kh1","tool_name":"Bash","tool_input":{"command":"echo"},"tool_call_id":"c1","tool_output":"x"}`
+	if out, _, code := hook(t, base, home, post); code != 0 || out != "" {
+		t.Fatalf("post: exit %d out %q", code, out)
+	}
+	if lines := logLines(t, home, "kh1"); len(lines) != 2 {
+		t.Fatalf("log: %v", lines)
+	}
+	if files, _ := spool.List(spool.Dir(home)); len(files) != 0 {
+		t.Fatalf("delivered record left in the spool: %v", files)
+	}
+}
+
+func TestSpoolsWhenAdapterDown(t *testing.T) {
+	home := t.TempDir()
+	// Nothing listens on this port.
+	out, errOut, code := hook(t, "http://127.0.0.1:1", home, startPayload)
+	if code != 0 || out != "" || errOut != "" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	files, _ := spool.List(spool.Dir(home))
+	if len(files) != 1 {
+		t.Fatalf("spool holds %d records", len(files))
+	}
+	rec, err := spool.Read(files[0])
+	if err != nil || string(rec.Payload) != startPayload || rec.Reason != "unreachable" {
+		t.Fatalf("record %+v err %v", rec.Header, err)
+	}
+	// The adapter ingests it when it starts.
+	startAdapter(t, home)
+	if lines := logLines(t, home, "kh1"); len(lines) != 1 || !strings.Contains(lines[0], `"kimispooled":true`) {
+		t.Fatalf("log after start: %v", lines)
+	}
+}
+
+func TestWrongTokenSpools(t *testing.T) {
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	other := t.TempDir() // a home with no token
+	if _, _, code := hook(t, base, other, startPayload); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	files, _ := spool.List(spool.Dir(other))
+	rec, _ := spool.Read(files[0])
+	if len(files) != 1 || rec.Reason != "unauthorized" {
+		t.Fatalf("spool %v reason %q", files, rec.Reason)
+	}
+}
+
+func TestGarbageNeverBreaksTheAgent(t *testing.T) {
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	for _, in := range []string{"", "not json", `{"no":"name"}`, strings.Repeat("x", 5<<20)} {
+		out, _, code := hook(t, base, home, in)
+		if code != 0 || out != "" {
+			t.Fatalf("input %.20q: exit %d out %q", in, code, out)
+		}
+	}
+	// Bad flags still exit 0.
+	if _, _, code := hook(t, base, home, startPayload, "--bogus"); code != 0 {
+		t.Fatalf("bad flag: exit %d", code)
+	}
+}
+
+// Kimi kills PostToolUse hooks at turn end: SIGTERM to the hook's process
+// group, SIGKILL 100 ms later. A hook killed mid-delivery must not lose its
+// payload: here every hook is killed while its delivery is in flight (the
+// adapter holds the reply: a result whose request it has not seen waits in
+// the reorder window), after the write-ahead record exists. Every payload
+// lands exactly once, and the spool drains.
+func TestSurvivesTurnEndGroupKill(t *testing.T) {
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	const n = 12
+	for i := 0; i < n; i++ {
+		payload := fmt.Sprintf(`{"hook_event_name":"PostToolUse","session_id":"kill","tool_name":"Bash","tool_input":{},"tool_call_id":"c%d","tool_output":"x"}`, i)
+		before, _ := spool.List(spool.Dir(home))
+		cmd := exec.Command("/bin/sh", "-c", "'"+hookBin+"' --daemon "+base+" --home '"+home+"' --timeout 10")
+		cmd.Stdin = strings.NewReader(payload)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the write-ahead record", func() bool {
+			now, _ := spool.List(spool.Dir(home))
+			for _, f := range now {
+				if !slices.Contains(before, f) {
+					return true
+				}
+			}
+			return false
+		})
+		pgid := cmd.Process.Pid
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		time.Sleep(100 * time.Millisecond)
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		cmd.Wait()
+	}
+	waitFor(t, "every killed hook's payload, once", func() bool {
+		files, _ := spool.List(spool.Dir(home))
+		return len(logLines(t, home, "kill")) == n && len(files) == 0
+	})
+	time.Sleep(500 * time.Millisecond) // a straggler would show up now
+	if got := len(logLines(t, home, "kill")); got != n {
+		t.Fatalf("%d events for %d hooks", got, n)
+	}
+}

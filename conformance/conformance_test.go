@@ -1,0 +1,458 @@
+// Package conformance checks this project against the upstream AEP 0.1
+// conformance corpus, read as data from $AEP_FIXTURES (see internal/fixtures).
+// Every fixture case is one named subtest.
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+func load(t *testing.T, dir, rel string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "fixtures", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+func canon(t *testing.T, v any) string {
+	t.Helper()
+	b, err := aep.Canonical(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func parseAll(t *testing.T, raws []json.RawMessage) []*aep.Event {
+	t.Helper()
+	var out []*aep.Event
+	for _, r := range raws {
+		e, err := aep.ParseEvent(r)
+		if err != nil {
+			return nil
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// streamErrors validates events as one stream: envelope, payload and the
+// cross-event rules.
+func streamErrors(events []*aep.Event) []aep.Violation {
+	var sv aep.StreamValidator
+	var vs []aep.Violation
+	for _, e := range events {
+		vs = append(vs, aep.ValidateEnvelope(e)...)
+		vs = append(vs, aep.ValidatePayload(e)...)
+		vs = append(vs, sv.Add(e)...)
+	}
+	return vs
+}
+
+func TestGoldenValid(t *testing.T) {
+	dir := fixtures.Require(t)
+	f, err := os.Open(filepath.Join(dir, "fixtures", "golden", "golden.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var sv aep.StreamValidator
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		n++
+		e, err := aep.ParseEvent(line)
+		if err != nil {
+			t.Fatalf("line %d: %v", n, err)
+		}
+		t.Run(e.Type+"/"+e.ID, func(t *testing.T) {
+			if err := aep.Validate(e); err != nil {
+				t.Errorf("golden event invalid: %v", err)
+			}
+			if vs := sv.Add(e); len(vs) > 0 {
+				t.Errorf("stream rules: %v", vs)
+			}
+			// Byte identity: the parsed event keeps its wire bytes, and a
+			// re-serialization is the same JSON value.
+			if !bytes.Equal(e.Raw(), line) {
+				t.Error("Raw() differs from the input line")
+			}
+			out, _ := e.MarshalJSON()
+			a, _ := aep.CanonicalRaw(line)
+			b, _ := aep.CanonicalRaw(out)
+			if !bytes.Equal(a, b) {
+				t.Errorf("round trip changed the event:\n%s\n%s", a, b)
+			}
+		})
+	}
+	if n < 60 {
+		t.Fatalf("golden corpus has only %d events", n)
+	}
+}
+
+func TestInvalidRejected(t *testing.T) {
+	dir := fixtures.Require(t)
+	var corpus struct {
+		Cases []struct {
+			Name   string            `json:"name"`
+			Rule   string            `json:"rule"`
+			Event  json.RawMessage   `json:"event"`
+			Events []json.RawMessage `json:"events"`
+		} `json:"cases"`
+	}
+	load(t, dir, "invalid/cases.json", &corpus)
+	if len(corpus.Cases) == 0 {
+		t.Fatal("no invalid cases")
+	}
+	for _, c := range corpus.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			raws := c.Events
+			if raws == nil {
+				raws = []json.RawMessage{c.Event}
+			}
+			events := parseAll(t, raws)
+			if events == nil {
+				return // rejected at parse: a wrong JSON type on a core attribute
+			}
+			if len(streamErrors(events)) == 0 {
+				t.Errorf("violates %s but validated", c.Rule)
+			}
+		})
+	}
+}
+
+func TestAttrMatch(t *testing.T) {
+	dir := fixtures.Require(t)
+	var corpus struct {
+		Match []struct {
+			Name   string          `json:"name"`
+			Filter json.RawMessage `json:"filter"`
+			Event  json.RawMessage `json:"event"`
+			Match  bool            `json:"match"`
+		} `json:"match"`
+		Invalid []struct {
+			Name   string          `json:"name"`
+			Filter json.RawMessage `json:"filter"`
+		} `json:"invalid"`
+	}
+	load(t, dir, "attr-match/cases.json", &corpus)
+	for _, c := range corpus.Match {
+		t.Run("match/"+c.Name, func(t *testing.T) {
+			f, err := aep.ParseFilter(c.Filter)
+			if err != nil {
+				t.Fatalf("valid filter rejected: %v", err)
+			}
+			e, err := aep.ParseEvent(c.Event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Match(e); got != c.Match {
+				t.Errorf("Match = %v, want %v", got, c.Match)
+			}
+		})
+	}
+	for _, c := range corpus.Invalid {
+		t.Run("invalid/"+c.Name, func(t *testing.T) {
+			if _, err := aep.ParseFilter(c.Filter); err == nil {
+				t.Errorf("filter %s accepted; must fail closed", c.Filter)
+			}
+		})
+	}
+}
+
+func TestDownlevel(t *testing.T) {
+	dir := fixtures.Require(t)
+	var corpus struct {
+		Cases []struct {
+			Name          string          `json:"name"`
+			Ceiling       string          `json:"ceiling"`
+			Event         json.RawMessage `json:"event"`
+			ExpectCapture string          `json:"expect_capture"`
+			ExpectData    json.RawMessage `json:"expect_data"`
+		} `json:"cases"`
+	}
+	load(t, dir, "downlevel/cases.json", &corpus)
+	for _, c := range corpus.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			e, err := aep.ParseEvent(c.Event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ceiling, err := aep.ParseCapture(c.Ceiling)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := aep.Downlevel(e, ceiling)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Capture != c.ExpectCapture {
+				t.Errorf("capture %q, want %q", out.Capture, c.ExpectCapture)
+			}
+			if string(c.ExpectData) == "null" {
+				if out.Data != nil {
+					t.Errorf("data %s, want none", out.Data)
+				}
+				return
+			}
+			got, _ := aep.CanonicalRaw(out.Data)
+			want, _ := aep.CanonicalRaw(c.ExpectData)
+			if !bytes.Equal(got, want) {
+				t.Errorf("data\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+type redactionCase struct {
+	Name           string          `json:"name"`
+	Opts           json.RawMessage `json:"opts"`
+	Input          json.RawMessage `json:"input"`
+	MustContain    []string        `json:"must_contain"`
+	MustNotContain []string        `json:"must_not_contain"`
+}
+
+func redactorFor(t *testing.T, raw json.RawMessage) *aep.Redactor {
+	t.Helper()
+	var o struct {
+		Home         *string  `json:"home"`
+		SecretValues []string `json:"secretValues"`
+		PII          *bool    `json:"pii"`
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := aep.RedactOptions{Home: "/nonexistent-home", SecretValues: o.SecretValues}
+	if o.Home != nil {
+		opts.Home = *o.Home
+	}
+	if o.PII != nil && !*o.PII {
+		opts.NoPII = true
+	}
+	return aep.NewRedactor(opts)
+}
+
+func checkRedaction(t *testing.T, c redactionCase, out string) {
+	t.Helper()
+	for _, s := range c.MustNotContain {
+		if strings.Contains(out, s) {
+			t.Errorf("output still contains %q: %s", s, out)
+		}
+	}
+	for _, s := range c.MustContain {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q: %s", s, out)
+		}
+	}
+}
+
+func TestRedaction(t *testing.T) {
+	dir := fixtures.Require(t)
+	var corpus struct {
+		Text  []redactionCase `json:"text_cases"`
+		Value []redactionCase `json:"value_cases"`
+	}
+	load(t, dir, "redaction/cases.json", &corpus)
+	for _, c := range corpus.Text {
+		t.Run("text/"+c.Name, func(t *testing.T) {
+			var in string
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				t.Fatal(err)
+			}
+			checkRedaction(t, c, redactorFor(t, c.Opts).Text(in))
+		})
+	}
+	for _, c := range corpus.Value {
+		t.Run("value/"+c.Name, func(t *testing.T) {
+			var in any
+			dec := json.NewDecoder(bytes.NewReader(c.Input))
+			dec.UseNumber()
+			if err := dec.Decode(&in); err != nil {
+				t.Fatal(err)
+			}
+			out, err := json.Marshal(redactorFor(t, c.Opts).Value(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRedaction(t, c, string(out))
+		})
+	}
+}
+
+func TestCaptureGating(t *testing.T) {
+	dir := fixtures.Require(t)
+	var corpus struct {
+		Cases []struct {
+			Name    string         `json:"name"`
+			Fields  []any          `json:"fields"`
+			Values  map[string]any `json:"values"`
+			Ceiling string         `json:"ceiling"`
+			Expect  map[string]any `json:"expect"`
+		} `json:"cases"`
+	}
+	load(t, dir, "capture-gating/cases.json", &corpus)
+	red := aep.NewRedactor(aep.RedactOptions{Home: "/nonexistent-home"})
+	for _, c := range corpus.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			ceiling, err := aep.ParseCapture(c.Ceiling)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := aep.GateFormValues(c.Fields, c.Values, ceiling, red.Text)
+			if g, w := canon(t, got), canon(t, c.Expect); g != w {
+				t.Errorf("got %s want %s", g, w)
+			}
+		})
+	}
+}
+
+// kimiFixture is the kimi-code mapping pin file.
+type kimiFixture struct {
+	Hooks    map[string]pinCase `json:"hooks"`
+	Fallback pinCase            `json:"fallback"`
+	WSModes  struct {
+		Modes map[string]struct {
+			Input     json.RawMessage `json:"input"`
+			Companion *pinExpect      `json:"companion"`
+			Primary   *pinExpect      `json:"primary"`
+		} `json:"modes"`
+	} `json:"ws_modes"`
+}
+
+type pinCase struct {
+	Input    json.RawMessage `json:"input"`
+	Expected *pinExpect      `json:"expected"`
+}
+
+type pinExpect struct {
+	Type    string         `json:"type"`
+	Data    map[string]any `json:"data"`
+	Subject *string        `json:"subject"`
+}
+
+// comparable reduces a mapping to the pinned facts: type, data and subject.
+func pinned(t *testing.T, m *mapping.Event) string {
+	if m == nil {
+		return "null"
+	}
+	v := map[string]any{"type": m.Type, "data": m.Data}
+	if m.Subject != "" {
+		v["subject"] = m.Subject
+	}
+	return canon(t, v)
+}
+
+func expected(t *testing.T, e *pinExpect) string {
+	if e == nil {
+		return "null"
+	}
+	v := map[string]any{"type": e.Type, "data": e.Data}
+	if e.Subject != nil {
+		v["subject"] = *e.Subject
+	}
+	return canon(t, v)
+}
+
+func TestKimiHookPins(t *testing.T) {
+	dir := fixtures.Require(t)
+	var fx kimiFixture
+	load(t, dir, "mappings/kimi-code.json", &fx)
+	cases := map[string]pinCase{"fallback": fx.Fallback}
+	for k, v := range fx.Hooks {
+		cases[k] = v
+	}
+	names := make([]string, 0, len(cases))
+	for k := range cases {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	covered := map[string]bool{}
+	for _, name := range names {
+		c := cases[name]
+		t.Run(name, func(t *testing.T) {
+			r, err := mapping.Hook(c.Input, mapping.DefaultPosture())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != "fallback" {
+				covered[r.Facts.Hook] = true
+			}
+			if len(r.Events) != 1 {
+				t.Fatalf("mapped to %d events, pins expect one", len(r.Events))
+			}
+			if got, want := pinned(t, &r.Events[0]), expected(t, c.Expected); got != want {
+				t.Errorf("\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+	t.Run("covers-the-16-hook-enum", func(t *testing.T) {
+		for _, h := range mapping.Hooks16 {
+			if !covered[h] {
+				t.Errorf("no pin exercised %s", h)
+			}
+		}
+		if len(covered) != len(mapping.Hooks16) {
+			t.Errorf("pins cover %d hooks, the pinned enum has %d", len(covered), len(mapping.Hooks16))
+		}
+	})
+}
+
+func TestKimiWebPins(t *testing.T) {
+	dir := fixtures.Require(t)
+	var fx kimiFixture
+	load(t, dir, "mappings/kimi-code.json", &fx)
+	names := make([]string, 0, len(fx.WSModes.Modes))
+	for k := range fx.WSModes.Modes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := fx.WSModes.Modes[name]
+		for _, mode := range []mapping.Mode{mapping.Companion, mapping.Primary} {
+			want := c.Companion
+			if mode == mapping.Primary {
+				want = c.Primary
+			}
+			t.Run(mode.String()+"/"+name, func(t *testing.T) {
+				r, err := mapping.Web(c.Input, mode, mapping.DefaultPosture())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(r.Events) > 1 {
+					t.Fatalf("mapped to %d events", len(r.Events))
+				}
+				var got *mapping.Event
+				if len(r.Events) == 1 {
+					got = &r.Events[0]
+				}
+				if g, w := pinned(t, got), expected(t, want); g != w {
+					t.Errorf("\n got %s\nwant %s", g, w)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,120 @@
+// Package kimiharness gives tests the real Kimi Code CLI through the shared
+// harness (../shared/kimi-harness): it finds or installs the pinned kimi
+// (Node 22 and @moonshot-ai/kimi-code from npm) and runs its scripted
+// scenarios against the mock LLM provider.
+package kimiharness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+)
+
+// Environment variables that steer the harness.
+const (
+	EnvDir   = "KIMI_HARNESS"   // the harness directory
+	EnvBin   = "KIMI_BIN"       // a kimi wrapper to use as is
+	EnvCache = "AEP_KIMI_CACHE" // where to install kimi when KIMI_BIN is unset
+)
+
+// Dir returns the harness directory.
+func Dir() (string, error) {
+	d := os.Getenv(EnvDir)
+	if d == "" {
+		root, err := fixtures.ModuleRoot()
+		if err != nil {
+			return "", err
+		}
+		d = filepath.Join(root, "..", "shared", "kimi-harness")
+	}
+	d, _ = filepath.Abs(d)
+	if _, err := os.Stat(filepath.Join(d, "install-kimi.sh")); err != nil {
+		return "", fmt.Errorf("no Kimi harness at %s (set %s): %w", d, EnvDir, err)
+	}
+	return d, nil
+}
+
+// CacheDir is where Bin installs kimi.
+func CacheDir() string {
+	if d := os.Getenv(EnvCache); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "aep-kimi", "kimi-harness")
+}
+
+// Bin returns the path of a runnable kimi: $KIMI_BIN, or the cached install,
+// installing it with the harness's install-kimi.sh (idempotent, under a file
+// lock so parallel test packages install once).
+func Bin(ctx context.Context) (string, error) {
+	if b := os.Getenv(EnvBin); b != "" {
+		return b, nil
+	}
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	cache := CacheDir()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close
+	bin := filepath.Join(cache, "bin", "kimi")
+	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		return bin, nil
+	}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "install-kimi.sh"), cache)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("install-kimi.sh: %w\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// Require returns a runnable kimi or stops the test: it fails under CI (the
+// end-to-end suite must run there) and skips with the reason otherwise.
+func Require(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := Bin(ctx)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but the real Kimi CLI is unavailable: %v", err)
+		}
+		t.Skipf("skipping: real Kimi CLI unavailable: %v", err)
+	}
+	return bin
+}
+
+// Node returns the Node 22 that comes with a harness install of kimi.
+func Node(kimiBin string) string {
+	n := filepath.Join(filepath.Dir(kimiBin), "..", "node", "bin", "node")
+	if _, err := os.Stat(n); err == nil {
+		return n
+	}
+	return "node"
+}

@@ -1,0 +1,194 @@
+package mapping
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected sections of the golden files")
+
+// A golden file is one case: named sections in the txtar shape
+// ("-- name --" lines), an input section holding the exact bytes Kimi sent
+// and one section per posture holding the expected events, one JSON line
+// each (canonical form).
+type golden struct {
+	order    []string
+	sections map[string][]byte
+}
+
+func readGolden(t *testing.T, path string) *golden {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &golden{sections: map[string][]byte{}}
+	var cur string
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasPrefix(line, "-- ") && strings.HasSuffix(strings.TrimRight(line, "\n"), " --") {
+			cur = strings.TrimSuffix(strings.TrimPrefix(strings.TrimRight(line, "\n"), "-- "), " --")
+			g.order = append(g.order, cur)
+			g.sections[cur] = nil
+			continue
+		}
+		if cur == "" {
+			continue // comment before the first section
+		}
+		g.sections[cur] = append(g.sections[cur], line...)
+	}
+	return g
+}
+
+func (g *golden) write(t *testing.T, path string) {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, name := range g.order {
+		fmt.Fprintf(&buf, "-- %s --\n", name)
+		s := g.sections[name]
+		buf.Write(s)
+		if len(s) > 0 && s[len(s)-1] != '\n' {
+			buf.WriteByte('\n')
+		}
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// input returns the exact payload bytes: the section minus the one newline
+// the file format adds after it.
+func (g *golden) input(name string) []byte {
+	return bytes.TrimSuffix(g.sections[name], []byte("\n"))
+}
+
+func (g *golden) set(name string, b []byte) {
+	if _, ok := g.sections[name]; !ok {
+		g.order = append(g.order, name)
+	}
+	g.sections[name] = b
+}
+
+// render writes mapped events as canonical JSON lines.
+func render(t *testing.T, events []Event) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, e := range events {
+		m := map[string]any{"type": e.Type, "capture": e.Capture.String(), "data": e.Data}
+		if e.Subject != "" {
+			m["subject"] = e.Subject
+		}
+		if e.Severity != aep.SeverityInfo {
+			m["severity"] = e.Severity.String()
+		}
+		b, err := aep.Canonical(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+// postures are the two capture levels every hook case is pinned at: the
+// adapter default, and everything at redacted.
+var postures = []struct {
+	name string
+	p    Posture
+}{
+	{"metadata", DefaultPosture()},
+	{"redacted", Posture{Capture: aep.CaptureRedacted, AttentionCapture: aep.CaptureRedacted, Redactor: aep.NewRedactor(aep.RedactOptions{Home: "/home/dev"})}},
+}
+
+func goldenFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files in testdata/%s", dir)
+	}
+	sort.Strings(files)
+	return files
+}
+
+func TestHookGolden(t *testing.T) {
+	for _, path := range goldenFiles(t, "hooks") {
+		name := strings.TrimSuffix(filepath.Base(path), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			g := readGolden(t, path)
+			payload := g.input("payload.json")
+			for _, ps := range postures {
+				r, err := Hook(payload, ps.p)
+				if err != nil {
+					t.Fatalf("Hook: %v", err)
+				}
+				got := render(t, r.Events)
+				checkEnvelopes(t, r.Events)
+				if *update {
+					g.set(ps.name, got)
+					continue
+				}
+				if want := g.sections[ps.name]; !bytes.Equal(got, want) {
+					t.Errorf("%s posture:\ngot:\n%s\nwant:\n%s", ps.name, got, want)
+				}
+			}
+			if *update {
+				g.write(t, path)
+			}
+		})
+	}
+}
+
+func TestWebGolden(t *testing.T) {
+	for _, path := range goldenFiles(t, "web") {
+		name := strings.TrimSuffix(filepath.Base(path), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			g := readGolden(t, path)
+			frame := g.input("frame.json")
+			for _, mode := range []Mode{Companion, Primary} {
+				for _, ps := range postures {
+					r, err := Web(frame, mode, ps.p)
+					if err != nil {
+						t.Fatalf("Web: %v", err)
+					}
+					section := mode.String() + "." + ps.name
+					got := render(t, r.Events)
+					checkEnvelopes(t, r.Events)
+					if *update {
+						g.set(section, got)
+						continue
+					}
+					if want := g.sections[section]; !bytes.Equal(got, want) {
+						t.Errorf("%s:\ngot:\n%s\nwant:\n%s", section, got, want)
+					}
+				}
+			}
+			if *update {
+				g.write(t, path)
+			}
+		})
+	}
+}
+
+// checkEnvelopes asserts every mapped event becomes a valid envelope.
+func checkEnvelopes(t *testing.T, events []Event) {
+	t.Helper()
+	for _, m := range events {
+		e := &aep.Event{ID: "01TEST", Time: "2026-11-29T00:00:00.000Z", Source: "aep://h/agent/kimi-code/session/s", Agent: Agent, Session: "s", Seq: aep.Int64(0)}
+		if err := m.Envelope(e); err != nil {
+			t.Fatalf("Envelope: %v", err)
+		}
+		if err := aep.Validate(e); err != nil {
+			b, _ := json.Marshal(e)
+			t.Errorf("mapped event invalid: %v\n%s", err, b)
+		}
+	}
+}

@@ -1,0 +1,634 @@
+package mapping
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Hook event names. The first sixteen are the surface the upstream fixture
+// pins (Kimi Code 0.28.1); the last four first appear in 0.32.0 and are what
+// the running 2.1.0 binary adds.
+const (
+	HookSessionStart       = "SessionStart"
+	HookSessionEnd         = "SessionEnd"
+	HookUserPromptSubmit   = "UserPromptSubmit"
+	HookStop               = "Stop"
+	HookStopFailure        = "StopFailure"
+	HookInterrupt          = "Interrupt"
+	HookPreToolUse         = "PreToolUse"
+	HookPostToolUse        = "PostToolUse"
+	HookPostToolUseFailure = "PostToolUseFailure"
+	HookPermissionRequest  = "PermissionRequest"
+	HookPermissionResult   = "PermissionResult"
+	HookSubagentStart      = "SubagentStart"
+	HookSubagentStop       = "SubagentStop"
+	HookPreCompact         = "PreCompact"
+	HookPostCompact        = "PostCompact"
+	HookNotification       = "Notification"
+
+	HookTurnStarted      = "TurnStarted"
+	HookUserPromptQueued = "UserPromptQueued"
+	HookSessionHeartbeat = "SessionHeartbeat"
+	HookTaskStarted      = "TaskStarted"
+)
+
+// Hooks16 is the 0.28.1 hook surface; Hooks20 the 0.32.0+ one, in 2.1.0's
+// own enum order.
+var (
+	Hooks16 = []string{
+		HookSessionStart, HookSessionEnd, HookUserPromptSubmit, HookStop, HookStopFailure,
+		HookInterrupt, HookPreToolUse, HookPostToolUse, HookPostToolUseFailure,
+		HookPermissionRequest, HookPermissionResult, HookSubagentStart, HookSubagentStop,
+		HookPreCompact, HookPostCompact, HookNotification,
+	}
+	Hooks20 = []string{
+		HookPreToolUse, HookPostToolUse, HookPostToolUseFailure, HookPermissionRequest,
+		HookPermissionResult, HookUserPromptSubmit, HookUserPromptQueued, HookTurnStarted,
+		HookStop, HookStopFailure, HookInterrupt, HookSessionStart, HookSessionEnd,
+		HookSessionHeartbeat, HookSubagentStart, HookSubagentStop, HookTaskStarted,
+		HookPreCompact, HookPostCompact, HookNotification,
+	}
+)
+
+// SessionHeartbeatInterval is Kimi's SessionHeartbeat cadence (NOTES.md: the
+// first fires at uptime ≈ 60001 ms), in milliseconds.
+const SessionHeartbeatInterval = 60_000
+
+// Facts are what the adapter needs next to the mapped events to pair tools
+// and permissions, synthesize runs and track scopes. None of it is content:
+// prompts are represented only by a digest.
+type Facts struct {
+	Hook       string // hook_event_name as sent
+	Session    string // session_id; empty when absent (the adapter uses "unknown")
+	ToolName   string
+	ToolCallID string
+	// ApprovalID is the permission object's id (2.1.0 "id"); PairKey falls
+	// back to the tool call id for surfaces that send none.
+	ApprovalID string
+	Decision   string // PermissionResult decision
+	Steer      bool   // UserPromptSubmit is_steer
+	TurnID     string // PermissionRequest/Result, Interrupt, TurnStarted
+	OriginKind string // TurnStarted: user, system_trigger, task
+	OriginName string // TurnStarted: subagent, ...
+	AgentName  string // SubagentStart/Stop
+	PromptID   string // UserPromptQueued
+	TaskID     string // TaskStarted
+	Reason     string // SessionEnd, Interrupt
+	// PromptDigest is the digest of the joined prompt text (UserPromptSubmit,
+	// UserPromptQueued, TurnStarted), so a queued prompt can be matched to the
+	// turn that later runs it without keeping its text.
+	PromptDigest string
+	// UptimeMs is SessionHeartbeat's uptime.
+	UptimeMs int64
+	// Known reports whether the hook name is one this table maps; unknown
+	// hooks take the extension fallback.
+	Known bool
+}
+
+// PermissionKey is the key a PermissionRequest and its PermissionResult share.
+func (f Facts) PermissionKey() string {
+	if f.ApprovalID != "" {
+		return f.ApprovalID
+	}
+	return f.ToolCallID
+}
+
+// HookResult is one hook payload mapped.
+type HookResult struct {
+	Facts  Facts
+	Events []Event
+
+	payload map[string]any
+}
+
+// ErrNoHookName is returned for a payload without hook_event_name.
+var ErrNoHookName = errors.New("payload has no hook_event_name")
+
+// Hook maps one hook payload (the exact stdin JSON Kimi wrote) at posture p.
+// It returns ErrEmpty, ErrNotJSON, ErrTooLarge or ErrNoHookName (wrapped) for
+// bad input; every well-formed payload maps to at least one event: unknown
+// hooks degrade to x.kimi-code.session.{snake_case}, never drop.
+func Hook(payload []byte, p Posture) (*HookResult, error) {
+	m, err := decodeObject(payload)
+	if err != nil {
+		return nil, err
+	}
+	name, ok := m["hook_event_name"].(string)
+	if !ok || name == "" {
+		return nil, ErrNoHookName
+	}
+	r := &HookResult{payload: m}
+	r.Facts = hookFacts(name, m)
+	mapper, known := hookTable[name]
+	r.Facts.Known = known
+	if !known {
+		mapper = mapFallback
+	}
+	r.Events = mapper(m, p)
+	return r, nil
+}
+
+func hookFacts(name string, m map[string]any) Facts {
+	f := Facts{
+		Hook:       name,
+		Session:    str(m, "session_id"),
+		ToolName:   str(m, "tool_name"),
+		ToolCallID: str(m, "tool_call_id"),
+		TurnID:     str(m, "turn_id"),
+		AgentName:  str(m, "agent_name"),
+		Reason:     str(m, "reason"),
+	}
+	switch name {
+	case HookPermissionRequest, HookPermissionResult:
+		f.ApprovalID = str(m, "id")
+		f.Decision = str(m, "decision")
+	case HookUserPromptSubmit, HookUserPromptQueued, HookTurnStarted:
+		f.Steer = boolean(m, "is_steer")
+		f.PromptID = str(m, "prompt_id")
+		f.OriginKind = str(m, "origin_kind")
+		f.OriginName = str(m, "origin_name")
+		if text := joinTextParts(m["prompt"]); text != "" {
+			f.PromptDigest, _ = aep.Digest(text)
+		}
+	case HookTaskStarted:
+		f.TaskID = str(m, "task_id")
+	case HookSessionHeartbeat:
+		f.UptimeMs, _ = integer(m, "uptime_ms")
+	}
+	return f
+}
+
+type hookMapper func(m map[string]any, p Posture) []Event
+
+// hookTable is the hook -> event table. Each entry's comment records the
+// decision where the design record or the running binary needed one.
+var hookTable = map[string]hookMapper{
+	HookSessionStart:       mapSessionStart,
+	HookSessionEnd:         mapSessionEnd,
+	HookUserPromptSubmit:   mapUserPromptSubmit,
+	HookStop:               mapStop,
+	HookStopFailure:        mapStopFailure,
+	HookInterrupt:          mapInterrupt,
+	HookPreToolUse:         mapPreToolUse,
+	HookPostToolUse:        mapPostToolUse,
+	HookPostToolUseFailure: mapPostToolUseFailure,
+	HookPermissionRequest:  mapPermissionRequest,
+	HookPermissionResult:   mapPermissionResult,
+	HookSubagentStart:      mapSubagentStart,
+	HookSubagentStop:       mapSubagentStop,
+	HookPreCompact:         mapPreCompact,
+	HookPostCompact:        mapPostCompact,
+	HookNotification:       mapNotification,
+	HookTurnStarted:        mapTurnStarted,
+	HookUserPromptQueued:   mapUserPromptQueued,
+	HookSessionHeartbeat:   mapSessionHeartbeat,
+	HookTaskStarted:        mapTaskStarted,
+}
+
+// mapSessionStart: session.started with the vendor's source as trigger. The
+// 2.1.0 payload adds client_type and model, carried as client.name and
+// gen_ai.request.model (structural). cwd is a workstation path: never.
+func mapSessionStart(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "session.started", aep.SeverityNotice)
+	if s := str(m, "source"); s != "" {
+		e.Data["trigger"] = s
+	}
+	if c := str(m, "client_type"); c != "" {
+		e.Data["client"] = map[string]any{"name": c}
+	}
+	if model := str(m, "model"); model != "" {
+		e.Data["gen_ai.request.model"] = model
+	}
+	if label, ok := p.text(e.Capture, str(m, "session_title")); ok {
+		e.Data["label"] = label
+	}
+	return []Event{e}
+}
+
+// mapSessionEnd: session.ended. The schema's closed reason set has no vendor
+// words: "exit" (the TUI) and "archive" (kimi web) are both a normal end; any
+// other vendor reason keeps "normal" out and rides as vendor_reason.
+func mapSessionEnd(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "session.ended", aep.SeverityNotice)
+	switch r := str(m, "reason"); r {
+	case "exit", "":
+		if r != "" {
+			e.Data["reason"] = "normal"
+		}
+	case "archive":
+		e.Data["reason"] = "normal"
+		e.Data["vendor_reason"] = r
+	default:
+		e.Data["vendor_reason"] = snakeCase(r)
+	}
+	return []Event{e}
+}
+
+// mapUserPromptSubmit: run.started, the prompt's text parts joined at
+// redacted+. A steer (is_steer) rides the running turn and never opens a run,
+// so it lands in the extension namespace.
+func mapUserPromptSubmit(m map[string]any, p Posture) []Event {
+	if boolean(m, "is_steer") {
+		return []Event{newEvent(p, xType("run.steer_submitted"), aep.SeverityInfo)}
+	}
+	e := newEvent(p, "run.started", aep.SeverityInfo)
+	e.Data["trigger"] = "user"
+	if text, ok := p.text(e.Capture, joinTextParts(m["prompt"])); ok {
+		e.Data["prompt"] = text
+	}
+	return []Event{e}
+}
+
+// mapStop: run.finished; stop_hook_active is loop plumbing, never forwarded.
+func mapStop(_ map[string]any, p Posture) []Event {
+	return []Event{newEvent(p, "run.finished", aep.SeverityInfo)}
+}
+
+// mapStopFailure: run.failed; error_type is both the required reason and
+// error.type, error_message rides at redacted+.
+func mapStopFailure(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "run.failed", aep.SeverityError)
+	typ := str(m, "error_type")
+	reason := typ
+	if reason == "" {
+		reason = "error"
+	}
+	e.Data["reason"] = reason
+	errInfo := map[string]any{}
+	if typ != "" {
+		errInfo["type"] = typ
+	}
+	if msg, ok := p.text(e.Capture, str(m, "error_message")); ok {
+		errInfo["message"] = msg
+	}
+	if len(errInfo) > 0 {
+		e.Data["error"] = errInfo
+	}
+	return []Event{e}
+}
+
+// mapInterrupt: run.cancelled by the user; Kimi fires it only for the user's
+// own cancellation. turn_id never becomes the run id (one id authority).
+func mapInterrupt(_ map[string]any, p Posture) []Event {
+	e := newEvent(p, "run.cancelled", aep.SeverityInfo)
+	e.Data["by"] = "user"
+	return []Event{e}
+}
+
+func toolRef(m map[string]any) map[string]any {
+	ref := map[string]any{"name": toolName(m)}
+	if id := str(m, "tool_call_id"); id != "" {
+		ref["call_id"] = id
+	}
+	return ref
+}
+
+func toolName(m map[string]any) string {
+	if n := str(m, "tool_name"); n != "" {
+		return n
+	}
+	return "unknown"
+}
+
+// mapPreToolUse: tool.requested with the digest of the original arguments;
+// the arguments themselves at redacted (through the pipeline) and full.
+func mapPreToolUse(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "tool.requested", aep.SeverityInfo)
+	e.Subject = toolName(m)
+	e.Data["tool"] = toolRef(m)
+	if in, ok := m["tool_input"]; ok && in != nil {
+		if d, err := aep.Digest(in); err == nil {
+			e.Data["args_digest"] = d
+		}
+		if args, ok := in.(map[string]any); ok {
+			if v, ok := p.value(e.Capture, args); ok {
+				e.Data["args_redacted"] = v
+			}
+			if e.Capture == aep.CaptureFull {
+				e.Data["args"] = args
+			}
+		}
+	}
+	return []Event{e}
+}
+
+// mapPostToolUse: tool.completed with the result digest; Kimi already slices
+// tool_output to 2000 characters.
+func mapPostToolUse(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "tool.completed", aep.SeverityInfo)
+	e.Subject = toolName(m)
+	e.Data["tool"] = toolRef(m)
+	if out, ok := m["tool_output"]; ok && out != nil {
+		if d, err := aep.Digest(out); err == nil {
+			e.Data["result_digest"] = d
+		}
+		switch v := out.(type) {
+		case string:
+			if s, ok := p.text(e.Capture, v); ok {
+				e.Data["result_redacted"] = s
+			}
+		case map[string]any:
+			if r, ok := p.value(e.Capture, v); ok {
+				e.Data["result_redacted"] = r
+			}
+		}
+		if e.Capture == aep.CaptureFull {
+			e.Data["result"] = out
+		}
+	}
+	return []Event{e}
+}
+
+// mapPostToolUseFailure: tool.failed. 0.28.1 sends error {name, message};
+// 2.1.0 sends {code, message, retryable}: the name, else the code, is the
+// structural error.type; the message rides at redacted+.
+func mapPostToolUseFailure(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "tool.failed", aep.SeverityWarning)
+	e.Subject = toolName(m)
+	e.Data["tool"] = toolRef(m)
+	errInfo := map[string]any{}
+	var msg string
+	switch v := m["error"].(type) {
+	case map[string]any:
+		if t := str(v, "name"); t != "" {
+			errInfo["type"] = t
+		} else if t := str(v, "code"); t != "" {
+			errInfo["type"] = t
+		}
+		msg = str(v, "message")
+	case string:
+		msg = v
+	}
+	if s, ok := p.text(e.Capture, msg); ok {
+		errInfo["message"] = s
+	}
+	e.Data["error"] = errInfo
+	return []Event{e}
+}
+
+// mapPermissionRequest: attention.requested, kind permission, observed: the
+// vendor's own UI owns the choice, so no options are claimed and respond_via
+// says oob. The prompt is the vendor's display text (0.28.1 sends a string;
+// 2.1.0 sends a display object and an "action" line) at redacted+, and a
+// synthesized structural line at metadata.
+func mapPermissionRequest(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "attention.requested", aep.SeverityNotice)
+	e.Subject = toolName(m)
+	e.Data["kind"] = "permission"
+	e.Data["prompt"] = permissionPrompt(m, p, e.Capture, e.Subject)
+	e.Data["respond_via"] = []any{"oob"}
+	return []Event{e}
+}
+
+func permissionPrompt(m map[string]any, p Posture, level aep.Capture, subject string) string {
+	text := str(m, "display")
+	if text == "" {
+		text = str(m, "action")
+	}
+	if s, ok := p.text(level, text); ok {
+		return s
+	}
+	return aep.SynthesizePrompt(Agent, "permission", subject)
+}
+
+// GateRequest builds the answerable attention.requested for a PreToolUse
+// held at the adapter's opt-in control gate: kind permission, respond_via
+// control, expiring at expiresAt. At metadata the prompt is synthesized from
+// structure; at redacted+ it names the tool and summarises its input through
+// the pipeline. The caller adds the options it can honour.
+func GateRequest(r *HookResult, p Posture, expiresAt string) Event {
+	e := newEvent(p, "attention.requested", aep.SeverityNotice)
+	tool := toolName(r.payload)
+	e.Subject = tool
+	e.Data["kind"] = "permission"
+	e.Data["prompt"] = aep.SynthesizePrompt(Agent, "permission", tool)
+	if s, ok := p.text(e.Capture, "Kimi wants to use "+tool+inputSummary(r.payload["tool_input"])); ok {
+		e.Data["prompt"] = s
+	}
+	e.Data["respond_via"] = []any{"control"}
+	if expiresAt != "" {
+		e.Data["expires_at"] = expiresAt
+	}
+	return e
+}
+
+// inputSummary is a one-line view of a tool's input: the field a person
+// would want first (a command, a path, a URL), else compact JSON, cut short.
+func inputSummary(in any) string {
+	const limit = 240
+	m, ok := in.(map[string]any)
+	if !ok || len(m) == 0 {
+		return ""
+	}
+	s := ""
+	for _, k := range []string{"command", "file_path", "path", "url", "pattern", "query", "description", "prompt"} {
+		if v, ok := m[k].(string); ok && v != "" {
+			s = v
+			break
+		}
+	}
+	if s == "" {
+		if b, err := aep.Canonical(m); err == nil {
+			s = string(b)
+		}
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > limit {
+		s = string(r[:limit]) + "…"
+	}
+	return ": " + s
+}
+
+// mapPermissionResult: the observed answer. approved/rejected ->
+// attention.answered via oob (decision as the option, feedback as text at
+// redacted+, the vendor's selected label at redacted+); cancelled ->
+// attention.resolved dismissed; anything else (e.g. "error", an internal gate
+// failure rather than an answer) degrades to the fallback. The adapter adds
+// the resolved companion and, for a rejection, tool.denied by runtime.
+func mapPermissionResult(m map[string]any, p Posture) []Event {
+	switch d := str(m, "decision"); d {
+	case "approved", "rejected":
+		e := newEvent(p, "attention.answered", aep.SeverityNotice)
+		answer := map[string]any{"option": d}
+		if s, ok := p.text(e.Capture, str(m, "feedback")); ok {
+			answer["text"] = s
+		}
+		e.Data["answer"] = answer
+		e.Data["via"] = "oob"
+		if s, ok := p.text(e.Capture, str(m, "selected_label")); ok {
+			e.Data["label"] = s
+		}
+		if sc := str(m, "scope"); sc != "" {
+			e.Data["scope"] = snakeCase(sc)
+		}
+		return []Event{e}
+	case "cancelled":
+		e := newEvent(p, "attention.resolved", aep.SeverityNotice)
+		e.Data["resolution"] = "dismissed"
+		return []Event{e}
+	}
+	return mapFallback(m, p)
+}
+
+// mapSubagentStart / mapSubagentStop: the delegation pair, subject the agent
+// name. Kimi 2.1.0 sends the parent's session_id on both; the prompt and
+// response are content and do not ride.
+func mapSubagentStart(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "delegation.subagent.started", aep.SeverityInfo)
+	e.Subject = str(m, "agent_name")
+	return []Event{e}
+}
+
+func mapSubagentStop(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "delegation.subagent.stopped", aep.SeverityInfo)
+	e.Subject = str(m, "agent_name")
+	return []Event{e}
+}
+
+// mapPreCompact: the pre moment degrades to the extension namespace; the post
+// moment is the truthful carrier of session.compacted.
+func mapPreCompact(m map[string]any, p Posture) []Event {
+	e := newEvent(p, xType("session.pre_compact"), aep.SeverityInfo)
+	copyStructural(e.Data, m, "trigger", "token_count")
+	return []Event{e}
+}
+
+func mapPostCompact(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "session.compacted", aep.SeverityInfo)
+	copyStructural(e.Data, m, "trigger", "estimated_token_count")
+	return []Event{e}
+}
+
+// mapNotification: background-task status, never an attention loop; subject
+// the notification type. The title rides as the status message at redacted+.
+func mapNotification(m map[string]any, p Posture) []Event {
+	e := newEvent(p, "progress.status", aep.SeverityInfo)
+	e.Subject = str(m, "notification_type")
+	if s := str(m, "severity"); s != "" {
+		e.Data["severity"] = snakeCase(s)
+	}
+	if s, ok := p.text(e.Capture, str(m, "title")); ok {
+		e.Data["message"] = s
+	}
+	return []Event{e}
+}
+
+// mapTurnStarted (0.32.0+): x.kimi-code.run.turn_started with the turn's
+// structural facts. Decision: a turn is not a run on this surface — the run
+// opens at the user's prompt and a subagent's turn (origin system_trigger)
+// rides inside its parent's run — so the core run.started belongs to the
+// adapter's run machine, which uses this hook to open an honest run for a
+// turn no prompt started (origin task) and to start a queued prompt's run.
+func mapTurnStarted(m map[string]any, p Posture) []Event {
+	e := newEvent(p, xType("run.turn_started"), aep.SeverityInfo)
+	if id, ok := integer(m, "turn_id"); ok {
+		e.Data["turn_id"] = id
+	}
+	if k := str(m, "origin_kind"); k != "" {
+		e.Data["origin_kind"] = snakeCase(k)
+	}
+	if n := str(m, "origin_name"); n != "" {
+		e.Data["origin_name"] = snakeCase(n)
+	}
+	return []Event{e}
+}
+
+// mapUserPromptQueued (0.32.0+): a prompt submitted while a turn runs waits
+// in Kimi's queue; it is not a run yet. x.kimi-code.run.prompt_queued with
+// the queue facts; the adapter opens its run when its turn starts.
+func mapUserPromptQueued(m map[string]any, p Posture) []Event {
+	e := newEvent(p, xType("run.prompt_queued"), aep.SeverityInfo)
+	copyStructural(e.Data, m, "prompt_id", "queue_length")
+	return []Event{e}
+}
+
+// mapSessionHeartbeat (0.32.0+): a liveness tick for a loaded session. Not
+// agent.heartbeat, which is agent-scoped and would lose the session; it rides
+// the extension namespace at debug (droppable under backpressure) and feeds
+// the adapter's hook-channel health.
+func mapSessionHeartbeat(m map[string]any, p Posture) []Event {
+	e := newEvent(p, xType("session.heartbeat"), aep.SeverityDebug)
+	copyStructural(e.Data, m, "uptime_ms")
+	e.Data["interval_ms"] = int64(SessionHeartbeatInterval)
+	return []Event{e}
+}
+
+// mapTaskStarted (0.32.0+): a background task (bash run_in_background, a
+// background agent) began. Not progress.task.planned, which is a plan item;
+// the extension carries its structural facts, subject the task id. Its
+// completion arrives as Notification (progress.status).
+func mapTaskStarted(m map[string]any, p Posture) []Event {
+	e := newEvent(p, xType("progress.task_started"), aep.SeverityInfo)
+	e.Subject = str(m, "task_id")
+	copyStructural(e.Data, m, "task_id", "kind", "status", "detached")
+	return []Event{e}
+}
+
+// mapFallback: the AEP-0001 §6 mechanical vendor-extension fallback.
+func mapFallback(m map[string]any, p Posture) []Event {
+	name, _ := m["hook_event_name"].(string)
+	return []Event{Fallback(name, p)}
+}
+
+// Fallback is the extension form of a hook, x.kimi-code.session.{snake_case}:
+// what an unknown hook maps to, and what the adapter emits when a known hook
+// cannot take its core meaning (a Stop with no run, a second SessionEnd).
+func Fallback(hook string, p Posture) Event {
+	return newEvent(p, xType("session."+snakeCase(hook)), aep.SeverityInfo)
+}
+
+// PermissionRequestFrom maps a PermissionResult as the PermissionRequest it
+// answers. Kimi sends the same approval object on both hooks, so when the
+// request never arrives (fire-and-forget hooks race), the adapter can still
+// open the attention honestly from the result. It returns nil for any other
+// hook.
+func PermissionRequestFrom(r *HookResult, p Posture) *HookResult {
+	if r == nil || r.Facts.Hook != HookPermissionResult || r.payload == nil {
+		return nil
+	}
+	req := make(map[string]any, len(r.payload))
+	for k, v := range r.payload {
+		switch k {
+		case "decision", "feedback", "scope", "selected_label":
+		default:
+			req[k] = v
+		}
+	}
+	req["hook_event_name"] = HookPermissionRequest
+	out := &HookResult{payload: req, Facts: hookFacts(HookPermissionRequest, req)}
+	out.Facts.Known = true
+	out.Events = mapPermissionRequest(req, p)
+	return out
+}
+
+// copyStructural copies scalar members that are structural by construction
+// (numbers, booleans, and enum-like vendor tokens) without transforming them.
+func copyStructural(dst, src map[string]any, keys ...string) {
+	for _, k := range keys {
+		switch v := src[k].(type) {
+		case string:
+			if v != "" {
+				dst[k] = v
+			}
+		case bool:
+			dst[k] = v
+		case nil:
+		default:
+			if n, ok := integer(src, k); ok {
+				dst[k] = n
+			} else if _, isMap := v.(map[string]any); !isMap {
+				if _, isList := v.([]any); !isList {
+					dst[k] = v
+				}
+			}
+		}
+	}
+}
+
+// String renders a hook result for debugging.
+func (r *HookResult) String() string {
+	return fmt.Sprintf("%s -> %d event(s)", r.Facts.Hook, len(r.Events))
+}

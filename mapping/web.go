@@ -1,0 +1,465 @@
+package mapping
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Mode is how the bridge maps the kap-server stream.
+type Mode uint8
+
+const (
+	// Companion (the default) emits only the channel-visible
+	// x.kimi-code.web.* family: the hook adapter observes the same kap-hosted
+	// sessions and is the sole core-type authority.
+	Companion Mode = iota
+	// Primary maps the wire to core types, for deployments with no hooks.
+	Primary
+)
+
+// ParseMode parses "companion" or "primary".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "companion":
+		return Companion, nil
+	case "primary":
+		return Primary, nil
+	}
+	return Companion, fmt.Errorf("unknown mode %q (want companion or primary)", s)
+}
+
+func (m Mode) String() string {
+	if m == Primary {
+		return "primary"
+	}
+	return "companion"
+}
+
+// GlobalSession is the kap-server's pseudo-session for server-wide events.
+const GlobalSession = "__global__"
+
+// Frame is the decoded envelope of one kap-server WebSocket message.
+type Frame struct {
+	Type      string
+	Seq       int64
+	HasSeq    bool
+	SessionID string
+	Epoch     string
+	Timestamp string
+	Volatile  bool
+	// ID and Code are set on control frames (ack, error).
+	ID      string
+	Code    int64
+	Payload map[string]any
+}
+
+// WebFacts are what the bridge needs next to the mapped events.
+type WebFacts struct {
+	Frame
+	// Event reports whether this is a session event frame (it has a seq)
+	// rather than a connection frame (server_hello, ack, ping, resync_required).
+	Event      bool
+	TurnID     string
+	ToolCallID string
+	ToolName   string
+	ApprovalID string
+	QuestionID string
+	Decision   string
+	Reason     string // turn.ended reason
+	IsError    bool   // tool.result
+	PromptID   string
+}
+
+// WebResult is one frame mapped.
+type WebResult struct {
+	Facts  WebFacts
+	Events []Event
+}
+
+// ParseFrame decodes a kap-server frame without mapping it.
+func ParseFrame(b []byte) (Frame, error) {
+	m, err := decodeObject(b)
+	if err != nil {
+		return Frame{}, err
+	}
+	f := Frame{
+		Type:      str(m, "type"),
+		SessionID: str(m, "session_id"),
+		Epoch:     str(m, "epoch"),
+		Timestamp: str(m, "timestamp"),
+		Volatile:  boolean(m, "volatile"),
+		ID:        str(m, "id"),
+		Payload:   obj(m, "payload"),
+	}
+	if f.Type == "" {
+		return Frame{}, fmt.Errorf("%w: frame has no type", ErrNotJSON)
+	}
+	f.Seq, f.HasSeq = integer(m, "seq")
+	f.Code, _ = integer(m, "code")
+	if f.Payload == nil {
+		f.Payload = map[string]any{}
+	}
+	return f, nil
+}
+
+// Web maps one kap-server frame in mode at posture p. Connection frames,
+// volatile frames and the internal bus echoes map to no event. In primary
+// mode a tool.result maps to nothing here: it names no tool, so the bridge
+// pairs it by call id and calls WebToolResult with the recorded name.
+func Web(b []byte, mode Mode, p Posture) (*WebResult, error) {
+	f, err := ParseFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	return MapFrame(f, mode, p), nil
+}
+
+// MapFrame maps an already parsed frame.
+func MapFrame(f Frame, mode Mode, p Posture) *WebResult {
+	r := &WebResult{Facts: webFacts(f)}
+	if !r.Facts.Event || f.Volatile || isBusEcho(f.Type) {
+		return r
+	}
+	if mode == Companion {
+		r.Events = []Event{newEvent(p, xType("web."+f.Type), aep.SeverityInfo)}
+		return r
+	}
+	if fn, ok := primaryTable[f.Type]; ok {
+		r.Events = fn(f, p)
+		return r
+	}
+	r.Events = []Event{newEvent(p, xType("web."+f.Type), aep.SeverityInfo)}
+	return r
+}
+
+func webFacts(f Frame) WebFacts {
+	pl := f.Payload
+	w := WebFacts{
+		Frame:      f,
+		Event:      f.HasSeq && f.SessionID != "",
+		TurnID:     str(pl, "turnId"),
+		ToolCallID: firstStr(pl, "toolCallId", "tool_call_id"),
+		ToolName:   firstStr(pl, "name", "toolName", "tool_name"),
+		ApprovalID: firstStr(pl, "approval_id", "id"),
+		QuestionID: str(pl, "question_id"),
+		Decision:   str(pl, "decision"),
+		Reason:     str(pl, "reason"),
+		IsError:    boolean(pl, "isError"),
+		PromptID:   str(pl, "promptId"),
+	}
+	if w.TurnID == "" {
+		w.TurnID = str(pl, "turn_id")
+	}
+	return w
+}
+
+func firstStr(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if s := str(m, k); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// isBusEcho reports the internal permission bus frames, deduped in favour of
+// their event.approval.* wire twins: one moment, one carrier.
+func isBusEcho(t string) bool {
+	return strings.HasPrefix(t, "permission.approval.")
+}
+
+type frameMapper func(f Frame, p Posture) []Event
+
+var primaryTable = map[string]frameMapper{
+	"turn.started":               mapTurnStartedFrame,
+	"turn.ended":                 mapTurnEndedFrame,
+	"tool.call.started":          mapToolCallStartedFrame,
+	"tool.result":                func(Frame, Posture) []Event { return nil },
+	"event.approval.requested":   mapApprovalRequestedFrame,
+	"event.approval.resolved":    mapApprovalResolvedFrame,
+	"event.question.requested":   mapQuestionRequestedFrame,
+	"event.question.answered":    mapQuestionAnsweredFrame,
+	"event.question.dismissed":   mapQuestionDismissedFrame,
+	"event.session.work_changed": mapWorkChangedFrame,
+	"compaction.completed":       mapCompactionCompletedFrame,
+}
+
+// mapTurnStartedFrame: the vendor's real turn boundary carries the run. A
+// user turn is triggered by the user; a system or task turn by the agent.
+func mapTurnStartedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "run.started", aep.SeverityInfo)
+	kind := str(obj(f.Payload, "origin"), "kind")
+	switch kind {
+	case "user", "":
+		e.Data["trigger"] = "user"
+	default:
+		e.Data["trigger"] = "agent"
+	}
+	if s, ok := p.text(e.Capture, str(f.Payload, "prompt")); ok {
+		e.Data["prompt"] = s
+	}
+	return []Event{e}
+}
+
+// mapTurnEndedFrame: completed -> run.finished; cancelled -> run.cancelled
+// with no by claim (the channel does not know who); anything else ->
+// run.failed with the vendor word as the reason.
+func mapTurnEndedFrame(f Frame, p Posture) []Event {
+	switch reason := str(f.Payload, "reason"); reason {
+	case "completed":
+		return []Event{newEvent(p, "run.finished", aep.SeverityInfo)}
+	case "cancelled":
+		return []Event{newEvent(p, "run.cancelled", aep.SeverityInfo)}
+	default:
+		e := newEvent(p, "run.failed", aep.SeverityError)
+		if reason == "" {
+			reason = "error"
+		}
+		e.Data["reason"] = snakeCase(reason)
+		if em := obj(f.Payload, "error"); em != nil {
+			info := map[string]any{}
+			if t := firstStr(em, "name", "code"); t != "" {
+				info["type"] = t
+			}
+			if s, ok := p.text(e.Capture, str(em, "message")); ok {
+				info["message"] = s
+			}
+			if len(info) > 0 {
+				e.Data["error"] = info
+			}
+		}
+		return []Event{e}
+	}
+}
+
+// mapToolCallStartedFrame: tool.requested, opening the pair by call id.
+func mapToolCallStartedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "tool.requested", aep.SeverityInfo)
+	name := str(f.Payload, "name")
+	if name == "" {
+		name = "unknown"
+	}
+	e.Subject = name
+	ref := map[string]any{"name": name}
+	if id := str(f.Payload, "toolCallId"); id != "" {
+		ref["call_id"] = id
+	}
+	e.Data["tool"] = ref
+	if args, ok := f.Payload["args"]; ok && args != nil {
+		if d, err := aep.Digest(args); err == nil {
+			e.Data["args_digest"] = d
+		}
+		if am, ok := args.(map[string]any); ok {
+			if v, ok := p.value(e.Capture, am); ok {
+				e.Data["args_redacted"] = v
+			}
+			if e.Capture == aep.CaptureFull {
+				e.Data["args"] = am
+			}
+		}
+	}
+	return []Event{e}
+}
+
+// WebToolResult maps a tool.result frame once the bridge has paired it with
+// its tool.call.started: tool.completed, or tool.failed when isError.
+func WebToolResult(f Frame, toolName string, p Posture) Event {
+	ref := map[string]any{"name": toolName}
+	if id := str(f.Payload, "toolCallId"); id != "" {
+		ref["call_id"] = id
+	}
+	out := f.Payload["output"]
+	if boolean(f.Payload, "isError") {
+		e := newEvent(p, "tool.failed", aep.SeverityWarning)
+		e.Subject = toolName
+		e.Data["tool"] = ref
+		info := map[string]any{}
+		if s, ok := out.(string); ok {
+			if t, ok := p.text(e.Capture, s); ok {
+				info["message"] = t
+			}
+		}
+		e.Data["error"] = info
+		return e
+	}
+	e := newEvent(p, "tool.completed", aep.SeverityInfo)
+	e.Subject = toolName
+	e.Data["tool"] = ref
+	if out != nil {
+		if d, err := aep.Digest(out); err == nil {
+			e.Data["result_digest"] = d
+		}
+		if s, ok := out.(string); ok {
+			if t, ok := p.text(e.Capture, s); ok {
+				e.Data["result_redacted"] = t
+			}
+		}
+		if e.Capture == aep.CaptureFull {
+			e.Data["result"] = out
+		}
+	}
+	return e
+}
+
+// WebUnpairedToolResult is the honest degrade for a tool.result whose call
+// was never seen: channel visibility only, no invented tool name.
+func WebUnpairedToolResult(f Frame, p Posture) Event {
+	return newEvent(p, xType("web."+f.Type), aep.SeverityInfo)
+}
+
+// mapApprovalRequestedFrame: every ask is an attention request; the read-only
+// channel sheds options and respond_via (the bridge decorates them when its
+// opt-in control can honour an answer). Subject is the approval id.
+func mapApprovalRequestedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "attention.requested", aep.SeverityNotice)
+	e.Subject = str(f.Payload, "approval_id")
+	e.Data["kind"] = "permission"
+	tool := firstStr(f.Payload, "tool_name", "toolName")
+	if s, ok := p.text(e.Capture, str(f.Payload, "action")); ok {
+		e.Data["prompt"] = s
+	} else {
+		subject := tool
+		if subject == "" {
+			subject = e.Subject
+		}
+		e.Data["prompt"] = aep.SynthesizePrompt(Agent, "permission", subject)
+	}
+	return []Event{e}
+}
+
+// mapApprovalResolvedFrame: a decision -> attention.answered via oob (the
+// bridge adds the resolved companion); no decision -> resolved dismissed.
+func mapApprovalResolvedFrame(f Frame, p Posture) []Event {
+	id := str(f.Payload, "approval_id")
+	d := str(f.Payload, "decision")
+	if d == "" || d == "cancelled" {
+		e := newEvent(p, "attention.resolved", aep.SeverityNotice)
+		e.Subject = id
+		e.Data["resolution"] = "dismissed"
+		return []Event{e}
+	}
+	e := newEvent(p, "attention.answered", aep.SeverityNotice)
+	e.Subject = id
+	answer := map[string]any{"option": d}
+	if s, ok := p.text(e.Capture, str(f.Payload, "feedback")); ok {
+		answer["text"] = s
+	}
+	e.Data["answer"] = answer
+	e.Data["via"] = "oob"
+	return []Event{e}
+}
+
+// mapQuestionRequestedFrame: a kind form request on the AEP-0002 field_spec
+// shape, every question a select (allow_other -> other, vendor option ids
+// kept). Labels and the prompt follow the [metadata*] rule.
+func mapQuestionRequestedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "attention.requested", aep.SeverityNotice)
+	e.Subject = str(f.Payload, "question_id")
+	e.Data["kind"] = "form"
+	qs, _ := f.Payload["questions"].([]any)
+	var fields []any
+	var prompts []string
+	for i, q := range qs {
+		qm, ok := q.(map[string]any)
+		if !ok {
+			continue
+		}
+		id := str(qm, "id")
+		if id == "" {
+			id = fmt.Sprintf("q_%d", i)
+		}
+		label := id
+		if s, ok := p.text(e.Capture, str(qm, "question")); ok {
+			label = s
+			prompts = append(prompts, s)
+		}
+		field := map[string]any{"id": id, "type": "select", "label": label}
+		var choices []any
+		opts, _ := qm["options"].([]any)
+		for j, o := range opts {
+			om, ok := o.(map[string]any)
+			if !ok {
+				continue
+			}
+			cid := str(om, "id")
+			if cid == "" {
+				cid = fmt.Sprintf("%s_%d", id, j)
+			}
+			clabel := cid
+			if s, ok := p.text(e.Capture, str(om, "label")); ok {
+				clabel = s
+			}
+			choices = append(choices, map[string]any{"id": cid, "label": clabel})
+		}
+		if choices == nil {
+			choices = []any{}
+		}
+		field["choices"] = choices
+		if boolean(qm, "allow_other") {
+			field["other"] = true
+		}
+		if boolean(qm, "multi_select") || boolean(qm, "multiSelect") {
+			field["multi"] = true
+		}
+		fields = append(fields, field)
+	}
+	if len(prompts) > 0 {
+		e.Data["prompt"] = strings.Join(prompts, " / ")
+	} else {
+		e.Data["prompt"] = aep.SynthesizePrompt(Agent, "form", e.Subject)
+	}
+	if fields == nil {
+		fields = []any{}
+	}
+	e.Data["fields"] = fields
+	return []Event{e}
+}
+
+// mapQuestionAnsweredFrame: the vendor-delivered answers as form values, at
+// redacted+ only: their shape is vendor objects, not provably structural ids.
+func mapQuestionAnsweredFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "attention.answered", aep.SeverityNotice)
+	e.Subject = str(f.Payload, "question_id")
+	answer := map[string]any{}
+	if vals := obj(f.Payload, "answers"); vals != nil {
+		if v, ok := p.value(e.Capture, vals); ok {
+			answer["values"] = v
+		}
+	}
+	e.Data["answer"] = answer
+	e.Data["via"] = "oob"
+	return []Event{e}
+}
+
+func mapQuestionDismissedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "attention.resolved", aep.SeverityNotice)
+	e.Subject = str(f.Payload, "question_id")
+	e.Data["resolution"] = "dismissed"
+	return []Event{e}
+}
+
+// mapWorkChangedFrame keeps the structural busy/pending facts.
+func mapWorkChangedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, xType("web."+f.Type), aep.SeverityInfo)
+	copyStructural(e.Data, f.Payload, "busy", "pending_interaction")
+	return []Event{e}
+}
+
+// mapCompactionCompletedFrame: the post moment carries session.compacted,
+// with the structural counts of the vendor result (never its summary).
+func mapCompactionCompletedFrame(f Frame, p Posture) []Event {
+	e := newEvent(p, "session.compacted", aep.SeverityInfo)
+	res := obj(f.Payload, "result")
+	if n, ok := integer(res, "tokensAfter"); ok {
+		e.Data["estimated_token_count"] = n
+	}
+	if n, ok := integer(res, "compactedCount"); ok {
+		e.Data["forgotten"] = n
+	}
+	if t := str(f.Payload, "trigger"); t != "" {
+		e.Data["trigger"] = t
+	}
+	return []Event{e}
+}
