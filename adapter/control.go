@@ -33,8 +33,11 @@ var gateOptions = []struct{ id, label string }{
 // legs switched on, and none without an authenticated binding.
 func (s *Server) Accepts() []string { return s.accepts() }
 
-func (s *Server) accepts() []string {
-	c := s.cfg.Control
+func (s *Server) accepts() []string { return AcceptsFor(s.cfg.Control) }
+
+// AcceptsFor lists the command types a control configuration accepts, for
+// the hello an emitter declares before the adapter exists.
+func AcceptsFor(c Control) []string {
 	if !c.Authenticated {
 		return nil
 	}
