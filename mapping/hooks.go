@@ -492,13 +492,15 @@ func mapSubagentStop(m map[string]any, p Posture) []Event {
 // moment is the truthful carrier of session.compacted.
 func mapPreCompact(m map[string]any, p Posture) []Event {
 	e := newEvent(p, xType("session.pre_compact"), aep.SeverityInfo)
-	copyStructural(e.Data, m, "trigger", "token_count")
+	putStr(e.Data, m, "trigger")
+	putCount(e.Data, m, "token_count")
 	return []Event{e}
 }
 
 func mapPostCompact(m map[string]any, p Posture) []Event {
 	e := newEvent(p, "session.compacted", aep.SeverityInfo)
-	copyStructural(e.Data, m, "trigger", "estimated_token_count")
+	putStr(e.Data, m, "trigger")
+	putCount(e.Data, m, "estimated_token_count")
 	return []Event{e}
 }
 
@@ -524,9 +526,7 @@ func mapNotification(m map[string]any, p Posture) []Event {
 // turn no prompt started (origin task) and to start a queued prompt's run.
 func mapTurnStarted(m map[string]any, p Posture) []Event {
 	e := newEvent(p, xType("run.turn_started"), aep.SeverityInfo)
-	if id, ok := integer(m, "turn_id"); ok {
-		e.Data["turn_id"] = id
-	}
+	putCount(e.Data, m, "turn_id")
 	if k := str(m, "origin_kind"); k != "" {
 		e.Data["origin_kind"] = snakeCase(k)
 	}
@@ -541,7 +541,8 @@ func mapTurnStarted(m map[string]any, p Posture) []Event {
 // the queue facts; the adapter opens its run when its turn starts.
 func mapUserPromptQueued(m map[string]any, p Posture) []Event {
 	e := newEvent(p, xType("run.prompt_queued"), aep.SeverityInfo)
-	copyStructural(e.Data, m, "prompt_id", "queue_length")
+	putStr(e.Data, m, "prompt_id")
+	putCount(e.Data, m, "queue_length")
 	return []Event{e}
 }
 
@@ -551,7 +552,7 @@ func mapUserPromptQueued(m map[string]any, p Posture) []Event {
 // the adapter's hook-channel health.
 func mapSessionHeartbeat(m map[string]any, p Posture) []Event {
 	e := newEvent(p, xType("session.heartbeat"), aep.SeverityDebug)
-	copyStructural(e.Data, m, "uptime_ms")
+	putCount(e.Data, m, "uptime_ms")
 	e.Data["interval_ms"] = int64(SessionHeartbeatInterval)
 	return []Event{e}
 }
@@ -563,7 +564,8 @@ func mapSessionHeartbeat(m map[string]any, p Posture) []Event {
 func mapTaskStarted(m map[string]any, p Posture) []Event {
 	e := newEvent(p, xType("progress.task_started"), aep.SeverityInfo)
 	e.Subject = str(m, "task_id")
-	copyStructural(e.Data, m, "task_id", "kind", "status", "detached")
+	putStr(e.Data, m, "task_id", "kind", "status")
+	putBool(e.Data, m, "detached")
 	return []Event{e}
 }
 
@@ -604,26 +606,32 @@ func PermissionRequestFrom(r *HookResult, p Posture) *HookResult {
 	return out
 }
 
-// copyStructural copies scalar members that are structural by construction
-// (numbers, booleans, and enum-like vendor tokens) without transforming them.
-func copyStructural(dst, src map[string]any, keys ...string) {
+// putStr copies string members (vendor tokens: structural by construction);
+// a number or boolean reads as its JSON text, anything else is left out.
+func putStr(dst, src map[string]any, keys ...string) {
 	for _, k := range keys {
-		switch v := src[k].(type) {
-		case string:
-			if v != "" {
-				dst[k] = v
-			}
-		case bool:
+		if v := str(src, k); v != "" {
 			dst[k] = v
-		case nil:
-		default:
-			if n, ok := integer(src, k); ok {
-				dst[k] = n
-			} else if _, isMap := v.(map[string]any); !isMap {
-				if _, isList := v.([]any); !isList {
-					dst[k] = v
-				}
-			}
+		}
+	}
+}
+
+// putCount copies non-negative integer members (counts, sizes, durations);
+// anything else is left out, so a vendor type change never yields an invalid
+// event.
+func putCount(dst, src map[string]any, keys ...string) {
+	for _, k := range keys {
+		if n, ok := integer(src, k); ok && n >= 0 {
+			dst[k] = n
+		}
+	}
+}
+
+// putBool copies boolean members.
+func putBool(dst, src map[string]any, keys ...string) {
+	for _, k := range keys {
+		if v, ok := src[k].(bool); ok {
+			dst[k] = v
 		}
 	}
 }

@@ -105,6 +105,9 @@ func (m Event) Envelope(e *aep.Event) error {
 	if m.Severity != aep.SeverityInfo {
 		e.Severity = m.Severity.String()
 	}
+	if m.Capture == aep.CaptureNone {
+		return e.SetData(nil) // envelope only: no payload at all
+	}
 	data := aep.GateData(m.Type, m.Data, m.Capture)
 	if data == nil {
 		data = map[string]any{}

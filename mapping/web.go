@@ -443,7 +443,8 @@ func mapQuestionDismissedFrame(f Frame, p Posture) []Event {
 // mapWorkChangedFrame keeps the structural busy/pending facts.
 func mapWorkChangedFrame(f Frame, p Posture) []Event {
 	e := newEvent(p, xType("web."+f.Type), aep.SeverityInfo)
-	copyStructural(e.Data, f.Payload, "busy", "pending_interaction")
+	putBool(e.Data, f.Payload, "busy")
+	putStr(e.Data, f.Payload, "pending_interaction")
 	return []Event{e}
 }
 
@@ -452,10 +453,10 @@ func mapWorkChangedFrame(f Frame, p Posture) []Event {
 func mapCompactionCompletedFrame(f Frame, p Posture) []Event {
 	e := newEvent(p, "session.compacted", aep.SeverityInfo)
 	res := obj(f.Payload, "result")
-	if n, ok := integer(res, "tokensAfter"); ok {
+	if n, ok := integer(res, "tokensAfter"); ok && n >= 0 {
 		e.Data["estimated_token_count"] = n
 	}
-	if n, ok := integer(res, "compactedCount"); ok {
+	if n, ok := integer(res, "compactedCount"); ok && n >= 0 {
 		e.Data["forgotten"] = n
 	}
 	if t := str(f.Payload, "trigger"); t != "" {

@@ -1,0 +1,420 @@
+// Command aep-setup registers the AEP hook shim (kimi-hook) in Kimi Code's
+// config.toml, removes it again, and checks the registration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/aep-kimi/aep-kimi/setup"
+)
+
+const usage = `aep-setup registers the AEP hook shim (kimi-hook) in Kimi Code's config.toml.
+
+Usage:
+  aep-setup write kimi-code  [--home DIR] [--hook-cmd PATH] [--daemon URL] [--aep-home DIR]
+                             [--kimi PATH] [--kimi-version V] [--control] [--dry-run]
+  aep-setup remove kimi-code [--home DIR] [--dry-run]
+  aep-setup check kimi-code  [--home DIR] [--daemon URL] [--kimi PATH] [--kimi-version V]
+                             [--hook-cmd PATH] [--aep-home DIR] [--control]
+  aep-setup --help
+
+write   appends one fenced block of [[hooks]] tables (one per event the installed
+        Kimi accepts) to config.toml, or refreshes the block in place; backs the
+        file up first; writes nothing when the block is already current.
+remove  strips the block (and unfenced kimi-hook tables); the rest is byte-identical.
+check   reports the Kimi version, expected and registered events, the block's
+        state (absent/current/stale/unfenced), the adapter's reachability and
+        problems; exit 1 when there are problems.
+
+Flags:
+  --home DIR         Kimi home holding config.toml ($KIMI_CODE_HOME, else ~/.kimi-code)
+  --hook-cmd PATH    kimi-hook executable (default: next to aep-setup, else on PATH)
+  --daemon URL       adapter URL (default http://127.0.0.1:8398)
+  --aep-home DIR     AEP state directory passed to kimi-hook ($AEP_HOME, else ~/.aep)
+  --kimi PATH        kimi binary used to detect the version (default kimi on PATH)
+  --kimi-version V   skip detection; 0.32.0 and later get 20 events, older 16
+  --control          raise the PreToolUse timeout to fit the held permission gate
+                     (ceil($AEP_ATTENTION_TIMEOUT_MS/1000)+10 s, default 60;
+                     default on when $AEP_KIMI_CONTROL is 1 or true)
+  --dry-run          change nothing; print what would be written
+
+Exit codes: 0 ok, 1 refused/failed/problems found, 2 usage error.
+`
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	programName = "aep-setup"
+)
+
+// Environment variables read (only here).
+const (
+	envKimiHome    = "KIMI_CODE_HOME"
+	envAEPHome     = "AEP_HOME"
+	envHoldMs      = "AEP_ATTENTION_TIMEOUT_MS"
+	envControl     = "AEP_KIMI_CONTROL"
+	envHome        = "HOME"
+	envPath        = "PATH"
+	defaultKimiBin = "kimi"
+	kimiHomeDir    = ".kimi-code"
+	aepHomeDir     = ".aep"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], processEnv(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// env is the process surroundings run reads, injectable for tests.
+type env struct {
+	getenv     func(string) string
+	executable func() (string, error)
+}
+
+func processEnv() env { return env{getenv: os.Getenv, executable: os.Executable} }
+
+// usageError is a bad command line: exit 2 with one line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// options are the parsed flags of one subcommand.
+type options struct {
+	home, hookCmd, daemon, aepHome, kimi, kimiVersion string
+	control, dryRun                                   bool
+}
+
+func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return fail(stderr, usagef("missing command: write, remove or check"))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd := args[0]
+	if cmd != "write" && cmd != "remove" && cmd != "check" {
+		return fail(stderr, usagef("unknown command %q: use write, remove or check", cmd))
+	}
+	opts, err := parseArgs(cmd, args[1:], e)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	switch cmd {
+	case "write":
+		err = runWrite(ctx, opts, e, stdout, stderr)
+	case "remove":
+		err = runRemove(ctx, opts, e, stdout)
+	default:
+		var ok bool
+		ok, err = runCheck(ctx, opts, e, stdout, stderr)
+		if err == nil && !ok {
+			return exitFailed
+		}
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// parseArgs accepts flags before and after the agent name.
+func parseArgs(cmd string, args []string, e env) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.home, "home", "", "")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "")
+	if cmd != "remove" {
+		controlDefault := false
+		switch strings.ToLower(strings.TrimSpace(e.getenv(envControl))) {
+		case "1", "true", "yes", "on":
+			controlDefault = true
+		}
+		fs.StringVar(&o.hookCmd, "hook-cmd", "", "")
+		fs.StringVar(&o.daemon, "daemon", setup.DefaultDaemonURL, "")
+		fs.StringVar(&o.aepHome, "aep-home", "", "")
+		fs.StringVar(&o.kimi, "kimi", defaultKimiBin, "")
+		fs.StringVar(&o.kimiVersion, "kimi-version", "", "")
+		fs.BoolVar(&o.control, "control", controlDefault, "")
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return o, err
+			}
+			return o, usagef("%s: %v", cmd, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+	switch {
+	case len(positional) == 0:
+		return o, usagef("%s: missing agent name (supported: %s)", cmd, setup.AgentKimiCode)
+	case positional[0] != setup.AgentKimiCode:
+		return o, usagef("unknown agent %q (supported: %s)", positional[0], setup.AgentKimiCode)
+	case len(positional) > 1:
+		return o, usagef("%s: unexpected argument %q", cmd, positional[1])
+	}
+	if cmd == "check" && o.dryRun {
+		return o, usagef("check: --dry-run does not apply (check never writes)")
+	}
+	return o, nil
+}
+
+// kimiHome resolves --home, $KIMI_CODE_HOME, ~/.kimi-code to an absolute path.
+func kimiHome(o options, e env) (string, error) {
+	return dirDefault(o.home, e.getenv(envKimiHome), kimiHomeDir, "--home", e)
+}
+
+func dirDefault(flagVal, envVal, homeRel, flagName string, e env) (string, error) {
+	p := flagVal
+	if p == "" {
+		p = envVal
+	}
+	if p == "" {
+		h := e.getenv(envHome)
+		if h == "" {
+			return "", usagef("$HOME is not set; pass %s", flagName)
+		}
+		p = filepath.Join(h, homeRel)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", flagName, p, err)
+	}
+	return abs, nil
+}
+
+// baseConfig builds the setup.Config shared by write and check.
+func baseConfig(ctx context.Context, o options, e env, stderr io.Writer) (setup.Config, error) {
+	var cfg setup.Config
+	var err error
+	if cfg.Home, err = kimiHome(o, e); err != nil {
+		return cfg, err
+	}
+	if cfg.AEPHome, err = dirDefault(o.aepHome, e.getenv(envAEPHome), aepHomeDir, "--aep-home", e); err != nil {
+		return cfg, err
+	}
+	cfg.DaemonURL = o.daemon
+	cfg.Control = o.control
+	if raw := strings.TrimSpace(e.getenv(envHoldMs)); raw != "" {
+		ms, err := strconv.Atoi(raw)
+		if err != nil || ms < 0 {
+			return cfg, usagef("%s=%q is not a whole number of milliseconds", envHoldMs, raw)
+		}
+		cfg.HoldMs = ms
+	}
+	if cfg.KimiVersion, err = kimiVersion(ctx, o, e, stderr); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// kimiVersion takes --kimi-version or asks the kimi binary; a kimi that
+// cannot be run means "unknown" (the safe 16 events), with a note.
+func kimiVersion(ctx context.Context, o options, e env, stderr io.Writer) (string, error) {
+	if o.kimiVersion != "" {
+		v, err := setup.ParseVersion(o.kimiVersion)
+		if err != nil {
+			return "", usagef("--kimi-version %q is not a version like 2.1.0", o.kimiVersion)
+		}
+		return v.String(), nil
+	}
+	bin := o.kimi
+	if !strings.ContainsRune(bin, filepath.Separator) {
+		found, ok := lookPath(bin, e.getenv(envPath))
+		if !ok {
+			note(stderr, "%q not found on PATH; registering the safe %d events (pass --kimi PATH or --kimi-version V)", bin, setup.BaseEventCount)
+			return "", nil
+		}
+		bin = found
+	}
+	v, err := setup.DetectVersion(ctx, bin)
+	if err != nil {
+		note(stderr, "cannot tell the Kimi version (%v); registering the safe %d events", err, setup.BaseEventCount)
+		return "", nil
+	}
+	return v, nil
+}
+
+// hookCmd resolves --hook-cmd, else kimi-hook next to this executable, else
+// on PATH. The PATH hit is kept unresolved so a symlinked install survives
+// upgrades.
+func hookCmd(o options, e env) (string, error) {
+	if o.hookCmd != "" {
+		abs, err := filepath.Abs(o.hookCmd)
+		if err != nil {
+			return "", fmt.Errorf("--hook-cmd %q: %w", o.hookCmd, err)
+		}
+		return abs, nil
+	}
+	self := "aep-setup"
+	if exe, err := e.executable(); err == nil {
+		if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = resolved
+		}
+		self = exe
+		if p := filepath.Join(filepath.Dir(exe), setup.HookCmdName); isExecutable(p) {
+			return p, nil
+		}
+	}
+	if p, ok := lookPath(setup.HookCmdName, e.getenv(envPath)); ok {
+		return filepath.Abs(p)
+	}
+	return "", fmt.Errorf("cannot find %s next to %s or on PATH; pass --hook-cmd PATH", setup.HookCmdName, self)
+}
+
+// lookPath searches pathList (not the process's PATH, so tests can set it).
+func lookPath(name, pathList string) (string, bool) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if isExecutable(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+func runWrite(ctx context.Context, o options, e env, stdout, stderr io.Writer) error {
+	cfg, err := baseConfig(ctx, o, e, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.HookCmd, err = hookCmd(o, e); err != nil {
+		return err
+	}
+	cfg.DryRun = o.dryRun
+	res, err := setup.Write(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if !isExecutable(cfg.HookCmd) {
+		note(stderr, "%s is not an executable file yet; Kimi will run it for every hook", cfg.HookCmd)
+	}
+	if filepath.Base(cfg.HookCmd) != setup.HookCmdName {
+		note(stderr, "aep-setup recognises its hooks by the program name %s; if a Kimi settings save strips the fence lines, tables running %s will not be found and a re-run will add the block again",
+			setup.HookCmdName, filepath.Base(cfg.HookCmd))
+	}
+	what := fmt.Sprintf("%d AEP hooks (%s)", len(res.Events), versionLabel(cfg.KimiVersion))
+	switch {
+	case !res.Changed:
+		fmt.Fprintf(stdout, "%s: %s already holds the current block: %s; nothing written\n", programName, res.Path, what)
+	case o.dryRun:
+		fmt.Fprintf(stdout, "%s: dry run: would %s %s (block %s): %s; the block:\n",
+			programName, verb(res.Created), res.Path, res.Before, what)
+		_, err = stdout.Write(res.Block)
+	case res.Created:
+		fmt.Fprintf(stdout, "%s: created %s with %s\n", programName, res.Path, what)
+	default:
+		fmt.Fprintf(stdout, "%s: updated %s (block was %s): %s; backup %s\n", programName, res.Path, res.Before, what, res.Backup)
+	}
+	return err
+}
+
+func verb(created bool) string {
+	if created {
+		return "create"
+	}
+	return "update"
+}
+
+func versionLabel(v string) string {
+	if v == "" {
+		return "Kimi version unknown: the safe set"
+	}
+	return "Kimi " + v
+}
+
+func runRemove(ctx context.Context, o options, e env, stdout io.Writer) error {
+	var cfg setup.Config
+	var err error
+	if cfg.Home, err = kimiHome(o, e); err != nil {
+		return err
+	}
+	cfg.DryRun = o.dryRun
+	res, err := setup.Remove(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !res.Changed:
+		fmt.Fprintf(stdout, "%s: no AEP hooks in %s; nothing written\n", programName, res.Path)
+	case o.dryRun:
+		fmt.Fprintf(stdout, "%s: dry run: would remove %d block(s) and %d unfenced kimi-hook table(s) from %s\n", programName, res.Blocks, res.Unfenced, res.Path)
+	default:
+		fmt.Fprintf(stdout, "%s: removed %d block(s) and %d unfenced kimi-hook table(s) from %s; backup %s\n", programName, res.Blocks, res.Unfenced, res.Path, res.Backup)
+	}
+	return nil
+}
+
+func runCheck(ctx context.Context, o options, e env, stdout, stderr io.Writer) (bool, error) {
+	cfg, err := baseConfig(ctx, o, e, stderr)
+	if err != nil {
+		return false, err
+	}
+	hook, hookErr := hookCmd(o, e)
+	cfg.HookCmd = hook
+	rep := setup.Check(ctx, cfg)
+	if hookErr != nil {
+		rep.Notes = append(rep.Notes, hookErr.Error())
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return false, err
+	}
+	return rep.OK(), nil
+}
+
+func note(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "%s: note: %s\n", programName, oneLine(fmt.Sprintf(format, args...)))
+}
+
+// fail prints err as one line and maps it to an exit code.
+func fail(stderr io.Writer, err error) int {
+	code := exitFailed
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, setup.ErrBadConfig) {
+		code = exitUsage
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", programName, oneLine(err.Error()))
+	return code
+}
+
+// oneLine keeps a message on one line (a quoted value may hold a newline).
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(strings.TrimSpace(s))
+}

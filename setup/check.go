@@ -1,0 +1,314 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// DetectVersion runs `kimiPath --version` and returns the version it prints
+// (e.g. "2.1.0"). The caller decides what an error means; Write and Check
+// fall back to the safe 16 events.
+func DetectVersion(ctx context.Context, kimiPath string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultVersionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kimiPath, "--version")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			return "", fmt.Errorf("%s --version: %w: %s", kimiPath, err, firstLine(string(ee.Stderr)))
+		}
+		return "", fmt.Errorf("%s --version: %w", kimiPath, err)
+	}
+	v, err := ParseVersion(string(out))
+	if err != nil {
+		return "", fmt.Errorf("%s --version printed %q: %w", kimiPath, firstLine(string(out)), err)
+	}
+	return v.String(), nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// Report is what Check found.
+type Report struct {
+	Path        string
+	KimiVersion string // "" when unknown
+	Expected    []string
+	Registered  []string // events of our tables, fenced or not, in file order
+	State       BlockState
+	// StateDetail says what differs when State is stale.
+	StateDetail string
+	// HookPrograms are the distinct kimi-hook paths our tables run.
+	HookPrograms []string
+	DaemonURL    string
+	// DaemonStatus is the health probe's outcome ("200 OK" or the error).
+	DaemonStatus    string
+	DaemonReachable bool
+	// Problems make Check fail; Notes do not.
+	Problems []string
+	Notes    []string
+}
+
+// OK reports whether Check found no problems.
+func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// Check inspects cfg.Home/config.toml without changing it: the block's state
+// against what Write would produce from cfg, the events registered, whether
+// Kimi would accept the hooks section, whether the hook program exists, and
+// whether the adapter answers GET <daemon>/healthz within
+// cfg.HealthTimeout (reported, never a
+// problem: the adapter may simply not be running yet). An empty cfg.HookCmd
+// means "compare against the registered kimi-hook path".
+func Check(ctx context.Context, cfg Config) Report {
+	r := Report{
+		KimiVersion: cfg.KimiVersion,
+		Expected:    cfg.Events(),
+		DaemonURL:   cfg.daemonURL(),
+		State:       StateAbsent,
+	}
+	if !cfg.VersionKnown() {
+		r.KimiVersion = ""
+		r.Notes = append(r.Notes, fmt.Sprintf("Kimi version unknown: expecting the safe %d events", BaseEventCount))
+	}
+	r.checkFile(cfg)
+	r.DaemonReachable, r.DaemonStatus = probeHealth(ctx, cfg)
+	return r
+}
+
+func (r *Report) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+func (r *Report) checkFile(cfg Config) {
+	if err := cfg.validateHome(); err != nil {
+		r.problem("%v", err)
+		return
+	}
+	cur, err := readConfig(cfg.ConfigPath())
+	r.Path = cur.path
+	if err != nil {
+		r.State = StateInvalid
+		r.problem("%v", err)
+		return
+	}
+	if !cur.exists {
+		r.problem("%s does not exist: run `aep-setup write kimi-code`", cur.path)
+		return
+	}
+	l, err := analyze(cur.data)
+	if err != nil {
+		r.State = StateInvalid
+		r.problem("%s: %v", cur.path, err)
+		return
+	}
+	doc, _ := parseCheck(cur.data) // analyze already parsed it
+	hooks, _ := doc["hooks"].([]any)
+	got := map[string]hookSpec{}
+	for _, e := range l.entries {
+		if !e.ours() {
+			continue
+		}
+		spec := specOf(hooks, e.index)
+		if spec.event != "" {
+			r.Registered = append(r.Registered, spec.event)
+			got[spec.event] = spec
+		}
+		if p := commandProgram(spec.command); p != "" && !slices.Contains(r.HookPrograms, p) {
+			r.HookPrograms = append(r.HookPrograms, p)
+		}
+	}
+	if cfg.HookCmd == "" && len(r.HookPrograms) > 0 {
+		cfg.HookCmd = r.HookPrograms[0]
+		r.Notes = append(r.Notes, "comparing against the registered kimi-hook path "+cfg.HookCmd)
+	}
+	var merged []byte
+	block, err := Render(cfg)
+	if err == nil {
+		merged, err = l.merge(block)
+	}
+	if err != nil {
+		r.problem("aep-setup write would refuse: %v", err)
+	}
+	r.State = l.state(merged)
+	if err := Validate(cur.data, cfg.acceptedEvents()); err != nil {
+		r.problem("Kimi would ignore every hook in %s: %v", cur.path, err)
+	}
+	switch r.State {
+	case StateAbsent:
+		r.problem("no AEP hooks are registered: run `aep-setup write kimi-code`")
+	case StateUnfenced:
+		r.problem("the AEP hooks lost their fence lines (a Kimi settings save re-serializes config.toml): run `aep-setup write kimi-code` to re-fence them")
+	case StateStale:
+		if block != nil {
+			r.StateDetail = staleDetail(cfg, got, len(l.blocks))
+		}
+		r.problem("the aep-setup block is stale (%s): run `aep-setup write kimi-code`", r.StateDetail)
+	}
+	for _, p := range r.HookPrograms {
+		if err := checkExecutable(p); err != nil {
+			r.problem("hook program %v", err)
+		}
+	}
+}
+
+// hookSpec is one hooks entry as Kimi sees it.
+type hookSpec struct {
+	event, command string
+	timeout        any
+}
+
+func specOf(hooks []any, i int) hookSpec {
+	if i >= len(hooks) {
+		return hookSpec{}
+	}
+	m, _ := hooks[i].(map[string]any)
+	ev, _ := m["event"].(string)
+	cmd, _ := m["command"].(string)
+	return hookSpec{event: ev, command: cmd, timeout: m["timeout"]}
+}
+
+// staleDetail names what differs between the registered tables and cfg's.
+func staleDetail(cfg Config, got map[string]hookSpec, blocks int) string {
+	var missing, extra, cmdDiff, timeoutDiff []string
+	want := cfg.Events()
+	for _, ev := range want {
+		g, ok := got[ev]
+		if !ok {
+			missing = append(missing, ev)
+			continue
+		}
+		t := cfg.HookTimeout(ev)
+		if g.command != cfg.HookCommand(t) {
+			cmdDiff = append(cmdDiff, ev)
+		}
+		if ti, ok := g.timeout.(int64); !ok || ti != int64(t) {
+			timeoutDiff = append(timeoutDiff, fmt.Sprintf("%s %v (want %d)", ev, g.timeout, t))
+		}
+	}
+	for ev := range got {
+		if !slices.Contains(want, ev) {
+			extra = append(extra, ev)
+		}
+	}
+	slices.Sort(extra)
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, "missing "+strings.Join(missing, ", "))
+	}
+	if len(extra) > 0 {
+		parts = append(parts, "not for this Kimi "+strings.Join(extra, ", "))
+	}
+	if len(cmdDiff) == 1 {
+		parts = append(parts, "command differs for "+cmdDiff[0])
+	} else if len(cmdDiff) > 1 {
+		parts = append(parts, fmt.Sprintf("command differs for %d events", len(cmdDiff)))
+	}
+	if len(timeoutDiff) > 0 {
+		parts = append(parts, "timeout "+strings.Join(timeoutDiff, ", "))
+	}
+	if g, ok := got[mapping.HookPreToolUse]; ok && !cfg.Control {
+		if ti, isInt := g.timeout.(int64); isInt && ti > DefaultHookTimeout {
+			parts = append(parts, "written with --control?")
+		}
+	}
+	if blocks > 1 {
+		parts = append(parts, fmt.Sprintf("%d blocks", blocks))
+	}
+	if len(parts) == 0 {
+		return "layout or comments differ"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// probeHealth GETs <daemon>/healthz within the health timeout.
+func probeHealth(ctx context.Context, cfg Config) (bool, string) {
+	url := strings.TrimRight(cfg.daemonURL(), "/") + HealthPath
+	ctx, cancel := context.WithTimeout(ctx, cfg.healthTimeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		client = http.DefaultClient // the context bounds the request
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return true, resp.Status
+}
+
+// WriteText prints the report for a person, one fact a line.
+func (r Report) WriteText(w io.Writer) error {
+	version := r.KimiVersion
+	if version == "" {
+		version = "unknown"
+	}
+	registered := "none"
+	if len(r.Registered) > 0 {
+		registered = fmt.Sprintf("%d: %s", len(r.Registered), strings.Join(r.Registered, " "))
+	}
+	state := string(r.State)
+	if r.StateDetail != "" {
+		state += " (" + r.StateDetail + ")"
+	}
+	adapter := "unreachable: " + r.DaemonStatus
+	if r.DaemonReachable {
+		adapter = "reachable: " + r.DaemonStatus
+	}
+	hook := "none registered"
+	if len(r.HookPrograms) > 0 {
+		hook = strings.Join(r.HookPrograms, " ")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "config:     %s\n", r.Path)
+	fmt.Fprintf(&b, "kimi:       %s\n", version)
+	fmt.Fprintf(&b, "expected:   %d: %s\n", len(r.Expected), strings.Join(r.Expected, " "))
+	fmt.Fprintf(&b, "registered: %s\n", registered)
+	fmt.Fprintf(&b, "block:      %s\n", state)
+	fmt.Fprintf(&b, "hook:       %s\n", hook)
+	fmt.Fprintf(&b, "adapter:    %s%s %s\n", strings.TrimRight(r.DaemonURL, "/"), HealthPath, adapter)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note:       %s\n", n)
+	}
+	if len(r.Problems) == 0 {
+		b.WriteString("problems:   none\n")
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "problem:    %s\n", p)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
