@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -22,11 +22,11 @@ const (
 // Gate options: the vendor's own four-way choice (allow once, allow for the
 // session, deny, cancel). On the hook surface an allow is only "no objection":
 // Kimi's own permission flow still runs.
-var gateOptions = []struct{ id, label string }{
-	{"allow", "Allow"},
-	{"allow_session", "Allow for this session"},
-	{"deny", "Deny"},
-	{"cancel", "Cancel"},
+var gateOptions = []aep.Option{
+	{ID: "allow", Label: "Allow"},
+	{ID: "allow_session", Label: "Allow for this session"},
+	{ID: "deny", Label: "Deny"},
+	{ID: "cancel", Label: "Cancel"},
 }
 
 // Accepts lists the command types this adapter declares at hello: exactly the
@@ -95,15 +95,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	}
 	timeout := srv.cfg.Control.HoldTimeout
 	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)))
-	labels := make([]any, len(gateOptions))
-	for i, o := range gateOptions {
-		label := o.id
-		if m.Capture >= aep.CaptureRedacted {
-			label = o.label
-		}
-		labels[i] = map[string]any{"id": o.id, "label": label}
-	}
-	m.Data["options"] = labels
+	m.Data["options"] = aep.OptionsData(gateOptions, m.Capture)
 	ev := s.emit(d, m, emitOpts{cause: rec.id})
 	if ev == nil {
 		return outcome{reply: emptyReply}
@@ -216,43 +208,6 @@ func (s *session) dropInstructions(d *delivery) {
 	s.control.instructions = nil
 }
 
-// commandLedger remembers each command's ack so a redelivered command is
-// answered with the recorded ack, byte-identically, never decided twice.
-type commandLedger struct {
-	mu    sync.Mutex
-	acks  map[cmdKey]*aep.Event
-	order []cmdKey
-}
-
-type cmdKey struct{ source, id string }
-
-// ledgerSize bounds the remembered commands (AEP-0004 §3: the recorded ack
-// lives as long as the dedupe state).
-const ledgerSize = 10000
-
-func (l *commandLedger) get(k cmdKey) (*aep.Event, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ev, ok := l.acks[k]
-	return ev, ok
-}
-
-func (l *commandLedger) put(k cmdKey, ev *aep.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.acks == nil {
-		l.acks = map[cmdKey]*aep.Event{}
-	}
-	if _, ok := l.acks[k]; !ok {
-		if len(l.order) >= ledgerSize {
-			delete(l.acks, l.order[0])
-			l.order = l.order[1:]
-		}
-		l.order = append(l.order, k)
-	}
-	l.acks[k] = ev
-}
-
 // HandleCommand takes one control command routed by the relay. It answers
 // every command with one ack (control.accepted or control.rejected{reason})
 // in the command's session, dedupes on (source, id) and re-publishes the
@@ -261,15 +216,17 @@ func (s *Server) HandleCommand(_ context.Context, cmd *aep.Event) {
 	if cmd == nil || cmd.Session == "" {
 		return
 	}
-	key := cmdKey{cmd.Source, cmd.ID}
-	if ack, ok := s.cmds.get(key); ok {
-		if ack != nil && s.cfg.Publisher != nil {
-			s.cfg.Publisher.Publish(ack) // same event, same position
+	key := ledger.KeyOf(cmd)
+	if !s.cmds.Claim(key) {
+		// Redelivered: answer with the recorded ack (same event, same
+		// position); while the decision is pending the one forthcoming ack
+		// answers every delivery.
+		if ack, _ := s.cmds.Get(key); ack != nil && s.cfg.Publisher != nil {
+			s.cfg.Publisher.Publish(ack)
 		}
 		s.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), "redelivered").Inc()
 		return
 	}
-	s.cmds.put(key, nil) // pending: a duplicate arriving now waits for this decision
 	sess, err := s.session(cmd.Session)
 	if err != nil {
 		s.log.Error("command for a session whose log cannot open", "session", sanitizeForLog(cmd.Session), "err", err)
@@ -293,7 +250,7 @@ func (s *Server) HandleCommand(_ context.Context, cmd *aep.Event) {
 		ack = sess.emit(d, mapping.Event{Type: "control.rejected", Severity: aep.SeverityNotice, Capture: lvl, Data: data},
 			emitOpts{cause: cmd.ID, noRun: true})
 	}
-	s.cmds.put(key, ack)
+	s.cmds.Put(key, ack)
 	outcomeLabel := "accepted"
 	if reason != "" {
 		outcomeLabel = "rejected_" + reason
@@ -362,8 +319,8 @@ func (s *session) decideRespond(cmd *aep.Event, data map[string]any) (string, st
 		return "invalid", fmt.Sprintf("unknown option %q (allow, allow_session, deny, cancel)", option), nil
 	}
 	if option == "" {
-		option = matchOption(text)
-		if option != "" {
+		if id, ok := aep.MatchOption(gateOptions, text); ok {
+			option = id
 			text = "" // the word was the decision itself
 		} else {
 			option = "deny" // unmatched text never allows a permission
@@ -384,35 +341,11 @@ func (s *session) isObserved(id string) bool {
 
 func validOption(o string) bool {
 	for _, g := range gateOptions {
-		if g.id == o {
+		if g.ID == o {
 			return true
 		}
 	}
 	return false
-}
-
-// matchOption maps text that names exactly one option (by id, or by label,
-// case-insensitively after trimming) to that option.
-func matchOption(text string) string {
-	t := strings.ToLower(strings.TrimSpace(text))
-	if t == "" {
-		return ""
-	}
-	for _, g := range gateOptions {
-		if t == g.id {
-			return g.id
-		}
-	}
-	found := ""
-	for _, g := range gateOptions {
-		if t == strings.ToLower(g.label) {
-			if found != "" {
-				return ""
-			}
-			found = g.id
-		}
-	}
-	return found
 }
 
 // answer applies a decision to a held hook: answered, resolved, and for a

@@ -22,6 +22,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -62,8 +64,8 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 
-	// cmds records control command decisions for dedupe (issue: AEP-0004 §3).
-	cmds commandLedger
+	// cmds records control command decisions for dedupe (AEP-0004 §3).
+	cmds ledger.Ledger
 }
 
 // NewServer prepares the adapter: the hook token (created 0600 on first
@@ -176,7 +178,7 @@ func (s *Server) closeAll() {
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
-		sess.log.close()
+		sess.log.Close() //nolint:errcheck // nothing more to write
 		sess.mu.Unlock()
 	}
 }
@@ -311,12 +313,8 @@ func (s *Server) session(id string) (*session, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.log == nil {
-		sess.recover(sess.logPath())
-		l, err := openLog(logDir(s.cfg.Home), id)
-		if err != nil {
-			return nil, err
-		}
-		sess.log = l
+		sess.log = journal.NewLog(logDir(s.cfg.Home), id)
+		sess.recover(sess.log.Path())
 	}
 	return sess, nil
 }
@@ -412,7 +410,7 @@ func (s *Server) evictIdle() {
 		sess.mu.Lock()
 		idle := now.Sub(sess.lastHook) > s.cfg.IdleEvict
 		if idle && len(sess.parked) == 0 && !sess.control.busy() {
-			sess.log.close()
+			sess.log.Close() //nolint:errcheck // nothing more to write
 			delete(s.sessions, id)
 		}
 		sess.mu.Unlock()

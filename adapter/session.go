@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -40,7 +41,7 @@ type session struct {
 	source string
 
 	mu  sync.Mutex
-	log *logFile
+	log *journal.Log
 	seq int64
 
 	startedAt  time.Time
@@ -290,7 +291,7 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 		return nil
 	}
 	s.seq++
-	if err := s.log.append(line); err != nil {
+	if err := s.log.Append(line); err != nil {
 		s.srv.log.Error("log append failed", "session", s.id, "err", err)
 		s.srv.metrics.logErrors.Inc()
 	}

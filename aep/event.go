@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Event is one AEP envelope (AEP-0001 §5): sixteen context attributes, any
@@ -79,6 +80,48 @@ func coreIndex(name string) int {
 		if n == name {
 			return i
 		}
+	}
+	return -1
+}
+
+// coreIndexBytes is coreIndex without converting the key (the switch on
+// string(b) does not allocate).
+func coreIndexBytes(b []byte) int {
+	switch string(b) {
+	case AttrAEP:
+		return 0
+	case AttrID:
+		return 1
+	case AttrType:
+		return 2
+	case AttrSubject:
+		return 3
+	case AttrTime:
+		return 4
+	case AttrSource:
+		return 5
+	case AttrAgent:
+		return 6
+	case AttrSession:
+		return 7
+	case AttrRun:
+		return 8
+	case AttrStep:
+		return 9
+	case AttrSeq:
+		return 10
+	case AttrEpoch:
+		return 11
+	case AttrCause:
+		return 12
+	case AttrTraceparent:
+		return 13
+	case AttrSeverity:
+		return 14
+	case AttrCapture:
+		return 15
+	case AttrData:
+		return 16
 	}
 	return -1
 }
@@ -235,41 +278,42 @@ var ErrNotObject = errors.New("event is not a JSON object")
 // that is not a string, seq or epoch that is not an integer, data that is not
 // an object, any core attribute that is null). Everything else, including
 // grammar and payload rules, is Validate's job. The event keeps b as Raw.
+//
+// It is the relay's per-event ingest cost, so it checks the JSON once and
+// then walks the top-level members in place instead of decoding into a map.
 func ParseEvent(b []byte) (*Event, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&m); err != nil {
+	if !json.Valid(b) {
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(b, &m) // for its precise message
+		if err == nil {
+			err = errors.New("trailing data after the event object")
+		}
 		return nil, fmt.Errorf("event is not valid JSON: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the event object")
-	}
-	if m == nil {
-		return nil, ErrNotObject
-	}
 	e := &Event{raw: b}
-	for k, v := range m {
-		i := coreIndex(k)
+	err := eachMember(b, func(key, v []byte) error {
+		i := coreIndexBytes(key)
 		if i < 0 {
 			if e.Ext == nil {
 				e.Ext = make(map[string]json.RawMessage)
 			}
-			e.Ext[k] = v
-			continue
+			e.Ext[string(key)] = v
+			return nil
 		}
+		k := coreAttrs[i]
 		if isNull(v) {
-			return nil, fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
+			return fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
 		}
 		e.present |= 1 << uint(i)
 		switch k {
 		case AttrSeq, AttrEpoch:
 			n, err := parseInt(v)
 			if err != nil {
-				return nil, fmt.Errorf("attribute %q: %w", k, err)
+				return fmt.Errorf("attribute %q: %w", k, err)
 			}
 			if k == AttrSeq {
 				e.Seq = &n
@@ -278,18 +322,117 @@ func ParseEvent(b []byte) (*Event, error) {
 			}
 		case AttrData:
 			if v[0] != '{' {
-				return nil, errors.New(`attribute "data" must be an object`)
+				return errors.New(`attribute "data" must be an object`)
 			}
 			e.Data = v
 		default:
-			var s string
-			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
-				return nil, fmt.Errorf("attribute %q must be a string", k)
+			str, ok := jsonString(v)
+			if !ok {
+				return fmt.Errorf("attribute %q must be a string", k)
 			}
-			*e.stringPtr(k) = s
+			*e.stringPtr(k) = str
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+// eachMember calls fn with each top-level member of a JSON object already
+// known to be valid: the decoded key and the raw value. A later duplicate key
+// overrides an earlier one, as encoding/json does.
+func eachMember(b []byte, fn func(key, val []byte) error) error {
+	i := skipSpace(b, 1)
+	for i < len(b) && b[i] != '}' {
+		kend := stringEnd(b, i)
+		key := b[i+1 : kend-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(b[i:kend], &s); err != nil {
+				return err
+			}
+			key = []byte(s)
+		}
+		i = skipSpace(b, kend)
+		i = skipSpace(b, i+1) // the colon
+		vend := valueEnd(b, i)
+		if err := fn(key, b[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string starting at b[i] ('"').
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// jsonString decodes a JSON string value, without allocating beyond the
+// result when it has no escapes.
+func jsonString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 func isNull(v json.RawMessage) bool { return len(v) == 4 && string(v) == "null" }

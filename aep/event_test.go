@@ -162,3 +162,24 @@ func TestMarshalEscapesIllegalExtensionNames(t *testing.T) {
 		t.Fatalf("re-serialized event is not JSON: %s", out)
 	}
 }
+
+func TestCoreIndexBytesAgrees(t *testing.T) {
+	for i, name := range coreAttrs {
+		if got := coreIndexBytes([]byte(name)); got != i || coreIndex(name) != i {
+			t.Errorf("%s: %d / %d, want %d", name, got, coreIndex(name), i)
+		}
+	}
+	if coreIndexBytes([]byte("acme")) != -1 {
+		t.Error("extension name read as core")
+	}
+}
+
+func TestParseEventEscapesAndDuplicates(t *testing.T) {
+	e, err := ParseEvent([]byte("{ \"aep\" : \"0.1\", \"s\\u0075bject\":\"a\\\"b\\u00e9\", \"id\":\"1\", \"id\":\"2\",\n\"data\":{\"x\":[1,{\"y\":\"}\"}]} }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Subject != "a\"bé" || e.ID != "2" || string(e.Data) != `{"x":[1,{"y":"}"}]}` {
+		t.Fatalf("subject %q id %q data %s", e.Subject, e.ID, e.Data)
+	}
+}

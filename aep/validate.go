@@ -175,6 +175,16 @@ func scalarJSON(raw []byte) bool {
 	return false
 }
 
+// CheckEnvelope checks only the envelope (AEP-0001 §5–§6): what a relay
+// must verify at ingest, never parsing data (relays route on the context
+// attributes alone). It returns a *ValidationError or nil.
+func CheckEnvelope(e *Event) error {
+	if vs := ValidateEnvelope(e); len(vs) > 0 {
+		return &ValidationError{Violations: vs}
+	}
+	return nil
+}
+
 // Validate checks one event's envelope and, for registered types, its
 // payload; it returns a *ValidationError or nil.
 func Validate(e *Event) error {

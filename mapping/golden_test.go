@@ -192,3 +192,24 @@ func checkEnvelopes(t *testing.T, events []Event) {
 		}
 	}
 }
+
+func TestSnakeCase(t *testing.T) {
+	cases := map[string]string{
+		"SomeNewKimiHook": "some_new_kimi_hook",
+		"PreToolUse":      "pre_tool_use",
+		"HTTPServerError": "http_server_error",
+		"turn.started":    "turn_started",
+		"startՀ":          "start",
+		"ÀB":              "b",
+		"":                "unknown",
+		"__x__":           "x",
+	}
+	for in, want := range cases {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+		if got := xType("web." + in); !aep.ValidType(got) {
+			t.Errorf("xType(web.%q) = %q is not a valid type", in, got)
+		}
+	}
+}

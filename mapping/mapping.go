@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
@@ -216,20 +215,23 @@ func joinTextParts(v any) string {
 	return ""
 }
 
-// snakeCase turns a vendor name into a type token: CamelCase words split by
-// underscores, anything outside [a-z0-9_] replaced, never empty.
+// snakeCase turns a vendor name into a type token: ASCII CamelCase words
+// split by underscores, anything outside [a-z0-9_] replaced (non-ASCII
+// letters included, whatever their case), never empty.
 func snakeCase(s string) string {
 	var b strings.Builder
 	runes := []rune(s)
+	upper := func(r rune) bool { return r >= 'A' && r <= 'Z' }
+	lower := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
 	for i, r := range runes {
 		switch {
-		case unicode.IsUpper(r):
-			if i > 0 && (unicode.IsLower(runes[i-1]) || unicode.IsDigit(runes[i-1]) ||
-				(i+1 < len(runes) && unicode.IsLower(runes[i+1]) && unicode.IsUpper(runes[i-1]))) {
+		case upper(r):
+			if i > 0 && (lower(runes[i-1]) ||
+				(i+1 < len(runes) && lower(runes[i+1]) && upper(runes[i-1]))) {
 				b.WriteByte('_')
 			}
-			b.WriteRune(unicode.ToLower(r))
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r - 'A' + 'a')
+		case lower(r), r == '_':
 			b.WriteRune(r)
 		default:
 			b.WriteByte('_')

@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,9 +31,17 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"map":      {"map one hook payload (or kap frame) on stdin to AEP events", runMap},
-		"validate": {"check JSONL event streams against AEP 0.1", runValidate},
-		"relay":    {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
+		"up":         {"run the relay, the hook adapter and the kimi web bridge together", runUp},
+		"adapter":    {"run the hook adapter: Kimi hooks -> AEP events, logs and relay", runAdapter},
+		"bridge-web": {"follow kimi web (kap-server) sessions -> AEP events, logs and relay", runBridgeWeb},
+		"respond":    {"answer an agent's attention request through the relay", runRespond},
+		"cancel":     {"cancel a session's run through the relay", runCancel},
+		"instruct":   {"queue an instruction for a session's next prompt", runInstruct},
+		"healthz":    {"check the local daemons' /healthz (exit 1 when one is down)", runHealthz},
+		"map":        {"map one hook payload (or kap frame) on stdin to AEP events", runMap},
+		"validate":   {"check JSONL event streams against AEP 0.1", runValidate},
+		"relay":      {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
+		"tail":       {"follow a relay's event stream as a terminal timeline", runTail},
 	}
 }
 
@@ -48,6 +58,27 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'aep-kimi <command> -h' for a command's flags.")
+}
+
+// parseFlags parses a subcommand's flags: -h exits 0, a bad flag 2, and the
+// positional arguments must number exactly want (-1: any number).
+func parseFlags(fs *flag.FlagSet, args []string, io stdio, want int) (code int, ok bool) {
+	fs.SetOutput(io.err)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if want >= 0 && fs.NArg() != want {
+		if fs.NArg() > want {
+			fmt.Fprintf(io.err, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(want))
+		} else {
+			fs.Usage()
+		}
+		return 2, false
+	}
+	return 0, true
 }
 
 func main() {

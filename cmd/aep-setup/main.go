@@ -39,7 +39,7 @@ check   reports the Kimi version, expected and registered events, the block's
 Flags:
   --home DIR         Kimi home holding config.toml ($KIMI_CODE_HOME, else ~/.kimi-code)
   --hook-cmd PATH    kimi-hook executable (default: next to aep-setup, else on PATH)
-  --daemon URL       adapter URL (default http://127.0.0.1:8398)
+  --daemon URL       adapter URL (default http://$AEP_KIMI_ADDR, else http://127.0.0.1:8398)
   --aep-home DIR     AEP state directory passed to kimi-hook ($AEP_HOME, else ~/.aep)
   --kimi PATH        kimi binary used to detect the version (default kimi on PATH)
   --kimi-version V   skip detection; 0.32.0 and later get 20 events, older 16
@@ -153,7 +153,13 @@ func parseArgs(cmd string, args []string, e env) (options, error) {
 			controlDefault = true
 		}
 		fs.StringVar(&o.hookCmd, "hook-cmd", "", "")
-		fs.StringVar(&o.daemon, "daemon", setup.DefaultDaemonURL, "")
+		// The adapter's own AEP_KIMI_ADDR names where it listens; the hooks
+		// must point there too.
+		daemon := setup.DefaultDaemonURL
+		if addr := strings.TrimSpace(e.getenv("AEP_KIMI_ADDR")); addr != "" {
+			daemon = "http://" + addr
+		}
+		fs.StringVar(&o.daemon, "daemon", daemon, "")
 		fs.StringVar(&o.aepHome, "aep-home", "", "")
 		fs.StringVar(&o.kimi, "kimi", defaultKimiBin, "")
 		fs.StringVar(&o.kimiVersion, "kimi-version", "", "")

@@ -118,3 +118,94 @@ func Node(kimiBin string) string {
 	}
 	return "node"
 }
+
+// Mock is a running scripted mock LLM provider.
+type Mock struct {
+	Port int
+	// Log is the JSONL file of every request the provider served.
+	Log  string
+	proc *exec.Cmd
+}
+
+// StartMock runs the harness's mock provider on a free loopback port with a
+// scenario script; it stops with the test.
+func StartMock(t testing.TB, script string) *Mock {
+	t.Helper()
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	m := &Mock{Log: filepath.Join(tmp, "requests.jsonl")}
+	portFile := filepath.Join(tmp, "port")
+	m.proc = exec.Command("python3", filepath.Join(dir, "mock-provider.py"), "--script", script, "--log", m.Log, "--port-file", portFile)
+	if err := m.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.proc.Process.Kill(); m.proc.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(portFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			fmt.Sscanf(string(b), "%d", &m.Port)
+			if m.Port > 0 {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("mock provider did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Requests returns the raw request bodies the mock served, in order.
+func (m *Mock) Requests(t testing.TB) []string {
+	t.Helper()
+	b, err := os.ReadFile(m.Log)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// WriteConfig writes a KIMI_CODE_HOME config.toml that talks only to the mock
+// and registers hookCmd for all 20 hook events (the harness's own config).
+func WriteConfig(t testing.TB, home string, port int, hookCmd string) {
+	t.Helper()
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", filepath.Join(dir, "write-config.sh"), fmt.Sprint(port), hookCmd).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Env is the environment a test kimi runs with: its own home, no telemetry,
+// no update checks.
+func Env(home string) []string {
+	return append(os.Environ(), "KIMI_CODE_HOME="+home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1")
+}
+
+// Print runs `kimi -p PROMPT [args...]` in workdir and returns its combined
+// output; a non-zero exit is returned as an error.
+func Print(ctx context.Context, kimi, home, workdir, prompt string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, kimi, append([]string{"-p", prompt}, args...)...)
+	cmd.Dir = workdir
+	cmd.Env = Env(home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

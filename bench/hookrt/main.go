@@ -1,0 +1,193 @@
+// Command hookrt measures the hook round trip as Kimi pays it: spawn the hook
+// command through /bin/sh -c with the payload on stdin and wait for it to
+// exit. It compares, in one run and against one real adapter on loopback:
+//
+//   - a trivial binary (/bin/true), the floor of spawning anything;
+//   - a trivial Go binary (reads stdin, exits), the floor for a Go shim;
+//   - kimi-hook, delivering to the adapter and waiting for its reply;
+//   - a minimal Node shim of the same shape (read stdin, POST, print a
+//     non-empty reply), what a JavaScript shim costs.
+//
+// Usage: go run ./bench/hookrt [-n 300] [-node PATH] [-hook PATH]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+const payload = `{"hook_event_name":"UserPromptSubmit","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","prompt":[{"type":"text","text":"run the probe"}],"is_steer":false}`
+
+// nodeShim is the JavaScript baseline: the same job as kimi-hook, minus the
+// spool: read stdin, POST it with the token, print a non-empty reply.
+const nodeShim = `const http = require('http');
+const [port, token] = process.argv.slice(2);
+const chunks = [];
+process.stdin.on('data', (c) => chunks.push(c)).on('end', () => {
+  const body = Buffer.concat(chunks);
+  const req = http.request({ host: '127.0.0.1', port, path: '/hook', method: 'POST', headers: {
+    'Content-Type': 'application/json', 'Authorization': 'Bearer ' + token, 'Content-Length': body.length } }, (res) => {
+    const out = [];
+    res.on('data', (c) => out.push(c)).on('end', () => {
+      const s = Buffer.concat(out).toString();
+      if (s !== '{}') process.stdout.write(s);
+      process.exit(0);
+    });
+  });
+  req.on('error', () => process.exit(0));
+  req.end(body);
+});
+`
+
+const trivialGo = `package main
+
+import (
+	"io"
+	"os"
+)
+
+func main() { io.Copy(io.Discard, os.Stdin) }
+`
+
+func main() {
+	n := flag.Int("n", 300, "spawns per variant")
+	nodeBin := flag.String("node", "", "node binary for the Node shim (default: the harness's Node 22, else node on PATH)")
+	hookBin := flag.String("hook", "", "kimi-hook binary (default: built from ./cmd/kimi-hook)")
+	flag.Parse()
+	if err := run(*n, *nodeBin, *hookBin); err != nil {
+		fmt.Fprintln(os.Stderr, "hookrt:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, nodeBin, hookBin string) error {
+	tmp, err := os.MkdirTemp("", "hookrt")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	root, err := fixtures.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	if hookBin == "" {
+		hookBin = filepath.Join(tmp, "kimi-hook")
+		if err := gobuild(root, hookBin, "./cmd/kimi-hook"); err != nil {
+			return err
+		}
+	}
+	trivial := filepath.Join(tmp, "trivial")
+	src := filepath.Join(tmp, "trivial.go")
+	if err := os.WriteFile(src, []byte(trivialGo), 0o600); err != nil {
+		return err
+	}
+	if err := gobuild(tmp, trivial, src); err != nil {
+		return err
+	}
+	if nodeBin == "" {
+		if k, err := kimiharness.Bin(context.Background()); err == nil {
+			nodeBin = kimiharness.Node(k)
+		} else {
+			nodeBin = "node"
+		}
+	}
+	shim := filepath.Join(tmp, "shim.js")
+	if err := os.WriteFile(shim, []byte(nodeShim), 0o600); err != nil {
+		return err
+	}
+
+	home := filepath.Join(tmp, "aep")
+	srv, err := adapter.NewServer(adapter.Config{Home: home, Listen: "127.0.0.1:0", Posture: mapping.DefaultPosture(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	addr, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Run(ctx) //nolint:errcheck // a benchmark adapter
+	<-srv.Ready()
+	token, err := os.ReadFile(adapter.TokenPath(home))
+	if err != nil {
+		return err
+	}
+	port := addr.String()[strings.LastIndex(addr.String(), ":")+1:]
+
+	variants := []struct{ name, cmd string }{
+		{"/bin/true (spawn floor)", "/bin/true"},
+		{"trivial Go binary", trivial},
+		{"kimi-hook → adapter", fmt.Sprintf("%s --daemon http://%s --home %s", hookBin, addr, home)},
+		{"Node shim → adapter", fmt.Sprintf("%s %s %s %s", nodeBin, shim, port, strings.TrimSpace(string(token)))},
+	}
+	results := make([][]time.Duration, len(variants))
+	// Interleave the variants so drift on a shared machine hits all alike.
+	for i := 0; i < n; i++ {
+		for v, variant := range variants {
+			d, err := spawn(variant.cmd)
+			if err != nil {
+				return fmt.Errorf("%s: %w", variant.name, err)
+			}
+			results[v] = append(results[v], d)
+		}
+	}
+	floor := median(results[1])
+	fmt.Printf("hook round trip, %d spawns each through /bin/sh -c, interleaved\n\n", n)
+	fmt.Println("| variant | median | p99 | median − trivial Go |")
+	fmt.Println("|---|---|---|---|")
+	for v, variant := range variants {
+		m := median(results[v])
+		fmt.Printf("| %s | %s | %s | %+.2f ms |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6)
+	}
+	return nil
+}
+
+func gobuild(dir, out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+func spawn(command string) (time.Duration, error) {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Stdin = strings.NewReader(payload)
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if len(out) > 0 {
+		return 0, fmt.Errorf("printed %q on an observing hook", out)
+	}
+	return d, nil
+}
+
+func median(ds []time.Duration) time.Duration { return pct(ds, 0.5) }
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }

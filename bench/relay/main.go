@@ -1,0 +1,566 @@
+// Command relay is a load tool for the aep-kimi relay: it ingests events at a
+// set rate (HTTP POST batches or an emitter socket), fans them out to N
+// consumers over real SSE or WebSocket connections, and reports ingest rate,
+// deliveries per second, ingest-to-delivery latency percentiles and drops.
+// Every run also measures a baseline on the same machine in the same run: a
+// minimal SSE fan-out server pushing the same bytes to the same number of
+// consumers, so the relay's figure reads as a fraction of the raw floor.
+//
+//	go run ./bench/relay -subs 100 -duration 10s            # max deliveries/s
+//	go run ./bench/relay -subs 1 -rate 10000 -batch 1 -ingest ws   # latency at 10k ev/s
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+type options struct {
+	relayURL, token, transport, ingest string
+	subs, rate, size, batch, queue     int
+	duration                           time.Duration
+	baseline                           bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.relayURL, "relay", "", "relay base URL to load (default: run one in-process on a loopback port)")
+	flag.StringVar(&o.token, "token", os.Getenv("AEP_TOKEN"), "bearer token for -relay")
+	flag.StringVar(&o.transport, "transport", "sse", "consumer binding: sse or ws")
+	flag.StringVar(&o.ingest, "ingest", "http", "ingest binding: http (NDJSON batches) or ws (one event per frame on an emitter socket)")
+	flag.IntVar(&o.subs, "subs", 100, "consumers")
+	flag.IntVar(&o.rate, "rate", 0, "events per second to ingest (0: as fast as the relay takes them)")
+	flag.IntVar(&o.size, "size", 380, "approximate event size in bytes")
+	flag.IntVar(&o.batch, "batch", 100, "events per POST (http ingest)")
+	flag.IntVar(&o.queue, "queue", 0, "per-consumer queue of the in-process relay (0: the relay default)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long to ingest")
+	flag.BoolVar(&o.baseline, "baseline", true, "also measure the raw SSE fan-out baseline of the same bytes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (relay, load and baseline) to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/relay:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/relay:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(o); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "bench/relay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.transport != "sse" && o.transport != "ws" {
+		return fmt.Errorf("-transport %q: want sse or ws", o.transport)
+	}
+	if o.ingest != "http" && o.ingest != "ws" {
+		return fmt.Errorf("-ingest %q: want http or ws", o.ingest)
+	}
+	if o.subs < 1 || o.batch < 1 || o.size < 100 {
+		return errors.New("-subs and -batch must be >= 1, -size >= 100")
+	}
+	ctx := context.Background()
+	base := o.relayURL
+	if base == "" {
+		stop, u, err := startRelay(o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		base = u
+		fmt.Printf("relay: in-process at %s\n", base)
+	}
+	res, err := load(ctx, o, base, o.token, o.transport)
+	if err != nil {
+		return err
+	}
+	res.print("relay", o)
+	if o.baseline && o.transport == "sse" {
+		stop, u, err := startBaseline(o)
+		if err != nil {
+			return err
+		}
+		b, err := load(ctx, o, u, "", "sse")
+		stop()
+		if err != nil {
+			return err
+		}
+		b.print("baseline (raw SSE fan-out of the same bytes)", o)
+		fmt.Printf("relay/baseline: deliveries %.2fx, p99 latency %.2fx\n",
+			res.deliveryRate()/b.deliveryRate(), res.p(0.99).Seconds()/b.p(0.99).Seconds())
+	}
+	return nil
+}
+
+func startRelay(o options) (func(), string, error) {
+	srv, err := relay.NewServer(relay.Config{Token: o.token, QueueSize: o.queue})
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	return func() { cancel(); <-done }, "http://" + ln.Addr().String(), nil
+}
+
+type result struct {
+	ingested  int64
+	delivered int64
+	missing   int64
+	ingestDur time.Duration
+	deliverTo time.Duration
+	latencies []time.Duration
+	ended     int64
+}
+
+func (r *result) deliveryRate() float64 { return float64(r.delivered) / r.deliverTo.Seconds() }
+
+func (r *result) p(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+}
+
+func (r *result) print(name string, o options) {
+	mode := fmt.Sprintf("%s, batch %d", o.ingest, o.batch)
+	if o.ingest == "ws" {
+		mode = "ws, one event per frame"
+	}
+	fmt.Printf("\n%s:\n", name)
+	fmt.Printf("  ingest:    %d events in %v = %.0f events/s (%s)\n", r.ingested, r.ingestDur.Round(time.Millisecond), float64(r.ingested)/r.ingestDur.Seconds(), mode)
+	fmt.Printf("  delivered: %d to %d %s consumers in %v = %.0f deliveries/s (missing %d, streams cut %d)\n",
+		r.delivered, o.subs, o.transport, r.deliverTo.Round(time.Millisecond), r.deliveryRate(), r.missing, r.ended)
+	fmt.Printf("  latency ingest->deliver (n=%d): p50 %v  p90 %v  p99 %v  max %v\n", len(r.latencies),
+		r.p(0.5).Round(time.Microsecond), r.p(0.9).Round(time.Microsecond), r.p(0.99).Round(time.Microsecond), r.p(1).Round(time.Microsecond))
+}
+
+// clock is shared by producer and consumers: when each seq was sent, in
+// nanoseconds since the run started, in a ring indexed by seq.
+type clock struct {
+	start time.Time
+	ring  []sent
+}
+
+type sent struct{ seq, at atomic.Int64 }
+
+const ringSize = 1 << 20
+
+func (c *clock) now() int64 { return int64(time.Since(c.start)) }
+
+func (c *clock) mark(seq, at int64) {
+	s := &c.ring[seq%ringSize]
+	s.at.Store(0)
+	s.seq.Store(seq)
+	s.at.Store(at)
+}
+
+// sentAt returns when seq was sent, or 0 when the ring has moved on.
+func (c *clock) sentAt(seq int64) int64 {
+	s := &c.ring[seq%ringSize]
+	at := s.at.Load()
+	if s.seq.Load() != seq {
+		return 0
+	}
+	return at
+}
+
+// load runs one measurement against base.
+func load(ctx context.Context, o options, base, token, transport string) (*result, error) {
+	session := fmt.Sprintf("load-%d", time.Now().UnixNano())
+	maxEvents := 1 << 62
+	if o.rate > 0 {
+		maxEvents = int(float64(o.rate)*o.duration.Seconds()) + 1
+	}
+	clk := &clock{ring: make([]sent, ringSize)}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type consumer struct {
+		got  atomic.Int64
+		lat  []time.Duration
+		last atomic.Int64
+	}
+	cons := make([]*consumer, o.subs)
+	var ended atomic.Int64
+	var wg sync.WaitGroup
+	ready := make(chan error, o.subs)
+	for i := range cons {
+		c := &consumer{}
+		cons[i] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			onEvent := func(seq int64) {
+				c.got.Add(1)
+				c.last.Store(clk.now())
+				if seq%16 == 0 {
+					if at := clk.sentAt(seq); at > 0 {
+						c.lat = append(c.lat, time.Duration(clk.now()-at))
+					}
+				}
+			}
+			var err error
+			if transport == "sse" {
+				err = consumeSSE(ctx, base, token, session, ready, onEvent)
+			} else {
+				err = consumeWS(ctx, base, token, session, ready, onEvent)
+			}
+			if err != nil && ctx.Err() == nil {
+				ended.Add(1)
+			}
+		}()
+	}
+	for range cons {
+		if err := <-ready; err != nil {
+			return nil, err
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // every subscription attached
+
+	tmpl := template(session, o.size)
+	clk.start = time.Now()
+	n, ingestDur, err := produce(ctx, o, base, token, tmpl, clk, maxEvents)
+	if err != nil {
+		return nil, err
+	}
+	// Wait until deliveries stop (all arrived, or nothing new for 2 s).
+	want := int64(n) * int64(o.subs)
+	var total int64
+	lastChange, prev := time.Now(), int64(-1)
+	for {
+		total = 0
+		for _, c := range cons {
+			total += c.got.Load()
+		}
+		if total >= want || time.Since(lastChange) > 2*time.Second {
+			break
+		}
+		if total != prev {
+			prev, lastChange = total, time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var lastAt int64
+	for _, c := range cons {
+		lastAt = max(lastAt, c.last.Load())
+	}
+	cancel()
+	wg.Wait()
+	r := &result{ingested: int64(n), delivered: total, missing: want - total, ingestDur: ingestDur,
+		deliverTo: time.Duration(lastAt), ended: ended.Load()}
+	for _, c := range cons {
+		r.latencies = append(r.latencies, c.lat...)
+	}
+	slices.Sort(r.latencies)
+	return r, nil
+}
+
+// template is one event's bytes with a placeholder for seq and id, padded
+// to about size bytes.
+type eventTemplate struct {
+	head, mid, tail []byte
+}
+
+func template(session string, size int) eventTemplate {
+	e := &aep.Event{AEP: aep.Version, ID: "ID", Type: "tool.completed", Subject: "Bash",
+		Time: aep.FormatTime(time.Now()), Source: "aep://bench/agent/kimi-code/session/" + session,
+		Agent: "kimi-code", Session: session, Seq: aep.Int64(123456789), Epoch: aep.Int64(0),
+		Severity: "notice", Capture: "metadata"}
+	b, _ := e.MarshalJSON()
+	pad := max(0, size-len(b)-60)
+	b = append(b[:len(b)-1], []byte(`,"data":{"tool":{"name":"Bash"},"status":"success","result_digest":"`+strings.Repeat("a", pad)+`"}}`)...)
+	i := bytes.Index(b, []byte(`"ID"`))
+	j := bytes.Index(b, []byte(`123456789`))
+	return eventTemplate{head: b[:i], mid: b[i+4 : j], tail: b[j+9:]}
+}
+
+func (t eventTemplate) appendEvent(dst []byte, seq int64) []byte {
+	dst = append(dst, t.head...)
+	dst = fmt.Appendf(dst, `"B%025d"`, seq)
+	dst = append(dst, t.mid...)
+	dst = fmt.Append(dst, seq)
+	return append(dst, t.tail...)
+}
+
+// produce ingests events at the configured rate for the duration.
+func produce(ctx context.Context, o options, base, token string, t eventTemplate, clk *clock, maxEvents int) (int, time.Duration, error) {
+	send, closeSend, err := sender(ctx, o, base, token)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeSend()
+	batch := o.batch
+	if o.ingest == "ws" {
+		batch = 1
+	}
+	var buf []byte
+	seq := 0
+	start := time.Now()
+	for time.Since(start) < o.duration && seq+batch <= maxEvents {
+		if o.rate > 0 {
+			due := start.Add(time.Duration(float64(seq) / float64(o.rate) * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		buf = buf[:0]
+		now := clk.now()
+		for k := 0; k < batch; k++ {
+			clk.mark(int64(seq+k), now)
+			buf = t.appendEvent(buf, int64(seq+k))
+			buf = append(buf, '\n')
+		}
+		if err := send(buf); err != nil {
+			return seq, time.Since(start), err
+		}
+		seq += batch
+	}
+	return seq, time.Since(start), nil
+}
+
+func sender(ctx context.Context, o options, base, token string) (func([]byte) error, func(), error) {
+	if o.ingest == "http" {
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		return func(body []byte) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/events", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			req.Header.Set("AEP-Version", aep.Version)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
+			}
+			return nil
+		}, func() {}, nil
+	}
+	c, err := dialWS(ctx, base, token, `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"bench"}}`)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(b []byte) error {
+		return c.Write(ctx, websocket.MessageText, bytes.TrimSuffix(b, []byte{'\n'}))
+	}, func() { _ = c.CloseNow() }, nil
+}
+
+func dialWS(ctx context.Context, base, token, hello string) (*websocket.Conn, error) {
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	c, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/socket", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(64 << 20)
+	if err := c.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
+		return nil, err
+	}
+	if _, _, err := c.Read(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// consumeSSE reads a stream without allocating per event: it only looks at
+// id lines, whose last field is the seq.
+func consumeSSE(ctx context.Context, base, token, session string, ready chan<- error, onEvent func(int64)) error {
+	q := url.Values{"filter": {`{"session":"` + session + `"}`}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?"+q.Encode(), nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		err := fmt.Errorf("GET /stream: HTTP %d", resp.StatusCode)
+		ready <- err
+		return err
+	}
+	ready <- nil
+	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	for {
+		l, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if bytes.HasPrefix(l, []byte("id: ")) {
+			onEvent(lastInt(l))
+		}
+	}
+}
+
+func consumeWS(ctx context.Context, base, token, session string, ready chan<- error, onEvent func(int64)) error {
+	c, err := dialWS(ctx, base, token, `{"type":"hello","versions":["0.1"],"role":"consumer"}`)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	defer c.CloseNow()
+	sub, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "load", "filter": map[string]string{"session": session}})
+	if err := c.Write(ctx, websocket.MessageText, sub); err != nil {
+		ready <- err
+		return err
+	}
+	ready <- nil
+	var buf bytes.Buffer
+	for {
+		_, r, err := c.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(r); err != nil {
+			return err
+		}
+		b := buf.Bytes()
+		if i := bytes.Index(b, []byte(`"seq":`)); i >= 0 {
+			onEvent(leadingInt(b[i+6:]))
+		}
+	}
+}
+
+func lastInt(l []byte) int64 {
+	l = bytes.TrimRight(l, "\r\n")
+	return leadingInt(l[bytes.LastIndexByte(l, ':')+1:])
+}
+
+func leadingInt(b []byte) int64 {
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// startBaseline serves the raw floor: POST /events lines and /socket frames
+// go to every open /stream through blocking channels; no parsing, no
+// validation, no buffer, no filter. It frames SSE as the relay does.
+func startBaseline(o options) (func(), string, error) {
+	var mu sync.Mutex
+	subs := map[chan []byte]struct{}{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
+		ch := make(chan []byte, 4096)
+		mu.Lock()
+		subs[ch] = struct{}{}
+		mu.Unlock()
+		defer func() { mu.Lock(); delete(subs, ch); mu.Unlock() }()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		out := bufio.NewWriterSize(w, 64<<10)
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case ev := <-ch:
+				for {
+					seq := leadingInt(ev[bytes.Index(ev, []byte(`"seq":`))+6:])
+					fmt.Fprintf(out, "id: s:0:%d\nevent: tool.completed\ndata: ", seq)
+					_, _ = out.Write(ev)
+					_, _ = out.WriteString("\n\n")
+					if len(ch) == 0 {
+						break
+					}
+					ev = <-ch
+				}
+				if out.Flush() != nil || rc.Flush() != nil {
+					return
+				}
+			}
+		}
+	})
+	fanout := func(l []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ch := range subs {
+			ch <- l
+		}
+	}
+	mux.HandleFunc("POST /events", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		for rest := body; len(rest) > 0; {
+			var l []byte
+			l, rest, _ = bytes.Cut(rest, []byte{'\n'})
+			if len(l) > 0 {
+				fanout(l)
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("GET /socket", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		if _, _, err := c.Read(r.Context()); err != nil {
+			return
+		}
+		if c.Write(r.Context(), websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"]}`)) != nil {
+			return
+		}
+		for {
+			_, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			fanout(msg)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	hs := &http.Server{Handler: mux}
+	go func() { _ = hs.Serve(ln) }()
+	return func() { _ = hs.Close() }, "http://" + ln.Addr().String(), nil
+}

@@ -1,0 +1,196 @@
+package bridgeweb
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// Defaults.
+const (
+	DefaultListen = "127.0.0.1:4323"
+	// DefaultDiscoveryPoll is how often the instance registry is read while
+	// no kap-server runs.
+	DefaultDiscoveryPoll = time.Second
+	// DefaultStaleInstance: a registry record whose heartbeat (rewritten
+	// every 15 s) is older than this is not a server to connect to.
+	DefaultStaleInstance = 60 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect backoff.
+	DefaultBackoffMin = 250 * time.Millisecond
+	DefaultBackoffMax = 10 * time.Second
+	// DefaultHandshakeTimeout bounds the dial and the server_hello.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultProbeInterval paces the REST liveness probe while connected:
+	// a kap-server told to shut down closes its listener at once but keeps
+	// running as long as a WebSocket client stays, so the bridge lets go
+	// when the listener is gone.
+	DefaultProbeInterval = 2 * time.Second
+	// DefaultProbeFailures is how many failed probes in a row end a
+	// connection.
+	DefaultProbeFailures = 2
+	// DefaultDormantRetry paces re-subscribing sessions the server did not
+	// have loaded: a resumed session's events are only journaled once
+	// someone subscribes, so the bridge keeps asking.
+	DefaultDormantRetry = 2 * time.Second
+	// DefaultRESTTimeout bounds one REST call.
+	DefaultRESTTimeout = 5 * time.Second
+	// DefaultAckWindow is the control ack window declared at hello.
+	DefaultAckWindow = 10 * time.Second
+	// DefaultReadLimit bounds one WebSocket message; frames above
+	// mapping.MaxPayloadBytes are refused as bad frames, not as a broken
+	// connection.
+	DefaultReadLimit = 64 << 20
+	// DefaultIdleClose closes the log file of a session quiet this long (it
+	// reopens on the next event), so a bridge that has seen many sessions
+	// does not hold a descriptor for each.
+	DefaultIdleClose = 10 * time.Minute
+	// DefaultKimiHome is Kimi's home when KIMI_CODE_HOME is not set,
+	// relative to the user's home directory.
+	DefaultKimiHome = ".kimi-code"
+)
+
+// Command types the bridge can accept (AEP-0004 §5).
+const (
+	CmdRespond = "control.attention.respond"
+	CmdCancel  = "control.cancel"
+)
+
+// Publisher takes sequenced events toward a relay. Publish must not block.
+type Publisher interface {
+	Publish(ev *aep.Event)
+}
+
+// PublisherStatus is the optional health a Publisher can report.
+type PublisherStatus interface {
+	State() string
+	OutboxDepth() int
+	Drops() uint64
+}
+
+// Control configures the opt-in control leg.
+type Control struct {
+	// Enabled is AEP_KIMI_WEB_CONTROL=1. It only takes effect in primary
+	// mode with an authenticated binding.
+	Enabled bool
+	// Authenticated says commands reach the bridge over an authenticated
+	// relay binding (a relay token is set); without it nothing is accepted.
+	Authenticated bool
+	// AckWindow is declared at hello as ack_window_ms.
+	AckWindow time.Duration
+}
+
+// Config is everything the bridge needs; only cmd reads the environment.
+type Config struct {
+	// Listen is the HTTP address for /healthz and /metrics.
+	Listen string
+	// Mode is companion (default) or primary.
+	Mode mapping.Mode
+	// Home is the AEP home: logs under Home/logs/kimi-code-web, the epoch
+	// under Home/kimi/web-epoch.
+	Home string
+	// KimiHome is KIMI_CODE_HOME: the instance registry and server.token.
+	KimiHome string
+	// KapURL, when set, is the kap-server to connect to instead of
+	// discovering one; KapTokenFile overrides KimiHome/server.token.
+	KapURL       string
+	KapTokenFile string
+	// Host names this machine in source URIs.
+	Host string
+	// Posture is the capture posture and redaction pipeline.
+	Posture mapping.Posture
+	// Publisher sends events to a relay; nil runs without one.
+	Publisher Publisher
+	Control   Control
+	// Collectors are registered on /metrics next to the bridge's own (the
+	// relay emitter's, for one).
+	Collectors []prometheus.Collector
+
+	DiscoveryPoll, StaleInstance    time.Duration
+	BackoffMin, BackoffMax          time.Duration
+	HandshakeTimeout, ProbeInterval time.Duration
+	ProbeFailures                   int
+	DormantRetry, RESTTimeout       time.Duration
+	ReadLimit                       int64
+	HTTPClient                      *http.Client
+	Logger                          *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// PIDAlive tests a registry record's pid; nil means kill(pid, 0).
+	PIDAlive func(pid int) bool
+}
+
+func (c *Config) setDefaults() error {
+	if c.Home == "" {
+		return errors.New("bridgeweb: Config.Home is required")
+	}
+	if c.KimiHome == "" && c.KapURL == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)")
+		}
+		c.KimiHome = filepath.Join(h, DefaultKimiHome)
+	}
+	if c.KapTokenFile == "" {
+		if c.KimiHome == "" {
+			return errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome")
+		}
+		c.KapTokenFile = TokenPath(c.KimiHome)
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDur(&c.DiscoveryPoll, DefaultDiscoveryPoll)
+	setDur(&c.StaleInstance, DefaultStaleInstance)
+	setDur(&c.BackoffMin, DefaultBackoffMin)
+	setDur(&c.BackoffMax, DefaultBackoffMax)
+	setDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDur(&c.ProbeInterval, DefaultProbeInterval)
+	setDur(&c.DormantRetry, DefaultDormantRetry)
+	setDur(&c.RESTTimeout, DefaultRESTTimeout)
+	setDur(&c.Control.AckWindow, DefaultAckWindow)
+	if c.ProbeFailures <= 0 {
+		c.ProbeFailures = DefaultProbeFailures
+	}
+	if c.ReadLimit <= 0 {
+		c.ReadLimit = DefaultReadLimit
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Posture.Redactor == nil {
+		c.Posture.Redactor = &aep.Redactor{}
+	}
+	return nil
+}
+
+// AcceptsFor lists the command types a bridge declares at hello: both verbs
+// when control is on in primary mode over an authenticated binding, else
+// none (a companion bridge never actuates: the hook adapter owns the session).
+func AcceptsFor(mode mapping.Mode, c Control) []string {
+	if !c.Enabled || !c.Authenticated || mode != mapping.Primary {
+		return []string{}
+	}
+	return []string{CmdRespond, CmdCancel}
+}

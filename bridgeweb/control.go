@@ -1,0 +1,238 @@
+package bridgeweb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/ledger"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// optionAliases are the other words a sender may use for an approval option
+// (the hook adapter's gate vocabulary, and imperative forms).
+var optionAliases = map[string]string{
+	"approve": OptApprove, "allow": OptApprove,
+	"approve_session": OptApproveSession, "allow_session": OptApproveSession,
+	"reject": OptReject, "deny": OptReject,
+}
+
+// normalizeOption maps a sent option id to the declared one, "" if unknown.
+func normalizeOption(o string) string {
+	o = strings.ToLower(strings.TrimSpace(o))
+	for _, opt := range approvalOptions {
+		if o == opt.ID {
+			return o
+		}
+	}
+	return optionAliases[o]
+}
+
+// matchOption applies AEP-0008 to a text-only answer (aep.MatchOption).
+func matchOption(text string) string {
+	id, _ := aep.MatchOption(approvalOptions, text)
+	return id
+}
+
+// vendorDecision is what an option posts: the decision word and the scope.
+func vendorDecision(option string) (decision, scope string) {
+	switch option {
+	case OptApproveSession:
+		return "approved", "session"
+	case OptApprove:
+		return "approved", ""
+	}
+	return "rejected", ""
+}
+
+// HandleCommand takes one control command routed by the relay. Every command
+// gets exactly one ack (control.accepted or control.rejected{reason}) in the
+// command's session with cause = the command's id; a redelivered command is
+// answered with the recorded ack, byte-identically, never decided twice.
+// An accepted command has already been carried out on the kap-server; its
+// outcome is emitted when the server's broadcast shows it.
+func (b *Bridge) HandleCommand(ctx context.Context, cmd *aep.Event) {
+	if cmd == nil || cmd.Session == "" {
+		return
+	}
+	key := ledger.KeyOf(cmd)
+	if ack, known := b.cmds.Get(key); known {
+		if ack != nil && b.cfg.Publisher != nil {
+			b.cfg.Publisher.Publish(ack) // same event, same position
+		}
+		b.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), "redelivered").Inc()
+		return
+	}
+	s := b.lookup(cmd.Session)
+	if s == nil {
+		// Not a session this bridge publishes: the relay routes by claim,
+		// so this only happens to a command sent to the wrong target.
+		b.log.Warn("command for a session this bridge does not publish", "type", clip(cmd.Type), "session", clip(cmd.Session))
+		return
+	}
+	if !b.cmds.Claim(key) {
+		return // a concurrent delivery owns the decision; its ack answers both
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reason, detail := b.decide(ctx, s, cmd)
+	p := b.cfg.Posture
+	var m mapping.Event
+	if reason == "" {
+		m = mapping.Event{Type: "control.accepted", Capture: p.Level("control.accepted"), Data: map[string]any{}}
+	} else {
+		data := map[string]any{"reason": reason}
+		lvl := p.Level("control.rejected")
+		if detail != "" && lvl >= aep.CaptureRedacted {
+			data["detail"] = p.Redactor.Text(detail)
+		}
+		m = mapping.Event{Type: "control.rejected", Severity: aep.SeverityNotice, Capture: lvl, Data: data}
+	}
+	ack := s.emit(draft{id: b.newID(), ev: m, cause: cmd.ID}, b.cfg.Now(), -1, "")
+	b.cmds.Put(key, ack)
+	outcome := "accepted"
+	if reason != "" {
+		outcome = "rejected_" + reason
+	}
+	b.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), outcome).Inc()
+	b.log.Info("control command", "type", cmdLabel(cmd.Type), "id", clip(cmd.ID), "session", s.id, "outcome", outcome)
+}
+
+// decide checks a command and, when it can be honoured, carries it out on
+// the kap-server. It returns the rejection reason ("" to accept) and a
+// detail. Callers hold s.mu, so the broadcast showing the outcome is mapped
+// after the ack.
+func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) (reason, detail string) {
+	if !b.cfg.Control.Authenticated {
+		return "unauthorized", "control needs an authenticated relay binding (AEP_TOKEN)"
+	}
+	if !slices.Contains(b.Accepts(), cmd.Type) {
+		switch {
+		case cmd.Type != CmdRespond && cmd.Type != CmdCancel:
+			return "unsupported", fmt.Sprintf("%s is not a command bridge-web knows", cmd.Type)
+		case b.cfg.Mode != mapping.Primary:
+			return "unsupported", "bridge-web in companion mode accepts no commands: the hook adapter owns this session's control"
+		}
+		return "unsupported", "control is off (AEP_KIMI_WEB_CONTROL=1 turns it on)"
+	}
+	if err := aep.Validate(cmd); err != nil {
+		return "invalid", err.Error()
+	}
+	data, _ := cmd.DataMap()
+	al := b.active.Load()
+	switch cmd.Type {
+	case CmdRespond:
+		return b.respond(ctx, s, al, cmd, data)
+	case CmdCancel:
+		return b.cancel(ctx, s, al, cmd, data)
+	}
+	return "unsupported", ""
+}
+
+// respond posts an approval decision. AEP-0008: text naming an option is
+// that option; any other text never approves: it rejects, with the text as
+// the feedback Kimi shows the model.
+func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
+	ask := s.m.byReq[cmd.Subject]
+	switch {
+	case cmd.Subject == "" || ask == nil:
+		return "invalid", "no open attention request with this subject (it may have been answered already)"
+	case ask.question:
+		return "refused", "questions are answered in Kimi's own UI (respond_via oob)"
+	case !ask.options:
+		return "refused", "this request was not offered for control; answer it in Kimi's UI"
+	}
+	answer, _ := data["answer"].(map[string]any)
+	option, _ := answer["option"].(string)
+	text, _ := answer["text"].(string)
+	if option == "" && strings.TrimSpace(text) == "" {
+		return "invalid", "an approval takes an answer option or text"
+	}
+	if option != "" {
+		if option = normalizeOption(option); option == "" {
+			return "invalid", fmt.Sprintf("unknown option (%s, %s, %s)", OptApprove, OptApproveSession, OptReject)
+		}
+	} else if option = matchOption(text); option != "" {
+		text = "" // the word was the decision itself
+	} else {
+		option = OptReject // unmatched text never approves
+	}
+	decision, scope := vendorDecision(option)
+	if al == nil {
+		return "busy", "not connected to the kap-server"
+	}
+	body := map[string]any{"decision": decision}
+	if scope != "" {
+		body["scope"] = scope
+	}
+	if t := strings.TrimSpace(text); t != "" {
+		body["feedback"] = t
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.RESTTimeout)
+	defer cancel()
+	ok, err := al.kap.decideApproval(rctx, s.kap, ask.vendorID, body)
+	if err != nil {
+		return "busy", kapFailure(err)
+	}
+	if !ok {
+		return "invalid", "the approval was already resolved"
+	}
+	ask.decision = &pendingCmd{cmdID: cmd.ID, by: cmd.Agent, option: option, decision: decision}
+	return "", ""
+}
+
+// cancel aborts the running turn's prompt. Scope session is refused: a kimi
+// session has no end to command (abort cancels work; archive only shelves).
+func (b *Bridge) cancel(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
+	switch scope, _ := data["scope"].(string); scope {
+	case "session":
+		return "refused", "a kimi session has no end to command; cancel scope run aborts the running turn"
+	case "run":
+	default:
+		return "invalid", "scope must be run or session"
+	}
+	run := s.m.mainRun()
+	switch {
+	case run == nil:
+		return "invalid", "no run in progress"
+	case cmd.Run != "" && cmd.Run != run.id:
+		return "invalid", "that run is not the one in progress"
+	case run.cancel != nil:
+		return "refused", "a cancel of this run is already under way"
+	case al == nil:
+		return "busy", "not connected to the kap-server"
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.RESTTimeout)
+	defer cancel()
+	prompt, err := al.kap.activePrompt(rctx, s.kap)
+	if err != nil {
+		return "busy", kapFailure(err)
+	}
+	if prompt == "" {
+		return "invalid", "the kap-server has no prompt running"
+	}
+	aborted, err := al.kap.abortPrompt(rctx, s.kap, prompt)
+	if err != nil {
+		return "busy", kapFailure(err)
+	}
+	if !aborted {
+		return "invalid", "the kap-server did not abort the prompt"
+	}
+	run.cancel = &pendingCmd{cmdID: cmd.ID, by: cmd.Agent}
+	return "", ""
+}
+
+// kapFailure describes a failed REST call for a rejection detail.
+func kapFailure(err error) string {
+	var ke *KapError
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		return "the kap-server refused the bridge's token"
+	case errors.As(err, &ke):
+		return fmt.Sprintf("the kap-server answered %d: %s", ke.Code, clip(ke.Msg))
+	}
+	return "the kap-server did not answer"
+}

@@ -1,0 +1,208 @@
+package bridgeweb
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Instance is one record of the kap-server's instance registry,
+// $KIMI_CODE_HOME/server/instances/<id>.json. It never holds the token.
+type Instance struct {
+	ServerID    string `json:"server_id"`
+	PID         int    `json:"pid"`
+	Host        string `json:"host"`
+	Port        int    `json:"port"`
+	StartedAt   int64  `json:"started_at"`   // Unix ms
+	HeartbeatAt int64  `json:"heartbeat_at"` // Unix ms, rewritten every 15 s
+	Version     string `json:"host_version,omitempty"`
+	// Path is the record's file.
+	Path string `json:"-"`
+}
+
+// BaseURL is the instance's REST base, e.g. http://127.0.0.1:58627.
+func (in Instance) BaseURL() string {
+	host := in.Host
+	switch host {
+	case "", "0.0.0.0", "::":
+		// A server bound to every interface is reachable on loopback, and
+		// loopback is where the bridge looks.
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(in.Port))
+}
+
+// InstancesDir is the registry directory of a Kimi home.
+func InstancesDir(kimiHome string) string { return filepath.Join(kimiHome, "server", "instances") }
+
+// TokenPath is where `kimi web` keeps its bearer token in a Kimi home.
+func TokenPath(kimiHome string) string { return filepath.Join(kimiHome, "server.token") }
+
+// Skip reasons a discovery reports for records it passed over.
+const (
+	SkipUnreadable = "unreadable"
+	SkipDeadPID    = "dead-pid"
+	SkipStale      = "stale-heartbeat"
+)
+
+// Skipped is a registry record discovery passed over, and why.
+type Skipped struct {
+	Path, Reason string
+}
+
+// ErrNoInstance means no live kap-server is registered.
+var ErrNoInstance = errors.New("no running kimi web (kap-server) registered")
+
+// pidAlive is kill(pid, 0): ESRCH means gone, EPERM means alive but not ours.
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Discover reads the instance registry and returns the newest live kap-server:
+// records whose pid is gone, whose heartbeat is older than staleAfter, or that
+// do not parse are skipped (and reported), never deleted: the registry is the
+// server's. alive tests a pid; nil means kill(pid, 0).
+func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive func(int) bool) (Instance, []Skipped, error) {
+	if alive == nil {
+		alive = pidAlive
+	}
+	dir := InstancesDir(kimiHome)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Instance{}, nil, ErrNoInstance
+		}
+		return Instance{}, nil, fmt.Errorf("instance registry: %w", err)
+	}
+	var live []Instance
+	var skipped []Skipped
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		in, err := readInstance(path)
+		switch {
+		case err != nil:
+			skipped = append(skipped, Skipped{path, SkipUnreadable})
+		case !alive(in.PID):
+			skipped = append(skipped, Skipped{path, SkipDeadPID})
+		case staleAfter > 0 && now.Sub(time.UnixMilli(in.HeartbeatAt)) > staleAfter:
+			// A live pid with a stopped heartbeat: a recycled pid, or a
+			// server that hung. Either way not one to connect to.
+			skipped = append(skipped, Skipped{path, SkipStale})
+		default:
+			live = append(live, in)
+		}
+	}
+	if len(live) == 0 {
+		return Instance{}, skipped, ErrNoInstance
+	}
+	// The newest start wins: after a restart an old record may linger for a
+	// moment until its process is gone.
+	sort.Slice(live, func(i, j int) bool {
+		if live[i].StartedAt != live[j].StartedAt {
+			return live[i].StartedAt > live[j].StartedAt
+		}
+		return live[i].ServerID < live[j].ServerID
+	})
+	return live[0], skipped, nil
+}
+
+// maxInstanceFile bounds a registry record (real ones are ~170 bytes).
+const maxInstanceFile = 64 << 10
+
+func readInstance(path string) (Instance, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Instance{}, err
+	}
+	defer f.Close()
+	var in Instance
+	dec := json.NewDecoder(&limitedReader{f: f, n: maxInstanceFile})
+	if err := dec.Decode(&in); err != nil {
+		return Instance{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if in.PID <= 0 || in.Port <= 0 || in.Port > 65535 {
+		return Instance{}, fmt.Errorf("%s: missing pid or port", path)
+	}
+	in.Path = path
+	return in, nil
+}
+
+type limitedReader struct {
+	f *os.File
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("instance record too large")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.f.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// readToken reads a bearer token file. The token is never logged: errors name
+// the file only.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("kap token %s: %w", path, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("kap token %s is empty", path)
+	}
+	if strings.ContainsAny(tok, " \t\r\n,") {
+		return "", fmt.Errorf("kap token %s is not a single token", path)
+	}
+	return tok, nil
+}
+
+// endpoint is where one connection attempt goes.
+type endpoint struct {
+	base  string // REST base URL, no trailing slash
+	ws    string // WebSocket URL
+	token string
+	// instance is the registry record it came from (zero with a fixed URL).
+	instance Instance
+}
+
+func newEndpoint(base, token string) (endpoint, error) {
+	u, err := url.Parse(strings.TrimRight(strings.TrimSpace(base), "/"))
+	if err != nil || u.Host == "" {
+		return endpoint{}, fmt.Errorf("kap URL %q is not an absolute URL", base)
+	}
+	wsScheme := "ws"
+	switch u.Scheme {
+	case "http":
+	case "https":
+		wsScheme = "wss"
+	default:
+		return endpoint{}, fmt.Errorf("kap URL scheme %q is not http or https", u.Scheme)
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	ep := endpoint{base: u.String(), token: token}
+	u.Scheme = wsScheme
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/ws"
+	ep.ws = u.String()
+	return ep, nil
+}

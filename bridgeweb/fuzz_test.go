@@ -1,0 +1,85 @@
+package bridgeweb
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// checkingPublisher records every published event that is not valid AEP:
+// whatever the server sends, what the bridge publishes is well formed. (It
+// fails the input after the frame path returns: failing inside Publish
+// would unwind with the session's lock held.)
+type checkingPublisher struct{ bad *[]string }
+
+func (p checkingPublisher) Publish(ev *aep.Event) {
+	if err := aep.Validate(ev); err != nil {
+		*p.bad = append(*p.bad, fmt.Sprintf("%s: %v", ev.Type, err))
+	}
+}
+
+// FuzzFrame feeds arbitrary bytes, one frame per line, through the bridge's
+// frame path (link.handle) on a connection where some sessions are live,
+// some pending and some unknown, in both modes. It must never panic, and
+// every event it publishes must be valid.
+func FuzzFrame(f *testing.F) {
+	if frames, err := readHarnessFrames(); err == nil {
+		// The start of the real session as one input (small enough for the
+		// fuzzer to minimize), and frames alone.
+		f.Add(bytes.Join(frames[:40], []byte("\n")), false)
+		f.Add(bytes.Join(frames[:40], []byte("\n")), true)
+		for _, fr := range frames[:20] {
+			f.Add(fr, true)
+		}
+	}
+	f.Add([]byte(`{"type":"turn.started","seq":3,"session_id":"s1","epoch":"A","payload":{"agentId":"main","turnId":0}}`+"\n"+
+		`{"type":"tool.result","seq":5,"session_id":"s1","epoch":"A","payload":{"toolCallId":"c"}}`), true)
+	f.Add([]byte(`{"type":"ack","id":"sub-1","code":0,"payload":{"accepted":["s1"],"cursors":{"s1":{"seq":"x"}}}}`), false)
+	f.Add([]byte(`{"type":"resync_required","payload":{"session_id":"s1","reason":"epoch_changed","current_seq":-4}}`), true)
+	f.Add([]byte(`{"type":"event.session.archived","seq":2,"session_id":"__global__","epoch":"G","payload":{"sessionId":"s1"}}`), false)
+	f.Add([]byte("not json\n{}\n\x00\n[]"), true)
+
+	bridges := map[bool]*Bridge{}
+	for _, primary := range []bool{false, true} {
+		mode := mapping.Companion
+		if primary {
+			mode = mapping.Primary
+		}
+		b, err := NewBridge(Config{Home: f.TempDir(), KimiHome: f.TempDir(), Mode: mode, Host: "fuzz",
+			Control: Control{Enabled: true, Authenticated: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			f.Fatal(err)
+		}
+		bridges[primary] = b
+	}
+	f.Fuzz(func(t *testing.T, data []byte, primary bool) {
+		b := bridges[primary]
+		var bad []string
+		b.cfg.Publisher = checkingPublisher{&bad}
+		// Keep the state bounded across inputs.
+		b.mu.Lock()
+		if len(b.sessions) > 64 {
+			b.mu.Unlock()
+			b.closeAll()
+			b.mu.Lock()
+			b.sessions = map[string]*session{}
+		}
+		b.mu.Unlock()
+		l := newLink(b, func(context.Context, []byte) error { return nil })
+		l.subs["s1"] = subLive
+		l.subs[mapping.GlobalSession] = subLive
+		l.subs["s2"] = subPending
+		l.pending["sub-1"] = []string{"s2"}
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			l.handle(context.Background(), line)
+		}
+		for _, msg := range bad {
+			t.Errorf("published an invalid event: %s", msg)
+		}
+	})
+}

@@ -1,0 +1,397 @@
+package bridgeweb
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// Extension attributes the bridge sets (AEP-0001 §5.4).
+const (
+	// ExtKimiSession is the kap session id, on every companion event, so a
+	// consumer can correlate {sid}.web with the hook adapter's {sid}.
+	ExtKimiSession = "kimisession"
+	// ExtKimiSeq and ExtKimiEpoch name the kap frame an event came from (its
+	// journal seq and epoch): the bridge's resume position, recovered from
+	// its own log after a restart.
+	ExtKimiSeq   = "kimiseq"
+	ExtKimiEpoch = "kimiepoch"
+	// ExtKimiTurn is "{agent}/{turn}" on run.started: which kap turn the
+	// run is, so a restarted bridge can still close it.
+	ExtKimiTurn = "kimiturn"
+)
+
+// CompanionSuffix makes a companion-mode session name: {kap id}.web.
+const CompanionSuffix = ".web"
+
+// MainAgent is the kap agent id of a session's main agent.
+const MainAgent = "main"
+
+// GapType is the extension event saying frames were lost.
+const GapType = "x." + mapping.Vendor + ".web.gap"
+
+// UnrecognizedType stands in for a frame whose name cannot be made a legal
+// AEP type.
+const UnrecognizedType = "x." + mapping.Vendor + ".web.unrecognized"
+
+// Approval option ids the bridge offers when its control can honour them:
+// the vendor's own decision words, so an answer decided in Kimi's UI names a
+// declared option too.
+const (
+	OptApprove        = "approved"
+	OptApproveSession = "approved_session"
+	OptReject         = "rejected"
+)
+
+var approvalOptions = []aep.Option{
+	{ID: OptApprove, Label: "Approve"},
+	{ID: OptApproveSession, Label: "Approve for this session"},
+	{ID: OptReject, Label: "Reject"},
+}
+
+// draft is one event the machine wants emitted: the mapped event plus the
+// identity facts only the machine's state knows. Its id is assigned here so
+// later drafts can cite it as a cause.
+type draft struct {
+	id      string
+	ev      mapping.Event
+	run     string
+	cause   string
+	subject string // overrides ev.Subject when set
+	turn    string // ExtKimiTurn, on run.started
+}
+
+type runRec struct {
+	id, startID, agent, turn string
+	at                       time.Time
+	// cancel is the control.cancel that aborted this run's prompt.
+	cancel *pendingCmd
+}
+
+type toolRec struct {
+	id, run, name string
+	at            time.Time
+}
+
+type askRec struct {
+	vendorID, reqID, run string
+	question             bool
+	// options is set when the request declared the control options.
+	options bool
+	at      time.Time
+	// decision is the control.attention.respond the bridge posted for it.
+	decision *pendingCmd
+}
+
+// pendingCmd is a command the bridge carried out on the kap-server, waiting
+// for the broadcast that shows its outcome.
+type pendingCmd struct {
+	cmdID, by string
+	// option is the declared option applied; decision the vendor word posted.
+	option, decision string
+}
+
+// machine is the per-session mapping state: runs from the kap turn
+// boundaries, tool pairs by call id, asks by vendor id. It is pure: frames in,
+// drafts out, no I/O and no clock (times come with the frames).
+type machine struct {
+	mode    mapping.Mode
+	posture mapping.Posture
+	// control is set when the bridge can honour answers (primary mode,
+	// AEP_KIMI_WEB_CONTROL on, an authenticated relay binding).
+	control bool
+	newID   func() string
+
+	runs  map[string]*runRec  // by kap agent id
+	tools map[string]*toolRec // by tool call id
+	asks  map[string]*askRec  // by approval or question id
+	byReq map[string]*askRec  // by attention.requested event id
+	// stale counts runs dropped without a terminal: a gap swallowed the
+	// turn's end, so the bridge has no honest boundary to emit.
+	stale int
+}
+
+func newMachine(mode mapping.Mode, p mapping.Posture, control bool, newID func() string) *machine {
+	if newID == nil {
+		newID = aep.NewID
+	}
+	return &machine{mode: mode, posture: p, control: control && mode == mapping.Primary, newID: newID,
+		runs: map[string]*runRec{}, tools: map[string]*toolRec{}, asks: map[string]*askRec{}, byReq: map[string]*askRec{}}
+}
+
+// apply maps one durable session frame at time at.
+func (m *machine) apply(f mapping.Frame, at time.Time) []draft {
+	if f.Volatile || !f.HasSeq || f.SessionID == "" {
+		return nil
+	}
+	r := mapping.MapFrame(f, m.mode, m.posture)
+	if m.mode == mapping.Companion {
+		return m.plain(r.Events, "")
+	}
+	agent := str(f.Payload, "agentId")
+	if agent == "" {
+		agent = MainAgent
+	}
+	switch f.Type {
+	case "turn.started":
+		return m.turnStarted(r, agent, at)
+	case "turn.ended":
+		return m.turnEnded(f, r, agent, at)
+	case "tool.call.started":
+		return m.toolStarted(r, agent, at)
+	case "tool.result":
+		return m.toolResult(f, r, agent, at)
+	case "event.approval.requested", "event.question.requested":
+		return m.askRequested(f, r, agent, at)
+	case "event.approval.resolved", "event.question.answered", "event.question.dismissed":
+		return m.askResolved(f, r, at)
+	}
+	return m.plain(r.Events, m.runFor(agent))
+}
+
+// plain wraps mapped events with no state of their own.
+func (m *machine) plain(evs []mapping.Event, run string) []draft {
+	out := make([]draft, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, draft{id: m.newID(), ev: ev, run: run})
+	}
+	return out
+}
+
+// degrade is the honest fallback for a frame whose pairing state is missing
+// (the bridge started, or a gap opened, in the middle): channel visibility
+// only, the companion form of the same frame.
+func (m *machine) degrade(f mapping.Frame, run string) []draft {
+	return m.plain(mapping.MapFrame(f, mapping.Companion, m.posture).Events, run)
+}
+
+// runFor is the run an agent's events belong to: its own open turn, else the
+// main agent's (a subagent works inside its parent's run).
+func (m *machine) runFor(agent string) string {
+	if r := m.runs[agent]; r != nil {
+		return r.id
+	}
+	if r := m.runs[MainAgent]; r != nil {
+		return r.id
+	}
+	return ""
+}
+
+// mainRun is the main agent's open run, nil when idle.
+func (m *machine) mainRun() *runRec { return m.runs[MainAgent] }
+
+func (m *machine) turnStarted(r *mapping.WebResult, agent string, at time.Time) []draft {
+	if len(r.Events) == 0 {
+		return nil
+	}
+	if m.runs[agent] != nil {
+		m.stale++
+	}
+	rec := &runRec{id: m.newID(), startID: m.newID(), agent: agent, turn: r.Facts.TurnID, at: at}
+	m.runs[agent] = rec
+	return []draft{{id: rec.startID, ev: r.Events[0], run: rec.id, turn: agent + "/" + rec.turn}}
+}
+
+func (m *machine) turnEnded(f mapping.Frame, r *mapping.WebResult, agent string, at time.Time) []draft {
+	rec := m.runs[agent]
+	if rec == nil || len(r.Events) == 0 || (r.Facts.TurnID != "" && rec.turn != "" && rec.turn != r.Facts.TurnID) {
+		return m.degrade(f, m.runFor(agent))
+	}
+	delete(m.runs, agent)
+	ev := r.Events[0]
+	if ms, ok := integer(f.Payload, "durationMs"); ok && ms >= 0 {
+		ev.Data["duration_ms"] = ms
+	} else {
+		ev.Data["duration_ms"] = max(at.Sub(rec.at).Milliseconds(), 0)
+	}
+	cause := rec.startID
+	if ev.Type == "run.cancelled" && rec.cancel != nil {
+		// The abort the bridge posted: the outcome of that command.
+		cause = rec.cancel.cmdID
+		ev.Data["by"] = "control"
+	}
+	return []draft{{id: m.newID(), ev: ev, run: rec.id, cause: cause}}
+}
+
+func (m *machine) toolStarted(r *mapping.WebResult, agent string, at time.Time) []draft {
+	if len(r.Events) == 0 {
+		return nil
+	}
+	d := draft{id: m.newID(), ev: r.Events[0], run: m.runFor(agent)}
+	if call := r.Facts.ToolCallID; call != "" {
+		m.tools[call] = &toolRec{id: d.id, run: d.run, name: d.ev.Subject, at: at}
+	}
+	return []draft{d}
+}
+
+// toolResult pairs the result with its call: the wire result names no tool,
+// so the name recorded at tool.call.started is re-attached.
+func (m *machine) toolResult(f mapping.Frame, r *mapping.WebResult, agent string, at time.Time) []draft {
+	call := r.Facts.ToolCallID
+	rec := m.tools[call]
+	if call == "" || rec == nil {
+		return []draft{{id: m.newID(), ev: mapping.WebUnpairedToolResult(f, m.posture), run: m.runFor(agent)}}
+	}
+	delete(m.tools, call)
+	ev := mapping.WebToolResult(f, rec.name, m.posture)
+	ev.Data["duration_ms"] = max(at.Sub(rec.at).Milliseconds(), 0)
+	return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.id}}
+}
+
+// askRequested opens an attention request and decorates it for the mode:
+// with control on, an approval offers the options the bridge can post and
+// says respond_via control; otherwise the answer belongs to Kimi's own UI and
+// the request says so (respond_via oob, AEP-0008).
+func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent string, at time.Time) []draft {
+	if len(r.Events) == 0 {
+		return nil
+	}
+	ev := r.Events[0]
+	question := f.Type == "event.question.requested"
+	d := draft{id: m.newID(), ev: ev, run: m.runFor(agent)}
+	if exp, ok := timeField(f.Payload, "expires_at"); ok {
+		ev.Data["expires_at"] = aep.FormatTime(exp)
+	}
+	rec := &askRec{vendorID: ev.Subject, reqID: d.id, run: d.run, question: question, at: at}
+	if m.control && !question && rec.vendorID != "" {
+		ev.Data["options"] = m.optionList(ev.Capture)
+		ev.Data["respond_via"] = []any{"control"}
+		rec.options = true
+	} else {
+		ev.Data["respond_via"] = []any{"oob"}
+	}
+	if rec.vendorID != "" {
+		m.asks[rec.vendorID] = rec
+		m.byReq[rec.reqID] = rec
+	}
+	return []draft{d}
+}
+
+// optionList renders the approval options: labels at redacted and above, the
+// ids as labels at metadata (the [metadata*] rule: no content below redacted).
+func (m *machine) optionList(level aep.Capture) []any {
+	return aep.OptionsData(approvalOptions, level)
+}
+
+// askResolved closes an attention request: answered then resolved{answered},
+// or resolved{dismissed}; every lifecycle event's subject is the request's
+// event id. A decision the bridge posted is marked via control and caused by
+// the command; one made in Kimi's UI is via oob.
+func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Time) []draft {
+	if len(r.Events) == 0 {
+		return nil
+	}
+	ev := r.Events[0]
+	rec := m.asks[ev.Subject]
+	if ev.Subject == "" || rec == nil {
+		return m.degrade(f, "")
+	}
+	delete(m.asks, rec.vendorID)
+	delete(m.byReq, rec.reqID)
+	latency := max(at.Sub(rec.at).Milliseconds(), 0)
+	p := m.posture
+	if ev.Type == "attention.resolved" {
+		ev.Data["latency_ms"] = latency
+		return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}}
+	}
+	answered := draft{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}
+	resolvedCause := answered.id
+	answer, _ := ev.Data["answer"].(map[string]any)
+	decision := str(f.Payload, "decision")
+	if pc := rec.decision; pc != nil && pc.decision == decision {
+		ev.Data["via"] = "control"
+		if pc.by != "" {
+			ev.Data["by"] = pc.by
+		}
+		if answer != nil {
+			answer["option"] = pc.option
+		}
+		answered.cause, resolvedCause = pc.cmdID, pc.cmdID
+	} else if rec.options && answer != nil && decision == OptApprove && str(f.Payload, "scope") == "session" {
+		// Keep the recorded answer inside the declared option ids.
+		answer["option"] = OptApproveSession
+	}
+	resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
+		Data: map[string]any{"resolution": "answered", "latency_ms": latency}}
+	return []draft{answered, {id: m.newID(), ev: resolved, run: rec.run, cause: resolvedCause, subject: rec.reqID}}
+}
+
+// fold replays one event of the bridge's own log into the state, so a
+// restarted bridge still pairs what was open when it stopped.
+func (m *machine) fold(ev *aep.Event) {
+	if m.mode == mapping.Companion {
+		return
+	}
+	at, _ := time.Parse(time.RFC3339Nano, ev.Time)
+	data, _ := ev.DataMap()
+	switch ev.Type {
+	case "run.started":
+		turn, _ := ev.ExtString(ExtKimiTurn)
+		agent, t, ok := strings.Cut(turn, "/")
+		if ok && ev.Run != "" {
+			m.runs[agent] = &runRec{id: ev.Run, startID: ev.ID, agent: agent, turn: t, at: at}
+		}
+	case "run.finished", "run.failed", "run.cancelled":
+		for a, r := range m.runs {
+			if r.id == ev.Run {
+				delete(m.runs, a)
+			}
+		}
+	case "tool.requested":
+		tool, _ := data["tool"].(map[string]any)
+		if call, _ := tool["call_id"].(string); call != "" {
+			name, _ := tool["name"].(string)
+			m.tools[call] = &toolRec{id: ev.ID, run: ev.Run, name: name, at: at}
+		}
+	case "tool.completed", "tool.failed":
+		tool, _ := data["tool"].(map[string]any)
+		if call, _ := tool["call_id"].(string); call != "" {
+			delete(m.tools, call)
+		}
+	case "attention.requested":
+		if ev.Subject == "" {
+			return
+		}
+		_, opts := data["options"]
+		rec := &askRec{vendorID: ev.Subject, reqID: ev.ID, run: ev.Run, question: data["kind"] == "form", options: opts, at: at}
+		m.asks[rec.vendorID] = rec
+		m.byReq[rec.reqID] = rec
+	case "attention.resolved":
+		if rec := m.byReq[ev.Subject]; rec != nil {
+			delete(m.byReq, rec.reqID)
+			delete(m.asks, rec.vendorID)
+		}
+	}
+}
+
+// str reads a string member of a frame payload.
+func str(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// integer reads an integer member of a frame payload (numbers are kept as
+// json.Number by mapping.ParseFrame).
+func integer(m map[string]any, key string) (int64, bool) {
+	switch v := m[key].(type) {
+	case json.Number:
+		n, err := v.Int64()
+		return n, err == nil
+	case float64:
+		return int64(v), v == float64(int64(v))
+	}
+	return 0, false
+}
+
+// timeField reads an RFC 3339 timestamp member.
+func timeField(m map[string]any, key string) (time.Time, bool) {
+	s := str(m, key)
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}

@@ -1,0 +1,89 @@
+package bridgeweb
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+func offlineBridge(t *testing.T, mode mapping.Mode, home string) (*Bridge, *published) {
+	t.Helper()
+	pub := &published{}
+	b, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Mode: mode, Host: "h", Publisher: pub,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, pub
+}
+
+func xEvent(typ string) mapping.Event {
+	return mapping.Event{Type: typ, Capture: aep.CaptureMetadata, Data: map[string]any{}}
+}
+
+// An idle session's log is closed and reopens, appending, on the next event.
+func TestIdleLogReopens(t *testing.T) {
+	b, _ := offlineBridge(t, mapping.Companion, t.TempDir())
+	s := b.session("k1")
+	s.mu.Lock()
+	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 1, "A")
+	s.mu.Unlock()
+	b.closeIdle(time.Now().Add(time.Hour))
+	if s.log.IsOpen() {
+		t.Fatal("idle log still open")
+	}
+	s.mu.Lock()
+	s.emit(draft{ev: xEvent("x.kimi-code.web.a.c")}, time.Now(), 2, "A")
+	s.mu.Unlock()
+	b.closeAll()
+	raw, err := os.ReadFile(s.log.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(raw, []byte("\n")); n != 2 {
+		t.Errorf("%d lines after reopening", n)
+	}
+}
+
+// A frame name that cannot be an AEP type still lands, under a legal name.
+func TestUnexpressibleFrameType(t *testing.T) {
+	b, pub := offlineBridge(t, mapping.Companion, t.TempDir())
+	s := b.session("k1")
+	s.mu.Lock()
+	s.emit(draft{ev: xEvent("x.kimi-code.web.turn.startp_\u0570")}, time.Now(), 1, "A")
+	s.mu.Unlock()
+	evs := pub.all()
+	if len(evs) != 1 || evs[0].Type != UnrecognizedType {
+		t.Fatalf("%v", typesOf(evs))
+	}
+	if err := aep.Validate(evs[0]); err != nil {
+		t.Error(err)
+	}
+}
+
+// The position recovered from a log is the last event's, gaps included.
+func TestRecoverPosition(t *testing.T) {
+	home := t.TempDir()
+	b, _ := offlineBridge(t, mapping.Companion, home)
+	s := b.session("k1")
+	s.mu.Lock()
+	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 7, "A")
+	s.emitGap(gap{reason: GapBufferOverflow, from: 8, to: 2000, epoch: "A", nextEpoch: "A", at: 2000})
+	s.emit(draft{ev: xEvent("control.accepted")}, time.Now(), -1, "") // no kap position
+	s.mu.Unlock()
+	b.closeAll()
+
+	b2, _ := offlineBridge(t, mapping.Companion, home)
+	s2 := b2.session("k1")
+	if seq, epoch, ok := s2.cur.position(); !ok || seq != 2000 || epoch != "A" {
+		t.Errorf("recovered %d@%s (%v)", seq, epoch, ok)
+	}
+	if b2.Epoch() <= b.Epoch() {
+		t.Errorf("epoch %d after %d", b2.Epoch(), b.Epoch())
+	}
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// DefaultRelayURL is where the daemons publish unless told otherwise.
+const DefaultRelayURL = "http://127.0.0.1:8787"
+
+// adapterOptions is the adapter's flag and environment surface.
+type adapterOptions struct {
+	listen, relayURL, home, token string
+	verbose                       bool
+}
+
+func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.listen, "listen", envOr(getenv, "AEP_KIMI_ADDR", adapter.DefaultListen), "hook intake address (env AEP_KIMI_ADDR)")
+	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
+	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
+	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+}
+
+// runAdapter is `aep-kimi adapter`: hook intake -> AEP events -> logs and relay.
+func runAdapter(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("aep-kimi adapter", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	var o adapterOptions
+	o.flags(fs, os.Getenv)
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi adapter [--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]")
+		fmt.Fprintln(io.err, "\nTakes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.")
+		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
+		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_CONTROL, AEP_KIMI_GATE_TOOLS, AEP_ATTENTION_TIMEOUT_MS (50000), AEP_INSTRUCT.")
+		fmt.Fprintln(io.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, io, 0); !ok {
+		return code
+	}
+	log := newLogger(io.err, o.verbose)
+	token, err := relayToken(os.Getenv, o.token)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
+		return 2
+	}
+	d, err := newAdapterDaemon(o, token, os.Getenv, log)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
+		return 2
+	}
+	if err := d.run(ctx); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// adapterDaemon is the adapter wired to its relay emitter.
+type adapterDaemon struct {
+	srv     *adapter.Server
+	emitter *relay.Emitter
+}
+
+// newAdapterDaemon builds the adapter and the emitter it publishes with.
+func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string, log *slog.Logger) (*adapterDaemon, error) {
+	cfg, err := adapterConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Listen, cfg.Home, cfg.Logger = o.listen, o.home, log
+	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
+	if cfg.Control.Gate && !cfg.Control.Authenticated {
+		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
+	}
+	d := &adapterDaemon{}
+	host, _ := os.Hostname()
+	ec := relay.EmitterConfig{
+		URL:      o.relayURL,
+		Token:    token,
+		Agent:    mapping.Agent,
+		Instance: fmt.Sprintf("%s/adapter/%d", host, os.Getpid()),
+		Emits:    []string{"session", "run", "tool", "attention", "delegation", "progress", "control"},
+		Capture:  []string{"none", "metadata", "redacted"},
+		Logger:   log.With("component", "emitter"),
+		OnCommand: func(ctx context.Context, ev *aep.Event) {
+			d.srv.HandleCommand(ctx, ev)
+		},
+	}
+	if cfg.Control.Authenticated {
+		ec.Control = &relay.EmitterControl{Accepts: adapter.AcceptsFor(cfg.Control), AckWindowMS: int(cfg.Control.AckWindow.Milliseconds())}
+	}
+	em, err := relay.NewEmitter(ec)
+	if err != nil {
+		return nil, fmt.Errorf("relay emitter: %w", err)
+	}
+	d.emitter = em
+	if !isNone(o.relayURL) {
+		cfg.Publisher = emitterPublisher{em}
+	}
+	if d.srv, err = adapter.NewServer(cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// run serves until ctx is done. The emitter outlives the adapter's intake so
+// the last events still reach the relay: intake stops, held hooks release,
+// logs flush, then the outbox flushes.
+func (d *adapterDaemon) run(ctx context.Context) error {
+	emCtx, stopEmitter := context.WithCancel(context.Background())
+	emDone := make(chan struct{})
+	go func() {
+		defer close(emDone)
+		d.emitter.Run(emCtx) //nolint:errcheck // it logs its own connection errors
+	}()
+	err := d.srv.Run(ctx)
+	stopEmitter()
+	<-emDone
+	return err
+}
+
+// emitterPublisher lets the adapter report the emitter's health.
+type emitterPublisher struct{ *relay.Emitter }
+
+func (p emitterPublisher) State() string    { return string(p.Emitter.State()) }
+func (p emitterPublisher) OutboxDepth() int { return p.Stats().Outbox }
+func (p emitterPublisher) Drops() uint64    { return p.Stats().Dropped }
+
+// adapterConfigFromEnv reads the adapter's capture, redaction and control
+// environment.
+func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
+	var cfg adapter.Config
+	var names []string
+	for _, n := range strings.Split(getenv("AEP_REDACT_NAMES"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	ro := aep.RedactOptions{Home: homeDir(), SecretNames: names, NoPII: !envBool(getenv, "AEP_REDACT_PII", true)}
+	// A configured name's value, where this process can see it, is a secret
+	// value too (AEP-0003 §9.4 b).
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			ro.SecretValues = append(ro.SecretValues, v)
+		}
+	}
+	p, err := postureFrom(getenv("AEP_CAPTURE"), getenv("AEP_CAPTURE_ATTENTION"), ro)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Posture = p
+	cfg.Control.Gate = envBool(getenv, "AEP_KIMI_CONTROL", false)
+	cfg.Control.Instruct = envBool(getenv, "AEP_INSTRUCT", false)
+	for _, t := range strings.Split(getenv("AEP_KIMI_GATE_TOOLS"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Control.GateTools = append(cfg.Control.GateTools, t)
+		}
+	}
+	if v := strings.TrimSpace(getenv("AEP_ATTENTION_TIMEOUT_MS")); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return cfg, fmt.Errorf("AEP_ATTENTION_TIMEOUT_MS=%q is not a positive number of milliseconds", v)
+		}
+		cfg.Control.HoldTimeout = time.Duration(ms) * time.Millisecond
+	}
+	return cfg, nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := strings.TrimSpace(getenv(key)); v != "" {
+		return v
+	}
+	return def
+}
+
+// envBool reads 1/true/yes/on and 0/false/no/off; anything else is def.
+func envBool(getenv func(string) string, key string, def bool) bool {
+	switch strings.ToLower(strings.TrimSpace(getenv(key))) {
+	case "1", "true", "yes", "on":
+		return true
+	case "0", "false", "no", "off":
+		return false
+	}
+	return def
+}
+
+func isNone(url string) bool { u := strings.TrimSpace(url); return u == "" || u == "none" }
+
+// aepHome is $AEP_HOME, else ~/.aep.
+func aepHome(getenv func(string) string) string {
+	if h := getenv("AEP_HOME"); h != "" {
+		return h
+	}
+	return filepath.Join(homeDir(), ".aep")
+}
+
+// relayToken reads the relay token for a client of the relay: a token file
+// (which must not be readable by others), else AEP_TOKEN, else the file
+// `aep-kimi up` keeps ($AEP_HOME/token) when it exists. Empty means no
+// token: watch-only.
+func relayToken(getenv func(string) string, file string) (string, error) {
+	if file == "" {
+		if t := strings.TrimSpace(getenv("AEP_TOKEN")); t != "" {
+			return t, nil
+		}
+		file = filepath.Join(aepHome(getenv), TokenFileName)
+		if _, err := os.Stat(file); err != nil {
+			return "", nil
+		}
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("token file %s is readable by others (mode %v): chmod 600 it", file, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}

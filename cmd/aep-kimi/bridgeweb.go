@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// bridgeWebOptions is bridge-web's flag and environment surface.
+type bridgeWebOptions struct {
+	listen, mode, kimiHome, kapURL, kapTokenFile string
+	relayURL, home, token                        string
+	verbose                                      bool
+}
+
+func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.listen, "listen", envOr(getenv, "AEP_KIMI_WEB_ADDR", bridgeweb.DefaultListen), "/healthz and /metrics address (env AEP_KIMI_WEB_ADDR)")
+	fs.StringVar(&o.mode, "mode", envOr(getenv, "AEP_KIMI_WEB_MODE", "companion"), "companion (x.kimi-code.web.* only, next to the hook adapter) or primary (core types) (env AEP_KIMI_WEB_MODE)")
+	fs.StringVar(&o.kimiHome, "kimi-home", kimiHome(getenv), "Kimi's home: the kap-server instance registry and server.token (env KIMI_CODE_HOME)")
+	fs.StringVar(&o.kapURL, "kap", getenv("AEP_KIMI_KAP_URL"), "a fixed kap-server URL instead of discovery (env AEP_KIMI_KAP_URL)")
+	fs.StringVar(&o.kapTokenFile, "kap-token-file", getenv("AEP_KIMI_KAP_TOKEN_FILE"), "the kap-server token file (default KIMI_HOME/server.token; env AEP_KIMI_KAP_TOKEN_FILE)")
+	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
+	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
+	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+}
+
+// kimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).
+func kimiHome(getenv func(string) string) string {
+	if h := getenv("KIMI_CODE_HOME"); h != "" {
+		return h
+	}
+	return filepath.Join(homeDir(), bridgeweb.DefaultKimiHome)
+}
+
+// runBridgeWeb is `aep-kimi bridge-web`: kimi web sessions -> AEP events.
+func runBridgeWeb(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("aep-kimi bridge-web", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	var o bridgeWebOptions
+	o.flags(fs, os.Getenv)
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi bridge-web [--listen 127.0.0.1:4323] [--mode companion|primary] [--kimi-home DIR]")
+		fmt.Fprintln(io.err, "                           [--kap URL --kap-token-file F] [--relay URL|none] [--home DIR]")
+		fmt.Fprintln(io.err, "\nFollows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP")
+		fmt.Fprintln(io.err, "events: per-session JSONL logs under HOME/logs/kimi-code-web and a relay.")
+		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
+		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs).")
+		fmt.Fprintln(io.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, io, 0); !ok {
+		return code
+	}
+	log := newLogger(io.err, o.verbose)
+	token, err := relayToken(os.Getenv, o.token)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
+		return 2
+	}
+	d, err := newBridgeWebDaemon(o, token, os.Getenv, log)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
+		return 2
+	}
+	if err := d.run(ctx); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// bridgeWebDaemon is the bridge wired to its relay emitter.
+type bridgeWebDaemon struct {
+	bridge  *bridgeweb.Bridge
+	emitter *relay.Emitter
+}
+
+func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) string, log *slog.Logger) (*bridgeWebDaemon, error) {
+	mode, err := mapping.ParseMode(o.mode)
+	if err != nil {
+		return nil, fmt.Errorf("--mode: %w", err)
+	}
+	// The capture and redaction environment is the adapter's.
+	acfg, err := adapterConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg := bridgeweb.Config{
+		Listen: o.listen, Mode: mode, Home: o.home, KimiHome: o.kimiHome,
+		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, Posture: acfg.Posture, Logger: log,
+	}
+	cfg.Control.Enabled = envBool(getenv, "AEP_KIMI_WEB_CONTROL", false)
+	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
+	switch {
+	case cfg.Control.Enabled && mode != mapping.Primary:
+		log.Warn("AEP_KIMI_WEB_CONTROL is set but the mode is companion: control stays off (the hook adapter owns companion sessions)")
+	case cfg.Control.Enabled && !cfg.Control.Authenticated:
+		log.Warn("AEP_KIMI_WEB_CONTROL is set but no relay token: control stays off (control needs an authenticated relay binding)")
+	}
+	d := &bridgeWebDaemon{}
+	host, _ := os.Hostname()
+	ec := relay.EmitterConfig{
+		URL:      o.relayURL,
+		Token:    token,
+		Agent:    mapping.Agent,
+		Instance: fmt.Sprintf("%s/bridge-web/%d", host, os.Getpid()),
+		Capture:  []string{"none", "metadata", "redacted"},
+		Logger:   log.With("component", "emitter"),
+		// The hello declares what the bridge accepts, nothing when control
+		// is off, so the relay refuses commands on its behalf.
+		Control: &relay.EmitterControl{Accepts: bridgeweb.AcceptsFor(mode, cfg.Control),
+			AckWindowMS: int(bridgeweb.DefaultAckWindow.Milliseconds())},
+		OnCommand: func(ctx context.Context, ev *aep.Event) {
+			d.bridge.HandleCommand(ctx, ev)
+		},
+	}
+	if mode == mapping.Primary {
+		ec.Emits = []string{"run", "tool", "attention", "session", "control"}
+	}
+	em, err := relay.NewEmitter(ec)
+	if err != nil {
+		return nil, fmt.Errorf("relay emitter: %w", err)
+	}
+	d.emitter = em
+	if !isNone(o.relayURL) {
+		cfg.Publisher = emitterPublisher{em}
+		cfg.Collectors = append(cfg.Collectors, em.Collector("aepkimi_bridgeweb"))
+	}
+	if d.bridge, err = bridgeweb.NewBridge(cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// run serves until ctx is done; the emitter outlives the bridge so its last
+// events still reach the relay.
+func (d *bridgeWebDaemon) run(ctx context.Context) error {
+	emCtx, stopEmitter := context.WithCancel(context.Background())
+	emDone := make(chan struct{})
+	go func() {
+		defer close(emDone)
+		d.emitter.Run(emCtx) //nolint:errcheck // it logs its own connection errors
+	}()
+	err := d.bridge.Run(ctx)
+	stopEmitter()
+	<-emDone
+	return err
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// cli runs an aep-kimi subcommand against the stack and returns its exit code
+// and output.
+func (st *stack) cli(t testing.TB, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
+	cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+func writeScript(t testing.TB, v any) string {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// waitEvent waits for an event in the session log matching match.
+func (st *stack) waitEvent(t testing.TB, match func(*aep.Event) bool) *aep.Event {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, b := range st.sessionLogs(t) {
+			for _, e := range parseLines(t, b) {
+				if match(e) {
+					return e
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the awaited event never came")
+	return nil
+}
+
+// A person denies or allows a real Kimi tool call from another terminal:
+// the held PreToolUse gate, answered with `aep-kimi respond`.
+func TestE2EGate(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	cases := []struct {
+		name, option, text string
+		ran                bool
+	}{
+		{"deny", "deny", "not on this box", false},
+		{"allow", "allow", "", true},
+		{"free text denies", "", "use the staging box instead", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// The harness registers hooks with a 10 s timeout: the hold fits.
+			st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+			marker := filepath.Join(t.TempDir(), "side-effect")
+			script := writeScript(t, map[string]any{
+				"prompt": "Create the marker file.",
+				"responses": []any{
+					map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
+					map[string]any{"text": "done"},
+				},
+			})
+			out := make(chan string, 1)
+			go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
+			req := st.waitEvent(t, func(e *aep.Event) bool {
+				return e.Type == "attention.requested" && strings.Contains(string(e.Data), `"control"`)
+			})
+			args := []string{"respond"}
+			if c.option != "" {
+				args = append(args, "--option", c.option)
+			}
+			if c.text != "" {
+				args = append(args, "--text", c.text)
+			}
+			code, msg := st.cli(t, append(args, req.Session, req.ID)...)
+			if code != 0 || !strings.Contains(msg, "accepted") {
+				t.Fatalf("respond: exit %d: %s", code, msg)
+			}
+			dir := <-out
+			st.waitQuiet(t)
+			_, err := os.Stat(marker)
+			if ran := err == nil; ran != c.ran {
+				t.Fatalf("tool side effect happened=%v, want %v", ran, c.ran)
+			}
+			name, _, ev := st.oneSession(t)
+			validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
+			counts := typeCounts(ev)
+			if counts["control.accepted"] != 1 || counts["attention.answered"] != 1 || counts["attention.resolved"] != 1 {
+				t.Fatalf("control loop not on the stream: %v", counts)
+			}
+			if c.ran {
+				if counts["tool.denied"] != 0 || counts["tool.completed"] != 1 {
+					t.Fatalf("allowed tool: %v", counts)
+				}
+				return
+			}
+			if counts["tool.denied"] != 1 || counts["tool.failed"] != 1 {
+				t.Fatalf("denied tool: %v", counts)
+			}
+			// The model got the reason: the mock saw it in the next request.
+			reqs, _ := os.ReadFile(filepath.Join(dir, "mock-requests.jsonl"))
+			if !bytes.Contains(reqs, []byte(c.text)) {
+				t.Fatalf("the model never saw the reason %q", c.text)
+			}
+		})
+	}
+}
+
+// A hold nobody answers times out and fails open: the tool runs.
+func TestE2EGateTimeoutFailsOpen(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=1500")
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := writeScript(t, map[string]any{
+		"prompt": "Create the marker file.",
+		"responses": []any{
+			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
+			map[string]any{"text": "done"},
+		},
+	})
+	scenario(t, kimi, script, st.hookCmd(t))
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the tool did not run after the hold timed out")
+	}
+	_, _, ev := st.oneSession(t)
+	if c := typeCounts(ev); c["attention.timeout"] != 1 || c["tool.completed"] != 1 {
+		t.Fatalf("stream: %v", c)
+	}
+}
+
+// Steering: an instruction queued from another terminal reaches the model on
+// the session's next prompt (the mock provider sees it in the request).
+func TestE2EInstruct(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_INSTRUCT=1")
+	mock := kimiharness.StartMock(t, writeScript(t, map[string]any{"responses": []any{}, "default": map[string]any{"text": "ok", "repeat": true}}))
+	home, work := t.TempDir(), t.TempDir()
+	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := kimiharness.Print(ctx, kimi, home, work, "First prompt."); err != nil {
+		t.Fatalf("kimi -p: %v\n%s", err, out)
+	}
+	start := st.waitEvent(t, func(e *aep.Event) bool { return e.Type == "session.started" })
+	const steer = "Answer only in French from now on."
+	code, msg := st.cli(t, "instruct", start.Session, steer)
+	if code != 0 {
+		t.Fatalf("instruct: exit %d: %s", code, msg)
+	}
+	if out, err := kimiharness.Print(ctx, kimi, home, work, "Second prompt.", "-S", start.Session); err != nil {
+		t.Fatalf("kimi -S -p: %v\n%s", err, out)
+	}
+	reqs := mock.Requests(t)
+	if len(reqs) < 2 || !strings.Contains(reqs[len(reqs)-1], steer) {
+		t.Fatalf("the model never saw the instruction in its next request (%d requests)", len(reqs))
+	}
+	if strings.Contains(reqs[0], steer) {
+		t.Fatal("the instruction leaked into a request before it was queued")
+	}
+	st.waitQuiet(t)
+	_, _, ev := st.oneSession(t)
+	delivered := 0
+	for _, e := range ev {
+		if e.Type == "x.kimi-code.instruction.delivered" {
+			delivered++
+		}
+	}
+	if delivered != 1 {
+		t.Fatalf("%d delivered events, want 1: %v", delivered, typeCounts(ev))
+	}
+}
+
+// A command without a token never reaches the adapter: the relay without
+// AEP_TOKEN is watch-only and refuses it toward the sender.
+func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
+	home := t.TempDir()
+	rport, aport := freePort(t), freePort(t)
+	relayURL := "http://127.0.0.1:" + itoa(rport)
+	startDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+itoa(rport))
+	adapterURL := "http://127.0.0.1:" + itoa(aport)
+	startDaemon(t, adapterURL, []string{"AEP_HOME=" + home, "AEP_INSTRUCT=1", "AEP_TOKEN="}, "adapter", "--listen", "127.0.0.1:"+itoa(aport), "--relay", relayURL)
+	// A session the adapter owns on the relay.
+	hook := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", adapterURL, "--home", home)
+	hook.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","session_id":"nt","source":"startup"}`)
+	if out, err := hook.CombinedOutput(); err != nil {
+		t.Fatalf("kimi-hook: %v %s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd, _ := relay.NewCommand("x.kimi-code.control.instruct", "nt", map[string]any{"text": "hi"})
+	res, err := relay.SendCommand(context.Background(), relayURL, "", cmd, 3*time.Second)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if !res.Refused || res.Reason != "unauthorized" {
+		t.Fatalf("command without a token: %+v", res)
+	}
+	b, _ := os.ReadFile(filepath.Join(home, "logs", "kimi-code", "nt.jsonl"))
+	if bytes.Contains(b, []byte("control.")) {
+		t.Fatalf("the command reached the adapter:\n%s", b)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,616 @@
+package main
+
+// End-to-end tests: the real binaries (aep-kimi relay and adapter, kimi-hook),
+// real sockets, and the real Kimi Code CLI driven through the shared harness
+// against its scripted mock LLM provider. They need the harness (and npm to
+// install Kimi once); they skip without it, and fail without it under CI.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// binaries builds aep-kimi, kimi-hook and aep-setup once per test run.
+func binaries(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		root, err := fixtures.ModuleRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		binDir, binErr = os.MkdirTemp("", "aep-kimi-e2e-bin")
+		if binErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/aep-kimi", "./cmd/kimi-hook", "./cmd/aep-setup")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binDir
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// daemon is a running aep-kimi subcommand.
+type daemon struct {
+	cmd  *exec.Cmd
+	base string
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+// lockedBuffer collects a child's output while the test reads it. It wraps
+// rather than embeds bytes.Buffer: an embedded ReadFrom (which exec's copy
+// uses) would bypass the lock.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startDaemon runs `aep-kimi ARGS...` with env and waits for its /healthz.
+func startDaemon(t testing.TB, base string, env []string, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, base: base, logs: logs, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() { d.stop(t) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return d
+			}
+		}
+		select {
+		case <-d.done:
+			t.Fatalf("aep-kimi %s exited: %s", args[0], logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aep-kimi %s did not come up: %s", args[0], logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits: a graceful stop.
+func (d *daemon) stop(t testing.TB) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+		t.Errorf("aep-kimi did not stop on SIGTERM within 10 s")
+	}
+}
+
+// kill sends SIGKILL: a crash.
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	<-d.done
+}
+
+// stack is a relay plus an adapter publishing to it, as a user runs them.
+type stack struct {
+	home, token      string
+	relay, adapter   *daemon
+	relayURL, hookTo string
+	adapterEnv       []string
+	adapterPort      int
+}
+
+func startStack(t testing.TB, adapterEnv ...string) *stack {
+	t.Helper()
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport := freePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	st.adapterPort = freePort(t)
+	st.adapterEnv = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, adapterEnv...)
+	st.startAdapter(t)
+	return st
+}
+
+func (st *stack) startAdapter(t testing.TB) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", st.adapterPort)
+	st.hookTo = "http://" + addr
+	st.adapter = startDaemon(t, st.hookTo, st.adapterEnv, "adapter", "--listen", addr, "--relay", st.relayURL)
+}
+
+// hookCmd is the command Kimi runs for every hook.
+func (st *stack) hookCmd(t testing.TB) string {
+	return fmt.Sprintf("%s --daemon %s --home %s --timeout 10", filepath.Join(binaries(t), "kimi-hook"), st.hookTo, st.home)
+}
+
+// scenario runs one harness print-mode scenario and returns its output dir.
+func scenario(t testing.TB, kimi, name, hookCmd string) string {
+	t.Helper()
+	h, err := kimiharness.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(h, "run-scenario.sh"), "-s", name, "-o", out, "-t", "90", kimi, hookCmd)
+	b, err := cmd.CombinedOutput()
+	if err != nil && name != "stop-failure" {
+		t.Fatalf("run-scenario %s: %v\n%s", name, err, b)
+	}
+	return out
+}
+
+// sessionLogs returns every session log in the stack's home, by session file.
+func (st *stack) sessionLogs(t testing.TB) map[string][]byte {
+	t.Helper()
+	dir := filepath.Join(st.home, "logs", "kimi-code")
+	entries, _ := os.ReadDir(dir)
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func parseLines(t testing.TB, b []byte) []*aep.Event {
+	t.Helper()
+	var out []*aep.Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		if len(line) == 0 {
+			continue
+		}
+		e, err := aep.ParseEvent(line)
+		if err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// relayEvents replays a session from the relay over SSE (from=all, filtered
+// to the session) and returns the data lines.
+func (st *stack) relayEvents(t testing.TB, session string) [][]byte {
+	t.Helper()
+	filter, _ := json.Marshal(map[string]string{"session": session})
+	u := st.relayURL + "/stream?from=all&filter=" + url.QueryEscape(string(filter))
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("stream: %d %s", resp.StatusCode, b)
+	}
+	var out [][]byte
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			out = append(out, []byte(strings.TrimPrefix(line, "data: ")))
+		}
+	}
+	return out
+}
+
+// validateWithCLI runs `aep-kimi validate` on a file and fails on violations.
+func validateWithCLI(t testing.TB, path string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "validate", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("aep-kimi validate %s: %v\n%s", path, err, out)
+	}
+}
+
+// waitQuiet waits until the log stops growing and the spool is empty.
+func (st *stack) waitQuiet(t testing.TB) {
+	t.Helper()
+	last, stable := -1, 0
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		n := 0
+		for _, b := range st.sessionLogs(t) {
+			n += bytes.Count(b, []byte("\n"))
+		}
+		spooled, _ := os.ReadDir(filepath.Join(st.home, "kimi", "spool"))
+		pending := 0
+		for _, e := range spooled {
+			if strings.HasSuffix(e.Name(), ".hook") {
+				pending++
+			}
+		}
+		if n == last && pending == 0 {
+			stable++
+			if stable >= 4 {
+				return
+			}
+		} else {
+			stable = 0
+		}
+		last = n
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatal("the adapter never went quiet")
+}
+
+// oneSession returns the only session log's name and events.
+func (st *stack) oneSession(t testing.TB) (string, []byte, []*aep.Event) {
+	t.Helper()
+	logs := st.sessionLogs(t)
+	if len(logs) != 1 {
+		names := make([]string, 0, len(logs))
+		for n := range logs {
+			names = append(names, n)
+		}
+		t.Fatalf("want one session log, have %v", names)
+	}
+	for name, b := range logs {
+		return name, b, parseLines(t, b)
+	}
+	return "", nil, nil
+}
+
+func typeCounts(ev []*aep.Event) map[string]int {
+	m := map[string]int{}
+	for _, e := range ev {
+		m[e.Type]++
+	}
+	return m
+}
+
+func dataOf(e *aep.Event) map[string]any {
+	d, _ := e.DataMap()
+	return d
+}
+
+// sameOnRelay asserts the relay holds exactly the log's events, byte for byte.
+func (st *stack) sameOnRelay(t testing.TB, logBytes []byte, session string) {
+	t.Helper()
+	var fromRelay [][]byte
+	deadline := time.Now().Add(10 * time.Second)
+	want := bytes.Split(bytes.TrimSpace(logBytes), []byte("\n"))
+	for {
+		fromRelay = st.relayEvents(t, session)
+		if len(fromRelay) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(fromRelay) != len(want) {
+		t.Fatalf("relay holds %d events, the log %d", len(fromRelay), len(want))
+	}
+	// The relay orders by (epoch, seq) and the log by write: compare as sets
+	// of exact lines, then check the relay's order is the log's.
+	for i := range want {
+		if !bytes.Equal(want[i], fromRelay[i]) {
+			t.Fatalf("event %d differs between log and relay:\nlog:   %s\nrelay: %s", i, want[i], fromRelay[i])
+		}
+	}
+}
+
+func TestE2EPrintScenarios(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	cases := []struct {
+		name  string
+		check func(t *testing.T, ev []*aep.Event)
+	}{
+		{"basic", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "tool.requested": 1, "tool.completed": 1})
+		}},
+		{"tool-failure", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"run.started": 1, "run.finished": 1, "tool.requested": 2, "tool.failed": 2})
+		}},
+		{"subagent", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"run.started": 1, "run.finished": 1, "delegation.subagent.started": 1,
+				"delegation.subagent.stopped": 1, "x.kimi-code.run.subagent_turn_ended": 1, "tool.requested": 2, "tool.completed": 2})
+		}},
+		{"background", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"run.started": 2, "run.finished": 2, "progress.status": 1})
+		}},
+		{"compact", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"run.started": 1, "run.finished": 1, "session.compacted": 1})
+		}},
+		{"stop-failure", func(t *testing.T, ev []*aep.Event) {
+			want(t, ev, map[string]int{"run.started": 1, "run.failed": 1, "run.finished": 0})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := startStack(t)
+			scenario(t, kimi, c.name, st.hookCmd(t))
+			st.waitQuiet(t)
+			name, raw, ev := st.oneSession(t)
+			validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
+			c.check(t, ev)
+			pairedTools(t, ev)
+			st.sameOnRelay(t, raw, ev[0].Session)
+		})
+	}
+}
+
+func want(t *testing.T, ev []*aep.Event, counts map[string]int) {
+	t.Helper()
+	got := typeCounts(ev)
+	for typ, n := range counts {
+		if got[typ] != n {
+			t.Errorf("%d %s, want %d (stream: %v)", got[typ], typ, n, got)
+		}
+	}
+}
+
+// pairedTools: every tool result is caused by the request of the same call.
+func pairedTools(t *testing.T, ev []*aep.Event) {
+	t.Helper()
+	req := map[string]string{}
+	for _, e := range ev {
+		tool, _ := dataOf(e)["tool"].(map[string]any)
+		id, _ := tool["call_id"].(string)
+		switch e.Type {
+		case "tool.requested":
+			req[id] = e.ID
+		case "tool.completed", "tool.failed":
+			if e.Cause == "" || e.Cause != req[id] {
+				t.Errorf("%s of %s not caused by its request", e.Type, id)
+			}
+		}
+	}
+}
+
+// The kimi web scenario: an approved permission pair, a manual compaction, a
+// prompt queued behind a slow one that the user aborts, a rejected permission,
+// and the archive that ends the session.
+func TestE2EWebScenario(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	h, err := kimiharness.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := startStack(t)
+	out := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(h, "run-web-scenario.sh"), "-o", out, kimi, st.hookCmd(t))
+	cmd.Env = append(os.Environ(), "NODE="+kimiharness.Node(kimi))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run-web-scenario: %v\n%s", err, b)
+	}
+	st.waitQuiet(t)
+	name, raw, ev := st.oneSession(t)
+	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
+	want(t, ev, map[string]int{"run.started": 4, "run.finished": 3, "run.cancelled": 1, "attention.requested": 2,
+		"attention.answered": 2, "attention.resolved": 2, "tool.denied": 1, "session.compacted": 1, "session.ended": 1})
+	var terms []string
+	for _, e := range ev {
+		if aep.IsRunTerminal(e.Type) {
+			terms = append(terms, e.Type)
+		}
+		if e.Type == "run.cancelled" && dataOf(e)["by"] != "user" {
+			t.Errorf("the aborted run is cancelled by %v, want user", dataOf(e)["by"])
+		}
+	}
+	if got := strings.Join(terms, ","); got != "run.finished,run.cancelled,run.finished,run.finished" {
+		t.Errorf("run terminals %s", got)
+	}
+	if ev[len(ev)-1].Type != "session.ended" {
+		t.Errorf("last event %s", ev[len(ev)-1].Type)
+	}
+	pairedTools(t, ev)
+	st.sameOnRelay(t, raw, ev[0].Session)
+}
+
+// slowScenario is a print-mode session long enough to crash things in: six
+// tool calls, each answered after a delay.
+func slowScenario(t testing.TB, marker string) string {
+	t.Helper()
+	var responses []map[string]any
+	for i := 0; i < 6; i++ {
+		responses = append(responses, map[string]any{"delay": 0.4,
+			"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": fmt.Sprintf("echo %s-%d", marker, i)}}}})
+	}
+	responses = append(responses, map[string]any{"text": "done"})
+	b, _ := json.Marshal(map[string]any{"prompt": "Run the six probes.", "responses": responses})
+	path := filepath.Join(t.TempDir(), "slow.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// kill -9 of the adapter in the middle of a hook sequence while hooks keep
+// firing, then a restart: the log holds every event, in hook order, valid.
+func TestE2EAdapterKill9(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t)
+	sc := slowScenario(t, "k9")
+	done := make(chan string, 1)
+	go func() { done <- scenario(t, kimi, sc, st.hookCmd(t)) }()
+	// Crash it once the run is under way, keep it down while hooks fire
+	// (they spool), then bring it back.
+	waitLog(t, st, func(ev []*aep.Event) bool { return typeCounts(ev)["tool.requested"] >= 2 })
+	st.adapter.kill()
+	time.Sleep(1200 * time.Millisecond)
+	st.startAdapter(t)
+	<-done
+	st.waitQuiet(t)
+	name, raw, ev := st.oneSession(t)
+	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
+	want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "tool.requested": 6, "tool.completed": 6})
+	pairedTools(t, ev)
+	// Hook order: each tool's request precedes its result, the run opens
+	// first and finishes last, and there are two epochs.
+	epochs := map[int64]bool{}
+	for _, e := range ev {
+		epochs[e.EpochOrZero()] = true
+	}
+	if len(epochs) != 2 {
+		t.Errorf("%d epochs, want 2 (one per adapter run)", len(epochs))
+	}
+	if ev[1].Type != "run.started" || ev[len(ev)-1].Type != "run.finished" {
+		t.Errorf("run does not wrap the session: %s ... %s", ev[1].Type, ev[len(ev)-1].Type)
+	}
+	spooled := 0
+	for _, e := range ev {
+		if _, ok := e.Ext[adapter.ExtSpooled]; ok {
+			spooled++
+		}
+	}
+	if spooled == 0 {
+		t.Error("no event came through the spool: the crash window caught nothing")
+	}
+	st.sameOnRelay(t, raw, ev[0].Session)
+}
+
+// The relay down for part of a session, then back: the relay ends with every
+// event.
+func TestE2ERelayOutage(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t)
+	sc := slowScenario(t, "outage")
+	done := make(chan string, 1)
+	go func() { done <- scenario(t, kimi, sc, st.hookCmd(t)) }()
+	waitLog(t, st, func(ev []*aep.Event) bool { return typeCounts(ev)["tool.requested"] >= 2 })
+	st.relay.kill()
+	time.Sleep(1200 * time.Millisecond)
+	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)
+	<-done
+	st.waitQuiet(t)
+	_, raw, ev := st.oneSession(t)
+	want(t, ev, map[string]int{"run.started": 1, "run.finished": 1, "tool.requested": 6, "tool.completed": 6})
+	st.sameOnRelay(t, raw, ev[0].Session)
+}
+
+func waitLog(t testing.TB, st *stack, cond func([]*aep.Event) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, b := range st.sessionLogs(t) {
+			if cond(parseLines(t, b)) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the session never got there")
+}
+
+// At the default capture posture, secrets planted in the prompt, tool input
+// and tool output never reach the log or the relay.
+func TestE2ESecretsNeverLeave(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t)
+	secrets := []string{"AKIAIOSFODNN7EXAMPLE", "hunter2sequel", "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "sk-proj-AbCdEf123456GhIjKl789012"}
+	sc := map[string]any{
+		"prompt": "Deploy with AKIAIOSFODNN7EXAMPLE and password=hunter2sequel",
+		"responses": []map[string]any{
+			{"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{
+				"command": "echo ghp_AbCdEfGhIjKlMnOpQrStUvWxYz012345 sk-proj-AbCdEf123456GhIjKl789012"}}}},
+			{"text": "done"},
+		},
+	}
+	b, _ := json.Marshal(sc)
+	path := filepath.Join(t.TempDir(), "secrets.json")
+	os.WriteFile(path, b, 0o600)
+	scenario(t, kimi, path, st.hookCmd(t))
+	st.waitQuiet(t)
+	_, raw, ev := st.oneSession(t)
+	if typeCounts(ev)["tool.completed"] != 1 {
+		t.Fatalf("scenario did not run its tool: %v", typeCounts(ev))
+	}
+	relayed := bytes.Join(st.relayEvents(t, ev[0].Session), []byte("\n"))
+	for _, s := range secrets {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("secret %q in the log", s)
+		}
+		if bytes.Contains(relayed, []byte(s)) {
+			t.Errorf("secret %q on the relay", s)
+		}
+	}
+}
+
+// sortedKeys is for stable failure messages.
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+)
+
+func tailRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := runTail(ctx, args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func tailPost(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
+	t.Helper()
+	var body bytes.Buffer
+	for _, e := range evs {
+		b, _ := e.MarshalJSON()
+		body.Write(append(b, '\n'))
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/events", &body)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	req.Header.Set("Authorization", "Bearer "+srv.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: HTTP %d", resp.StatusCode)
+	}
+}
+
+func tailEvent(session string, seq int64, typ, sev, data string) *aep.Event {
+	return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: typ, Time: "2026-07-03T10:14:00.000Z",
+		Source: "aep://h/agent/kimi/session/" + session, Agent: "kimi", Session: session,
+		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: sev, Data: json.RawMessage(data)}
+}
+
+func TestTailTimelineAndResume(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
+	state := filepath.Join(t.TempDir(), "tail-state.json")
+	tailPost(t, srv,
+		tailEvent("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`),
+		tailEvent("s1", 1, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Shell:\nrm -rf build?"}`),
+	)
+	code, out, errOut := tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 timeline lines, got:\n%s", out)
+	}
+	for _, want := range [][]string{
+		{"kimi", "s1", "#0", "tool.requested", "Shell"},
+		{"kimi", "s1", "#1", "attention.requested", "prompt=Allow Shell: rm -rf build?", "kind=permission"},
+	} {
+		l := lines[0]
+		lines = lines[1:]
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("line %q lacks %q", l, w)
+			}
+		}
+		if strings.Contains(l, "\x1b[") {
+			t.Errorf("colour codes on a non-terminal: %q", l)
+		}
+	}
+	// A second run resumes from the state file: only the new event shows.
+	tailPost(t, srv, tailEvent("s1", 2, "run.finished", "info", `{"status":"success"}`))
+	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "run.finished") {
+		t.Fatalf("resumed run (exit %d):\n%s", code, out)
+	}
+}
+
+func TestTailErrors(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"bad filter", []string{"--filter", `{"seq":1}`}, 2, "--filter"},
+		{"bad capture", []string{"--capture", "all"}, 2, "--capture"},
+		{"bad from", []string{"--from", "yesterday"}, 2, "--from"},
+		{"wrong token", []string{"--relay", srv.URL, "--token", "nope", "--once", "--state", "none"}, 1, "403"},
+		{"stray argument", []string{"extra"}, 2, "unexpected argument"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := tailRun(t, tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line naming %q", code, errOut, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestTailColours(t *testing.T) {
+	p := &tailPrinter{color: true}
+	ev := tailEvent("s", 3, "error.raised", "error", `{"message":"boom"}`)
+	l := p.line(ev)
+	if !strings.Contains(l, ansiRed) || !strings.Contains(l, "message=boom") {
+		t.Fatalf("line %q", l)
+	}
+	ev.Epoch = aep.Int64(2)
+	if l := (&tailPrinter{}).line(ev); !strings.Contains(l, "e2#3") || strings.Contains(l, "\x1b") {
+		t.Fatalf("line %q", l)
+	}
+}
+
+// An unreachable relay is reported once, without credentials, while the
+// tail keeps retrying until it is stopped.
+func TestTailUnreachableSaysSoOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	code := runTail(ctx, []string{"--relay", "http://user:pw@" + addr + "/?access_token=sekrit", "--state", "none"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(errb.String(), "unreachable"); n != 1 {
+		t.Fatalf("reported %d times:\n%s", n, errb.String())
+	}
+	if strings.Contains(errb.String(), "sekrit") || strings.Contains(errb.String(), "pw@") {
+		t.Fatalf("credentials echoed: %s", errb.String())
+	}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// TokenFileName is the relay token `up` keeps under $AEP_HOME (0600).
+const TokenFileName = "token"
+
+// upOptions is `aep-kimi up`'s surface: the components' own flags.
+type upOptions struct {
+	home, relayListen, adapterListen string
+	public, verbose                  bool
+	bridge                           bridgeChoice
+}
+
+// runUp is `aep-kimi up`: the relay, the adapter and, when a kimi web server
+// is there (or --web), the bridge, in one process sharing one token.
+func runUp(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("aep-kimi up", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	getenv := os.Getenv
+	var o upOptions
+	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
+	fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
+	fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
+	fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
+	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+	o.bridge.flags(fs, getenv)
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web] [--public]")
+		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and (with a kimi web server, or --web) the kimi web bridge,")
+		fmt.Fprintln(io.err, "sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment.")
+		fmt.Fprintln(io.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, io, 0); !ok {
+		return code
+	}
+	if err := upRun(ctx, o, getenv, io); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks a configuration mistake (exit 2) rather than a failure.
+type usageError struct{ error }
+
+func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
+	log := newLogger(io.err, o.verbose)
+	host := "127.0.0.1"
+	if o.public {
+		host = "0.0.0.0"
+	}
+	if o.public && getenv("AEP_TOKEN") == "" && getenv("AEP_TOKEN_FILE") == "" {
+		return usageError{errors.New("--public listens on all interfaces and needs a token you chose: set AEP_TOKEN or AEP_TOKEN_FILE")}
+	}
+	token, tokenFile, err := upToken(getenv, o.home)
+	if err != nil {
+		return usageError{err}
+	}
+
+	rcfg, err := relayConfigFromEnv(getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
+	relayAddr := o.relayListen
+	if relayAddr == "" {
+		relayAddr = net.JoinHostPort(host, envOr(getenv, "AEP_PORT", "8787"))
+	}
+	rsrv, err := relay.NewServer(rcfg)
+	if err != nil {
+		return usageError{err}
+	}
+	rln, err := net.Listen("tcp", relayAddr)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	relayURL := "http://" + loopbackFor(rln.Addr())
+
+	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home}
+	if ao.listen == "" {
+		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
+	}
+	ad, err := newAdapterDaemon(ao, token, getenv, log.With("component", "adapter"))
+	if err != nil {
+		rln.Close()
+		return usageError{err}
+	}
+	aaddr, err := ad.srv.Listen()
+	if err != nil {
+		rln.Close()
+		return err
+	}
+	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
+	if err != nil {
+		rln.Close()
+		return usageError{err}
+	}
+
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- rsrv.Serve(relayCtx, rln) }()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(1)
+	go func() { defer wg.Done(); errs <- ad.run(ctx) }()
+	if br != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- br.run(ctx) }()
+	}
+
+	printUp(io, upReport{
+		relay: "http://" + rln.Addr().String(), adapter: "http://" + aaddr.String(), home: o.home,
+		tokenFile: tokenFile, bridge: bridgeNote, control: controlNote(getenv), public: o.public,
+	})
+
+	// Shutdown order: intake (adapter, bridge) stops and flushes to the
+	// relay first; then the relay drains its consumers.
+	wg.Wait()
+	close(errs)
+	stopRelay()
+	rerr := <-relayDone
+	var first error
+	for err := range errs {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = rerr
+	}
+	return first
+}
+
+// loopbackFor is the address to reach a listener from this machine.
+func loopbackFor(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}
+
+// upToken is the one token `up` shares: AEP_TOKEN, or AEP_TOKEN_FILE, or
+// $AEP_HOME/token, created (0600) on first run.
+func upToken(getenv func(string) string, home string) (token, file string, err error) {
+	if t := strings.TrimSpace(getenv("AEP_TOKEN")); t != "" {
+		return t, "", nil
+	}
+	file = getenv("AEP_TOKEN_FILE")
+	if file == "" {
+		file = filepath.Join(home, TokenFileName)
+		if _, statErr := os.Stat(file); errors.Is(statErr, os.ErrNotExist) {
+			if err := writeNewToken(file); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	token, err = relayToken(getenv, file)
+	return token, file, err
+}
+
+func writeNewToken(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	_, werr := f.WriteString(base64.RawURLEncoding.EncodeToString(b[:]) + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+func controlNote(getenv func(string) string) string {
+	gate := "off (AEP_KIMI_CONTROL=1 to hold tool calls for an answer)"
+	if envBool(getenv, "AEP_KIMI_CONTROL", false) {
+		gate = "ON: PreToolUse held for an answer (aep-kimi respond)"
+	}
+	instruct := "off (AEP_INSTRUCT=1)"
+	if envBool(getenv, "AEP_INSTRUCT", false) {
+		instruct = "ON (aep-kimi instruct)"
+	}
+	return "gate " + gate + "; instruct " + instruct
+}
+
+type upReport struct {
+	relay, adapter, home, tokenFile, bridge, control string
+	public                                           bool
+}
+
+func printUp(io stdio, r upReport) {
+	tok := "AEP_TOKEN (from the environment)"
+	if r.tokenFile != "" {
+		tok = r.tokenFile + " (0600)"
+	}
+	fmt.Fprintf(io.out, "aep-kimi up: running (Ctrl-C to stop)\n")
+	fmt.Fprintf(io.out, "  relay    %s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", r.relay, tok)
+	fmt.Fprintf(io.out, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", r.adapter,
+		adapter.TokenPath(r.home), filepath.Join(r.home, "logs", "kimi-code"))
+	fmt.Fprintf(io.out, "  bridge   %s\n", r.bridge)
+	fmt.Fprintf(io.out, "  control  %s\n", r.control)
+	if r.public {
+		fmt.Fprintf(io.out, "  WARNING  listening on all interfaces: put TLS in front for anything off this host\n")
+	}
+	fmt.Fprintf(io.out, "\nNext:\n")
+	fmt.Fprintf(io.out, "  1. register the hooks with Kimi:  aep-setup write kimi-code\n")
+	fmt.Fprintf(io.out, "  2. watch the stream:              aep-kimi tail\n")
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/bridgeweb"
+)
+
+// bridgeChoice is whether and how `up` runs the kimi web bridge.
+type bridgeChoice struct {
+	force bool
+	opts  bridgeWebOptions
+}
+
+func (b *bridgeChoice) flags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.BoolVar(&b.force, "web", false, "run the kimi web bridge even when no kimi web server is running yet")
+	// The bridge's own defaults and environment, through a throwaway flag
+	// set; up exposes the few it needs under its own names.
+	b.opts.flags(flag.NewFlagSet("bridge-web", flag.ContinueOnError), getenv)
+	fs.StringVar(&b.opts.mode, "mode", b.opts.mode, "bridge mode: companion (next to the hook adapter) or primary (env AEP_KIMI_WEB_MODE)")
+	fs.StringVar(&b.opts.listen, "bridge-listen", b.opts.listen, "bridge /healthz and /metrics address (env AEP_KIMI_WEB_ADDR)")
+	fs.StringVar(&b.opts.kimiHome, "kimi-home", b.opts.kimiHome, "Kimi's home, where kimi web registers itself (env KIMI_CODE_HOME)")
+}
+
+// bridgeRunner is a started bridge.
+type bridgeRunner interface {
+	run(ctx context.Context) error
+}
+
+// start builds the bridge when a kimi web server is discoverable (or --web)
+// and says what happened, for up's report.
+func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (bridgeRunner, string, error) {
+	_, _, err := bridgeweb.Discover(b.opts.kimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil)
+	found := err == nil
+	if !found && !b.force {
+		return nil, fmt.Sprintf("not started: no kimi web server registered under %s (start `kimi web` and rerun up, or pass --web to wait for one)", bridgeweb.InstancesDir(b.opts.kimiHome)), nil
+	}
+	o := b.opts
+	o.home, o.relayURL = home, relayURL
+	d, err := newBridgeWebDaemon(o, token, getenv, log)
+	if err != nil {
+		return nil, "", err
+	}
+	note := fmt.Sprintf("http://%s   %s mode, following kimi web", o.listen, o.mode)
+	if !found {
+		note += " (waiting for a server to start)"
+	}
+	return d, note, nil
+}

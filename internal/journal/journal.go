@@ -1,0 +1,142 @@
+// Package journal is the on-disk side of an emitter that owns session order:
+// per-session JSONL logs with safe file names, and the epoch counter that
+// never repeats across restarts. The hook adapter and the kimi web bridge
+// both keep one.
+package journal
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxNameBytes keeps log file names well under the usual 255-byte limit.
+const maxNameBytes = 200
+
+// FileName returns the JSONL file name for a session: the session string
+// with every byte outside [A-Za-z0-9_-] and any leading dot percent-encoded,
+// so it is reversible, safe for any input (path separators, "..", control
+// bytes, unicode) and still says which session it is. Names too long for a
+// file system keep a readable prefix plus a hash of the whole string.
+func FileName(session string) string {
+	var b strings.Builder
+	for i := 0; i < len(session); i++ {
+		c := session[i]
+		safe := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' ||
+			(c == '.' && i > 0)
+		if safe {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	name := b.String()
+	if name == "" {
+		name = "%00"
+	}
+	if len(name) > maxNameBytes {
+		sum := sha256.Sum256([]byte(session))
+		cut := maxNameBytes - 18
+		for cut > 0 && name[cut-1] == '%' || cut > 1 && name[cut-2] == '%' {
+			cut-- // never split an escape
+		}
+		name = name[:cut] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return name + ".jsonl"
+}
+
+// Log appends one event per line with a single write(2) each, so a
+// concurrent reader (tail -f) never sees a torn line. The file (0600, in a
+// 0700 directory) opens on the first append. Not safe for concurrent use:
+// its owner serializes appends (one writer per session).
+type Log struct {
+	path string
+	f    *os.File
+}
+
+// NewLog returns the log of session under dir.
+func NewLog(dir, session string) *Log {
+	return &Log{path: filepath.Join(dir, FileName(session))}
+}
+
+// Path is the log's file.
+func (l *Log) Path() string { return l.path }
+
+// Append writes one line.
+func (l *Log) Append(line []byte) error {
+	if l.f == nil {
+		if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+		l.f = f
+	}
+	buf := make([]byte, 0, len(line)+1)
+	buf = append(buf, line...)
+	buf = append(buf, '\n')
+	if _, err := l.f.Write(buf); err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	return nil
+}
+
+// IsOpen reports whether the file is open (idle logs are closed to bound
+// file descriptors).
+func (l *Log) IsOpen() bool { return l != nil && l.f != nil }
+
+// Close closes the file; a later Append reopens it.
+func (l *Log) Close() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("log: %w", err)
+	}
+	return nil
+}
+
+// NextEpoch returns a new epoch for an emitter and records it in path: the
+// larger of the last recorded epoch plus one and now in Unix seconds, so it
+// grows even if the record is lost (a wiped home) or the clock steps back
+// (AEP-0001 §7.2: an epoch never repeats for a session). The record is
+// updated under a file lock, so two emitters starting at once differ.
+func NextEpoch(path string, now time.Time) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, fmt.Errorf("epoch: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("epoch: %w", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return 0, fmt.Errorf("epoch: lock: %w", err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	last, _ := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	epoch := max(last+1, now.Unix())
+	if err := f.Truncate(0); err != nil {
+		return 0, fmt.Errorf("epoch: %w", err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.FormatInt(epoch, 10)+"\n"), 0); err != nil {
+		return 0, fmt.Errorf("epoch: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("epoch: %w", err)
+	}
+	return epoch, nil
+}

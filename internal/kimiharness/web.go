@@ -1,0 +1,343 @@
+package kimiharness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// WriteWebConfig writes a KIMI_CODE_HOME config.toml that talks only to the
+// mock provider on port, with no hooks (a stream-only kimi web).
+func WriteWebConfig(t testing.TB, home string, port int) {
+	t.Helper()
+	cfg := fmt.Sprintf(`default_model = "mock"
+telemetry = false
+
+[providers.mock]
+type = "openai"
+base_url = "http://127.0.0.1:%d/v1"
+api_key = "sk-mock"
+
+[models.mock]
+provider = "mock"
+model = "mock-model"
+max_context_size = 131072
+`, port)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Web is a running `kimi web` (kap-server).
+type Web struct {
+	Home, Workdir string
+	Port          int
+	Base          string
+	Token         string
+	PID           int
+
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// StartWeb runs `kimi web --no-open --host 127.0.0.1 --port P` on home (which
+// must hold a config, see WriteWebConfig) in workdir, and waits until it
+// answers and has registered itself. It is stopped with the test.
+func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
+	t.Helper()
+	w := &Web{Home: home, Workdir: workdir, Port: FreePort(t), out: &syncBuffer{}, done: make(chan struct{})}
+	w.Base = fmt.Sprintf("http://127.0.0.1:%d", w.Port)
+	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(w.Port))
+	w.cmd.Dir = workdir
+	w.cmd.Env = Env(home)
+	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.PID = w.cmd.Process.Pid
+	go func() { w.cmd.Wait(); close(w.done) }() //nolint:errcheck // exit observed through done
+	t.Cleanup(func() { w.Stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if tok, err := os.ReadFile(filepath.Join(home, "server.token")); err == nil && len(bytes.TrimSpace(tok)) > 0 {
+			w.Token = strings.TrimSpace(string(tok))
+			if resp, err := http.Get(w.Base + "/api/v1/healthz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 && w.registered() {
+					return w
+				}
+			}
+		}
+		select {
+		case <-w.done:
+			t.Fatalf("kimi web exited: %s", w.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kimi web did not come up: %s", w.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// registered reports whether the instance registry names this server.
+func (w *Web) registered() bool {
+	files, _ := filepath.Glob(filepath.Join(w.Home, "server", "instances", "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			PID  int `json:"pid"`
+			Port int `json:"port"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.Port == w.Port {
+			return true
+		}
+	}
+	return false
+}
+
+// Exited is closed when the server process has exited.
+func (w *Web) Exited() <-chan struct{} { return w.done }
+
+// Output is what the server printed.
+func (w *Web) Output() string { return w.out.String() }
+
+// Shutdown asks the server to stop (POST /api/v1/shutdown) and returns at
+// once: it closes its listener but only exits once WebSocket clients leave.
+func (w *Web) Shutdown(t testing.TB) {
+	t.Helper()
+	w.Call(t, http.MethodPost, "/api/v1/shutdown", nil, nil)
+}
+
+// Stop shuts the server down and waits for it to exit, killing it after
+// 20 s.
+func (w *Web) Stop(t testing.TB) {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	req, _ := http.NewRequest(http.MethodPost, w.Base+"/api/v1/shutdown", nil)
+	req.Header.Set("Authorization", "Bearer "+w.Token)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	select {
+	case <-w.done:
+	case <-time.After(20 * time.Second):
+		w.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+		<-w.done
+	}
+}
+
+// Call does one authenticated REST call and decodes the envelope's data into
+// out; a non-zero code fails the test.
+func (w *Web) Call(t testing.TB, method, path string, body, out any) {
+	t.Helper()
+	code, msg := w.TryCall(t, method, path, body, out)
+	if code != 0 {
+		t.Fatalf("%s %s: kap code %d: %s", method, path, code, msg)
+	}
+}
+
+// TryCall is Call that returns the envelope's code and message.
+func (w *Web) TryCall(t testing.TB, method, path string, body, out any) (int64, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, w.Base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Code int64           `json:"code"`
+		Msg  string          `json:"msg"`
+		Data json.RawMessage `json:"data"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatalf("%s %s: HTTP %d %s", method, path, resp.StatusCode, raw)
+	}
+	if env.Code == 0 && out != nil {
+		if err := json.Unmarshal(env.Data, out); err != nil {
+			t.Fatalf("%s %s: data: %v", method, path, err)
+		}
+	}
+	return env.Code, env.Msg
+}
+
+// CreateSession creates a session working in w.Workdir and returns its id.
+func (w *Web) CreateSession(t testing.TB) string {
+	t.Helper()
+	var out struct {
+		ID string `json:"id"`
+	}
+	w.Call(t, http.MethodPost, "/api/v1/sessions", map[string]any{"metadata": map[string]any{"cwd": w.Workdir}}, &out)
+	return out.ID
+}
+
+// Prompt submits a prompt in manual permission mode with the mock model, as
+// the web UI does, and returns the prompt id.
+func (w *Web) Prompt(t testing.TB, session, text string) string {
+	t.Helper()
+	var out struct {
+		PromptID string `json:"prompt_id"`
+	}
+	w.Call(t, http.MethodPost, "/api/v1/sessions/"+session+"/prompts", map[string]any{
+		"content": []map[string]any{{"type": "text", "text": text}}, "model": "mock", "permission_mode": "manual",
+	}, &out)
+	return out.PromptID
+}
+
+// PendingApprovals lists a session's pending approval ids (it also loads
+// the session on the server, as opening it in the web UI does).
+func (w *Web) PendingApprovals(t testing.TB, session string) []string {
+	t.Helper()
+	var out struct {
+		Items []struct {
+			ApprovalID string `json:"approval_id"`
+		} `json:"items"`
+	}
+	w.Call(t, http.MethodGet, "/api/v1/sessions/"+session+"/approvals?status=pending", nil, &out)
+	ids := make([]string, len(out.Items))
+	for i, it := range out.Items {
+		ids[i] = it.ApprovalID
+	}
+	return ids
+}
+
+// Decide answers an approval as the web UI does.
+func (w *Web) Decide(t testing.TB, session, approval string, body map[string]any) {
+	t.Helper()
+	w.Call(t, http.MethodPost, "/api/v1/sessions/"+session+"/approvals/"+approval, body, nil)
+}
+
+// Busy reports whether a session has a prompt running.
+func (w *Web) Busy(t testing.TB, session string) bool {
+	t.Helper()
+	var out struct {
+		Active *struct{} `json:"active"`
+	}
+	w.Call(t, http.MethodGet, "/api/v1/sessions/"+session+"/prompts", nil, &out)
+	return out.Active != nil
+}
+
+// JournalFrame is one durable frame of the kap-server's own event journal.
+type JournalFrame struct {
+	Seq   int64
+	Type  string
+	Epoch string
+}
+
+// Journal reads the server's own journal of a session
+// (KIMI_CODE_HOME/server/events/{session}.jsonl): every durable frame it
+// streamed, with the journal epoch. It is the ground truth a bridge's
+// mapped frames are compared with.
+func Journal(t testing.TB, home, session string) []JournalFrame {
+	t.Helper()
+	f, err := os.Open(filepath.Join(home, "server", "events", session+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []JournalFrame
+	epoch := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var line struct {
+			Kind     string `json:"kind"`
+			Epoch    string `json:"epoch"`
+			Seq      int64  `json:"seq"`
+			Envelope struct {
+				Type string `json:"type"`
+			} `json:"envelope"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Kind {
+		case "journal_header":
+			if epoch == "" {
+				epoch = line.Epoch
+			}
+		case "event":
+			out = append(out, JournalFrame{Seq: line.Seq, Type: line.Envelope.Type, Epoch: epoch})
+		}
+	}
+	return out
+}
+
+// WriteScript writes a mock provider script (see mock-provider.py) and
+// returns its path.
+func WriteScript(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,167 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+)
+
+// bigEvents returns n notice events of about size bytes each.
+func bigEvents(session string, n, size int) []*aep.Event {
+	pad := strings.Repeat("x", size)
+	out := make([]*aep.Event, n)
+	for i := range out {
+		out[i] = mkEvent(session, int64(i), withSeverity("notice"), withData(`{"message":"`+pad+`"}`))
+		out[i].Capture = "full"
+	}
+	return out
+}
+
+// A consumer that stops reading is disconnected rather than slowing ingest
+// or other consumers, and never loses a notice+ event silently: what it did
+// receive is a gap-free prefix, so it can resume exactly.
+func TestSlowSSEConsumer(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{QueueSize: 64, WriteTimeout: 500 * time.Millisecond})
+	fast := openSSE(t, srv, url.Values{"filter": {`{"session":"s-slow"}`}}, nil)
+
+	// The slow consumer: a raw connection that reads nothing until the
+	// flood is over.
+	conn, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /stream?filter=%s HTTP/1.1\r\nHost: x\r\n\r\n", url.QueryEscape(`{"session":"s-slow"}`))
+	eventually(t, "both subscribed", func() bool { return srv.Backend().Stats().Subscribers == 2 })
+
+	evs := bigEvents("s-slow", 600, 32<<10) // ~19 MiB: beyond any socket buffering
+	for _, ev := range evs {
+		mustPost(t, srv, ev) // one at a time: the fast consumer keeps up
+	}
+	for i := range evs {
+		if it := fast.next(t, false); it.ID != fmt.Sprintf("s-slow:0:%d", i) {
+			t.Fatalf("fast consumer: got %s at %d", it.ID, i)
+		}
+	}
+	eventually(t, "slow consumer dropped", func() bool { return srv.Backend().Stats().Subscribers == 1 })
+
+	// Read what the slow consumer got: a prefix, then the end of the stream.
+	_ = conn.SetReadDeadline(time.Now().Add(waitShort))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := relay.NewSSEReader(resp.Body, 0)
+	n := 0
+	for {
+		it, err := r.Next()
+		if err != nil {
+			break // cut off: EOF, a truncated chunk, or a reset
+		}
+		if it.IsComment {
+			continue
+		}
+		if want := fmt.Sprintf("s-slow:0:%d", n); it.ID != want || len(it.Data) != len(line(t, evs[n])) {
+			t.Fatalf("slow consumer got %s after %d events: a notice event was skipped", it.ID, n)
+		}
+		n++
+	}
+	if n >= len(evs) {
+		t.Fatalf("slow consumer received everything (%d); the test did not exercise backpressure", n)
+	}
+	m := do(t, srv, http.MethodGet, "/metrics", nil, nil)
+	if !strings.Contains(string(m.body), `aep_relay_drops_total{reason="disconnect"} 1`) {
+		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aep_relay_drops_total"))
+	}
+}
+
+// Toward a slow socket consumer, debug/info is shed (and counted) while
+// notice+ is kept; when even that cannot fit the consumer gets a closing
+// frame with its positions.
+func TestSlowSocketConsumer(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{QueueSize: 16, WriteTimeout: 2 * time.Second})
+	// A socket whose owner reads nothing until the flood is over.
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1)+"/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(64 << 20)
+	write := func(s string) {
+		if err := c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"type":"hello","versions":["0.1"],"role":"consumer"}`)
+	write(`{"type":"subscribe","id":"s","filter":{"session":"s-wslow"}}`)
+	eventually(t, "subscribed", func() bool { return srv.Backend().Stats().Subscribers == 1 })
+
+	evs := bigEvents("s-wslow", 600, 32<<10)
+	for i := range evs {
+		if i%2 == 1 {
+			evs[i].Severity = "info"
+		}
+	}
+	for i := 0; i < len(evs); i += 50 {
+		mustPost(t, srv, evs[i:i+50]...)
+	}
+	eventually(t, "slow consumer dropped", func() bool { return srv.Backend().Stats().Subscribers == 0 })
+
+	// Now read: frames, then possibly the closing frame, then the close.
+	var gotNotice []int64
+	var closing string
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(string(b), `{"type":"closing"`) {
+			closing = string(b)
+			continue
+		}
+		ev, err := aep.ParseEvent(b)
+		if err != nil || ev.Seq == nil {
+			continue
+		}
+		if ev.Severity == "notice" {
+			gotNotice = append(gotNotice, *ev.Seq)
+		}
+	}
+	for i, seq := range gotNotice {
+		if seq != int64(2*i) {
+			t.Fatalf("notice events %v: seq %d missing before %d", gotNotice, 2*i, seq)
+		}
+	}
+	if closing != "" && !strings.Contains(closing, `"reason":"slow-consumer"`) {
+		t.Fatalf("closing frame %s", closing)
+	}
+	m := do(t, srv, http.MethodGet, "/metrics", nil, nil)
+	if !strings.Contains(string(m.body), `aep_relay_drops_total{reason="disconnect"} 1`) {
+		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aep_relay_drops_total"))
+	}
+}
+
+func grep(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

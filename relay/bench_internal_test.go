@@ -1,0 +1,297 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+const benchSubs = 100
+
+// benchEvent is a typical ~380-byte event (the golden corpus averages 375).
+func benchEvent(b testing.TB, session string, seq int64) *Message {
+	e := &aep.Event{
+		AEP: aep.Version, ID: aep.NewID(), Type: "tool.completed", Subject: "Bash",
+		Time: aep.FormatTime(time.Now()), Source: "aep://host-a/agent/kimi-code/session/" + session,
+		Agent: "kimi-code", Session: session, Run: "r_0042", Step: "turn-3",
+		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: "notice", Capture: "metadata",
+		Data: []byte(`{"tool":{"name":"Bash","call_id":"t_91"},"status":"success","duration_ms":1221,"result_digest":"a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5"}`),
+	}
+	raw, err := e.MarshalJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev, err := aep.ParseEvent(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkFanout100 measures the relay's fan-out core: ingest into the
+// in-memory backend (admission, buffering, filter matching, non-blocking
+// enqueue) and 100 SSE writers framing every delivery into a buffered
+// writer. Sockets are left out (the load tool in bench/relay covers them).
+// Compare with BenchmarkRawFanout100, plain channels carrying the same
+// bytes in the same frames.
+func BenchmarkFanout100(b *testing.B) {
+	srv, err := NewServer(Config{QueueSize: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]*Message, 4096)
+	for i := range msgs {
+		msgs[i] = benchEvent(b, fmt.Sprintf("s%d", i%8), int64(i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	subs := make([]*subscription, benchSubs)
+	for i := range subs {
+		q := newOutQueue(srv.cfg.QueueSize, srv.metrics)
+		subs[i] = newSubscription("", q, 0, 0)
+		f, _ := aep.ParseFilter([]byte(`{"type":["tool.*","run.*"],"severity":{"gte":"info"}}`))
+		stop, _ := srv.backend.Subscribe(SubscribeRequest{Filter: f}, subs[i])
+		defer stop()
+		<-q.ch // the (empty) replay
+		sw := &sseWriter{srv: srv, out: bufio.NewWriterSize(io.Discard, 64<<10), sub: subs[i], ctx: ctx}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case it := <-q.ch:
+					_ = sw.deliver(it.msg)
+					for len(q.ch) > 0 {
+						it = <-q.ch
+						_ = sw.deliver(it.msg)
+					}
+					_ = sw.out.Flush()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	session := ""
+	for i := 0; i < b.N; i++ {
+		if i%len(msgs) == 0 {
+			// A fresh session per round keeps admission honest: the
+			// reused bytes are never duplicates where they are held.
+			session = fmt.Sprintf("round-%d", i/len(msgs))
+		}
+		m := *msgs[i%len(msgs)]
+		m.Session = session
+		srv.backend.Ingest([]*Message{&m})
+		if i%64 == 0 {
+			// Pace like a network would: never let a queue overflow.
+			for _, s := range subs {
+				for len(s.q.ch) > srv.cfg.QueueSize/2 {
+					runtime.Gosched()
+				}
+			}
+		}
+	}
+	for _, s := range subs {
+		for len(s.q.ch) > 0 {
+			runtime.Gosched()
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	for _, s := range subs {
+		if s.q.overflowed() {
+			b.Fatal("a subscriber overflowed")
+		}
+	}
+	cancel()
+	wg.Wait()
+	b.ReportMetric(float64(b.N)*benchSubs/elapsed.Seconds(), "deliveries/s")
+}
+
+// BenchmarkRawFanout100 is the baseline: the same bytes through 100
+// buffered channels to 100 goroutines writing the same SSE frames.
+func BenchmarkRawFanout100(b *testing.B) {
+	m := benchEvent(b, "s", 0)
+	var wg sync.WaitGroup
+	chans := make([]chan []byte, benchSubs)
+	for i := range chans {
+		chans[i] = make(chan []byte, 4096)
+		wg.Add(1)
+		go func(ch chan []byte) {
+			defer wg.Done()
+			out := bufio.NewWriterSize(io.Discard, 64<<10)
+			for raw := range ch {
+				_, _ = out.WriteString("id: s:0:1\nevent: tool.completed\ndata: ")
+				_, _ = out.Write(raw)
+				_, _ = out.WriteString("\n\n")
+				if len(ch) == 0 {
+					_ = out.Flush()
+				}
+			}
+		}(chans[i])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		for _, ch := range chans {
+			ch <- m.Raw
+		}
+	}
+	for _, ch := range chans {
+		close(ch)
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)*benchSubs/time.Since(start).Seconds(), "deliveries/s")
+}
+
+// BenchmarkBufferMemory measures heap bytes per held event against the
+// event's JSON size, with full buffers (10 sessions x 10,000 events). The
+// "typical" case is one ~455-byte tool event; the "golden" case cycles the
+// upstream golden corpus (194 to 832 bytes, mean 375) when AEP_FIXTURES (or
+// the default ../shared/aep) holds it. The baseline in the same run keeps
+// the same JSON as exact-size []byte copies, the least any store can use.
+func BenchmarkBufferMemory(b *testing.B) {
+	golden := goldenTemplates(b)
+	cases := []struct {
+		name string
+		make func(session string, seq int64) *Message
+	}{
+		{"typical", func(s string, q int64) *Message { return benchEvent(b, s, q) }},
+	}
+	if len(golden) > 0 {
+		cases = append(cases, struct {
+			name string
+			make func(session string, seq int64) *Message
+		}{"golden", func(s string, q int64) *Message {
+			e := golden[int(q)%len(golden)].Clone()
+			e.ID, e.Session, e.Seq = aep.NewID(), s, aep.Int64(q)
+			raw, _ := e.MarshalJSON()
+			ev, err := aep.ParseEvent(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, _ := NewMessage(ev, time.Now())
+			return m
+		}})
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			const sessions, depth = 10, 10000
+			for i := 0; i < b.N; i++ {
+				var jsonBytes int64
+				base := heapInUse()
+				be := NewMemoryBackend(depth, sessions)
+				for s := range sessions {
+					for seq := range depth {
+						m := tc.make(fmt.Sprintf("session-%02d", s), int64(seq))
+						jsonBytes += int64(len(m.Raw))
+						be.Ingest([]*Message{m})
+					}
+				}
+				held := heapInUse() - base
+				runtime.KeepAlive(be)
+
+				base = heapInUse()
+				raw := make([][]byte, 0, sessions*depth)
+				for s := range sessions {
+					for seq := range depth {
+						m := tc.make(fmt.Sprintf("session-%02d", s), int64(seq))
+						raw = append(raw, append([]byte(nil), m.Raw...))
+					}
+				}
+				floor := heapInUse() - base
+				runtime.KeepAlive(raw)
+
+				n := float64(sessions * depth)
+				b.ReportMetric(float64(jsonBytes)/n, "json-B/event")
+				b.ReportMetric(float64(held)/n, "heap-B/event")
+				b.ReportMetric(float64(held)/float64(jsonBytes), "x-json")
+				b.ReportMetric(float64(floor)/float64(jsonBytes), "baseline-x-json")
+			}
+		})
+	}
+}
+
+// goldenTemplates loads the positioned events of the upstream golden corpus.
+func goldenTemplates(b *testing.B) []*aep.Event {
+	dir := os.Getenv("AEP_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "aep")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "fixtures", "golden", "golden.jsonl"))
+	if err != nil {
+		b.Logf("golden corpus not found (%v): golden case skipped", err)
+		return nil
+	}
+	var out []*aep.Event
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		e, err := aep.ParseEvent(l)
+		if err != nil || e.Seq == nil || aep.ScopeOf(e.Type) != aep.ScopeSession {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkIngestParse is the per-event ingest cost before fan-out: parse,
+// validate and wrap (what POST and the socket do for every event). The
+// baseline, BenchmarkMarshalEvent, is a json.Marshal of the same event.
+func BenchmarkIngestParse(b *testing.B) {
+	raw := benchEvent(b, "s", 1).Raw
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		ev, err := aep.ParseEvent(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := aep.Validate(ev); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NewMessage(ev, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMarshalEvent(b *testing.B) {
+	var generic map[string]any
+	if err := json.Unmarshal(benchEvent(b, "s", 1).Raw, &generic); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := json.Marshal(generic); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults for Config. The environment names in brackets are the reference
+// relay's knobs, which cmd/aep-kimi maps onto these fields.
+const (
+	// DefaultListen is loopback: a relay reachable off-host needs TLS in front
+	// and a token (AEP-0003 §8.1), which is a deliberate operator decision.
+	DefaultListen = "127.0.0.1:8787"
+	// DefaultBuffer is the per-session replay depth in events [AEP_BUFFER].
+	DefaultBuffer = 10000
+	// DefaultMaxSessions caps the sessions held; the least recently written
+	// is evicted past it [AEP_MAX_SESSIONS].
+	DefaultMaxSessions = 500
+	// DefaultMaxBody caps one POST body and one WebSocket message [AEP_MAX_BODY].
+	DefaultMaxBody = 16 << 20
+	// DefaultMaxBatch caps the events in one NDJSON POST [AEP_MAX_BATCH].
+	DefaultMaxBatch = 10000
+	// DefaultQueueSize is each consumer's live queue, in events. A consumer
+	// this far behind loses debug/info events first and is disconnected (with
+	// its positions) rather than lose a notice-or-above event (AEP-0003 §8.4).
+	DefaultQueueSize = 4096
+	// DefaultMaxSubscriptions caps concurrent subscriptions on one socket.
+	DefaultMaxSubscriptions = 64
+	// DefaultPingInterval paces SSE heartbeat comments (AEP-0003 §3.3.4 asks
+	// for one at least every 30 s) and WebSocket ping frames.
+	DefaultPingInterval = 15 * time.Second
+	// DefaultLivenessTimeout closes a socket that has sent nothing, not even a
+	// pong, for this long (AEP-0003 §3.5.5 recommends 90 s).
+	DefaultLivenessTimeout = 90 * time.Second
+	// DefaultWriteTimeout bounds one write to a consumer; a consumer that
+	// cannot take a batch in this time is cut off.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultDrainTimeout bounds the shutdown drain; past it Run gives up
+	// with ErrDrainTimeout.
+	DefaultDrainTimeout = 5 * time.Second
+	// DefaultHelloTimeout bounds the wait for a socket's first frame.
+	DefaultHelloTimeout = 10 * time.Second
+)
+
+// Config configures a Server. The zero value is usable: every zero field
+// takes its Default constant, and an empty Token makes the relay watch-only.
+type Config struct {
+	// Listen is the TCP address Run listens on.
+	Listen string
+	// Token, when set, is the bearer token every request but /healthz must
+	// carry (Authorization header, or access_token query parameter for
+	// browsers). Without it the relay is watch-only: it refuses every control
+	// command (AEP-0004 §4.1).
+	Token string
+	// Buffer is the per-session replay depth in events.
+	Buffer int
+	// MaxSessions caps the sessions held.
+	MaxSessions int
+	// MaxBody caps one request body or socket message, in bytes.
+	MaxBody int64
+	// MaxBatch caps the events in one NDJSON batch.
+	MaxBatch int
+	// MaxFrom caps the positions in one resume request; zero means
+	// MaxSessions.
+	MaxFrom int
+	// QueueSize is each consumer's live queue length.
+	QueueSize int
+	// MaxSubscriptions caps subscriptions per socket.
+	MaxSubscriptions int
+	// PingInterval paces heartbeats on both consuming bindings.
+	PingInterval time.Duration
+	// LivenessTimeout closes a silent socket.
+	LivenessTimeout time.Duration
+	// WriteTimeout bounds one write to a consumer.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds the shutdown drain.
+	DrainTimeout time.Duration
+	// HelloTimeout bounds the wait for a socket's hello.
+	HelloTimeout time.Duration
+	// AllowedOrigins are extra host patterns (path.Match syntax) whose
+	// browsers may open the socket; same-origin and non-browser clients are
+	// always allowed.
+	AllowedOrigins []string
+	// Instance names this relay in its hello identity; empty means
+	// "aep-kimi-relay".
+	Instance string
+	// Logger receives operational logs; nil discards them. Tokens and query
+	// strings are never logged.
+	Logger *slog.Logger
+	// Backend stores and fans out events; nil means a fresh in-memory
+	// backend sized by Buffer and MaxSessions.
+	Backend Backend
+}
+
+// withDefaults returns c with every zero field set to its default, or an
+// error for a negative or inconsistent value.
+func (c Config) withDefaults() (Config, error) {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	ints := []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"Buffer", &c.Buffer, DefaultBuffer},
+		{"MaxSessions", &c.MaxSessions, DefaultMaxSessions},
+		{"MaxBatch", &c.MaxBatch, DefaultMaxBatch},
+		{"QueueSize", &c.QueueSize, DefaultQueueSize},
+		{"MaxSubscriptions", &c.MaxSubscriptions, DefaultMaxSubscriptions},
+	}
+	for _, f := range ints {
+		if *f.v < 0 {
+			return c, fmt.Errorf("relay config: %s must not be negative (got %d)", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if c.MaxFrom < 0 {
+		return c, fmt.Errorf("relay config: MaxFrom must not be negative (got %d)", c.MaxFrom)
+	}
+	if c.MaxFrom == 0 {
+		c.MaxFrom = c.MaxSessions
+	}
+	if c.MaxBody < 0 {
+		return c, fmt.Errorf("relay config: MaxBody must not be negative (got %d)", c.MaxBody)
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	durs := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"PingInterval", &c.PingInterval, DefaultPingInterval},
+		{"LivenessTimeout", &c.LivenessTimeout, DefaultLivenessTimeout},
+		{"WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout},
+		{"DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout},
+		{"HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout},
+	}
+	for _, f := range durs {
+		if *f.v < 0 {
+			return c, fmt.Errorf("relay config: %s must not be negative (got %v)", f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if c.QueueSize < 4 {
+		return c, errors.New("relay config: QueueSize must be at least 4")
+	}
+	if c.Instance == "" {
+		c.Instance = "aep-kimi-relay"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

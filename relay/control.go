@@ -1,0 +1,170 @@
+package relay
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// controlRouter tracks which sockets claim which sessions. A socket claims a
+// session by sending a positioned event for it (HTTP POSTs claim nothing),
+// and releases it by sending that session's session.ended or by closing.
+// Commands route to the single live claimant (AEP-0004 §4.5); the roster
+// frame reports every claim (AEP-0003 §4.1).
+type controlRouter struct {
+	maxPerConn int
+
+	mu     sync.Mutex
+	serial uint64
+	byName map[string]map[*wsConn]struct{}
+}
+
+func newControlRouter(maxPerConn int) *controlRouter {
+	return &controlRouter{maxPerConn: maxPerConn, byName: make(map[string]map[*wsConn]struct{})}
+}
+
+// claim records that c owns session. A socket holding more than maxPerConn
+// claims loses its oldest, so a long-lived emitter that never ends its
+// sessions stays bounded.
+func (r *controlRouter) claim(c *wsConn, session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.serial++
+	if _, ok := c.claims[session]; ok {
+		c.claims[session] = r.serial
+		return
+	}
+	if len(c.claims) >= r.maxPerConn {
+		oldest, min := "", ^uint64(0)
+		for name, at := range c.claims {
+			if at < min {
+				oldest, min = name, at
+			}
+		}
+		r.releaseLocked(c, oldest)
+	}
+	c.claims[session] = r.serial
+	set := r.byName[session]
+	if set == nil {
+		set = make(map[*wsConn]struct{}, 1)
+		r.byName[session] = set
+	}
+	set[c] = struct{}{}
+}
+
+func (r *controlRouter) release(c *wsConn, session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releaseLocked(c, session)
+}
+
+func (r *controlRouter) releaseLocked(c *wsConn, session string) {
+	delete(c.claims, session)
+	if set := r.byName[session]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(r.byName, session)
+		}
+	}
+}
+
+// dropConn releases every claim of a closing socket.
+func (r *controlRouter) dropConn(c *wsConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for session := range c.claims {
+		r.releaseLocked(c, session)
+	}
+}
+
+// target returns the one socket claiming session, or the refusal code.
+func (r *controlRouter) target(session string) (*wsConn, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := r.byName[session]
+	switch len(set) {
+	case 0:
+		return nil, codeNoRoute
+	case 1:
+		for c := range set {
+			return c, ""
+		}
+	}
+	return nil, codeAmbiguous
+}
+
+// rosterEntry relays one claim's declarations verbatim (AEP-0003 §4.1 rule 4).
+type rosterEntry struct {
+	Session  string          `json:"session"`
+	Agent    string          `json:"agent,omitempty"`
+	Instance string          `json:"instance,omitempty"`
+	Control  json.RawMessage `json:"control,omitempty"`
+	Emits    json.RawMessage `json:"emits,omitempty"`
+}
+
+// roster returns one entry per live (socket, claimed session), sorted.
+func (r *controlRouter) roster() []rosterEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]rosterEntry, 0, len(r.byName))
+	for session, set := range r.byName {
+		for c := range set {
+			out = append(out, rosterEntry{
+				Session:  session,
+				Agent:    c.agent,
+				Instance: c.instance,
+				Control:  c.control,
+				Emits:    c.emits,
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Session != out[j].Session {
+			return out[i].Session < out[j].Session
+		}
+		return out[i].Instance < out[j].Instance
+	})
+	return out
+}
+
+// routeCommand delivers a command from sender to the session's one live
+// claimant, byte-identically, then holds it in the session history and fans
+// it out to watchers (AEP-0004 §4.4). Refusals answer the sender with a
+// cause-linked error frame and touch no history (§4.2, §8).
+func (s *Server) routeCommand(sender *wsConn, m *Message) {
+	refuse := func(code, detail string) {
+		s.metrics.commands.WithLabelValues(code).Inc()
+		sender.sendError(errorFrame{Cause: m.ID, Code: code, Detail: detail})
+	}
+	if s.cfg.Token == "" {
+		refuse(codeUnauthorized, "this relay is watch-only (no AEP_TOKEN): control commands flow only on authenticated bindings (AEP-0004 §4.1)")
+		return
+	}
+	target, code := s.control.target(m.Session)
+	switch code {
+	case codeNoRoute:
+		refuse(codeNoRoute, fmt.Sprintf("no connected emitter claims session %q", m.Session))
+		return
+	case codeAmbiguous:
+		refuse(codeAmbiguous, fmt.Sprintf("more than one connected emitter claims session %q; refusing to guess (AEP-0004 §4.5)", m.Session))
+		return
+	}
+	if !target.accepts[m.Type] {
+		declared := "declares no control block"
+		if len(target.acceptList) > 0 {
+			declared = "accepts " + strings.Join(target.acceptList, ", ")
+		}
+		refuse(codeUnsupported, fmt.Sprintf("the claimant of session %q %s, not %s", m.Session, declared, m.Type))
+		return
+	}
+	if !target.q.push(outItem{frame: m.Raw}) {
+		refuse(codeNoRoute, fmt.Sprintf("the claimant of session %q is not keeping up and is being disconnected", m.Session))
+		return
+	}
+	m.RoutedTo = target.id
+	s.metrics.commands.WithLabelValues(resultRouted).Inc()
+	s.metrics.ingest.WithLabelValues(bindingWS, resultRouted).Inc()
+	s.backend.Ingest([]*Message{m})
+}

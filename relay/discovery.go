@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// capabilities is the relay's declaration, shared by the discovery document
+// (AEP-0003 §3.4) and its socket hello (§4): what it actually implements.
+type capabilities struct {
+	Filters []string `json:"filters"`
+	Replay  struct {
+		Buffer int  `json:"buffer"`
+		All    bool `json:"all"`
+	} `json:"replay"`
+	// Capture lists the ceilings a subscription may ask for.
+	Capture []string `json:"capture"`
+	// Control is present only when routing is on (a token is configured):
+	// the relay itself accepts no commands, it routes them.
+	Control      *controlDecl    `json:"control,omitempty"`
+	Roster       struct{}        `json:"roster"`
+	Experimental json.RawMessage `json:"experimental"`
+}
+
+type controlDecl struct {
+	Accepts []string `json:"accepts"`
+}
+
+func buildCapabilities(cfg Config) capabilities {
+	var c capabilities
+	c.Filters = []string{"attr-match"}
+	c.Replay.Buffer = cfg.Buffer
+	c.Replay.All = true
+	c.Capture = []string{"none", "metadata", "redacted", "full"}
+	if cfg.Token != "" {
+		c.Control = &controlDecl{Accepts: []string{}}
+	}
+	c.Experimental = json.RawMessage(`{}`)
+	return c
+}
+
+// buildDiscovery renders the discovery document and the socket hello once.
+func buildDiscovery(cfg Config) (discovery, hello []byte, err error) {
+	caps := buildCapabilities(cfg)
+	discovery, err = json.Marshal(map[string]any{
+		"aep":          []string{aep.Version},
+		"role":         "collector",
+		"endpoints":    map[string]string{"events": "/events", "stream": "/stream", "socket": "/socket"},
+		"capabilities": caps,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	hello, err = json.Marshal(map[string]any{
+		"type":         "hello",
+		"versions":     []string{aep.Version},
+		"role":         "both",
+		"identity":     map[string]string{"agent": "aep-kimi-relay", "instance": cfg.Instance},
+		"capabilities": caps,
+	})
+	return discovery, hello, err
+}
+
+func (s *Server) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(s.discovery)
+}
+
+// serveHealth answers {"ok":true} to anyone (probes carry no tokens) and adds
+// the topology counts only for an authorized request.
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if s.draining() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "draining": true})
+		return
+	}
+	if !s.authorized(r) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return
+	}
+	st := s.backend.Stats()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"ok":          true,
+		"sessions":    st.Sessions,
+		"events":      st.Events,
+		"subscribers": st.Subscribers,
+		"connections": s.nSSE.Load() + s.nWS.Load(),
+		"uptime_s":    int64(time.Since(s.started).Seconds()),
+	})
+}

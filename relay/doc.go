@@ -1,0 +1,51 @@
+// Package relay is aep-kimi's AEP 0.1 collector/relay (AEP-0003, AEP-0004)
+// and the emitter client the daemons publish with.
+//
+// # Server
+//
+// NewServer(Config) builds a relay; Run (or Serve on a listener) serves it
+// until its context ends, then drains. Endpoints:
+//
+//	POST /events          ingest: one event (application/json) or an NDJSON batch
+//	GET  /events          the discovery document (also /.well-known/aep)
+//	GET  /stream          SSE: filter, capture, from (positions or "all"), Last-Event-ID, live=0
+//	GET  /socket          WebSocket: hello, subscribe/unsubscribe, roster, ping, events, commands
+//	GET  /healthz         {"ok":true}; counts only for an authorized request
+//	GET  /metrics         Prometheus, from a private registry
+//
+// Every event is parsed and validated once at ingest and then forwarded as
+// the bytes it arrived as, except where a subscription's capture ceiling
+// down-levels it (or a multi-line single POST is compacted onto one line,
+// because every binding frames one event per line).
+//
+// # Storage and fan-out
+//
+// The bindings talk to a Backend (see its doc comment for the contract:
+// positions are (epoch, seq), admission dedupes on (source, id), replay and
+// live delivery hand over without gap or overlap). MemoryBackend is the only
+// implementation; a NATS JetStream one can be added behind the same seam.
+//
+// # Commands
+//
+// A socket claims a session by sending a positioned event for it; a
+// command arriving on any socket routes to the one live claimant, byte for
+// byte, and is then held in the session's history (after the latest
+// positioned event, never a resume position) and fanned out to watchers.
+// Refusals (unauthorized, unsupported, ambiguous, no-route) answer the
+// sender with a cause-linked error frame and touch no history. Without a
+// token the relay is watch-only and refuses every command.
+//
+// # Backpressure
+//
+// Each consumer has a bounded queue fed without blocking: debug/info are
+// shed first (counted), and a consumer that cannot take a notice-or-above
+// event is disconnected with its positions (WebSocket closing frame, SSE
+// stream end) so it can resume exactly. Ingest never waits for a consumer.
+//
+// # Clients
+//
+// Emitter publishes to a relay over its socket (HTTP POST fallback), keeps
+// an outbox while disconnected, re-claims live sessions on reconnect and
+// hands routed commands to OnCommand. Tailer follows a relay's SSE stream
+// with exact resume from a TailState; SSEReader parses event streams.
+package relay

@@ -1,0 +1,908 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Emitter defaults.
+const (
+	// DefaultOutbox bounds the events waiting to be sent: minutes of a busy
+	// session while the relay is away.
+	DefaultOutbox = 16384
+	// DefaultResend is how many recently sent events are re-sent after a
+	// reconnect, covering what the relay may not have processed.
+	DefaultResend = 1024
+	// DefaultLiveSessions bounds the sessions re-claimed after a reconnect.
+	DefaultLiveSessions = 1024
+	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect backoff.
+	DefaultBackoffMin = 250 * time.Millisecond
+	DefaultBackoffMax = 30 * time.Second
+	// DefaultHTTPBatch caps one fallback POST.
+	DefaultHTTPBatch = 500
+	// DefaultEmitterTimeout bounds a dial, a hello, one write and one POST.
+	DefaultEmitterTimeout = 10 * time.Second
+	// DefaultEmitterPing paces the emitter's own pings; DefaultEmitterLiveness
+	// drops a connection silent for that long.
+	DefaultEmitterPing     = 30 * time.Second
+	DefaultEmitterLiveness = 90 * time.Second
+	// DefaultFlushTimeout bounds the final flush when Run's context ends.
+	DefaultFlushTimeout = 2 * time.Second
+	// DefaultCommandQueue bounds commands waiting for OnCommand.
+	DefaultCommandQueue = 64
+)
+
+// EmitterState is the emitter's connection state.
+type EmitterState string
+
+// Emitter states.
+const (
+	EmitterDisabled     EmitterState = "disabled"
+	EmitterConnecting   EmitterState = "connecting"
+	EmitterConnected    EmitterState = "connected"
+	EmitterDisconnected EmitterState = "disconnected"
+)
+
+// EmitterControl is the control block an emitter declares at hello
+// (AEP-0004 §7): the command types it accepts and its ack window.
+type EmitterControl struct {
+	Accepts     []string `json:"accepts"`
+	AckWindowMS int      `json:"ack_window_ms,omitempty"`
+}
+
+// EmitterConfig configures an Emitter. URL "" or "none" disables it.
+type EmitterConfig struct {
+	// URL is the relay's base URL (http, https, ws or wss); the socket is
+	// {URL}/socket and the fallback POST goes to {URL}/events.
+	URL string
+	// Token is the relay's bearer token.
+	Token string
+	// Agent and Instance are the hello identity; Agent is required.
+	Agent, Instance string
+	// Emits and Capture are declared at hello when set.
+	Emits, Capture []string
+	// Control, when set, declares the commands this emitter accepts.
+	Control *EmitterControl
+	// OnCommand receives the commands the relay routes here, one at a time
+	// on the emitter's own goroutine. Answer them by Publishing acks.
+	OnCommand func(ctx context.Context, ev *aep.Event)
+
+	Outbox, Resend, LiveSessions, HTTPBatch, CommandQueue int
+	BackoffMin, BackoffMax                                time.Duration
+	Timeout, PingInterval, Liveness, FlushTimeout         time.Duration
+	// HTTPClient makes the dial and the fallback POSTs; nil uses a default.
+	HTTPClient *http.Client
+	// Logger receives connection logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// EmitterStats is a snapshot for /healthz and /metrics.
+type EmitterStats struct {
+	State EmitterState `json:"state"`
+	// Fallback is true while events go by HTTP POST because the socket
+	// cannot be established.
+	Fallback bool `json:"fallback"`
+	// Outbox is the number of events waiting.
+	Outbox int `json:"outbox"`
+	// Dropped counts events lost to a full outbox (debug/info first) or
+	// refused by the relay as invalid.
+	Dropped    uint64 `json:"dropped"`
+	Sent       uint64 `json:"sent"`
+	Posted     uint64 `json:"posted"`
+	Reconnects uint64 `json:"reconnects"`
+	Commands   uint64 `json:"commands"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// pending is one event waiting in the outbox.
+type pending struct {
+	seq     uint64
+	b       []byte
+	low     bool // debug or info: dropped first
+	session string
+	scoped  bool // positioned session event: keeps the session's claim
+	ended   bool // session.ended: releases it
+}
+
+// Emitter publishes events to a relay over its socket, falling back to HTTP
+// POST, and receives the commands routed to it. Publish never blocks.
+//
+// While disconnected, events wait in a bounded outbox; when it is full,
+// debug/info events go first, and notice-or-above only when nothing else is
+// left (AEP-0003 §8.4), each counted in Dropped. After every reconnect the
+// emitter re-claims its live sessions (it re-sends the latest event of each
+// session that has not ended) and re-sends its most recent events; the
+// relay's (source, id) admission dedupe absorbs the repeats. Publish order
+// is kept on the wire. A nil *Emitter is a disabled one.
+type Emitter struct {
+	cfg       EmitterConfig
+	disabled  bool
+	wsURL     string
+	eventsURL string
+	log       *slog.Logger
+	wake      chan struct{}
+
+	mu       sync.Mutex
+	seq      uint64
+	low      deque[pending]
+	high     deque[pending]
+	ring     []pending // recently sent on the socket, oldest first
+	live     map[string]pending
+	fallback bool
+	lastErr  string
+
+	state      atomic.Value // EmitterState
+	dropped    atomic.Uint64
+	sent       atomic.Uint64
+	posted     atomic.Uint64
+	reconnects atomic.Uint64
+	commands   atomic.Uint64
+}
+
+// NewEmitter validates cfg. A URL of "" or "none" yields a disabled emitter
+// whose methods do nothing.
+func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
+	e := &Emitter{cfg: cfg, wake: make(chan struct{}, 1), live: make(map[string]pending)}
+	e.state.Store(EmitterDisabled)
+	e.log = cfg.Logger
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	raw := strings.TrimSpace(cfg.URL)
+	if raw == "" || strings.EqualFold(raw, "none") {
+		e.disabled = true
+		return e, nil
+	}
+	var err error
+	if e.wsURL, e.eventsURL, err = relayEndpoints(raw); err != nil {
+		return nil, fmt.Errorf("emitter: %w", err)
+	}
+	if cfg.Agent == "" {
+		return nil, errors.New("emitter: Agent is required (the hello identity)")
+	}
+	c := &e.cfg
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt(&c.Outbox, DefaultOutbox)
+	setInt(&c.Resend, DefaultResend)
+	setInt(&c.LiveSessions, DefaultLiveSessions)
+	setInt(&c.HTTPBatch, DefaultHTTPBatch)
+	setInt(&c.CommandQueue, DefaultCommandQueue)
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDur(&c.BackoffMin, DefaultBackoffMin)
+	setDur(&c.BackoffMax, DefaultBackoffMax)
+	setDur(&c.Timeout, DefaultEmitterTimeout)
+	setDur(&c.PingInterval, DefaultEmitterPing)
+	setDur(&c.Liveness, DefaultEmitterLiveness)
+	setDur(&c.FlushTimeout, DefaultFlushTimeout)
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	e.state.Store(EmitterDisconnected)
+	return e, nil
+}
+
+// relayEndpoints derives a relay's socket and POST URLs from its base URL
+// (http, https, ws or wss, with an optional path prefix).
+func relayEndpoints(base string) (wsURL, eventsURL string, err error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || u.Host == "" {
+		return "", "", fmt.Errorf("relay URL %q is not an absolute URL", base)
+	}
+	httpScheme, wsScheme := "http", "ws"
+	switch u.Scheme {
+	case "http", "ws":
+	case "https", "wss":
+		httpScheme, wsScheme = "https", "wss"
+	default:
+		return "", "", fmt.Errorf("relay URL scheme %q is not http, https, ws or wss", u.Scheme)
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	prefix := strings.TrimSuffix(u.Path, "/")
+	u.Scheme, u.Path = wsScheme, prefix+"/socket"
+	wsURL = u.String()
+	u.Scheme, u.Path = httpScheme, prefix+"/events"
+	return wsURL, u.String(), nil
+}
+
+// Publish queues ev for the relay without blocking. The event is serialized
+// now, so the caller may reuse it.
+func (e *Emitter) Publish(ev *aep.Event) {
+	if e == nil || e.disabled {
+		return
+	}
+	b, err := ev.Bytes()
+	if err != nil {
+		e.dropped.Add(1)
+		e.log.Warn("emitter: event dropped: cannot serialize", "type", ev.Type, "err", err)
+		return
+	}
+	if bytes.ContainsAny(b, "\r\n") {
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			b = buf.Bytes()
+		}
+	}
+	p := pending{
+		b:       b,
+		low:     ev.SeverityLevel() < aep.SeverityNotice,
+		session: ev.Session,
+		scoped:  aep.ScopeOf(ev.Type) == aep.ScopeSession && ev.Session != "",
+		ended:   ev.Type == "session.ended",
+	}
+	e.mu.Lock()
+	e.seq++
+	p.seq = e.seq
+	if e.low.len()+e.high.len() >= e.cfg.Outbox {
+		switch {
+		case e.low.len() > 0:
+			e.low.popFront()
+		case p.low:
+			e.mu.Unlock()
+			e.dropped.Add(1)
+			return
+		default:
+			e.high.popFront()
+		}
+		e.dropped.Add(1)
+	}
+	if p.low {
+		e.low.pushBack(p)
+	} else {
+		e.high.pushBack(p)
+	}
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// popLocked removes the oldest pending event.
+func (e *Emitter) popLocked() (pending, bool) {
+	l, lok := e.low.front()
+	h, hok := e.high.front()
+	switch {
+	case lok && (!hok || l.seq < h.seq):
+		return e.low.popFront(), true
+	case hok:
+		return e.high.popFront(), true
+	}
+	return pending{}, false
+}
+
+// requeueLocked puts events back at the front, oldest last in ps order
+// reversed, so they go out again first and in order.
+func (e *Emitter) requeueLocked(ps []pending) {
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].low {
+			e.low.pushFront(ps[i])
+		} else {
+			e.high.pushFront(ps[i])
+		}
+	}
+}
+
+// State reports the connection state.
+func (e *Emitter) State() EmitterState {
+	if e == nil {
+		return EmitterDisabled
+	}
+	return e.state.Load().(EmitterState)
+}
+
+// Stats reports counters and the outbox depth.
+func (e *Emitter) Stats() EmitterStats {
+	if e == nil {
+		return EmitterStats{State: EmitterDisabled}
+	}
+	e.mu.Lock()
+	st := EmitterStats{Outbox: e.low.len() + e.high.len(), Fallback: e.fallback, LastError: e.lastErr}
+	e.mu.Unlock()
+	st.State = e.State()
+	st.Dropped = e.dropped.Load()
+	st.Sent = e.sent.Load()
+	st.Posted = e.posted.Load()
+	st.Reconnects = e.reconnects.Load()
+	st.Commands = e.commands.Load()
+	return st
+}
+
+func (e *Emitter) setErr(err error) {
+	e.mu.Lock()
+	e.lastErr = err.Error()
+	e.mu.Unlock()
+}
+
+// Run connects and keeps connecting until ctx is done, then flushes what it
+// can within FlushTimeout and closes. A disabled emitter returns at once.
+func (e *Emitter) Run(ctx context.Context) error {
+	if e == nil || e.disabled {
+		return nil
+	}
+	cmds := make(chan *aep.Event, e.cfg.CommandQueue)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.dispatch(ctx, cmds)
+	}()
+	defer wg.Wait()
+
+	delay := e.cfg.BackoffMin
+	reported := false
+	for ctx.Err() == nil {
+		e.state.Store(EmitterConnecting)
+		c, err := e.dial(ctx)
+		if err == nil {
+			e.mu.Lock()
+			e.fallback = false
+			e.mu.Unlock()
+			e.state.Store(EmitterConnected)
+			e.log.Info("emitter connected", "relay", e.wsURL)
+			reported = false
+			start := time.Now()
+			err = e.serveConn(ctx, c, cmds)
+			if ctx.Err() != nil {
+				e.state.Store(EmitterDisconnected)
+				return nil
+			}
+			if time.Since(start) > e.cfg.BackoffMax {
+				delay = e.cfg.BackoffMin
+			}
+			e.reconnects.Add(1)
+		}
+		e.state.Store(EmitterDisconnected)
+		e.setErr(err)
+		if !reported {
+			e.log.Warn("emitter: relay socket unavailable; retrying with backoff", "relay", e.wsURL, "err", err)
+			reported = true
+		} else {
+			e.log.Debug("emitter: relay socket still unavailable", "err", err)
+		}
+		if !e.waitFallback(ctx, jitter(delay)) {
+			break
+		}
+		delay = min(2*delay, e.cfg.BackoffMax)
+	}
+	e.state.Store(EmitterDisconnected)
+	return nil
+}
+
+// jitter spreads d over [d/2, d) so emitters restarted together do not
+// reconnect in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// waitFallback waits out a backoff delay, posting the outbox over HTTP
+// meanwhile when the socket is down but POST works. It returns false when
+// ctx ends.
+func (e *Emitter) waitFallback(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	e.flushHTTP(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-e.wake:
+			e.flushHTTP(ctx)
+		}
+	}
+}
+
+func (e *Emitter) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-cmds:
+			if e.cfg.OnCommand != nil {
+				e.cfg.OnCommand(ctx, ev)
+			}
+		}
+	}
+}
+
+func (e *Emitter) helloFrame() []byte {
+	caps := map[string]any{}
+	if len(e.cfg.Emits) > 0 {
+		caps["emits"] = e.cfg.Emits
+	}
+	if len(e.cfg.Capture) > 0 {
+		caps["capture"] = e.cfg.Capture
+	}
+	if e.cfg.Control != nil {
+		ctl := *e.cfg.Control
+		if ctl.Accepts == nil {
+			ctl.Accepts = []string{}
+		}
+		caps["control"] = ctl
+	}
+	b, _ := json.Marshal(map[string]any{
+		"type":         "hello",
+		"versions":     []string{aep.Version},
+		"role":         roleEmitter,
+		"identity":     map[string]string{"agent": e.cfg.Agent, "instance": e.cfg.Instance},
+		"capabilities": caps,
+	})
+	return b
+}
+
+// dial opens the socket and completes the hello exchange.
+func (e *Emitter) dial(ctx context.Context) (*websocket.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	h := http.Header{}
+	if e.cfg.Token != "" {
+		h.Set("Authorization", "Bearer "+e.cfg.Token)
+	}
+	c, resp, err := websocket.Dial(dctx, e.wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: e.cfg.HTTPClient})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("socket refused: HTTP %d", resp.StatusCode)
+		}
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	c.SetReadLimit(DefaultMaxBody)
+	if err := c.Write(dctx, websocket.MessageText, e.helloFrame()); err != nil {
+		_ = c.CloseNow()
+		return nil, fmt.Errorf("send hello: %w", err)
+	}
+	_, data, err := c.Read(dctx)
+	if err != nil {
+		_ = c.CloseNow()
+		return nil, fmt.Errorf("await hello: %w", err)
+	}
+	var reply struct {
+		Type     string   `json:"type"`
+		Code     string   `json:"code"`
+		Detail   string   `json:"detail"`
+		Versions []string `json:"versions"`
+	}
+	if json.Unmarshal(data, &reply) != nil || reply.Type != "hello" {
+		_ = c.CloseNow()
+		if reply.Type == "error" {
+			return nil, fmt.Errorf("relay refused the hello: %s: %s", reply.Code, reply.Detail)
+		}
+		return nil, errors.New("relay answered the hello with something else")
+	}
+	return c, nil
+}
+
+// serveConn runs one connection: re-claims and re-sends, then writes the
+// outbox in order while a reader goroutine answers pings and takes
+// commands. It returns when the connection fails or ctx ends.
+func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() { _ = c.CloseNow() }()
+	readErr := make(chan error, 1)
+	lastRecv := &atomic.Int64{}
+	lastRecv.Store(time.Now().UnixNano())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		readErr <- e.readLoop(cctx, c, cmds, lastRecv)
+		cancel()
+	}()
+
+	write := func(b []byte) error {
+		wctx, wcancel := context.WithTimeout(cctx, e.cfg.Timeout)
+		defer wcancel()
+		return c.Write(wctx, websocket.MessageText, b)
+	}
+	for _, b := range e.reclaimFrames() {
+		if err := write(b); err != nil {
+			return fmt.Errorf("re-send: %w", err)
+		}
+	}
+	ping := time.NewTicker(e.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		for {
+			e.mu.Lock()
+			p, ok := e.popLocked()
+			e.mu.Unlock()
+			if !ok {
+				break
+			}
+			if err := write(p.b); err != nil {
+				e.mu.Lock()
+				e.requeueLocked([]pending{p})
+				e.mu.Unlock()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("write: %w", err)
+			}
+			e.sent.Add(1)
+			e.recordSent(p, true)
+		}
+		select {
+		case <-e.wake:
+		case now := <-ping.C:
+			if now.Sub(time.Unix(0, lastRecv.Load())) > e.cfg.Liveness {
+				return errors.New("relay silent past the liveness timeout")
+			}
+			if err := write([]byte(`{"type":"ping","t":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`)); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		case err := <-readErr:
+			return err
+		case <-ctx.Done():
+			e.closeGracefully(c)
+			return nil
+		}
+	}
+}
+
+// closeGracefully flushes the outbox within FlushTimeout, then closes 1001.
+func (e *Emitter) closeGracefully(c *websocket.Conn) {
+	fctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
+	defer cancel()
+	for {
+		e.mu.Lock()
+		p, ok := e.popLocked()
+		e.mu.Unlock()
+		if !ok {
+			break
+		}
+		if err := c.Write(fctx, websocket.MessageText, p.b); err != nil {
+			e.mu.Lock()
+			e.requeueLocked([]pending{p})
+			e.mu.Unlock()
+			return
+		}
+		e.sent.Add(1)
+		e.recordSent(p, true)
+	}
+	_ = c.Write(fctx, websocket.MessageText, []byte(`{"type":"closing","reason":"emitter stopping","delivered":[]}`))
+	_ = c.Close(websocket.StatusGoingAway, "emitter stopping")
+}
+
+// recordSent remembers p for re-sending (socket sends only) and as its
+// session's latest event.
+func (e *Emitter) recordSent(p pending, socket bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if socket {
+		if len(e.ring) >= e.cfg.Resend {
+			copy(e.ring, e.ring[1:])
+			e.ring = e.ring[:len(e.ring)-1]
+		}
+		e.ring = append(e.ring, p)
+	}
+	if !p.scoped {
+		return
+	}
+	if p.ended {
+		delete(e.live, p.session)
+		return
+	}
+	if _, ok := e.live[p.session]; !ok && len(e.live) >= e.cfg.LiveSessions {
+		oldest, min := "", ^uint64(0)
+		for s, q := range e.live {
+			if q.seq < min {
+				oldest, min = s, q.seq
+			}
+		}
+		delete(e.live, oldest)
+	}
+	e.live[p.session] = p
+}
+
+// reclaimFrames lists what a fresh connection re-sends: the latest event of
+// every live session that is not among the recent events, oldest first,
+// then the recent events in order. Everything is older than the outbox.
+func (e *Emitter) reclaimFrames() [][]byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	inRing := make(map[uint64]bool, len(e.ring))
+	for _, p := range e.ring {
+		inRing[p.seq] = true
+	}
+	var claims []pending
+	for _, p := range e.live {
+		if !inRing[p.seq] {
+			claims = append(claims, p)
+		}
+	}
+	sortPending(claims)
+	out := make([][]byte, 0, len(claims)+len(e.ring))
+	for _, p := range claims {
+		out = append(out, p.b)
+	}
+	for _, p := range e.ring {
+		out = append(out, p.b)
+	}
+	return out
+}
+
+func sortPending(ps []pending) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].seq < ps[j-1].seq; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// readLoop reads the relay's frames: pings are answered, routed commands go
+// to the dispatcher, error frames are logged and counted.
+func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event, lastRecv *atomic.Int64) error {
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		lastRecv.Store(time.Now().UnixNano())
+		var head struct {
+			Type   string          `json:"type"`
+			T      json.RawMessage `json:"t"`
+			Code   string          `json:"code"`
+			Cause  string          `json:"cause"`
+			Detail string          `json:"detail"`
+			Reason string          `json:"reason"`
+		}
+		if json.Unmarshal(data, &head) != nil {
+			continue
+		}
+		switch {
+		case head.Type == "ping":
+			pong, _ := json.Marshal(struct {
+				Type string          `json:"type"`
+				T    json.RawMessage `json:"t,omitempty"`
+			}{"pong", head.T})
+			wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+			err := c.Write(wctx, websocket.MessageText, pong)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("pong: %w", err)
+			}
+		case head.Type == "error":
+			if head.Code == codeInvalidEvent {
+				e.dropped.Add(1)
+			}
+			e.log.Warn("emitter: relay error frame", "code", head.Code, "cause", head.Cause, "detail", head.Detail)
+		case head.Type == "closing":
+			e.log.Info("emitter: relay is closing the socket", "reason", head.Reason)
+		case aep.IsCommand(head.Type):
+			ev, err := aep.ParseEvent(data)
+			if err != nil {
+				e.log.Warn("emitter: unparseable command ignored", "err", err)
+				continue
+			}
+			e.commands.Add(1)
+			select {
+			case cmds <- ev:
+			default:
+				// The sender's retry recovers a dropped command (AEP-0004 §2.3).
+				e.log.Warn("emitter: command queue full; command dropped", "type", ev.Type, "id", ev.ID)
+			}
+		}
+	}
+}
+
+// flushHTTP posts the outbox as NDJSON batches while POST works. It is the
+// fallback for when the socket cannot be established.
+func (e *Emitter) flushHTTP(ctx context.Context) {
+	batch := e.cfg.HTTPBatch
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		var ps []pending
+		for len(ps) < batch {
+			p, ok := e.popLocked()
+			if !ok {
+				break
+			}
+			ps = append(ps, p)
+		}
+		e.mu.Unlock()
+		if len(ps) == 0 {
+			return
+		}
+		status, line, err := e.post(ctx, ps)
+		switch {
+		case err == nil && (status == http.StatusAccepted || status == http.StatusOK):
+			e.posted.Add(uint64(len(ps)))
+			e.mu.Lock()
+			e.fallback = true
+			e.mu.Unlock()
+			for _, p := range ps {
+				e.recordSent(p, false)
+			}
+			continue
+		case status == http.StatusBadRequest && line >= 1 && line <= len(ps):
+			// One invalid event would block the outbox forever: drop it,
+			// keep the rest.
+			e.dropped.Add(1)
+			e.log.Warn("emitter: relay rejected an event as invalid; dropped", "line", line)
+			ps = append(ps[:line-1], ps[line:]...)
+			e.mu.Lock()
+			e.requeueLocked(ps)
+			e.mu.Unlock()
+			continue
+		case status == http.StatusRequestEntityTooLarge && len(ps) > 1:
+			batch = max(1, len(ps)/2)
+		case status == http.StatusRequestEntityTooLarge:
+			e.dropped.Add(1)
+			e.log.Warn("emitter: event larger than the relay accepts; dropped")
+			continue
+		}
+		e.mu.Lock()
+		e.requeueLocked(ps)
+		e.mu.Unlock()
+		if status != http.StatusRequestEntityTooLarge {
+			if err == nil {
+				err = fmt.Errorf("POST /events: HTTP %d", status)
+			}
+			e.setErr(err)
+			return
+		}
+	}
+}
+
+// post sends one NDJSON batch; it returns the status and, on a 400, the
+// failing line the relay named.
+func (e *Emitter) post(ctx context.Context, ps []pending) (int, int, error) {
+	var body bytes.Buffer
+	for _, p := range ps {
+		body.Write(p.b)
+		body.WriteByte('\n')
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodPost, e.eventsURL, &body)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", aep.Version)
+	if e.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.cfg.Token)
+	}
+	resp, err := e.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("POST /events: %w", err)
+	}
+	defer resp.Body.Close()
+	var reply struct {
+		Line int `json:"line"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = json.Unmarshal(b, &reply)
+	return resp.StatusCode, reply.Line, nil
+}
+
+// Collector exposes the emitter's stats as Prometheus metrics named
+// {namespace}_emitter_*, for the daemons' own registries.
+func (e *Emitter) Collector(namespace string) prometheus.Collector {
+	return &emitterCollector{e: e, ns: namespace}
+}
+
+type emitterCollector struct {
+	e  *Emitter
+	ns string
+}
+
+func (c *emitterCollector) desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(c.ns+"_emitter_"+name, help, labels, nil)
+}
+
+func (c *emitterCollector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		c.desc("state", "1 for the emitter's current connection state.", "state"),
+		c.desc("outbox_events", "Events waiting to be sent."),
+		c.desc("dropped_total", "Events dropped: full outbox (debug/info first) or refused as invalid."),
+		c.desc("sent_total", "Events written to the relay socket."),
+		c.desc("posted_total", "Events posted over the HTTP fallback."),
+		c.desc("reconnects_total", "Socket connections lost and re-established."),
+		c.desc("commands_total", "Commands received from the relay."),
+	}
+}
+
+func (c *emitterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+func (c *emitterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.e.Stats()
+	d := c.descs()
+	for _, s := range []EmitterState{EmitterDisabled, EmitterConnecting, EmitterConnected, EmitterDisconnected} {
+		v := 0.0
+		if st.State == s {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, v, string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(d[1], prometheus.GaugeValue, float64(st.Outbox))
+	ch <- prometheus.MustNewConstMetric(d[2], prometheus.CounterValue, float64(st.Dropped))
+	ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(st.Sent))
+	ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(st.Posted))
+	ch <- prometheus.MustNewConstMetric(d[5], prometheus.CounterValue, float64(st.Reconnects))
+	ch <- prometheus.MustNewConstMetric(d[6], prometheus.CounterValue, float64(st.Commands))
+}
+
+// deque is a FIFO with cheap pushes and pops at the front.
+type deque[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (d *deque[T]) len() int { return d.n }
+
+func (d *deque[T]) grow() {
+	size := max(16, 2*len(d.buf))
+	nb := make([]T, size)
+	for i := 0; i < d.n; i++ {
+		nb[i] = d.buf[(d.head+i)%len(d.buf)]
+	}
+	d.buf, d.head = nb, 0
+}
+
+func (d *deque[T]) pushBack(v T) {
+	if d.n == len(d.buf) {
+		d.grow()
+	}
+	d.buf[(d.head+d.n)%len(d.buf)] = v
+	d.n++
+}
+
+func (d *deque[T]) pushFront(v T) {
+	if d.n == len(d.buf) {
+		d.grow()
+	}
+	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
+	d.buf[d.head] = v
+	d.n++
+}
+
+func (d *deque[T]) front() (T, bool) {
+	var zero T
+	if d.n == 0 {
+		return zero, false
+	}
+	return d.buf[d.head], true
+}
+
+func (d *deque[T]) popFront() T {
+	var zero T
+	v := d.buf[d.head]
+	d.buf[d.head] = zero
+	d.head = (d.head + 1) % len(d.buf)
+	d.n--
+	return v
+}

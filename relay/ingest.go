@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// serveIngest is POST /events (AEP-0003 §3.2): one event as application/json
+// or a batch as application/x-ndjson, order kept. A batch is all or nothing:
+// the first invalid line rejects it whole and nothing is ingested.
+func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
+	if s.draining() {
+		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		return
+	}
+	if v := strings.TrimSpace(r.Header.Get("AEP-Version")); v != aep.Version {
+		detail := "AEP-Version header is required; this relay speaks " + aep.Version
+		if v != "" {
+			detail = fmt.Sprintf("AEP-Version %q is not supported; this relay speaks %s", v, aep.Version)
+		}
+		writeJSON(w, http.StatusUpgradeRequired, httpError{Error: codeVersion, Detail: detail, Versions: []string{aep.Version}})
+		return
+	}
+	batch, ok := ingestMediaType(r.Header.Get("Content-Type"))
+	if !ok {
+		writeError(w, http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+			"Content-Type must be application/json (one event) or application/x-ndjson (a batch)")
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBody {
+		// Answer before reading: the emitter learns why instead of seeing a
+		// reset mid-upload.
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+			fmt.Sprintf("body of %d bytes exceeds the %d byte limit", r.ContentLength, s.cfg.MaxBody))
+		return
+	}
+	body, err := readBody(w, r, s.cfg.MaxBody)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+				fmt.Sprintf("body exceeds the %d byte limit", s.cfg.MaxBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, codeInvalidEvent, "could not read the request body")
+		return
+	}
+	msgs, herr := s.parseBody(body, batch)
+	if herr != nil {
+		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Inc()
+		writeJSON(w, herr.status, herr.body)
+		return
+	}
+	res := s.backend.Ingest(msgs)
+	s.metrics.countIngest(bindingHTTP, res)
+	writeJSON(w, http.StatusAccepted, map[string]int{
+		"accepted":   len(msgs),
+		"buffered":   res.Buffered,
+		"duplicates": res.Duplicates,
+	})
+}
+
+func ingestMediaType(ct string) (batch, ok bool) {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false, false
+	}
+	switch mt {
+	case "application/json":
+		return false, true
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines":
+		return true, true
+	}
+	return false, false
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	defer body.Close()
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(body)
+	return buf.Bytes(), err
+}
+
+type ingestError struct {
+	status int
+	body   httpError
+}
+
+// parseBody splits, parses and validates a POST body into messages. Lines
+// are numbered from 1 as they appear; blank lines are skipped.
+func (s *Server) parseBody(body []byte, batch bool) ([]*Message, *ingestError) {
+	now := time.Now()
+	if !batch {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil, &ingestError{http.StatusBadRequest, httpError{Error: codeInvalidEvent, Detail: "empty body"}}
+		}
+		m, err := s.parseOne(body, now)
+		if err != nil {
+			return nil, &ingestError{err.status, httpError{Error: err.code, Detail: err.detail}}
+		}
+		return []*Message{m}, nil
+	}
+	n := countLines(body)
+	if n > s.cfg.MaxBatch {
+		return nil, &ingestError{http.StatusRequestEntityTooLarge, httpError{Error: codeTooManyEvents,
+			Detail: fmt.Sprintf("batch of %d events exceeds the %d event limit; nothing was ingested", n, s.cfg.MaxBatch)}}
+	}
+	if n == 0 {
+		return nil, &ingestError{http.StatusBadRequest, httpError{Error: codeInvalidEvent, Detail: "empty batch"}}
+	}
+	msgs := make([]*Message, 0, n)
+	line := 0
+	for rest := body; len(rest) > 0; {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte{'\n'})
+		line++
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		m, err := s.parseOne(l, now)
+		if err != nil {
+			return nil, &ingestError{err.status, httpError{Error: err.code, Line: line,
+				Detail: fmt.Sprintf("line %d: %s; nothing was ingested", line, err.detail)}}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+type eventError struct {
+	status int
+	code   string
+	detail string
+}
+
+func (s *Server) parseOne(b []byte, now time.Time) (*Message, *eventError) {
+	ev, err := aep.ParseEvent(b)
+	if err != nil {
+		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+	}
+	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
+		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+	}
+	if aep.IsCommand(ev.Type) {
+		return nil, &eventError{http.StatusForbidden, codeControlSocket,
+			fmt.Sprintf("%s is a control command: commands flow only on the authenticated WebSocket binding (AEP-0004 §4.1)", ev.Type)}
+	}
+	m, err := NewMessage(ev, now)
+	if err != nil {
+		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+	}
+	return m, nil
+}
+
+func countLines(b []byte) int {
+	n := 0
+	for rest := b; len(rest) > 0; {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte{'\n'})
+		if len(bytes.TrimSpace(l)) > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,583 @@
+package relay
+
+import (
+	"context"
+	"hash/maphash"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Memory layout. A session's history is a list of entry chunks in position
+// order plus byte arenas holding the events' wire bytes. Both only ever grow
+// at the tail while shared: a replay snapshot keeps slices of the chunks it
+// covers and reads them without the lock, because nothing below a chunk's
+// length at snapshot time is written again. Trimming moves a head index; an
+// out-of-order insert copies the chunks from the insertion point on
+// (copy-on-write), which is rare because emitters send in order.
+const (
+	firstChunkLen = 8
+	maxChunkLen   = 256
+	minArena      = 1 << 10
+	maxArena      = 64 << 10
+	// maxInterned bounds a session's table of distinct types and sources;
+	// past it an entry's type or source is read back from its bytes.
+	maxInterned = 1<<16 - 1
+	noIntern    = maxInterned
+)
+
+// entry is one held event: its bytes and what replay needs without parsing.
+type entry struct {
+	raw     []byte
+	pos     Position
+	hash    uint64 // of (source, id), the admission dedupe key
+	typ     uint16 // index into session.strs
+	src     uint16
+	sev     aep.Severity
+	capt    aep.Capture
+	foreign bool
+}
+
+type chunk struct{ ents []entry }
+
+type session struct {
+	name       string
+	prev, next *session // LRU list; next is more recently written
+	chunks     []*chunk
+	head       int // first live entry in chunks[0]
+	n          int
+	bytes      int64
+	arena      []byte
+	ids        map[uint64]struct{}
+	strs       []string // interned types and sources, append-only
+	strIndex   map[string]uint16
+	lastWrite  time.Time
+	latest     Position // highest positioned entry held
+	hasLatest  bool
+	trimmedMax Position // highest positioned entry trimmed
+}
+
+// MemoryBackend is the in-memory Backend: per-session bounded buffers and a
+// single lock over history and fan-out, which keeps every subscriber's view
+// in one global ingest order.
+type MemoryBackend struct {
+	depth, maxSessions int
+	seed               maphash.Seed
+	now                func() time.Time
+
+	mu        sync.Mutex
+	sessions  map[string]*session
+	oldest    *session // LRU head
+	newest    *session
+	subs      []*memSub
+	events    int
+	bytes     int64
+	evictions uint64
+}
+
+type memSub struct {
+	filter *aep.Filter
+	sub    Subscriber
+}
+
+// NewMemoryBackend returns an in-memory backend holding up to depth events
+// per session and maxSessions sessions (zero takes the Default constants).
+func NewMemoryBackend(depth, maxSessions int) *MemoryBackend {
+	if depth <= 0 {
+		depth = DefaultBuffer
+	}
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	return &MemoryBackend{
+		depth:       depth,
+		maxSessions: maxSessions,
+		seed:        maphash.MakeSeed(),
+		now:         time.Now,
+		sessions:    make(map[string]*session),
+	}
+}
+
+func (b *MemoryBackend) keyHash(source, id string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(b.seed)
+	h.WriteString(source)
+	h.WriteByte(0)
+	h.WriteString(id)
+	return h.Sum64()
+}
+
+// Ingest implements Backend.
+func (b *MemoryBackend) Ingest(msgs []*Message) IngestResult {
+	var res IngestResult
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for _, m := range msgs {
+		switch {
+		case m.Kind == KindAgent || m.Session == "":
+			res.LiveOnly++
+		case b.admit(m, now):
+			res.Buffered++
+		default:
+			res.Duplicates++
+		}
+		for _, s := range b.subs {
+			if s.filter.Match(m.Event) {
+				s.sub.Offer(m)
+			}
+		}
+	}
+	return res
+}
+
+// admit holds m in its session unless the session already holds its
+// (source, id). The caller holds b.mu.
+func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
+	s := b.sessions[m.Session]
+	if s == nil {
+		s = b.newSession(m.Session)
+	}
+	h := b.keyHash(m.Source, m.ID)
+	if _, seen := s.ids[h]; seen && s.holds(h, m.Source, m.ID) {
+		return false
+	}
+	e := entry{
+		pos:     m.Pos,
+		hash:    h,
+		typ:     s.intern(m.Type),
+		src:     s.intern(m.Source),
+		sev:     m.Severity,
+		capt:    m.Capture,
+		foreign: m.Kind == KindForeign,
+	}
+	if e.foreign {
+		// Held right after the latest positioned event: commands carry no
+		// seq (AEP-0004 §2.2), so arrival decides their place.
+		e.pos = s.latest
+	}
+	e.raw = s.store(m.Raw)
+	s.ids[h] = struct{}{}
+	s.insert(e)
+	s.n++
+	s.bytes += int64(len(e.raw))
+	b.events++
+	b.bytes += int64(len(e.raw))
+	if !e.foreign && (!s.hasLatest || s.latest.Less(e.pos)) {
+		s.latest, s.hasLatest = e.pos, true
+	}
+	for s.n > b.depth {
+		b.trimOne(s)
+	}
+	s.lastWrite = now
+	b.touch(s)
+	return true
+}
+
+func (b *MemoryBackend) newSession(name string) *session {
+	for len(b.sessions) >= b.maxSessions && b.oldest != nil {
+		b.evict(b.oldest)
+	}
+	s := &session{
+		name:     name,
+		ids:      make(map[uint64]struct{}),
+		strIndex: make(map[string]uint16),
+	}
+	b.sessions[name] = s
+	b.linkNewest(s)
+	return s
+}
+
+func (b *MemoryBackend) evict(s *session) {
+	b.unlink(s)
+	delete(b.sessions, s.name)
+	b.events -= s.n
+	b.bytes -= s.bytes
+	b.evictions++
+}
+
+func (b *MemoryBackend) linkNewest(s *session) {
+	s.prev, s.next = b.newest, nil
+	if b.newest != nil {
+		b.newest.next = s
+	} else {
+		b.oldest = s
+	}
+	b.newest = s
+}
+
+func (b *MemoryBackend) unlink(s *session) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		b.oldest = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		b.newest = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+func (b *MemoryBackend) touch(s *session) {
+	if b.newest == s {
+		return
+	}
+	b.unlink(s)
+	b.linkNewest(s)
+}
+
+// trimOne drops the oldest held entry of s, and any foreign entries left
+// positioned at or before what was trimmed (they were placed relative to it).
+func (b *MemoryBackend) trimOne(s *session) {
+	e := s.popFront()
+	s.n--
+	s.bytes -= int64(len(e.raw))
+	b.events--
+	b.bytes -= int64(len(e.raw))
+	delete(s.ids, e.hash)
+	if !e.foreign && s.trimmedMax.Less(e.pos) {
+		s.trimmedMax = e.pos
+	}
+	for s.n > 0 {
+		f := s.at(0)
+		if !f.foreign || s.trimmedMax.Less(f.pos) {
+			break
+		}
+		s.popFront()
+		s.n--
+		s.bytes -= int64(len(f.raw))
+		b.events--
+		b.bytes -= int64(len(f.raw))
+		delete(s.ids, f.hash)
+	}
+}
+
+// intern returns the index of v in the session's string table.
+func (s *session) intern(v string) uint16 {
+	if i, ok := s.strIndex[v]; ok {
+		return i
+	}
+	if len(s.strs) >= maxInterned {
+		return noIntern
+	}
+	i := uint16(len(s.strs))
+	s.strs = append(s.strs, v)
+	s.strIndex[v] = i
+	return i
+}
+
+// store copies raw into the session's arena. Arena bytes are never
+// rewritten, so the returned slice can be shared.
+func (s *session) store(raw []byte) []byte {
+	if cap(s.arena)-len(s.arena) < len(raw) {
+		size := max(min(2*cap(s.arena), maxArena), minArena)
+		if size < len(raw) {
+			size = len(raw)
+		}
+		s.arena = make([]byte, 0, size)
+	}
+	off := len(s.arena)
+	s.arena = append(s.arena, raw...)
+	return s.arena[off:len(s.arena):len(s.arena)]
+}
+
+// at returns the i-th live entry.
+func (s *session) at(i int) *entry {
+	i += s.head
+	for _, c := range s.chunks {
+		if i < len(c.ents) {
+			return &c.ents[i]
+		}
+		i -= len(c.ents)
+	}
+	return &entry{} // unreachable: callers pass i < s.n
+}
+
+func (s *session) popFront() entry {
+	c := s.chunks[0]
+	e := c.ents[s.head]
+	s.head++
+	if s.head == len(c.ents) {
+		s.chunks[0] = nil
+		s.chunks = s.chunks[1:]
+		s.head = 0
+	}
+	return e
+}
+
+// holds reports whether a held entry with hash h is (source, id). The hash
+// set answers almost every lookup; this confirms a hit by reading the
+// candidates back, newest first (redeliveries are usually recent).
+func (s *session) holds(h uint64, source, id string) bool {
+	for ci := len(s.chunks) - 1; ci >= 0; ci-- {
+		c := s.chunks[ci]
+		lo := 0
+		if ci == 0 {
+			lo = s.head
+		}
+		for i := len(c.ents) - 1; i >= lo; i-- {
+			e := &c.ents[i]
+			if e.hash != h {
+				continue
+			}
+			if ev, err := aep.ParseEvent(e.raw); err == nil && ev.Source == source && ev.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// insert places e after every held entry positioned at or before it.
+func (s *session) insert(e entry) {
+	if s.n == 0 || !e.pos.Less(s.lastPos()) {
+		s.appendTail(e)
+		return
+	}
+	// Out of order: find the first entry positioned after e, then rebuild
+	// the chunks from that one's chunk on.
+	idx := sort.Search(s.n, func(i int) bool { return e.pos.Less(s.at(i).pos) })
+	ci, off := s.locate(idx)
+	var tail []entry
+	start := 0
+	if ci == 0 {
+		start = s.head
+	}
+	for j := ci; j < len(s.chunks); j++ {
+		from := 0
+		if j == 0 {
+			from = s.head
+		}
+		if j == ci {
+			tail = append(tail, s.chunks[j].ents[start:off]...)
+			tail = append(tail, e)
+			tail = append(tail, s.chunks[j].ents[off:]...)
+			continue
+		}
+		tail = append(tail, s.chunks[j].ents[from:]...)
+	}
+	s.chunks = s.chunks[:ci:ci]
+	if ci == 0 {
+		s.head = 0
+	}
+	for len(tail) > 0 {
+		n := min(len(tail), maxChunkLen)
+		c := &chunk{ents: make([]entry, n, maxChunkLen)}
+		copy(c.ents, tail[:n])
+		s.chunks = append(s.chunks, c)
+		tail = tail[n:]
+	}
+}
+
+// locate maps a live index to (chunk, offset within chunk.ents).
+func (s *session) locate(i int) (int, int) {
+	i += s.head
+	for ci, c := range s.chunks {
+		if i < len(c.ents) {
+			return ci, i
+		}
+		i -= len(c.ents)
+	}
+	last := len(s.chunks) - 1
+	return last, len(s.chunks[last].ents)
+}
+
+func (s *session) lastPos() Position {
+	c := s.chunks[len(s.chunks)-1]
+	return c.ents[len(c.ents)-1].pos
+}
+
+func (s *session) appendTail(e entry) {
+	if len(s.chunks) == 0 || len(s.chunks[len(s.chunks)-1].ents) == cap(s.chunks[len(s.chunks)-1].ents) {
+		size := firstChunkLen
+		if len(s.chunks) > 0 {
+			size = min(2*cap(s.chunks[len(s.chunks)-1].ents), maxChunkLen)
+		}
+		s.chunks = append(s.chunks, &chunk{ents: make([]entry, 0, size)})
+	}
+	c := s.chunks[len(s.chunks)-1]
+	c.ents = append(c.ents, e)
+}
+
+// earliest returns the first positioned entry's position.
+func (s *session) earliest() (Position, bool) {
+	for ci, c := range s.chunks {
+		lo := 0
+		if ci == 0 {
+			lo = s.head
+		}
+		for i := lo; i < len(c.ents); i++ {
+			if !c.ents[i].foreign {
+				return c.ents[i].pos, true
+			}
+		}
+	}
+	return Position{}, false
+}
+
+// firstAfter returns the live index of the first entry a consumer that has
+// processed p has not seen: positioned after p, or foreign and held at p.
+func (s *session) firstAfter(p Position) int {
+	return sort.Search(s.n, func(i int) bool {
+		e := s.at(i)
+		return p.Less(e.pos) || e.foreign && e.pos == p
+	})
+}
+
+// snapshot returns slices covering live entries from index i on; they stay
+// valid without the lock.
+func (s *session) snapshot(i int) [][]entry {
+	var out [][]entry
+	ci, off := s.locate(i)
+	for j := ci; j < len(s.chunks); j++ {
+		ents := s.chunks[j].ents
+		if j == ci {
+			ents = ents[off:]
+		}
+		if len(ents) > 0 {
+			out = append(out, ents[:len(ents):len(ents)])
+		}
+	}
+	return out
+}
+
+// Subscribe implements Backend.
+func (b *MemoryBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(), error) {
+	r := &memReplay{filter: req.Filter}
+	b.mu.Lock()
+	switch {
+	case req.From.All:
+		for s := b.oldest; s != nil; s = s.next {
+			if s.n > 0 {
+				r.parts = append(r.parts, replayPart{session: s.name, strs: s.strs, ranges: s.snapshot(0)})
+			}
+		}
+	default:
+		for _, p := range req.From.Positions {
+			s := b.sessions[p.Session]
+			if s == nil || s.n == 0 {
+				continue
+			}
+			if first, ok := s.earliest(); ok && p.Position.Less(first) && first != (Position{Epoch: p.Epoch, Seq: p.Seq + 1}) {
+				// What followed p may be gone: the buffer starts later than
+				// the next position (AEP-0003 §5).
+				r.exhausted = append(r.exhausted, Exhausted{Session: s.name, Requested: p.Position, Earliest: first})
+			}
+			if i := s.firstAfter(p.Position); i < s.n {
+				r.parts = append(r.parts, replayPart{session: s.name, strs: s.strs, ranges: s.snapshot(i)})
+			}
+		}
+	}
+	sub.Start(r)
+	ms := &memSub{filter: req.Filter, sub: sub}
+	b.subs = append(b.subs, ms)
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			for i, x := range b.subs {
+				if x == ms {
+					last := len(b.subs) - 1
+					b.subs[i] = b.subs[last]
+					b.subs[last] = nil
+					b.subs = b.subs[:last]
+					break
+				}
+			}
+		})
+	}, nil
+}
+
+// Sessions implements Backend.
+func (b *MemoryBackend) Sessions() []SessionInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]SessionInfo, 0, len(b.sessions))
+	for s := b.oldest; s != nil; s = s.next {
+		info := SessionInfo{Session: s.name, Events: s.n, Bytes: s.bytes, LastWrite: s.lastWrite, Latest: s.latest}
+		info.Earliest, _ = s.earliest()
+		out = append(out, info)
+	}
+	return out
+}
+
+// Stats implements Backend.
+func (b *MemoryBackend) Stats() BackendStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BackendStats{
+		Sessions:    len(b.sessions),
+		Events:      b.events,
+		Bytes:       b.bytes,
+		Subscribers: len(b.subs),
+		Evictions:   b.evictions,
+	}
+}
+
+type replayPart struct {
+	session string
+	strs    []string
+	ranges  [][]entry
+}
+
+type memReplay struct {
+	filter    *aep.Filter
+	exhausted []Exhausted
+	parts     []replayPart
+}
+
+func (r *memReplay) Exhausted() []Exhausted { return r.exhausted }
+
+func (r *memReplay) Each(ctx context.Context, fn func(*Message) error) error {
+	var m Message
+	n := 0
+	for _, p := range r.parts {
+		for _, ents := range p.ranges {
+			for i := range ents {
+				if n++; n&255 == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				e := &ents[i]
+				m = Message{
+					Raw:      e.raw,
+					Session:  p.session,
+					Pos:      e.pos,
+					Kind:     KindSession,
+					Severity: e.sev,
+					Capture:  e.capt,
+				}
+				if e.foreign {
+					m.Kind = KindForeign
+				}
+				if e.typ != noIntern {
+					m.Type = p.strs[e.typ]
+				}
+				if e.src != noIntern {
+					m.Source = p.strs[e.src]
+				}
+				if !r.filter.Empty() || e.typ == noIntern || e.src == noIntern {
+					ev, err := m.Envelope()
+					if err != nil {
+						continue // held bytes always parsed once; unreachable
+					}
+					m.Type, m.Source, m.ID = ev.Type, ev.Source, ev.ID
+					if !r.filter.Match(ev) {
+						continue
+					}
+				}
+				if err := fn(&m); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package relay
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// The queue sheds debug/info once three quarters full, keeps the rest for
+// notice and above, and overflows (never drops) when notice+ cannot fit.
+func TestOutQueuePolicy(t *testing.T) {
+	m := newMetrics(NewMemoryBackend(0, 0))
+	q := newOutQueue(8, m)
+	info := &Message{Severity: aep.SeverityInfo}
+	debug := &Message{Severity: aep.SeverityDebug}
+	notice := &Message{Severity: aep.SeverityNotice}
+	steps := []struct {
+		msg      *Message
+		queued   int
+		dropped  float64
+		overflow bool
+	}{
+		{info, 1, 0, false},
+		{info, 2, 0, false},
+		{info, 3, 0, false},
+		{debug, 4, 0, false},
+		{info, 5, 0, false},
+		{info, 6, 0, false},
+		{info, 6, 1, false}, // at the low-water mark: shed
+		{debug, 6, 2, false},
+		{notice, 7, 2, false}, // headroom kept for notice+
+		{notice, 8, 2, false},
+		{info, 8, 3, false},
+		{notice, 8, 3, true}, // cannot fit: disconnect, never a silent drop
+	}
+	for i, s := range steps {
+		q.offer(outItem{msg: s.msg})
+		if got := len(q.ch); got != s.queued {
+			t.Fatalf("step %d: %d queued, want %d", i, got, s.queued)
+		}
+		if got := counterValue(m.dropLow); got != s.dropped {
+			t.Fatalf("step %d: %v low-severity drops, want %v", i, got, s.dropped)
+		}
+		if q.overflowed() != s.overflow {
+			t.Fatalf("step %d: overflowed %v, want %v", i, q.overflowed(), s.overflow)
+		}
+	}
+	if got := counterValue(m.dropDisc); got != 1 {
+		t.Fatalf("%v disconnects counted, want 1", got)
+	}
+	// Overflow is reported once however often it recurs.
+	q.offer(outItem{msg: notice})
+	if got := counterValue(m.dropDisc); got != 1 {
+		t.Fatalf("%v disconnects counted after a repeat, want 1", got)
+	}
+}
+
+func TestSubscriptionRecordBounded(t *testing.T) {
+	s := newSubscription("a", nil, 0, 2)
+	for i, sess := range []string{"x", "y", "x", "z"} {
+		s.record(&Message{Kind: KindSession, Session: sess, Pos: Position{Seq: int64(i)}})
+	}
+	got := s.positions()
+	want := []Resume{{Session: "x", Position: Position{Seq: 2}}, {Session: "z", Position: Position{Seq: 3}}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("positions %v, want %v (the least recently delivered session is forgotten)", got, want)
+	}
+	s.record(&Message{Kind: KindForeign, Session: "w"})
+	if len(s.positions()) != 2 {
+		t.Fatal("a foreign event is not a position")
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,260 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// sseBatch bounds how many queued deliveries one flush carries.
+const sseBatch = 1024
+
+var (
+	errDraining = errors.New("relay draining")
+	errOverflow = errors.New("consumer too slow")
+)
+
+// streamParams is a parsed subscription request, shared by SSE and the
+// socket's subscribe frame.
+type streamParams struct {
+	filter  *aep.Filter
+	ceiling aep.Capture
+	capped  bool
+	from    From
+}
+
+// serveStream is GET /stream (AEP-0003 §3.3): filter, capture ceiling, from
+// (positions or "all") or Last-Event-ID, and live=0 for a single replay pass.
+// Every refusal is answered before any header goes out.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
+	if s.draining() {
+		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		return
+	}
+	q := r.URL.Query()
+	var p streamParams
+	var err error
+	if p.filter, err = aep.ParseFilter([]byte(q.Get("filter"))); err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidFilter, err.Error())
+		return
+	}
+	if c := q.Get("capture"); c != "" {
+		if p.ceiling, err = aep.ParseCapture(c); err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalidCapture, err.Error())
+			return
+		}
+		p.capped = true
+	}
+	switch {
+	case q.Has("from"):
+		if p.from, err = ParseFrom([]byte(q.Get("from"))); err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalidFilter, "from: "+err.Error())
+			return
+		}
+	case r.Header.Get("Last-Event-ID") != "":
+		res, err := ParseEventID(r.Header.Get("Last-Event-ID"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalidFilter, err.Error())
+			return
+		}
+		p.from = From{Positions: []Resume{res}}
+	}
+	if n := len(p.from.Positions); n > s.cfg.MaxFrom {
+		writeError(w, http.StatusBadRequest, codeLimitExceeded,
+			fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
+		return
+	}
+	live := q.Get("live") != "0" && q.Get("live") != "false"
+
+	// Subscribe before answering: once the client sees 200 it is attached.
+	queue := newOutQueue(s.cfg.QueueSize, s.metrics)
+	sub := newSubscription("", queue, 0, 0)
+	sub.ceiling, sub.capped = p.ceiling, p.capped
+	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeLimitExceeded, err.Error())
+		return
+	}
+	defer cancel()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := bufio.NewWriterSize(&deadlineWriter{w: w, rc: rc, timeout: s.cfg.WriteTimeout}, 64<<10)
+	_, _ = out.WriteString("retry: 3000\n\n")
+	if err := out.Flush(); err != nil {
+		return
+	}
+
+	s.nSSE.Add(1)
+	defer s.nSSE.Add(-1)
+	conns := s.metrics.connections.WithLabelValues(bindingSSE)
+	conns.Inc()
+	defer conns.Dec()
+	s.metrics.subs.Inc()
+	defer s.metrics.subs.Dec()
+
+	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context()}
+	if err := sw.run(live); err != nil {
+		switch {
+		case errors.Is(err, errDraining):
+			_, _ = out.WriteString(": shutting-down\n\n")
+		case errors.Is(err, errOverflow):
+			_, _ = out.WriteString(": slow-consumer: stream ended so nothing at notice or above is lost; resume from the last id\n\n")
+		}
+		_ = out.Flush()
+	}
+}
+
+// deadlineWriter sets a write deadline before every write to the client and
+// flushes the response through, so a stalled client is cut off after
+// WriteTimeout instead of holding its stream forever.
+type deadlineWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	n, err := d.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, d.rc.Flush()
+}
+
+type sseWriter struct {
+	srv     *Server
+	out     *bufio.Writer
+	sub     *subscription
+	ctx     context.Context
+	scratch []byte
+}
+
+// run writes the replay then, when live, queued deliveries until the client
+// leaves, the relay drains or the queue overflows.
+func (sw *sseWriter) run(live bool) error {
+	s := sw.srv
+	q := sw.sub.q
+	// The replay was queued first by Start.
+	if it := <-q.ch; it.replay != nil {
+		if err := sw.replay(it.replay); err != nil {
+			return err
+		}
+		if err := sw.out.Flush(); err != nil {
+			return err
+		}
+	}
+	if !live {
+		return nil
+	}
+	ping := time.NewTicker(s.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case it := <-q.ch:
+			n, oldest := 0, time.Time{}
+			for {
+				if it.msg != nil {
+					if err := sw.deliver(it.msg); err != nil {
+						return err
+					}
+					if n++; oldest.IsZero() {
+						oldest = it.msg.Ingested
+					}
+				}
+				if n >= sseBatch || len(q.ch) == 0 {
+					break
+				}
+				it = <-q.ch
+			}
+			if err := sw.out.Flush(); err != nil {
+				return err
+			}
+			s.metrics.deliverSSE.Add(float64(n))
+			if !oldest.IsZero() {
+				s.metrics.latency.Observe(time.Since(oldest).Seconds())
+			}
+		case <-ping.C:
+			_, _ = sw.out.WriteString(": ping\n\n")
+			if err := sw.out.Flush(); err != nil {
+				return err
+			}
+		case <-q.over:
+			return errOverflow
+		case <-s.drainCh:
+			return errDraining
+		case <-sw.ctx.Done():
+			return sw.ctx.Err()
+		}
+	}
+}
+
+func (sw *sseWriter) replay(r Replay) error {
+	for _, ex := range r.Exhausted() {
+		if strings.ContainsAny(ex.Session, "\r\n") {
+			continue
+		}
+		_, _ = fmt.Fprintf(sw.out, ": replay-exhausted %s %s\n\n", ex.Session, ex.Earliest)
+	}
+	n := 0
+	err := r.Each(sw.ctx, func(m *Message) error {
+		if n++; n&255 == 0 {
+			select {
+			case <-sw.srv.drainCh:
+				return errDraining
+			case <-sw.sub.q.over:
+				return errOverflow
+			default:
+			}
+		}
+		return sw.deliver(m)
+	})
+	sw.srv.metrics.deliverSSE.Add(float64(n))
+	return err
+}
+
+// deliver writes one SSE message: id (positioned events only), event = the
+// AEP type, data = the event on one line.
+func (sw *sseWriter) deliver(m *Message) error {
+	b, err := sw.sub.wire(m)
+	if err != nil {
+		// Never deliver above the ceiling: an event that cannot be
+		// down-leveled is withheld.
+		sw.srv.log.Warn("sse: event withheld: down-level failed", "type", m.Type, "err", err)
+		return nil
+	}
+	out := sw.out
+	if m.Kind == KindSession && !strings.ContainsAny(m.Session, "\r\n\x00") {
+		id := append(sw.scratch[:0], "id: "...)
+		id = append(id, m.Session...)
+		id = append(id, ':')
+		id = strconv.AppendInt(id, m.Pos.Epoch, 10)
+		id = append(id, ':')
+		id = strconv.AppendInt(id, m.Pos.Seq, 10)
+		id = append(id, '\n')
+		_, _ = out.Write(id)
+		sw.scratch = id[:0]
+	}
+	_, _ = out.WriteString("event: ")
+	_, _ = out.WriteString(m.Type)
+	_, _ = out.WriteString("\ndata: ")
+	_, _ = out.Write(b)
+	_, err = out.WriteString("\n\n")
+	return err
+}
+
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}

@@ -1,0 +1,422 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Tail defaults.
+const (
+	// DefaultTailDedupe is how many (source, id) keys a Tailer remembers.
+	DefaultTailDedupe = 1 << 16
+	// DefaultTailSessions is how many session positions a TailState keeps.
+	DefaultTailSessions = 256
+)
+
+// TailConfig configures a Tailer.
+type TailConfig struct {
+	// URL is the relay's base URL; Token its bearer token.
+	URL, Token string
+	// Filter is attr-match JSON; Capture a ceiling name. Both optional.
+	Filter, Capture string
+	// From is the first connection's replay request. When empty, the
+	// Tailer resumes from State's positions.
+	From From
+	// State holds the last position per session; the Tailer resumes from
+	// it after every reconnect and skips events at or before it. Nil means
+	// a fresh state.
+	State *TailState
+	// Live false makes one replay pass (live=0) and returns.
+	Live bool
+	// OnEvent receives each new event once: deduplicated on (source, id)
+	// and never at or before a position already in State.
+	OnEvent func(ev *aep.Event)
+	// OnStatus receives connection news (see TailStatus).
+	OnStatus func(TailStatus)
+
+	HTTPClient             *http.Client
+	BackoffMin, BackoffMax time.Duration
+	Dedupe                 int
+}
+
+// TailStatusKind names a connection event.
+type TailStatusKind string
+
+// Tail statuses: Connected once per successful connect; Unreachable when a
+// connect fails (Attempt counts consecutive failures, 1 on the first);
+// Exhausted for each replay-exhausted marker; Ended when the relay ends the
+// stream (Detail says why: shutting-down, slow-consumer, or "").
+const (
+	TailConnected   TailStatusKind = "connected"
+	TailUnreachable TailStatusKind = "unreachable"
+	TailExhausted   TailStatusKind = "replay-exhausted"
+	TailEnded       TailStatusKind = "ended"
+)
+
+// TailStatus is one connection event.
+type TailStatus struct {
+	Kind    TailStatusKind
+	Detail  string
+	Attempt int
+	Err     error
+}
+
+// TailError is a refusal no retry can fix (bad filter, bad token).
+type TailError struct {
+	Status int
+	Code   string
+	Detail string
+}
+
+func (e *TailError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("relay refused the stream: HTTP %d %s: %s", e.Status, e.Code, e.Detail)
+	}
+	return fmt.Sprintf("relay refused the stream: HTTP %d %s", e.Status, e.Code)
+}
+
+// Tailer follows a relay's SSE stream and resumes exactly after every
+// disconnect, from the last position it saw in each session.
+type Tailer struct {
+	cfg  TailConfig
+	seen map[[2]string]struct{}
+	fifo [][2]string
+}
+
+// NewTailer validates cfg.
+func NewTailer(cfg TailConfig) (*Tailer, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("tail: relay URL %q is not an http(s) URL", cfg.URL)
+	}
+	if _, err := aep.ParseFilter([]byte(cfg.Filter)); err != nil {
+		return nil, fmt.Errorf("tail: %w", err)
+	}
+	if cfg.Capture != "" {
+		if _, err := aep.ParseCapture(cfg.Capture); err != nil {
+			return nil, fmt.Errorf("tail: %w", err)
+		}
+	}
+	if cfg.State == nil {
+		cfg.State = NewTailState()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = DefaultBackoffMin
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = DefaultBackoffMax
+	}
+	if cfg.Dedupe <= 0 {
+		cfg.Dedupe = DefaultTailDedupe
+	}
+	if cfg.OnEvent == nil {
+		cfg.OnEvent = func(*aep.Event) {}
+	}
+	if cfg.OnStatus == nil {
+		cfg.OnStatus = func(TailStatus) {}
+	}
+	return &Tailer{cfg: cfg, seen: make(map[[2]string]struct{})}, nil
+}
+
+// Run follows the stream until ctx ends (nil), a TailError, or, when not
+// Live, the end of the replay.
+func (t *Tailer) Run(ctx context.Context) error {
+	delay := t.cfg.BackoffMin
+	first := true
+	attempt := 0
+	for ctx.Err() == nil {
+		from := t.cfg.State.From()
+		if first && !t.cfg.From.Empty() {
+			from = t.cfg.From
+		}
+		connected, err := t.stream(ctx, from)
+		var te *TailError
+		switch {
+		case errors.As(err, &te):
+			return err
+		case ctx.Err() != nil:
+			return nil
+		case connected:
+			first = false
+			attempt = 0
+			delay = t.cfg.BackoffMin
+			if !t.cfg.Live {
+				return nil
+			}
+		default:
+			attempt++
+			t.cfg.OnStatus(TailStatus{Kind: TailUnreachable, Attempt: attempt, Err: err})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(jitter(delay)):
+		}
+		delay = min(2*delay, t.cfg.BackoffMax)
+	}
+	return nil
+}
+
+// stream runs one connection; connected reports whether the stream opened.
+func (t *Tailer) stream(ctx context.Context, from From) (connected bool, err error) {
+	u, _ := url.Parse(strings.TrimSuffix(t.cfg.URL, "/") + "/stream")
+	q := u.Query()
+	if t.cfg.Filter != "" {
+		q.Set("filter", t.cfg.Filter)
+	}
+	if t.cfg.Capture != "" {
+		q.Set("capture", t.cfg.Capture)
+	}
+	switch {
+	case from.All:
+		q.Set("from", "all")
+	case len(from.Positions) > 0:
+		b, _ := json.Marshal(from.Positions)
+		q.Set("from", string(b))
+	}
+	if !t.cfg.Live {
+		q.Set("live", "0")
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if t.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.cfg.Token)
+	}
+	resp, err := t.cfg.HTTPClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is noise; the cause is what helps
+		}
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var body httpError
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return false, &TailError{Status: resp.StatusCode, Code: body.Error, Detail: body.Detail}
+		}
+		return false, fmt.Errorf("HTTP %d %s", resp.StatusCode, body.Error)
+	}
+	t.cfg.OnStatus(TailStatus{Kind: TailConnected})
+	r := NewSSEReader(resp.Body, 0)
+	ended := ""
+	for {
+		it, err := r.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				t.cfg.OnStatus(TailStatus{Kind: TailEnded, Detail: ended})
+			}
+			return true, nil
+		}
+		if it.IsComment {
+			switch word, rest, _ := strings.Cut(it.Comment, " "); word {
+			case "replay-exhausted":
+				t.cfg.OnStatus(TailStatus{Kind: TailExhausted, Detail: rest})
+			case "shutting-down":
+				ended = "shutting-down"
+			case "slow-consumer:":
+				ended = "slow-consumer"
+			}
+			continue
+		}
+		t.handle(it)
+	}
+}
+
+func (t *Tailer) handle(it SSEItem) {
+	ev, err := aep.ParseEvent([]byte(it.Data))
+	if err != nil {
+		return
+	}
+	key := [2]string{ev.Source, ev.ID}
+	if _, dup := t.seen[key]; dup {
+		return
+	}
+	t.seen[key] = struct{}{}
+	t.fifo = append(t.fifo, key)
+	if len(t.fifo) > t.cfg.Dedupe {
+		delete(t.seen, t.fifo[0])
+		t.fifo = t.fifo[1:]
+	}
+	if ev.Session != "" && ev.Seq != nil && aep.ScopeOf(ev.Type) == aep.ScopeSession {
+		p := Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
+		if !t.cfg.State.Advance(ev.Session, p) {
+			return // at or before what an earlier run already showed
+		}
+	}
+	t.cfg.OnEvent(ev)
+}
+
+// TailState is the last position seen per session, kept across runs in a
+// JSON file. It is safe for concurrent use.
+type TailState struct {
+	mu        sync.Mutex
+	max       int
+	positions map[string]tailPos
+	serial    uint64
+	dirty     bool
+}
+
+type tailPos struct {
+	Position
+	Updated time.Time `json:"updated"`
+	// serial orders updates within this process (wall times can tie).
+	serial uint64
+}
+
+type tailStateFile struct {
+	Version   int                `json:"version"`
+	Positions map[string]tailPos `json:"positions"`
+}
+
+// NewTailState returns an empty state keeping DefaultTailSessions sessions.
+func NewTailState() *TailState {
+	return &TailState{max: DefaultTailSessions, positions: make(map[string]tailPos)}
+}
+
+// LoadTailState reads a state file; a missing file is an empty state.
+func LoadTailState(path string) (*TailState, error) {
+	s := NewTailState()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("tail state: %w", err)
+	}
+	var f tailStateFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return s, fmt.Errorf("tail state %s is not valid JSON: %w", path, err)
+	}
+	names := make([]string, 0, len(f.Positions))
+	for k, v := range f.Positions {
+		if k != "" && v.Epoch >= 0 && v.Seq >= 0 {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return f.Positions[names[i]].Updated.Before(f.Positions[names[j]].Updated) })
+	for _, k := range names {
+		v := f.Positions[k]
+		s.serial++
+		v.serial = s.serial
+		s.positions[k] = v
+	}
+	s.prune()
+	return s, nil
+}
+
+// Advance records p for session unless it is at or before the held
+// position; it reports whether p was new.
+func (s *TailState) Advance(session string, p Position) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.positions[session]; ok && !cur.Less(p) {
+		return false
+	}
+	s.serial++
+	s.positions[session] = tailPos{Position: p, Updated: time.Now().UTC(), serial: s.serial}
+	s.dirty = true
+	if len(s.positions) > s.max {
+		s.prune()
+	}
+	return true
+}
+
+// From returns the positions as a resume request, most recent first.
+func (s *TailState) From() From {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := From{}
+	for k, v := range s.positions {
+		out.Positions = append(out.Positions, Resume{Session: k, Position: v.Position})
+	}
+	sort.Slice(out.Positions, func(i, j int) bool {
+		return s.positions[out.Positions[i].Session].serial > s.positions[out.Positions[j].Session].serial
+	})
+	return out
+}
+
+// prune keeps the max most recently updated sessions. The caller holds mu
+// (or owns s exclusively).
+func (s *TailState) prune() {
+	if len(s.positions) <= s.max {
+		return
+	}
+	names := make([]string, 0, len(s.positions))
+	for k := range s.positions {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return s.positions[names[i]].serial > s.positions[names[j]].serial })
+	for _, k := range names[s.max:] {
+		delete(s.positions, k)
+	}
+}
+
+// Save writes the state atomically (temp file, fsync, rename) when it
+// changed since the last save.
+func (s *TailState) Save(path string) error {
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	b, err := json.MarshalIndent(tailStateFile{Version: 1, Positions: s.positions}, "", "  ")
+	s.dirty = false
+	s.mu.Unlock()
+	if err == nil {
+		err = writeFileAtomic(path, append(b, '\n'))
+	}
+	if err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		return fmt.Errorf("tail state: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with b so a reader never sees a torn file.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tail-state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,780 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Socket roles (AEP-0003 §4 rule 2).
+const (
+	roleEmitter  = "emitter"
+	roleConsumer = "consumer"
+	roleBoth     = "both"
+)
+
+// wsConn is one socket. Goroutines: the handler goroutine reads frames; a
+// writer goroutine owns every write after the hello (replies, deliveries,
+// routed commands) through the bounded queue; a keeper goroutine sends
+// pings, enforces liveness and cuts off writes stuck past WriteTimeout. All
+// three end with the connection context.
+type wsConn struct {
+	srv    *Server
+	id     uint64
+	c      *websocket.Conn
+	cork   *corkConn // the socket under c: lets the writer batch syscalls
+	q      *outQueue
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Set by the hello, before anything else can see the socket.
+	role       string
+	agent      string
+	instance   string
+	control    json.RawMessage // declared capabilities.control, verbatim
+	emits      json.RawMessage // declared capabilities.emits, verbatim
+	accepts    map[string]bool
+	acceptList []string
+
+	claims map[string]uint64 // guarded by srv.control.mu
+
+	mu   sync.Mutex
+	subs map[string]*subscription
+
+	lastRecv     atomic.Int64 // unix nanos of the last frame received
+	writingSince atomic.Int64 // unix nanos a write started; 0 when idle
+	readerDone   bool         // set by serve's goroutine only
+}
+
+// errorFrame is the socket error shape: id echoes a subscribe or roster
+// request, cause names the command or event refused.
+type errorFrame struct {
+	Type     string          `json:"type"`
+	ID       json.RawMessage `json:"id,omitempty"`
+	Cause    string          `json:"cause,omitempty"`
+	Code     string          `json:"code"`
+	Detail   string          `json:"detail,omitempty"`
+	Versions []string        `json:"versions,omitempty"`
+}
+
+type deliveredPos struct {
+	Sub     string `json:"sub"`
+	Session string `json:"session"`
+	Epoch   int64  `json:"epoch"`
+	Seq     int64  `json:"seq"`
+}
+
+func encodeFrame(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{"type":"error","code":"internal","detail":"frame encoding failed"}`)
+	}
+	return b
+}
+
+// serveSocket is GET /socket (AEP-0003 §3.5).
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
+	if !s.enterSocket() {
+		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		return
+	}
+	defer s.sockets.Done()
+	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "upgrade-required", "GET /socket is the WebSocket binding; use /stream for SSE")
+		return
+	}
+	cw := &corkWriter{ResponseWriter: w}
+	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
+	if err != nil || cw.conn == nil {
+		s.log.Debug("socket upgrade failed", "err", err)
+		return
+	}
+	c.SetReadLimit(s.cfg.MaxBody)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	conn := &wsConn{
+		srv:    s,
+		id:     s.connSeq.Add(1),
+		c:      c,
+		q:      newOutQueue(s.cfg.QueueSize, s.metrics),
+		ctx:    ctx,
+		cancel: cancel,
+		cork:   cw.conn,
+		claims: make(map[string]uint64),
+		subs:   make(map[string]*subscription),
+	}
+	s.nWS.Add(1)
+	gauge := s.metrics.connections.WithLabelValues(bindingWS)
+	gauge.Inc()
+	defer func() {
+		s.nWS.Add(-1)
+		gauge.Dec()
+	}()
+	conn.serve()
+}
+
+// headerHas reports whether a comma-separated header lists token.
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, part := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(part), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// enterSocket registers a socket handler unless the relay is draining; the
+// lock orders it against Drain so the drain wait never misses one.
+func (s *Server) enterSocket() bool {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	if s.draining() {
+		return false
+	}
+	s.sockets.Add(1)
+	return true
+}
+
+func (c *wsConn) serve() {
+	var wg sync.WaitGroup
+	defer func() {
+		c.cancel()
+		if c.readerDone {
+			// The reader only stops once the socket is broken or closing:
+			// close the connection under a writer that may still be
+			// blocked on it (its writes carry no context).
+			_ = c.cork.Close()
+		}
+		wg.Wait()
+		c.srv.control.dropConn(c)
+		c.mu.Lock()
+		for _, sub := range c.subs {
+			sub.cancel()
+			c.srv.metrics.subs.Dec()
+		}
+		c.subs = nil
+		c.mu.Unlock()
+		_ = c.c.CloseNow()
+	}()
+	c.lastRecv.Store(time.Now().UnixNano())
+	if !c.hello() {
+		return
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); c.writer() }()
+	go func() { defer wg.Done(); c.keeper() }()
+	c.reader()
+	c.readerDone = true
+}
+
+// fatal answers a protocol violation with an error frame and closes.
+func (c *wsConn) fatal(f errorFrame, status websocket.StatusCode) {
+	f.Type = "error"
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
+	defer cancel()
+	_ = c.c.Write(ctx, websocket.MessageText, encodeFrame(f))
+	_ = c.c.Close(status, f.Code)
+}
+
+// hello runs the opening exchange (AEP-0003 §4): the first frame must be a
+// hello naming a version this relay speaks; the reply selects exactly one.
+func (c *wsConn) hello() bool {
+	s := c.srv
+	hctx, cancel := context.WithTimeout(c.ctx, s.cfg.HelloTimeout)
+	stop := context.AfterFunc(s.drainCtx, cancel)
+	typ, data, err := c.c.Read(hctx)
+	stop()
+	cancel()
+	if err != nil {
+		return false
+	}
+	c.lastRecv.Store(time.Now().UnixNano())
+	var h map[string]json.RawMessage
+	if typ != websocket.MessageText || json.Unmarshal(data, &h) != nil || jsonString(h["type"]) != "hello" {
+		c.fatal(errorFrame{Code: codeHelloRequired, Detail: "the first frame on a socket must be hello (AEP-0003 §3.5.1)"}, websocket.StatusPolicyViolation)
+		return false
+	}
+	var versions []string
+	_ = json.Unmarshal(h["versions"], &versions)
+	ok := false
+	for _, v := range versions {
+		ok = ok || v == aep.Version
+	}
+	if !ok {
+		c.fatal(errorFrame{Code: codeVersion, Versions: []string{aep.Version},
+			Detail: fmt.Sprintf("no common version: this relay speaks %s", aep.Version)}, websocket.StatusPolicyViolation)
+		return false
+	}
+	c.role = roleConsumer
+	if raw, present := h["role"]; present {
+		c.role = jsonString(raw)
+	}
+	var ident struct {
+		Agent    string `json:"agent"`
+		Instance string `json:"instance"`
+	}
+	_ = json.Unmarshal(h["identity"], &ident)
+	c.agent, c.instance = ident.Agent, ident.Instance
+	switch {
+	case c.role != roleEmitter && c.role != roleConsumer && c.role != roleBoth:
+		c.fatal(errorFrame{Code: codeInvalidHello, Detail: fmt.Sprintf("role %q is not emitter, consumer or both", c.role)}, websocket.StatusPolicyViolation)
+		return false
+	case c.role != roleConsumer && c.agent == "":
+		c.fatal(errorFrame{Code: codeInvalidHello, Detail: "an emitter's hello must carry identity.agent (AEP-0003 §4 rule 3)"}, websocket.StatusPolicyViolation)
+		return false
+	}
+	// Capabilities are declarations, never a gate: unknown keys and
+	// malformed members are ignored (§4 rule 4). control and emits are kept
+	// verbatim for the roster.
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(h["capabilities"], &caps)
+	if raw := caps["control"]; len(raw) > 0 && raw[0] == '{' {
+		c.control = raw
+		var decl struct {
+			Accepts []string `json:"accepts"`
+		}
+		_ = json.Unmarshal(raw, &decl)
+		c.accepts = make(map[string]bool, len(decl.Accepts))
+		for _, t := range decl.Accepts {
+			c.accepts[t] = true
+		}
+		c.acceptList = decl.Accepts
+	}
+	if raw := caps["emits"]; len(raw) > 0 && raw[0] == '[' {
+		c.emits = raw
+	}
+	c.q.push(outItem{frame: s.hello})
+	s.log.Debug("socket hello", "conn", c.id, "role", c.role, "agent", c.agent, "instance", c.instance)
+	return true
+}
+
+func jsonString(raw json.RawMessage) string {
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// reader handles frames after the hello until the socket ends.
+func (c *wsConn) reader() {
+	for {
+		typ, data, err := c.c.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		c.lastRecv.Store(time.Now().UnixNano())
+		if typ != websocket.MessageText {
+			c.fatal(errorFrame{Code: codeBinary, Detail: "binary frames are reserved in AEP 0.1 (AEP-0003 §3.5.2)"}, websocket.StatusUnsupportedData)
+			return
+		}
+		c.frame(data)
+	}
+}
+
+// frame dispatches one text frame: an event when its type has a dot, a
+// frame otherwise; unknown frame types are ignored (AEP-0003 §2).
+func (c *wsConn) frame(data []byte) {
+	var head struct {
+		Type string          `json:"type"`
+		ID   json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		c.sendError(errorFrame{Code: codeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
+		return
+	}
+	if strings.Contains(head.Type, ".") {
+		c.event(data)
+		return
+	}
+	switch head.Type {
+	case "subscribe":
+		c.subscribe(head.ID, data)
+	case "unsubscribe":
+		c.unsubscribe(head.ID)
+	case "roster":
+		c.roster(head.ID)
+	case "ping":
+		var p struct {
+			T json.RawMessage `json:"t"`
+		}
+		_ = json.Unmarshal(data, &p)
+		c.q.push(outItem{frame: encodeFrame(struct {
+			Type string          `json:"type"`
+			T    json.RawMessage `json:"t,omitempty"`
+		}{"pong", p.T})})
+	}
+}
+
+func (c *wsConn) sendError(f errorFrame) {
+	f.Type = "error"
+	c.q.push(outItem{frame: encodeFrame(f)})
+}
+
+// event ingests one event sent on the socket, routes a command, and keeps
+// the socket's session claims current.
+func (c *wsConn) event(data []byte) {
+	s := c.srv
+	ev, err := aep.ParseEvent(data)
+	if err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(errorFrame{Code: codeInvalidEvent, Detail: err.Error()})
+		return
+	}
+	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(errorFrame{Cause: ev.ID, Code: codeInvalidEvent, Detail: err.Error()})
+		return
+	}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(errorFrame{Cause: ev.ID, Code: codeInvalidEvent, Detail: err.Error()})
+		return
+	}
+	if aep.IsCommand(ev.Type) {
+		s.routeCommand(c, m)
+		return
+	}
+	if m.Kind != KindForeign && c.role == roleConsumer {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(errorFrame{Cause: ev.ID, Code: codeUnauthorized,
+			Detail: "a consumer-role socket may send commands and attention.routed only; say role emitter or both in the hello"})
+		return
+	}
+	if m.Kind == KindSession {
+		if ev.Type == "session.ended" {
+			s.control.release(c, m.Session)
+		} else {
+			s.control.claim(c, m.Session)
+		}
+	}
+	s.metrics.countIngest(bindingWS, s.backend.Ingest([]*Message{m}))
+}
+
+// subscribe answers a subscribe frame with subscribed, or an in-band error
+// from the closed set (AEP-0003 §6.5); the socket survives either way.
+func (c *wsConn) subscribe(rawID json.RawMessage, data []byte) {
+	s := c.srv
+	refuse := func(code, detail string) {
+		c.sendError(errorFrame{ID: rawID, Code: code, Detail: detail})
+	}
+	var f struct {
+		Filter  json.RawMessage `json:"filter"`
+		From    json.RawMessage `json:"from"`
+		Capture json.RawMessage `json:"capture"`
+		Dialect json.RawMessage `json:"dialect"`
+	}
+	_ = json.Unmarshal(data, &f)
+	id := jsonString(rawID)
+	switch {
+	case id == "":
+		refuse(codeInvalidFilter, "subscribe needs a non-empty string id")
+		return
+	case c.role == roleEmitter:
+		refuse(codeUnauthorized, "an emitter-role socket may not subscribe; say role consumer or both in the hello")
+		return
+	case len(f.Dialect) > 0 && string(f.Dialect) != "null" && jsonString(f.Dialect) != "attr-match":
+		refuse(codeUnknownDialect, "this relay implements the attr-match dialect only")
+		return
+	}
+	var p streamParams
+	var err error
+	if len(f.Filter) > 0 && string(f.Filter) != "null" {
+		if p.filter, err = aep.ParseFilter(f.Filter); err != nil {
+			refuse(codeInvalidFilter, err.Error())
+			return
+		}
+	}
+	if p.from, err = ParseFrom(f.From); err != nil {
+		refuse(codeInvalidFilter, "from: "+err.Error())
+		return
+	}
+	if n := len(p.from.Positions); n > s.cfg.MaxFrom {
+		refuse(codeLimitExceeded, fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
+		return
+	}
+	if len(f.Capture) > 0 && string(f.Capture) != "null" {
+		name := jsonString(f.Capture)
+		if p.ceiling, err = aep.ParseCapture(name); err != nil || name == "" {
+			refuse(codeInvalidFilter, fmt.Sprintf("capture %s is not none, metadata, redacted or full", f.Capture))
+			return
+		}
+		p.capped = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.subs[id]; dup {
+		refuse(codeInvalidFilter, fmt.Sprintf("subscription id %q is already in use on this socket", id))
+		return
+	}
+	if len(c.subs) >= s.cfg.MaxSubscriptions {
+		refuse(codeLimitExceeded, fmt.Sprintf("this socket already has %d subscriptions, the limit", len(c.subs)))
+		return
+	}
+	sub := newSubscription(id, c.q, c.id, 2*s.cfg.MaxSessions)
+	sub.ceiling, sub.capped = p.ceiling, p.capped
+	// subscribed goes first so it precedes the replay that Start queues.
+	c.q.push(outItem{frame: encodeFrame(map[string]string{"type": "subscribed", "id": id})})
+	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
+	if err != nil {
+		refuse(codeLimitExceeded, err.Error())
+		return
+	}
+	sub.cancel = cancel
+	c.subs[id] = sub
+	s.metrics.subs.Inc()
+}
+
+func (c *wsConn) unsubscribe(rawID json.RawMessage) {
+	id := jsonString(rawID)
+	c.mu.Lock()
+	if sub := c.subs[id]; sub != nil {
+		sub.cancel()
+		sub.cancelled.Store(true)
+		delete(c.subs, id)
+		c.srv.metrics.subs.Dec()
+	}
+	c.mu.Unlock()
+	c.q.push(outItem{frame: encodeFrame(map[string]any{"type": "unsubscribed", "id": rawID})})
+}
+
+// roster answers with every live claim this relay terminates (AEP-0003 §4.1).
+func (c *wsConn) roster(rawID json.RawMessage) {
+	if len(rawID) == 0 {
+		c.sendError(errorFrame{Code: codeInvalidFrame, Detail: "roster needs an id"})
+		return
+	}
+	if c.role == roleEmitter {
+		c.sendError(errorFrame{ID: rawID, Code: codeUnauthorized, Detail: "roster is watch-class: an emitter-role socket may not ask"})
+		return
+	}
+	c.q.push(outItem{frame: encodeRoster(rawID, c.srv.control.roster())})
+}
+
+// encodeRoster writes the roster reply by hand so each claim's declared
+// control and emits members go out byte for byte as they were declared
+// (encoding/json would re-compact them).
+func encodeRoster(id json.RawMessage, entries []rosterEntry) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"roster","id":`)
+	b.Write(encodeFrame(id))
+	b.WriteString(`,"entries":[`)
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"session":`)
+		b.Write(encodeFrame(e.Session))
+		if e.Agent != "" {
+			b.WriteString(`,"agent":`)
+			b.Write(encodeFrame(e.Agent))
+		}
+		if e.Instance != "" {
+			b.WriteString(`,"instance":`)
+			b.Write(encodeFrame(e.Instance))
+		}
+		if e.Control != nil {
+			b.WriteString(`,"control":`)
+			b.Write(e.Control)
+		}
+		if e.Emits != nil {
+			b.WriteString(`,"emits":`)
+			b.Write(e.Emits)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// writer owns the socket's writes until it ends.
+func (c *wsConn) writer() {
+	s := c.srv
+	for {
+		select {
+		case it := <-c.q.ch:
+			err := c.drain(it)
+			switch {
+			case err == nil:
+			case errors.Is(err, errDraining):
+				c.closeWith("shutting-down", websocket.StatusGoingAway)
+				return
+			case errors.Is(err, errOverflow):
+				c.closeWith("slow-consumer", websocket.StatusTryAgainLater)
+				return
+			case errors.Is(err, errClosing):
+				return
+			default:
+				c.cancel()
+				return
+			}
+		case <-c.q.over:
+			c.closeWith("slow-consumer", websocket.StatusTryAgainLater)
+			return
+		case <-s.drainCh:
+			c.closeWith("shutting-down", websocket.StatusGoingAway)
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+var errClosing = errors.New("socket closed deliberately")
+
+// wsBatch bounds how many queued items one corked write carries.
+const wsBatch = 256
+
+// drain handles it and whatever else is already queued with the socket
+// corked, so a backlog goes out in a few large writes instead of one
+// syscall per frame; an idle socket still writes each frame at once.
+func (c *wsConn) drain(it outItem) error {
+	if len(c.q.ch) == 0 || it.closeCode != 0 {
+		return c.handle(it)
+	}
+	c.cork.cork()
+	for n := 0; ; n++ {
+		if err := c.handle(it); err != nil {
+			_ = c.uncork()
+			return err
+		}
+		if n >= wsBatch || len(c.q.ch) == 0 {
+			break
+		}
+		it = <-c.q.ch
+		if it.closeCode != 0 {
+			if err := c.uncork(); err != nil {
+				return err
+			}
+			return c.handle(it)
+		}
+	}
+	return c.uncork()
+}
+
+func (c *wsConn) uncork() error {
+	c.writingSince.Store(time.Now().UnixNano())
+	err := c.cork.uncork()
+	c.writingSince.Store(0)
+	return err
+}
+
+// write sends one frame. It passes a context that is never done: the
+// library would otherwise arm and disarm a timer per frame, a sixth of the
+// CPU of a busy fan-out. A stalled write is the keeper's job instead: it
+// closes the socket under it.
+func (c *wsConn) write(b []byte) error {
+	if c.ctx.Err() != nil {
+		return c.ctx.Err()
+	}
+	c.writingSince.Store(time.Now().UnixNano())
+	err := c.c.Write(context.Background(), websocket.MessageText, b)
+	c.writingSince.Store(0)
+	return err
+}
+
+func (c *wsConn) handle(it outItem) error {
+	switch {
+	case it.replay != nil:
+		return c.replay(it.sub, it.replay)
+	case it.msg != nil:
+		if err := c.deliver(it.sub, it.msg); err != nil {
+			return err
+		}
+		c.srv.metrics.deliverWS.Inc()
+		if !it.msg.Ingested.IsZero() {
+			c.srv.metrics.latency.Observe(time.Since(it.msg.Ingested).Seconds())
+		}
+		return nil
+	case it.closeCode != 0:
+		c.closeWith(it.closeReason, websocket.StatusCode(it.closeCode))
+		return errClosing
+	default:
+		return c.write(it.frame)
+	}
+}
+
+func (c *wsConn) deliver(sub *subscription, m *Message) error {
+	if sub.cancelled.Load() {
+		return nil
+	}
+	b, err := sub.wire(m)
+	if err != nil {
+		c.srv.log.Warn("socket: event withheld: down-level failed", "type", m.Type, "err", err)
+		return nil
+	}
+	if err := c.write(b); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	sub.record(m)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *wsConn) replay(sub *subscription, r Replay) error {
+	for _, ex := range r.Exhausted() {
+		f := encodeFrame(map[string]any{
+			"type": "replay-exhausted", "sub": sub.id, "session": ex.Session,
+			"earliest": ex.Earliest,
+		})
+		if err := c.write(f); err != nil {
+			return err
+		}
+	}
+	n := 0
+	err := r.Each(c.ctx, func(m *Message) error {
+		if n++; n&255 == 0 {
+			select {
+			case <-c.srv.drainCh:
+				return errDraining
+			case <-c.q.over:
+				return errOverflow
+			default:
+			}
+		}
+		return c.deliver(sub, m)
+	})
+	c.srv.metrics.deliverWS.Add(float64(n))
+	return err
+}
+
+// closeWith sends the closing frame with every subscription's last delivered
+// positions (AEP-0003 §3.5.4), then closes.
+func (c *wsConn) closeWith(reason string, status websocket.StatusCode) {
+	f := struct {
+		Type      string         `json:"type"`
+		Reason    string         `json:"reason"`
+		Delivered []deliveredPos `json:"delivered"`
+	}{Type: "closing", Reason: reason, Delivered: []deliveredPos{}}
+	c.mu.Lock()
+	for _, sub := range c.subs {
+		for _, p := range sub.positions() {
+			f.Delivered = append(f.Delivered, deliveredPos{Sub: sub.id, Session: p.Session, Epoch: p.Epoch, Seq: p.Seq})
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
+	defer cancel()
+	_ = c.c.Write(ctx, websocket.MessageText, encodeFrame(f))
+	_ = c.c.Close(status, reason)
+}
+
+// keeper pings, closes a socket silent past LivenessTimeout, and aborts a
+// write stuck past WriteTimeout (the consumer stopped reading).
+func (c *wsConn) keeper() {
+	s := c.srv
+	t := time.NewTicker(min(s.cfg.PingInterval, s.cfg.WriteTimeout))
+	defer t.Stop()
+	lastPing := time.Now()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			if w := c.writingSince.Load(); w != 0 && now.Sub(time.Unix(0, w)) > s.cfg.WriteTimeout {
+				s.log.Info("socket write stalled; closing", "conn", c.id)
+				c.cancel()
+				_ = c.cork.Close() // unblocks a write the context cannot reach
+				return
+			}
+			if now.Sub(time.Unix(0, c.lastRecv.Load())) > s.cfg.LivenessTimeout {
+				c.q.push(outItem{closeCode: int(websocket.StatusPolicyViolation), closeReason: "liveness-timeout"})
+				return
+			}
+			if now.Sub(lastPing) >= s.cfg.PingInterval {
+				lastPing = now
+				c.q.push(outItem{frame: []byte(`{"type":"ping","t":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`)})
+			}
+		}
+	}
+}
+
+// corkWriter hands websocket.Accept a hijacked connection wrapped in a
+// corkConn.
+type corkWriter struct {
+	http.ResponseWriter
+	conn *corkConn
+}
+
+func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.conn = &corkConn{Conn: conn}
+	// The server side of websocket writes through brw.Writer, which the
+	// hijack left empty and pointed at the raw connection: repoint it.
+	brw.Writer.Reset(w.conn)
+	return w.conn, brw, nil
+}
+
+// corkMax bounds what a corked connection holds before writing through.
+const corkMax = 256 << 10
+
+// corkConn is the socket under a websocket.Conn. The library flushes every
+// frame; while corked, those flushes collect here and go out in one write
+// at uncork (or once corkMax is reached). Uncorked, writes pass straight
+// through, so the library's own frames (pongs, close) are never held.
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked bool
+	buf    []byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked && len(c.buf)+len(p) <= corkMax {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	return c.flushLocked()
+}
+
+func (c *corkConn) flushLocked() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	if cap(c.buf) > corkMax {
+		c.buf = nil
+	} else {
+		c.buf = c.buf[:0]
+	}
+	return err
+}

@@ -1,0 +1,298 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+)
+
+func TestSocketHelloRules(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{})
+	cases := []struct {
+		name  string
+		first any
+		code  string
+	}{
+		{"event before hello", mkEvent("s", 0), "hello-required"},
+		{"not JSON", []byte("hi"), "hello-required"},
+		{"no common version", map[string]any{"type": "hello", "versions": []string{"9.9"}, "role": "consumer"}, "version-unsupported"},
+		{"no versions", map[string]any{"type": "hello", "role": "consumer"}, "version-unsupported"},
+		{"unknown role", map[string]any{"type": "hello", "versions": []string{"0.1"}, "role": "observer"}, "invalid-hello"},
+		{"emitter without agent", map[string]any{"type": "hello", "versions": []string{"0.1"}, "role": "emitter"}, "invalid-hello"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := dialWS(t, srv, "")
+			w.send(t, tc.first)
+			f := w.next(t)
+			if f.str("type") != "error" || f.str("code") != tc.code {
+				t.Fatalf("got %s, want error %s", f.raw, tc.code)
+			}
+			if tc.code == "version-unsupported" {
+				if v, _ := f.m["versions"].([]any); len(v) != 1 || v[0] != "0.1" {
+					t.Errorf("versions %v", f.m["versions"])
+				}
+			}
+			if err := w.waitClosed(t); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Errorf("close %v, want policy violation", err)
+			}
+		})
+	}
+	t.Run("selects one version", func(t *testing.T) {
+		w := dialWS(t, srv, "")
+		w.send(t, map[string]any{"type": "hello", "versions": []string{"0.2", "0.1"}, "role": "consumer",
+			"capabilities": map[string]any{"futurecap": true, "control": "garbage"}})
+		f := w.next(t)
+		v, _ := f.m["versions"].([]any)
+		if f.str("type") != "hello" || len(v) != 1 || v[0] != "0.1" {
+			t.Fatalf("hello reply %s", f.raw)
+		}
+		caps, _ := f.m["capabilities"].(map[string]any)
+		if _, ok := caps["roster"]; !ok {
+			t.Errorf("hello capabilities lack roster: %s", f.raw)
+		}
+	})
+}
+
+func TestSocketBinaryRejected(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	if err := w.c.Write(ctx, websocket.MessageBinary, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if f := w.next(t); f.str("code") != "binary-unsupported" {
+		t.Fatalf("got %s", f.raw)
+	}
+	if err := w.waitClosed(t); websocket.CloseStatus(err) != websocket.StatusUnsupportedData {
+		t.Fatalf("close %v, want 1003", err)
+	}
+}
+
+// Subscribe refusals come from the closed set, in-band, echo the id, and
+// leave the socket and its other subscriptions working (AEP-0003 §6.5).
+func TestSocketSubscribeRefusals(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{MaxFrom: 2, MaxSubscriptions: 3})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	w.send(t, subscribeFrame("keep", map[string]any{"session": "s-keep"}, nil))
+	w.expect(t, func(f wsFrame) bool { return f.str("type") == "subscribed" && f.str("id") == "keep" })
+	cases := []struct {
+		name  string
+		frame map[string]any
+		code  string
+	}{
+		{"bad filter key", subscribeFrame("a", map[string]any{"time": "x"}, nil), "invalid-filter"},
+		{"filter not object", subscribeFrame("b", []any{1}, nil), "invalid-filter"},
+		{"from not array", subscribeFrame("c", nil, map[string]any{"from": map[string]any{}}), "invalid-filter"},
+		{"from entry without seq", subscribeFrame("d", nil, map[string]any{"from": []any{map[string]any{"session": "x"}}}), "invalid-filter"},
+		{"capture unknown", subscribeFrame("e", nil, map[string]any{"capture": "everything"}), "invalid-filter"},
+		{"dialect unknown", subscribeFrame("f", nil, map[string]any{"dialect": "cesql"}), "unknown-dialect"},
+		{"from over limit", subscribeFrame("g", nil, map[string]any{"from": []any{
+			map[string]any{"session": "x", "seq": 0}, map[string]any{"session": "y", "seq": 0}, map[string]any{"session": "z", "seq": 0}}}), "limit-exceeded"},
+		{"duplicate id", subscribeFrame("keep", nil, nil), "invalid-filter"},
+		{"missing id", map[string]any{"type": "subscribe"}, "invalid-filter"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w.send(t, tc.frame)
+			f := w.next(t)
+			if f.str("type") != "error" || f.str("code") != tc.code {
+				t.Fatalf("got %s, want error %s", f.raw, tc.code)
+			}
+			if id, _ := tc.frame["id"].(string); f.str("id") != id {
+				t.Errorf("error id %q, want %q", f.str("id"), id)
+			}
+		})
+	}
+	// Subscription limit: two more fit, the third is refused.
+	for i, want := range []string{"subscribed", "subscribed", "error"} {
+		w.send(t, subscribeFrame(fmt.Sprintf("n%d", i), nil, nil))
+		if f := w.next(t); f.str("type") != want {
+			t.Fatalf("subscription %d: got %s, want %s", i, f.raw, want)
+		} else if want == "error" && f.str("code") != "limit-exceeded" {
+			t.Fatalf("over the limit: %s", f.raw)
+		}
+	}
+	// The original subscription still delivers.
+	ev := mkEvent("s-keep", 0)
+	mustPost(t, srv, ev)
+	if got := w.eventFrames(t, 1)[0]; got.str("id") != ev.ID {
+		t.Fatalf("delivery %s", got.raw)
+	}
+	emitter := helloWS(t, srv, "emitter", nil, "e")
+	emitter.send(t, subscribeFrame("x", nil, nil))
+	if f := emitter.next(t); f.str("code") != "unauthorized" || f.str("id") != "x" {
+		t.Fatalf("emitter subscribe: %s", f.raw)
+	}
+}
+
+func TestSocketSubscribeReplayLiveUnsubscribe(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Buffer: 4})
+	var evs []*aep.Event
+	for i := range 8 {
+		evs = append(evs, mkEvent("s-ws", int64(i)))
+	}
+	mustPost(t, srv, evs...)
+	w := helloWS(t, srv, "both", nil, "c")
+	w.send(t, subscribeFrame("r", map[string]any{"session": "s-ws"}, map[string]any{
+		"from": []any{map[string]any{"session": "s-ws", "epoch": 0, "seq": 1}}}))
+	if f := w.next(t); f.str("type") != "subscribed" {
+		t.Fatalf("got %s", f.raw)
+	}
+	f := w.next(t)
+	earliest, _ := f.m["earliest"].(map[string]any)
+	if f.str("type") != "replay-exhausted" || f.str("sub") != "r" || f.str("session") != "s-ws" || earliest["seq"] != float64(4) {
+		t.Fatalf("want the replay-exhausted frame first, got %s", f.raw)
+	}
+	for i, ef := range w.eventFrames(t, 4) {
+		if string(ef.raw) != string(line(t, evs[4+i])) {
+			t.Fatalf("replayed frame %d not byte-identical: %s", i, ef.raw)
+		}
+	}
+	live := mkEvent("s-ws", 8)
+	mustPost(t, srv, live)
+	if got := w.eventFrames(t, 1)[0]; got.str("id") != live.ID {
+		t.Fatalf("live frame %s", got.raw)
+	}
+	w.send(t, map[string]any{"type": "unsubscribe", "id": "r"})
+	if f := w.next(t); f.str("type") != "unsubscribed" || f.str("id") != "r" {
+		t.Fatalf("got %s", f.raw)
+	}
+	mustPost(t, srv, mkEvent("s-ws", 9))
+	w.quiet(t, 100*time.Millisecond)
+}
+
+func TestSocketPingUnknownAndErrors(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{PingInterval: 30 * time.Millisecond})
+	w := helloWS(t, srv, "both", nil, "c")
+	w.send(t, map[string]any{"type": "zigzag"})
+	w.send(t, map[string]any{"type": "ping", "t": 42})
+	if f := w.next(t); f.str("type") != "pong" || f.m["t"] != float64(42) {
+		t.Fatalf("got %s, want pong echoing t", f.raw)
+	}
+	w.send(t, []byte("[1,2]"))
+	if f := w.next(t); f.str("code") != "invalid-frame" {
+		t.Fatalf("got %s", f.raw)
+	}
+	bad := mkEvent("s-bad", 0)
+	bad.Time = "yesterday"
+	w.send(t, bad)
+	if f := w.next(t); f.str("code") != "invalid-event" || f.str("cause") != bad.ID {
+		t.Fatalf("got %s", f.raw)
+	}
+	// Still alive.
+	w.send(t, map[string]any{"type": "ping"})
+	if f := w.next(t); f.str("type") != "pong" {
+		t.Fatalf("got %s", f.raw)
+	}
+}
+
+func TestSocketRelayPings(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{PingInterval: 20 * time.Millisecond})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	deadline := time.After(waitShort)
+	for {
+		select {
+		case f := <-w.frames:
+			if f.str("type") == "ping" {
+				if _, ok := f.m["t"].(float64); !ok {
+					t.Fatalf("ping without t: %s", f.raw)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no ping from the relay")
+		}
+	}
+}
+
+func TestSocketConsumerMayNotEmit(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	ev := mkEvent("s-c", 0)
+	w.send(t, ev)
+	if f := w.next(t); f.str("code") != "unauthorized" || f.str("cause") != ev.ID {
+		t.Fatalf("got %s", f.raw)
+	}
+	if n := srv.Backend().Stats().Events; n != 0 {
+		t.Fatalf("consumer event was ingested (%d held)", n)
+	}
+}
+
+// On drain every socket gets a closing frame with its delivered positions
+// per subscription, then close 1001.
+func TestSocketDrainClosingFrame(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	w.send(t, subscribeFrame("a", map[string]any{"session": "s-drain"}, nil))
+	w.expect(t, func(f wsFrame) bool { return f.str("type") == "subscribed" })
+	mustPost(t, srv, mkEvent("s-drain", 3), mkEvent("s-drain", 4, withEpoch(1)))
+	w.eventFrames(t, 2)
+	if err := srv.Shutdown(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	f := w.next(t)
+	if f.str("type") != "closing" {
+		t.Fatalf("got %s, want closing", f.raw)
+	}
+	var closing struct {
+		Reason    string `json:"reason"`
+		Delivered []struct {
+			Sub, Session string
+			Epoch, Seq   int64
+		} `json:"delivered"`
+	}
+	if err := json.Unmarshal(f.raw, &closing); err != nil {
+		t.Fatal(err)
+	}
+	if len(closing.Delivered) != 1 || closing.Delivered[0].Sub != "a" || closing.Delivered[0].Session != "s-drain" ||
+		closing.Delivered[0].Epoch != 1 || closing.Delivered[0].Seq != 4 {
+		t.Fatalf("closing positions %+v", closing.Delivered)
+	}
+	if err := w.waitClosed(t); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("close %v, want 1001", err)
+	}
+}
+
+func TestSocketRequiresTokenWhenSet(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1)+"/socket", nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated socket: err %v resp %v", err, resp)
+	}
+	// access_token in the query is the browser path.
+	c, _, err := websocket.Dial(ctx, strings.Replace(srv.URL, "http", "ws", 1)+"/socket?access_token="+testToken, nil)
+	if err != nil {
+		t.Fatalf("query token refused: %v", err)
+	}
+	_ = c.CloseNow()
+}
+
+func TestSocketPlainGETIsJSON(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{})
+	r := do(t, srv, http.MethodGet, "/socket", nil, nil)
+	if r.status != http.StatusUpgradeRequired || r.json(t)["error"] != "upgrade-required" {
+		t.Fatalf("plain GET /socket: %d %s", r.status, r.body)
+	}
+	for _, path := range []string{"/nope", "/events/x"} {
+		if r := do(t, srv, http.MethodGet, path, nil, nil); r.status != 404 || r.json(t)["error"] != "not-found" {
+			t.Fatalf("%s: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := do(t, srv, http.MethodDelete, "/events", nil, nil); r.status != 405 || r.json(t)["error"] != "method-not-allowed" {
+		t.Fatalf("DELETE /events: %d %s", r.status, r.body)
+	}
+}
