@@ -1,11 +1,7 @@
 package adapter
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -160,36 +156,7 @@ func newSession(srv *Server, id string) *session {
 // recover folds the tail of the session's existing log back into state, so a
 // restarted adapter closes the run that was open, pairs the tools that were
 // in flight and recognises deliveries it already logged.
-func (s *session) recover(path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return
-	}
-	off := max(st.Size()-recoveryTail, 0)
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	if off > 0 {
-		r.ReadBytes('\n') // a partial first line
-	}
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			if ev, perr := aep.ParseEvent(line); perr == nil {
-				s.fold(ev)
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-}
+func (s *session) recover(path string) { journal.Replay(path, recoveryTail, s.fold) }
 
 func (s *session) fold(ev *aep.Event) {
 	if d, ok := ev.ExtString(ExtDelivery); ok {

@@ -1,11 +1,7 @@
 package bridgeweb
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -59,36 +55,7 @@ const recoveryTail = 1 << 20
 // recover folds the tail of the session's log back into state: the kap
 // position the bridge had reached (so the subscribe resumes there) and the
 // runs, tools and asks that were open.
-func (s *session) recover() {
-	f, err := os.Open(s.log.Path())
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return
-	}
-	off := max(st.Size()-recoveryTail, 0)
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	if off > 0 {
-		r.ReadBytes('\n') //nolint:errcheck // a partial first line
-	}
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			if ev, perr := aep.ParseEvent(line); perr == nil {
-				s.fold(ev)
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-}
+func (s *session) recover() { journal.Replay(s.log.Path(), recoveryTail, s.fold) }
 
 func (s *session) fold(ev *aep.Event) {
 	epoch, okE := ev.ExtString(ExtKimiEpoch)

@@ -52,21 +52,9 @@ func runAdapter(ctx context.Context, args []string, io stdio) int {
 		return code
 	}
 	log := newLogger(io.err, o.verbose)
-	token, err := relayToken(os.Getenv, o.token)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
-		return 2
-	}
-	d, err := newAdapterDaemon(o, token, os.Getenv, log)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
-		return 2
-	}
-	if err := d.run(ctx); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi adapter: %v\n", err)
-		return 1
-	}
-	return 0
+	return serveDaemon(ctx, "adapter", io, o.token, func(token string) (daemon, error) {
+		return newAdapterDaemon(o, token, os.Getenv, log)
+	})
 }
 
 // adapterDaemon is the adapter wired to its relay emitter.

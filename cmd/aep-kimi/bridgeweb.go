@@ -61,21 +61,9 @@ func runBridgeWeb(ctx context.Context, args []string, io stdio) int {
 		return code
 	}
 	log := newLogger(io.err, o.verbose)
-	token, err := relayToken(os.Getenv, o.token)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
-		return 2
-	}
-	d, err := newBridgeWebDaemon(o, token, os.Getenv, log)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
-		return 2
-	}
-	if err := d.run(ctx); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi bridge-web: %v\n", err)
-		return 1
-	}
-	return 0
+	return serveDaemon(ctx, "bridge-web", io, o.token, func(token string) (daemon, error) {
+		return newBridgeWebDaemon(o, token, os.Getenv, log)
+	})
 }
 
 // bridgeWebDaemon is the bridge wired to its relay emitter.

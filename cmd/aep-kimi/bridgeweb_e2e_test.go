@@ -47,7 +47,7 @@ type webStack struct {
 	khome  string // KIMI_CODE_HOME
 	work   string
 	web    *kimiharness.Web
-	bridge *daemon
+	bridge *proc
 	addr   string
 	env    []string
 }

@@ -72,8 +72,8 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// daemon is a running aep-kimi subcommand.
-type daemon struct {
+// proc is a running aep-kimi subcommand.
+type proc struct {
 	cmd  *exec.Cmd
 	base string
 	logs *lockedBuffer
@@ -101,7 +101,7 @@ func (b *lockedBuffer) String() string {
 }
 
 // startDaemon runs `aep-kimi ARGS...` with env and waits for its /healthz.
-func startDaemon(t testing.TB, base string, env []string, args ...string) *daemon {
+func startDaemon(t testing.TB, base string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -110,7 +110,7 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *daemo
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, base: base, logs: logs, done: make(chan struct{})}
+	d := &proc{cmd: cmd, base: base, logs: logs, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() { d.stop(t) })
 	deadline := time.Now().Add(20 * time.Second)
@@ -135,7 +135,7 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *daemo
 }
 
 // stop sends SIGTERM and waits: a graceful stop.
-func (d *daemon) stop(t testing.TB) {
+func (d *proc) stop(t testing.TB) {
 	select {
 	case <-d.done:
 		return
@@ -152,7 +152,7 @@ func (d *daemon) stop(t testing.TB) {
 }
 
 // kill sends SIGKILL: a crash.
-func (d *daemon) kill() {
+func (d *proc) kill() {
 	d.cmd.Process.Kill()
 	<-d.done
 }
@@ -160,7 +160,7 @@ func (d *daemon) kill() {
 // stack is a relay plus an adapter publishing to it, as a user runs them.
 type stack struct {
 	home, token      string
-	relay, adapter   *daemon
+	relay, adapter   *proc
 	relayURL, hookTo string
 	adapterEnv       []string
 	adapterPort      int

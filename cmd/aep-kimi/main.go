@@ -81,6 +81,31 @@ func parseFlags(fs *flag.FlagSet, args []string, io stdio, want int) (code int, 
 	return 0, true
 }
 
+// daemon is a long-running component wired to its relay emitter.
+type daemon interface {
+	run(ctx context.Context) error
+}
+
+// serveDaemon reads the relay token, builds a daemon with it and runs it
+// until ctx is done: exit 2 when it cannot be configured, 1 when it fails.
+func serveDaemon(ctx context.Context, name string, io stdio, tokenFile string, build func(token string) (daemon, error)) int {
+	token, err := relayToken(os.Getenv, tokenFile)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
+		return 2
+	}
+	d, err := build(token)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
+		return 2
+	}
+	if err := d.run(ctx); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
 }

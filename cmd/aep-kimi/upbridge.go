@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,14 +25,9 @@ func (b *bridgeChoice) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&b.opts.kimiHome, "kimi-home", b.opts.kimiHome, "Kimi's home, where kimi web registers itself (env KIMI_CODE_HOME)")
 }
 
-// bridgeRunner is a started bridge.
-type bridgeRunner interface {
-	run(ctx context.Context) error
-}
-
 // start builds the bridge when a kimi web server is discoverable (or --web)
 // and says what happened, for up's report.
-func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (bridgeRunner, string, error) {
+func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (daemon, string, error) {
 	_, _, err := bridgeweb.Discover(b.opts.kimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil)
 	found := err == nil
 	if !found && !b.force {

@@ -20,13 +20,10 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -204,12 +201,11 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 	}
 	token := readToken(d.opts.home)
 	deadline := time.Now().Add(wait)
-	conn, err := net.DialTimeout("tcp", u.Host, wait)
+	conn, err := dial(u.Host, deadline)
 	if err != nil {
-		return nil, "unreachable"
+		return nil, timeoutOr(err, "unreachable")
 	}
 	defer conn.Close()
-	conn.SetDeadline(deadline)
 	var req bytes.Buffer
 	path := strings.TrimSuffix(u.Path, "/") + "/hook"
 	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", path, u.Host, len(d.payload))
@@ -237,12 +233,14 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 }
 
 func timeoutOr(err error, other string) string {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if errors.Is(err, errTimeout) {
 		return "timeout"
 	}
 	return other
 }
+
+// errEOF is the peer closing before a full reply.
+var errEOF = io.EOF
 
 // readResponse parses the adapter's HTTP/1.1 reply: status, headers, and a
 // Content-Length or chunked body.
@@ -349,10 +347,10 @@ func readToken(home string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// newDeliveryID is a time-prefixed random id: unique per hook invocation, so
-// the adapter can tell a spooled copy of a payload it already took.
+// newDeliveryID is unique per hook invocation on this machine, so the adapter
+// can tell a spooled copy of a payload it already took: the read time in
+// nanoseconds and the process id (no two live processes share a pid, and one
+// process makes one delivery). No crypto/rand: it costs start-up time.
 func newDeliveryID(t time.Time) string {
-	var b [10]byte
-	rand.Read(b[:])
-	return strconv.FormatInt(t.UnixMilli(), 36) + "-" + hex.EncodeToString(b[:])
+	return strconv.FormatInt(t.UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 }

@@ -216,3 +216,16 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 		t.Fatalf("%d events for %d hooks", got, n)
 	}
 }
+
+// The daemon must be an IP literal or localhost (kimi-hook links no
+// resolver); anything else spools, still exit 0 and silent.
+func TestHostnameDaemonSpools(t *testing.T) {
+	home := t.TempDir()
+	out, _, code := hook(t, "http://adapter.example:8398", home, startPayload)
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d out %q", code, out)
+	}
+	if files, _ := spool.List(spool.Dir(home)); len(files) != 1 {
+		t.Fatalf("spool holds %d records", len(files))
+	}
+}

@@ -5,16 +5,21 @@
 package journal
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 // maxNameBytes keeps log file names well under the usual 255-byte limit.
@@ -139,4 +144,39 @@ func NextEpoch(path string, now time.Time) (int64, error) {
 		return 0, fmt.Errorf("epoch: %w", err)
 	}
 	return epoch, nil
+}
+
+// Replay calls fn, in file order, with each event in the last maxBytes of a
+// log (a partial first line skipped, unparseable lines passed over): how a
+// restarted emitter folds its recent state back in. A missing log replays
+// nothing.
+func Replay(path string, maxBytes int64, fn func(*aep.Event)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return
+	}
+	off := max(st.Size()-maxBytes, 0)
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	if off > 0 {
+		r.ReadBytes('\n') //nolint:errcheck // a partial first line
+	}
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ev, perr := aep.ParseEvent(line); perr == nil {
+				fn(ev)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
