@@ -174,7 +174,7 @@ func hookName(p []byte) string {
 	const prefix = `{"hook_event_name":"`
 	if bytes.HasPrefix(p, []byte(prefix)) {
 		rest := p[len(prefix):]
-		if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+		if i := bytes.IndexByte(rest, '"'); i > 0 && plainASCII(rest[:i]) {
 			return string(rest[:i])
 		}
 	}
@@ -183,6 +183,17 @@ func hookName(p []byte) string {
 	}
 	json.Unmarshal(p, &v)
 	return v.Name
+}
+
+// plainASCII reports whether a JSON string body needs no decoding: no
+// escapes, no control or non-ASCII bytes (every hook name is plain ASCII).
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x80 || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 type delivery struct {
@@ -249,12 +260,12 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	parts := strings.SplitN(strings.TrimSpace(line), " ", 3)
-	if len(parts) < 2 || !strings.HasPrefix(parts[0], "HTTP/1.") {
+	parts := strings.SplitN(strings.TrimRight(line, "\r\n"), " ", 3)
+	if len(parts) < 2 || (parts[0] != "HTTP/1.1" && parts[0] != "HTTP/1.0") {
 		return 0, nil, fmt.Errorf("bad status line %q", line)
 	}
 	status, err := strconv.Atoi(parts[1])
-	if err != nil {
+	if err != nil || len(parts[1]) != 3 || status < 100 {
 		return 0, nil, fmt.Errorf("bad status %q", parts[1])
 	}
 	length, chunked := -1, false

@@ -112,6 +112,10 @@ func (l *Log) Close() error {
 	return nil
 }
 
+// MaxEpoch is the largest epoch handed out: 2^53-1, the largest integer every
+// JSON consumer (JavaScript dashboards included) reads exactly.
+const MaxEpoch = 1<<53 - 1
+
 // NextEpoch returns a new epoch for an emitter and records it in path: the
 // larger of the last recorded epoch plus one and now in Unix seconds, so it
 // grows even if the record is lost (a wiped home) or the clock steps back
@@ -132,7 +136,12 @@ func NextEpoch(path string, now time.Time) (int64, error) {
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
+	// An unreadable record counts as 0 (the clock takes over); one out of
+	// range parses as MaxInt64 and is refused below, never wrapped.
 	last, _ := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if last >= MaxEpoch {
+		return 0, fmt.Errorf("epoch: %s records %d, which cannot grow further; an epoch must stay a safe JSON integer (<= %d)", path, last, int64(MaxEpoch))
+	}
 	epoch := max(last+1, now.Unix())
 	if err := f.Truncate(0); err != nil {
 		return 0, fmt.Errorf("epoch: %w", err)
