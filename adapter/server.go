@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
@@ -54,9 +55,10 @@ type Server struct {
 
 	spoolMu sync.Mutex
 
-	lnMu sync.Mutex
-	ln   net.Listener
-	http *http.Server
+	lnMu  sync.Mutex
+	ln    net.Listener
+	http  *http.Server
+	drain *httpdrain.Tracker // closes unused client connections at shutdown
 
 	// ready is closed once the spool is ingested and the listener serves.
 	ready chan struct{}
@@ -85,6 +87,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.drain = httpdrain.Track(s.http)
 	return s, nil
 }
 
@@ -162,7 +165,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.releaseAllHolds() // fail-open: a stopping adapter never blocks a tool
 	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
-	err = s.http.Shutdown(shutCtx)
+	err = s.drain.Shutdown(shutCtx, s.http)
 	cancel()
 	wg.Wait()
 	s.ingestSpool(0) // anything spooled while we were stopping

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -51,9 +52,10 @@ type Bridge struct {
 	// active is the live connection, for control's REST calls.
 	active atomic.Pointer[activeLink]
 
-	lnMu sync.Mutex
-	ln   net.Listener
-	http *http.Server
+	lnMu  sync.Mutex
+	ln    net.Listener
+	http  *http.Server
+	drain *httpdrain.Tracker // closes unused client connections at shutdown
 
 	ready chan struct{}
 	cmds  ledger.Ledger
@@ -80,6 +82,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	b.metrics = newMetrics(b)
 	b.setState(KapDiscovering, "", nil)
 	b.http = &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	b.drain = httpdrain.Track(b.http)
 	return b, nil
 }
 
@@ -152,7 +155,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	<-hkDone
 	shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
-	serr := b.http.Shutdown(shutCtx)
+	serr := b.drain.Shutdown(shutCtx, b.http)
 	b.closeAll()
 	if err != nil {
 		return fmt.Errorf("bridge-web: serve: %w", err)

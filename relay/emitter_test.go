@@ -221,16 +221,21 @@ func TestEmitterReconnect(t *testing.T) {
 	startRelayAt(t, addr, relay.Config{Token: testToken})
 	eventually(t, "reconnected", func() bool { return e.State() == relay.EmitterConnected && e.Stats().Outbox == 0 })
 	srv := &relaytest.Server{URL: "http://" + addr, Token: testToken}
-	var ids []string
-	for _, it := range sessionReplayAll(t, srv) {
-		ev, _ := aep.ParseEvent([]byte(it.Data))
-		ids = append(ids, ev.ID)
-	}
 	// s-old's latest (a re-claim), the two recent events (the resend ring),
-	// then what was published while down. s-ended is not re-claimed.
+	// then what was published while down. s-ended is not re-claimed. A
+	// written frame is not yet an ingested one, so wait for the relay.
 	want := []string{old.ID, recent[0].ID, recent[1].ID, down.ID}
-	if !sameSet(ids, want) {
-		t.Fatalf("new relay holds %v, want %v", ids, want)
+	var ids []string
+	held := func() bool {
+		ids = ids[:0]
+		for _, it := range sessionReplayAll(t, srv) {
+			ev, _ := aep.ParseEvent([]byte(it.Data))
+			ids = append(ids, ev.ID)
+		}
+		return sameSet(ids, want)
+	}
+	if !pollUntil(waitShort, held) {
+		t.Fatalf("new relay holds %v, want %v (stats %+v)", ids, want, e.Stats())
 	}
 	c := helloWS(t, srv, "consumer", nil, "c")
 	c.send(t, map[string]any{"type": "roster", "id": "r"})

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 )
 
 // ErrDrainTimeout is returned by Run and Serve when connections did not
@@ -129,6 +131,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	drain := httpdrain.Track(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -141,7 +144,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.Drain()
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	err := hs.Shutdown(dctx)
+	err := drain.Shutdown(dctx, hs)
 	<-errc // Serve returns ErrServerClosed once Shutdown starts
 	if err == nil {
 		done := make(chan struct{})

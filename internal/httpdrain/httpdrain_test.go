@@ -1,0 +1,98 @@
+package httpdrain
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func serve(t *testing.T, h http.Handler) (*http.Server, *Tracker, string, chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states atomic.Int32
+	hs := &http.Server{Handler: h, ConnState: func(net.Conn, http.ConnState) { states.Add(1) }}
+	tr := Track(hs)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	t.Cleanup(func() {
+		hs.Close()
+		if states.Load() == 0 {
+			t.Error("the ConnState hook already installed was dropped")
+		}
+	})
+	return hs, tr, ln.Addr().String(), errc
+}
+
+// A client's spare connection that never sends a request must not hold
+// the shutdown past its budget (net/http alone waits 5 s on it).
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	hs, tr, addr, errc := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	spare, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	// One used connection too, so the sweep is shown to pick only the spare.
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(Grace) // the spare is past its grace once Shutdown sweeps
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx, hs); err != nil {
+		t.Fatalf("Shutdown with an unused connection open: %v", err)
+	}
+	if err := <-errc; err != http.ErrServerClosed {
+		t.Fatalf("Serve returned %v", err)
+	}
+	spare.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := spare.Read(make([]byte, 1)); err != io.EOF && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("spare connection not closed by the server: %v", err)
+	}
+}
+
+// A request in flight is still waited for.
+func TestShutdownWaitsForActiveRequests(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	hs, tr, addr, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		io.WriteString(w, "done")
+	}))
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- tr.Shutdown(context.Background(), hs) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(3 * Grace):
+	}
+	close(release)
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if b := <-got; b != "done" {
+		t.Fatalf("in-flight request got %q", b)
+	}
+}
