@@ -55,10 +55,7 @@ type Server struct {
 
 	spoolMu sync.Mutex
 
-	lnMu  sync.Mutex
-	ln    net.Listener
-	http  *http.Server
-	drain *httpdrain.Tracker // closes unused client connections at shutdown
+	web *httpdrain.Endpoint
 
 	// ready is closed once the spool is ingested and the listener serves.
 	ready chan struct{}
@@ -86,8 +83,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	s.drain = httpdrain.Track(s.http)
+	s.web = httpdrain.NewEndpoint("adapter", cfg.Listen, s.Handler())
 	return s, nil
 }
 
@@ -113,19 +109,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Listen binds the HTTP address; Run calls it when the caller has not.
-func (s *Server) Listen() (net.Addr, error) {
-	s.lnMu.Lock()
-	defer s.lnMu.Unlock()
-	if s.ln != nil {
-		return s.ln.Addr(), nil
-	}
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("adapter: listen %s: %w", s.cfg.Listen, err)
-	}
-	s.ln = ln
-	return ln.Addr(), nil
-}
+func (s *Server) Listen() (net.Addr, error) { return s.web.Listen() }
 
 // Run ingests the spool, serves until ctx is done, then shuts down in order:
 // stop intake, release held hooks (fail-open), flush logs.
@@ -139,13 +123,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.epoch, "home", s.cfg.Home,
 		"capture", s.cfg.Posture.Capture.String(), "attention_capture", s.cfg.Posture.AttentionCapture.String(),
 		"gate", s.cfg.Control.Gate, "instruct", s.cfg.Control.Instruct)
-	errc := make(chan error, 1)
-	go func() {
-		if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-		close(errc)
-	}()
+	errc, err := s.web.Serve()
+	if err != nil {
+		return err
+	}
 	close(s.ready)
 	var wg sync.WaitGroup
 	loopCtx, cancel := context.WithCancel(ctx)
@@ -165,7 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.releaseAllHolds() // fail-open: a stopping adapter never blocks a tool
 	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
-	err = s.drain.Shutdown(shutCtx, s.http)
+	err = s.web.Shutdown(shutCtx)
 	cancel()
 	wg.Wait()
 	s.ingestSpool(0) // anything spooled while we were stopping

@@ -52,10 +52,7 @@ type Bridge struct {
 	// active is the live connection, for control's REST calls.
 	active atomic.Pointer[activeLink]
 
-	lnMu  sync.Mutex
-	ln    net.Listener
-	http  *http.Server
-	drain *httpdrain.Tracker // closes unused client connections at shutdown
+	web *httpdrain.Endpoint
 
 	ready chan struct{}
 	cmds  ledger.Ledger
@@ -81,8 +78,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	}
 	b.metrics = newMetrics(b)
 	b.setState(KapDiscovering, "", nil)
-	b.http = &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	b.drain = httpdrain.Track(b.http)
+	b.web = httpdrain.NewEndpoint("bridge-web", cfg.Listen, b.Handler())
 	return b, nil
 }
 
@@ -103,19 +99,7 @@ func (b *Bridge) controlOn() bool {
 }
 
 // Listen binds the HTTP address; Run calls it when the caller has not.
-func (b *Bridge) Listen() (net.Addr, error) {
-	b.lnMu.Lock()
-	defer b.lnMu.Unlock()
-	if b.ln != nil {
-		return b.ln.Addr(), nil
-	}
-	ln, err := net.Listen("tcp", b.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("bridge-web: listen %s: %w", b.cfg.Listen, err)
-	}
-	b.ln = ln
-	return ln.Addr(), nil
-}
+func (b *Bridge) Listen() (net.Addr, error) { return b.web.Listen() }
 
 // Run serves /healthz and /metrics and follows the kap-server until ctx is
 // done: discover, connect, subscribe, map; on any loss, back off and start
@@ -127,13 +111,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	b.log.Info("bridge-web listening", "addr", addr.String(), "mode", b.cfg.Mode.String(), "epoch", b.epoch,
 		"home", b.cfg.Home, "kimi_home", b.cfg.KimiHome, "kap", b.cfg.KapURL, "control", b.Accepts())
-	errc := make(chan error, 1)
-	go func() {
-		if err := b.http.Serve(b.ln); !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-		close(errc)
-	}()
+	errc, err := b.web.Serve()
+	if err != nil {
+		return err
+	}
 	close(b.ready)
 	followCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -155,7 +136,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	<-hkDone
 	shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
-	serr := b.drain.Shutdown(shutCtx, b.http)
+	serr := b.web.Shutdown(shutCtx)
 	b.closeAll()
 	if err != nil {
 		return fmt.Errorf("bridge-web: serve: %w", err)

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
 
-// Integration with the real Kimi CLI: KIMI_BIN names the kimi wrapper (in
-// the sandbox /tmp/kh/bin/kimi, installed by kimi-harness/install-kimi.sh).
+// Integration with the real Kimi CLI, found like every end-to-end test finds
+// it (kimiharness.Require: $KIMI_BIN, else the harness install).
 
 const doctorTimeout = 90 * time.Second
 
@@ -33,18 +34,6 @@ provider = "mock"
 model = "mock-model"
 max_context_size = 131072
 `
-
-func kimiBin(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("KIMI_BIN")
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("KIMI_BIN is not set but CI is: the real Kimi CLI test must run in CI (install it with kimi-harness/install-kimi.sh and set KIMI_BIN)")
-		}
-		t.Skip("KIMI_BIN is not set: skipping the real Kimi CLI test (set KIMI_BIN to the kimi wrapper, e.g. /tmp/kh/bin/kimi)")
-	}
-	return bin
-}
 
 // kimiDoctor runs `kimi doctor` on home and returns its exit code and output.
 func kimiDoctor(t *testing.T, bin, home string) (int, string) {
@@ -85,10 +74,10 @@ func readConfigFile(t *testing.T, home string) string {
 }
 
 // TestRealKimiAcceptsOurBlock writes provider configs plus our block with
-// the real CLI path (version detected from KIMI_BIN) and has kimi doctor
+// the real CLI path (version detected from the binary) and has kimi doctor
 // judge them; a fail_mode key must make the same doctor fail.
 func TestRealKimiAcceptsOurBlock(t *testing.T) {
-	bin := kimiBin(t)
+	bin := kimiharness.Require(t)
 	v, err := setup.DetectVersion(context.Background(), bin)
 	if err != nil {
 		t.Fatalf("DetectVersion(%s): %v", bin, err)
@@ -144,7 +133,7 @@ func TestRealKimiAcceptsOurBlock(t *testing.T) {
 // TestValidateAgreesWithRealKimi runs hooks entries that Kimi 2.1.0 is known
 // to accept or reject through both Validate and kimi doctor.
 func TestValidateAgreesWithRealKimi(t *testing.T) {
-	bin := kimiBin(t)
+	bin := kimiharness.Require(t)
 	v, err := setup.DetectVersion(context.Background(), bin)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
-// Package httpdrain shuts an http.Server down without waiting on
-// connections that never started a request.
+// Package httpdrain serves a daemon's HTTP endpoint and shuts it down
+// without waiting on connections that never started a request.
 //
 // net/http's Shutdown counts a connection that has been accepted but has not
 // sent its first request as busy for up to 5 s, and HTTP clients routinely
@@ -9,6 +9,8 @@ package httpdrain
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -87,4 +89,59 @@ func (t *Tracker) sweep() {
 			delete(t.fresh, c)
 		}
 	}
+}
+
+// Endpoint is a daemon's HTTP server: bound on first use (so a caller can
+// learn the port before Run), served in the background, drained on shutdown.
+// The adapter and the bridge share it.
+type Endpoint struct {
+	name string // error prefix: "adapter", "bridge-web"
+	addr string
+	hs   *http.Server
+	tr   *Tracker
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+// NewEndpoint prepares an endpoint for h on addr; nothing is bound yet.
+func NewEndpoint(name, addr string, h http.Handler) *Endpoint {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return &Endpoint{name: name, addr: addr, hs: hs, tr: Track(hs)}
+}
+
+// Listen binds the address once and returns it.
+func (e *Endpoint) Listen() (net.Addr, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ln != nil {
+		return e.ln.Addr(), nil
+	}
+	ln, err := net.Listen("tcp", e.addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen %s: %w", e.name, e.addr, err)
+	}
+	e.ln = ln
+	return ln.Addr(), nil
+}
+
+// Serve binds if needed and serves in the background. The channel yields
+// the error that stopped serving, if any, and closes once serving stops.
+func (e *Endpoint) Serve() (<-chan error, error) {
+	if _, err := e.Listen(); err != nil {
+		return nil, err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if err := e.hs.Serve(e.ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+		close(errc)
+	}()
+	return errc, nil
+}
+
+// Shutdown stops serving and waits, within ctx, for requests in flight.
+func (e *Endpoint) Shutdown(ctx context.Context) error {
+	return e.tr.Shutdown(ctx, e.hs)
 }

@@ -96,3 +96,39 @@ func TestShutdownWaitsForActiveRequests(t *testing.T) {
 		t.Fatalf("in-flight request got %q", b)
 	}
 }
+
+func TestEndpoint(t *testing.T) {
+	ep := NewEndpoint("probe", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	a1, err := ep.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2, _ := ep.Listen(); a2.String() != a1.String() {
+		t.Fatalf("second Listen bound %s, first %s", a2, a1)
+	}
+	busy := NewEndpoint("probe", a1.String(), http.NotFoundHandler())
+	if _, err := busy.Serve(); err == nil || !strings.HasPrefix(err.Error(), "probe: listen "+a1.String()) {
+		t.Fatalf("binding a taken port: %v", err)
+	}
+	errc, err := ep.Serve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + a1.String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("served %q", b)
+	}
+	if err := ep.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err, open := <-errc; open || err != nil {
+		t.Fatalf("after Shutdown the serve channel yields (%v, %v), want closed", err, open)
+	}
+}
