@@ -162,7 +162,9 @@ func (s *Server) closeAll() {
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
-		sess.log.Close() //nolint:errcheck // nothing more to write
+		if err := sess.log.Close(); err != nil {
+			s.log.Error("closing a session log", "session", sess.id, "err", err)
+		}
 		sess.mu.Unlock()
 	}
 }
@@ -394,7 +396,9 @@ func (s *Server) evictIdle() {
 		sess.mu.Lock()
 		idle := now.Sub(sess.lastHook) > s.cfg.IdleEvict
 		if idle && len(sess.parked) == 0 && !sess.control.busy() {
-			sess.log.Close() //nolint:errcheck // nothing more to write
+			if err := sess.log.Close(); err != nil {
+				s.log.Error("closing a session log", "session", sess.id, "err", err)
+			}
 			delete(s.sessions, id)
 		}
 		sess.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,82 +138,14 @@ func measureLatency(b *testing.B, base string, n int) []time.Duration {
 	return lat
 }
 
-// startForwarder serves the baseline: /socket takes a hello and then
-// frames, /stream writes each to every subscriber as SSE. No parsing, no
-// validation, no buffer, no filter.
+// startForwarder serves the baseline, relaytest.Forwarder.
 func startForwarder(b *testing.B) string {
 	b.Helper()
-	var mu sync.Mutex
-	subs := map[chan []byte]bool{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/socket", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		ctx := r.Context()
-		if _, _, err := c.Read(ctx); err != nil {
-			return
-		}
-		_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"]}`))
-		for {
-			_, msg, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			for ch := range subs {
-				ch <- msg
-			}
-			mu.Unlock()
-		}
-	})
-	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
-		ch := make(chan []byte, 4096)
-		mu.Lock()
-		subs[ch] = true
-		mu.Unlock()
-		defer func() { mu.Lock(); delete(subs, ch); mu.Unlock() }()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(200)
-		rc := http.NewResponseController(w)
-		_ = rc.Flush()
-		out := bufio.NewWriterSize(w, 64<<10)
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case msg := <-ch:
-				for {
-					seq := 0 // read, not parsed: the baseline does no JSON work
-					if i := bytes.Index(msg, []byte(`"seq":`)); i >= 0 {
-						for _, c := range msg[i+6:] {
-							if c < '0' || c > '9' {
-								break
-							}
-							seq = seq*10 + int(c-'0')
-						}
-					}
-					fmt.Fprintf(out, "id: s:0:%d\nevent: tool.completed\ndata: ", seq)
-					_, _ = out.Write(msg)
-					_, _ = out.WriteString("\n\n")
-					if len(ch) == 0 {
-						break
-					}
-					msg = <-ch
-				}
-				if out.Flush() != nil || rc.Flush() != nil {
-					return
-				}
-			}
-		}
-	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := &http.Server{Handler: mux}
+	hs := &http.Server{Handler: relaytest.Forwarder()}
 	go func() { _ = hs.Serve(ln) }()
 	b.Cleanup(func() { _ = hs.Close() })
 	return "http://" + ln.Addr().String()

@@ -34,6 +34,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
 type options struct {
@@ -104,7 +105,7 @@ func run(o options) error {
 	}
 	res.print("relay", o)
 	if o.baseline && o.transport == "sse" {
-		stop, u, err := startBaseline(o)
+		stop, u, err := startBaseline()
 		if err != nil {
 			return err
 		}
@@ -479,88 +480,13 @@ func leadingInt(b []byte) int64 {
 	return n
 }
 
-// startBaseline serves the raw floor: POST /events lines and /socket frames
-// go to every open /stream through blocking channels; no parsing, no
-// validation, no buffer, no filter. It frames SSE as the relay does.
-func startBaseline(o options) (func(), string, error) {
-	var mu sync.Mutex
-	subs := map[chan []byte]struct{}{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
-		ch := make(chan []byte, 4096)
-		mu.Lock()
-		subs[ch] = struct{}{}
-		mu.Unlock()
-		defer func() { mu.Lock(); delete(subs, ch); mu.Unlock() }()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		rc := http.NewResponseController(w)
-		_ = rc.Flush()
-		out := bufio.NewWriterSize(w, 64<<10)
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case ev := <-ch:
-				for {
-					seq := leadingInt(ev[bytes.Index(ev, []byte(`"seq":`))+6:])
-					fmt.Fprintf(out, "id: s:0:%d\nevent: tool.completed\ndata: ", seq)
-					_, _ = out.Write(ev)
-					_, _ = out.WriteString("\n\n")
-					if len(ch) == 0 {
-						break
-					}
-					ev = <-ch
-				}
-				if out.Flush() != nil || rc.Flush() != nil {
-					return
-				}
-			}
-		}
-	})
-	fanout := func(l []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		for ch := range subs {
-			ch <- l
-		}
-	}
-	mux.HandleFunc("POST /events", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		for rest := body; len(rest) > 0; {
-			var l []byte
-			l, rest, _ = bytes.Cut(rest, []byte{'\n'})
-			if len(l) > 0 {
-				fanout(l)
-			}
-		}
-		w.WriteHeader(http.StatusAccepted)
-	})
-	mux.HandleFunc("GET /socket", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		if _, _, err := c.Read(r.Context()); err != nil {
-			return
-		}
-		if c.Write(r.Context(), websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"]}`)) != nil {
-			return
-		}
-		for {
-			_, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			fanout(msg)
-		}
-	})
+// startBaseline serves the raw floor, relaytest.Forwarder.
+func startBaseline() (func(), string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
-	hs := &http.Server{Handler: mux}
+	hs := &http.Server{Handler: relaytest.Forwarder()}
 	go func() { _ = hs.Serve(ln) }()
 	return func() { _ = hs.Close() }, "http://" + ln.Addr().String(), nil
 }
