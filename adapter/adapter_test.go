@@ -14,22 +14,20 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// harnessDir is the Kimi harness beside the module (../shared/kimi-harness),
-// or $KIMI_HARNESS.
+// harnessDir is the Kimi harness as kimiharness.Dir finds it ($KIMI_HARNESS or
+// its default): skip without it, fail under CI.
 func harnessDir(t testing.TB) string {
 	t.Helper()
-	if d := os.Getenv("KIMI_HARNESS"); d != "" {
-		return d
-	}
-	d, _ := filepath.Abs(filepath.Join("..", "..", "shared", "kimi-harness"))
-	if _, err := os.Stat(d); err != nil {
+	d, err := kimiharness.Dir()
+	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the Kimi harness is missing at %s (set KIMI_HARNESS)", d)
+			t.Fatalf("CI is set but the Kimi harness is missing: %v", err)
 		}
-		t.Skipf("skipping: no Kimi harness at %s (set KIMI_HARNESS)", d)
+		t.Skipf("skipping: %v", err)
 	}
 	return d
 }

@@ -18,18 +18,23 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// Defaults.
+// Defaults for Config. The environment names in brackets are the ones
+// cmd/aep-kimi maps onto these fields; the rest are fixed.
 const (
-	DefaultListen        = "127.0.0.1:8398"
+	// DefaultListen is the hook intake address, loopback [AEP_KIMI_ADDR].
+	DefaultListen = "127.0.0.1:8398"
+	// DefaultReorderWindow bounds how long a result waits for its request.
 	DefaultReorderWindow = 250 * time.Millisecond
 	// DefaultStaleAfter is how long a live session may go without a hook
 	// before its channel reads stale: two and a half of Kimi's 60 s
 	// SessionHeartbeat periods, so one late heartbeat is not an alarm.
 	DefaultStaleAfter = 150 * time.Second
-	DefaultSpoolPoll  = 250 * time.Millisecond
+	// DefaultSpoolPoll paces the running adapter's look at the spool.
+	DefaultSpoolPoll = 250 * time.Millisecond
 	// DefaultSpoolGrace is how old a spool record must be before the running
 	// adapter ingests it: younger ones are write-ahead copies of deliveries
 	// still in flight.
@@ -37,10 +42,22 @@ const (
 	// DefaultIdleEvict drops an idle session's state from memory (its log
 	// stays; state is recovered from the log if it comes back).
 	DefaultIdleEvict = 6 * time.Hour
-	// DefaultHoldTimeout is how long the control gate holds a PreToolUse.
+	// DefaultDrainTimeout bounds the shutdown wait for hook requests in
+	// flight.
+	DefaultDrainTimeout = 5 * time.Second
+	// DefaultHoldTimeout is how long the control gate holds a PreToolUse
+	// [AEP_ATTENTION_TIMEOUT_MS].
 	DefaultHoldTimeout = 50 * time.Second
 	// DefaultAckWindow is the control ack window declared at hello.
 	DefaultAckWindow = 10 * time.Second
+	// HousekeepingInterval paces the channel-gauge refresh and the eviction
+	// of idle sessions.
+	HousekeepingInterval = 5 * time.Second
+	// MaxHookClockSkew and MaxHookAge bound the read time kimi-hook stamps
+	// on a delivery (X-Kimi-Hook-Time): one further ahead of the adapter's
+	// clock or older than this is not trusted, and the arrival time is used.
+	MaxHookClockSkew = time.Second
+	MaxHookAge       = time.Hour
 	// MaxInstructions and MaxInstructionChars cap the instruct queue.
 	MaxInstructions     = 20
 	MaxInstructionChars = 4000
@@ -98,43 +115,35 @@ type Config struct {
 	SpoolPoll     time.Duration
 	SpoolGrace    time.Duration
 	IdleEvict     time.Duration
-	Control       Control
-	Logger        *slog.Logger
+	// DrainTimeout bounds the shutdown wait for requests in flight.
+	DrainTimeout time.Duration
+	Control      Control
+	Logger       *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
-func (c *Config) setDefaults() error {
+// withDefaults returns c with every zero field set to its default, or an
+// error for a missing Home or a negative duration.
+func (c Config) withDefaults() (Config, error) {
+	const component = "adapter config"
 	if c.Home == "" {
-		return errors.New("adapter: Config.Home is required")
+		return c, errors.New("adapter: Config.Home is required")
 	}
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
+	defaults.Set(&c.Listen, DefaultListen)
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
 	}
-	if c.ReorderWindow <= 0 {
-		c.ReorderWindow = DefaultReorderWindow
-	}
-	if c.StaleAfter <= 0 {
-		c.StaleAfter = DefaultStaleAfter
-	}
-	if c.SpoolPoll <= 0 {
-		c.SpoolPoll = DefaultSpoolPoll
-	}
-	if c.SpoolGrace <= 0 {
-		c.SpoolGrace = DefaultSpoolGrace
-	}
-	if c.IdleEvict <= 0 {
-		c.IdleEvict = DefaultIdleEvict
-	}
-	if c.Control.HoldTimeout <= 0 {
-		c.Control.HoldTimeout = DefaultHoldTimeout
-	}
-	if c.Control.AckWindow <= 0 {
-		c.Control.AckWindow = DefaultAckWindow
-	}
+	err := errors.Join(
+		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
+		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
+		defaults.Positive(component, "SpoolPoll", &c.SpoolPoll, DefaultSpoolPoll),
+		defaults.Positive(component, "SpoolGrace", &c.SpoolGrace, DefaultSpoolGrace),
+		defaults.Positive(component, "IdleEvict", &c.IdleEvict, DefaultIdleEvict),
+		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
+		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
+		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
+	)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -144,7 +153,7 @@ func (c *Config) setDefaults() error {
 	if c.Posture.Redactor == nil {
 		c.Posture.Redactor = &aep.Redactor{}
 	}
-	return nil
+	return c, err
 }
 
 // Paths under an AEP home.

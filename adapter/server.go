@@ -70,11 +70,11 @@ type Server struct {
 // NewServer prepares the adapter: the hook token (created 0600 on first
 // start), this run's epoch, and the log directory.
 func NewServer(cfg Config) (*Server, error) {
-	if err := cfg.setDefaults(); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{})}
-	var err error
 	if s.token, err = ensureToken(cfg.Home); err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.releaseAllHolds() // fail-open: a stopping adapter never blocks a tool
-	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	shutCtx, done := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer done()
 	err = s.web.Shutdown(shutCtx)
 	cancel()
@@ -213,7 +213,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("X-Kimi-Hook-Delivery"); validDeliveryID(id) {
 		d.id = id
 	}
-	if t, err := time.Parse(time.RFC3339Nano, r.Header.Get("X-Kimi-Hook-Time")); err == nil && t.Before(now.Add(time.Second)) && now.Sub(t) < time.Hour {
+	if t, err := time.Parse(time.RFC3339Nano, r.Header.Get("X-Kimi-Hook-Time")); err == nil && t.Before(now.Add(MaxHookClockSkew)) && now.Sub(t) < MaxHookAge {
 		d.at = t
 	}
 	out, hook, err := s.ingest(d, false)
@@ -253,7 +253,7 @@ func validDeliveryID(id string) bool {
 // hookLabel keeps metric label cardinality bounded: unknown hook names
 // collapse into one label.
 func hookLabel(h string) string {
-	for _, k := range mapping.Hooks20 {
+	for _, k := range mapping.HooksKimi0_32 {
 		if h == k {
 			return h
 		}
@@ -375,7 +375,7 @@ func (s *Server) spoolLoop(ctx context.Context) {
 
 // housekeeping refreshes channel gauges and evicts long-idle sessions.
 func (s *Server) housekeeping(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(HousekeepingInterval)
 	defer t.Stop()
 	for {
 		select {

@@ -529,7 +529,7 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 // compactJSON strips insignificant whitespace so a serialized event is one
 // line; it returns v unchanged when it already is compact or is not JSON.
 func compactJSON(v json.RawMessage) []byte {
-	if bytes.IndexAny(v, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(v, " \t\r\n") {
 		return v
 	}
 	var out bytes.Buffer

@@ -67,12 +67,12 @@ type activeLink struct {
 // NewBridge prepares the bridge: this run's epoch and its metrics. It does no
 // network I/O; Run does.
 func NewBridge(cfg Config) (*Bridge, error) {
-	if err := cfg.setDefaults(); err != nil {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, ready: make(chan struct{}),
 		newID: aep.NewID, reported: map[string]bool{}}
-	var err error
 	if b.epoch, err = nextEpoch(cfg.Home, cfg.Now()); err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	cancel()
 	<-done
 	<-hkDone
-	shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.DrainTimeout)
 	defer stop()
 	serr := b.web.Shutdown(shutCtx)
 	b.closeAll()
@@ -319,7 +319,7 @@ func (b *Bridge) reportOnce(level slog.Level, msg string, args ...any) {
 	b.stMu.Lock()
 	seen := b.reported[key]
 	if !seen {
-		if len(b.reported) > 256 {
+		if len(b.reported) > MaxReportedMessages {
 			b.reported = map[string]bool{}
 		}
 		b.reported[key] = true

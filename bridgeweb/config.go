@@ -11,11 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// Defaults.
+// Defaults for Config. The environment names in brackets are the ones
+// cmd/aep-kimi maps onto these fields; the rest are fixed.
 const (
+	// DefaultListen is the /healthz and /metrics address, loopback
+	// [AEP_KIMI_WEB_ADDR].
 	DefaultListen = "127.0.0.1:4323"
 	// DefaultDiscoveryPoll is how often the instance registry is read while
 	// no kap-server runs.
@@ -52,8 +56,14 @@ const (
 	// reopens on the next event), so a bridge that has seen many sessions
 	// does not hold a descriptor for each.
 	DefaultIdleClose = 10 * time.Minute
-	// DefaultKimiHome is Kimi's home when KIMI_CODE_HOME is not set,
-	// relative to the user's home directory.
+	// DefaultDrainTimeout bounds the shutdown wait for /healthz and /metrics
+	// requests in flight.
+	DefaultDrainTimeout = 5 * time.Second
+	// MaxReportedMessages bounds the distinct messages the bridge remembers
+	// having logged once; past it the memory starts over.
+	MaxReportedMessages = 256
+	// DefaultKimiHome is Kimi's home, relative to the user's home directory
+	// [KIMI_CODE_HOME].
 	DefaultKimiHome = ".kimi-code"
 )
 
@@ -119,6 +129,7 @@ type Config struct {
 	ProbeFailures                   int
 	DormantRetry, RESTTimeout       time.Duration
 	ReadLimit                       int64
+	DrainTimeout                    time.Duration
 	HTTPClient                      *http.Client
 	Logger                          *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -127,52 +138,46 @@ type Config struct {
 	PIDAlive func(pid int) bool
 }
 
-func (c *Config) setDefaults() error {
+// withDefaults returns c with every zero field set to its default, or an
+// error for a missing Home, no way to reach a kap-server, or a negative
+// value.
+func (c Config) withDefaults() (Config, error) {
+	const component = "bridgeweb config"
 	if c.Home == "" {
-		return errors.New("bridgeweb: Config.Home is required")
+		return c, errors.New("bridgeweb: Config.Home is required")
 	}
 	if c.KimiHome == "" && c.KapURL == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)")
+			return c, errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)")
 		}
 		c.KimiHome = filepath.Join(h, DefaultKimiHome)
 	}
 	if c.KapTokenFile == "" {
 		if c.KimiHome == "" {
-			return errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome")
+			return c, errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome")
 		}
 		c.KapTokenFile = TokenPath(c.KimiHome)
 	}
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
+	defaults.Set(&c.Listen, DefaultListen)
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
 	}
-	setDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setDur(&c.DiscoveryPoll, DefaultDiscoveryPoll)
-	setDur(&c.StaleInstance, DefaultStaleInstance)
-	setDur(&c.BackoffMin, DefaultBackoffMin)
-	setDur(&c.BackoffMax, DefaultBackoffMax)
-	setDur(&c.HandshakeTimeout, DefaultHandshakeTimeout)
-	setDur(&c.ProbeInterval, DefaultProbeInterval)
-	setDur(&c.DormantRetry, DefaultDormantRetry)
-	setDur(&c.RESTTimeout, DefaultRESTTimeout)
-	setDur(&c.Control.AckWindow, DefaultAckWindow)
-	if c.ProbeFailures <= 0 {
-		c.ProbeFailures = DefaultProbeFailures
-	}
-	if c.ReadLimit <= 0 {
-		c.ReadLimit = DefaultReadLimit
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	err := errors.Join(
+		defaults.Positive(component, "DiscoveryPoll", &c.DiscoveryPoll, DefaultDiscoveryPoll),
+		defaults.Positive(component, "StaleInstance", &c.StaleInstance, DefaultStaleInstance),
+		defaults.Positive(component, "BackoffMin", &c.BackoffMin, DefaultBackoffMin),
+		defaults.Positive(component, "BackoffMax", &c.BackoffMax, DefaultBackoffMax),
+		defaults.Positive(component, "HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout),
+		defaults.Positive(component, "ProbeInterval", &c.ProbeInterval, DefaultProbeInterval),
+		defaults.Positive(component, "ProbeFailures", &c.ProbeFailures, DefaultProbeFailures),
+		defaults.Positive(component, "DormantRetry", &c.DormantRetry, DefaultDormantRetry),
+		defaults.Positive(component, "RESTTimeout", &c.RESTTimeout, DefaultRESTTimeout),
+		defaults.Positive(component, "ReadLimit", &c.ReadLimit, DefaultReadLimit),
+		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
+		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
+	)
+	defaults.Set(&c.HTTPClient, &http.Client{})
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -182,7 +187,7 @@ func (c *Config) setDefaults() error {
 	if c.Posture.Redactor == nil {
 		c.Posture.Redactor = &aep.Redactor{}
 	}
-	return nil
+	return c, err
 }
 
 // AcceptsFor lists the command types a bridge declares at hello: both verbs

@@ -9,10 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 )
 
-// kap-server REST error codes the bridge tells apart (NOTES.md §3).
+// kap-server REST error codes the bridge tells apart: 40902 answers a second
+// decision on an approval already resolved (data.resolved is false).
 const (
 	kapCodeAlreadyResolved = 40902
 )
@@ -207,5 +207,3 @@ func (k kapClient) abortPrompt(ctx context.Context, session, prompt string) (boo
 	}
 	return out.Aborted, nil
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

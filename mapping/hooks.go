@@ -35,16 +35,16 @@ const (
 	HookTaskStarted      = "TaskStarted"
 )
 
-// Hooks16 is the 0.28.1 hook surface; Hooks20 the 0.32.0+ one, in 2.1.0's
-// own enum order.
+// HooksKimi0_28 is the hook surface of Kimi 0.28.1 (16 events); HooksKimi0_32
+// is that of 0.32.0 and later (20 events), in 2.1.0's own enum order.
 var (
-	Hooks16 = []string{
+	HooksKimi0_28 = []string{
 		HookSessionStart, HookSessionEnd, HookUserPromptSubmit, HookStop, HookStopFailure,
 		HookInterrupt, HookPreToolUse, HookPostToolUse, HookPostToolUseFailure,
 		HookPermissionRequest, HookPermissionResult, HookSubagentStart, HookSubagentStop,
 		HookPreCompact, HookPostCompact, HookNotification,
 	}
-	Hooks20 = []string{
+	HooksKimi0_32 = []string{
 		HookPreToolUse, HookPostToolUse, HookPostToolUseFailure, HookPermissionRequest,
 		HookPermissionResult, HookUserPromptSubmit, HookUserPromptQueued, HookTurnStarted,
 		HookStop, HookStopFailure, HookInterrupt, HookSessionStart, HookSessionEnd,
@@ -53,8 +53,8 @@ var (
 	}
 )
 
-// SessionHeartbeatInterval is Kimi's SessionHeartbeat cadence (NOTES.md: the
-// first fires at uptime ≈ 60001 ms), in milliseconds.
+// SessionHeartbeatInterval is Kimi's SessionHeartbeat cadence in
+// milliseconds (seen with 2.1.0: the first fires at uptime_ms ≈ 60001).
 const SessionHeartbeatInterval = 60_000
 
 // Facts are what the adapter needs next to the mapped events to pair tools

@@ -83,8 +83,8 @@ func TestSlowSSEConsumer(t *testing.T) {
 		t.Fatalf("slow consumer received everything (%d); the test did not exercise backpressure", n)
 	}
 	m := do(t, srv, http.MethodGet, "/metrics", nil, nil)
-	if !strings.Contains(string(m.body), `aep_relay_drops_total{reason="disconnect"} 1`) {
-		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aep_relay_drops_total"))
+	if !strings.Contains(string(m.body), `aepkimi_relay_drops_total{reason="disconnect"} 1`) {
+		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aepkimi_relay_drops_total"))
 	}
 }
 
@@ -151,8 +151,8 @@ func TestSlowSocketConsumer(t *testing.T) {
 		t.Fatalf("closing frame %s", closing)
 	}
 	m := do(t, srv, http.MethodGet, "/metrics", nil, nil)
-	if !strings.Contains(string(m.body), `aep_relay_drops_total{reason="disconnect"} 1`) {
-		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aep_relay_drops_total"))
+	if !strings.Contains(string(m.body), `aepkimi_relay_drops_total{reason="disconnect"} 1`) {
+		t.Fatalf("disconnect not counted:\n%s", grep(string(m.body), "aepkimi_relay_drops_total"))
 	}
 }
 

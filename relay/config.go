@@ -2,9 +2,10 @@ package relay
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 )
 
 // Defaults for Config. The environment names in brackets are the reference
@@ -42,6 +43,10 @@ const (
 	DefaultDrainTimeout = 5 * time.Second
 	// DefaultHelloTimeout bounds the wait for a socket's first frame.
 	DefaultHelloTimeout = 10 * time.Second
+	// IdleConnTimeout closes a keep-alive connection that carries no request
+	// for this long (fixed; no environment variable). The header wait is
+	// httpdrain.ReadHeaderTimeout, as on every daemon endpoint.
+	IdleConnTimeout = 2 * time.Minute
 )
 
 // Config configures a Server. The zero value is usable: every zero field
@@ -97,67 +102,29 @@ type Config struct {
 // withDefaults returns c with every zero field set to its default, or an
 // error for a negative or inconsistent value.
 func (c Config) withDefaults() (Config, error) {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	ints := []struct {
-		name string
-		v    *int
-		def  int
-	}{
-		{"Buffer", &c.Buffer, DefaultBuffer},
-		{"MaxSessions", &c.MaxSessions, DefaultMaxSessions},
-		{"MaxBatch", &c.MaxBatch, DefaultMaxBatch},
-		{"QueueSize", &c.QueueSize, DefaultQueueSize},
-		{"MaxSubscriptions", &c.MaxSubscriptions, DefaultMaxSubscriptions},
-	}
-	for _, f := range ints {
-		if *f.v < 0 {
-			return c, fmt.Errorf("relay config: %s must not be negative (got %d)", f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
-	if c.MaxFrom < 0 {
-		return c, fmt.Errorf("relay config: MaxFrom must not be negative (got %d)", c.MaxFrom)
-	}
-	if c.MaxFrom == 0 {
-		c.MaxFrom = c.MaxSessions
-	}
-	if c.MaxBody < 0 {
-		return c, fmt.Errorf("relay config: MaxBody must not be negative (got %d)", c.MaxBody)
-	}
-	if c.MaxBody == 0 {
-		c.MaxBody = DefaultMaxBody
-	}
-	durs := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"PingInterval", &c.PingInterval, DefaultPingInterval},
-		{"LivenessTimeout", &c.LivenessTimeout, DefaultLivenessTimeout},
-		{"WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout},
-		{"DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout},
-		{"HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout},
-	}
-	for _, f := range durs {
-		if *f.v < 0 {
-			return c, fmt.Errorf("relay config: %s must not be negative (got %v)", f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
+	const component = "relay config"
+	defaults.Set(&c.Listen, DefaultListen)
+	err := errors.Join(
+		defaults.Positive(component, "Buffer", &c.Buffer, DefaultBuffer),
+		defaults.Positive(component, "MaxSessions", &c.MaxSessions, DefaultMaxSessions),
+		defaults.Positive(component, "MaxBatch", &c.MaxBatch, DefaultMaxBatch),
+		defaults.Positive(component, "QueueSize", &c.QueueSize, DefaultQueueSize),
+		defaults.Positive(component, "MaxSubscriptions", &c.MaxSubscriptions, DefaultMaxSubscriptions),
+		defaults.Positive(component, "MaxBody", &c.MaxBody, DefaultMaxBody),
+		defaults.Positive(component, "MaxFrom", &c.MaxFrom, c.MaxSessions),
+		defaults.Positive(component, "PingInterval", &c.PingInterval, DefaultPingInterval),
+		defaults.Positive(component, "LivenessTimeout", &c.LivenessTimeout, DefaultLivenessTimeout),
+		defaults.Positive(component, "WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout),
+		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
+		defaults.Positive(component, "HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout),
+	)
+	if err != nil {
+		return c, err
 	}
 	if c.QueueSize < 4 {
 		return c, errors.New("relay config: QueueSize must be at least 4")
 	}
-	if c.Instance == "" {
-		c.Instance = "aep-kimi-relay"
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Set(&c.Instance, "aep-kimi-relay")
+	defaults.Set(&c.Logger, slog.New(slog.DiscardHandler))
 	return c, nil
 }

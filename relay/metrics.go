@@ -48,31 +48,31 @@ type metrics struct {
 func newMetrics(b Backend) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "aep_relay_ingest_events_total",
+		Name: "aepkimi_relay_ingest_events_total",
 		Help: "Events received, by binding and result (buffered, duplicate, live-only, routed, rejected).",
 	}, []string{"binding", "result"})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "aep_relay_deliveries_total",
+		Name: "aepkimi_relay_deliveries_total",
 		Help: "Events written to consumers, replay included, by binding.",
 	}, []string{"binding"})
 	m.drops = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "aep_relay_drops_total",
+		Name: "aepkimi_relay_drops_total",
 		Help: "Deliveries not made to slow consumers, by reason (low-severity: debug/info shed; disconnect: consumer cut off rather than lose notice+).",
 	}, []string{"reason"})
 	m.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "aep_relay_connections",
+		Name: "aepkimi_relay_connections",
 		Help: "Open consumer and emitter connections, by binding (ws, sse).",
 	}, []string{"binding"})
 	m.subs = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "aep_relay_subscriptions",
+		Name: "aepkimi_relay_subscriptions",
 		Help: "Live subscriptions (one per SSE stream, any number per socket).",
 	})
 	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "aep_relay_commands_total",
+		Name: "aepkimi_relay_commands_total",
 		Help: "Control commands, by outcome (routed, unauthorized, unsupported, ambiguous, no-route).",
 	}, []string{"outcome"})
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "aep_relay_deliver_latency_seconds",
+		Name:    "aepkimi_relay_deliver_latency_seconds",
 		Help:    "Ingest to write latency of live deliveries (one sample per write batch).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 	})
@@ -80,19 +80,19 @@ func newMetrics(b Backend) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "aep_relay_buffered_events",
+			Name: "aepkimi_relay_buffered_events",
 			Help: "Events held in replay buffers.",
 		}, func() float64 { return float64(b.Stats().Events) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "aep_relay_buffered_bytes",
+			Name: "aepkimi_relay_buffered_bytes",
 			Help: "Wire bytes of the events held in replay buffers.",
 		}, func() float64 { return float64(b.Stats().Bytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "aep_relay_sessions",
+			Name: "aepkimi_relay_sessions",
 			Help: "Sessions held.",
 		}, func() float64 { return float64(b.Stats().Sessions) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "aep_relay_session_evictions_total",
+			Name: "aepkimi_relay_session_evictions_total",
 			Help: "Sessions evicted by the session cap, least recently written first.",
 		}, func() float64 { return float64(b.Stats().Evictions) }),
 	)

@@ -126,8 +126,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		"buffer", s.cfg.Buffer, "max_sessions", s.cfg.MaxSessions)
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: httpdrain.ReadHeaderTimeout,
+		IdleTimeout:       IdleConnTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

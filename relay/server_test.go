@@ -76,13 +76,13 @@ func TestMetrics(t *testing.T) {
 	}
 	body := string(do(t, srv, http.MethodGet, "/metrics", nil, nil).body)
 	for _, want := range []string{
-		`aep_relay_ingest_events_total{binding="http",result="buffered"} 2`,
-		`aep_relay_ingest_events_total{binding="http",result="duplicate"} 1`,
-		`aep_relay_deliveries_total{binding="sse"} 3`,
-		`aep_relay_buffered_events 2`,
-		`aep_relay_sessions 1`,
-		`aep_relay_connections{binding="sse"} 1`,
-		`aep_relay_commands_total{outcome="no-route"} 0`,
+		`aepkimi_relay_ingest_events_total{binding="http",result="buffered"} 2`,
+		`aepkimi_relay_ingest_events_total{binding="http",result="duplicate"} 1`,
+		`aepkimi_relay_deliveries_total{binding="sse"} 3`,
+		`aepkimi_relay_buffered_events 2`,
+		`aepkimi_relay_sessions 1`,
+		`aepkimi_relay_connections{binding="sse"} 1`,
+		`aepkimi_relay_commands_total{outcome="no-route"} 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {

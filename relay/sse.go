@@ -254,7 +254,3 @@ func (sw *sseWriter) deliver(m *Message) error {
 	_, err = out.WriteString("\n\n")
 	return err
 }
-
-func oneLine(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
-}

@@ -77,11 +77,15 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 // problem: the adapter may simply not be running yet). An empty cfg.HookCmd
 // means "compare against the registered kimi-hook path".
 func Check(ctx context.Context, cfg Config) Report {
+	cfg, err := cfg.withDefaults()
 	r := Report{
 		KimiVersion: cfg.KimiVersion,
 		Expected:    cfg.Events(),
-		DaemonURL:   cfg.daemonURL(),
+		DaemonURL:   cfg.DaemonURL,
 		State:       StateAbsent,
+	}
+	if err != nil {
+		r.problem("%v", err)
 	}
 	if !cfg.VersionKnown() {
 		r.KimiVersion = ""
@@ -250,18 +254,14 @@ func checkExecutable(p string) error {
 
 // probeHealth GETs <daemon>/healthz within the health timeout.
 func probeHealth(ctx context.Context, cfg Config) (bool, string) {
-	url := strings.TrimRight(cfg.daemonURL(), "/") + HealthPath
-	ctx, cancel := context.WithTimeout(ctx, cfg.healthTimeout())
+	url := strings.TrimRight(cfg.DaemonURL, "/") + HealthPath
+	ctx, cancel := context.WithTimeout(ctx, cfg.HealthTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, err.Error()
 	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = http.DefaultClient // the context bounds the request
-	}
-	resp, err := client.Do(req)
+	resp, err := cfg.HTTPClient.Do(req)
 	if err != nil {
 		return false, err.Error()
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -79,7 +80,7 @@ type Config struct {
 	KimiVersion string
 	// Control raises the PreToolUse timeout so the held permission gate fits.
 	Control bool
-	// HoldMs is the gate hold (AEP_ATTENTION_TIMEOUT_MS); <= 0 means
+	// HoldMs is the gate hold (AEP_ATTENTION_TIMEOUT_MS); 0 means
 	// DefaultAttentionTimeoutMs.
 	HoldMs int
 	// DryRun makes Write and Remove compute everything but change no file.
@@ -121,10 +122,8 @@ func (c Config) HookTimeout(event string) int {
 	if event != mapping.HookPreToolUse || !c.Control {
 		return DefaultHookTimeout
 	}
+	c, _ = c.withDefaults() // a refused HoldMs is reported by Render
 	hold := c.HoldMs
-	if hold <= 0 {
-		hold = DefaultAttentionTimeoutMs
-	}
 	// ceil(hold/1000) without float rounding; cap before adding so a huge
 	// hold cannot overflow.
 	secs := hold / 1000
@@ -137,32 +136,27 @@ func (c Config) HookTimeout(event string) int {
 	return min(secs+GateTimeoutSlack, MaxHookTimeout)
 }
 
-func (c Config) daemonURL() string {
-	if c.DaemonURL == "" {
-		return DefaultDaemonURL
-	}
-	return c.DaemonURL
-}
-
-func (c Config) healthTimeout() time.Duration {
-	if c.HealthTimeout <= 0 {
-		return DefaultHealthTimeout
-	}
-	return c.HealthTimeout
-}
-
-func (c Config) now() time.Time {
+// withDefaults returns c with every zero field set to its default, or an
+// ErrBadConfig error for a negative HoldMs or HealthTimeout (the copy then
+// holds the default there too). The exported entry points each fill their
+// own copy, since a Config reaches them as the caller built it.
+func (c Config) withDefaults() (Config, error) {
+	const component = "setup config"
+	defaults.Set(&c.DaemonURL, DefaultDaemonURL)
+	err := errors.Join(
+		defaults.Positive(component, "HoldMs", &c.HoldMs, DefaultAttentionTimeoutMs),
+		defaults.Positive(component, "HealthTimeout", &c.HealthTimeout, DefaultHealthTimeout),
+	)
 	if c.Now == nil {
-		return time.Now()
+		c.Now = time.Now
 	}
-	return c.Now()
-}
-
-func (c Config) logger() *slog.Logger {
-	if c.Logger == nil {
-		return slog.New(slog.DiscardHandler)
+	defaults.Set(&c.Logger, slog.New(slog.DiscardHandler))
+	// The probe's context bounds the request.
+	defaults.Set(&c.HTTPClient, http.DefaultClient)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	return c.Logger
+	return c, nil
 }
 
 // validateHome checks the field Remove needs.
@@ -181,7 +175,7 @@ func (c Config) validateRender() error {
 	if err := checkArgPath("--aep-home", c.AEPHome); err != nil {
 		return err
 	}
-	return checkDaemonURL(c.daemonURL())
+	return checkDaemonURL(c.DaemonURL)
 }
 
 func checkArgPath(name, p string) error {

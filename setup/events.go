@@ -22,7 +22,7 @@ const (
 // allEvents is 2.1.0's HOOK_EVENT_TYPES in the vendor's own order (the
 // mapping table's list); both sets are rendered in this order so a block never
 // changes just by reordering.
-var allEvents = mapping.Hooks20
+var allEvents = mapping.HooksKimi0_32
 
 // isExtendedOnly reports the four events that first appear in 0.32.0.
 func isExtendedOnly(event string) bool {

@@ -35,7 +35,7 @@ func TestHookEventsByVersion(t *testing.T) {
 }
 
 func TestEventSets(t *testing.T) {
-	// 2.1.0's HOOK_EVENT_TYPES, in its order (NOTES.md "Event enum").
+	// Kimi 2.1.0's HOOK_EVENT_TYPES (exactly 20), in its own order.
 	want20 := []string{"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest",
 		"PermissionResult", "UserPromptSubmit", "UserPromptQueued", "TurnStarted", "Stop",
 		"StopFailure", "Interrupt", "SessionStart", "SessionEnd", "SessionHeartbeat",

@@ -58,6 +58,10 @@ func Write(ctx context.Context, cfg Config) (WriteResult, error) {
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return WriteResult{}, err
+	}
 	if err := cfg.validateHome(); err != nil {
 		return WriteResult{}, err
 	}
@@ -87,7 +91,7 @@ func Write(ctx context.Context, cfg Config) (WriteResult, error) {
 		return res, nil
 	}
 	res.Changed, res.Created = true, !cur.exists
-	log := cfg.logger()
+	log := cfg.Logger
 	if cfg.DryRun {
 		return res, nil
 	}
@@ -129,6 +133,10 @@ func Remove(ctx context.Context, cfg Config) (RemoveResult, error) {
 	if err := ctx.Err(); err != nil {
 		return RemoveResult{}, err
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return RemoveResult{}, err
+	}
 	if err := cfg.validateHome(); err != nil {
 		return RemoveResult{}, err
 	}
@@ -164,8 +172,8 @@ func Remove(ctx context.Context, cfg Config) (RemoveResult, error) {
 	if res.Backup, err = backup(cur, cfg); err != nil {
 		return res, err
 	}
-	if err := writeAtomic(cur, out, cfg.logger()); err != nil {
-		discardBackup(res.Backup, cfg.logger())
+	if err := writeAtomic(cur, out, cfg.Logger); err != nil {
+		discardBackup(res.Backup, cfg.Logger)
 		res.Backup = ""
 		return res, err
 	}
@@ -232,7 +240,7 @@ func readConfig(path string) (configFile, error) {
 // backup copies the current bytes to path.aep-backup-<UTC stamp> with the
 // file's mode, never overwriting an earlier backup.
 func backup(cf configFile, cfg Config) (string, error) {
-	base := cf.path + BackupInfix + cfg.now().UTC().Format(BackupTimeLayout)
+	base := cf.path + BackupInfix + cfg.Now().UTC().Format(BackupTimeLayout)
 	const maxTries = 100
 	for i := 0; i < maxTries; i++ {
 		name := base

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,7 +151,7 @@ func TestCheckUnchangedDetectsConcurrentEdit(t *testing.T) {
 	if err := checkUnchanged(cf); err == nil || !strings.Contains(err.Error(), "changed while") {
 		t.Errorf("edit not detected: %v", err)
 	}
-	if err := writeAtomic(cf, []byte("b = 1\n"), Config{}.logger()); err == nil {
+	if err := writeAtomic(cf, []byte("b = 1\n"), slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("writeAtomic replaced a file that changed underneath")
 	}
 	if got := readFile(t, p); string(got) != "a = 2\n" {

@@ -57,9 +57,10 @@ func isFenceEnd(comment string) bool { return fenceEndRE.MatchString(comment) }
 // is timeoutSec: kimi-hook with the daemon URL, AEP home and its hard ceiling
 // in argv, each word POSIX-quoted when needed.
 func (c Config) HookCommand(timeoutSec int) string {
+	c, _ = c.withDefaults() // a refused field is reported by Render
 	return strings.Join([]string{
 		shellQuote(c.HookCmd),
-		"--daemon", shellQuote(c.daemonURL()),
+		"--daemon", shellQuote(c.DaemonURL),
 		"--home", shellQuote(c.AEPHome),
 		"--timeout", strconv.Itoa(timeoutSec),
 	}, " ")
@@ -70,6 +71,10 @@ func (c Config) HookCommand(timeoutSec int) string {
 // It holds one [[hooks]] table per event with exactly event, command and
 // timeout: any other key (the online docs' fail_mode) voids every hook on 2.1.0.
 func Render(cfg Config) ([]byte, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.validateRender(); err != nil {
 		return nil, err
 	}

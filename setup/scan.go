@@ -23,8 +23,6 @@ type stmt struct {
 	end     int    // offset past the line break ending its last line (or EOF)
 }
 
-func (s stmt) isHeader() bool { return s.kind == unstable.Table || s.kind == unstable.ArrayTable }
-
 // keyIs reports whether the statement's key is exactly parts.
 func (s stmt) keyIs(parts ...string) bool {
 	if len(s.key) != len(parts) {

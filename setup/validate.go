@@ -18,6 +18,8 @@ import (
 var allowedHookKeys = [...]string{"event", "matcher", "command", "timeout"}
 
 // errVoidsHooks explains why one bad entry matters.
+//
+//lint:ignore ST1005 Kimi is a proper noun
 var errVoidsHooks = errors.New("Kimi drops every hook when one entry is invalid; fix or delete that entry")
 
 // Validate checks content the way Kimi 2.1.0 checks its hooks section: the

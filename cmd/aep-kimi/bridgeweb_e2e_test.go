@@ -496,7 +496,7 @@ func TestE2EBridgeWebRestarts(t *testing.T) {
 	ws.web.Prompt(t, sid, "hello while the bridge is down")
 	ws.waitIdle(t, sid)
 	ws.startBridge(t)
-	evs := ws.waitCount(t, sid, "run.finished", 3)
+	ws.waitCount(t, sid, "run.finished", 3)
 	ws.waitFor(t, sid, "the last prompt's completion", func(e *aep.Event) bool {
 		n, _ := kimiSeq(e)
 		j := kimiharness.Journal(t, ws.khome, sid)

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -603,14 +602,4 @@ func TestE2ESecretsNeverLeave(t *testing.T) {
 			t.Errorf("secret %q on the relay", s)
 		}
 	}
-}
-
-// sortedKeys is for stable failure messages.
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -20,7 +20,8 @@ import (
 
 const doctorTimeout = 90 * time.Second
 
-// providerConfig is the mock-provider part of kimi-harness/write-config.sh.
+// providerConfig is the mock-provider part of the config the harness's
+// write-config.sh writes (the harness directory is kimiharness.Dir).
 const providerConfig = `default_model = "mock"
 telemetry = false
 

@@ -54,8 +54,8 @@ const (
 	awaitedCap = 5 * time.Second
 )
 
-// awaited lists the hooks whose result Kimi waits for (NOTES.md "Blocking vs
-// fire-and-forget"); every other hook is fire-and-forget.
+// awaited lists the hooks whose result Kimi 2.1.0 waits for; it runs every
+// other hook fire-and-forget.
 var awaited = map[string]bool{
 	"PreToolUse": true, "UserPromptSubmit": true, "Stop": true, "SessionStart": true,
 	"SessionEnd": true, "SubagentStart": true, "PreCompact": true,

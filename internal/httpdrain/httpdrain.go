@@ -21,6 +21,11 @@ import (
 // be on the wire.
 const Grace = 200 * time.Millisecond
 
+// ReadHeaderTimeout bounds the wait for a request's headers on every daemon
+// endpoint, so a client that connects and sends nothing cannot hold a
+// connection.
+const ReadHeaderTimeout = 10 * time.Second
+
 // Tracker records which connections have not started a request. Install it
 // with Track, shut down with Shutdown. The zero value is ready to use.
 type Tracker struct {
@@ -106,7 +111,7 @@ type Endpoint struct {
 
 // NewEndpoint prepares an endpoint for h on addr; nothing is bound yet.
 func NewEndpoint(name, addr string, h http.Handler) *Endpoint {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout}
 	return &Endpoint{name: name, addr: addr, hs: hs, tr: Track(hs)}
 }
 
