@@ -415,9 +415,18 @@ func GateRequest(r *HookResult, p Posture, expiresAt string) Event {
 	return e
 }
 
-// inputSummary is a one-line view of a tool's input: the field a person
-// would want first (a command, a path, a URL), else compact JSON, cut short.
+// inputSummary is ArgsSummary as a prompt suffix (": SUMMARY"), or "".
 func inputSummary(in any) string {
+	if s := ArgsSummary(in); s != "" {
+		return ": " + s
+	}
+	return ""
+}
+
+// ArgsSummary is a one-line view of a tool's input: the field a person
+// would want first (a command, a path, a URL), else compact JSON, cut short.
+// It returns "" for an input that is not a non-empty object.
+func ArgsSummary(in any) string {
 	const limit = 240
 	m, ok := in.(map[string]any)
 	if !ok || len(m) == 0 {
@@ -439,7 +448,7 @@ func inputSummary(in any) string {
 	if r := []rune(s); len(r) > limit {
 		s = string(r[:limit]) + "…"
 	}
-	return ": " + s
+	return s
 }
 
 // mapPermissionResult: the observed answer. approved/rejected ->

@@ -13,12 +13,21 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
-// Exit codes of the command senders.
+// Exit codes of the command senders. respond checks its target against the
+// relay's replay first, so a mistyped id fails fast with its own code.
 const (
-	exitAccepted = 0
-	exitRejected = 3
-	exitNoAck    = 4
+	exitAccepted       = 0
+	exitRejected       = 3
+	exitNoAck          = 4
+	exitUnknownSession = 5
+	exitUnknownRequest = 6
+	exitNotPending     = 7
+	exitSeveralPending = 8
 )
+
+// senderExitCodes documents the exit codes every sender shares.
+const senderExitCodes = "Exit codes: 0 accepted, 1 failure (e.g. relay unreachable), 2 usage, 3 rejected (the reason\n" +
+	"on stderr), 4 no ack within the window."
 
 // senderOptions are the flags every command sender shares.
 type senderOptions struct {
@@ -32,16 +41,26 @@ func (o *senderOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.window, "window", relay.DefaultAckWindow, "how long to wait for the target's ack")
 }
 
-// send delivers a command and maps its settlement to an exit code: 0
-// accepted, 3 rejected (the reason on stderr), 4 no ack within the window.
-func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io stdio) int {
+// token reads the relay token, which every command needs: control only flows
+// on authenticated bindings. ok false means the error is printed.
+func (o senderOptions) token(name string, io stdio) (string, bool) {
 	token, err := relayToken(os.Getenv, o.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
-		return 2
+		return "", false
 	}
 	if token == "" {
 		fmt.Fprintf(io.err, "aep-kimi %s: no relay token (set AEP_TOKEN or --token-file): control only flows on authenticated bindings\n", name)
+		return "", false
+	}
+	return token, true
+}
+
+// send delivers a command and maps its settlement to an exit code: 0
+// accepted, 3 rejected (the reason on stderr), 4 no ack within the window.
+func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io stdio) int {
+	token, ok := o.token(name, io)
+	if !ok {
 		return 2
 	}
 	res, err := relay.SendCommand(ctx, o.relayURL, token, cmd, o.window)
@@ -69,7 +88,8 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 }
 
 // runRespond answers an attention request: aep-kimi respond --option ID
-// [--text T] SESSION REQUEST_ID.
+// [--text T] SESSION [REQUEST_ID]. Without REQUEST_ID it answers the
+// session's one pending request.
 func runRespond(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("aep-kimi respond", flag.ContinueOnError)
 	var o senderOptions
@@ -77,15 +97,40 @@ func runRespond(ctx context.Context, args []string, io stdio) int {
 	option := fs.String("option", "", "the option id to answer with (e.g. allow, allow_session, deny, cancel; approved/rejected on kimi web)")
 	text := fs.String("text", "", "free text: a reason, or (alone) text naming an option")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi respond [--relay URL] --option ID [--text T] SESSION REQUEST_ID")
+		fmt.Fprintln(io.err, "usage: aep-kimi respond [--relay URL] --option ID [--text T] SESSION [REQUEST_ID]")
+		fmt.Fprintln(io.err, "\nAnswers an attention request through the relay. Without REQUEST_ID it answers the")
+		fmt.Fprintln(io.err, "session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the")
+		fmt.Fprintln(io.err, "full command for each request it shows.")
+		fmt.Fprintln(io.err, "\n"+senderExitCodes)
+		fmt.Fprintln(io.err, "Before sending, respond checks the target against the relay's replay: 5 unknown")
+		fmt.Fprintln(io.err, "session, 6 unknown request, 7 nothing to answer (the request is closed or answered")
+		fmt.Fprintln(io.err, "in Kimi itself, or the session has no pending request), 8 several pending (name one).")
+		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, io, 2); !ok {
+	if code, ok := parseFlags(fs, args, io, -1); !ok {
 		return code
+	}
+	switch n := fs.NArg(); {
+	case n == 0:
+		fs.Usage()
+		return 2
+	case n > 2:
+		fmt.Fprintf(io.err, "aep-kimi respond: unexpected argument %q\n", fs.Arg(2))
+		return 2
 	}
 	if *option == "" && *text == "" {
 		fmt.Fprintln(io.err, "aep-kimi respond: give --option, --text or both")
 		return 2
+	}
+	token, ok := o.token("respond", io)
+	if !ok {
+		return 2
+	}
+	session := fs.Arg(0)
+	requestID, code := respondTarget(ctx, o.relayURL, token, session, fs.Arg(1), io)
+	if requestID == "" {
+		return code
 	}
 	answer := map[string]any{}
 	if *option != "" {
@@ -94,16 +139,73 @@ func runRespond(ctx context.Context, args []string, io stdio) int {
 	if *text != "" {
 		answer["text"] = *text
 	}
-	cmd, err := relay.NewCommand("control.attention.respond", fs.Arg(0), map[string]any{"answer": answer})
+	cmd, err := relay.NewCommand("control.attention.respond", session, map[string]any{"answer": answer})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return 2
 	}
-	cmd.Subject, cmd.Cause = fs.Arg(1), fs.Arg(1)
+	cmd.Subject, cmd.Cause = requestID, requestID
 	if *text != "" {
 		cmd.Capture = aep.CaptureRedacted.String()
 	}
 	return o.send(ctx, "respond", cmd, io)
+}
+
+// respondTarget checks a respond target against the relay's replay and
+// returns the request to answer, or "" and the exit code (the reason
+// printed): the named request when it waits, else the session's one
+// answerable pending request.
+func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (string, int) {
+	f, err := loadFleet(ctx, relayURL, token)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
+		return "", 1
+	}
+	s := f.sessions[session]
+	if s == nil {
+		fmt.Fprintf(io.err, "aep-kimi respond: unknown session %q: the relay holds no attention requests or session events for it (see aep-kimi pending)\n", session)
+		return "", exitUnknownSession
+	}
+	now := time.Now()
+	if requestID != "" {
+		r := s.requests[requestID]
+		switch {
+		case r == nil:
+			fmt.Fprintf(io.err, "aep-kimi respond: unknown request %q: session %s has no attention request with that id (see aep-kimi pending)\n", requestID, session)
+			return "", exitUnknownRequest
+		case r.state(now) != "":
+			fmt.Fprintf(io.err, "aep-kimi respond: request %s no longer waits (%s)\n", requestID, r.state(now))
+			return "", exitNotPending
+		case !r.answerable:
+			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", requestID, r.where())
+			return "", exitNotPending
+		}
+		return requestID, 0
+	}
+	var answerable, elsewhere []*pendingRequest
+	for _, r := range f.pending(now, session) {
+		if r.answerable {
+			answerable = append(answerable, r)
+		} else {
+			elsewhere = append(elsewhere, r)
+		}
+	}
+	switch {
+	case len(answerable) == 1:
+		return answerable[0].id, 0
+	case len(answerable) > 1:
+		fmt.Fprintf(io.err, "aep-kimi respond: session %s has %d pending requests; name one:\n", session, len(answerable))
+		for _, r := range answerable {
+			fmt.Fprintln(io.err)
+			writePending(io.err, f, r, now, "")
+		}
+		return "", exitSeveralPending
+	case len(elsewhere) > 0:
+		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", session, elsewhere[0].where())
+		return "", exitNotPending
+	}
+	fmt.Fprintf(io.err, "aep-kimi respond: session %s has no pending request\n", session)
+	return "", exitNotPending
 }
 
 // runCancel cancels a session's run: aep-kimi cancel [--run RUN] SESSION.
@@ -116,6 +218,7 @@ func runCancel(ctx context.Context, args []string, io stdio) int {
 	reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi cancel [--relay URL] [--run RUN] [--scope run|session] SESSION")
+		fmt.Fprintln(io.err, "\n"+senderExitCodes+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, io, 1); !ok {
@@ -149,6 +252,7 @@ func runInstruct(ctx context.Context, args []string, io stdio) int {
 	o.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi instruct [--relay URL] SESSION TEXT")
+		fmt.Fprintln(io.err, "\n"+senderExitCodes+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, io, 2); !ok {

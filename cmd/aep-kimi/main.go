@@ -1,5 +1,5 @@
 // Command aep-kimi runs the aep-kimi daemons (adapter, bridge-web, relay, up)
-// and tools (map, validate, tail, respond, cancel, instruct).
+// and tools (map, validate, tail, pending, respond, cancel, instruct).
 //
 // Each subcommand lives in its own file as func(ctx, args, stdio) int; this
 // file only dispatches. Exit codes: 0 ok, 1 failure, 2 usage.
@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"adapter":    {"run the hook adapter: Kimi hooks -> AEP events, logs and relay", runAdapter},
 		"bridge-web": {"follow kimi web (kap-server) sessions -> AEP events, logs and relay", runBridgeWeb},
 		"respond":    {"answer an agent's attention request through the relay", runRespond},
+		"pending":    {"list the attention requests waiting on you across the fleet", runPending},
 		"cancel":     {"cancel a session's run through the relay", runCancel},
 		"instruct":   {"queue an instruction for a session's next prompt", runInstruct},
 		"healthz":    {"check the local daemons' /healthz (exit 1 when one is down)", runHealthz},

@@ -64,12 +64,12 @@ func TestTailTimelineAndResume(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("want 2 timeline lines, got:\n%s", out)
+	if len(lines) != 4 || !strings.Contains(lines[3], "aep-kimi respond --relay "+srv.URL+" --text 'your answer' s1 ") {
+		t.Fatalf("want 2 timeline rows and the request's 2 answer lines, got:\n%s", out)
 	}
 	for _, want := range [][]string{
 		{"kimi", "s1", "#0", "tool.requested", "Shell"},
-		{"kimi", "s1", "#1", "attention.requested", "prompt=Allow Shell: rm -rf build?", "kind=permission"},
+		{"kimi", "s1", "#1", "attention.requested", "Allow Shell: rm -rf build? · (permission)"},
 	} {
 		l := lines[0]
 		lines = lines[1:]
@@ -111,19 +111,6 @@ func TestTailErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and one line naming %q", code, errOut, tc.code, tc.msg)
 			}
 		})
-	}
-}
-
-func TestTailColours(t *testing.T) {
-	p := &tailPrinter{color: true}
-	ev := tailEvent("s", 3, "error.raised", "error", `{"message":"boom"}`)
-	l := p.line(ev)
-	if !strings.Contains(l, ansiRed) || !strings.Contains(l, "message=boom") {
-		t.Fatalf("line %q", l)
-	}
-	ev.Epoch = aep.Int64(2)
-	if l := (&tailPrinter{}).line(ev); !strings.Contains(l, "e2#3") || strings.Contains(l, "\x1b") {
-		t.Fatalf("line %q", l)
 	}
 }
 

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// Pending defaults.
+const (
+	// pendingReplayTimeout bounds one read of the relay's replay.
+	pendingReplayTimeout = 15 * time.Second
+	// pendingFilter asks the relay for just what the pending state needs:
+	// the attention lifecycle, and session starts (titles) and ends.
+	pendingFilter = `{"type":["attention.*","session.started","session.ended"]}`
+	// maxReplayErrorBody bounds the error body read from a refusing relay.
+	maxReplayErrorBody = 64 << 10
+)
+
+// runPending is `aep-kimi pending`: the attention requests that wait on a
+// person across the fleet now, oldest first, from the relay's replay.
+func runPending(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("aep-kimi pending", flag.ContinueOnError)
+	relayURL := fs.String("relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	tokenFile := fs.String("token-file", os.Getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi pending [--relay URL] [--token-file F]")
+		fmt.Fprintln(io.err, "\nLists the attention requests waiting on a person across every session the relay")
+		fmt.Fprintln(io.err, "holds, oldest first: session and title, request id, age, time left, prompt, options,")
+		fmt.Fprintln(io.err, "and the command that answers each (or where to answer it). Answered, resolved and")
+		fmt.Fprintln(io.err, "expired requests are left out. Exit 0 (also when nothing is pending), 1 when the")
+		fmt.Fprintln(io.err, "relay cannot be read, 2 usage.")
+		fmt.Fprintln(io.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, io, 0); !ok {
+		return code
+	}
+	token, err := relayToken(os.Getenv, *tokenFile)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
+		return 2
+	}
+	f, err := loadFleet(ctx, *relayURL, token)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
+		return 1
+	}
+	now := time.Now()
+	reqs := f.pending(now)
+	if len(reqs) == 0 {
+		fmt.Fprintln(io.out, "nothing waits on you")
+		return 0
+	}
+	relayArg := ""
+	if *relayURL != envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL) {
+		relayArg = displayURL(*relayURL)
+	}
+	fmt.Fprintf(io.out, "%s wait on you (oldest first):\n", plural(fmt.Sprint(len(reqs)), "request"))
+	for _, r := range reqs {
+		fmt.Fprintln(io.out)
+		writePending(io.out, f, r, now, relayArg)
+	}
+	return 0
+}
+
+// writePending prints one pending request as a block: who asks, what, how
+// long it has waited and has left, and how to answer it.
+func writePending(w io.Writer, f *fleet, r *pendingRequest, now time.Time, relayArg string) {
+	head := r.session
+	if t := f.title(r.session); t != "" {
+		head += " " + quoted(t)
+	}
+	fmt.Fprintf(w, "%s  request %s\n", head, r.id)
+	prompt := r.prompt
+	if r.kind != "" {
+		prompt += " (" + r.kind + ")"
+	}
+	fmt.Fprintf(w, "  %s\n", clip(oneLine(prompt), tailSummaryRunes))
+	facts := []string{"waiting " + humanDuration(max(now.Sub(r.at), 0))}
+	if r.expires.IsZero() {
+		facts = append(facts, "no deadline")
+	} else {
+		facts = append(facts, humanDuration(r.expires.Sub(now))+" left")
+	}
+	if len(r.options) > 0 {
+		facts = append(facts, "options "+strings.Join(r.options, ", "))
+	}
+	fmt.Fprintf(w, "  %s\n", strings.Join(facts, " · "))
+	if r.answerable {
+		fmt.Fprintf(w, "  %s\n", r.command(relayArg))
+	} else {
+		fmt.Fprintf(w, "  answer it %s\n", r.where())
+	}
+}
+
+// fleet is the attention state of every session a relay holds, derived from
+// its replay: each session's events in (epoch, seq) order, deduplicated on id.
+type fleet struct {
+	sessions map[string]*fleetSession
+}
+
+type fleetSession struct {
+	title    string
+	requests map[string]*pendingRequest
+}
+
+// pendingRequest is one attention request and, once closed, how.
+type pendingRequest struct {
+	request
+	prompt, kind string
+	at           time.Time
+	// closed says how the request ended (answered, resolved, expired,
+	// session ended); empty while it waits.
+	closed string
+}
+
+// loadFleet reads the relay's replay and derives the fleet's state.
+func loadFleet(ctx context.Context, base, token string) (*fleet, error) {
+	evs, err := readReplay(ctx, base, token, pendingFilter)
+	if err != nil {
+		return nil, err
+	}
+	return newFleet(evs), nil
+}
+
+// readReplay reads one replay pass of everything the relay holds (from=all,
+// live=0) matching filter.
+func readReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/stream")
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("relay URL %q is not an http(s) URL", displayURL(base))
+	}
+	q := u.Query()
+	q.Set("from", "all")
+	q.Set("live", "0")
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, pendingReplayTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is noise; the cause is what helps
+		}
+		return nil, fmt.Errorf("relay %s unreachable: %w", displayURL(base), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var body struct {
+			Error  string `json:"error"`
+			Detail string `json:"detail"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, maxReplayErrorBody)).Decode(&body)
+		msg := fmt.Sprintf("relay refused the replay: HTTP %d %s", resp.StatusCode, body.Error)
+		if body.Detail != "" {
+			msg += ": " + body.Detail
+		}
+		return nil, errors.New(strings.TrimSpace(msg))
+	}
+	r := relay.NewSSEReader(resp.Body, 0)
+	var evs []*aep.Event
+	for {
+		it, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the relay's replay: %w", err)
+		}
+		if it.IsComment {
+			continue
+		}
+		if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil {
+			evs = append(evs, ev)
+		}
+	}
+}
+
+// newFleet folds events into per-session attention state. Events are
+// deduplicated on id and applied per session in (epoch, seq) order; an event
+// without seq (a foreign emitter's) keeps its arrival place after the
+// positioned event before it.
+func newFleet(evs []*aep.Event) *fleet {
+	type placed struct {
+		ev      *aep.Event
+		pos     relay.Position
+		arrival int
+	}
+	seen := map[string]bool{}
+	bySession := map[string][]placed{}
+	last := map[string]relay.Position{}
+	for i, ev := range evs {
+		if ev.Session == "" || seen[ev.ID] {
+			continue
+		}
+		seen[ev.ID] = true
+		pos := last[ev.Session]
+		if ev.Seq != nil {
+			pos = relay.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
+			last[ev.Session] = pos
+		}
+		bySession[ev.Session] = append(bySession[ev.Session], placed{ev, pos, i})
+	}
+	f := &fleet{sessions: map[string]*fleetSession{}}
+	for session, list := range bySession {
+		sort.SliceStable(list, func(i, j int) bool {
+			if list[i].pos != list[j].pos {
+				return list[i].pos.Less(list[j].pos)
+			}
+			return list[i].arrival < list[j].arrival
+		})
+		s := &fleetSession{requests: map[string]*pendingRequest{}}
+		f.sessions[session] = s
+		for _, p := range list {
+			s.apply(p.ev)
+		}
+	}
+	return f
+}
+
+// apply advances a session's state by one event (AEP-0002 §7: lifecycle
+// events name the request in subject).
+func (s *fleetSession) apply(ev *aep.Event) {
+	data, _ := ev.DataMap()
+	closeReq := func(how string) {
+		if r := s.requests[ev.Subject]; r != nil && r.closed == "" {
+			r.closed = how
+		}
+	}
+	switch ev.Type {
+	case "session.started":
+		if t := str(data, "label"); t != "" {
+			s.title = oneLine(t)
+		}
+	case "session.ended":
+		// An emitter closes its requests before the session ends; any it
+		// did not close wait on nobody now.
+		for _, r := range s.requests {
+			if r.closed == "" {
+				r.closed = "session ended"
+			}
+		}
+	case "attention.requested":
+		if _, dup := s.requests[ev.ID]; dup {
+			return
+		}
+		r := &pendingRequest{request: parseRequest(ev, data), prompt: str(data, "prompt"), kind: str(data, "kind")}
+		r.at, _ = time.Parse(time.RFC3339Nano, ev.Time)
+		s.requests[ev.ID] = r
+	case "attention.answered":
+		closeReq("answered")
+	case "attention.resolved":
+		closeReq(firstOf(str(data, "resolution"), "resolved"))
+	case "attention.timeout":
+		closeReq("expired")
+	}
+}
+
+func (f *fleet) title(session string) string {
+	if s := f.sessions[session]; s != nil {
+		return s.title
+	}
+	return ""
+}
+
+// state reports how a request stands at now: "" while it waits, else why it
+// does not.
+func (r *pendingRequest) state(now time.Time) string {
+	if r.closed != "" {
+		return r.closed
+	}
+	if !r.expires.IsZero() && !now.Before(r.expires) {
+		return "expired"
+	}
+	return ""
+}
+
+// pending lists the requests waiting at now across the fleet (or in one
+// session when session is given), oldest first.
+func (f *fleet) pending(now time.Time, session ...string) []*pendingRequest {
+	var out []*pendingRequest
+	for name, s := range f.sessions {
+		if len(session) > 0 && name != session[0] {
+			continue
+		}
+		for _, r := range s.requests {
+			if r.state(now) == "" {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		if a.session != b.session {
+			return a.session < b.session
+		}
+		return a.id < b.id
+	})
+	return out
+}
