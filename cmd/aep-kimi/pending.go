@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -25,8 +21,6 @@ const (
 	// pendingFilter asks the relay for just what the pending state needs:
 	// the attention lifecycle, and session starts (titles) and ends.
 	pendingFilter = `{"type":["attention.*","session.started","session.ended"]}`
-	// maxReplayErrorBody bounds the error body read from a refusing relay.
-	maxReplayErrorBody = 64 << 10
 )
 
 // runPending is `aep-kimi pending`: the attention requests that wait on a
@@ -68,7 +62,11 @@ func runPending(ctx context.Context, args []string, io stdio) int {
 	if *relayURL != envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL) {
 		relayArg = displayURL(*relayURL)
 	}
-	fmt.Fprintf(io.out, "%s wait on you (oldest first):\n", plural(fmt.Sprint(len(reqs)), "request"))
+	if len(reqs) == 1 {
+		fmt.Fprintln(io.out, "1 request waits on you:")
+	} else {
+		fmt.Fprintf(io.out, "%d requests wait on you (oldest first):\n", len(reqs))
+	}
 	for _, r := range reqs {
 		fmt.Fprintln(io.out)
 		writePending(io.out, f, r, now, relayArg)
@@ -137,67 +135,36 @@ func loadFleet(ctx context.Context, base, token string) (*fleet, error) {
 }
 
 // readReplay reads one replay pass of everything the relay holds (from=all,
-// live=0) matching filter.
+// live=0) matching filter. Unlike tail it does not wait out an unreachable
+// relay: the first failed connect is the answer.
 func readReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, error) {
-	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/stream")
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("relay URL %q is not an http(s) URL", displayURL(base))
-	}
-	q := u.Query()
-	q.Set("from", "all")
-	q.Set("live", "0")
-	if filter != "" {
-		q.Set("filter", filter)
-	}
-	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(ctx, pendingReplayTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var evs []*aep.Event
+	var unreachable error
+	t, err := relay.NewTailer(relay.TailConfig{
+		URL: base, Token: token, Filter: filter, From: relay.From{All: true},
+		OnEvent: func(ev *aep.Event) { evs = append(evs, ev) },
+		OnStatus: func(st relay.TailStatus) {
+			if st.Kind == relay.TailUnreachable {
+				unreachable = st.Err
+				cancel()
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if err := t.Run(ctx); err != nil {
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is noise; the cause is what helps
-		}
-		return nil, fmt.Errorf("relay %s unreachable: %w", displayURL(base), err)
+	switch {
+	case unreachable != nil:
+		return nil, fmt.Errorf("relay %s unreachable: %w", displayURL(base), unreachable)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("relay %s: no complete replay within %s", displayURL(base), pendingReplayTimeout)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var body struct {
-			Error  string `json:"error"`
-			Detail string `json:"detail"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, maxReplayErrorBody)).Decode(&body)
-		msg := fmt.Sprintf("relay refused the replay: HTTP %d %s", resp.StatusCode, body.Error)
-		if body.Detail != "" {
-			msg += ": " + body.Detail
-		}
-		return nil, errors.New(strings.TrimSpace(msg))
-	}
-	r := relay.NewSSEReader(resp.Body, 0)
-	var evs []*aep.Event
-	for {
-		it, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return evs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the relay's replay: %w", err)
-		}
-		if it.IsComment {
-			continue
-		}
-		if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil {
-			evs = append(evs, ev)
-		}
-	}
+	return evs, nil
 }
 
 // newFleet folds events into per-session attention state. Events are

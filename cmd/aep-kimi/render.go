@@ -496,15 +496,17 @@ func millis(data map[string]any, key string) (time.Duration, bool) {
 // humanDuration renders d the way a person says it: 350ms, 4.2s, 49s,
 // 3m05s, 2h10m.
 func humanDuration(d time.Duration) string {
+	if d >= 10*time.Second {
+		d = d.Round(time.Second) // 59.6s is 1m00s, not 60s
+	}
 	switch {
 	case d < time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())
 	case d < 10*time.Second:
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Round(time.Second).Seconds()))
+		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < time.Hour:
-		d = d.Round(time.Second)
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	d = d.Round(time.Minute)

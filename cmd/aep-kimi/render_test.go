@@ -124,12 +124,13 @@ func TestTailColours(t *testing.T) {
 
 func TestHumanDuration(t *testing.T) {
 	for d, want := range map[time.Duration]string{
-		0:                       "0ms",
-		350 * time.Millisecond:  "350ms",
-		4200 * time.Millisecond: "4.2s",
-		49 * time.Second:        "49s",
-		185 * time.Second:       "3m05s",
-		130 * time.Minute:       "2h10m",
+		0:                        "0ms",
+		350 * time.Millisecond:   "350ms",
+		4200 * time.Millisecond:  "4.2s",
+		49 * time.Second:         "49s",
+		59600 * time.Millisecond: "1m00s",
+		185 * time.Second:        "3m05s",
+		130 * time.Minute:        "2h10m",
 	} {
 		if got := humanDuration(d); got != want {
 			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)

@@ -18,11 +18,7 @@ import (
 
 func tailRun(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	code := runTail(ctx, args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
-	return code, out.String(), errb.String()
+	return runIn(t, runTail, args...)
 }
 
 func tailPost(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
