@@ -51,6 +51,7 @@ type tailPrinter struct {
 	// follows a relay other than the one respond would default to.
 	relayArg string
 	titles   map[string]string
+	epochs   map[string]int64
 }
 
 func (p *tailPrinter) clock() time.Time {
@@ -72,16 +73,28 @@ func (p *tailPrinter) notice(msg string) {
 }
 
 // print writes an event's row, and for an attention request the lines that
-// say how to answer it.
+// say how to answer it. The row shows seq alone; a session's new epoch (its
+// emitter restarted, seq starts over) gets a notice instead of a number in
+// every row.
 func (p *tailPrinter) print(ev *aep.Event) {
+	if ev.Session != "" && ev.Seq != nil {
+		e := ev.EpochOrZero()
+		if last, seen := p.epochs[ev.Session]; seen && last != e {
+			p.notice(fmt.Sprintf("session %s: new epoch %d (its emitter restarted; seq starts over)", shortID(ev.Session), e))
+		}
+		if p.epochs == nil {
+			p.epochs = map[string]int64{}
+		}
+		p.epochs[ev.Session] = e
+	}
 	fmt.Fprintln(p.w, p.line(ev))
 	for _, l := range p.detail(ev) {
 		fmt.Fprintln(p.w, l)
 	}
 }
 
-// line is one timeline row: time, agent, session (short id and title),
-// position, type, and what happened in words.
+// line is one timeline row: time, agent, session (short id and title), seq,
+// type, and what happened in words.
 func (p *tailPrinter) line(ev *aep.Event) string {
 	data, _ := ev.DataMap()
 	if ev.Type == "session.started" && ev.Session != "" {
@@ -110,9 +123,6 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 	pos := "-"
 	if ev.Seq != nil {
 		pos = fmt.Sprintf("#%d", *ev.Seq)
-		if e := ev.EpochOrZero(); e != 0 {
-			pos = fmt.Sprintf("e%d#%d", e, *ev.Seq)
-		}
 	}
 	typeColor, dim := rowColor(ev)
 	line := fmt.Sprintf("%s  %-12s %-*s %-6s %s  %s",

@@ -92,11 +92,6 @@ func TestTailColours(t *testing.T) {
 			t.Errorf("%s: line %q lacks colour %q or text %q", c.typ, l, c.colour, c.text)
 		}
 	}
-	ev := tailEvent("s", 3, "error.raised", "error", `{"message":"boom"}`)
-	ev.Epoch = aep.Int64(2)
-	if l := (&tailPrinter{}).line(ev); !strings.Contains(l, "e2#3") || strings.Contains(l, "\x1b") {
-		t.Fatalf("line %q", l)
-	}
 	env := func(v string) func(string) string {
 		return func(k string) string {
 			if k == "NO_COLOR" {
