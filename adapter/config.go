@@ -61,6 +61,10 @@ const (
 	// MaxInstructions and MaxInstructionChars cap the instruct queue.
 	MaxInstructions     = 20
 	MaxInstructionChars = 4000
+	// DefaultBodyTimeout bounds the time to receive one /hook body:
+	// kimi-hook writes a whole payload at once over loopback, so only a
+	// stuck or hostile client takes longer.
+	DefaultBodyTimeout = 10 * time.Second
 	// UnknownSession names the session of a payload without session_id.
 	UnknownSession = "unknown"
 )
@@ -100,6 +104,11 @@ type Control struct {
 type Config struct {
 	// Listen is the HTTP address for /hook, /healthz and /metrics.
 	Listen string
+	// AllowedHosts are the names besides loopback a request's Host may carry
+	// (httpguard.Hosts): a defence against DNS rebinding.
+	AllowedHosts []string
+	// BodyTimeout bounds the time to receive one /hook body.
+	BodyTimeout time.Duration
 	// Home is the AEP home: logs under Home/logs/kimi-code, the hook token,
 	// epoch and spool under Home/kimi.
 	Home string
@@ -136,6 +145,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	err := errors.Join(
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
+		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
 		defaults.Positive(component, "SpoolPoll", &c.SpoolPoll, DefaultSpoolPoll),
 		defaults.Positive(component, "SpoolGrace", &c.SpoolGrace, DefaultSpoolGrace),

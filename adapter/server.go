@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -18,11 +17,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
@@ -96,6 +97,7 @@ func (s *Server) Epoch() int64 { return s.epoch }
 // Handler serves /hook, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(httpguard.Hosts(s.cfg.AllowedHosts))
 	r.Post("/hook", s.serveHook)
 	r.Get("/healthz", s.serveHealth)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -180,6 +182,9 @@ func writeError(w http.ResponseWriter, status int, code, detail string) {
 	json.NewEncoder(w).Encode(errorBody{Error: code, Detail: detail}) //nolint:errcheck // client gone
 }
 
+// errNotUTF8 refuses a hook payload that is not UTF-8.
+var errNotUTF8 = errors.New("hook payload is not valid UTF-8 (JSON text must be UTF-8)")
+
 // maxDeliveryID bounds the delivery header kimi-hook sends.
 const maxDeliveryID = 64
 
@@ -197,12 +202,17 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mapping.MaxPayloadBytes))
+	body, err := httpguard.ReadBody(w, r, mapping.MaxPayloadBytes, s.cfg.BodyTimeout)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.metrics.badRequests.WithLabelValues("too-large").Inc()
 			writeError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
+			return
+		}
+		if errors.Is(err, httpguard.ErrBodyTimeout) {
+			s.metrics.badRequests.WithLabelValues("timeout").Inc()
+			writeError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
 			return
 		}
 		s.metrics.badRequests.WithLabelValues("read").Inc()
@@ -264,6 +274,12 @@ func hookLabel(h string) string {
 // ingest maps one delivery and applies it to its session.
 func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	d.spooled = spooled
+	if !utf8.Valid(d.payload) {
+		// The one rule for every intake: text that is not UTF-8 would be
+		// read lossily (U+FFFD), merging distinct session ids. The payload
+		// is refused (400; from the spool: quarantined), never renamed.
+		return outcome{}, "", errNotUTF8
+	}
 	r, err := mapping.Hook(d.payload, s.cfg.Posture)
 	if err != nil {
 		return outcome{}, "", err

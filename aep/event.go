@@ -273,10 +273,19 @@ func (e *Event) SeverityLevel() Severity {
 // ErrNotObject is returned when an event's bytes are not one JSON object.
 var ErrNotObject = errors.New("event is not a JSON object")
 
+// ErrNotUTF8 is returned for an event that is not UTF-8 (AEP-0001: an event
+// is RFC 8259 JSON in UTF-8), or whose core string attributes escape an
+// unpaired UTF-16 surrogate. Either would decode lossily (as U+FFFD), so two
+// different ids or sessions would read back as one; the event is refused
+// instead of being renamed.
+var ErrNotUTF8 = errors.New("event is not valid UTF-8")
+
 // ParseEvent decodes one event. It fails when the bytes are not a single JSON
 // object or when a core attribute has the wrong JSON type (a string attribute
 // that is not a string, seq or epoch that is not an integer, data that is not
-// an object, any core attribute that is null). Everything else, including
+// an object, any core attribute that is null) or not UTF-8 (ErrNotUTF8: bytes
+// anywhere, or an unpaired surrogate escape in a core string attribute; data
+// may escape one, since it is forwarded as bytes). Everything else, including
 // grammar and payload rules, is Validate's job. The event keeps b as Raw.
 //
 // It is the relay's per-event ingest cost, so it checks the JSON once and
@@ -293,6 +302,9 @@ func ParseEvent(b []byte) (*Event, error) {
 			err = errors.New("trailing data after the event object")
 		}
 		return nil, fmt.Errorf("event is not valid JSON: %w", err)
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: invalid byte sequence at offset %d", ErrNotUTF8, invalidUTF8At(b))
 	}
 	e := &Event{raw: b}
 	err := eachMember(b, func(key, v []byte) error {
@@ -329,6 +341,9 @@ func ParseEvent(b []byte) (*Event, error) {
 			str, ok := jsonString(v)
 			if !ok {
 				return fmt.Errorf("attribute %q must be a string", k)
+			}
+			if bytes.IndexByte(v, '\\') >= 0 && unpairedSurrogate(v) {
+				return fmt.Errorf("%w: attribute %q escapes an unpaired UTF-16 surrogate", ErrNotUTF8, k)
 			}
 			*e.stringPtr(k) = str
 		}
@@ -433,6 +448,65 @@ func jsonString(v []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// invalidUTF8At returns the offset of the first byte that is not part of a
+// valid UTF-8 sequence.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// unpairedSurrogate reports whether a JSON string literal (valid JSON)
+// escapes half of a UTF-16 surrogate pair on its own, as in "\ud800".
+func unpairedSurrogate(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if v[i+1] != 'u' {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		r := hex4(v[i+2 : i+6])
+		i += 5
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true // a low half with no high half before it
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+6 >= len(v) || v[i+1] != '\\' || v[i+2] != 'u' {
+				return true
+			}
+			if lo := hex4(v[i+3 : i+7]); lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 decodes four hex digits (already validated as JSON).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 func isNull(v json.RawMessage) bool { return len(v) == 4 && string(v) == "null" }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -403,6 +404,7 @@ func (b *Bridge) knownSessions() []string {
 // Handler serves /healthz and /metrics.
 func (b *Bridge) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(httpguard.Hosts(b.cfg.AllowedHosts))
 	r.Get("/healthz", b.serveHealth)
 	r.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{}))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {

@@ -101,6 +101,9 @@ type Control struct {
 type Config struct {
 	// Listen is the HTTP address for /healthz and /metrics.
 	Listen string
+	// AllowedHosts are the names besides loopback a request's Host may carry
+	// (httpguard.Hosts): a defence against DNS rebinding.
+	AllowedHosts []string
 	// Mode is companion (default) or primary.
 	Mode mapping.Mode
 	// Home is the AEP home: logs under Home/logs/kimi-code-web, the epoch

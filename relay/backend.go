@@ -18,7 +18,8 @@ import (
 //     admitted unless the session already holds one with the same
 //     (source, id) (AEP-0001 §7.4); admitted events are kept in (epoch, seq)
 //     order, and the oldest are trimmed past the per-session depth. Sessions
-//     past the session cap are evicted least-recently-written first.
+//     past the session cap are evicted least-recently-written first. A byte
+//     budget over all sessions trims the oldest admitted events first.
 //   - Positions are (epoch, seq) pairs within one session (AEP-0001 §7).
 //     Foreign-emitter events (commands, attention.routed) carry no seq: they
 //     are held right after the session's latest positioned event at arrival,
@@ -117,6 +118,10 @@ type BackendStats struct {
 	Subscribers int
 	// Evictions counts sessions evicted by the session cap.
 	Evictions uint64
+	// MaxBytes is the byte budget over all sessions (0: none reported).
+	MaxBytes int64
+	// BudgetTrims counts events trimmed to stay within MaxBytes.
+	BudgetTrims uint64
 }
 
 // Kind is how an event relates to session history.

@@ -43,7 +43,7 @@ func TestSlowSSEConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "GET /stream?filter=%s HTTP/1.1\r\nHost: x\r\n\r\n", url.QueryEscape(`{"session":"s-slow"}`))
+	fmt.Fprintf(conn, "GET /stream?filter=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(`{"session":"s-slow"}`))
 	eventually(t, "both subscribed", func() bool { return srv.Backend().Stats().Subscribers == 2 })
 
 	evs := bigEvents("s-slow", 600, 32<<10) // ~19 MiB: beyond any socket buffering

@@ -2,10 +2,12 @@ package relay
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // Defaults for Config. The environment names in brackets are the reference
@@ -16,11 +18,18 @@ const (
 	DefaultListen = "127.0.0.1:8787"
 	// DefaultBuffer is the per-session replay depth in events [AEP_BUFFER].
 	DefaultBuffer = 10000
+	// DefaultBufferBytes caps the wire bytes held across all sessions; past
+	// it the oldest events are trimmed [AEP_BUFFER_BYTES]. The per-session
+	// and session caps alone allow 500 x 10,000 events of up to 16 MiB.
+	DefaultBufferBytes = 256 << 20
 	// DefaultMaxSessions caps the sessions held; the least recently written
 	// is evicted past it [AEP_MAX_SESSIONS].
 	DefaultMaxSessions = 500
 	// DefaultMaxBody caps one POST body and one WebSocket message [AEP_MAX_BODY].
 	DefaultMaxBody = 16 << 20
+	// DefaultBodyTimeout bounds the time to receive one POST body: 16 MiB
+	// needs about 0.8 MiB/s, and a client trickling a body is cut off.
+	DefaultBodyTimeout = 20 * time.Second
 	// DefaultMaxBatch caps the events in one NDJSON POST [AEP_MAX_BATCH].
 	DefaultMaxBatch = 10000
 	// DefaultQueueSize is each consumer's live queue, in events. A consumer
@@ -43,10 +52,6 @@ const (
 	DefaultDrainTimeout = 5 * time.Second
 	// DefaultHelloTimeout bounds the wait for a socket's first frame.
 	DefaultHelloTimeout = 10 * time.Second
-	// IdleConnTimeout closes a keep-alive connection that carries no request
-	// for this long (fixed; no environment variable). The header wait is
-	// httpdrain.ReadHeaderTimeout, as on every daemon endpoint.
-	IdleConnTimeout = 2 * time.Minute
 )
 
 // Config configures a Server. The zero value is usable: every zero field
@@ -57,14 +62,23 @@ type Config struct {
 	// Token, when set, is the bearer token every request but /healthz must
 	// carry (Authorization header, or access_token query parameter for
 	// browsers). Without it the relay is watch-only: it refuses every control
-	// command (AEP-0004 §4.1).
+	// command (AEP-0004 §4.1). Surrounding whitespace is not part of it
+	// (httpguard.TrimToken), so a blank token is no token.
 	Token string
+	// AllowedHosts are the names besides loopback a request's Host may carry
+	// (httpguard.Hosts): a defence against DNS rebinding.
+	AllowedHosts []string
 	// Buffer is the per-session replay depth in events.
 	Buffer int
+	// BufferBytes caps the wire bytes held across all sessions (in-memory
+	// backend only).
+	BufferBytes int64
 	// MaxSessions caps the sessions held.
 	MaxSessions int
 	// MaxBody caps one request body or socket message, in bytes.
 	MaxBody int64
+	// BodyTimeout bounds the time to receive one POST body.
+	BodyTimeout time.Duration
 	// MaxBatch caps the events in one NDJSON batch.
 	MaxBatch int
 	// MaxFrom caps the positions in one resume request; zero means
@@ -117,6 +131,8 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "WriteTimeout", &c.WriteTimeout, DefaultWriteTimeout),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout),
+		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
+		defaults.Positive(component, "BufferBytes", &c.BufferBytes, DefaultBufferBytes),
 	)
 	if err != nil {
 		return c, err
@@ -124,6 +140,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueueSize < 4 {
 		return c, errors.New("relay config: QueueSize must be at least 4")
 	}
+	if c.BufferBytes < c.MaxBody {
+		return c, fmt.Errorf("relay config: BufferBytes (%d) must hold at least one largest event (MaxBody, %d)", c.BufferBytes, c.MaxBody)
+	}
+	c.Token = httpguard.TrimToken(c.Token)
 	defaults.Set(&c.Instance, "aep-kimi-relay")
 	defaults.Set(&c.Logger, slog.New(slog.DiscardHandler))
 	return c, nil

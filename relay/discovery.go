@@ -83,11 +83,13 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.backend.Stats()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"ok":          true,
-		"sessions":    st.Sessions,
-		"events":      st.Events,
-		"subscribers": st.Subscribers,
-		"connections": s.nSSE.Load() + s.nWS.Load(),
-		"uptime_s":    int64(time.Since(s.started).Seconds()),
+		"ok":           true,
+		"sessions":     st.Sessions,
+		"events":       st.Events,
+		"bytes":        st.Bytes,
+		"buffer_bytes": s.cfg.BufferBytes,
+		"subscribers":  st.Subscribers,
+		"connections":  s.nSSE.Load() + s.nWS.Load(),
+		"uptime_s":     int64(time.Since(s.started).Seconds()),
 	})
 }

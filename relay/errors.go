@@ -10,6 +10,7 @@ import (
 const (
 	codeInvalidEvent     = "invalid-event"
 	codePayloadTooLarge  = "payload-too-large"
+	codeBodyTimeout      = "body-timeout"
 	codeTooManyEvents    = "too-many-events"
 	codeUnsupportedMedia = "unsupported-media-type"
 	codeVersion          = "version-unsupported"

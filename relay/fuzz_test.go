@@ -106,7 +106,7 @@ func FuzzIngestNDJSON(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	srv, err := relay.NewServer(relay.Config{MaxBatch: 50, MaxBody: 1 << 16, MaxSessions: 16})
+	srv, err := relay.NewServer(relay.Config{MaxBatch: 50, MaxBody: 1 << 16, MaxSessions: 16, AllowedHosts: []string{"example.com"}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func FuzzStreamQuery(f *testing.F) {
 	f.Add(`{"severity":{"gte":"notice"}}`, `[{"session":"s","seq":1}]`, ``)
 	f.Add(`{"seq":1}`, `[{}]`, `full`)
 	f.Add(`{"type":["x.acme.*","a.b"],"acmeregion":true}`, `"all"`, `none`)
-	srv, err := relay.NewServer(relay.Config{MaxFrom: 4})
+	srv, err := relay.NewServer(relay.Config{MaxFrom: 4, AllowedHosts: []string{"example.com"}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // serveIngest is POST /events (AEP-0003 §3.2): one event as application/json
@@ -42,12 +43,16 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("body of %d bytes exceeds the %d byte limit", r.ContentLength, s.cfg.MaxBody))
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBody)
+	body, err := httpguard.ReadBody(w, r, s.cfg.MaxBody, s.cfg.BodyTimeout)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
 				fmt.Sprintf("body exceeds the %d byte limit", s.cfg.MaxBody))
+			return
+		}
+		if errors.Is(err, httpguard.ErrBodyTimeout) {
+			writeError(w, http.StatusRequestTimeout, codeBodyTimeout, err.Error())
 			return
 		}
 		writeError(w, http.StatusBadRequest, codeInvalidEvent, "could not read the request body")
@@ -80,17 +85,6 @@ func ingestMediaType(ct string) (batch, ok bool) {
 		return true, true
 	}
 	return false, false
-}
-
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	defer body.Close()
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(body)
-	return buf.Bytes(), err
 }
 
 type ingestError struct {

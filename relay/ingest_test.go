@@ -92,7 +92,7 @@ func TestIngestPayloadTooLarge(t *testing.T) {
 		}
 		defer conn.Close()
 		// Headers only: the relay must answer without waiting for the body.
-		_, _ = io.WriteString(conn, "POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAEP-Version: 0.1\r\nContent-Length: 100000000\r\n\r\n")
+		_, _ = io.WriteString(conn, "POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAEP-Version: 0.1\r\nContent-Length: 100000000\r\n\r\n")
 		resp, err := http.ReadResponse(bufioReader(conn), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -32,6 +32,7 @@ const (
 type entry struct {
 	raw     []byte
 	pos     Position
+	gseq    uint64 // global admission order, for the byte budget
 	hash    uint64 // of (source, id), the admission dedupe key
 	typ     uint16 // index into session.strs
 	src     uint16
@@ -62,8 +63,15 @@ type session struct {
 // MemoryBackend is the in-memory Backend: per-session bounded buffers and a
 // single lock over history and fan-out, which keeps every subscriber's view
 // in one global ingest order.
+//
+// Three caps bound it: events per session (the oldest are trimmed), sessions
+// (the least recently written is evicted), and the wire bytes held across
+// all sessions (the buffer's oldest events, by admission order, are trimmed,
+// exactly as the per-session cap trims: a consumer resuming from a trimmed
+// position is told replay-exhausted).
 type MemoryBackend struct {
 	depth, maxSessions int
+	maxBytes           int64
 	seed               maphash.Seed
 	now                func() time.Time
 
@@ -75,6 +83,8 @@ type MemoryBackend struct {
 	events    int
 	bytes     int64
 	evictions uint64
+	gseq      uint64
+	trims     uint64 // entries trimmed by the byte budget
 }
 
 type memSub struct {
@@ -83,8 +93,18 @@ type memSub struct {
 }
 
 // NewMemoryBackend returns an in-memory backend holding up to depth events
-// per session and maxSessions sessions (zero takes the Default constants).
+// per session and maxSessions sessions (zero takes the Default constants),
+// within DefaultBufferBytes.
 func NewMemoryBackend(depth, maxSessions int) *MemoryBackend {
+	return NewMemoryBackendWithBudget(depth, maxSessions, 0)
+}
+
+// NewMemoryBackendWithBudget is NewMemoryBackend holding at most maxBytes
+// wire bytes across all sessions (zero takes DefaultBufferBytes).
+func NewMemoryBackendWithBudget(depth, maxSessions int, maxBytes int64) *MemoryBackend {
+	if maxBytes <= 0 {
+		maxBytes = DefaultBufferBytes
+	}
 	if depth <= 0 {
 		depth = DefaultBuffer
 	}
@@ -94,6 +114,7 @@ func NewMemoryBackend(depth, maxSessions int) *MemoryBackend {
 	return &MemoryBackend{
 		depth:       depth,
 		maxSessions: maxSessions,
+		maxBytes:    maxBytes,
 		seed:        maphash.MakeSeed(),
 		now:         time.Now,
 		sessions:    make(map[string]*session),
@@ -159,6 +180,8 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 		e.pos = s.latest
 	}
 	e.raw = s.store(m.Raw)
+	b.gseq++
+	e.gseq = b.gseq
 	s.ids[h] = struct{}{}
 	s.insert(e)
 	s.n++
@@ -171,8 +194,35 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 	for s.n > b.depth {
 		b.trimOne(s)
 	}
+	for b.bytes > b.maxBytes {
+		if !b.trimOldest() {
+			break
+		}
+	}
 	s.lastWrite = now
 	b.touch(s)
+	return true
+}
+
+// trimOldest trims the buffer's oldest held entry, by admission order, for
+// the byte budget. It scans the sessions' first entries: a session's entries
+// are in admission order except after a rare out-of-order insert, so this is
+// the oldest or close to it. The caller holds b.mu.
+func (b *MemoryBackend) trimOldest() bool {
+	var victim *session
+	for s := b.oldest; s != nil; s = s.next {
+		if s.n > 0 && (victim == nil || s.at(0).gseq < victim.at(0).gseq) {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	b.trimOne(victim)
+	b.trims++
+	if victim.n == 0 {
+		victim.arena = nil // nothing held refers to it any more
+	}
 	return true
 }
 
@@ -459,7 +509,16 @@ func (b *MemoryBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(),
 	default:
 		for _, p := range req.From.Positions {
 			s := b.sessions[p.Session]
-			if s == nil || s.n == 0 {
+			if s == nil {
+				continue
+			}
+			if s.n == 0 {
+				// The byte budget trimmed the whole session: what followed
+				// p is gone if anything after p was trimmed.
+				if p.Position.Less(s.trimmedMax) {
+					next := Position{Epoch: s.trimmedMax.Epoch, Seq: s.trimmedMax.Seq + 1}
+					r.exhausted = append(r.exhausted, Exhausted{Session: s.name, Requested: p.Position, Earliest: next})
+				}
 				continue
 			}
 			if first, ok := s.earliest(); ok && p.Position.Less(first) && first != (Position{Epoch: p.Epoch, Seq: p.Seq + 1}) {
@@ -517,6 +576,8 @@ func (b *MemoryBackend) Stats() BackendStats {
 		Bytes:       b.bytes,
 		Subscribers: len(b.subs),
 		Evictions:   b.evictions,
+		MaxBytes:    b.maxBytes,
+		BudgetTrims: b.trims,
 	}
 }
 

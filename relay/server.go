@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // ErrDrainTimeout is returned by Run and Serve when connections did not
@@ -64,7 +65,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.drainCtx, s.stopDrainFn = context.WithCancel(context.Background())
 	if s.backend == nil {
-		s.backend = NewMemoryBackend(cfg.Buffer, cfg.MaxSessions)
+		s.backend = NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
 	}
 	s.metrics = newMetrics(s.backend)
 	s.control = newControlRouter(cfg.MaxSessions)
@@ -84,7 +85,7 @@ func (s *Server) Backend() Backend { return s.backend }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.accessLog)
+	r.Use(s.accessLog, httpguard.Hosts(s.cfg.AllowedHosts))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such endpoint (see GET /events)")
 	})
@@ -123,14 +124,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		posture = "authenticated: bearer token required, control routing on"
 	}
 	s.log.Info("relay listening", "addr", ln.Addr().String(), "posture", posture,
-		"buffer", s.cfg.Buffer, "max_sessions", s.cfg.MaxSessions)
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: httpdrain.ReadHeaderTimeout,
-		IdleTimeout:       IdleConnTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions,
+		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","))
+	hs := httpdrain.NewServer(s.handler)
+	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	drain := httpdrain.Track(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -220,11 +218,11 @@ func (s *Server) authorized(r *http.Request) bool {
 func bearer(r *http.Request) (token string, fromQuery bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(tok), false
+			return httpguard.TrimToken(tok), false
 		}
 	}
 	if r.URL.Query().Has("access_token") {
-		return r.URL.Query().Get("access_token"), true
+		return httpguard.TrimToken(r.URL.Query().Get("access_token")), true
 	}
 	return "", false
 }

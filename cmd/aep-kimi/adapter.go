@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -23,6 +24,7 @@ const DefaultRelayURL = "http://127.0.0.1:8787"
 // adapterOptions is the adapter's flag and environment surface.
 type adapterOptions struct {
 	listen, relayURL, home, token string
+	allowedHosts                  string
 	verbose                       bool
 }
 
@@ -31,6 +33,7 @@ func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 }
 
@@ -67,6 +70,12 @@ type adapterDaemon struct {
 func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string, log *slog.Logger) (*adapterDaemon, error) {
 	cfg, err := adapterConfigFromEnv(getenv)
 	if err != nil {
+		return nil, err
+	}
+	if err := httpguard.CheckExposure(o.listen, false, token); err != nil {
+		return nil, err
+	}
+	if cfg.AllowedHosts, err = parseAllowedHosts(o.allowedHosts); err != nil {
 		return nil, err
 	}
 	cfg.Listen, cfg.Home, cfg.Logger = o.listen, o.home, log
@@ -202,7 +211,7 @@ func aepHome(getenv func(string) string) string {
 // token: watch-only.
 func relayToken(getenv func(string) string, file string) (string, error) {
 	if file == "" {
-		if t := strings.TrimSpace(getenv("AEP_TOKEN")); t != "" {
+		if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
 			return t, nil
 		}
 		file = filepath.Join(aepHome(getenv), TokenFileName)
@@ -210,6 +219,13 @@ func relayToken(getenv func(string) string, file string) (string, error) {
 			return "", nil
 		}
 	}
+	return readTokenFile(file)
+}
+
+// readTokenFile reads a token file, which must not be readable by others.
+// The token is trimmed as every server and client trims it; an empty file
+// is no token.
+func readTokenFile(file string) (string, error) {
 	st, err := os.Stat(file)
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
@@ -221,7 +237,7 @@ func relayToken(getenv func(string) string, file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return httpguard.TrimToken(string(b)), nil
 }
 
 func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Logger {

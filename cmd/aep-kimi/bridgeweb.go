@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -18,6 +19,7 @@ import (
 type bridgeWebOptions struct {
 	listen, mode, kimiHome, kapURL, kapTokenFile string
 	relayURL, home, token                        string
+	allowedHosts                                 string
 	verbose                                      bool
 }
 
@@ -30,6 +32,7 @@ func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 }
 
@@ -82,8 +85,15 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 	if err != nil {
 		return nil, err
 	}
+	if err := httpguard.CheckExposure(o.listen, false, token); err != nil {
+		return nil, err
+	}
+	hosts, err := parseAllowedHosts(o.allowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	cfg := bridgeweb.Config{
-		Listen: o.listen, Mode: mode, Home: o.home, KimiHome: o.kimiHome,
+		Listen: o.listen, Mode: mode, Home: o.home, KimiHome: o.kimiHome, AllowedHosts: hosts,
 		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, Posture: acfg.Posture, Logger: log,
 	}
 	cfg.Control.Enabled = envBool(getenv, "AEP_KIMI_WEB_CONTROL", false)

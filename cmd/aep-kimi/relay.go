@@ -10,35 +10,63 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // runRelay is `aep-kimi relay`: the collector/relay daemon. Flags win over
 // the reference relay's environment (AEP_PORT, AEP_TOKEN, AEP_BUFFER,
-// AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM).
+// AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH,
+// AEP_MAX_FROM) and ours (AEP_TOKEN_FILE, AEP_PUBLIC, AEP_ALLOWED_HOSTS).
 func runRelay(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("aep-kimi relay", flag.ContinueOnError)
 	fs.SetOutput(io.err)
+	getenv := os.Getenv
 	listen := fs.String("listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
+	public := fs.Bool("public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
+	tokenFile := fs.String("token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
+	bufferBytes := fs.Int64("buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
+	var hostList string
+	allowedHostsFlag(fs, &hostList, getenv)
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR] [-v]")
+		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N] [-v]")
 		fmt.Fprintln(io.err, "\nAn AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).")
-		fmt.Fprintln(io.err, "\nEnvironment: AEP_PORT, AEP_TOKEN (enables auth and control routing), AEP_BUFFER,")
-		fmt.Fprintln(io.err, "AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM.")
+		fmt.Fprintln(io.err, "\nEnvironment: AEP_PORT, AEP_TOKEN or AEP_TOKEN_FILE (enables auth and control routing), AEP_BUFFER,")
+		fmt.Fprintln(io.err, "AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PUBLIC, AEP_ALLOWED_HOSTS.")
+		fmt.Fprintln(io.err, "\nOff loopback (--public or a non-loopback --listen) the relay refuses to start without a token.")
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, io, 0); !ok {
 		return code
 	}
-	cfg, err := relayConfigFromEnv(os.Getenv)
+	cfg, err := relayConfigFromEnv(getenv)
+	if err == nil {
+		cfg.Token, err = serverToken(getenv, *tokenFile)
+	}
+	if err == nil {
+		cfg.AllowedHosts, err = parseAllowedHosts(hostList)
+	}
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
-	if *listen != "" {
+	switch {
+	case *listen != "":
 		cfg.Listen = *listen
+	case *public:
+		cfg.Listen = net.JoinHostPort("0.0.0.0", envOr(getenv, "AEP_PORT", "8787"))
+	}
+	if *bufferBytes > 0 {
+		cfg.BufferBytes = *bufferBytes
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = relay.DefaultListen
+	}
+	if err := httpguard.CheckExposure(cfg.Listen, *public, cfg.Token); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
+		return 2
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -67,7 +95,7 @@ func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
 		}
 		cfg.Listen = net.JoinHostPort("127.0.0.1", p)
 	}
-	cfg.Token = getenv("AEP_TOKEN")
+	cfg.Token = httpguard.TrimToken(getenv("AEP_TOKEN"))
 	ints := []struct {
 		env string
 		dst *int
@@ -88,12 +116,19 @@ func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
 		}
 		*e.dst = n
 	}
-	if v := strings.TrimSpace(getenv("AEP_MAX_BODY")); v != "" {
+	for _, e := range []struct {
+		env string
+		dst *int64
+	}{{"AEP_MAX_BODY", &cfg.MaxBody}, {"AEP_BUFFER_BYTES", &cfg.BufferBytes}} {
+		v := strings.TrimSpace(getenv(e.env))
+		if v == "" {
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("AEP_MAX_BODY=%q is not a positive byte count", v)
+			return cfg, fmt.Errorf("%s=%q is not a positive byte count", e.env, v)
 		}
-		cfg.MaxBody = n
+		*e.dst = n
 	}
 	return cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -49,7 +50,7 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 	if code, ok := parseFlags(fs, args, io, 0); !ok {
 		return code
 	}
-	if *token == "" {
+	if *token = httpguard.TrimToken(*token); *token == "" {
 		t, err := relayToken(os.Getenv, os.Getenv("AEP_TOKEN_FILE"))
 		if err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)

@@ -10,10 +10,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -23,6 +23,7 @@ const TokenFileName = "token"
 // upOptions is `aep-kimi up`'s surface: the components' own flags.
 type upOptions struct {
 	home, relayListen, adapterListen string
+	allowedHosts                     string
 	public, verbose                  bool
 	bridge                           bridgeChoice
 }
@@ -38,6 +39,7 @@ func runUp(ctx context.Context, args []string, io stdio) int {
 	fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
 	fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
 	fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
+	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 	o.bridge.flags(fs, getenv)
 	fs.Usage = func() {
@@ -70,7 +72,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if o.public {
 		host = "0.0.0.0"
 	}
-	if o.public && getenv("AEP_TOKEN") == "" && getenv("AEP_TOKEN_FILE") == "" {
+	if o.public && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" && getenv("AEP_TOKEN_FILE") == "" {
 		return usageError{errors.New("--public listens on all interfaces and needs a token you chose: set AEP_TOKEN or AEP_TOKEN_FILE")}
 	}
 	token, tokenFile, err := upToken(getenv, o.home)
@@ -82,10 +84,17 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err != nil {
 		return usageError{err}
 	}
+	if rcfg.AllowedHosts, err = parseAllowedHosts(o.allowedHosts); err != nil {
+		return usageError{err}
+	}
 	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
 	relayAddr := o.relayListen
 	if relayAddr == "" {
 		relayAddr = net.JoinHostPort(host, envOr(getenv, "AEP_PORT", "8787"))
+	}
+	// The one token guards all three: any of them off loopback needs it.
+	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
+		return usageError{err}
 	}
 	rsrv, err := relay.NewServer(rcfg)
 	if err != nil {
@@ -97,7 +106,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	}
 	relayURL := "http://" + loopbackFor(rln.Addr())
 
-	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home}
+	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts}
 	if ao.listen == "" {
 		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
@@ -111,6 +120,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 		rln.Close()
 		return err
 	}
+	o.bridge.opts.allowedHosts = o.allowedHosts
 	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
 		rln.Close()
@@ -132,7 +142,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 
 	printUp(io, upReport{
 		relay: "http://" + rln.Addr().String(), adapter: "http://" + aaddr.String(), home: o.home,
-		tokenFile: tokenFile, bridge: bridgeNote, control: controlNote(getenv), public: o.public,
+		tokenFile: tokenFile, noToken: token == "", bridge: bridgeNote, control: controlNote(getenv), public: o.public,
 	})
 
 	// Shutdown order: intake (adapter, bridge) stops and flushes to the
@@ -165,7 +175,7 @@ func loopbackFor(a net.Addr) string {
 // upToken is the one token `up` shares: AEP_TOKEN, or AEP_TOKEN_FILE, or
 // $AEP_HOME/token, created (0600) on first run.
 func upToken(getenv func(string) string, home string) (token, file string, err error) {
-	if t := strings.TrimSpace(getenv("AEP_TOKEN")); t != "" {
+	if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
 		return t, "", nil
 	}
 	file = getenv("AEP_TOKEN_FILE")
@@ -214,12 +224,15 @@ func controlNote(getenv func(string) string) string {
 
 type upReport struct {
 	relay, adapter, home, tokenFile, bridge, control string
-	public                                           bool
+	public, noToken                                  bool
 }
 
 func printUp(io stdio, r upReport) {
 	tok := "AEP_TOKEN (from the environment)"
-	if r.tokenFile != "" {
+	switch {
+	case r.noToken:
+		tok = "none (" + r.tokenFile + " is empty): watch-only, control refused"
+	case r.tokenFile != "":
 		tok = r.tokenFile + " (0600)"
 	}
 	fmt.Fprintf(io.out, "aep-kimi up: running (Ctrl-C to stop)\n")

@@ -17,6 +17,19 @@ import (
 	"time"
 )
 
+// IdleTimeout closes a keep-alive connection with no request in flight for
+// this long on every daemon endpoint. It is above Go's client default (90 s),
+// so the client side closes first and never sends on a connection being
+// closed.
+const IdleTimeout = 2 * time.Minute
+
+// NewServer returns an http.Server for h with the shared timeouts. It sets
+// no whole-request read or write timeout: streams and held replies are long
+// by design, and request bodies are bounded where they are read.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout}
+}
+
 // Grace spares a connection accepted this recently: its first request may
 // be on the wire.
 const Grace = 200 * time.Millisecond
@@ -111,7 +124,7 @@ type Endpoint struct {
 
 // NewEndpoint prepares an endpoint for h on addr; nothing is bound yet.
 func NewEndpoint(name, addr string, h http.Handler) *Endpoint {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout}
+	hs := NewServer(h)
 	return &Endpoint{name: name, addr: addr, hs: hs, tr: Track(hs)}
 }
 

@@ -1,0 +1,479 @@
+package main
+
+// Attack tests: each replays a hostile client or a careless operator against
+// the built binaries on real sockets and asserts the refusal or the bound.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+)
+
+// cleanEnv is the environment with every variable that names a token or a
+// listen posture cleared, so the caller's shell cannot decide a case.
+func cleanEnv(home string, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_PORT", "AEP_HOME",
+			"AEP_KIMI_ADDR", "AEP_KIMI_WEB_ADDR", "AEP_RELAY", "KIMI_CODE_HOME":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, append([]string{"AEP_HOME=" + home, "KIMI_CODE_HOME=" + filepath.Join(home, "kimi-code")}, extra...)...)
+}
+
+// runRefused runs `aep-kimi ARGS` expecting it to refuse to start: exit 2
+// with one line on stderr. A daemon that starts instead is killed after 10 s
+// and the case fails.
+func runRefused(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "aep-kimi"), args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("aep-kimi %s started instead of refusing:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	}
+	code := cmd.ProcessState.ExitCode()
+	msg := strings.TrimSuffix(stderr.String(), "\n")
+	if code != 2 || msg == "" || strings.Contains(msg, "\n") {
+		t.Fatalf("aep-kimi %s: exit %d (%v), want 2 with one line; stderr:\n%s", strings.Join(args, " "), code, err, stderr.String())
+	}
+	return msg
+}
+
+// Off loopback, every daemon refuses to start without a real token: none,
+// blank, too short, or an empty token file.
+func TestE2EPublicNeedsRealToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	home := t.TempDir()
+	empty := filepath.Join(home, "empty.token")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := itoa(freePort(t))
+	anyIf := "0.0.0.0:" + port
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"relay non-loopback listen, no token", nil, []string{"relay", "--listen", anyIf}, "needs a token"},
+		{"relay blank AEP_TOKEN", []string{"AEP_TOKEN= \n"}, []string{"relay", "--listen", anyIf}, "needs a token"},
+		{"relay --public, short token", []string{"AEP_TOKEN=short-token"}, []string{"relay", "--public"}, "at least 16 bytes"},
+		{"relay AEP_PUBLIC=1, empty token file", []string{"AEP_PUBLIC=1", "AEP_TOKEN_FILE=" + empty, "AEP_PORT=" + port}, []string{"relay"}, "needs a token"},
+		{"up --public, empty token file", []string{"AEP_TOKEN_FILE=" + empty}, []string{"up", "--public", "--relay-listen", anyIf}, "needs a token"},
+		{"up --public, blank AEP_TOKEN", []string{"AEP_TOKEN= "}, []string{"up", "--public", "--relay-listen", anyIf}, "token you chose"},
+		{"up, relay off loopback, short token", []string{"AEP_TOKEN=0123456789"}, []string{"up", "--relay-listen", anyIf}, "at least 16 bytes"},
+		{"adapter non-loopback listen, no token", nil, []string{"adapter", "--listen", anyIf, "--relay", "none"}, "needs a token"},
+		{"bridge-web non-loopback listen, no token", nil, []string{"bridge-web", "--listen", anyIf, "--relay", "none"}, "needs a token"},
+		{"bad allowed host", nil, []string{"relay", "--listen", "127.0.0.1:" + port, "--allowed-hosts", "http://x/"}, "--allowed-hosts"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg := runRefused(t, cleanEnv(home, c.env...), c.args...)
+			if !strings.Contains(msg, c.want) {
+				t.Fatalf("stderr %q does not say %q", msg, c.want)
+			}
+		})
+	}
+}
+
+// A token is read the same way by the relay and its clients: surrounding
+// whitespace (a file's newline) is not part of it, and a blank one is none.
+func TestE2ETokenTrimmedAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	home := t.TempDir()
+	const secret = "0123456789abcdef-e2e"
+	port := itoa(freePort(t))
+	base := "http://127.0.0.1:" + port
+	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public")
+	for _, c := range []struct {
+		auth, query string
+		want        int
+	}{
+		{"Bearer " + secret, "", 200},
+		{"", "?access_token=" + secret + "%0A", 200},
+		{"", "?access_token=%20", 401},
+		{"Bearer wrong-token-0000000", "", 403},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/events"+c.query, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("auth %q query %q: %d, want %d", c.auth, c.query, resp.StatusCode, c.want)
+		}
+	}
+	// The token file a client reads ends in a newline; the client trims it
+	// as the relay does, so `tail --once` gets in.
+	tokFile := filepath.Join(home, "client.token")
+	os.WriteFile(tokFile, []byte(secret+"\r\n"), 0o600)
+	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--relay", base, "--once", "--state", "none")
+	cmd.Env = cleanEnv(home, "AEP_TOKEN_FILE="+tokFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tail with a newline-terminated token file: %v\n%s", err, out)
+	}
+
+	// A blank AEP_TOKEN on loopback is no token: watch-only, said so.
+	port2 := itoa(freePort(t))
+	p := startDaemon(t, "http://127.0.0.1:"+port2, cleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
+	if !strings.Contains(p.logs.String(), "watch-only") {
+		t.Errorf("blank token not reported as watch-only:\n%s", p.logs.String())
+	}
+}
+
+// rawStatus sends one request with the given Host over a fresh connection
+// and returns the status and body. extra is added to the headers.
+func rawStatus(t *testing.T, addr, method, path, host, extra, body string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s", method, path, host, extra, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(b)
+}
+
+// A page that rebinds its own name to 127.0.0.1 reaches the daemons with its
+// name in Host: every endpoint of every daemon refuses it before answering.
+func TestE2EForeignHostRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	home := t.TempDir()
+	rport, aport, bport := freePort(t), freePort(t), freePort(t)
+	raddr, aaddr, baddr := "127.0.0.1:"+itoa(rport), "127.0.0.1:"+itoa(aport), "127.0.0.1:"+itoa(bport)
+	// Watch-only relay: exactly what a rebinding page would read.
+	startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_ALLOWED_HOSTS=relay.test"), "relay", "--listen", raddr)
+	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	startDaemon(t, "http://"+baddr, cleanEnv(home), "bridge-web", "--listen", baddr, "--relay", "none")
+	hookToken, err := os.ReadFile(adapter.TokenPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := `{"aep":"0.1","id":"e1","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://x/agent/a","agent":"a","session":"s","seq":1,"epoch":0,"data":{}}`
+	wsHdr := "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	type probe struct{ addr, method, path, extra, body string }
+	probes := []probe{
+		{raddr, "GET", "/healthz", "", ""},
+		{raddr, "GET", "/metrics", "", ""},
+		{raddr, "GET", "/events", "", ""},
+		{raddr, "GET", "/.well-known/aep", "", ""},
+		{raddr, "GET", "/stream?from=all", "", ""},
+		{raddr, "GET", "/socket", wsHdr, ""},
+		{raddr, "POST", "/events", "Content-Type: application/json\r\nAEP-Version: 0.1\r\n", ev},
+		{raddr, "GET", "/nowhere", "", ""},
+		{aaddr, "GET", "/healthz", "", ""},
+		{aaddr, "GET", "/metrics", "", ""},
+		{aaddr, "POST", "/hook", "Content-Type: application/json\r\nAuthorization: Bearer " + strings.TrimSpace(string(hookToken)) + "\r\n",
+			`{"hook_event_name":"SessionStart","session_id":"rebound","cwd":"/"}`},
+		{baddr, "GET", "/healthz", "", ""},
+		{baddr, "GET", "/metrics", "", ""},
+	}
+	for _, p := range probes {
+		_, port, _ := net.SplitHostPort(p.addr)
+		for _, host := range []string{"rebind.example:" + port, "rebind.example", "0.0.0.0:" + port} {
+			extra := p.extra
+			if p.path == "/socket" {
+				extra += "Origin: http://" + host + "\r\n"
+			}
+			code, body := rawStatus(t, p.addr, p.method, p.path, host, extra, p.body)
+			if code != http.StatusMisdirectedRequest || !strings.Contains(body, `"error":"host-not-allowed"`) {
+				t.Errorf("%s %s%s with Host %s: %d %s", p.method, p.addr, p.path, host, code, body)
+			}
+		}
+	}
+	// The refused hook was never taken.
+	if _, err := os.Stat(filepath.Join(home, "logs", "kimi-code", "rebound.jsonl")); err == nil {
+		t.Error("a hook with a foreign Host reached the session log")
+	}
+	// Loopback names and the operator's names still work.
+	for _, host := range []string{raddr, "localhost:" + itoa(rport), "[::1]:" + itoa(rport), "relay.test", "RELAY.test:443"} {
+		if code, body := rawStatus(t, raddr, "GET", "/healthz", host, "", ""); code != 200 {
+			t.Errorf("relay /healthz with Host %s: %d %s", host, code, body)
+		}
+	}
+	if code, body := rawStatus(t, aaddr, "GET", "/healthz", "localhost", "", ""); code != 200 {
+		t.Errorf("adapter /healthz with Host localhost: %d %s", code, body)
+	}
+}
+
+// Events that are not valid UTF-8 (or escape an unpaired surrogate in an
+// envelope string) are refused on every intake, so two session ids never
+// collapse into one U+FFFD name.
+func TestE2EInvalidUTF8Refused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	home := t.TempDir()
+	raddr, aaddr := "127.0.0.1:"+itoa(freePort(t)), "127.0.0.1:"+itoa(freePort(t))
+	startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
+	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	event := func(session string) string {
+		return `{"aep":"0.1","id":"e-` + strconv.Itoa(len(session)) + `","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://x/agent/a","agent":"a","session":"` + session + `","seq":1,"epoch":0,"data":{}}`
+	}
+	post := "Content-Type: application/json\r\nAEP-Version: 0.1\r\n"
+	ndjson := "Content-Type: application/x-ndjson\r\nAEP-Version: 0.1\r\n"
+	for _, c := range []struct{ name, extra, body string }{
+		{"raw byte", post, event("s\xff")},
+		{"other raw byte", post, event("s\xfe")},
+		{"lone surrogate", post, event(`s\ud800`)},
+		{"batch line 2", ndjson, event("ok") + "\n" + event("s\xc3") + "\n"},
+	} {
+		code, body := rawStatus(t, raddr, "POST", "/events", raddr, c.extra, c.body)
+		if code != 400 || !strings.Contains(body, "invalid-event") || !strings.Contains(body, "UTF-8") {
+			t.Errorf("relay POST %s: %d %s", c.name, code, body)
+		}
+	}
+	// Nothing was held: the one valid line of the refused batch included.
+	if code, body := rawStatus(t, raddr, "GET", "/healthz", raddr, "", ""); code != 200 || !strings.Contains(body, `"events":0`) {
+		t.Errorf("relay holds events after refusals: %s", body)
+	}
+
+	// The WebSocket binding applies the same rule.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+raddr+"/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	hello := `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"a","instance":"a/1"}}`
+	if err := ws.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || !bytes.Contains(b, []byte(`"hello"`)) {
+		t.Fatalf("hello: %s %v", b, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(event("w\xff"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || !bytes.Contains(b, []byte(`"invalid-event"`)) || !bytes.Contains(b, []byte("UTF-8")) {
+		t.Fatalf("socket event with invalid UTF-8 answered %s %v", b, err)
+	}
+
+	// The adapter refuses a hook payload that is not UTF-8.
+	tok, err := os.ReadFile(adapter.TokenPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookHdr := "Content-Type: application/json\r\nAuthorization: Bearer " + strings.TrimSpace(string(tok)) + "\r\n"
+	code, body := rawStatus(t, aaddr, "POST", "/hook", aaddr, hookHdr, "{\"hook_event_name\":\"SessionStart\",\"session_id\":\"k\xff\",\"cwd\":\"/\"}")
+	if code != 400 || !strings.Contains(body, "UTF-8") {
+		t.Errorf("adapter /hook with invalid UTF-8: %d %s", code, body)
+	}
+}
+
+// rssKB reads a process's resident set size (Linux).
+func rssKB(t *testing.T, pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Clients that announce 16 MiB bodies and trickle them a byte at a time
+// hold almost nothing on the relay or the adapter and are cut off once the
+// body deadline passes.
+func TestE2ESlowBodiesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	const conns = 30
+	home := t.TempDir()
+	raddr, aaddr := "127.0.0.1:"+itoa(freePort(t)), "127.0.0.1:"+itoa(freePort(t))
+	relayP := startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
+	adapterP := startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	tok, err := os.ReadFile(adapter.TokenPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []struct {
+		name, addr, head string
+		p                *proc
+		limit            time.Duration
+	}{
+		{"relay", raddr, "POST /events HTTP/1.1\r\nHost: " + raddr + "\r\nContent-Type: application/json\r\nAEP-Version: 0.1\r\nContent-Length: 16777216\r\n\r\n{", relayP, 20 * time.Second},
+		{"adapter", aaddr, "POST /hook HTTP/1.1\r\nHost: " + aaddr + "\r\nContent-Type: application/json\r\nAuthorization: Bearer " + strings.TrimSpace(string(tok)) + "\r\nContent-Length: 16777216\r\n\r\n{", adapterP, 10 * time.Second},
+	}
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			before, haveRSS := rssKB(t, tg.p.cmd.Process.Pid)
+			start := time.Now()
+			var wg sync.WaitGroup
+			closedAfter := make(chan time.Duration, conns)
+			for range conns {
+				conn, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if _, err := io.WriteString(conn, tg.head); err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(2)
+				go func() { // one byte a second until the server hangs up
+					defer wg.Done()
+					for i := 0; i < 60; i++ {
+						time.Sleep(time.Second)
+						if _, err := conn.Write([]byte(" ")); err != nil {
+							return
+						}
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					conn.SetReadDeadline(time.Now().Add(tg.limit + 15*time.Second))
+					io.Copy(io.Discard, conn) // the 408 reply, then EOF
+					closedAfter <- time.Since(start)
+					conn.Close()
+				}()
+			}
+			time.Sleep(3 * time.Second)
+			if after, ok := rssKB(t, tg.p.cmd.Process.Pid); ok && haveRSS {
+				t.Logf("%s RSS %d kB -> %d kB with %d slow bodies", tg.name, before, after, conns)
+				if after-before > 100<<10 {
+					t.Errorf("%s RSS grew %d kB for %d slow bodies", tg.name, after-before, conns)
+				}
+			}
+			wg.Wait()
+			close(closedAfter)
+			var last time.Duration
+			for d := range closedAfter {
+				last = max(last, d)
+			}
+			t.Logf("%s: all %d slow connections closed after %v", tg.name, conns, last.Round(100*time.Millisecond))
+			if last >= tg.limit+10*time.Second {
+				t.Errorf("%s: slow connections still open %v after they started", tg.name, last)
+			}
+		})
+	}
+}
+
+// The relay holds no more than its byte budget, trimming the oldest events,
+// and a consumer resuming from a trimmed position is told replay-exhausted.
+func TestE2ERelayByteBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	const budget, body = 4 << 20, 1 << 20
+	home := t.TempDir()
+	raddr := "127.0.0.1:" + itoa(freePort(t))
+	const token = "budget-token-0123456789"
+	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+itoa(budget), "AEP_MAX_BODY="+itoa(body)),
+		"relay", "--listen", raddr)
+	if !strings.Contains(p.logs.String(), "buffer_bytes="+itoa(budget)) {
+		t.Errorf("start-up log does not show the byte budget:\n%s", p.logs.String())
+	}
+	pad := strings.Repeat("x", 900<<10)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range 12 { // ~10.8 MB into a 4 MiB budget
+		ev := fmt.Sprintf(`{"aep":"0.1","id":"big-%d","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://x/agent/a","agent":"a","session":"big","seq":%d,"epoch":0,"data":{"pad":"%s"}}`, i, i, pad)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+raddr+"/events", strings.NewReader(ev))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("AEP-Version", "0.1")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 202 {
+			t.Fatalf("event %d: %d", i, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+raddr+"/healthz", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Events      int   `json:"events"`
+		Bytes       int64 `json:"bytes"`
+		BufferBytes int64 `json:"buffer_bytes"`
+	}
+	json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if h.BufferBytes != budget || h.Bytes > budget || h.Events == 0 || h.Events >= 12 {
+		t.Fatalf("healthz %+v: want at most %d bytes held and some events trimmed", h, budget)
+	}
+	// Resume from seq 0: what followed it was trimmed.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sreq, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+raddr+"/stream?from="+url.QueryEscape(`[{"session":"big","epoch":0,"seq":0}]`), nil)
+	sreq.Header.Set("Authorization", "Bearer "+token)
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sresp.Body.Close()
+	want := fmt.Sprintf(": replay-exhausted big 0:%d", 12-h.Events)
+	sr := bufio.NewReader(sresp.Body)
+	for {
+		l, err := sr.ReadString('\n')
+		if err != nil || strings.HasPrefix(l, "id:") {
+			t.Fatalf("no %q before the first event (%q, %v)", want, l, err)
+		}
+		if strings.TrimSpace(l) == want {
+			break
+		}
+	}
+	if runtime.GOOS == "linux" {
+		if kb, ok := rssKB(t, p.cmd.Process.Pid); ok {
+			t.Logf("relay RSS after 12 x 900 KiB into a 4 MiB budget: %d kB", kb)
+		}
+	}
+}
