@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 )
 
@@ -32,11 +33,7 @@ func ensureToken(home string) (string, error) {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
 	tok := base64.RawURLEncoding.EncodeToString(b[:])
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("hook token: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), atomicfile.Options{Perm: 0o600}); err != nil {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
 	return tok, nil

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 )
 
 // BlockState is what a config.toml holds of our hooks.
@@ -272,40 +274,25 @@ func discardBackup(name string, log *slog.Logger) {
 	}
 }
 
-// writeAtomic replaces cf.path with data: a temp file in the same directory,
-// fsync, rename, fsync of the directory. It keeps the file's mode (and owner
-// where permitted) and refuses if the file changed since it was read.
+// writeAtomic replaces cf.path with data (atomicfile: temp file, fsync,
+// rename, fsync of the directory). It keeps the file's mode (and owner where
+// permitted) and refuses if the file changed since it was read.
 func writeAtomic(cf configFile, data []byte, log *slog.Logger) error {
-	dir := filepath.Dir(cf.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(cf.path)+".aep-tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", cf.path, err)
-	}
-	tmpName := tmp.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if cf.info != nil {
-		keepOwner(tmp, cf.info)
-	}
-	if err := writeSyncClose(tmp, data, cf.mode); err != nil {
-		return fmt.Errorf("write %s: %w", cf.path, err)
-	}
-	if err := checkUnchanged(cf); err != nil {
-		return err
-	}
-	if err := os.Rename(tmpName, cf.path); err != nil {
-		return fmt.Errorf("write %s: %w", cf.path, err)
-	}
-	committed = true
-	if err := syncDir(dir); err != nil {
+	err := atomicfile.Write(cf.path, data, atomicfile.Options{
+		Perm: cf.mode,
+		Prepare: func(tmp *os.File) error {
+			if cf.info != nil {
+				keepOwner(tmp, cf.info)
+			}
+			return checkUnchanged(cf)
+		},
+	})
+	if errors.Is(err, atomicfile.ErrDirSync) {
 		// The rename is done; some file systems cannot fsync a directory.
-		log.Debug("fsync directory failed", "dir", dir, "err", err)
+		log.Debug("fsync directory failed", "path", cf.path, "err", err)
+		return nil
 	}
-	return nil
+	return err
 }
 
 // checkUnchanged guards against losing an edit made (by Kimi or the user)
@@ -339,16 +326,4 @@ func writeSyncClose(f *os.File, data []byte, mode fs.FileMode) error {
 		werr = cerr
 	}
 	return werr
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	serr := d.Sync()
-	if cerr := d.Close(); serr == nil {
-		serr = cerr
-	}
-	return serr
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -156,36 +157,51 @@ func NextEpoch(path string, now time.Time) (int64, error) {
 }
 
 // Replay calls fn, in file order, with each event in the last maxBytes of a
-// log (a partial first line skipped, unparseable lines passed over): how a
-// restarted emitter folds its recent state back in. A missing log replays
-// nothing.
-func Replay(path string, maxBytes int64, fn func(*aep.Event)) {
+// log (a partial first line skipped): how a restarted emitter folds its
+// recent state back in. It returns how many lines it passed over because they
+// do not parse, and an error naming the file when the log exists but cannot
+// be read to its end, so the caller can log and count what recovery missed.
+// A missing log replays nothing and is no error.
+func Replay(path string, maxBytes int64, fn func(*aep.Event)) (skipped int, err error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
 	if err != nil {
-		return
+		return 0, fmt.Errorf("replay: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: %w", path, err)
+	}
+	if st.Size() == 0 {
+		return 0, nil
 	}
 	off := max(st.Size()-maxBytes, 0)
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return
+		return 0, fmt.Errorf("replay %s: %w", path, err)
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	if off > 0 {
-		r.ReadBytes('\n') //nolint:errcheck // a partial first line
+		if _, err := r.ReadBytes('\n'); err != nil && !errors.Is(err, io.EOF) { // a partial first line
+			return 0, fmt.Errorf("replay %s: %w", path, err)
+		}
 	}
 	for {
-		line, err := r.ReadBytes('\n')
+		line, rerr := r.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
 			if ev, perr := aep.ParseEvent(line); perr == nil {
 				fn(ev)
+			} else {
+				skipped++
 			}
 		}
-		if err != nil {
-			return
+		if errors.Is(rerr, io.EOF) {
+			return skipped, nil
+		}
+		if rerr != nil {
+			return skipped, fmt.Errorf("replay %s: %w", path, rerr)
 		}
 	}
 }

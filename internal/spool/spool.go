@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 )
 
 // Ext is the file suffix of a spool record.
@@ -95,8 +97,10 @@ func Append(dir string, h Header, payload []byte) (uint64, string, error) {
 	buf.WriteByte('\n')
 	buf.Write(payload)
 	path := recordPath(dir, seq)
-	if err := writeAtomic(dir, path, buf.Bytes()); err != nil {
-		return 0, "", err
+	// Not fsynced: kimi-hook writes a record ahead of every delivery and
+	// must stay fast (see the package comment).
+	if err := atomicfile.Write(path, buf.Bytes(), atomicfile.Options{NoSync: true}); err != nil {
+		return 0, "", fmt.Errorf("spool: %w", err)
 	}
 	if err := writeSeq(lock, seq); err != nil {
 		return 0, "", err
@@ -121,26 +125,6 @@ func readSeq(f *os.File) uint64 {
 func writeSeq(f *os.File, seq uint64) error {
 	if _, err := f.WriteAt([]byte(fmt.Sprintf("%020d\n", seq)), 0); err != nil {
 		return fmt.Errorf("spool: %w", err)
-	}
-	return nil
-}
-
-func writeAtomic(dir, path string, b []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("spool: %w", werr)
 	}
 	return nil
 }
