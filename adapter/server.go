@@ -113,6 +113,10 @@ func (s *Server) Handler() http.Handler {
 // Listen binds the HTTP address; Run calls it when the caller has not.
 func (s *Server) Listen() (net.Addr, error) { return s.web.Listen() }
 
+// Close releases what Listen bound, for a Server that will not Run after
+// all; Run releases it on its own.
+func (s *Server) Close() error { return s.web.Close() }
+
 // Run ingests the spool, serves until ctx is done, then shuts down in order:
 // stop intake, release held hooks (fail-open), flush logs.
 func (s *Server) Run(ctx context.Context) error {

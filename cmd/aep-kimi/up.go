@@ -10,7 +10,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -100,10 +101,19 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err != nil {
 		return usageError{err}
 	}
+	// What is bound before every component runs is released if up stops
+	// short of running them.
+	var release []func()
+	defer func() {
+		for _, r := range release {
+			r()
+		}
+	}()
 	rln, err := net.Listen("tcp", relayAddr)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
+	release = append(release, func() { rln.Close() })
 	relayURL := "http://" + loopbackFor(rln.Addr())
 
 	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts}
@@ -112,55 +122,65 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	}
 	ad, err := newAdapterDaemon(ao, token, getenv, log.With("component", "adapter"))
 	if err != nil {
-		rln.Close()
 		return usageError{err}
 	}
 	aaddr, err := ad.srv.Listen()
 	if err != nil {
-		rln.Close()
 		return err
 	}
+	release = append(release, func() { ad.srv.Close() })
 	o.bridge.opts.allowedHosts = o.allowedHosts
 	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
-		rln.Close()
 		return usageError{err}
 	}
-
-	relayCtx, stopRelay := context.WithCancel(context.Background())
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- rsrv.Serve(relayCtx, rln) }()
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Add(1)
-	go func() { defer wg.Done(); errs <- ad.run(ctx) }()
-	if br != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- br.run(ctx) }()
-	}
+	release = nil // from here each component releases its own
 
 	printUp(io, upReport{
 		relay: "http://" + rln.Addr().String(), adapter: "http://" + aaddr.String(), home: o.home,
 		tokenFile: tokenFile, noToken: token == "", bridge: bridgeNote, control: controlNote(getenv), public: o.public,
 	})
+	intake := []component{{"adapter", ad.run}}
+	if br != nil {
+		intake = append(intake, component{"bridge", br.run})
+	}
+	return supervise(ctx, component{"relay", func(ctx context.Context) error { return rsrv.Serve(ctx, rln) }}, intake...)
+}
 
-	// Shutdown order: intake (adapter, bridge) stops and flushes to the
-	// relay first; then the relay drains its consumers.
-	wg.Wait()
-	close(errs)
-	stopRelay()
-	rerr := <-relayDone
-	var first error
-	for err := range errs {
-		if err != nil && first == nil {
-			first = err
+// component is one part of up, run until its context is done.
+type component struct {
+	name string
+	run  func(context.Context) error
+}
+
+// supervise runs the relay and the intake daemons (adapter, bridge) until
+// ctx is done or any of them fails or stops on its own; then it stops them
+// all and returns the first failure. Shutdown order: intake stops and
+// flushes to the relay first; then the relay drains its consumers.
+func supervise(ctx context.Context, collector component, intake ...component) error {
+	g, gctx := errgroup.WithContext(ctx)
+	// The relay outlives the intake: its context ends only once they stop.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	g.Go(func() error { return collector.untilDone(relayCtx) })
+	g.Go(func() error {
+		defer stopRelay()
+		ig, ictx := errgroup.WithContext(gctx)
+		for _, c := range intake {
+			ig.Go(func() error { return c.untilDone(ictx) })
 		}
+		return ig.Wait()
+	})
+	return g.Wait()
+}
+
+// untilDone runs the component; one that returns before its context is
+// done has failed, even without an error.
+func (c component) untilDone(ctx context.Context) error {
+	err := c.run(ctx)
+	if err == nil && ctx.Err() == nil {
+		err = fmt.Errorf("%s stopped on its own", c.name)
 	}
-	if first == nil {
-		first = rerr
-	}
-	return first
+	return err
 }
 
 // loopbackFor is the address to reach a listener from this machine.

@@ -163,3 +163,18 @@ func (e *Endpoint) Serve() (<-chan error, error) {
 func (e *Endpoint) Shutdown(ctx context.Context) error {
 	return e.tr.Shutdown(ctx, e.hs)
 }
+
+// Close releases the endpoint at once: the bound listener (served or not)
+// and every connection. It is for an endpoint that will not be served after
+// all; a served one drains with Shutdown.
+func (e *Endpoint) Close() error {
+	err := e.hs.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ln != nil {
+		if cerr := e.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr is a loopback address nothing listens on (bound, then released).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// upFixture is `aep-kimi up` on fresh loopback ports with the bridge forced
+// on, its environment and home in temp directories.
+func upFixture(t *testing.T) (upOptions, func(string) string) {
+	t.Helper()
+	env := map[string]string{"AEP_TOKEN": "up-test-token", "KIMI_CODE_HOME": t.TempDir()}
+	getenv := func(k string) string { return env[k] }
+	o := upOptions{home: t.TempDir(), relayListen: freeAddr(t), adapterListen: freeAddr(t)}
+	o.bridge.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
+	o.bridge.force = true
+	o.bridge.opts.listen = freeAddr(t)
+	return o, getenv
+}
+
+// mustBind proves nothing holds addr any more.
+func mustBind(t *testing.T, what, addr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Errorf("%s's address %s is still held: %v", what, addr, err)
+		return
+	}
+	ln.Close()
+}
+
+// A component that cannot start (here the bridge, misconfigured) releases
+// the listeners up had already bound for the relay and the adapter.
+func TestUpStartErrorReleasesListeners(t *testing.T) {
+	o, getenv := upFixture(t)
+	o.bridge.opts.mode = "no-such-mode"
+	var out bytes.Buffer
+	err := upRun(context.Background(), o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out})
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--mode") {
+		t.Fatalf("upRun = %v, want the bridge's usage error\n%s", err, out.String())
+	}
+	mustBind(t, "relay", o.relayListen)
+	mustBind(t, "adapter", o.adapterListen)
+}
+
+// One component failing while up runs (the bridge cannot bind its address)
+// stops the others and up returns that failure, without waiting for a
+// signal.
+func TestUpOneFailureStopsAll(t *testing.T) {
+	o, getenv := upFixture(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	o.bridge.opts.listen = taken.Addr().String()
+
+	// The deadline only keeps a regression from hanging the suite; up must
+	// return long before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err = upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out})
+	if ctx.Err() != nil {
+		t.Fatalf("up ran until its context ended: the failed bridge did not stop it\n%s", out.String())
+	}
+	if err == nil || !strings.Contains(err.Error(), "bridge-web") || !strings.Contains(err.Error(), o.bridge.opts.listen) {
+		t.Fatalf("upRun = %v, want the bridge's listen error\n%s", err, out.String())
+	}
+	mustBind(t, "relay", o.relayListen)
+	mustBind(t, "adapter", o.adapterListen)
+}
