@@ -77,6 +77,20 @@ func (g *golden) set(name string, b []byte) {
 	g.sections[name] = b
 }
 
+// update records got as a section's expected events (-update), but never
+// turns a recorded refusal (an empty section: the input is deliberately
+// mapped to no event) into events. Emitting what was dropped is a change of
+// behaviour that needs a failing test first; then the section line is
+// deleted by hand and -update fills it.
+func (g *golden) update(name string, got []byte) error {
+	if want, ok := g.sections[name]; ok && len(bytes.TrimSpace(want)) == 0 && len(got) > 0 {
+		return fmt.Errorf("-update refused: section %q records no event for this input, and the mapping now emits\n%s"+
+			"write a test that fails on the old behaviour, then delete the section by hand", name, got)
+	}
+	g.set(name, got)
+	return nil
+}
+
 // render writes mapped events as canonical JSON lines.
 func render(t *testing.T, events []Event) []byte {
 	t.Helper()
@@ -133,7 +147,9 @@ func TestHookGolden(t *testing.T) {
 				got := render(t, r.Events)
 				checkEnvelopes(t, r.Events)
 				if *update {
-					g.set(ps.name, got)
+					if err := g.update(ps.name, got); err != nil {
+						t.Fatal(err) // nothing is rewritten
+					}
 					continue
 				}
 				if want := g.sections[ps.name]; !bytes.Equal(got, want) {
@@ -163,7 +179,9 @@ func TestWebGolden(t *testing.T) {
 					got := render(t, r.Events)
 					checkEnvelopes(t, r.Events)
 					if *update {
-						g.set(section, got)
+						if err := g.update(section, got); err != nil {
+							t.Fatal(err) // nothing is rewritten
+						}
 						continue
 					}
 					if want := g.sections[section]; !bytes.Equal(got, want) {
@@ -175,6 +193,34 @@ func TestWebGolden(t *testing.T) {
 				g.write(t, path)
 			}
 		})
+	}
+}
+
+// -update keeps a recorded refusal: an empty section stays empty when the
+// mapping starts emitting for it, and the file is not rewritten; a missing
+// or non-empty section takes the new events.
+func TestGoldenUpdateKeepsRefusals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "case.txtar")
+	const file = "-- frame.json --\n{}\n-- dropped --\n-- mapped --\n{\"type\":\"old\"}\n"
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := readGolden(t, path)
+	events := []byte("{\"type\":\"new\"}\n")
+	if err := g.update("dropped", events); err == nil || !strings.Contains(err.Error(), "dropped") {
+		t.Fatalf("update of a recorded refusal: err %v, want a refusal naming the section", err)
+	}
+	if len(g.sections["dropped"]) != 0 {
+		t.Fatalf("the refused section was changed to %q", g.sections["dropped"])
+	}
+	if err := g.update("dropped", nil); err != nil {
+		t.Errorf("still no event: %v", err)
+	}
+	if err := g.update("mapped", events); err != nil || !bytes.Equal(g.sections["mapped"], events) {
+		t.Errorf("changed events: err %v, section %q", err, g.sections["mapped"])
+	}
+	if err := g.update("new-posture", events); err != nil || !bytes.Equal(g.sections["new-posture"], events) {
+		t.Errorf("new section: err %v, section %q", err, g.sections["new-posture"])
 	}
 }
 

@@ -49,6 +49,9 @@ var liveSkips = map[string]map[string]string{
 // skips: live.js is run locally against a spec checkout, never vendored or
 // run in CI.
 func TestLiveChecker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs the upstream live checker; skipped under -short")
+	}
 	node, spec := os.Getenv("AEP_NODE"), os.Getenv("AEP_SPEC")
 	if node == "" || spec == "" {
 		t.Skip("set AEP_NODE to a Node >= 22 binary and AEP_SPEC to the AEP spec checkout to run conformance/live.js")

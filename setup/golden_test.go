@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -104,17 +105,12 @@ func mergeAndValidate(cfg Config, in []byte) ([]byte, error) {
 }
 
 // checkGolden compares got with the golden file, or rewrites it with -update
-// (removing the file of the other outcome).
+// (removing the file of the other outcome; see updateGolden).
 func checkGolden(t *testing.T, path string, got []byte, stale ...string) {
 	t.Helper()
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		if err := updateGolden(path, got, stale...); err != nil {
 			t.Fatal(err)
-		}
-		for _, s := range stale {
-			if err := os.Remove(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Fatal(err)
-			}
 		}
 		return
 	}
@@ -127,9 +123,37 @@ func checkGolden(t *testing.T, path string, got []byte, stale ...string) {
 	}
 	for _, s := range stale {
 		if _, err := os.Stat(s); err == nil {
-			t.Errorf("%s exists but the outcome is %s (run go test -update)", s, filepath.Ext(path))
+			t.Errorf("%s exists but the outcome is %s (run go test -update; it refuses to drop a recorded .err)", s, filepath.Ext(path))
 		}
 	}
+}
+
+// updateGolden writes got to path and removes the files of the other
+// outcome, but never turns a recorded refusal (NAME.err) into an accepted
+// result: accepting what was refused is a change of behaviour that needs a
+// failing test first, so it fails and changes nothing; the .err file is then
+// deleted by hand.
+func updateGolden(path string, got []byte, stale ...string) error {
+	if filepath.Ext(path) != ".err" {
+		for _, s := range stale {
+			if filepath.Ext(s) != ".err" {
+				continue
+			}
+			if _, err := os.Stat(s); err == nil {
+				return fmt.Errorf("-update refused: %s records a refusal and the input is now accepted; "+
+					"write a test that fails on the old behaviour, then delete %s by hand", s, filepath.Base(s))
+			}
+		}
+	}
+	if err := os.WriteFile(path, got, 0o644); err != nil {
+		return err
+	}
+	for _, s := range stale {
+		if err := os.Remove(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func truncate(b []byte) string {
@@ -275,6 +299,39 @@ func TestWriteRemoveCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// -update keeps a recorded refusal: a case whose NAME.err exists and which
+// is now accepted fails, and neither file changes; the other direction, and
+// an accepted result that changes, are rewritten.
+func TestGoldenUpdateKeepsRefusals(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "case")
+	if err := os.WriteFile(base+".err", []byte("refused\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := updateGolden(base+".golden", []byte("accepted\n"), base+".err", base+".removed")
+	if err == nil || !strings.Contains(err.Error(), "case.err") {
+		t.Fatalf("refusal -> accepted: err %v, want a refusal naming case.err", err)
+	}
+	assertFiles(t, dir, "case.err")
+	if b := readFile(t, base+".err"); string(b) != "refused\n" {
+		t.Fatalf("case.err rewritten to %q", b)
+	}
+
+	if err := updateGolden(base+".err", []byte("refused again\n"), base+".golden", base+".removed"); err != nil {
+		t.Fatalf("refusal message changes: %v", err)
+	}
+	if err := os.Remove(base + ".err"); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateGolden(base+".golden", []byte("accepted\n"), base+".err"); err != nil {
+		t.Fatalf("new accepted case: %v", err)
+	}
+	if err := updateGolden(base+".err", []byte("now refused\n"), base+".golden", base+".removed"); err != nil {
+		t.Fatalf("accepted -> refusal: %v", err)
+	}
+	assertFiles(t, dir, "case.err")
 }
 
 func readFile(t *testing.T, p string) []byte {

@@ -37,8 +37,12 @@ var (
 )
 
 // binaries builds aep-kimi, kimi-hook and aep-setup once per test run.
+// Every test that runs them is end-to-end and skips under -short.
 func binaries(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the binaries; skipped under -short")
+	}
 	binOnce.Do(func() {
 		root, err := fixtures.ModuleRoot()
 		if err != nil {

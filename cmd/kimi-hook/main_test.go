@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +23,13 @@ import (
 
 var hookBin string
 
+// TestMain builds the real kimi-hook once, unless -short skips every test
+// that runs it.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "kimi-hook-test")
 	if err != nil {
 		panic(err)
@@ -58,11 +65,21 @@ func startAdapter(t *testing.T, home string) (*adapter.Server, string) {
 	return s, "http://" + addr.String()
 }
 
+// hookBinary is the built kimi-hook; the tests that run it are end-to-end
+// and skip under -short.
+func hookBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs the built kimi-hook; skipped under -short")
+	}
+	return hookBin
+}
+
 // hook runs kimi-hook the way Kimi does: sh -c, payload on stdin.
 func hook(t *testing.T, daemon, home, payload string, extra ...string) (string, string, int) {
 	t.Helper()
 	args := append([]string{"--daemon", daemon, "--home", home, "--timeout", "10"}, extra...)
-	cmd := exec.Command(hookBin, args...)
+	cmd := exec.Command(hookBinary(t), args...)
 	cmd.Stdin = strings.NewReader(payload)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -186,7 +203,7 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 	for i := 0; i < n; i++ {
 		payload := fmt.Sprintf(`{"hook_event_name":"PostToolUse","session_id":"kill","tool_name":"Bash","tool_input":{},"tool_call_id":"c%d","tool_output":"x"}`, i)
 		before, _ := spool.List(spool.Dir(home))
-		cmd := exec.Command("/bin/sh", "-c", "'"+hookBin+"' --daemon "+base+" --home '"+home+"' --timeout 10")
+		cmd := exec.Command("/bin/sh", "-c", "'"+hookBinary(t)+"' --daemon "+base+" --home '"+home+"' --timeout 10")
 		cmd.Stdin = strings.NewReader(payload)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {

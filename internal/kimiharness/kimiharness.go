@@ -94,10 +94,14 @@ func Bin(ctx context.Context) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-// Require returns a runnable kimi or stops the test: it fails under CI (the
-// end-to-end suite must run there) and skips with the reason otherwise.
+// Require returns a runnable kimi or stops the test: it skips under -short
+// (every test that runs Kimi is end-to-end), fails under CI (the end-to-end
+// suite must run there) and skips with the reason otherwise.
 func Require(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs the real Kimi CLI; skipped under -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin, err := Bin(ctx)
