@@ -84,6 +84,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 
+	// Counted before the first byte goes out, so a client that has its
+	// headers already shows in /healthz and /metrics.
+	s.nSSE.Add(1)
+	defer s.nSSE.Add(-1)
+	conns := s.metrics.connections.WithLabelValues(bindingSSE)
+	conns.Inc()
+	defer conns.Dec()
+	s.metrics.subs.Inc()
+	defer s.metrics.subs.Dec()
+
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -95,14 +105,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if err := out.Flush(); err != nil {
 		return
 	}
-
-	s.nSSE.Add(1)
-	defer s.nSSE.Add(-1)
-	conns := s.metrics.connections.WithLabelValues(bindingSSE)
-	conns.Inc()
-	defer conns.Dec()
-	s.metrics.subs.Inc()
-	defer s.metrics.subs.Dec()
 
 	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context()}
 	if err := sw.run(live); err != nil {
