@@ -4,8 +4,8 @@
 // session's JSONL log and publishes it to a relay.
 //
 // One writer per session: seq assignment, the log append and the publish
-// happen in one critical section, so log order, seq order and publish order
-// are one order. Kimi's arrival order is not its dispatch order, so pairing
+// happen in one critical section (journal.Stream.Emit, under the session's
+// lock), so log order, seq order and publish order are one order. Kimi's arrival order is not its dispatch order, so pairing
 // and run boundaries follow correlation ids and scope stacks, with a short,
 // bounded reorder window for a result that arrives before its request.
 package adapter
@@ -19,6 +19,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -69,18 +70,6 @@ const (
 	UnknownSession = "unknown"
 )
 
-// Publisher takes sequenced events toward a relay. Publish must not block.
-type Publisher interface {
-	Publish(ev *aep.Event)
-}
-
-// PublisherStatus is the optional health a Publisher can report.
-type PublisherStatus interface {
-	State() string
-	OutboxDepth() int
-	Drops() uint64
-}
-
 // Control configures the opt-in control legs.
 type Control struct {
 	// Gate holds PreToolUse for an answer (AEP_KIMI_CONTROL=1).
@@ -116,8 +105,9 @@ type Config struct {
 	Host string
 	// Posture is the capture posture and redaction pipeline.
 	Posture mapping.Posture
-	// Publisher sends events to a relay; nil runs without one.
-	Publisher Publisher
+	// Publisher sends events to a relay; nil runs without one. It may
+	// implement journal.PublisherStatus to report its health.
+	Publisher journal.Publisher
 	// ReorderWindow bounds how long a result waits for its request.
 	ReorderWindow time.Duration
 	StaleAfter    time.Duration

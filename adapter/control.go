@@ -94,8 +94,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	default:
 	}
 	timeout := srv.cfg.Control.HoldTimeout
-	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)))
-	m.Data["options"] = aep.OptionsData(gateOptions, m.Capture)
+	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)), gateOptions)
 	ev := s.emit(d, m, emitOpts{cause: rec.id})
 	if ev == nil {
 		return outcome{reply: emptyReply}
@@ -114,9 +113,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 			return
 		}
 		now := &delivery{at: srv.cfg.Now()}
-		p := srv.cfg.Posture
-		to := mapping.Event{Type: "attention.timeout", Severity: aep.SeverityNotice, Capture: p.Level("attention.timeout"),
-			Data: map[string]any{"after_ms": timeout.Milliseconds()}}
+		to := mapping.AttentionTimeout(timeout.Milliseconds(), srv.cfg.Posture)
 		s.emit(now, to, emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""})
 		s.release(h, emptyReply) // fail-open
 	})
@@ -153,8 +150,7 @@ func (s *session) release(h *hold, reply []byte) {
 func (s *session) releaseHolds(d *delivery, why string) {
 	p := s.srv.cfg.Posture
 	for _, h := range s.control.holds {
-		resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
-			Data: map[string]any{"resolution": "dismissed", "latency_ms": max(d.at.Sub(h.at).Milliseconds(), 0), "reason": why}}
+		resolved := mapping.AttentionResolved(mapping.ResolutionDismissed, d.at.Sub(h.at).Milliseconds(), why, p)
 		s.emit(d, resolved, emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""})
 		s.release(h, emptyReply)
 	}
@@ -186,11 +182,9 @@ func (s *session) instructReply(d *delivery) outcome {
 	}
 	texts := make([]string, len(s.control.instructions))
 	p := s.srv.cfg.Posture
-	typ := "x.kimi-code.instruction.delivered"
 	for i, in := range s.control.instructions {
 		texts[i] = in.text
-		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ),
-			Data: map[string]any{"queued_ms": max(d.at.Sub(in.at).Milliseconds(), 0)}}, emitOpts{cause: in.cmdID})
+		s.emit(d, mapping.InstructionDelivered(d.at.Sub(in.at).Milliseconds(), p), emitOpts{cause: in.cmdID})
 	}
 	s.control.instructions = nil
 	reply, _ := json.Marshal(map[string]string{"message": strings.Join(texts, "\n\n")})
@@ -200,10 +194,8 @@ func (s *session) instructReply(d *delivery) outcome {
 // dropInstructions records every undelivered instruction as dropped.
 func (s *session) dropInstructions(d *delivery) {
 	p := s.srv.cfg.Posture
-	typ := "x.kimi-code.instruction.dropped"
 	for _, in := range s.control.instructions {
-		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ), Data: map[string]any{"reason": "session-ended"}},
-			emitOpts{cause: in.cmdID, noRun: true})
+		s.emit(d, mapping.InstructionDropped("session-ended", p), emitOpts{cause: in.cmdID, noRun: true})
 	}
 	s.control.instructions = nil
 }
@@ -236,20 +228,11 @@ func (s *Server) HandleCommand(_ context.Context, cmd *aep.Event) {
 	defer sess.mu.Unlock()
 	d := &delivery{at: s.cfg.Now()}
 	reason, detail, apply := s.decide(sess, cmd)
-	var ack *aep.Event
-	p := s.cfg.Posture
-	if reason == "" {
-		ack = sess.emit(d, mapping.Event{Type: "control.accepted", Capture: p.Level("control.accepted"), Data: map[string]any{}},
-			emitOpts{cause: cmd.ID, noRun: true})
-	} else {
-		data := map[string]any{"reason": reason}
-		lvl := p.Level("control.rejected")
-		if detail != "" && lvl >= aep.CaptureRedacted {
-			data["detail"] = p.Redactor.Text(detail)
-		}
-		ack = sess.emit(d, mapping.Event{Type: "control.rejected", Severity: aep.SeverityNotice, Capture: lvl, Data: data},
-			emitOpts{cause: cmd.ID, noRun: true})
+	m := mapping.ControlAccepted(s.cfg.Posture)
+	if reason != "" {
+		m = mapping.ControlRejected(reason, detail, s.cfg.Posture)
 	}
+	ack := sess.emit(d, m, emitOpts{cause: cmd.ID, noRun: true})
 	s.cmds.Put(key, ack)
 	outcomeLabel := "accepted"
 	if reason != "" {
@@ -352,37 +335,19 @@ func validOption(o string) bool {
 // refusal tool.denied by policy; then the hook is released.
 func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by string) {
 	p := s.srv.cfg.Posture
-	lvl := p.Level("attention.answered")
-	ans := map[string]any{"option": option}
-	if text != "" && lvl >= aep.CaptureRedacted {
-		ans["text"] = p.Redactor.Text(text)
-	}
-	data := map[string]any{"answer": ans, "via": "control"}
-	if by != "" {
-		data["by"] = by
-	}
 	o := emitOpts{subject: h.attnID, cause: cmd.ID, run: h.run, noRun: h.run == ""}
-	answered := s.emit(d, mapping.Event{Type: "attention.answered", Severity: aep.SeverityNotice, Capture: lvl, Data: data}, o)
+	answered := s.emit(d, mapping.AttentionAnsweredByControl(option, text, by, p), o)
 	if answered == nil {
 		s.release(h, emptyReply)
 		return
 	}
-	resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
-		Data: map[string]any{"resolution": "answered", "latency_ms": max(d.at.Sub(h.at).Milliseconds(), 0)}}
+	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, d.at.Sub(h.at).Milliseconds(), "", p)
 	s.emit(d, resolved, emitOpts{subject: h.attnID, cause: answered.ID, run: h.run, noRun: h.run == ""})
 	if option == "allow" || option == "allow_session" {
 		s.release(h, emptyReply)
 		return
 	}
-	tool := map[string]any{"name": h.tool}
-	if h.tool == "" {
-		tool["name"] = "unknown"
-	}
-	if h.callID != "" {
-		tool["call_id"] = h.callID
-	}
-	denied := mapping.Event{Type: "tool.denied", Subject: tool["name"].(string), Severity: aep.SeverityNotice,
-		Capture: p.Level("tool.denied"), Data: map[string]any{"tool": tool, "by": "policy"}}
+	denied := mapping.ToolDenied(h.tool, h.callID, mapping.DeniedByPolicy, p)
 	s.emit(d, denied, emitOpts{cause: answered.ID, run: h.run, noRun: h.run == ""})
 	reason := strings.TrimSpace(text)
 	if reason == "" {

@@ -3,6 +3,8 @@ package adapter
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 )
 
 // metrics lives in a private registry: no global state, one set per Server.
@@ -87,7 +89,7 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "aepkimi_adapter_relay_outbox_depth", Help: "Events waiting in the relay outbox.",
 	}, func() float64 {
-		if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+		if ps, ok := s.cfg.Publisher.(journal.PublisherStatus); ok {
 			return float64(ps.OutboxDepth())
 		}
 		return 0
@@ -95,10 +97,16 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "aepkimi_adapter_relay_drops_total", Help: "Events the relay outbox dropped (debug/info first).",
 	}, func() float64 {
-		if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+		if ps, ok := s.cfg.Publisher.(journal.PublisherStatus); ok {
 			return float64(ps.Drops())
 		}
 		return 0
 	}))
 	return m
 }
+
+// Emitted and AppendFailed count for the session streams
+// (journal.Counters).
+func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(typ).Inc() }
+
+func (m *metrics) AppendFailed() { m.logErrors.Inc() }

@@ -168,7 +168,7 @@ func (s *Server) closeAll() {
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
-		if err := sess.log.Close(); err != nil {
+		if err := sess.stream.Log().Close(); err != nil {
 			s.log.Error("closing a session log", "session", sess.id, "err", err)
 		}
 		sess.mu.Unlock()
@@ -318,10 +318,7 @@ func (s *Server) session(id string) (*session, error) {
 	s.mu.Unlock()
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.log == nil {
-		sess.log = journal.NewLog(logDir(s.cfg.Home), id)
-		sess.recover(sess.log.Path())
-	}
+	sess.open()
 	return sess, nil
 }
 
@@ -416,7 +413,7 @@ func (s *Server) evictIdle() {
 		sess.mu.Lock()
 		idle := now.Sub(sess.lastHook) > s.cfg.IdleEvict
 		if idle && len(sess.parked) == 0 && !sess.control.busy() {
-			if err := sess.log.Close(); err != nil {
+			if err := sess.stream.Log().Close(); err != nil {
 				s.log.Error("closing a session log", "session", sess.id, "err", err)
 			}
 			delete(s.sessions, id)
@@ -501,7 +498,7 @@ func (s *Server) HealthNow() Health {
 	if s.cfg.Publisher != nil {
 		h.Relay = "unknown"
 	}
-	if ps, ok := s.cfg.Publisher.(PublisherStatus); ok {
+	if ps, ok := s.cfg.Publisher.(journal.PublisherStatus); ok {
 		h.Relay, h.Outbox = ps.State(), ps.OutboxDepth()
 	}
 	if files, err := spool.List(spool.Dir(s.cfg.Home)); err == nil {

@@ -36,9 +36,10 @@ type session struct {
 	id     string
 	source string
 
-	mu  sync.Mutex
-	log *journal.Log
-	seq int64
+	mu sync.Mutex
+	// stream sequences, logs and publishes the session's events; nil until
+	// the session is first touched (open).
+	stream *journal.Stream
 
 	startedAt  time.Time
 	runs       int
@@ -153,10 +154,22 @@ func newSession(srv *Server, id string) *session {
 	}
 }
 
-// recover folds the tail of the session's existing log back into state, so a
-// restarted adapter closes the run that was open, pairs the tools that were
-// in flight and recognises deliveries it already logged.
-func (s *session) recover(path string) { journal.Replay(path, recoveryTail, s.fold) }
+// open starts the session's stream on its log and folds the tail of the
+// existing log back into state, so a restarted adapter closes the run that
+// was open, pairs the tools that were in flight and recognises deliveries it
+// already logged. Callers hold s.mu.
+func (s *session) open() {
+	if s.stream != nil {
+		return
+	}
+	srv := s.srv
+	log := journal.NewLog(logDir(srv.cfg.Home), s.id)
+	s.stream = journal.NewStream(journal.StreamConfig{
+		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
+		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,
+	})
+	journal.Replay(log.Path(), recoveryTail, s.fold)
+}
 
 func (s *session) fold(ev *aep.Event) {
 	if d, ok := ev.ExtString(ExtDelivery); ok {
@@ -209,8 +222,9 @@ type emitOpts struct {
 	data  map[string]any // merged into the mapped data (adapter facts)
 }
 
-// emit sequences, logs and publishes one event: the one critical section.
-// Callers hold s.mu.
+// emit puts one event on the session's stream (journal.Stream.Emit: the one
+// critical section), with the identity the session's state decides. Callers
+// hold s.mu.
 func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 	if o.data != nil {
 		merged := make(map[string]any, len(m.Data)+len(o.data))
@@ -222,51 +236,21 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 		}
 		m.Data = merged
 	}
-	ev := &aep.Event{
-		ID:      aep.NewID(),
-		Time:    aep.FormatTime(d.at),
-		Source:  s.source,
-		Agent:   mapping.Agent,
-		Session: s.id,
-		Seq:     aep.Int64(s.seq),
-		Epoch:   aep.Int64(s.srv.epoch),
-		Cause:   o.cause,
-	}
+	e := journal.Entry{Event: m, At: d.at, Cause: o.cause, Subject: o.subject}
 	switch {
 	case o.noRun:
 	case o.run != "":
-		ev.Run = o.run
+		e.Run = o.run
 	case s.cur != nil:
-		ev.Run = s.cur.id
-	}
-	if err := m.Envelope(ev); err != nil {
-		s.srv.log.Error("mapping produced an unencodable event", "type", m.Type, "err", err)
-		return nil
-	}
-	if o.subject != "" {
-		ev.Subject = o.subject
+		e.Run = s.cur.id
 	}
 	if d.id != "" {
-		ev.SetExt(ExtDelivery, d.id) //nolint:errcheck // constant legal name
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtDelivery, Value: d.id})
 	}
 	if d.spooled {
-		ev.SetExt(ExtSpooled, true) //nolint:errcheck // constant legal name
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtSpooled, Value: true})
 	}
-	line, err := ev.Seal()
-	if err != nil {
-		s.srv.log.Error("event did not serialize", "type", m.Type, "err", err)
-		return nil
-	}
-	s.seq++
-	if err := s.log.Append(line); err != nil {
-		s.srv.log.Error("log append failed", "session", s.id, "err", err)
-		s.srv.metrics.logErrors.Inc()
-	}
-	if p := s.srv.cfg.Publisher; p != nil {
-		p.Publish(ev)
-	}
-	s.srv.metrics.events.WithLabelValues(ev.Type).Inc()
-	return ev
+	return s.stream.Emit(e)
 }
 
 func (s *session) curRun() string {
@@ -476,8 +460,7 @@ func (s *session) drainRun(d *delivery) {
 	if s.cur == nil {
 		return
 	}
-	p := s.srv.cfg.Posture
-	s.closeRun(d, mapping.Event{Type: "run.cancelled", Capture: p.Level("run.cancelled"), Data: map[string]any{}}, nil)
+	s.closeRun(d, mapping.RunDrained(s.srv.cfg.Posture), nil)
 }
 
 // promptSubmitted: one run per prompt that is not a steer. On a surface with
@@ -495,9 +478,7 @@ func (s *session) promptSubmitted(d *delivery, r *mapping.HookResult) outcome {
 		s.openRun(d, m, true)
 	case s.srv.turnHooks.Load():
 		s.pending = append(s.pending, &queuedPrompt{started: m, at: d.at, digest: r.Facts.PromptDigest})
-		p := s.srv.cfg.Posture
-		typ := "x.kimi-code.run.prompt_submitted"
-		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ), Data: map[string]any{"queued": true}}, emitOpts{noRun: true})
+		s.emit(d, mapping.PromptQueued(s.srv.cfg.Posture), emitOpts{noRun: true})
 	default:
 		s.drainRun(d)
 		s.openRun(d, m, true)
@@ -526,8 +507,7 @@ func (s *session) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
 			s.openRun(d, q.started, true)
 			s.cur.turn = f.TurnID
 		case s.cur == nil:
-			started := mapping.Event{Type: "run.started", Capture: p.Level("run.started"), Data: map[string]any{"trigger": "user"}}
-			s.openRun(d, started, false)
+			s.openRun(d, mapping.RunStarted(mapping.TriggerUser, p), false)
 			s.cur.turn = f.TurnID
 		}
 		if s.cur != nil && s.cur.turn != "" {
@@ -540,8 +520,7 @@ func (s *session) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
 			s.scopes = append(s.scopes, &scope{turnStarted: true, at: d.at})
 		}
 	case f.OriginKind == "task" && s.cur == nil:
-		started := mapping.Event{Type: "run.started", Capture: p.Level("run.started"), Data: map[string]any{"trigger": "agent"}}
-		s.openRun(d, started, false)
+		s.openRun(d, mapping.RunStarted(mapping.TriggerAgent, p), false)
 		s.cur.turn = f.TurnID
 		s.turnRuns[f.TurnID] = s.cur.id
 	}
@@ -575,12 +554,8 @@ func (s *session) turnEnded(d *delivery, r *mapping.HookResult) {
 	p := s.srv.cfg.Posture
 	if sc := s.subagentTurn(); sc != nil {
 		sc.turnEnded = true
-		typ := "x.kimi-code.run.subagent_turn_ended"
-		data := map[string]any{}
-		if r.Facts.Hook == mapping.HookStopFailure {
-			data["failed"] = true
-		}
-		s.emit(d, mapping.Event{Type: typ, Capture: p.Level(typ), Data: data}, emitOpts{cause: sc.startID})
+		failed := r.Facts.Hook == mapping.HookStopFailure
+		s.emit(d, mapping.SubagentTurnEnded(failed, p), emitOpts{cause: sc.startID})
 		return
 	}
 	if s.cur == nil {
@@ -726,19 +701,10 @@ func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
 	if answered == nil {
 		return
 	}
-	resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
-		Data: map[string]any{"resolution": "answered", "latency_ms": max(latency, 0)}}
+	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, latency, "", p)
 	s.emit(d, resolved, emitOpts{subject: rec.id, cause: answered.ID, run: run, noRun: run == ""})
 	if f.Decision == "rejected" {
-		tool := map[string]any{"name": rec.tool}
-		if rec.tool == "" {
-			tool["name"] = "unknown"
-		}
-		if rec.callID != "" {
-			tool["call_id"] = rec.callID
-		}
-		denied := mapping.Event{Type: "tool.denied", Subject: tool["name"].(string), Severity: aep.SeverityNotice,
-			Capture: p.Level("tool.denied"), Data: map[string]any{"tool": tool, "by": "runtime"}}
+		denied := mapping.ToolDenied(rec.tool, rec.callID, mapping.DeniedByRuntime, p)
 		s.emit(d, denied, emitOpts{cause: answered.ID, run: run, noRun: run == ""})
 	}
 }
@@ -755,8 +721,7 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 			continue
 		}
 		rec.closed = true
-		resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
-			Data: map[string]any{"resolution": "dismissed", "latency_ms": max(d.at.Sub(rec.at).Milliseconds(), 0)}}
+		resolved := mapping.AttentionResolved(mapping.ResolutionDismissed, d.at.Sub(rec.at).Milliseconds(), "", p)
 		s.emit(d, resolved, emitOpts{subject: rec.id, cause: rec.id, run: rec.run, noRun: rec.run == ""})
 	}
 	s.drainRun(d)

@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -153,7 +154,7 @@ func (b *Bridge) closeAll() {
 	defer b.mu.Unlock()
 	for _, s := range b.sessions {
 		s.mu.Lock()
-		if err := s.log.Close(); err != nil {
+		if err := s.stream.Log().Close(); err != nil {
 			b.log.Error("closing a session log", "session", s.id, "err", err)
 		}
 		s.mu.Unlock()
@@ -185,7 +186,7 @@ func (b *Bridge) closeIdle(before time.Time) {
 	for _, s := range sessions {
 		s.mu.Lock()
 		if s.lastAt.Before(before) {
-			if err := s.log.Close(); err != nil {
+			if err := s.stream.Log().Close(); err != nil {
 				b.log.Error("closing an idle session log", "session", s.id, "err", err)
 			}
 		}
@@ -454,7 +455,7 @@ func (b *Bridge) HealthNow() Health {
 	if b.cfg.Publisher != nil {
 		h.Relay = "unknown"
 	}
-	if ps, ok := b.cfg.Publisher.(PublisherStatus); ok {
+	if ps, ok := b.cfg.Publisher.(journal.PublisherStatus); ok {
 		h.Relay, h.Outbox = ps.State(), ps.OutboxDepth()
 	}
 	return h

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -73,18 +74,6 @@ const (
 	CmdCancel  = "control.cancel"
 )
 
-// Publisher takes sequenced events toward a relay. Publish must not block.
-type Publisher interface {
-	Publish(ev *aep.Event)
-}
-
-// PublisherStatus is the optional health a Publisher can report.
-type PublisherStatus interface {
-	State() string
-	OutboxDepth() int
-	Drops() uint64
-}
-
 // Control configures the opt-in control leg.
 type Control struct {
 	// Enabled is AEP_KIMI_WEB_CONTROL=1. It only takes effect in primary
@@ -119,8 +108,9 @@ type Config struct {
 	Host string
 	// Posture is the capture posture and redaction pipeline.
 	Posture mapping.Posture
-	// Publisher sends events to a relay; nil runs without one.
-	Publisher Publisher
+	// Publisher sends events to a relay; nil runs without one. It may
+	// implement journal.PublisherStatus to report its health.
+	Publisher journal.Publisher
 	Control   Control
 	// Collectors are registered on /metrics next to the bridge's own (the
 	// relay emitter's, for one).

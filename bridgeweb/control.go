@@ -79,17 +79,9 @@ func (b *Bridge) HandleCommand(ctx context.Context, cmd *aep.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reason, detail := b.decide(ctx, s, cmd)
-	p := b.cfg.Posture
-	var m mapping.Event
-	if reason == "" {
-		m = mapping.Event{Type: "control.accepted", Capture: p.Level("control.accepted"), Data: map[string]any{}}
-	} else {
-		data := map[string]any{"reason": reason}
-		lvl := p.Level("control.rejected")
-		if detail != "" && lvl >= aep.CaptureRedacted {
-			data["detail"] = p.Redactor.Text(detail)
-		}
-		m = mapping.Event{Type: "control.rejected", Severity: aep.SeverityNotice, Capture: lvl, Data: data}
+	m := mapping.ControlAccepted(b.cfg.Posture)
+	if reason != "" {
+		m = mapping.ControlRejected(reason, detail, b.cfg.Posture)
 	}
 	ack := s.emit(draft{id: b.newID(), ev: m, cause: cmd.ID}, b.cfg.Now(), -1, "")
 	b.cmds.Put(key, ack)

@@ -459,7 +459,7 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 			s.emit(draft{id: l.b.newID(), ev: ev}, at, -1, "")
 		}
 		s.archived = true
-		if err := s.log.Close(); err != nil {
+		if err := s.stream.Log().Close(); err != nil {
 			l.b.log.Error("closing a session log", "session", s.id, "err", err)
 		}
 		s.mu.Unlock()

@@ -30,12 +30,12 @@ const CompanionSuffix = ".web"
 // MainAgent is the kap agent id of a session's main agent.
 const MainAgent = "main"
 
-// GapType is the extension event saying frames were lost.
-const GapType = "x." + mapping.Vendor + ".web.gap"
+// GapType is the extension event saying frames were lost (mapping.WebGap).
+const GapType = mapping.WebGapType
 
 // UnrecognizedType stands in for a frame whose name cannot be made a legal
-// AEP type.
-const UnrecognizedType = "x." + mapping.Vendor + ".web.unrecognized"
+// AEP type (mapping.WebUnrecognized).
+const UnrecognizedType = mapping.WebUnrecognizedType
 
 // Approval option ids the bridge offers when its control can honour them:
 // the vendor's own decision words, so an answer decided in Kimi's UI names a
@@ -292,7 +292,6 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 	delete(m.asks, rec.vendorID)
 	delete(m.byReq, rec.reqID)
 	latency := max(at.Sub(rec.at).Milliseconds(), 0)
-	p := m.posture
 	if ev.Type == "attention.resolved" {
 		ev.Data["latency_ms"] = latency
 		return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}}
@@ -314,8 +313,7 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 		// Keep the recorded answer inside the declared option ids.
 		answer["option"] = OptApproveSession
 	}
-	resolved := mapping.Event{Type: "attention.resolved", Severity: aep.SeverityNotice, Capture: p.Level("attention.resolved"),
-		Data: map[string]any{"resolution": "answered", "latency_ms": latency}}
+	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, latency, "", m.posture)
 	return []draft{answered, {id: m.newID(), ev: resolved, run: rec.run, cause: resolvedCause, subject: rec.reqID}}
 }
 

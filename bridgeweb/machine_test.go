@@ -497,7 +497,7 @@ func BenchmarkFramePath(b *testing.B) {
 					n++
 				}
 				br.mu.Lock()
-				br.sessions[id].log.Close()
+				br.sessions[id].stream.Log().Close()
 				delete(br.sessions, id)
 				br.mu.Unlock()
 			}

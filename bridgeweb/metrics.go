@@ -133,3 +133,9 @@ func cmdLabel(t string) string {
 	}
 	return "other"
 }
+
+// Emitted and AppendFailed count for the session streams
+// (journal.Counters).
+func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(eventLabel(typ)).Inc() }
+
+func (m *metrics) AppendFailed() { m.logErrors.Inc() }

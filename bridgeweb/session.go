@@ -11,9 +11,8 @@ import (
 )
 
 // session is one kap session as the bridge publishes it. Every field is
-// guarded by mu, and emit is the one critical section: seq assignment, the
-// log append and the publish happen together, so log order, seq order and
-// publish order are one order.
+// guarded by mu; its stream (journal.Stream.Emit) is the one critical
+// section where seq assignment, the log append and the publish happen.
 type session struct {
 	b      *Bridge
 	kap    string // kap session id
@@ -21,8 +20,7 @@ type session struct {
 	source string
 
 	mu     sync.Mutex
-	log    *journal.Log
-	seq    int64
+	stream *journal.Stream
 	m      *machine
 	cur    cursor
 	lastAt time.Time
@@ -45,7 +43,11 @@ func newSession(b *Bridge, kap string) *session {
 		source: SourceURI(b.cfg.Host, kap),
 		m:      newMachine(b.cfg.Mode, b.cfg.Posture, b.controlOn(), b.newID),
 	}
-	s.log = journal.NewLog(LogDir(b.cfg.Home), s.id)
+	s.stream = journal.NewStream(journal.StreamConfig{
+		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: b.epoch,
+		Log: journal.NewLog(LogDir(b.cfg.Home), s.id), Publisher: b.cfg.Publisher,
+		Counters: b.metrics, Logger: b.log, NewID: b.newID,
+	})
 	return s
 }
 
@@ -55,7 +57,7 @@ const recoveryTail = 1 << 20
 // recover folds the tail of the session's log back into state: the kap
 // position the bridge had reached (so the subscribe resumes there) and the
 // runs, tools and asks that were open.
-func (s *session) recover() { journal.Replay(s.log.Path(), recoveryTail, s.fold) }
+func (s *session) recover() { journal.Replay(s.stream.Log().Path(), recoveryTail, s.fold) }
 
 func (s *session) fold(ev *aep.Event) {
 	epoch, okE := ev.ExtString(ExtKimiEpoch)
@@ -116,19 +118,7 @@ func (s *session) frameTime(f mapping.Frame) time.Time {
 
 // emitGap reports frames the bridge will never see.
 func (s *session) emitGap(g gap) {
-	p := s.b.cfg.Posture
-	data := map[string]any{"reason": g.reason, "from_seq": g.from}
-	if g.to >= g.from {
-		data["to_seq"] = g.to
-		data["missed"] = g.to - g.from + 1
-	}
-	if g.epoch != "" {
-		data["kap_epoch"] = g.epoch
-	}
-	if g.nextEpoch != "" && g.nextEpoch != g.epoch {
-		data["next_kap_epoch"] = g.nextEpoch
-	}
-	ev := mapping.Event{Type: GapType, Severity: aep.SeverityWarning, Capture: p.Level(GapType), Data: data}
+	ev := mapping.WebGap(g.reason, g.from, g.to, g.epoch, g.nextEpoch, s.b.cfg.Posture)
 	s.b.metrics.gaps.WithLabelValues(gapLabel(g.reason)).Inc()
 	s.b.log.Warn("kap frames lost: reporting a gap", "session", s.id, "reason", g.reason, "from_seq", g.from, "to_seq", g.to)
 	s.emit(draft{id: s.b.newID(), ev: ev}, s.b.cfg.Now(), g.at, g.nextEpoch)
@@ -142,62 +132,30 @@ func gapLabel(r string) string {
 	return "other"
 }
 
-// emit sequences, logs and publishes one event. kapSeq and kapEpoch name the
-// kap position it came from (kapSeq < 0: none). Callers hold s.mu.
+// emit puts one event on the session's stream (journal.Stream.Emit: the one
+// critical section) with the bridge's extensions. kapSeq and kapEpoch name
+// the kap position it came from (kapSeq < 0: none). Callers hold s.mu.
 func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *aep.Event {
 	if !aep.ValidType(d.ev.Type) {
 		// A vendor frame name the mapping could not force into the type
 		// grammar: the moment stays visible, under a name that is legal.
 		s.b.metrics.badFrames.WithLabelValues("bad_type").Inc()
 		s.b.log.Warn("kap frame type is not expressible as an AEP type; emitted as "+UnrecognizedType, "type", clip(d.ev.Type))
-		p := s.b.cfg.Posture
-		d.ev = mapping.Event{Type: UnrecognizedType, Capture: p.Level(UnrecognizedType), Data: map[string]any{}}
+		d.ev = mapping.WebUnrecognized(s.b.cfg.Posture)
 	}
-	ev := &aep.Event{
-		ID:      d.id,
-		Time:    aep.FormatTime(at),
-		Source:  s.source,
-		Agent:   mapping.Agent,
-		Session: s.id,
-		Run:     d.run,
-		Seq:     aep.Int64(s.seq),
-		Epoch:   aep.Int64(s.b.epoch),
-		Cause:   d.cause,
-	}
-	if ev.ID == "" {
-		ev.ID = s.b.newID()
-	}
-	if err := d.ev.Envelope(ev); err != nil {
-		s.b.log.Error("mapping produced an unencodable event", "type", d.ev.Type, "err", err)
-		return nil
-	}
-	if d.subject != "" {
-		ev.Subject = d.subject
-	}
+	e := journal.Entry{Event: d.ev, ID: d.id, At: at, Run: d.run, Cause: d.cause, Subject: d.subject}
 	if s.b.cfg.Mode == mapping.Companion {
-		ev.SetExt(ExtKimiSession, s.kap) //nolint:errcheck // constant legal name
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSession, Value: s.kap})
 	}
 	if kapSeq >= 0 && kapEpoch != "" {
-		ev.SetExt(ExtKimiSeq, kapSeq)     //nolint:errcheck // constant legal name
-		ev.SetExt(ExtKimiEpoch, kapEpoch) //nolint:errcheck // constant legal name
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSeq, Value: kapSeq}, journal.Ext{Name: ExtKimiEpoch, Value: kapEpoch})
 	}
 	if d.turn != "" {
-		ev.SetExt(ExtKimiTurn, d.turn) //nolint:errcheck // constant legal name
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiTurn, Value: d.turn})
 	}
-	line, err := ev.Seal()
-	if err != nil {
-		s.b.log.Error("event did not serialize", "type", d.ev.Type, "err", err)
-		return nil
+	ev := s.stream.Emit(e)
+	if ev != nil {
+		s.lastAt = s.b.cfg.Now()
 	}
-	s.seq++
-	s.lastAt = s.b.cfg.Now()
-	if err := s.log.Append(line); err != nil {
-		s.b.log.Error("log append failed", "session", s.id, "err", err)
-		s.b.metrics.logErrors.Inc()
-	}
-	if p := s.b.cfg.Publisher; p != nil {
-		p.Publish(ev)
-	}
-	s.b.metrics.events.WithLabelValues(eventLabel(ev.Type)).Inc()
 	return ev
 }

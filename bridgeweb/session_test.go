@@ -34,14 +34,14 @@ func TestIdleLogReopens(t *testing.T) {
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 1, "A")
 	s.mu.Unlock()
 	b.closeIdle(time.Now().Add(time.Hour))
-	if s.log.IsOpen() {
+	if s.stream.Log().IsOpen() {
 		t.Fatal("idle log still open")
 	}
 	s.mu.Lock()
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.c")}, time.Now(), 2, "A")
 	s.mu.Unlock()
 	b.closeAll()
-	raw, err := os.ReadFile(s.log.Path())
+	raw, err := os.ReadFile(s.stream.Log().Path())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -398,8 +398,8 @@ func permissionPrompt(m map[string]any, p Posture, level aep.Capture, subject st
 // held at the adapter's opt-in control gate: kind permission, respond_via
 // control, expiring at expiresAt. At metadata the prompt is synthesized from
 // structure; at redacted+ it names the tool and summarises its input through
-// the pipeline. The caller adds the options it can honour.
-func GateRequest(r *HookResult, p Posture, expiresAt string) Event {
+// the pipeline. options are the answers the caller can honour.
+func GateRequest(r *HookResult, p Posture, expiresAt string, options []aep.Option) Event {
 	e := newEvent(p, "attention.requested", aep.SeverityNotice)
 	tool := toolName(r.payload)
 	e.Subject = tool
@@ -412,6 +412,7 @@ func GateRequest(r *HookResult, p Posture, expiresAt string) Event {
 	if expiresAt != "" {
 		e.Data["expires_at"] = expiresAt
 	}
+	e.Data["options"] = aep.OptionsData(options, e.Capture)
 	return e
 }
 

@@ -1,7 +1,8 @@
-// Package journal is the on-disk side of an emitter that owns session order:
-// per-session JSONL logs with safe file names, and the epoch counter that
-// never repeats across restarts. The hook adapter and the kimi web bridge
-// both keep one.
+// Package journal is the side of an emitter that owns session order: each
+// session's stream (seq, epoch, log, publisher and counters, sequenced in one
+// place), per-session JSONL logs with safe file names, and the epoch counter
+// that never repeats across restarts. The hook adapter and the kimi web
+// bridge both keep one.
 package journal
 
 import (

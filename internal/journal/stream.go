@@ -1,0 +1,152 @@
+package journal
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// Publisher takes sequenced events toward a relay. Publish must not block:
+// it is called inside a stream's critical section.
+type Publisher interface {
+	Publish(ev *aep.Event)
+}
+
+// PublisherStatus is the optional health a Publisher can report.
+type PublisherStatus interface {
+	State() string
+	OutboxDepth() int
+	Drops() uint64
+}
+
+// Counters count what streams emit; an emitter's metrics implement it.
+type Counters interface {
+	// Emitted counts one sequenced event of type typ.
+	Emitted(typ string)
+	// AppendFailed counts one event the log could not take.
+	AppendFailed()
+}
+
+// StreamConfig is everything one session's stream is built from.
+type StreamConfig struct {
+	// Source, Agent and Session are the envelope's stream identity.
+	Source, Agent, Session string
+	// Epoch is the emitter run's epoch (NextEpoch).
+	Epoch int64
+	// Log is the session's log; it takes every sequenced event.
+	Log *Log
+	// Publisher sends events toward a relay; nil publishes nothing.
+	Publisher Publisher
+	// Counters counts emits and failed appends; nil counts nothing.
+	Counters Counters
+	// Logger reports events that could not be built or logged.
+	Logger *slog.Logger
+	// NewID assigns event ids; nil means aep.NewID.
+	NewID func() string
+}
+
+// Stream is one session's event stream: it owns the session's seq, epoch,
+// log and publisher, and Emit is the one place an event is sequenced. Seq
+// assignment, the log append and the publish happen in one call, so log
+// order, seq order and publish order are one order. Not safe for concurrent
+// use: its owner serializes calls (one writer per session).
+type Stream struct {
+	cfg StreamConfig
+	seq int64
+}
+
+// NewStream starts a session's stream at seq 0.
+func NewStream(cfg StreamConfig) *Stream {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = aep.NewID
+	}
+	return &Stream{cfg: cfg}
+}
+
+// Ext is one extension attribute (AEP-0001 §5.4) an entry carries.
+type Ext struct {
+	Name  string
+	Value any // string, integer or boolean
+}
+
+// Entry is one event to sequence: what it says (the mapped event) and the
+// identity only its emitter knows. Source, session, seq and epoch come from
+// the stream.
+type Entry struct {
+	Event mapping.Event
+	// ID is the event id; empty assigns a new one.
+	ID string
+	// At is the moment the event describes.
+	At time.Time
+	// Run, Cause and Subject are set when non-empty; Subject overrides the
+	// mapped event's own.
+	Run, Cause, Subject string
+	Ext                 []Ext
+}
+
+// Emit builds, seals, sequences, logs, publishes and counts one event. It
+// returns the event, or nil when it could not be built (logged; no seq is
+// spent). A failed append is logged and counted and the event still
+// publishes: the log is a record, the relay a separate path.
+func (s *Stream) Emit(e Entry) *aep.Event {
+	m := e.Event
+	ev := &aep.Event{
+		ID:      e.ID,
+		Time:    aep.FormatTime(e.At),
+		Source:  s.cfg.Source,
+		Agent:   s.cfg.Agent,
+		Session: s.cfg.Session,
+		Run:     e.Run,
+		Seq:     aep.Int64(s.seq),
+		Epoch:   aep.Int64(s.cfg.Epoch),
+		Cause:   e.Cause,
+	}
+	if ev.ID == "" {
+		ev.ID = s.cfg.NewID()
+	}
+	if err := m.Envelope(ev); err != nil {
+		s.cfg.Logger.Error("mapping produced an unencodable event", "type", m.Type, "err", err)
+		return nil
+	}
+	if e.Subject != "" {
+		ev.Subject = e.Subject
+	}
+	for _, x := range e.Ext {
+		if err := ev.SetExt(x.Name, x.Value); err != nil {
+			s.cfg.Logger.Error("extension attribute refused", "type", m.Type, "err", err)
+			return nil
+		}
+	}
+	line, err := ev.Seal()
+	if err != nil {
+		s.cfg.Logger.Error("event did not serialize", "type", m.Type, "err", err)
+		return nil
+	}
+	s.seq++
+	if err := s.cfg.Log.Append(line); err != nil {
+		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
+		if s.cfg.Counters != nil {
+			s.cfg.Counters.AppendFailed()
+		}
+	}
+	if p := s.cfg.Publisher; p != nil {
+		p.Publish(ev)
+	}
+	if s.cfg.Counters != nil {
+		s.cfg.Counters.Emitted(ev.Type)
+	}
+	return ev
+}
+
+// Log is the stream's log, to close when idle or read back.
+func (s *Stream) Log() *Log {
+	if s == nil {
+		return nil
+	}
+	return s.cfg.Log
+}

@@ -1,0 +1,187 @@
+package mapping
+
+import "github.com/aep-kimi/aep-kimi/aep"
+
+// The events below come from an emitter's own state rather than from one
+// payload or frame: a run it closes, an attention it resolves, a command it
+// answers. The adapter and the bridge decide when; these decide what. Every
+// measured fact (a latency, a duration) comes in as an argument.
+
+// Extension types the emitters synthesize.
+const (
+	TypePromptSubmitted      = "x." + Vendor + ".run.prompt_submitted"
+	TypeSubagentTurnEnded    = "x." + Vendor + ".run.subagent_turn_ended"
+	TypeInstructionDelivered = "x." + Vendor + ".instruction.delivered"
+	TypeInstructionDropped   = "x." + Vendor + ".instruction.dropped"
+)
+
+// WebGapType and WebUnrecognizedType are the bridge's extension types for
+// lost frames and for a frame whose name cannot be made a legal AEP type.
+const (
+	WebGapType          = "x." + Vendor + ".web.gap"
+	WebUnrecognizedType = "x." + Vendor + ".web.unrecognized"
+)
+
+// Run.started triggers (AEP-0002): the user asked, or the agent began a turn
+// of its own (a background task's completion).
+const (
+	TriggerUser  = "user"
+	TriggerAgent = "agent"
+)
+
+// RunStarted opens a run no prompt payload carried: a turn the adapter saw
+// start with no prompt of its own.
+func RunStarted(trigger string, p Posture) Event {
+	e := newEvent(p, "run.started", aep.SeverityDebug)
+	e.Data["trigger"] = trigger
+	return e
+}
+
+// RunDrained closes a run left open at a boundary (a session's end, a turn
+// that never ended) as cancelled, with no claim about who cancelled it.
+func RunDrained(p Posture) Event {
+	return newEvent(p, "run.cancelled", aep.SeverityDebug)
+}
+
+// PromptQueued records a prompt Kimi accepted while a turn was running: it
+// belongs to no run yet, its turn opens one later.
+func PromptQueued(p Posture) Event {
+	e := newEvent(p, TypePromptSubmitted, aep.SeverityDebug)
+	e.Data["queued"] = true
+	return e
+}
+
+// SubagentTurnEnded is a subagent's own Stop (or StopFailure: failed): it
+// ends the subagent's turn inside the parent's run, never the run.
+func SubagentTurnEnded(failed bool, p Posture) Event {
+	e := newEvent(p, TypeSubagentTurnEnded, aep.SeverityDebug)
+	if failed {
+		e.Data["failed"] = true
+	}
+	return e
+}
+
+// Attention resolutions (AEP-0002 §7).
+const (
+	ResolutionAnswered  = "answered"
+	ResolutionDismissed = "dismissed"
+)
+
+// AttentionResolved closes an attention request: answered, or dismissed (a
+// session ending, an emitter stopping: reason says which when known).
+// latencyMs is measured from the request; a negative one reads as 0.
+func AttentionResolved(resolution string, latencyMs int64, reason string, p Posture) Event {
+	e := newEvent(p, "attention.resolved", aep.SeverityNotice)
+	e.Data["resolution"] = resolution
+	e.Data["latency_ms"] = max(latencyMs, 0)
+	if reason != "" {
+		e.Data["reason"] = reason
+	}
+	return e
+}
+
+// AttentionTimeout says a held request was not answered within afterMs.
+func AttentionTimeout(afterMs int64, p Posture) Event {
+	e := newEvent(p, "attention.timeout", aep.SeverityNotice)
+	e.Data["after_ms"] = afterMs
+	return e
+}
+
+// AttentionAnsweredByControl is an answer that came as a command: the option
+// applied, the sender's text (through the redaction pipeline at redacted and
+// above, at every such level: it is an operator's free text) and who sent it.
+func AttentionAnsweredByControl(option, text, by string, p Posture) Event {
+	e := newEvent(p, "attention.answered", aep.SeverityNotice)
+	answer := map[string]any{"option": option}
+	if text != "" && e.Capture >= aep.CaptureRedacted {
+		answer["text"] = p.redactor().Text(text)
+	}
+	e.Data["answer"] = answer
+	e.Data["via"] = "control"
+	if by != "" {
+		e.Data["by"] = by
+	}
+	return e
+}
+
+// Who denied a tool (AEP-0002): the runtime's own permission flow, or a
+// policy answered through control.
+const (
+	DeniedByRuntime = "runtime"
+	DeniedByPolicy  = "policy"
+)
+
+// ToolDenied says a tool call will not run: subject the tool (unknown when
+// its name was never seen), call id when known.
+func ToolDenied(tool, callID, by string, p Posture) Event {
+	if tool == "" {
+		tool = "unknown"
+	}
+	ref := map[string]any{"name": tool}
+	if callID != "" {
+		ref["call_id"] = callID
+	}
+	e := newEvent(p, "tool.denied", aep.SeverityNotice)
+	e.Subject = tool
+	e.Data["tool"] = ref
+	e.Data["by"] = by
+	return e
+}
+
+// ControlAccepted acknowledges a command the emitter will carry out.
+func ControlAccepted(p Posture) Event {
+	return newEvent(p, "control.accepted", aep.SeverityDebug)
+}
+
+// ControlRejected answers a command the emitter will not carry out: reason
+// from AEP-0004's set, and a detail for people, through the redaction
+// pipeline at redacted and above (it can quote the command).
+func ControlRejected(reason, detail string, p Posture) Event {
+	e := newEvent(p, "control.rejected", aep.SeverityNotice)
+	e.Data["reason"] = reason
+	if detail != "" && e.Capture >= aep.CaptureRedacted {
+		e.Data["detail"] = p.redactor().Text(detail)
+	}
+	return e
+}
+
+// InstructionDelivered says a queued instruction reached the agent, after
+// waiting queuedMs (a negative one reads as 0).
+func InstructionDelivered(queuedMs int64, p Posture) Event {
+	e := newEvent(p, TypeInstructionDelivered, aep.SeverityDebug)
+	e.Data["queued_ms"] = max(queuedMs, 0)
+	return e
+}
+
+// InstructionDropped says a queued instruction will never be delivered.
+func InstructionDropped(reason string, p Posture) Event {
+	e := newEvent(p, TypeInstructionDropped, aep.SeverityDebug)
+	e.Data["reason"] = reason
+	return e
+}
+
+// WebGap reports kap frames the bridge will never see: from fromSeq to toSeq
+// (toSeq < fromSeq: extent unknown) in kapEpoch, the stream continuing in
+// nextKapEpoch.
+func WebGap(reason string, fromSeq, toSeq int64, kapEpoch, nextKapEpoch string, p Posture) Event {
+	e := newEvent(p, WebGapType, aep.SeverityWarning)
+	e.Data["reason"] = reason
+	e.Data["from_seq"] = fromSeq
+	if toSeq >= fromSeq {
+		e.Data["to_seq"] = toSeq
+		e.Data["missed"] = toSeq - fromSeq + 1
+	}
+	if kapEpoch != "" {
+		e.Data["kap_epoch"] = kapEpoch
+	}
+	if nextKapEpoch != "" && nextKapEpoch != kapEpoch {
+		e.Data["next_kap_epoch"] = nextKapEpoch
+	}
+	return e
+}
+
+// WebUnrecognized stands in for a kap frame whose name the mapping could not
+// force into the type grammar: the moment stays visible, under a legal name.
+func WebUnrecognized(p Posture) Event {
+	return newEvent(p, WebUnrecognizedType, aep.SeverityDebug)
+}

@@ -1,0 +1,175 @@
+package mapping
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// synthArgs are the arguments a synthesized-event golden case passes to its
+// constructor (the call.json section: {"ctor": NAME, "args": {...}}).
+type synthArgs struct {
+	Trigger      string          `json:"trigger"`
+	Failed       bool            `json:"failed"`
+	Resolution   string          `json:"resolution"`
+	LatencyMs    int64           `json:"latency_ms"`
+	Reason       string          `json:"reason"`
+	AfterMs      int64           `json:"after_ms"`
+	Option       string          `json:"option"`
+	Text         string          `json:"text"`
+	By           string          `json:"by"`
+	Tool         string          `json:"tool"`
+	CallID       string          `json:"call_id"`
+	Detail       string          `json:"detail"`
+	QueuedMs     int64           `json:"queued_ms"`
+	FromSeq      int64           `json:"from_seq"`
+	ToSeq        int64           `json:"to_seq"`
+	KapEpoch     string          `json:"kap_epoch"`
+	NextKapEpoch string          `json:"next_kap_epoch"`
+	Payload      json.RawMessage `json:"payload"`
+	ExpiresAt    string          `json:"expires_at"`
+	Options      []aep.Option    `json:"options"`
+}
+
+// synthCtors names every constructor of an event an emitter synthesizes from
+// its own state; each has at least one golden case in testdata/synth.
+var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
+	"RunStarted":        func(a synthArgs, p Posture) (Event, error) { return RunStarted(a.Trigger, p), nil },
+	"RunDrained":        func(_ synthArgs, p Posture) (Event, error) { return RunDrained(p), nil },
+	"PromptQueued":      func(_ synthArgs, p Posture) (Event, error) { return PromptQueued(p), nil },
+	"SubagentTurnEnded": func(a synthArgs, p Posture) (Event, error) { return SubagentTurnEnded(a.Failed, p), nil },
+	"AttentionResolved": func(a synthArgs, p Posture) (Event, error) {
+		return AttentionResolved(a.Resolution, a.LatencyMs, a.Reason, p), nil
+	},
+	"AttentionTimeout": func(a synthArgs, p Posture) (Event, error) { return AttentionTimeout(a.AfterMs, p), nil },
+	"AttentionAnsweredByControl": func(a synthArgs, p Posture) (Event, error) {
+		return AttentionAnsweredByControl(a.Option, a.Text, a.By, p), nil
+	},
+	"ToolDenied":           func(a synthArgs, p Posture) (Event, error) { return ToolDenied(a.Tool, a.CallID, a.By, p), nil },
+	"ControlAccepted":      func(_ synthArgs, p Posture) (Event, error) { return ControlAccepted(p), nil },
+	"ControlRejected":      func(a synthArgs, p Posture) (Event, error) { return ControlRejected(a.Reason, a.Detail, p), nil },
+	"InstructionDelivered": func(a synthArgs, p Posture) (Event, error) { return InstructionDelivered(a.QueuedMs, p), nil },
+	"InstructionDropped":   func(a synthArgs, p Posture) (Event, error) { return InstructionDropped(a.Reason, p), nil },
+	"WebGap": func(a synthArgs, p Posture) (Event, error) {
+		return WebGap(a.Reason, a.FromSeq, a.ToSeq, a.KapEpoch, a.NextKapEpoch, p), nil
+	},
+	"WebUnrecognized": func(_ synthArgs, p Posture) (Event, error) { return WebUnrecognized(p), nil },
+	"GateRequest": func(a synthArgs, p Posture) (Event, error) {
+		r, err := Hook(a.Payload, p)
+		if err != nil {
+			return Event{}, err
+		}
+		return GateRequest(r, p, a.ExpiresAt, a.Options), nil
+	},
+}
+
+// synthPostures add full to the two hook postures: some synthesized text
+// (an operator's answer, a rejection detail) goes through the pipeline even
+// at full, and the golden files pin that.
+var synthPostures = append(postures[:len(postures):len(postures)], struct {
+	name string
+	p    Posture
+}{"full", Posture{Capture: aep.CaptureFull, AttentionCapture: aep.CaptureFull, Redactor: aep.NewRedactor(aep.RedactOptions{Home: "/home/dev"})}})
+
+func readCall(t *testing.T, g *golden) (string, synthArgs) {
+	t.Helper()
+	var call struct {
+		Ctor string          `json:"ctor"`
+		Args json.RawMessage `json:"args"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(g.input("call.json")))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&call); err != nil {
+		t.Fatalf("call.json: %v", err)
+	}
+	var a synthArgs
+	if len(call.Args) > 0 {
+		dec = json.NewDecoder(bytes.NewReader(call.Args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil {
+			t.Fatalf("call.json args: %v", err)
+		}
+	}
+	return call.Ctor, a
+}
+
+func TestSynthGolden(t *testing.T) {
+	used := map[string]bool{}
+	for _, path := range goldenFiles(t, "synth") {
+		name := strings.TrimSuffix(filepath.Base(path), ".txtar")
+		g := readGolden(t, path)
+		ctor, args := readCall(t, g)
+		used[ctor] = true
+		t.Run(name, func(t *testing.T) {
+			build, ok := synthCtors[ctor]
+			if !ok {
+				t.Fatalf("unknown constructor %q", ctor)
+			}
+			for _, ps := range synthPostures {
+				ev, err := build(args, ps.p)
+				if err != nil {
+					t.Fatalf("%s: %v", ctor, err)
+				}
+				got := render(t, []Event{ev})
+				checkEnvelopes(t, []Event{ev})
+				if *update {
+					g.set(ps.name, got)
+					continue
+				}
+				if want := g.sections[ps.name]; !bytes.Equal(got, want) {
+					t.Errorf("%s posture:\ngot:\n%s\nwant:\n%s", ps.name, got, want)
+				}
+			}
+			// An event that fails its envelope check is never recorded.
+			if *update && !t.Failed() {
+				g.write(t, path)
+			}
+		})
+	}
+	for ctor := range synthCtors {
+		if !used[ctor] {
+			t.Errorf("constructor %s has no golden case in testdata/synth", ctor)
+		}
+	}
+}
+
+// TestEmittersBuildNoEvents keeps every event shape here: the adapter and
+// the bridge decide when to emit, never what, so neither builds a
+// mapping.Event literal of its own.
+func TestEmittersBuildNoEvents(t *testing.T) {
+	for _, dir := range []string{"../adapter", "../bridgeweb"} {
+		fset := token.NewFileSet()
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s", dir)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.CompositeLit)
+				if !ok {
+					return true
+				}
+				if sel, ok := lit.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Event" {
+					if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "mapping" {
+						t.Errorf("%s: a mapping.Event literal; add a constructor to mapping instead", fset.Position(lit.Pos()))
+					}
+				}
+				return true
+			})
+		}
+	}
+}
