@@ -22,6 +22,11 @@ const (
 	// it the oldest events are trimmed [AEP_BUFFER_BYTES]. The per-session
 	// and session caps alone allow 500 x 10,000 events of up to 16 MiB.
 	DefaultBufferBytes = 256 << 20
+	// HeapHeadroom is what the relay needs beside its buffer (bodies being
+	// read, consumer queues, the runtime). cmd/aep-kimi sets the Go soft
+	// memory limit to BufferBytes plus this, unless GOMEMLIMIT is set, so
+	// uncollected garbage does not double the buffer's footprint.
+	HeapHeadroom = 128 << 20
 	// DefaultMaxSessions caps the sessions held; the least recently written
 	// is evicted past it [AEP_MAX_SESSIONS].
 	DefaultMaxSessions = 500

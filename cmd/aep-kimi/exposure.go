@@ -3,8 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // allowedHostsFlag is --allowed-hosts on every daemon: the host names,
@@ -20,6 +23,22 @@ func parseAllowedHosts(s string) ([]string, error) {
 		return nil, fmt.Errorf("--allowed-hosts: %w", err)
 	}
 	return hosts, nil
+}
+
+// limitHeap sets the Go runtime's soft memory limit to the relay's byte
+// budget plus relay.HeapHeadroom, unless the operator set GOMEMLIMIT: the
+// buffer is the bulk of the heap, and without a limit the collector lets
+// garbage grow to about as much again before it runs.
+func limitHeap(getenv func(string) string, bufferBytes int64, log *slog.Logger) {
+	if getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if bufferBytes <= 0 {
+		bufferBytes = relay.DefaultBufferBytes
+	}
+	limit := bufferBytes + relay.HeapHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Info("heap soft limit", "bytes", limit, "why", "buffer_bytes plus headroom; set GOMEMLIMIT to override")
 }
 
 // serverToken is the relay's own token: AEP_TOKEN, else the file named by

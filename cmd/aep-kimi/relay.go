@@ -78,6 +78,7 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
+	limitHeap(getenv, cfg.BufferBytes, cfg.Logger)
 	if err := srv.Run(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 1

@@ -101,6 +101,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err != nil {
 		return usageError{err}
 	}
+	limitHeap(getenv, rcfg.BufferBytes, rcfg.Logger)
 	// What is bound before every component runs is released if up stops
 	// short of running them.
 	var release []func()
