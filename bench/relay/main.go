@@ -33,6 +33,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
@@ -47,7 +48,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.relayURL, "relay", "", "relay base URL to load (default: run one in-process on a loopback port)")
-	flag.StringVar(&o.token, "token", os.Getenv("AEP_TOKEN"), "bearer token for -relay")
+	flag.StringVar(&o.token, "token", httpguard.TrimToken(os.Getenv("AEP_TOKEN")), "bearer token for -relay")
 	flag.StringVar(&o.transport, "transport", "sse", "consumer binding: sse or ws")
 	flag.StringVar(&o.ingest, "ingest", "http", "ingest binding: http (NDJSON batches) or ws (one event per frame on an emitter socket)")
 	flag.IntVar(&o.subs, "subs", 100, "consumers")
