@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
@@ -196,7 +196,7 @@ func (b *Bridge) closeIdle(before time.Time) {
 
 // follow is the discover/connect loop.
 func (b *Bridge) follow(ctx context.Context) {
-	delay := b.cfg.BackoffMin
+	bo := backoff.Backoff{Min: b.cfg.BackoffMin, Max: b.cfg.BackoffMax}
 	for ctx.Err() == nil {
 		ep, ok := b.endpoint(ctx)
 		if !ok {
@@ -218,13 +218,10 @@ func (b *Bridge) follow(ctx context.Context) {
 		} else {
 			b.reportOnce(slog.LevelWarn, "kap connection ended; reconnecting with backoff", "kap", ep.base, "reason", reason, "err", err)
 		}
-		if b.cfg.Now().Sub(start) > b.cfg.BackoffMax {
-			delay = b.cfg.BackoffMin
-		}
-		if !sleep(ctx, jitter(delay)) {
+		bo.Up(b.cfg.Now().Sub(start))
+		if !bo.Wait(ctx) {
 			return
 		}
-		delay = min(2*delay, b.cfg.BackoffMax)
 	}
 }
 
@@ -247,21 +244,6 @@ func classify(err error) (reason, state string) {
 		return "closed", KapDown
 	}
 	return "io", KapDown
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // endpoint waits for a kap-server to connect to: the fixed URL, or the newest
@@ -308,7 +290,7 @@ func (b *Bridge) endpoint(ctx context.Context) (endpoint, bool) {
 			b.setState(KapDown, base, err)
 			b.reportOnce(slog.LevelError, "kap URL unusable", "err", err)
 		}
-		if !sleep(ctx, b.cfg.DiscoveryPoll) {
+		if !backoff.Sleep(ctx, b.cfg.DiscoveryPoll) {
 			return endpoint{}, false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Backend is the storage and fan-out seam between the bindings (HTTP POST,
@@ -66,7 +67,7 @@ type SubscribeRequest struct {
 	// Filter selects events for replay and live delivery; nil matches all.
 	Filter *aep.Filter
 	// From selects the replay; empty means live only.
-	From From
+	From wire.From
 }
 
 // Replay is the history a subscription starts with.
@@ -86,8 +87,8 @@ type Replay interface {
 // resumes at Earliest.
 type Exhausted struct {
 	Session   string
-	Requested Position
-	Earliest  Position
+	Requested wire.Position
+	Earliest  wire.Position
 }
 
 // IngestResult counts what Ingest did.
@@ -105,8 +106,8 @@ type SessionInfo struct {
 	Session   string
 	Events    int
 	Bytes     int64
-	Earliest  Position
-	Latest    Position
+	Earliest  wire.Position
+	Latest    wire.Position
 	LastWrite time.Time
 }
 
@@ -150,7 +151,7 @@ type Message struct {
 	// message leaves ID empty unless its envelope was parsed.
 	Type, Session, Source, ID string
 	// Pos is the event's position; meaningful only for KindSession.
-	Pos      Position
+	Pos      wire.Position
 	Kind     Kind
 	Severity aep.Severity
 	Capture  aep.Capture
@@ -210,7 +211,7 @@ func NewMessage(ev *aep.Event, now time.Time) (*Message, error) {
 	default:
 		m.Kind = KindSession
 		if ev.Seq != nil {
-			m.Pos = Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
+			m.Pos = wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
 		}
 	}
 	return m, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
@@ -64,7 +65,7 @@ func TestSlowSSEConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := relay.NewSSEReader(resp.Body, 0)
+	r := client.NewSSEReader(resp.Body, 0)
 	n := 0
 	for {
 		it, err := r.Next()

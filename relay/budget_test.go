@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // subscribeFrom subscribes with one resume position and returns the replay.
-func subscribeFrom(t *testing.T, b relay.Backend, session string, p relay.Position) ([]relay.Exhausted, []replayed) {
+func subscribeFrom(t *testing.T, b relay.Backend, session string, p wire.Position) ([]relay.Exhausted, []replayed) {
 	t.Helper()
 	c := &collector{}
-	cancel, err := b.Subscribe(relay.SubscribeRequest{From: relay.From{Positions: []relay.Resume{{Session: session, Position: p}}}}, c)
+	cancel, err := b.Subscribe(relay.SubscribeRequest{From: wire.From{Positions: []wire.Resume{{Session: session, Position: p}}}}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +42,11 @@ func TestMemoryByteBudget(t *testing.T) {
 	if st.Bytes > budget || st.Events != 10 || st.BudgetTrims != 2 || st.MaxBytes != budget {
 		t.Fatalf("stats %+v, budget %d (event %d bytes)", st, budget, size)
 	}
-	ex, got := subscribeFrom(t, b, "a", relay.Position{Seq: 0})
-	if len(ex) != 1 || ex[0].Earliest != (relay.Position{Seq: 2}) || !slicesEqual(seqs(got), []int64{2, 3}) {
+	ex, got := subscribeFrom(t, b, "a", wire.Position{Seq: 0})
+	if len(ex) != 1 || ex[0].Earliest != (wire.Position{Seq: 2}) || !slicesEqual(seqs(got), []int64{2, 3}) {
 		t.Fatalf("a from 0: exhausted %+v, replay %v", ex, seqs(got))
 	}
-	if ex, got := subscribeFrom(t, b, "a", relay.Position{Seq: 1}); len(ex) != 0 || !slicesEqual(seqs(got), []int64{2, 3}) {
+	if ex, got := subscribeFrom(t, b, "a", wire.Position{Seq: 1}); len(ex) != 0 || !slicesEqual(seqs(got), []int64{2, 3}) {
 		t.Fatalf("a from 1 (nothing after it trimmed): exhausted %+v, replay %v", ex, seqs(got))
 	}
 
@@ -56,15 +57,15 @@ func TestMemoryByteBudget(t *testing.T) {
 	if st := b.Stats(); st.Bytes > budget || st.Events != 10 || st.Sessions != 2 {
 		t.Fatalf("stats %+v", st)
 	}
-	ex, got = subscribeFrom(t, b, "a", relay.Position{Seq: 2})
+	ex, got = subscribeFrom(t, b, "a", wire.Position{Seq: 2})
 	if len(ex) != 1 || ex[0].Session != "a" || len(got) != 0 {
 		t.Fatalf("a trimmed to nothing: exhausted %+v, replay %v", ex, seqs(got))
 	}
-	if ex, _ := subscribeFrom(t, b, "a", relay.Position{Seq: 3}); len(ex) != 0 {
+	if ex, _ := subscribeFrom(t, b, "a", wire.Position{Seq: 3}); len(ex) != 0 {
 		t.Fatalf("a from its last trimmed position: exhausted %+v", ex)
 	}
-	ex, got = subscribeFrom(t, b, "b", relay.Position{Seq: 0})
-	if len(ex) != 1 || ex[0].Earliest != (relay.Position{Seq: 2}) || len(got) != 10 {
+	ex, got = subscribeFrom(t, b, "b", wire.Position{Seq: 0})
+	if len(ex) != 1 || ex[0].Earliest != (wire.Position{Seq: 2}) || len(got) != 10 {
 		t.Fatalf("b from 0: exhausted %+v, replay %v", ex, seqs(got))
 	}
 }

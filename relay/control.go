@@ -1,11 +1,12 @@
 package relay
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // controlRouter tracks which sockets claim which sessions. A socket claims a
@@ -86,32 +87,23 @@ func (r *controlRouter) target(session string) (*wsConn, string) {
 	set := r.byName[session]
 	switch len(set) {
 	case 0:
-		return nil, codeNoRoute
+		return nil, wire.CodeNoRoute
 	case 1:
 		for c := range set {
 			return c, ""
 		}
 	}
-	return nil, codeAmbiguous
-}
-
-// rosterEntry relays one claim's declarations verbatim (AEP-0003 §4.1 rule 4).
-type rosterEntry struct {
-	Session  string          `json:"session"`
-	Agent    string          `json:"agent,omitempty"`
-	Instance string          `json:"instance,omitempty"`
-	Control  json.RawMessage `json:"control,omitempty"`
-	Emits    json.RawMessage `json:"emits,omitempty"`
+	return nil, wire.CodeAmbiguous
 }
 
 // roster returns one entry per live (socket, claimed session), sorted.
-func (r *controlRouter) roster() []rosterEntry {
+func (r *controlRouter) roster() []wire.RosterEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]rosterEntry, 0, len(r.byName))
+	out := make([]wire.RosterEntry, 0, len(r.byName))
 	for session, set := range r.byName {
 		for c := range set {
-			out = append(out, rosterEntry{
+			out = append(out, wire.RosterEntry{
 				Session:  session,
 				Agent:    c.agent,
 				Instance: c.instance,
@@ -136,19 +128,19 @@ func (r *controlRouter) roster() []rosterEntry {
 func (s *Server) routeCommand(sender *wsConn, m *Message) {
 	refuse := func(code, detail string) {
 		s.metrics.commands.WithLabelValues(code).Inc()
-		sender.sendError(errorFrame{Cause: m.ID, Code: code, Detail: detail})
+		sender.sendError(&wire.Error{Cause: m.ID, Code: code, Detail: detail})
 	}
 	if s.cfg.Token == "" {
-		refuse(codeUnauthorized, "this relay is watch-only (no AEP_TOKEN): control commands flow only on authenticated bindings (AEP-0004 §4.1)")
+		refuse(wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): control commands flow only on authenticated bindings (AEP-0004 §4.1)")
 		return
 	}
 	target, code := s.control.target(m.Session)
 	switch code {
-	case codeNoRoute:
-		refuse(codeNoRoute, fmt.Sprintf("no connected emitter claims session %q", m.Session))
+	case wire.CodeNoRoute:
+		refuse(wire.CodeNoRoute, fmt.Sprintf("no connected emitter claims session %q", m.Session))
 		return
-	case codeAmbiguous:
-		refuse(codeAmbiguous, fmt.Sprintf("more than one connected emitter claims session %q; refusing to guess (AEP-0004 §4.5)", m.Session))
+	case wire.CodeAmbiguous:
+		refuse(wire.CodeAmbiguous, fmt.Sprintf("more than one connected emitter claims session %q; refusing to guess (AEP-0004 §4.5)", m.Session))
 		return
 	}
 	if !target.accepts[m.Type] {
@@ -156,11 +148,11 @@ func (s *Server) routeCommand(sender *wsConn, m *Message) {
 		if len(target.acceptList) > 0 {
 			declared = "accepts " + strings.Join(target.acceptList, ", ")
 		}
-		refuse(codeUnsupported, fmt.Sprintf("the claimant of session %q %s, not %s", m.Session, declared, m.Type))
+		refuse(wire.CodeUnsupported, fmt.Sprintf("the claimant of session %q %s, not %s", m.Session, declared, m.Type))
 		return
 	}
 	if !target.q.push(outItem{frame: m.Raw}) {
-		refuse(codeNoRoute, fmt.Sprintf("the claimant of session %q is not keeping up and is being disconnected", m.Session))
+		refuse(wire.CodeNoRoute, fmt.Sprintf("the claimant of session %q is not keeping up and is being disconnected", m.Session))
 		return
 	}
 	m.RoutedTo = target.id

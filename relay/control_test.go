@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
@@ -31,10 +32,10 @@ func target(t *testing.T, srv *relaytest.Server, role, agent, session, control s
 	return w
 }
 
-func sessionReplay(t *testing.T, srv *relaytest.Server, session string) []relay.SSEItem {
+func sessionReplay(t *testing.T, srv *relaytest.Server, session string) []client.SSEItem {
 	t.Helper()
 	s := openSSE(t, srv, url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"` + session + `"}`}}, nil)
-	var out []relay.SSEItem
+	var out []client.SSEItem
 	for it := range s.items {
 		if !it.IsComment {
 			out = append(out, it)

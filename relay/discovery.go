@@ -6,39 +6,27 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// capabilities is the relay's declaration, shared by the discovery document
-// (AEP-0003 §3.4) and its socket hello (§4): what it actually implements.
-type capabilities struct {
-	Filters []string `json:"filters"`
-	Replay  struct {
-		Buffer int  `json:"buffer"`
-		All    bool `json:"all"`
-	} `json:"replay"`
-	// Capture lists the ceilings a subscription may ask for.
-	Capture []string `json:"capture"`
-	// Control is present only when routing is on (a token is configured):
-	// the relay itself accepts no commands, it routes them.
-	Control      *controlDecl    `json:"control,omitempty"`
-	Roster       struct{}        `json:"roster"`
-	Experimental json.RawMessage `json:"experimental"`
-}
+// relayAgent is the identity.agent of the relay's hello.
+const relayAgent = "aep-kimi-relay"
 
-type controlDecl struct {
-	Accepts []string `json:"accepts"`
-}
-
-func buildCapabilities(cfg Config) capabilities {
-	var c capabilities
-	c.Filters = []string{"attr-match"}
-	c.Replay.Buffer = cfg.Buffer
-	c.Replay.All = true
-	c.Capture = []string{"none", "metadata", "redacted", "full"}
-	if cfg.Token != "" {
-		c.Control = &controlDecl{Accepts: []string{}}
+// buildCapabilities is the relay's declaration, shared by the discovery
+// document (AEP-0003 §3.4) and its socket hello (§4): what it actually
+// implements. Control is present only when routing is on (a token is
+// configured): the relay itself accepts no commands, it routes them.
+func buildCapabilities(cfg Config) wire.Capabilities {
+	c := wire.Capabilities{
+		Filters:      []string{"attr-match"},
+		Replay:       &wire.Replay{Buffer: cfg.Buffer, All: true},
+		Capture:      []string{"none", "metadata", "redacted", "full"},
+		Roster:       &struct{}{},
+		Experimental: json.RawMessage(`{}`),
 	}
-	c.Experimental = json.RawMessage(`{}`)
+	if cfg.Token != "" {
+		c.Control = &wire.Control{Accepts: []string{}}
+	}
 	return c
 }
 
@@ -54,14 +42,7 @@ func buildDiscovery(cfg Config) (discovery, hello []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	hello, err = json.Marshal(map[string]any{
-		"type":         "hello",
-		"versions":     []string{aep.Version},
-		"role":         "both",
-		"identity":     map[string]string{"agent": "aep-kimi-relay", "instance": cfg.Instance},
-		"capabilities": caps,
-	})
-	return discovery, hello, err
+	return discovery, wire.Encode(wire.NewHello(wire.RoleBoth, wire.Identity{Agent: relayAgent, Instance: cfg.Instance}, caps)), nil
 }
 
 func (s *Server) serveDiscovery(w http.ResponseWriter, _ *http.Request) {

@@ -18,11 +18,13 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // runEmitter runs e until the test ends.
-func runEmitter(t *testing.T, e *relay.Emitter) {
+func runEmitter(t *testing.T, e *client.Emitter) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -35,7 +37,7 @@ func runEmitter(t *testing.T, e *relay.Emitter) {
 	})
 }
 
-func newEmitter(t *testing.T, cfg relay.EmitterConfig) *relay.Emitter {
+func newEmitter(t *testing.T, cfg client.EmitterConfig) *client.Emitter {
 	t.Helper()
 	if cfg.Agent == "" {
 		cfg.Agent = "kimi"
@@ -43,7 +45,7 @@ func newEmitter(t *testing.T, cfg relay.EmitterConfig) *relay.Emitter {
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
 	}
-	e, err := relay.NewEmitter(cfg)
+	e, err := client.NewEmitter(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,32 +60,32 @@ func emitted(session string, seq int64, sev string) *aep.Event {
 
 func TestEmitterDisabled(t *testing.T) {
 	for _, u := range []string{"", "none", " NONE "} {
-		e, err := relay.NewEmitter(relay.EmitterConfig{URL: u})
+		e, err := client.NewEmitter(client.EmitterConfig{URL: u})
 		if err != nil {
 			t.Fatalf("%q: %v", u, err)
 		}
 		e.Publish(emitted("s", 0, "info"))
-		if e.State() != relay.EmitterDisabled || e.Stats().Outbox != 0 {
+		if e.State() != client.EmitterDisabled || e.Stats().Outbox != 0 {
 			t.Fatalf("%q: state %v stats %+v", u, e.State(), e.Stats())
 		}
 		if err := e.Run(context.Background()); err != nil {
 			t.Fatalf("disabled Run: %v", err)
 		}
 	}
-	var nilEmitter *relay.Emitter
+	var nilEmitter *client.Emitter
 	nilEmitter.Publish(emitted("s", 0, "info"))
-	if nilEmitter.State() != relay.EmitterDisabled || nilEmitter.Run(context.Background()) != nil {
+	if nilEmitter.State() != client.EmitterDisabled || nilEmitter.Run(context.Background()) != nil {
 		t.Fatal("a nil emitter is a disabled one")
 	}
 }
 
 func TestEmitterConfigErrors(t *testing.T) {
-	for _, cfg := range []relay.EmitterConfig{
+	for _, cfg := range []client.EmitterConfig{
 		{URL: "ftp://x", Agent: "a"},
 		{URL: "http://", Agent: "a"},
 		{URL: "http://127.0.0.1:1"},
 	} {
-		if _, err := relay.NewEmitter(cfg); err == nil {
+		if _, err := client.NewEmitter(cfg); err == nil {
 			t.Errorf("%+v: accepted", cfg)
 		}
 	}
@@ -95,10 +97,10 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	watch := openSSE(t, srv, url.Values{"filter": {`{"agent":"kimi"}`}}, nil)
 	got := make(chan *aep.Event, 4)
-	var e *relay.Emitter
-	e = newEmitter(t, relay.EmitterConfig{
+	var e *client.Emitter
+	e = newEmitter(t, client.EmitterConfig{
 		URL: srv.URL, Token: testToken, Instance: "host/1", Emits: []string{"session", "run"},
-		Control: &relay.EmitterControl{Accepts: []string{"control.cancel"}, AckWindowMS: 5000},
+		Control: &wire.Control{Accepts: []string{"control.cancel"}, AckWindowMS: 5000},
 		OnCommand: func(ctx context.Context, cmd *aep.Event) {
 			got <- cmd
 			ack := emitted(cmd.Session, 100, "info")
@@ -117,7 +119,7 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 			t.Fatalf("event %d arrived out of publish order", i)
 		}
 	}
-	eventually(t, "connected", func() bool { return e.State() == relay.EmitterConnected })
+	eventually(t, "connected", func() bool { return e.State() == client.EmitterConnected })
 
 	c := helloWS(t, srv, "consumer", nil, "c")
 	c.send(t, map[string]any{"type": "roster", "id": "r"})
@@ -147,7 +149,7 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 // is left, counting every drop.
 func TestEmitterOutboxPolicy(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{})
-	e := newEmitter(t, relay.EmitterConfig{URL: srv.URL, Outbox: 4})
+	e := newEmitter(t, client.EmitterConfig{URL: srv.URL, Outbox: 4})
 	sevs := []string{"notice", "info", "info", "notice", "notice", "info", "error", "debug", "notice"}
 	var evs []*aep.Event
 	for i, s := range sevs {
@@ -202,8 +204,8 @@ func TestEmitterReconnect(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	stop := startRelayAt(t, addr, relay.Config{Token: testToken})
-	e := newEmitter(t, relay.EmitterConfig{URL: "http://" + addr, Token: testToken, Resend: 2,
-		Control: &relay.EmitterControl{Accepts: []string{"control.pause"}}})
+	e := newEmitter(t, client.EmitterConfig{URL: "http://" + addr, Token: testToken, Resend: 2,
+		Control: &wire.Control{Accepts: []string{"control.pause"}}})
 	runEmitter(t, e)
 	old := emitted("s-old", 0, "info")
 	ended := []*aep.Event{emitted("s-ended", 0, "info"), emitted("s-ended", 1, "info")}
@@ -214,12 +216,12 @@ func TestEmitterReconnect(t *testing.T) {
 	}
 	eventually(t, "sent", func() bool { return e.Stats().Sent == 5 })
 	stop()
-	eventually(t, "disconnected", func() bool { return e.State() != relay.EmitterConnected })
+	eventually(t, "disconnected", func() bool { return e.State() != client.EmitterConnected })
 	down := emitted("s-new", 2, "notice")
 	e.Publish(down)
 
 	startRelayAt(t, addr, relay.Config{Token: testToken})
-	eventually(t, "reconnected", func() bool { return e.State() == relay.EmitterConnected && e.Stats().Outbox == 0 })
+	eventually(t, "reconnected", func() bool { return e.State() == client.EmitterConnected && e.Stats().Outbox == 0 })
 	srv := &relaytest.Server{URL: "http://" + addr, Token: testToken}
 	// s-old's latest (a re-claim), the two recent events (the resend ring),
 	// then what was published while down. s-ended is not re-claimed. A
@@ -289,7 +291,7 @@ func TestEmitterHTTPFallback(t *testing.T) {
 	}))
 	defer front.Close()
 	watch := openSSE(t, srv, url.Values{"filter": {`{"session":"s-fb"}`}}, nil)
-	e := newEmitter(t, relay.EmitterConfig{URL: front.URL, Token: testToken, HTTPBatch: 7})
+	e := newEmitter(t, client.EmitterConfig{URL: front.URL, Token: testToken, HTTPBatch: 7})
 	var evs []*aep.Event
 	for i := range 30 {
 		evs = append(evs, emitted("s-fb", int64(i), "info"))
@@ -308,13 +310,13 @@ func TestEmitterHTTPFallback(t *testing.T) {
 	}
 	eventually(t, "posted count", func() bool { return e.Stats().Posted == 31 })
 	st := e.Stats()
-	if !st.Fallback || st.State == relay.EmitterConnected || st.LastError == "" {
+	if !st.Fallback || st.State == client.EmitterConnected || st.LastError == "" {
 		t.Fatalf("stats %+v", st)
 	}
 }
 
 func TestEmitterCollector(t *testing.T) {
-	e := newEmitter(t, relay.EmitterConfig{URL: "http://127.0.0.1:1"})
+	e := newEmitter(t, client.EmitterConfig{URL: "http://127.0.0.1:1"})
 	e.Publish(emitted("s", 0, "info"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.Collector("aepkimi"))

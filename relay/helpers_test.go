@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
@@ -149,7 +149,7 @@ func mustPost(t testing.TB, srv *relaytest.Server, evs ...*aep.Event) {
 // sseStream is an open /stream response read by a goroutine.
 type sseStream struct {
 	resp  *http.Response
-	items chan relay.SSEItem
+	items chan client.SSEItem
 	done  chan error
 }
 
@@ -183,9 +183,9 @@ func tryOpenSSE(t testing.TB, srv *relaytest.Server, q url.Values, hdr map[strin
 		cancel()
 		return nil, resp.StatusCode, b
 	}
-	s := &sseStream{resp: resp, items: make(chan relay.SSEItem, 1<<16), done: make(chan error, 1)}
+	s := &sseStream{resp: resp, items: make(chan client.SSEItem, 1<<16), done: make(chan error, 1)}
 	go func() {
-		r := relay.NewSSEReader(resp.Body, 0)
+		r := client.NewSSEReader(resp.Body, 0)
 		for {
 			it, err := r.Next()
 			if err != nil {
@@ -201,7 +201,7 @@ func tryOpenSSE(t testing.TB, srv *relaytest.Server, q url.Values, hdr map[strin
 }
 
 // next returns the next message (skipping comments unless wantComments).
-func (s *sseStream) next(t testing.TB, wantComments bool) relay.SSEItem {
+func (s *sseStream) next(t testing.TB, wantComments bool) client.SSEItem {
 	t.Helper()
 	timeout := time.After(waitShort)
 	for {

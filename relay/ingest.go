@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // serveIngest is POST /events (AEP-0003 §3.2): one event as application/json
@@ -18,7 +19,7 @@ import (
 // the first invalid line rejects it whole and nothing is ingested.
 func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
-		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	if v := strings.TrimSpace(r.Header.Get("AEP-Version")); v != aep.Version {
@@ -26,12 +27,12 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		if v != "" {
 			detail = fmt.Sprintf("AEP-Version %q is not supported; this relay speaks %s", v, aep.Version)
 		}
-		writeJSON(w, http.StatusUpgradeRequired, httpError{Error: codeVersion, Detail: detail, Versions: []string{aep.Version}})
+		writeJSON(w, http.StatusUpgradeRequired, wire.HTTPError{Error: wire.CodeVersion, Detail: detail, Versions: []string{aep.Version}})
 		return
 	}
 	batch, ok := ingestMediaType(r.Header.Get("Content-Type"))
 	if !ok {
-		writeError(w, http.StatusUnsupportedMediaType, codeUnsupportedMedia,
+		writeError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia,
 			"Content-Type must be application/json (one event) or application/x-ndjson (a batch)")
 		return
 	}
@@ -39,7 +40,7 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		// Answer before reading: the emitter learns why instead of seeing a
 		// reset mid-upload.
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
 			fmt.Sprintf("body of %d bytes exceeds the %d byte limit", r.ContentLength, s.cfg.MaxBody))
 		return
 	}
@@ -47,15 +48,15 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+			writeError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
 				fmt.Sprintf("body exceeds the %d byte limit", s.cfg.MaxBody))
 			return
 		}
 		if errors.Is(err, httpguard.ErrBodyTimeout) {
-			writeError(w, http.StatusRequestTimeout, codeBodyTimeout, err.Error())
+			writeError(w, http.StatusRequestTimeout, wire.CodeBodyTimeout, err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, codeInvalidEvent, "could not read the request body")
+		writeError(w, http.StatusBadRequest, wire.CodeInvalidEvent, "could not read the request body")
 		return
 	}
 	msgs, herr := s.parseBody(body, batch)
@@ -89,7 +90,7 @@ func ingestMediaType(ct string) (batch, ok bool) {
 
 type ingestError struct {
 	status int
-	body   httpError
+	body   wire.HTTPError
 }
 
 // parseBody splits, parses and validates a POST body into messages. Lines
@@ -98,21 +99,21 @@ func (s *Server) parseBody(body []byte, batch bool) ([]*Message, *ingestError) {
 	now := time.Now()
 	if !batch {
 		if len(bytes.TrimSpace(body)) == 0 {
-			return nil, &ingestError{http.StatusBadRequest, httpError{Error: codeInvalidEvent, Detail: "empty body"}}
+			return nil, &ingestError{http.StatusBadRequest, wire.HTTPError{Error: wire.CodeInvalidEvent, Detail: "empty body"}}
 		}
 		m, err := s.parseOne(body, now)
 		if err != nil {
-			return nil, &ingestError{err.status, httpError{Error: err.code, Detail: err.detail}}
+			return nil, &ingestError{err.status, wire.HTTPError{Error: err.code, Detail: err.detail}}
 		}
 		return []*Message{m}, nil
 	}
 	n := countLines(body)
 	if n > s.cfg.MaxBatch {
-		return nil, &ingestError{http.StatusRequestEntityTooLarge, httpError{Error: codeTooManyEvents,
+		return nil, &ingestError{http.StatusRequestEntityTooLarge, wire.HTTPError{Error: wire.CodeTooManyEvents,
 			Detail: fmt.Sprintf("batch of %d events exceeds the %d event limit; nothing was ingested", n, s.cfg.MaxBatch)}}
 	}
 	if n == 0 {
-		return nil, &ingestError{http.StatusBadRequest, httpError{Error: codeInvalidEvent, Detail: "empty batch"}}
+		return nil, &ingestError{http.StatusBadRequest, wire.HTTPError{Error: wire.CodeInvalidEvent, Detail: "empty batch"}}
 	}
 	msgs := make([]*Message, 0, n)
 	line := 0
@@ -125,7 +126,7 @@ func (s *Server) parseBody(body []byte, batch bool) ([]*Message, *ingestError) {
 		}
 		m, err := s.parseOne(l, now)
 		if err != nil {
-			return nil, &ingestError{err.status, httpError{Error: err.code, Line: line,
+			return nil, &ingestError{err.status, wire.HTTPError{Error: err.code, Line: line,
 				Detail: fmt.Sprintf("line %d: %s; nothing was ingested", line, err.detail)}}
 		}
 		msgs = append(msgs, m)
@@ -142,18 +143,18 @@ type eventError struct {
 func (s *Server) parseOne(b []byte, now time.Time) (*Message, *eventError) {
 	ev, err := aep.ParseEvent(b)
 	if err != nil {
-		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
 	}
 	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
-		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
 	}
 	if aep.IsCommand(ev.Type) {
-		return nil, &eventError{http.StatusForbidden, codeControlSocket,
+		return nil, &eventError{http.StatusForbidden, wire.CodeControlSocket,
 			fmt.Sprintf("%s is a control command: commands flow only on the authenticated WebSocket binding (AEP-0004 §4.1)", ev.Type)}
 	}
 	m, err := NewMessage(ev, now)
 	if err != nil {
-		return nil, &eventError{http.StatusBadRequest, codeInvalidEvent, err.Error()}
+		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
 	}
 	return m, nil
 }

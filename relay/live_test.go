@@ -16,7 +16,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // liveSkips are the checks live.js may skip, by run, with the reason the
@@ -139,10 +141,10 @@ func startTarget(t *testing.T, base, token string) string {
 			Data: json.RawMessage(data)}
 	}
 	acks := map[[2]string]*aep.Event{}
-	var e *relay.Emitter
-	e = newEmitter(t, relay.EmitterConfig{
+	var e *client.Emitter
+	e = newEmitter(t, client.EmitterConfig{
 		URL: base, Token: token, Agent: "kimi-target", Instance: "test/1",
-		Control: &relay.EmitterControl{Accepts: []string{"control.attention.respond", "control.cancel"}, AckWindowMS: 1500},
+		Control: &wire.Control{Accepts: []string{"control.attention.respond", "control.cancel"}, AckWindowMS: 1500},
 		OnCommand: func(_ context.Context, cmd *aep.Event) {
 			key := [2]string{cmd.Source, cmd.ID}
 			if ack, ok := acks[key]; ok {
@@ -165,6 +167,6 @@ func startTarget(t *testing.T, base, token string) string {
 	run.Run = "r-live"
 	e.Publish(run)
 	runEmitter(t, e)
-	eventually(t, "target connected", func() bool { return e.State() == relay.EmitterConnected && e.Stats().Sent >= 1 })
+	eventually(t, "target connected", func() bool { return e.State() == client.EmitterConnected && e.Stats().Sent >= 1 })
 	return session
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Memory layout. A session's history is a list of entry chunks in position
@@ -31,7 +32,7 @@ const (
 // entry is one held event: its bytes and what replay needs without parsing.
 type entry struct {
 	raw     []byte
-	pos     Position
+	pos     wire.Position
 	gseq    uint64 // global admission order, for the byte budget
 	hash    uint64 // of (source, id), the admission dedupe key
 	typ     uint16 // index into session.strs
@@ -55,9 +56,9 @@ type session struct {
 	strs       []string // interned types and sources, append-only
 	strIndex   map[string]uint16
 	lastWrite  time.Time
-	latest     Position // highest positioned entry held
+	latest     wire.Position // highest positioned entry held
 	hasLatest  bool
-	trimmedMax Position // highest positioned entry trimmed
+	trimmedMax wire.Position // highest positioned entry trimmed
 }
 
 // MemoryBackend is the in-memory Backend: per-session bounded buffers and a
@@ -436,7 +437,7 @@ func (s *session) locate(i int) (int, int) {
 	return last, len(s.chunks[last].ents)
 }
 
-func (s *session) lastPos() Position {
+func (s *session) lastPos() wire.Position {
 	c := s.chunks[len(s.chunks)-1]
 	return c.ents[len(c.ents)-1].pos
 }
@@ -454,7 +455,7 @@ func (s *session) appendTail(e entry) {
 }
 
 // earliest returns the first positioned entry's position.
-func (s *session) earliest() (Position, bool) {
+func (s *session) earliest() (wire.Position, bool) {
 	for ci, c := range s.chunks {
 		lo := 0
 		if ci == 0 {
@@ -466,12 +467,12 @@ func (s *session) earliest() (Position, bool) {
 			}
 		}
 	}
-	return Position{}, false
+	return wire.Position{}, false
 }
 
 // firstAfter returns the live index of the first entry a consumer that has
 // processed p has not seen: positioned after p, or foreign and held at p.
-func (s *session) firstAfter(p Position) int {
+func (s *session) firstAfter(p wire.Position) int {
 	return sort.Search(s.n, func(i int) bool {
 		e := s.at(i)
 		return p.Less(e.pos) || e.foreign && e.pos == p
@@ -516,12 +517,12 @@ func (b *MemoryBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(),
 				// The byte budget trimmed the whole session: what followed
 				// p is gone if anything after p was trimmed.
 				if p.Position.Less(s.trimmedMax) {
-					next := Position{Epoch: s.trimmedMax.Epoch, Seq: s.trimmedMax.Seq + 1}
+					next := wire.Position{Epoch: s.trimmedMax.Epoch, Seq: s.trimmedMax.Seq + 1}
 					r.exhausted = append(r.exhausted, Exhausted{Session: s.name, Requested: p.Position, Earliest: next})
 				}
 				continue
 			}
-			if first, ok := s.earliest(); ok && p.Position.Less(first) && first != (Position{Epoch: p.Epoch, Seq: p.Seq + 1}) {
+			if first, ok := s.earliest(); ok && p.Position.Less(first) && first != (wire.Position{Epoch: p.Epoch, Seq: p.Seq + 1}) {
 				// What followed p may be gone: the buffer starts later than
 				// the next position (AEP-0003 §5).
 				r.exhausted = append(r.exhausted, Exhausted{Session: s.name, Requested: p.Position, Earliest: first})

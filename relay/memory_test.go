@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 func msg(t testing.TB, e *aep.Event) *relay.Message {
@@ -42,7 +43,7 @@ func (c *collector) Offer(m *relay.Message) {
 
 type replayed struct {
 	session string
-	pos     relay.Position
+	pos     wire.Position
 	kind    relay.Kind
 	typ     string
 	id      string
@@ -75,7 +76,7 @@ func replayAll(t testing.TB, b relay.Backend, filter string) []replayed {
 		t.Fatal(err)
 	}
 	c := &collector{}
-	cancel, err := b.Subscribe(relay.SubscribeRequest{Filter: f, From: relay.From{All: true}}, c)
+	cancel, err := b.Subscribe(relay.SubscribeRequest{Filter: f, From: wire.From{All: true}}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +142,12 @@ func TestMemoryDedupeAndForeign(t *testing.T) {
 			t.Fatalf("entry %d kind %v, want %v: %+v", i, r.kind, kinds[i], got)
 		}
 	}
-	if got[2].id != cmd.ID || got[2].pos != (relay.Position{Seq: 1}) {
+	if got[2].id != cmd.ID || got[2].pos != (wire.Position{Seq: 1}) {
 		t.Fatalf("the command sits after the latest positioned event: %+v", got[2])
 	}
 	// Resuming at seq 1 still delivers what was held after it.
 	c := &collector{}
-	cancel, _ := b.Subscribe(relay.SubscribeRequest{From: relay.From{Positions: []relay.Resume{{Session: "s", Position: relay.Position{Seq: 1}}}}}, c)
+	cancel, _ := b.Subscribe(relay.SubscribeRequest{From: wire.From{Positions: []wire.Resume{{Session: "s", Position: wire.Position{Seq: 1}}}}}, c)
 	cancel()
 	if r := drain(t, c.replay); len(r) != 2 || r[0].id != cmd.ID {
 		t.Fatalf("resume after seq 1: %+v", r)
@@ -191,25 +192,25 @@ func TestMemoryFilterAndExhausted(t *testing.T) {
 	b.Ingest(ms)
 	f, _ := aep.ParseFilter([]byte(`{"severity":{"gte":"warning"}}`))
 	cases := []struct {
-		from      relay.Position
+		from      wire.Position
 		exhausted bool
 		want      []int64
 	}{
-		{relay.Position{Epoch: 2, Seq: 0}, true, []int64{6, 8}},
-		{relay.Position{Epoch: 2, Seq: 5}, false, []int64{6, 8}},
-		{relay.Position{Epoch: 2, Seq: 6}, false, []int64{8}},
-		{relay.Position{Epoch: 1, Seq: 100}, true, []int64{6, 8}},
-		{relay.Position{Epoch: 3, Seq: 0}, false, nil},
+		{wire.Position{Epoch: 2, Seq: 0}, true, []int64{6, 8}},
+		{wire.Position{Epoch: 2, Seq: 5}, false, []int64{6, 8}},
+		{wire.Position{Epoch: 2, Seq: 6}, false, []int64{8}},
+		{wire.Position{Epoch: 1, Seq: 100}, true, []int64{6, 8}},
+		{wire.Position{Epoch: 3, Seq: 0}, false, nil},
 	}
 	for _, tc := range cases {
 		c := &collector{}
-		cancel, _ := b.Subscribe(relay.SubscribeRequest{Filter: f, From: relay.From{Positions: []relay.Resume{{Session: "s", Position: tc.from}}}}, c)
+		cancel, _ := b.Subscribe(relay.SubscribeRequest{Filter: f, From: wire.From{Positions: []wire.Resume{{Session: "s", Position: tc.from}}}}, c)
 		cancel()
 		ex := c.replay.Exhausted()
 		if (len(ex) == 1) != tc.exhausted {
 			t.Fatalf("from %v: exhausted %+v, want %v", tc.from, ex, tc.exhausted)
 		}
-		if tc.exhausted && ex[0].Earliest != (relay.Position{Epoch: 2, Seq: 6}) {
+		if tc.exhausted && ex[0].Earliest != (wire.Position{Epoch: 2, Seq: 6}) {
 			t.Fatalf("earliest %v", ex[0].Earliest)
 		}
 		if got := seqs(drain(t, c.replay)); !slices.Equal(got, tc.want) {
@@ -228,7 +229,7 @@ func TestMemorySnapshotUnderIngest(t *testing.T) {
 	}
 	b.Ingest(ms)
 	c := &collector{}
-	cancel, _ := b.Subscribe(relay.SubscribeRequest{From: relay.From{All: true}}, c)
+	cancel, _ := b.Subscribe(relay.SubscribeRequest{From: wire.From{All: true}}, c)
 	defer cancel()
 	var later [][]*relay.Message
 	for i := range 300 {

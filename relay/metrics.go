@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Label values. Bindings: http (POST /events), ws (/socket), sse (/stream).
@@ -109,7 +111,7 @@ func newMetrics(b Backend) *metrics {
 	for _, c := range []string{bindingWS, bindingSSE} {
 		m.connections.WithLabelValues(c)
 	}
-	for _, o := range []string{resultRouted, codeUnauthorized, codeUnsupported, codeAmbiguous, codeNoRoute} {
+	for _, o := range []string{resultRouted, wire.CodeUnauthorized, wire.CodeUnsupported, wire.CodeAmbiguous, wire.CodeNoRoute} {
 		m.commands.WithLabelValues(o)
 	}
 	return m

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // outItem is one thing a consumer's writer sends: a live delivery (msg and
@@ -114,7 +115,7 @@ type subscription struct {
 }
 
 type trackedPos struct {
-	Position
+	wire.Position
 	serial uint64 // delivery order, for eviction and a stable closing frame
 }
 
@@ -182,10 +183,10 @@ func (s *subscription) record(m *Message) {
 }
 
 // positions lists the tracked positions in delivery order.
-func (s *subscription) positions() []Resume {
-	out := make([]Resume, 0, len(s.delivered))
+func (s *subscription) positions() []wire.Resume {
+	out := make([]wire.Resume, 0, len(s.delivered))
 	for k, v := range s.delivered {
-		out = append(out, Resume{Session: k, Position: v.Position})
+		out = append(out, wire.Resume{Session: k, Position: v.Position})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return s.delivered[out[i].Session].serial < s.delivered[out[j].Session].serial

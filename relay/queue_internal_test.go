@@ -7,6 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // The queue sheds debug/info once three quarters full, keeps the rest for
@@ -61,10 +62,10 @@ func TestOutQueuePolicy(t *testing.T) {
 func TestSubscriptionRecordBounded(t *testing.T) {
 	s := newSubscription("a", nil, 0, 2)
 	for i, sess := range []string{"x", "y", "x", "z"} {
-		s.record(&Message{Kind: KindSession, Session: sess, Pos: Position{Seq: int64(i)}})
+		s.record(&Message{Kind: KindSession, Session: sess, Pos: wire.Position{Seq: int64(i)}})
 	}
 	got := s.positions()
-	want := []Resume{{Session: "x", Position: Position{Seq: 2}}, {Session: "z", Position: Position{Seq: 3}}}
+	want := []wire.Resume{{Session: "x", Position: wire.Position{Seq: 2}}, {Session: "z", Position: wire.Position{Seq: 3}}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("positions %v, want %v (the least recently delivered session is forgotten)", got, want)
 	}

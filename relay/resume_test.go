@@ -10,6 +10,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // The resume property (AEP-0003 §5, §7): a consumer that disconnects after
@@ -69,7 +70,7 @@ func TestResumeProperty(t *testing.T) {
 				w.quiet(t, 30e6)
 			} else {
 				s := openSSE(t, srv, url.Values{"live": {"0"}},
-					map[string]string{"Last-Event-ID": relay.EventID(session, relay.Position{Epoch: epoch, Seq: lastSeq})})
+					map[string]string{"Last-Event-ID": wire.EventID(session, wire.Position{Epoch: epoch, Seq: lastSeq})})
 				for it := range s.items {
 					if it.IsComment {
 						if len(it.Comment) > 17 && it.Comment[:17] == "replay-exhausted " {

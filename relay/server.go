@@ -17,6 +17,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // ErrDrainTimeout is returned by Run and Serve when connections did not
@@ -87,10 +88,10 @@ func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.accessLog, httpguard.Hosts(s.cfg.AllowedHosts))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, "no such endpoint (see GET /events)")
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint (see GET /events)")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, codeMethod, "method not allowed on this endpoint")
+		writeError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "method not allowed on this endpoint")
 	})
 	r.Get("/healthz", s.serveHealth)
 	r.Group(func(r chi.Router) {
@@ -194,11 +195,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if s.cfg.Token != "" {
 			if tok == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="aep"`)
-				writeError(w, http.StatusUnauthorized, codeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+				writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 				return
 			}
 			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
-				writeError(w, http.StatusForbidden, codeForbidden, "invalid bearer token")
+				writeError(w, http.StatusForbidden, wire.CodeForbidden, "invalid bearer token")
 				return
 			}
 		}

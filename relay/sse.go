@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // sseBatch bounds how many queued deliveries one flush carries.
@@ -27,7 +28,7 @@ type streamParams struct {
 	filter  *aep.Filter
 	ceiling aep.Capture
 	capped  bool
-	from    From
+	from    wire.From
 }
 
 // serveStream is GET /stream (AEP-0003 §3.3): filter, capture ceiling, from
@@ -35,39 +36,39 @@ type streamParams struct {
 // Every refusal is answered before any header goes out.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
-		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	q := r.URL.Query()
 	var p streamParams
 	var err error
 	if p.filter, err = aep.ParseFilter([]byte(q.Get("filter"))); err != nil {
-		writeError(w, http.StatusBadRequest, codeInvalidFilter, err.Error())
+		writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
 		return
 	}
 	if c := q.Get("capture"); c != "" {
 		if p.ceiling, err = aep.ParseCapture(c); err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalidCapture, err.Error())
+			writeError(w, http.StatusBadRequest, wire.CodeInvalidCapture, err.Error())
 			return
 		}
 		p.capped = true
 	}
 	switch {
 	case q.Has("from"):
-		if p.from, err = ParseFrom([]byte(q.Get("from"))); err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalidFilter, "from: "+err.Error())
+		if p.from, err = wire.ParseFrom([]byte(q.Get("from"))); err != nil {
+			writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, "from: "+err.Error())
 			return
 		}
 	case r.Header.Get("Last-Event-ID") != "":
-		res, err := ParseEventID(r.Header.Get("Last-Event-ID"))
+		res, err := wire.ParseEventID(r.Header.Get("Last-Event-ID"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalidFilter, err.Error())
+			writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
 			return
 		}
-		p.from = From{Positions: []Resume{res}}
+		p.from = wire.From{Positions: []wire.Resume{res}}
 	}
 	if n := len(p.from.Positions); n > s.cfg.MaxFrom {
-		writeError(w, http.StatusBadRequest, codeLimitExceeded,
+		writeError(w, http.StatusBadRequest, wire.CodeLimitExceeded,
 			fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
 		return
 	}
@@ -79,7 +80,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	sub.ceiling, sub.capped = p.ceiling, p.capped
 	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeLimitExceeded, err.Error())
+		writeError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded, err.Error())
 		return
 	}
 	defer cancel()

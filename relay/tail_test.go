@@ -11,17 +11,19 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 type tailLog struct {
 	mu       sync.Mutex
 	events   []*aep.Event
-	statuses []relay.TailStatus
+	statuses []client.TailStatus
 }
 
 func (l *tailLog) onEvent(ev *aep.Event) { l.mu.Lock(); l.events = append(l.events, ev); l.mu.Unlock() }
-func (l *tailLog) onStatus(s relay.TailStatus) {
+func (l *tailLog) onStatus(s client.TailStatus) {
 	l.mu.Lock()
 	l.statuses = append(l.statuses, s)
 	l.mu.Unlock()
@@ -36,11 +38,11 @@ func (l *tailLog) ids() []string {
 	return out
 }
 
-func runTailOnce(t *testing.T, cfg relay.TailConfig) *tailLog {
+func runTailOnce(t *testing.T, cfg client.TailConfig) *tailLog {
 	t.Helper()
 	l := &tailLog{}
 	cfg.OnEvent, cfg.OnStatus = l.onEvent, l.onStatus
-	tl, err := relay.NewTailer(cfg)
+	tl, err := client.NewTailer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +62,11 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 		evs = append(evs, mkEvent("s-tail", int64(i)))
 	}
 	mustPost(t, srv, evs...)
-	state, err := relay.LoadTailState(path)
+	state, err := client.LoadTailState(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := runTailOnce(t, relay.TailConfig{URL: srv.URL, Token: testToken, From: relay.From{All: true}, State: state})
+	first := runTailOnce(t, client.TailConfig{URL: srv.URL, Token: testToken, From: wire.From{All: true}, State: state})
 	if got := first.ids(); len(got) != 3 {
 		t.Fatalf("first run saw %d events", len(got))
 	}
@@ -75,25 +77,25 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 		evs = append(evs, mkEvent("s-tail", int64(i)))
 	}
 	mustPost(t, srv, evs[3:]...)
-	state, err = relay.LoadTailState(path)
+	state, err = client.LoadTailState(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := runTailOnce(t, relay.TailConfig{URL: srv.URL, Token: testToken, State: state})
+	second := runTailOnce(t, client.TailConfig{URL: srv.URL, Token: testToken, State: state})
 	// Held: seq 5..8; seq 3 and 4 were evicted while the tail was away.
 	if got := second.ids(); len(got) != 4 || got[0] != evs[5].ID {
 		t.Fatalf("resumed run saw %d events starting %v", len(got), got)
 	}
 	var exhausted []string
 	for _, s := range second.statuses {
-		if s.Kind == relay.TailExhausted {
+		if s.Kind == client.TailExhausted {
 			exhausted = append(exhausted, s.Detail)
 		}
 	}
 	if len(exhausted) != 1 || exhausted[0] != "s-tail 0:5" {
 		t.Fatalf("exhausted reports %v, want [s-tail 0:5]", exhausted)
 	}
-	third := runTailOnce(t, relay.TailConfig{URL: srv.URL, Token: testToken, From: relay.From{All: true}, State: state})
+	third := runTailOnce(t, client.TailConfig{URL: srv.URL, Token: testToken, From: wire.From{All: true}, State: state})
 	if got := third.ids(); len(got) != 0 {
 		t.Fatalf("replaying all again re-showed %d events", len(got))
 	}
@@ -101,12 +103,12 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 
 func TestTailerRefusalAndUnreachable(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
-	tl, _ := relay.NewTailer(relay.TailConfig{URL: srv.URL, Token: "wrong"})
-	var te *relay.TailError
+	tl, _ := client.NewTailer(client.TailConfig{URL: srv.URL, Token: "wrong"})
+	var te *client.TailError
 	if err := tl.Run(context.Background()); !errors.As(err, &te) || te.Status != 403 {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if _, err := relay.NewTailer(relay.TailConfig{URL: srv.URL, Filter: `{"seq":1}`}); err == nil {
+	if _, err := client.NewTailer(client.TailConfig{URL: srv.URL, Filter: `{"seq":1}`}); err == nil {
 		t.Fatal("an illegal filter was accepted")
 	}
 
@@ -116,21 +118,21 @@ func TestTailerRefusalAndUnreachable(t *testing.T) {
 	l := &tailLog{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tl, _ = relay.NewTailer(relay.TailConfig{URL: "http://" + addr, Live: true, BackoffMin: 5e6, BackoffMax: 20e6,
+	tl, _ = client.NewTailer(client.TailConfig{URL: "http://" + addr, Live: true, BackoffMin: 5e6, BackoffMax: 20e6,
 		OnEvent: l.onEvent, OnStatus: l.onStatus})
 	done := make(chan error, 1)
 	go func() { done <- tl.Run(ctx) }()
 	eventually(t, "unreachable reported", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return len(l.statuses) >= 2 && l.statuses[0].Kind == relay.TailUnreachable && l.statuses[1].Attempt == 2
+		return len(l.statuses) >= 2 && l.statuses[0].Kind == client.TailUnreachable && l.statuses[1].Attempt == 2
 	})
 	startRelayAt(t, addr, relay.Config{})
 	up := &relaytest.Server{URL: "http://" + addr}
 	eventually(t, "connected", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.statuses[len(l.statuses)-1].Kind == relay.TailConnected
+		return l.statuses[len(l.statuses)-1].Kind == client.TailConnected
 	})
 	ev := mkEvent("s-late", 0)
 	mustPost(t, up, ev)
@@ -148,25 +150,25 @@ func TestTailerRefusalAndUnreachable(t *testing.T) {
 func TestTailStateFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "state.json")
-	s, err := relay.LoadTailState(path)
+	s, err := client.LoadTailState(path)
 	if err != nil || len(s.From().Positions) != 0 {
 		t.Fatalf("missing file: %v", err)
 	}
 	for i := range 300 {
-		s.Advance("s"+string(rune('a'+i%26))+string(rune('a'+i/26)), relay.Position{Seq: int64(i)})
+		s.Advance("s"+string(rune('a'+i%26))+string(rune('a'+i/26)), wire.Position{Seq: int64(i)})
 	}
-	if !s.Advance("x", relay.Position{Epoch: 1, Seq: 0}) || s.Advance("x", relay.Position{Epoch: 0, Seq: 99}) {
+	if !s.Advance("x", wire.Position{Epoch: 1, Seq: 0}) || s.Advance("x", wire.Position{Epoch: 0, Seq: 99}) {
 		t.Fatal("Advance must only move forward")
 	}
 	if err := s.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	back, err := relay.LoadTailState(path)
+	back, err := client.LoadTailState(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	from := back.From().Positions
-	if len(from) != relay.DefaultTailSessions || from[0].Session != "x" {
+	if len(from) != client.DefaultTailSessions || from[0].Session != "x" {
 		t.Fatalf("kept %d sessions, most recent %v", len(from), from[0])
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
@@ -176,7 +178,7 @@ func TestTailStateFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := relay.LoadTailState(path); err == nil || len(s.From().Positions) != 0 {
+	if s, err := client.LoadTailState(path); err == nil || len(s.From().Positions) != 0 {
 		t.Fatal("a corrupt state file must be reported and start fresh")
 	}
 }

@@ -2,14 +2,12 @@ package relay
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,13 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-)
-
-// Socket roles (AEP-0003 §4 rule 2).
-const (
-	roleEmitter  = "emitter"
-	roleConsumer = "consumer"
-	roleBoth     = "both"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // wsConn is one socket. Goroutines: the handler goroutine reads frames; a
@@ -60,36 +52,10 @@ type wsConn struct {
 	readerDone   bool         // set by serve's goroutine only
 }
 
-// errorFrame is the socket error shape: id echoes a subscribe or roster
-// request, cause names the command or event refused.
-type errorFrame struct {
-	Type     string          `json:"type"`
-	ID       json.RawMessage `json:"id,omitempty"`
-	Cause    string          `json:"cause,omitempty"`
-	Code     string          `json:"code"`
-	Detail   string          `json:"detail,omitempty"`
-	Versions []string        `json:"versions,omitempty"`
-}
-
-type deliveredPos struct {
-	Sub     string `json:"sub"`
-	Session string `json:"session"`
-	Epoch   int64  `json:"epoch"`
-	Seq     int64  `json:"seq"`
-}
-
-func encodeFrame(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return []byte(`{"type":"error","code":"internal","detail":"frame encoding failed"}`)
-	}
-	return b
-}
-
 // serveSocket is GET /socket (AEP-0003 §3.5).
 func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	if !s.enterSocket() {
-		writeError(w, http.StatusServiceUnavailable, codeShuttingDown, "relay is shutting down")
+		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	defer s.sockets.Done()
@@ -184,11 +150,10 @@ func (c *wsConn) serve() {
 }
 
 // fatal answers a protocol violation with an error frame and closes.
-func (c *wsConn) fatal(f errorFrame, status websocket.StatusCode) {
-	f.Type = "error"
+func (c *wsConn) fatal(f *wire.Error, status websocket.StatusCode) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
 	defer cancel()
-	_ = c.c.Write(ctx, websocket.MessageText, encodeFrame(f))
+	_ = c.c.Write(ctx, websocket.MessageText, wire.Encode(f))
 	_ = c.c.Close(status, f.Code)
 }
 
@@ -205,71 +170,43 @@ func (c *wsConn) hello() bool {
 		return false
 	}
 	c.lastRecv.Store(time.Now().UnixNano())
-	var h map[string]json.RawMessage
-	if typ != websocket.MessageText || json.Unmarshal(data, &h) != nil || jsonString(h["type"]) != "hello" {
-		c.fatal(errorFrame{Code: codeHelloRequired, Detail: "the first frame on a socket must be hello (AEP-0003 §3.5.1)"}, websocket.StatusPolicyViolation)
+	var h *wire.Hello
+	if typ == websocket.MessageText {
+		f, _ := wire.Parse(data)
+		h, _ = f.(*wire.Hello)
+	}
+	if h == nil {
+		c.fatal(&wire.Error{Code: wire.CodeHelloRequired, Detail: "the first frame on a socket must be hello (AEP-0003 §3.5.1)"}, websocket.StatusPolicyViolation)
 		return false
 	}
-	var versions []string
-	_ = json.Unmarshal(h["versions"], &versions)
-	ok := false
-	for _, v := range versions {
-		ok = ok || v == aep.Version
-	}
-	if !ok {
-		c.fatal(errorFrame{Code: codeVersion, Versions: []string{aep.Version},
+	if !h.Offers(aep.Version) {
+		c.fatal(&wire.Error{Code: wire.CodeVersion, Versions: []string{aep.Version},
 			Detail: fmt.Sprintf("no common version: this relay speaks %s", aep.Version)}, websocket.StatusPolicyViolation)
 		return false
 	}
-	c.role = roleConsumer
-	if raw, present := h["role"]; present {
-		c.role = jsonString(raw)
-	}
-	var ident struct {
-		Agent    string `json:"agent"`
-		Instance string `json:"instance"`
-	}
-	_ = json.Unmarshal(h["identity"], &ident)
-	c.agent, c.instance = ident.Agent, ident.Instance
+	c.role, c.agent, c.instance = h.Role, h.Identity.Agent, h.Identity.Instance
 	switch {
-	case c.role != roleEmitter && c.role != roleConsumer && c.role != roleBoth:
-		c.fatal(errorFrame{Code: codeInvalidHello, Detail: fmt.Sprintf("role %q is not emitter, consumer or both", c.role)}, websocket.StatusPolicyViolation)
+	case c.role != wire.RoleEmitter && c.role != wire.RoleConsumer && c.role != wire.RoleBoth:
+		c.fatal(&wire.Error{Code: wire.CodeInvalidHello, Detail: fmt.Sprintf("role %q is not emitter, consumer or both", c.role)}, websocket.StatusPolicyViolation)
 		return false
-	case c.role != roleConsumer && c.agent == "":
-		c.fatal(errorFrame{Code: codeInvalidHello, Detail: "an emitter's hello must carry identity.agent (AEP-0003 §4 rule 3)"}, websocket.StatusPolicyViolation)
+	case c.role != wire.RoleConsumer && c.agent == "":
+		c.fatal(&wire.Error{Code: wire.CodeInvalidHello, Detail: "an emitter's hello must carry identity.agent (AEP-0003 §4 rule 3)"}, websocket.StatusPolicyViolation)
 		return false
 	}
-	// Capabilities are declarations, never a gate: unknown keys and
-	// malformed members are ignored (§4 rule 4). control and emits are kept
-	// verbatim for the roster.
-	var caps map[string]json.RawMessage
-	_ = json.Unmarshal(h["capabilities"], &caps)
-	if raw := caps["control"]; len(raw) > 0 && raw[0] == '{' {
-		c.control = raw
-		var decl struct {
-			Accepts []string `json:"accepts"`
-		}
-		_ = json.Unmarshal(raw, &decl)
-		c.accepts = make(map[string]bool, len(decl.Accepts))
-		for _, t := range decl.Accepts {
+	// Capabilities are declarations, never a gate (§4 rule 4): the parse
+	// kept what it could. control and emits are kept verbatim for the roster.
+	if caps := h.Capabilities; caps.Control != nil {
+		c.control = caps.RawControl
+		c.accepts = make(map[string]bool, len(caps.Control.Accepts))
+		for _, t := range caps.Control.Accepts {
 			c.accepts[t] = true
 		}
-		c.acceptList = decl.Accepts
+		c.acceptList = caps.Control.Accepts
 	}
-	if raw := caps["emits"]; len(raw) > 0 && raw[0] == '[' {
-		c.emits = raw
-	}
+	c.emits = h.Capabilities.RawEmits
 	c.q.push(outItem{frame: s.hello})
 	s.log.Debug("socket hello", "conn", c.id, "role", c.role, "agent", c.agent, "instance", c.instance)
 	return true
-}
-
-func jsonString(raw json.RawMessage) string {
-	var v string
-	if json.Unmarshal(raw, &v) != nil {
-		return ""
-	}
-	return v
 }
 
 // reader handles frames after the hello until the socket ends.
@@ -281,7 +218,7 @@ func (c *wsConn) reader() {
 		}
 		c.lastRecv.Store(time.Now().UnixNano())
 		if typ != websocket.MessageText {
-			c.fatal(errorFrame{Code: codeBinary, Detail: "binary frames are reserved in AEP 0.1 (AEP-0003 §3.5.2)"}, websocket.StatusUnsupportedData)
+			c.fatal(&wire.Error{Code: wire.CodeBinary, Detail: "binary frames are reserved in AEP 0.1 (AEP-0003 §3.5.2)"}, websocket.StatusUnsupportedData)
 			return
 		}
 		c.frame(data)
@@ -291,40 +228,27 @@ func (c *wsConn) reader() {
 // frame dispatches one text frame: an event when its type has a dot, a
 // frame otherwise; unknown frame types are ignored (AEP-0003 §2).
 func (c *wsConn) frame(data []byte) {
-	var head struct {
-		Type string          `json:"type"`
-		ID   json.RawMessage `json:"id"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		c.sendError(errorFrame{Code: codeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
+	f, err := wire.Parse(data)
+	if err != nil {
+		c.sendError(&wire.Error{Code: wire.CodeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
 		return
 	}
-	if strings.Contains(head.Type, ".") {
+	switch f := f.(type) {
+	case wire.Event:
 		c.event(data)
-		return
-	}
-	switch head.Type {
-	case "subscribe":
-		c.subscribe(head.ID, data)
-	case "unsubscribe":
-		c.unsubscribe(head.ID)
-	case "roster":
-		c.roster(head.ID)
-	case "ping":
-		var p struct {
-			T json.RawMessage `json:"t"`
-		}
-		_ = json.Unmarshal(data, &p)
-		c.q.push(outItem{frame: encodeFrame(struct {
-			Type string          `json:"type"`
-			T    json.RawMessage `json:"t,omitempty"`
-		}{"pong", p.T})})
+	case *wire.Subscribe:
+		c.subscribe(f)
+	case *wire.Unsubscribe:
+		c.unsubscribe(f.ID)
+	case *wire.Roster:
+		c.roster(f.ID)
+	case *wire.Ping:
+		c.q.push(outItem{frame: wire.PongFor(f)})
 	}
 }
 
-func (c *wsConn) sendError(f errorFrame) {
-	f.Type = "error"
-	c.q.push(outItem{frame: encodeFrame(f)})
+func (c *wsConn) sendError(f *wire.Error) {
+	c.q.push(outItem{frame: wire.Encode(f)})
 }
 
 // event ingests one event sent on the socket, routes a command, and keeps
@@ -334,27 +258,27 @@ func (c *wsConn) event(data []byte) {
 	ev, err := aep.ParseEvent(data)
 	if err != nil {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		c.sendError(errorFrame{Code: codeInvalidEvent, Detail: err.Error()})
+		c.sendError(&wire.Error{Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
 	}
 	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		c.sendError(errorFrame{Cause: ev.ID, Code: codeInvalidEvent, Detail: err.Error()})
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
 	}
 	m, err := NewMessage(ev, time.Now())
 	if err != nil {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		c.sendError(errorFrame{Cause: ev.ID, Code: codeInvalidEvent, Detail: err.Error()})
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
 	}
 	if aep.IsCommand(ev.Type) {
 		s.routeCommand(c, m)
 		return
 	}
-	if m.Kind != KindForeign && c.role == roleConsumer {
+	if m.Kind != KindForeign && c.role == wire.RoleConsumer {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		c.sendError(errorFrame{Cause: ev.ID, Code: codeUnauthorized,
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized,
 			Detail: "a consumer-role socket may send commands and attention.routed only; say role emitter or both in the hello"})
 		return
 	}
@@ -370,50 +294,43 @@ func (c *wsConn) event(data []byte) {
 
 // subscribe answers a subscribe frame with subscribed, or an in-band error
 // from the closed set (AEP-0003 §6.5); the socket survives either way.
-func (c *wsConn) subscribe(rawID json.RawMessage, data []byte) {
+func (c *wsConn) subscribe(f *wire.Subscribe) {
 	s := c.srv
 	refuse := func(code, detail string) {
-		c.sendError(errorFrame{ID: rawID, Code: code, Detail: detail})
+		c.sendError(&wire.Error{ID: f.ID, Code: code, Detail: detail})
 	}
-	var f struct {
-		Filter  json.RawMessage `json:"filter"`
-		From    json.RawMessage `json:"from"`
-		Capture json.RawMessage `json:"capture"`
-		Dialect json.RawMessage `json:"dialect"`
-	}
-	_ = json.Unmarshal(data, &f)
-	id := jsonString(rawID)
+	id := wire.String(f.ID)
 	switch {
 	case id == "":
-		refuse(codeInvalidFilter, "subscribe needs a non-empty string id")
+		refuse(wire.CodeInvalidFilter, "subscribe needs a non-empty string id")
 		return
-	case c.role == roleEmitter:
-		refuse(codeUnauthorized, "an emitter-role socket may not subscribe; say role consumer or both in the hello")
+	case c.role == wire.RoleEmitter:
+		refuse(wire.CodeUnauthorized, "an emitter-role socket may not subscribe; say role consumer or both in the hello")
 		return
-	case len(f.Dialect) > 0 && string(f.Dialect) != "null" && jsonString(f.Dialect) != "attr-match":
-		refuse(codeUnknownDialect, "this relay implements the attr-match dialect only")
+	case len(f.Dialect) > 0 && string(f.Dialect) != "null" && wire.String(f.Dialect) != "attr-match":
+		refuse(wire.CodeUnknownDialect, "this relay implements the attr-match dialect only")
 		return
 	}
 	var p streamParams
 	var err error
 	if len(f.Filter) > 0 && string(f.Filter) != "null" {
 		if p.filter, err = aep.ParseFilter(f.Filter); err != nil {
-			refuse(codeInvalidFilter, err.Error())
+			refuse(wire.CodeInvalidFilter, err.Error())
 			return
 		}
 	}
-	if p.from, err = ParseFrom(f.From); err != nil {
-		refuse(codeInvalidFilter, "from: "+err.Error())
+	if p.from, err = wire.ParseFrom(f.From); err != nil {
+		refuse(wire.CodeInvalidFilter, "from: "+err.Error())
 		return
 	}
 	if n := len(p.from.Positions); n > s.cfg.MaxFrom {
-		refuse(codeLimitExceeded, fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
+		refuse(wire.CodeLimitExceeded, fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
 		return
 	}
 	if len(f.Capture) > 0 && string(f.Capture) != "null" {
-		name := jsonString(f.Capture)
+		name := wire.String(f.Capture)
 		if p.ceiling, err = aep.ParseCapture(name); err != nil || name == "" {
-			refuse(codeInvalidFilter, fmt.Sprintf("capture %s is not none, metadata, redacted or full", f.Capture))
+			refuse(wire.CodeInvalidFilter, fmt.Sprintf("capture %s is not none, metadata, redacted or full", f.Capture))
 			return
 		}
 		p.capped = true
@@ -421,20 +338,20 @@ func (c *wsConn) subscribe(rawID json.RawMessage, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, dup := c.subs[id]; dup {
-		refuse(codeInvalidFilter, fmt.Sprintf("subscription id %q is already in use on this socket", id))
+		refuse(wire.CodeInvalidFilter, fmt.Sprintf("subscription id %q is already in use on this socket", id))
 		return
 	}
 	if len(c.subs) >= s.cfg.MaxSubscriptions {
-		refuse(codeLimitExceeded, fmt.Sprintf("this socket already has %d subscriptions, the limit", len(c.subs)))
+		refuse(wire.CodeLimitExceeded, fmt.Sprintf("this socket already has %d subscriptions, the limit", len(c.subs)))
 		return
 	}
 	sub := newSubscription(id, c.q, c.id, 2*s.cfg.MaxSessions)
 	sub.ceiling, sub.capped = p.ceiling, p.capped
 	// subscribed goes first so it precedes the replay that Start queues.
-	c.q.push(outItem{frame: encodeFrame(map[string]string{"type": "subscribed", "id": id})})
+	c.q.push(outItem{frame: wire.Encode(&wire.Subscribed{ID: id})})
 	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
 	if err != nil {
-		refuse(codeLimitExceeded, err.Error())
+		refuse(wire.CodeLimitExceeded, err.Error())
 		return
 	}
 	sub.cancel = cancel
@@ -443,7 +360,7 @@ func (c *wsConn) subscribe(rawID json.RawMessage, data []byte) {
 }
 
 func (c *wsConn) unsubscribe(rawID json.RawMessage) {
-	id := jsonString(rawID)
+	id := wire.String(rawID)
 	c.mu.Lock()
 	if sub := c.subs[id]; sub != nil {
 		sub.cancel()
@@ -452,56 +369,20 @@ func (c *wsConn) unsubscribe(rawID json.RawMessage) {
 		c.srv.metrics.subs.Dec()
 	}
 	c.mu.Unlock()
-	c.q.push(outItem{frame: encodeFrame(map[string]any{"type": "unsubscribed", "id": rawID})})
+	c.q.push(outItem{frame: wire.Encode(&wire.Unsubscribed{ID: rawID})})
 }
 
 // roster answers with every live claim this relay terminates (AEP-0003 §4.1).
 func (c *wsConn) roster(rawID json.RawMessage) {
 	if len(rawID) == 0 {
-		c.sendError(errorFrame{Code: codeInvalidFrame, Detail: "roster needs an id"})
+		c.sendError(&wire.Error{Code: wire.CodeInvalidFrame, Detail: "roster needs an id"})
 		return
 	}
-	if c.role == roleEmitter {
-		c.sendError(errorFrame{ID: rawID, Code: codeUnauthorized, Detail: "roster is watch-class: an emitter-role socket may not ask"})
+	if c.role == wire.RoleEmitter {
+		c.sendError(&wire.Error{ID: rawID, Code: wire.CodeUnauthorized, Detail: "roster is watch-class: an emitter-role socket may not ask"})
 		return
 	}
-	c.q.push(outItem{frame: encodeRoster(rawID, c.srv.control.roster())})
-}
-
-// encodeRoster writes the roster reply by hand so each claim's declared
-// control and emits members go out byte for byte as they were declared
-// (encoding/json would re-compact them).
-func encodeRoster(id json.RawMessage, entries []rosterEntry) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"type":"roster","id":`)
-	b.Write(encodeFrame(id))
-	b.WriteString(`,"entries":[`)
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`{"session":`)
-		b.Write(encodeFrame(e.Session))
-		if e.Agent != "" {
-			b.WriteString(`,"agent":`)
-			b.Write(encodeFrame(e.Agent))
-		}
-		if e.Instance != "" {
-			b.WriteString(`,"instance":`)
-			b.Write(encodeFrame(e.Instance))
-		}
-		if e.Control != nil {
-			b.WriteString(`,"control":`)
-			b.Write(e.Control)
-		}
-		if e.Emits != nil {
-			b.WriteString(`,"emits":`)
-			b.Write(e.Emits)
-		}
-		b.WriteByte('}')
-	}
-	b.WriteString("]}")
-	return b.Bytes()
+	c.q.push(outItem{frame: wire.Encode(&wire.Roster{ID: rawID, Entries: c.srv.control.roster()})})
 }
 
 // writer owns the socket's writes until it ends.
@@ -631,10 +512,7 @@ func (c *wsConn) deliver(sub *subscription, m *Message) error {
 
 func (c *wsConn) replay(sub *subscription, r Replay) error {
 	for _, ex := range r.Exhausted() {
-		f := encodeFrame(map[string]any{
-			"type": "replay-exhausted", "sub": sub.id, "session": ex.Session,
-			"earliest": ex.Earliest,
-		})
+		f := wire.Encode(&wire.ReplayExhausted{Sub: sub.id, Session: ex.Session, Earliest: ex.Earliest})
 		if err := c.write(f); err != nil {
 			return err
 		}
@@ -659,21 +537,17 @@ func (c *wsConn) replay(sub *subscription, r Replay) error {
 // closeWith sends the closing frame with every subscription's last delivered
 // positions (AEP-0003 §3.5.4), then closes.
 func (c *wsConn) closeWith(reason string, status websocket.StatusCode) {
-	f := struct {
-		Type      string         `json:"type"`
-		Reason    string         `json:"reason"`
-		Delivered []deliveredPos `json:"delivered"`
-	}{Type: "closing", Reason: reason, Delivered: []deliveredPos{}}
+	f := &wire.Closing{Reason: reason, Delivered: []wire.Delivered{}}
 	c.mu.Lock()
 	for _, sub := range c.subs {
 		for _, p := range sub.positions() {
-			f.Delivered = append(f.Delivered, deliveredPos{Sub: sub.id, Session: p.Session, Epoch: p.Epoch, Seq: p.Seq})
+			f.Delivered = append(f.Delivered, wire.Delivered{Sub: sub.id, Session: p.Session, Epoch: p.Epoch, Seq: p.Seq})
 		}
 	}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
 	defer cancel()
-	_ = c.c.Write(ctx, websocket.MessageText, encodeFrame(f))
+	_ = c.c.Write(ctx, websocket.MessageText, wire.Encode(f))
 	_ = c.c.Close(status, reason)
 }
 
@@ -701,7 +575,7 @@ func (c *wsConn) keeper() {
 			}
 			if now.Sub(lastPing) >= s.cfg.PingInterval {
 				lastPing = now
-				c.q.push(outItem{frame: []byte(`{"type":"ping","t":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`)})
+				c.q.push(outItem{frame: wire.PingAt(now)})
 			}
 		}
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // DefaultRelayURL is where the daemons publish unless told otherwise.
@@ -63,7 +64,7 @@ func runAdapter(ctx context.Context, args []string, io stdio) int {
 // adapterDaemon is the adapter wired to its relay emitter.
 type adapterDaemon struct {
 	srv     *adapter.Server
-	emitter *relay.Emitter
+	emitter *client.Emitter
 }
 
 // newAdapterDaemon builds the adapter and the emitter it publishes with.
@@ -85,7 +86,7 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	}
 	d := &adapterDaemon{}
 	host, _ := os.Hostname()
-	ec := relay.EmitterConfig{
+	ec := client.EmitterConfig{
 		URL:      o.relayURL,
 		Token:    token,
 		Agent:    mapping.Agent,
@@ -98,9 +99,9 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 		},
 	}
 	if cfg.Control.Authenticated {
-		ec.Control = &relay.EmitterControl{Accepts: adapter.AcceptsFor(cfg.Control), AckWindowMS: int(cfg.Control.AckWindow.Milliseconds())}
+		ec.Control = &wire.Control{Accepts: adapter.AcceptsFor(cfg.Control), AckWindowMS: int(cfg.Control.AckWindow.Milliseconds())}
 	}
-	em, err := relay.NewEmitter(ec)
+	em, err := client.NewEmitter(ec)
 	if err != nil {
 		return nil, fmt.Errorf("relay emitter: %w", err)
 	}
@@ -131,7 +132,7 @@ func (d *adapterDaemon) run(ctx context.Context) error {
 }
 
 // emitterPublisher lets the adapter report the emitter's health.
-type emitterPublisher struct{ *relay.Emitter }
+type emitterPublisher struct{ *client.Emitter }
 
 func (p emitterPublisher) State() string    { return string(p.Emitter.State()) }
 func (p emitterPublisher) OutboxDepth() int { return p.Stats().Outbox }

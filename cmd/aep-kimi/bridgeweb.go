@@ -12,7 +12,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // bridgeWebOptions is bridge-web's flag and environment surface.
@@ -72,7 +73,7 @@ func runBridgeWeb(ctx context.Context, args []string, io stdio) int {
 // bridgeWebDaemon is the bridge wired to its relay emitter.
 type bridgeWebDaemon struct {
 	bridge  *bridgeweb.Bridge
-	emitter *relay.Emitter
+	emitter *client.Emitter
 }
 
 func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) string, log *slog.Logger) (*bridgeWebDaemon, error) {
@@ -106,7 +107,7 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 	}
 	d := &bridgeWebDaemon{}
 	host, _ := os.Hostname()
-	ec := relay.EmitterConfig{
+	ec := client.EmitterConfig{
 		URL:      o.relayURL,
 		Token:    token,
 		Agent:    mapping.Agent,
@@ -115,7 +116,7 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 		Logger:   log.With("component", "emitter"),
 		// The hello declares what the bridge accepts, nothing when control
 		// is off, so the relay refuses commands on its behalf.
-		Control: &relay.EmitterControl{Accepts: bridgeweb.AcceptsFor(mode, cfg.Control),
+		Control: &wire.Control{Accepts: bridgeweb.AcceptsFor(mode, cfg.Control),
 			AckWindowMS: int(bridgeweb.DefaultAckWindow.Milliseconds())},
 		OnCommand: func(ctx context.Context, ev *aep.Event) {
 			d.bridge.HandleCommand(ctx, ev)
@@ -124,7 +125,7 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 	if mode == mapping.Primary {
 		ec.Emits = []string{"run", "tool", "attention", "session", "control"}
 	}
-	em, err := relay.NewEmitter(ec)
+	em, err := client.NewEmitter(ec)
 	if err != nil {
 		return nil, fmt.Errorf("relay emitter: %w", err)
 	}

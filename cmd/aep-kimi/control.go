@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
 // Exit codes of the command senders. respond checks its target against the
@@ -38,7 +38,7 @@ type senderOptions struct {
 func (o *senderOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.relayURL, "relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&o.tokenFile, "token-file", os.Getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
-	fs.DurationVar(&o.window, "window", relay.DefaultAckWindow, "how long to wait for the target's ack")
+	fs.DurationVar(&o.window, "window", client.DefaultAckWindow, "how long to wait for the target's ack")
 }
 
 // token reads the relay token, which every command needs: control only flows
@@ -63,9 +63,9 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 	if !ok {
 		return 2
 	}
-	res, err := relay.SendCommand(ctx, o.relayURL, token, cmd, o.window)
+	res, err := client.SendCommand(ctx, o.relayURL, token, cmd, o.window)
 	switch {
-	case errors.Is(err, relay.ErrNoAck):
+	case errors.Is(err, client.ErrNoAck):
 		fmt.Fprintf(io.err, "aep-kimi %s: no ack within %s (command %s)\n", name, o.window, cmd.ID)
 		return exitNoAck
 	case err != nil:
@@ -139,7 +139,7 @@ func runRespond(ctx context.Context, args []string, io stdio) int {
 	if *text != "" {
 		answer["text"] = *text
 	}
-	cmd, err := relay.NewCommand("control.attention.respond", session, map[string]any{"answer": answer})
+	cmd, err := client.NewCommand("control.attention.respond", session, map[string]any{"answer": answer})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return 2
@@ -232,7 +232,7 @@ func runCancel(ctx context.Context, args []string, io stdio) int {
 	if *reason != "" {
 		data["reason"] = *reason
 	}
-	cmd, err := relay.NewCommand("control.cancel", fs.Arg(0), data)
+	cmd, err := client.NewCommand("control.cancel", fs.Arg(0), data)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi cancel: %v\n", err)
 		return 2
@@ -263,7 +263,7 @@ func runInstruct(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "aep-kimi instruct: the instruction text is empty")
 		return 2
 	}
-	cmd, err := relay.NewCommand("x.kimi-code.control.instruct", fs.Arg(0), map[string]any{"text": text})
+	cmd, err := client.NewCommand("x.kimi-code.control.instruct", fs.Arg(0), map[string]any{"text": text})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi instruct: %v\n", err)
 		return 2

@@ -14,7 +14,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
 // cli runs an aep-kimi subcommand against the stack and returns its exit code
@@ -212,8 +212,8 @@ func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 		t.Fatalf("kimi-hook: %v %s", err, out)
 	}
 	time.Sleep(300 * time.Millisecond)
-	cmd, _ := relay.NewCommand("x.kimi-code.control.instruct", "nt", map[string]any{"text": "hi"})
-	res, err := relay.SendCommand(context.Background(), relayURL, "", cmd, 3*time.Second)
+	cmd, _ := client.NewCommand("x.kimi-code.control.instruct", "nt", map[string]any{"text": "hi"})
+	res, err := client.SendCommand(context.Background(), relayURL, "", cmd, 3*time.Second)
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Pending defaults.
@@ -142,11 +143,11 @@ func readReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, 
 	defer cancel()
 	var evs []*aep.Event
 	var unreachable error
-	t, err := relay.NewTailer(relay.TailConfig{
-		URL: base, Token: token, Filter: filter, From: relay.From{All: true},
+	t, err := client.NewTailer(client.TailConfig{
+		URL: base, Token: token, Filter: filter, From: wire.From{All: true},
 		OnEvent: func(ev *aep.Event) { evs = append(evs, ev) },
-		OnStatus: func(st relay.TailStatus) {
-			if st.Kind == relay.TailUnreachable {
+		OnStatus: func(st client.TailStatus) {
+			if st.Kind == client.TailUnreachable {
 				unreachable = st.Err
 				cancel()
 			}
@@ -174,12 +175,12 @@ func readReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, 
 func newFleet(evs []*aep.Event) *fleet {
 	type placed struct {
 		ev      *aep.Event
-		pos     relay.Position
+		pos     wire.Position
 		arrival int
 	}
 	seen := map[string]bool{}
 	bySession := map[string][]placed{}
-	last := map[string]relay.Position{}
+	last := map[string]wire.Position{}
 	for i, ev := range evs {
 		if ev.Session == "" || seen[ev.ID] {
 			continue
@@ -187,7 +188,7 @@ func newFleet(evs []*aep.Event) *fleet {
 		seen[ev.ID] = true
 		pos := last[ev.Session]
 		if ev.Seq != nil {
-			pos = relay.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
+			pos = wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
 			last[ev.Session] = pos
 		}
 		bySession[ev.Session] = append(bySession[ev.Session], placed{ev, pos, i})

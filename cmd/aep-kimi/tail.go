@@ -13,7 +13,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
-	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Tail defaults.
@@ -68,16 +69,16 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 			return 2
 		}
 	}
-	fromReq, err := relay.ParseFrom([]byte(*from))
+	fromReq, err := wire.ParseFrom([]byte(*from))
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: --from: %v\n", err)
 		return 2
 	}
 
-	state := relay.NewTailState()
+	state := client.NewTailState()
 	persist := *statePath != "" && *statePath != "none"
 	if persist {
-		if state, err = relay.LoadTailState(*statePath); err != nil {
+		if state, err = client.LoadTailState(*statePath); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: %v (starting fresh)\n", err)
 		}
 	}
@@ -97,7 +98,7 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 	}
 	shown := displayURL(*relayURL)
 	unreachable := false
-	t, err := relay.NewTailer(relay.TailConfig{
+	t, err := client.NewTailer(client.TailConfig{
 		URL:     *relayURL,
 		Token:   *token,
 		Filter:  *filter,
@@ -109,21 +110,21 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 			pr.print(ev)
 			save(false)
 		},
-		OnStatus: func(st relay.TailStatus) {
+		OnStatus: func(st client.TailStatus) {
 			switch st.Kind {
-			case relay.TailUnreachable:
+			case client.TailUnreachable:
 				if !unreachable {
 					unreachable = true
 					fmt.Fprintf(io.err, "aep-kimi tail: relay %s unreachable (%v); retrying with backoff\n", shown, st.Err)
 				}
-			case relay.TailConnected:
+			case client.TailConnected:
 				if unreachable {
 					unreachable = false
 					fmt.Fprintf(io.err, "aep-kimi tail: connected to %s\n", shown)
 				}
-			case relay.TailExhausted:
+			case client.TailExhausted:
 				pr.notice("replay exhausted: " + describeExhausted(st.Detail))
-			case relay.TailEnded:
+			case client.TailEnded:
 				save(true)
 				if !*once {
 					why := "stream ended"

@@ -1,17 +1,17 @@
-package relay
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // SenderAgent is the envelope agent of commands sent from the CLI.
@@ -55,48 +55,48 @@ func SendCommand(ctx context.Context, base, token string, cmd *aep.Event, window
 	if err != nil {
 		return SendResult{}, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, window+DefaultEmitterTimeout)
-	defer cancel()
-	h := http.Header{}
-	if token != "" {
-		h.Set("Authorization", "Bearer "+token)
-	}
-	c, resp, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{HTTPHeader: h})
-	if err != nil {
-		if resp != nil {
-			return SendResult{}, fmt.Errorf("relay refused the socket: HTTP %d", resp.StatusCode)
-		}
-		return SendResult{}, fmt.Errorf("relay unreachable: %w", err)
-	}
-	defer c.CloseNow() //nolint:errcheck // best effort
-	c.SetReadLimit(DefaultMaxBody)
-
-	send := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		return c.Write(dctx, websocket.MessageText, b)
-	}
-	host, _ := os.Hostname()
-	if err := send(map[string]any{
-		"type": "hello", "versions": []string{aep.Version}, "role": roleBoth,
-		"identity":     map[string]string{"agent": SenderAgent, "instance": fmt.Sprintf("%s/%d", host, os.Getpid())},
-		"capabilities": map[string]any{},
-	}); err != nil {
-		return SendResult{}, fmt.Errorf("send hello: %w", err)
-	}
-	subID := "acks-" + cmd.ID
-	if err := send(map[string]any{
-		"type": "subscribe", "id": subID,
-		"filter": map[string]any{"session": cmd.Session, "type": []string{"control.accepted", "control.rejected"}},
-	}); err != nil {
-		return SendResult{}, fmt.Errorf("subscribe: %w", err)
-	}
 	raw, err := cmd.Bytes()
 	if err != nil {
 		return SendResult{}, err
 	}
+	dctx, cancel := context.WithTimeout(ctx, window+DefaultEmitterTimeout)
+	defer cancel()
+	c, err := dial(dctx, wsURL, token, nil, senderHello())
+	if err != nil {
+		return SendResult{}, err
+	}
+	defer c.CloseNow() //nolint:errcheck // best effort
+	subID := "acks-" + cmd.ID
+	if err := subscribeAcks(dctx, c, subID, cmd.Session); err != nil {
+		return SendResult{}, err
+	}
+	return settle(ctx, dctx, c, subID, cmd.ID, raw, window)
+}
+
+// senderHello is the CLI sender's hello: role both, since it sends a
+// command and watches for its ack.
+func senderHello() *wire.Hello {
+	host, _ := os.Hostname()
+	return wire.NewHello(wire.RoleBoth, wire.Identity{Agent: SenderAgent, Instance: fmt.Sprintf("%s/%d", host, os.Getpid())}, wire.Capabilities{})
+}
+
+// subscribeAcks asks for the session's acks under subID.
+func subscribeAcks(ctx context.Context, c *websocket.Conn, subID, session string) error {
+	filter, err := json.Marshal(map[string]any{"session": session, "type": []string{"control.accepted", "control.rejected"}})
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	if err := c.Write(ctx, websocket.MessageText, wire.Encode(&wire.Subscribe{ID: wire.ID(subID), Filter: filter})); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	return nil
+}
+
+// settle sends the command once the ack subscription is confirmed, then
+// reads until the command is settled: the target's ack, the relay's
+// cause-linked refusal, or the window's end (ErrNoAck). The window starts
+// when the command is sent; before that the dial's budget applies.
+func settle(ctx, dctx context.Context, c *websocket.Conn, subID, cmdID string, raw []byte, window time.Duration) (SendResult, error) {
 	sent := false
 	deadline := time.NewTimer(window + DefaultEmitterTimeout)
 	defer deadline.Stop()
@@ -125,50 +125,58 @@ func SendCommand(ctx context.Context, base, token string, cmd *aep.Event, window
 		case err := <-readErr:
 			return SendResult{}, fmt.Errorf("relay connection lost: %w", err)
 		case b := <-frames:
-			var f struct {
-				Type   string `json:"type"`
-				ID     string `json:"id"`
-				Cause  string `json:"cause"`
-				Code   string `json:"code"`
-				Detail string `json:"detail"`
-			}
-			if json.Unmarshal(b, &f) != nil {
+			f, err := wire.Parse(b)
+			if err != nil {
 				continue
 			}
-			switch {
-			case f.Type == "hello" || f.Type == "ping":
-				if f.Type == "ping" {
-					send(map[string]any{"type": "pong"}) //nolint:errcheck // liveness only
+			switch f := f.(type) {
+			case *wire.Ping:
+				c.Write(dctx, websocket.MessageText, wire.PongFor(f)) //nolint:errcheck // liveness only
+			case *wire.Subscribed:
+				if f.ID != subID || sent {
+					continue
 				}
-			case f.Type == "subscribed" && f.ID == subID && !sent:
 				if err := c.Write(dctx, websocket.MessageText, raw); err != nil {
 					return SendResult{}, fmt.Errorf("send command: %w", err)
 				}
 				sent = true
 				deadline.Reset(window)
-			case f.Type == "error" && f.ID == subID:
-				return SendResult{}, fmt.Errorf("relay refused the ack subscription: %s %s", f.Code, f.Detail)
-			case f.Type == "error" && f.Cause == cmd.ID:
-				return SendResult{Reason: f.Code, Detail: f.Detail, Refused: true}, nil
-			case f.Cause == cmd.ID && (f.Type == "control.accepted" || f.Type == "control.rejected"):
-				ack, err := aep.ParseEvent(b)
-				if err != nil {
-					continue
+			case *wire.Error:
+				switch {
+				case wire.String(f.ID) == subID:
+					return SendResult{}, fmt.Errorf("relay refused the ack subscription: %s %s", f.Code, f.Detail)
+				case f.Cause == cmdID:
+					return SendResult{Reason: f.Code, Detail: f.Detail, Refused: true}, nil
 				}
-				r := SendResult{Ack: ack}
-				if ack.Type == "control.rejected" {
-					var d struct {
-						Reason string `json:"reason"`
-						Detail string `json:"detail"`
-					}
-					json.Unmarshal(ack.Data, &d) //nolint:errcheck // the reason may be absent
-					r.Reason, r.Detail = d.Reason, d.Detail
+			case wire.Event:
+				if r, ok := ackResult(b, f.Type, cmdID); ok {
+					c.Close(websocket.StatusNormalClosure, "settled") //nolint:errcheck // best effort
+					return r, nil
 				}
-				c.Close(websocket.StatusNormalClosure, "settled") //nolint:errcheck // best effort
-				return r, nil
 			}
 		}
 	}
+}
+
+// ackResult reads b as the target's ack of command cmdID.
+func ackResult(b []byte, typ, cmdID string) (SendResult, bool) {
+	if typ != "control.accepted" && typ != "control.rejected" {
+		return SendResult{}, false
+	}
+	ack, err := aep.ParseEvent(b)
+	if err != nil || ack.Cause != cmdID {
+		return SendResult{}, false
+	}
+	r := SendResult{Ack: ack}
+	if ack.Type == "control.rejected" {
+		var d struct {
+			Reason string `json:"reason"`
+			Detail string `json:"detail"`
+		}
+		json.Unmarshal(ack.Data, &d) //nolint:errcheck // the reason may be absent
+		r.Reason, r.Detail = d.Reason, d.Detail
+	}
+	return r, true
 }
 
 // NewCommand builds a command event from the CLI sender: no seq (the sender

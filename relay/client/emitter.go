@@ -1,4 +1,4 @@
-package relay
+package client
 
 import (
 	"bytes"
@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Emitter defaults.
@@ -33,9 +33,10 @@ const (
 	DefaultResend = 1024
 	// DefaultLiveSessions bounds the sessions re-claimed after a reconnect.
 	DefaultLiveSessions = 1024
-	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect backoff.
-	DefaultBackoffMin = 250 * time.Millisecond
-	DefaultBackoffMax = 30 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect backoff
+	// of the emitter and the tailer.
+	DefaultBackoffMin = backoff.DefaultMin
+	DefaultBackoffMax = backoff.DefaultMax
 	// DefaultHTTPBatch caps one fallback POST.
 	DefaultHTTPBatch = 500
 	// DefaultEmitterTimeout bounds a dial, a hello, one write and one POST.
@@ -61,13 +62,6 @@ const (
 	EmitterDisconnected EmitterState = "disconnected"
 )
 
-// EmitterControl is the control block an emitter declares at hello
-// (AEP-0004 §7): the command types it accepts and its ack window.
-type EmitterControl struct {
-	Accepts     []string `json:"accepts"`
-	AckWindowMS int      `json:"ack_window_ms,omitempty"`
-}
-
 // EmitterConfig configures an Emitter. URL "" or "none" disables it.
 type EmitterConfig struct {
 	// URL is the relay's base URL (http, https, ws or wss); the socket is
@@ -80,7 +74,7 @@ type EmitterConfig struct {
 	// Emits and Capture are declared at hello when set.
 	Emits, Capture []string
 	// Control, when set, declares the commands this emitter accepts.
-	Control *EmitterControl
+	Control *wire.Control
 	// OnCommand receives the commands the relay routes here, one at a time
 	// on the emitter's own goroutine. Answer them by Publishing acks.
 	OnCommand func(ctx context.Context, ev *aep.Event)
@@ -354,7 +348,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 
-	delay := e.cfg.BackoffMin
+	bo := backoff.Backoff{Min: e.cfg.BackoffMin, Max: e.cfg.BackoffMax}
 	reported := false
 	for ctx.Err() == nil {
 		e.state.Store(EmitterConnecting)
@@ -372,9 +366,7 @@ func (e *Emitter) Run(ctx context.Context) error {
 				e.state.Store(EmitterDisconnected)
 				return nil
 			}
-			if time.Since(start) > e.cfg.BackoffMax {
-				delay = e.cfg.BackoffMin
-			}
+			bo.Up(time.Since(start))
 			e.reconnects.Add(1)
 		}
 		e.state.Store(EmitterDisconnected)
@@ -385,19 +377,12 @@ func (e *Emitter) Run(ctx context.Context) error {
 		} else {
 			e.log.Debug("emitter: relay socket still unavailable", "err", err)
 		}
-		if !e.waitFallback(ctx, jitter(delay)) {
+		if !e.waitFallback(ctx, bo.Next()) {
 			break
 		}
-		delay = min(2*delay, e.cfg.BackoffMax)
 	}
 	e.state.Store(EmitterDisconnected)
 	return nil
-}
-
-// jitter spreads d over [d/2, d) so emitters restarted together do not
-// reconnect in lockstep.
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // waitFallback waits out a backoff delay, posting the outbox over HTTP
@@ -432,70 +417,63 @@ func (e *Emitter) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
 	}
 }
 
-func (e *Emitter) helloFrame() []byte {
-	caps := map[string]any{}
-	if len(e.cfg.Emits) > 0 {
-		caps["emits"] = e.cfg.Emits
-	}
-	if len(e.cfg.Capture) > 0 {
-		caps["capture"] = e.cfg.Capture
-	}
+func (e *Emitter) hello() *wire.Hello {
+	caps := wire.Capabilities{Emits: e.cfg.Emits, Capture: e.cfg.Capture}
 	if e.cfg.Control != nil {
 		ctl := *e.cfg.Control
 		if ctl.Accepts == nil {
 			ctl.Accepts = []string{}
 		}
-		caps["control"] = ctl
+		caps.Control = &ctl
 	}
-	b, _ := json.Marshal(map[string]any{
-		"type":         "hello",
-		"versions":     []string{aep.Version},
-		"role":         roleEmitter,
-		"identity":     map[string]string{"agent": e.cfg.Agent, "instance": e.cfg.Instance},
-		"capabilities": caps,
-	})
-	return b
+	return wire.NewHello(wire.RoleEmitter, wire.Identity{Agent: e.cfg.Agent, Instance: e.cfg.Instance}, caps)
 }
 
 // dial opens the socket and completes the hello exchange.
 func (e *Emitter) dial(ctx context.Context) (*websocket.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
+	return dial(dctx, e.wsURL, e.cfg.Token, e.cfg.HTTPClient, e.hello())
+}
+
+// readLimit caps one frame read from a relay: the relay's own default cap
+// on one socket message.
+const readLimit = 16 << 20
+
+// dial opens a relay socket at wsURL and completes the hello exchange
+// (AEP-0003 §4): hello sent, the relay's hello (or its refusal) read.
+// client nil uses the default HTTP client.
+func dial(ctx context.Context, wsURL, token string, client *http.Client, hello *wire.Hello) (*websocket.Conn, error) {
 	h := http.Header{}
-	if e.cfg.Token != "" {
-		h.Set("Authorization", "Bearer "+e.cfg.Token)
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
 	}
-	c, resp, err := websocket.Dial(dctx, e.wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: e.cfg.HTTPClient})
+	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: client})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("socket refused: HTTP %d", resp.StatusCode)
+			return nil, fmt.Errorf("relay refused the socket: HTTP %d", resp.StatusCode)
 		}
-		return nil, fmt.Errorf("dial: %w", err)
+		return nil, fmt.Errorf("relay unreachable: %w", err)
 	}
-	c.SetReadLimit(DefaultMaxBody)
-	if err := c.Write(dctx, websocket.MessageText, e.helloFrame()); err != nil {
+	c.SetReadLimit(readLimit)
+	if err := c.Write(ctx, websocket.MessageText, wire.Encode(hello)); err != nil {
 		_ = c.CloseNow()
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
-	_, data, err := c.Read(dctx)
+	_, data, err := c.Read(ctx)
 	if err != nil {
 		_ = c.CloseNow()
 		return nil, fmt.Errorf("await hello: %w", err)
 	}
-	var reply struct {
-		Type     string   `json:"type"`
-		Code     string   `json:"code"`
-		Detail   string   `json:"detail"`
-		Versions []string `json:"versions"`
-	}
-	if json.Unmarshal(data, &reply) != nil || reply.Type != "hello" {
+	switch f, _ := wire.Parse(data); f := f.(type) {
+	case *wire.Hello:
+		return c, nil
+	case *wire.Error:
 		_ = c.CloseNow()
-		if reply.Type == "error" {
-			return nil, fmt.Errorf("relay refused the hello: %s: %s", reply.Code, reply.Detail)
-		}
-		return nil, errors.New("relay answered the hello with something else")
+		return nil, fmt.Errorf("relay refused the hello: %s: %s", f.Code, f.Detail)
 	}
-	return c, nil
+	_ = c.CloseNow()
+	return nil, errors.New("relay answered the hello with something else")
 }
 
 // serveConn runs one connection: re-claims and re-sends, then writes the
@@ -555,7 +533,7 @@ func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- 
 			if now.Sub(time.Unix(0, lastRecv.Load())) > e.cfg.Liveness {
 				return errors.New("relay silent past the liveness timeout")
 			}
-			if err := write([]byte(`{"type":"ping","t":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`)); err != nil {
+			if err := write(wire.PingAt(now)); err != nil {
 				return fmt.Errorf("ping: %w", err)
 			}
 		case err := <-readErr:
@@ -587,7 +565,7 @@ func (e *Emitter) closeGracefully(c *websocket.Conn) {
 		e.sent.Add(1)
 		e.recordSent(p, true)
 	}
-	_ = c.Write(fctx, websocket.MessageText, []byte(`{"type":"closing","reason":"emitter stopping","delivered":[]}`))
+	_ = c.Write(fctx, websocket.MessageText, wire.Encode(&wire.Closing{Reason: "emitter stopping", Delivered: []wire.Delivered{}}))
 	_ = c.Close(websocket.StatusGoingAway, "emitter stopping")
 }
 
@@ -666,37 +644,29 @@ func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *
 			return fmt.Errorf("read: %w", err)
 		}
 		lastRecv.Store(time.Now().UnixNano())
-		var head struct {
-			Type   string          `json:"type"`
-			T      json.RawMessage `json:"t"`
-			Code   string          `json:"code"`
-			Cause  string          `json:"cause"`
-			Detail string          `json:"detail"`
-			Reason string          `json:"reason"`
-		}
-		if json.Unmarshal(data, &head) != nil {
+		f, err := wire.Parse(data)
+		if err != nil {
 			continue
 		}
-		switch {
-		case head.Type == "ping":
-			pong, _ := json.Marshal(struct {
-				Type string          `json:"type"`
-				T    json.RawMessage `json:"t,omitempty"`
-			}{"pong", head.T})
+		switch f := f.(type) {
+		case *wire.Ping:
 			wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-			err := c.Write(wctx, websocket.MessageText, pong)
+			err := c.Write(wctx, websocket.MessageText, wire.PongFor(f))
 			cancel()
 			if err != nil {
 				return fmt.Errorf("pong: %w", err)
 			}
-		case head.Type == "error":
-			if head.Code == codeInvalidEvent {
+		case *wire.Error:
+			if f.Code == wire.CodeInvalidEvent {
 				e.dropped.Add(1)
 			}
-			e.log.Warn("emitter: relay error frame", "code", head.Code, "cause", head.Cause, "detail", head.Detail)
-		case head.Type == "closing":
-			e.log.Info("emitter: relay is closing the socket", "reason", head.Reason)
-		case aep.IsCommand(head.Type):
+			e.log.Warn("emitter: relay error frame", "code", f.Code, "cause", f.Cause, "detail", f.Detail)
+		case *wire.Closing:
+			e.log.Info("emitter: relay is closing the socket", "reason", f.Reason)
+		case wire.Event:
+			if !aep.IsCommand(f.Type) {
+				continue
+			}
 			ev, err := aep.ParseEvent(data)
 			if err != nil {
 				e.log.Warn("emitter: unparseable command ignored", "err", err)

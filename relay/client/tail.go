@@ -1,4 +1,4 @@
-package relay
+package client
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Tail defaults.
@@ -34,7 +36,7 @@ type TailConfig struct {
 	Filter, Capture string
 	// From is the first connection's replay request. When empty, the
 	// Tailer resumes from State's positions.
-	From From
+	From wire.From
 	// State holds the last position per session; the Tailer resumes from
 	// it after every reconnect and skips events at or before it. Nil means
 	// a fresh state.
@@ -137,7 +139,7 @@ func NewTailer(cfg TailConfig) (*Tailer, error) {
 // Run follows the stream until ctx ends (nil), a TailError, or, when not
 // Live, the end of the replay.
 func (t *Tailer) Run(ctx context.Context) error {
-	delay := t.cfg.BackoffMin
+	bo := backoff.Backoff{Min: t.cfg.BackoffMin, Max: t.cfg.BackoffMax}
 	first := true
 	attempt := 0
 	for ctx.Err() == nil {
@@ -145,6 +147,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		if first && !t.cfg.From.Empty() {
 			from = t.cfg.From
 		}
+		start := time.Now()
 		connected, err := t.stream(ctx, from)
 		var te *TailError
 		switch {
@@ -155,7 +158,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		case connected:
 			first = false
 			attempt = 0
-			delay = t.cfg.BackoffMin
+			bo.Up(time.Since(start))
 			if !t.cfg.Live {
 				return nil
 			}
@@ -163,18 +166,15 @@ func (t *Tailer) Run(ctx context.Context) error {
 			attempt++
 			t.cfg.OnStatus(TailStatus{Kind: TailUnreachable, Attempt: attempt, Err: err})
 		}
-		select {
-		case <-ctx.Done():
+		if !bo.Wait(ctx) {
 			return nil
-		case <-time.After(jitter(delay)):
 		}
-		delay = min(2*delay, t.cfg.BackoffMax)
 	}
 	return nil
 }
 
 // stream runs one connection; connected reports whether the stream opened.
-func (t *Tailer) stream(ctx context.Context, from From) (connected bool, err error) {
+func (t *Tailer) stream(ctx context.Context, from wire.From) (connected bool, err error) {
 	u, _ := url.Parse(strings.TrimSuffix(t.cfg.URL, "/") + "/stream")
 	q := u.Query()
 	if t.cfg.Filter != "" {
@@ -212,7 +212,7 @@ func (t *Tailer) stream(ctx context.Context, from From) (connected bool, err err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var body httpError
+		var body wire.HTTPError
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return false, &TailError{Status: resp.StatusCode, Code: body.Error, Detail: body.Detail}
@@ -261,7 +261,7 @@ func (t *Tailer) handle(it SSEItem) {
 		t.fifo = t.fifo[1:]
 	}
 	if ev.Session != "" && ev.Seq != nil && aep.ScopeOf(ev.Type) == aep.ScopeSession {
-		p := Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
+		p := wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
 		if !t.cfg.State.Advance(ev.Session, p) {
 			return // at or before what an earlier run already showed
 		}
@@ -280,7 +280,7 @@ type TailState struct {
 }
 
 type tailPos struct {
-	Position
+	wire.Position
 	Updated time.Time `json:"updated"`
 	// serial orders updates within this process (wall times can tie).
 	serial uint64
@@ -329,7 +329,7 @@ func LoadTailState(path string) (*TailState, error) {
 
 // Advance records p for session unless it is at or before the held
 // position; it reports whether p was new.
-func (s *TailState) Advance(session string, p Position) bool {
+func (s *TailState) Advance(session string, p wire.Position) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.positions[session]; ok && !cur.Less(p) {
@@ -345,12 +345,12 @@ func (s *TailState) Advance(session string, p Position) bool {
 }
 
 // From returns the positions as a resume request, most recent first.
-func (s *TailState) From() From {
+func (s *TailState) From() wire.From {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := From{}
+	out := wire.From{}
 	for k, v := range s.positions {
-		out.Positions = append(out.Positions, Resume{Session: k, Position: v.Position})
+		out.Positions = append(out.Positions, wire.Resume{Session: k, Position: v.Position})
 	}
 	sort.Slice(out.Positions, func(i, j int) bool {
 		return s.positions[out.Positions[i].Session].serial > s.positions[out.Positions[j].Session].serial
