@@ -1,5 +1,6 @@
-// Package relay is aep-kimi's AEP 0.1 collector/relay (AEP-0003, AEP-0004)
-// and the emitter client the daemons publish with.
+// Package relay is aep-kimi's AEP 0.1 collector/relay (AEP-0003, AEP-0004).
+// Its clients live in relay/client; the frames, codes and positions both
+// sides speak live in relay/wire.
 //
 // # Server
 //
@@ -41,11 +42,4 @@
 // shed first (counted), and a consumer that cannot take a notice-or-above
 // event is disconnected with its positions (WebSocket closing frame, SSE
 // stream end) so it can resume exactly. Ingest never waits for a consumer.
-//
-// # Clients
-//
-// Emitter publishes to a relay over its socket (HTTP POST fallback), keeps
-// an outbox while disconnected, re-claims live sessions on reconnect and
-// hands routed commands to OnCommand. Tailer follows a relay's SSE stream
-// with exact resume from a TailState; SSEReader parses event streams.
 package relay
