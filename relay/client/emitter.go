@@ -80,8 +80,10 @@ type EmitterConfig struct {
 	OnCommand func(ctx context.Context, ev *aep.Event)
 
 	Outbox, Resend, LiveSessions, HTTPBatch, CommandQueue int
-	BackoffMin, BackoffMax                                time.Duration
-	Timeout, PingInterval, Liveness, FlushTimeout         time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay; a connection
+	// that stayed up for BackoffMax resets it (see internal/backoff).
+	BackoffMin, BackoffMax                        time.Duration
+	Timeout, PingInterval, Liveness, FlushTimeout time.Duration
 	// HTTPClient makes the dial and the fallback POSTs; nil uses a default.
 	HTTPClient *http.Client
 	// Logger receives connection logs; nil discards them.

@@ -49,7 +49,9 @@ type TailConfig struct {
 	// OnStatus receives connection news (see TailStatus).
 	OnStatus func(TailStatus)
 
-	HTTPClient             *http.Client
+	HTTPClient *http.Client
+	// BackoffMin and BackoffMax bound the reconnect delay; a stream that
+	// stayed open for BackoffMax resets it (see internal/backoff).
 	BackoffMin, BackoffMax time.Duration
 	Dedupe                 int
 }
