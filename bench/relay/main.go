@@ -36,6 +36,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 type options struct {
@@ -375,7 +376,7 @@ func sender(ctx context.Context, o options, base, token string) (func([]byte) er
 			return nil
 		}, func() {}, nil
 	}
-	c, err := dialWS(ctx, base, token, `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"bench"}}`)
+	c, err := dialWS(ctx, base, token, wire.NewHello(wire.RoleEmitter, wire.Identity{Agent: "kimi-code", Instance: "bench"}, wire.Capabilities{}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,7 +385,7 @@ func sender(ctx context.Context, o options, base, token string) (func([]byte) er
 	}, func() { _ = c.CloseNow() }, nil
 }
 
-func dialWS(ctx context.Context, base, token, hello string) (*websocket.Conn, error) {
+func dialWS(ctx context.Context, base, token string, hello *wire.Hello) (*websocket.Conn, error) {
 	h := http.Header{}
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
@@ -394,7 +395,7 @@ func dialWS(ctx context.Context, base, token, hello string) (*websocket.Conn, er
 		return nil, err
 	}
 	c.SetReadLimit(64 << 20)
-	if err := c.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
+	if err := c.Write(ctx, websocket.MessageText, wire.Encode(hello)); err != nil {
 		return nil, err
 	}
 	if _, _, err := c.Read(ctx); err != nil {
@@ -436,7 +437,7 @@ func consumeSSE(ctx context.Context, base, token, session string, ready chan<- e
 }
 
 func consumeWS(ctx context.Context, base, token, session string, ready chan<- error, onEvent func(int64)) error {
-	c, err := dialWS(ctx, base, token, `{"type":"hello","versions":["0.1"],"role":"consumer"}`)
+	c, err := dialWS(ctx, base, token, wire.NewHello(wire.RoleConsumer, wire.Identity{}, wire.Capabilities{}))
 	if err != nil {
 		ready <- err
 		return err

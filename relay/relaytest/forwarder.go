@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Forwarder is the floor the relay benchmarks are measured against: lines
@@ -60,7 +62,7 @@ func (f *forwarder) socket(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := c.Read(ctx); err != nil {
 		return
 	}
-	if c.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"]}`)) != nil {
+	if c.Write(ctx, websocket.MessageText, wire.Encode(wire.NewHello(wire.RoleBoth, wire.Identity{Agent: "forwarder"}, wire.Capabilities{}))) != nil {
 		return
 	}
 	for {
