@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
@@ -388,7 +389,13 @@ func (s *TailState) Save(path string) error {
 	s.dirty = false
 	s.mu.Unlock()
 	if err == nil {
-		err = writeFileAtomic(path, append(b, '\n'))
+		err = os.MkdirAll(filepath.Dir(path), 0o700)
+	}
+	if err == nil {
+		err = atomicfile.Write(path, append(b, '\n'), atomicfile.Options{})
+	}
+	if errors.Is(err, atomicfile.ErrDirSync) {
+		err = nil // the state is in place; only its survival of a power loss is unsure
 	}
 	if err != nil {
 		s.mu.Lock()
@@ -397,28 +404,4 @@ func (s *TailState) Save(path string) error {
 		return fmt.Errorf("tail state: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path with b so a reader never sees a torn file.
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tail-state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
