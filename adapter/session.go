@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -251,13 +250,6 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtSpooled, Value: true})
 	}
 	return s.stream.Emit(e)
-}
-
-func (s *session) curRun() string {
-	if s.cur == nil {
-		return ""
-	}
-	return s.cur.id
 }
 
 // handle applies one mapped hook to the session. Callers hold s.mu.
@@ -740,9 +732,4 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 	}
 	s.emit(d, r.Events[0], emitOpts{noRun: true, data: data})
 	s.ended = true
-}
-
-// logPath is the session's log file.
-func (s *session) logPath() string {
-	return filepath.Join(logDir(s.srv.cfg.Home), LogFileName(s.id))
 }
