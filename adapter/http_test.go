@@ -222,7 +222,7 @@ func TestSpoolIngestAtStart(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("records left in the spool: %v", left)
 	}
-	q, _ := os.ReadDir(filepath.Join(dir, spool.QuarantineDir))
+	q, _ := spool.ListQuarantine(dir)
 	if len(q) != 1 {
 		t.Fatalf("quarantine holds %d records, want 1", len(q))
 	}

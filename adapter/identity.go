@@ -3,7 +3,9 @@ package adapter
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,21 +13,32 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // ensureToken returns the hook token, creating it (0600, in a 0700 dir) on
-// first start. kimi-hook reads the same file.
+// first start. kimi-hook reads the same file. A link in its place is
+// refused, never read, followed or chmod-ed.
 func ensureToken(home string) (string, error) {
 	path := tokenPath(home)
-	if b, err := os.ReadFile(path); err == nil {
+	if err := safefile.PrivateDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("hook token: %w", err)
+	}
+	f, err := safefile.OpenFile(path, os.O_RDONLY, 0)
+	switch {
+	case err == nil:
+		b, rerr := io.ReadAll(f)
+		if rerr == nil {
+			rerr = f.Chmod(0o600)
+		}
+		f.Close()
+		if rerr != nil {
+			return "", fmt.Errorf("hook token: %w", rerr)
+		}
 		if tok := strings.TrimSpace(string(b)); tok != "" {
-			if err := os.Chmod(path, 0o600); err != nil {
-				return "", fmt.Errorf("hook token: %w", err)
-			}
 			return tok, nil
 		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("hook token: %w", err)
 	}
 	var b [32]byte

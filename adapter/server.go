@@ -66,6 +66,8 @@ type Server struct {
 
 	// cmds records control command decisions for dedupe (AEP-0004 §3).
 	cmds ledger.Ledger
+
+	hard hardening
 }
 
 // NewServer prepares the adapter: the hook token (created 0600 on first
@@ -76,6 +78,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{})}
+	if err := privateDirs(cfg.Home); err != nil {
+		return nil, err
+	}
 	if s.token, err = ensureToken(cfg.Home); err != nil {
 		return nil, err
 	}
@@ -83,6 +88,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.hard = newHardening(s.metrics.reg)
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
 	s.web = httpdrain.NewEndpoint("adapter", cfg.Listen, s.Handler())
 	return s, nil
@@ -337,7 +343,8 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 		return 0
 	}
 	s.metrics.spoolBacklog.Set(float64(len(files)))
-	n := 0
+	n, quarantined := 0, false
+	defer func() { s.pruneQuarantine(quarantined) }()
 	now := s.cfg.Now()
 	for i, path := range files {
 		if minAge > 0 {
@@ -360,8 +367,9 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 			_, _, err = s.ingest(d, true)
 		}
 		if err != nil {
-			dst, qerr := spool.Quarantine(path)
+			dst, qerr := spool.Quarantine(path, err.Error())
 			s.metrics.quarantined.Inc()
+			quarantined = true
 			s.log.Warn("spool record quarantined", "record", path, "moved_to", dst, "err", err, "move_err", qerr)
 		} else if rerr := spool.Remove(path); rerr != nil {
 			s.log.Error("spool record not removed; it will be deduped on the next pass", "record", path, "err", rerr)

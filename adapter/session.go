@@ -162,7 +162,7 @@ func (s *session) open() {
 		return
 	}
 	srv := s.srv
-	log := journal.NewLog(logDir(srv.cfg.Home), s.id)
+	log := journal.NewLog(logDir(srv.cfg.Home), s.id).OnRepair(srv.tornTail)
 	s.stream = journal.NewStream(journal.StreamConfig{
 		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
 		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -58,6 +59,8 @@ type Bridge struct {
 
 	ready chan struct{}
 	cmds  ledger.Ledger
+
+	tornTails *prometheus.CounterVec
 }
 
 // activeLink is the connection control commands go through.
@@ -75,10 +78,14 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, ready: make(chan struct{}),
 		newID: aep.NewID, reported: map[string]bool{}}
+	if err := privateDirs(cfg.Home); err != nil {
+		return nil, err
+	}
 	if b.epoch, err = nextEpoch(cfg.Home, cfg.Now()); err != nil {
 		return nil, err
 	}
 	b.metrics = newMetrics(b)
+	b.tornTails = newTornTails(b.metrics.reg)
 	b.setState(KapDiscovering, "", nil)
 	b.web = httpdrain.NewEndpoint("bridge-web", cfg.Listen, b.Handler())
 	return b, nil
@@ -260,11 +267,16 @@ func (b *Bridge) endpoint(ctx context.Context) (endpoint, bool) {
 			base = b.cfg.KapURL
 		} else {
 			var skipped []Skipped
-			inst, skipped, derr = Discover(b.cfg.KimiHome, b.cfg.Now(), b.cfg.StaleInstance, b.cfg.PIDAlive)
+			inst, skipped, derr = Discover(b.cfg.KimiHome, b.cfg.Now(), b.cfg.StaleInstance, b.cfg.PIDAlive, b.cfg.AllowRemoteKap)
 			for _, s := range skipped {
 				if !counted[s] {
 					counted[s] = true
 					b.metrics.skipped.WithLabelValues(s.Reason).Inc()
+					if s.Reason == SkipRemote {
+						b.reportOnce(slog.LevelWarn, "kimi web instance record names a non-loopback host; refusing to send the kap token there (--allow-remote-kap allows it)",
+							"record", s.Path, "host", s.Host)
+						continue
+					}
 					b.log.Debug("instance record skipped", "record", s.Path, "reason", s.Reason)
 				}
 			}

@@ -104,6 +104,11 @@ type Config struct {
 	// discovering one; KapTokenFile overrides KimiHome/server.token.
 	KapURL       string
 	KapTokenFile string
+	// AllowRemoteKap lets discovery connect to (and send the kap token to)
+	// an instance record naming a non-loopback host; off, such records are
+	// skipped (SkipRemote). A fixed KapURL is the operator's choice either
+	// way.
+	AllowRemoteKap bool
 	// Host names this machine in source URIs.
 	Host string
 	// Posture is the capture posture and redaction pipeline.

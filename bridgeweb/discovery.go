@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -41,6 +41,19 @@ func (in Instance) BaseURL() string {
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(in.Port))
 }
 
+// Loopback reports whether the instance's host is this machine's loopback
+// (or every interface, which BaseURL reaches on loopback). The host is never
+// resolved: only "localhost" and loopback literals count.
+func (in Instance) Loopback() bool {
+	host := strings.TrimSuffix(strings.ToLower(strings.Trim(in.Host, "[]")), ".")
+	switch host {
+	case "", "0.0.0.0", "::", "localhost":
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // InstancesDir is the registry directory of a Kimi home.
 func InstancesDir(kimiHome string) string { return filepath.Join(kimiHome, "server", "instances") }
 
@@ -52,30 +65,28 @@ const (
 	SkipUnreadable = "unreadable"
 	SkipDeadPID    = "dead-pid"
 	SkipStale      = "stale-heartbeat"
+	// SkipRemote: the record names a host off this machine, where the
+	// bridge would send the kap bearer token. Only an operator's
+	// --allow-remote-kap lets discovery use it.
+	SkipRemote = "non-loopback-host"
 )
 
 // Skipped is a registry record discovery passed over, and why.
 type Skipped struct {
 	Path, Reason string
+	// Host is the record's host (SkipRemote only).
+	Host string
 }
 
 // ErrNoInstance means no live kap-server is registered.
 var ErrNoInstance = errors.New("no running kimi web (kap-server) registered")
 
-// pidAlive is kill(pid, 0): ESRCH means gone, EPERM means alive but not ours.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // Discover reads the instance registry and returns the newest live kap-server:
-// records whose pid is gone, whose heartbeat is older than staleAfter, or that
-// do not parse are skipped (and reported), never deleted: the registry is the
-// server's. alive tests a pid; nil means kill(pid, 0).
-func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive func(int) bool) (Instance, []Skipped, error) {
+// records whose pid is gone, whose heartbeat is older than staleAfter, that
+// do not parse, or (unless allowRemote) that name a non-loopback host are
+// skipped (and reported), never deleted: the registry is the server's. alive
+// tests a pid; nil means kill(pid, 0).
+func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive func(int) bool, allowRemote bool) (Instance, []Skipped, error) {
 	if alive == nil {
 		alive = pidAlive
 	}
@@ -97,13 +108,15 @@ func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive fu
 		in, err := readInstance(path)
 		switch {
 		case err != nil:
-			skipped = append(skipped, Skipped{path, SkipUnreadable})
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipUnreadable})
+		case !allowRemote && !in.Loopback():
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipRemote, Host: in.Host})
 		case !alive(in.PID):
-			skipped = append(skipped, Skipped{path, SkipDeadPID})
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipDeadPID})
 		case staleAfter > 0 && now.Sub(time.UnixMilli(in.HeartbeatAt)) > staleAfter:
 			// A live pid with a stopped heartbeat: a recycled pid, or a
 			// server that hung. Either way not one to connect to.
-			skipped = append(skipped, Skipped{path, SkipStale})
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipStale})
 		default:
 			live = append(live, in)
 		}

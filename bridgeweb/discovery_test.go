@@ -105,7 +105,7 @@ func TestDiscover(t *testing.T) {
 				os.MkdirAll(InstancesDir(home), 0o755)
 				os.WriteFile(filepath.Join(InstancesDir(home), name+".json"), []byte(raw), 0o644)
 			}
-			in, skipped, err := Discover(home, now, DefaultStaleInstance, alive(c.live...))
+			in, skipped, err := Discover(home, now, DefaultStaleInstance, alive(c.live...), false)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("err %v, want %v", err, c.wantErr)
@@ -143,7 +143,7 @@ func TestDiscoverRealPID(t *testing.T) {
 	writeInstance(t, home, "me", instance(os.Getpid(), 6001, now, now))
 	// A pid that cannot exist on Linux (above pid_max's hard limit).
 	writeInstance(t, home, "ghost", instance(1<<30, 6002, now.Add(time.Second), now))
-	in, skipped, err := Discover(home, now, DefaultStaleInstance, nil)
+	in, skipped, err := Discover(home, now, DefaultStaleInstance, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -215,30 +215,9 @@ func relayToken(getenv func(string) string, file string) (string, error) {
 		if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
 			return t, nil
 		}
-		file = filepath.Join(aepHome(getenv), TokenFileName)
-		if _, err := os.Stat(file); err != nil {
-			return "", nil
-		}
+		return readHomeToken(filepath.Join(aepHome(getenv), TokenFileName))
 	}
-	return readTokenFile(file)
-}
-
-// readTokenFile reads a token file, which must not be readable by others.
-// The token is trimmed as every server and client trims it; an empty file
-// is no token.
-func readTokenFile(file string) (string, error) {
-	st, err := os.Stat(file)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s is readable by others (mode %v): chmod 600 it", file, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	return httpguard.TrimToken(string(b)), nil
+	return readTokenFile(file, true)
 }
 
 func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Logger {

@@ -22,6 +22,7 @@ type bridgeWebOptions struct {
 	relayURL, home, token                        string
 	allowedHosts                                 string
 	verbose                                      bool
+	allowRemoteKap                               bool
 }
 
 func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
@@ -35,6 +36,13 @@ func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+	allowRemoteKapFlag(fs, &o.allowRemoteKap, getenv)
+}
+
+// allowRemoteKapFlag is bridge-web's and up's --allow-remote-kap.
+func allowRemoteKapFlag(fs *flag.FlagSet, v *bool, getenv func(string) string) {
+	fs.BoolVar(v, "allow-remote-kap", envBool(getenv, "AEP_KIMI_WEB_ALLOW_REMOTE_KAP", false),
+		"follow a kimi web instance record naming a non-loopback host, sending it the kap token; off, such records are skipped (env AEP_KIMI_WEB_ALLOW_REMOTE_KAP)")
 }
 
 // kimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).
@@ -96,6 +104,7 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 	cfg := bridgeweb.Config{
 		Listen: o.listen, Mode: mode, Home: o.home, KimiHome: o.kimiHome, AllowedHosts: hosts,
 		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, Posture: acfg.Posture, Logger: log,
+		AllowRemoteKap: o.allowRemoteKap,
 	}
 	cfg.Control.Enabled = envBool(getenv, "AEP_KIMI_WEB_CONTROL", false)
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)

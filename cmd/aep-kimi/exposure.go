@@ -50,5 +50,5 @@ func serverToken(getenv func(string) string, file string) (string, error) {
 	if file == "" {
 		return "", nil
 	}
-	return readTokenFile(file)
+	return readTokenFile(file, true)
 }

@@ -105,18 +105,18 @@ func TestREADMEQuickstart(t *testing.T) {
 	up.Env = env
 	upOut := &lockedBuffer{}
 	up.Stdout, up.Stderr = upOut, upOut
-	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	kimiharness.OwnGroup(up)
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}
 	upDone := make(chan error, 1)
 	go func() { upDone <- up.Wait() }()
 	t.Cleanup(func() {
-		syscall.Kill(-up.Process.Pid, syscall.SIGTERM)
+		kimiharness.SignalGroup(up.Process, syscall.SIGTERM)
 		select {
 		case <-upDone:
 		case <-time.After(15 * time.Second):
-			syscall.Kill(-up.Process.Pid, syscall.SIGKILL)
+			kimiharness.SignalGroup(up.Process, syscall.SIGKILL)
 			t.Error("aep-kimi up did not stop on SIGTERM")
 		}
 	})

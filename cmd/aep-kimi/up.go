@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -202,11 +203,13 @@ func upToken(getenv func(string) string, home string) (token, file string, err e
 	file = getenv("AEP_TOKEN_FILE")
 	if file == "" {
 		file = filepath.Join(home, TokenFileName)
-		if _, statErr := os.Stat(file); errors.Is(statErr, os.ErrNotExist) {
+		if _, statErr := os.Lstat(file); errors.Is(statErr, os.ErrNotExist) {
 			if err := writeNewToken(file); err != nil {
 				return "", "", err
 			}
 		}
+		token, err = readHomeToken(file)
+		return token, file, err
 	}
 	token, err = relayToken(getenv, file)
 	return token, file, err
@@ -220,7 +223,7 @@ func writeNewToken(path string) error {
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := safefile.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}

@@ -23,12 +23,13 @@ func (b *bridgeChoice) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&b.opts.mode, "mode", b.opts.mode, "bridge mode: companion (next to the hook adapter) or primary (env AEP_KIMI_WEB_MODE)")
 	fs.StringVar(&b.opts.listen, "bridge-listen", b.opts.listen, "bridge /healthz and /metrics address (env AEP_KIMI_WEB_ADDR)")
 	fs.StringVar(&b.opts.kimiHome, "kimi-home", b.opts.kimiHome, "Kimi's home, where kimi web registers itself (env KIMI_CODE_HOME)")
+	allowRemoteKapFlag(fs, &b.opts.allowRemoteKap, getenv)
 }
 
 // start builds the bridge when a kimi web server is discoverable (or --web)
 // and says what happened, for up's report.
 func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (daemon, string, error) {
-	_, _, err := bridgeweb.Discover(b.opts.kimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil)
+	_, _, err := bridgeweb.Discover(b.opts.kimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil, b.opts.allowRemoteKap)
 	found := err == nil
 	if !found && !b.force {
 		return nil, fmt.Sprintf("not started: no kimi web server registered under %s (start `kimi web` and rerun up, or pass --web to wait for one)", bridgeweb.InstancesDir(b.opts.kimiHome)), nil

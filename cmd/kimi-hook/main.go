@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 )
 
@@ -350,8 +351,10 @@ func (d delivery) spool(reason string, stderr io.Writer) {
 	}
 }
 
+// readToken reads the hook token; a link in its place reads as no token
+// (the adapter refuses to start over one too), so the payload spools.
 func readToken(home string) string {
-	b, err := os.ReadFile(filepath.Join(home, "kimi", "hook.token"))
+	b, err := safefile.ReadFile(filepath.Join(home, "kimi", "hook.token"))
 	if err != nil {
 		return ""
 	}

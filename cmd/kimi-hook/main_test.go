@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -205,7 +206,7 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 		before, _ := spool.List(spool.Dir(home))
 		cmd := exec.Command("/bin/sh", "-c", "'"+hookBinary(t)+"' --daemon "+base+" --home '"+home+"' --timeout 10")
 		cmd.Stdin = strings.NewReader(payload)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		kimiharness.OwnGroup(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -218,10 +219,9 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 			}
 			return false
 		})
-		pgid := cmd.Process.Pid
-		syscall.Kill(-pgid, syscall.SIGTERM)
+		kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
 		time.Sleep(100 * time.Millisecond)
-		syscall.Kill(-pgid, syscall.SIGKILL)
+		kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL)
 		cmd.Wait()
 	}
 	waitFor(t, "every killed hook's payload, once", func() bool {

@@ -90,15 +90,3 @@ func Write(path string, data []byte, o Options) (err error) {
 	}
 	return nil
 }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	serr := d.Sync()
-	if cerr := d.Close(); serr == nil {
-		serr = cerr
-	}
-	return serr
-}

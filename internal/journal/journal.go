@@ -18,10 +18,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // maxNameBytes keeps log file names well under the usual 255-byte limit.
@@ -61,16 +61,25 @@ func FileName(session string) string {
 
 // Log appends one event per line with a single write(2) each, so a
 // concurrent reader (tail -f) never sees a torn line. The file (0600, in a
-// 0700 directory) opens on the first append. Not safe for concurrent use:
-// its owner serializes appends (one writer per session).
+// 0700 directory) opens on the first append, never through a link, and a
+// torn tail left by a crash is repaired as it opens (see Repair). Not safe
+// for concurrent use: its owner serializes appends (one writer per session).
 type Log struct {
-	path string
-	f    *os.File
+	path     string
+	f        *os.File
+	onRepair func(Repair)
 }
 
 // NewLog returns the log of session under dir.
 func NewLog(dir, session string) *Log {
 	return &Log{path: filepath.Join(dir, FileName(session))}
+}
+
+// OnRepair sets what is told when opening the log repaired a torn tail
+// (nil: nobody); it returns l.
+func (l *Log) OnRepair(fn func(Repair)) *Log {
+	l.onRepair = fn
+	return l
 }
 
 // Path is the log's file.
@@ -79,14 +88,22 @@ func (l *Log) Path() string { return l.path }
 // Append writes one line.
 func (l *Log) Append(line []byte) error {
 	if l.f == nil {
-		if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+		if err := safefile.PrivateDir(filepath.Dir(l.path)); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := safefile.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 		if err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
+		rep, err := repairTail(f, l.path, time.Now())
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("log: %w", err)
+		}
 		l.f = f
+		if rep.Action != "" && l.onRepair != nil {
+			l.onRepair(rep)
+		}
 	}
 	buf := make([]byte, 0, len(line)+1)
 	buf = append(buf, line...)
@@ -124,18 +141,18 @@ const MaxEpoch = 1<<53 - 1
 // (AEP-0001 §7.2: an epoch never repeats for a session). The record is
 // updated under a file lock, so two emitters starting at once differ.
 func NextEpoch(path string, now time.Time) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := safefile.PrivateDir(filepath.Dir(path)); err != nil {
 		return 0, fmt.Errorf("epoch: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := safefile.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("epoch: %w", err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := safefile.Lock(f); err != nil {
 		return 0, fmt.Errorf("epoch: lock: %w", err)
 	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close
+	defer safefile.Unlock(f) //nolint:errcheck // released on close
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
 	// An unreadable record counts as 0 (the clock takes over); one out of
@@ -161,10 +178,11 @@ func NextEpoch(path string, now time.Time) (int64, error) {
 // log (a partial first line skipped): how a restarted emitter folds its
 // recent state back in. It returns how many lines it passed over because they
 // do not parse, and an error naming the file when the log exists but cannot
-// be read to its end, so the caller can log and count what recovery missed.
-// A missing log replays nothing and is no error.
+// be read to its end (or is a link, which is never followed), so the caller
+// can log and count what recovery missed. A missing log replays nothing and
+// is no error.
 func Replay(path string, maxBytes int64, fn func(*aep.Event)) (skipped int, err error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}

@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // Environment variables that steer the harness.
@@ -75,10 +75,10 @@ func Bin(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := safefile.Lock(lock); err != nil {
 		return "", err
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close
+	defer safefile.Unlock(lock) //nolint:errcheck // released on close
 	bin := filepath.Join(cache, "bin", "kimi")
 	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
 		return bin, nil

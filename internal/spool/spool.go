@@ -26,10 +26,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // Ext is the file suffix of a spool record.
@@ -64,24 +64,25 @@ func Dir(home string) string { return filepath.Join(home, "kimi", "spool") }
 // Append numbers and writes one record under the spool lock and returns its
 // sequence number and path. The payload is stored byte-for-byte.
 func Append(dir string, h Header, payload []byte) (uint64, string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := safefile.PrivateDir(dir); err != nil {
 		return 0, "", fmt.Errorf("spool: %w", err)
 	}
 	// The lock file also holds the counter, so numbering is one open.
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := safefile.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return 0, "", fmt.Errorf("spool: %w", err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := safefile.Lock(lock); err != nil {
 		return 0, "", fmt.Errorf("spool: lock: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
+	defer safefile.Unlock(lock) //nolint:errcheck // released on close anyway
 
 	seq := readSeq(lock) + 1
-	// Never reuse a number still on disk, even if .seq was lost.
+	// Never reuse a number still on disk (a link included), even if .seq
+	// was lost.
 	for {
-		if _, err := os.Stat(recordPath(dir, seq)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(recordPath(dir, seq)); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		seq++
@@ -152,9 +153,9 @@ func List(dir string) ([]string, error) {
 // ErrCorrupt marks a record whose header cannot be read.
 var ErrCorrupt = errors.New("corrupt spool record")
 
-// Read loads one record.
+// Read loads one record; a link in its place is refused (safefile.ErrLink).
 func Read(path string) (Record, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path)
 	if err != nil {
 		return Record{}, fmt.Errorf("spool: %w", err)
 	}
@@ -187,15 +188,22 @@ func Remove(path string) error {
 }
 
 // Quarantine moves a record that cannot be ingested out of the way, keeping
-// it for a person to inspect, and returns its new path.
-func Quarantine(path string) (string, error) {
+// it for a person to inspect, with why in a side file (<record>.reason), and
+// returns its new path. The payload is raw and unredacted: PruneQuarantine
+// bounds what is kept.
+func Quarantine(path, reason string) (string, error) {
 	qdir := filepath.Join(filepath.Dir(path), QuarantineDir)
-	if err := os.MkdirAll(qdir, 0o700); err != nil {
+	if err := safefile.PrivateDir(qdir); err != nil {
 		return "", fmt.Errorf("spool: %w", err)
 	}
 	dst := filepath.Join(qdir, filepath.Base(path))
 	if err := os.Rename(path, dst); err != nil {
 		return "", fmt.Errorf("spool: %w", err)
 	}
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	// The reason is a note for a person: the record is kept without it.
+	atomicfile.Write(dst+ReasonExt, []byte(strings.ToValidUTF8(reason, "?")+"\n"), atomicfile.Options{NoSync: true}) //nolint:errcheck // best effort
 	return dst, nil
 }

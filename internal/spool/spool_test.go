@@ -91,12 +91,13 @@ func TestCorruptAndQuarantine(t *testing.T) {
 	if _, err := Read(bad); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Read = %v, want ErrCorrupt", err)
 	}
-	dst, err := Quarantine(bad)
+	dst, err := Quarantine(bad, "corrupt spool record: bad header")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(dst); err != nil {
-		t.Fatal("quarantined record missing")
+	qs, err := ListQuarantine(dir)
+	if err != nil || len(qs) != 1 || qs[0].Path != dst || qs[0].Size != 9 || qs[0].Reason != "corrupt spool record: bad header" {
+		t.Fatalf("quarantine lists %+v %v", qs, err)
 	}
 	files, _ := List(dir)
 	if len(files) != 0 {

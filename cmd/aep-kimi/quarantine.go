@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+)
+
+// Kinds of quarantined file.
+const (
+	quarantineSpool = "spool"     // a hook payload the adapter could not ingest (raw)
+	quarantineTorn  = "torn-tail" // a partial last line cut from a session log
+)
+
+// quarantinedFile is one line of `aep-kimi quarantine`.
+type quarantinedFile struct {
+	Kind     string    `json:"kind"`
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+	AgeS     int64     `json:"age_s"`
+	Reason   string    `json:"reason"`
+}
+
+// runQuarantine lists what aep-kimi set aside under its home rather than
+// drop: spool records the adapter could not ingest and torn log tails.
+func runQuarantine(_ context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("aep-kimi quarantine", flag.ContinueOnError)
+	home := fs.String("home", aepHome(os.Getenv), "AEP home (env AEP_HOME)")
+	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
+	fs.Usage = func() {
+		fmt.Fprintln(std.err, "usage: aep-kimi quarantine [--home DIR] [--json]")
+		fmt.Fprintln(std.err, "\nLists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.")
+		fmt.Fprintf(std.err, "  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", quarantineSpool)
+		fmt.Fprintln(std.err, "             prompts and tool output, unredacted. The adapter keeps at most "+
+			fmt.Sprintf("%d MiB of them, none older than %s,", spool.QuarantineMaxBytes>>20, spool.QuarantineMaxAge))
+		fmt.Fprintln(std.err, "             removing the oldest first.")
+		fmt.Fprintf(std.err, "  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", quarantineTorn)
+		fmt.Fprintln(std.err, "             append, next to the log as <session>.jsonl.torn-<time>. Kept until you delete it.")
+		fmt.Fprintln(std.err, "Delete a file with rm once you have looked at it.")
+		fmt.Fprintln(std.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, std, 0); !ok {
+		return code
+	}
+	files, err := listQuarantine(*home, time.Now())
+	if err != nil {
+		fmt.Fprintf(std.err, "aep-kimi quarantine: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(std.out)
+		for _, f := range files {
+			enc.Encode(f) //nolint:errcheck // stdout gone
+		}
+		return 0
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(std.out, "nothing in quarantine under %s\n", *home)
+		return 0
+	}
+	tw := tabwriter.NewWriter(std.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tAGE\tSIZE\tPATH\tREASON")
+	for _, f := range files {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", f.Kind, time.Duration(f.AgeS)*time.Second, f.Size, f.Path, f.Reason)
+	}
+	tw.Flush()
+	return 0
+}
+
+// listQuarantine gathers both kinds, oldest first.
+func listQuarantine(home string, now time.Time) ([]quarantinedFile, error) {
+	qs, err := spool.ListQuarantine(spool.Dir(home))
+	if err != nil {
+		return nil, err
+	}
+	var out []quarantinedFile
+	for _, q := range qs {
+		out = append(out, quarantinedFile{Kind: quarantineSpool, Path: q.Path, Size: q.Size, Modified: q.ModTime, Reason: q.Reason})
+	}
+	torn, err := filepath.Glob(filepath.Join(home, "logs", "*", "*"+journal.TornSuffix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range torn {
+		st, err := os.Lstat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		log := filepath.Base(p[:strings.LastIndex(p, journal.TornSuffix)])
+		out = append(out, quarantinedFile{Kind: quarantineTorn, Path: p, Size: st.Size(), Modified: st.ModTime(),
+			Reason: "partial last line cut from " + log})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Modified.Before(out[j].Modified) })
+	for i := range out {
+		out[i].AgeS = int64(max(now.Sub(out[i].Modified), 0) / time.Second)
+	}
+	return out, nil
+}
