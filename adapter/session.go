@@ -218,23 +218,12 @@ type emitOpts struct {
 	// run overrides the run attribute; noRun leaves it out.
 	run   string
 	noRun bool
-	data  map[string]any // merged into the mapped data (adapter facts)
 }
 
 // emit puts one event on the session's stream (journal.Stream.Emit: the one
 // critical section), with the identity the session's state decides. Callers
 // hold s.mu.
 func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
-	if o.data != nil {
-		merged := make(map[string]any, len(m.Data)+len(o.data))
-		for k, v := range m.Data {
-			merged[k] = v
-		}
-		for k, v := range o.data {
-			merged[k] = v
-		}
-		m.Data = merged
-	}
 	e := journal.Entry{Event: m, At: d.at, Cause: o.cause, Subject: o.subject}
 	switch {
 	case o.noRun:
@@ -427,19 +416,13 @@ func (s *session) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
 }
 
 // closeRun emits the run's terminal and forgets it.
-func (s *session) closeRun(d *delivery, terminal mapping.Event, extra map[string]any) {
+func (s *session) closeRun(d *delivery, terminal mapping.Event) {
 	r := s.cur
 	if r == nil {
 		return
 	}
-	data := map[string]any{}
-	for k, v := range extra {
-		data[k] = v
-	}
-	if ms := d.at.Sub(r.at).Milliseconds(); ms >= 0 {
-		data["duration_ms"] = ms
-	}
-	s.emit(d, terminal, emitOpts{run: r.id, cause: r.startID, data: data})
+	terminal = mapping.WithDuration(terminal, d.at.Sub(r.at).Milliseconds())
+	s.emit(d, terminal, emitOpts{run: r.id, cause: r.startID})
 	if r.turn != "" {
 		s.turnRuns[r.turn] = r.id
 	}
@@ -452,7 +435,7 @@ func (s *session) drainRun(d *delivery) {
 	if s.cur == nil {
 		return
 	}
-	s.closeRun(d, mapping.RunDrained(s.srv.cfg.Posture), nil)
+	s.closeRun(d, mapping.RunDrained(s.srv.cfg.Posture))
 }
 
 // promptSubmitted: one run per prompt that is not a steer. On a surface with
@@ -555,7 +538,7 @@ func (s *session) turnEnded(d *delivery, r *mapping.HookResult) {
 		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{})
 		return
 	}
-	s.closeRun(d, m, nil)
+	s.closeRun(d, m)
 }
 
 // interrupted: Interrupt closes the run of its turn as cancelled by the user.
@@ -574,7 +557,7 @@ func (s *session) interrupted(d *delivery, r *mapping.HookResult) {
 	if s.cur.turn == "" {
 		s.cur.turn = f.TurnID
 	}
-	s.closeRun(d, r.Events[0], nil)
+	s.closeRun(d, r.Events[0])
 }
 
 func fallback(p mapping.Posture, hook string) mapping.Event { return mapping.Fallback(hook, p) }
@@ -592,18 +575,16 @@ func (s *session) subagentStarted(d *delivery, r *mapping.HookResult) {
 }
 
 func (s *session) subagentStopped(d *delivery, r *mapping.HookResult) {
-	o := emitOpts{}
+	m, o := r.Events[0], emitOpts{}
 	for i, sc := range s.scopes {
 		if sc.started && (sc.agent == r.Facts.AgentName || r.Facts.AgentName == "") {
 			s.scopes = append(s.scopes[:i], s.scopes[i+1:]...)
 			o.cause = sc.startID
-			if ms := d.at.Sub(sc.at).Milliseconds(); ms >= 0 {
-				o.data = map[string]any{"duration_ms": ms}
-			}
+			m = mapping.WithDuration(m, d.at.Sub(sc.at).Milliseconds())
 			break
 		}
 	}
-	s.emit(d, r.Events[0], o)
+	s.emit(d, m, o)
 }
 
 // toolRequested records the request for pairing, and holds it at the control
@@ -622,18 +603,16 @@ func (s *session) toolRequested(d *delivery, r *mapping.HookResult) outcome {
 
 // toolFinished pairs the result with its request by tool_call_id.
 func (s *session) toolFinished(d *delivery, r *mapping.HookResult) {
-	o := emitOpts{}
+	m, o := r.Events[0], emitOpts{}
 	if rec := s.tools[r.Facts.ToolCallID]; rec != nil && r.Facts.ToolCallID != "" {
 		delete(s.tools, r.Facts.ToolCallID)
 		o.cause, o.run = rec.id, rec.run
 		if o.run == "" {
 			o.noRun = true
 		}
-		if ms := d.at.Sub(rec.at).Milliseconds(); ms >= 0 {
-			o.data = map[string]any{"duration_ms": ms}
-		}
+		m = mapping.WithDuration(m, d.at.Sub(rec.at).Milliseconds())
 	}
-	s.emit(d, r.Events[0], o)
+	s.emit(d, m, o)
 }
 
 // permissionRequested opens an observed attention; from is the result it was
@@ -686,7 +665,7 @@ func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
 	run := rec.run
 	latency := d.at.Sub(rec.at).Milliseconds()
 	if m.Type == "attention.resolved" { // cancelled
-		s.emit(d, m, emitOpts{subject: rec.id, cause: rec.id, run: run, noRun: run == "", data: map[string]any{"latency_ms": max(latency, 0)}})
+		s.emit(d, mapping.WithLatency(m, latency), emitOpts{subject: rec.id, cause: rec.id, run: run, noRun: run == ""})
 		return
 	}
 	answered := s.emit(d, m, emitOpts{subject: rec.id, cause: rec.id, run: run, noRun: run == ""})
@@ -725,11 +704,10 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{noRun: true})
 		return
 	}
-	data := map[string]any{}
+	m := r.Events[0]
 	if !s.startedAt.IsZero() {
-		data["duration_ms"] = max(d.at.Sub(s.startedAt).Milliseconds(), 0)
-		data["runs"] = s.runs
+		m = mapping.WithSessionSummary(m, d.at.Sub(s.startedAt).Milliseconds(), s.runs)
 	}
-	s.emit(d, r.Events[0], emitOpts{noRun: true, data: data})
+	s.emit(d, m, emitOpts{noRun: true})
 	s.ended = true
 }

@@ -201,17 +201,16 @@ func (m *machine) turnEnded(f mapping.Frame, r *mapping.WebResult, agent string,
 		return m.degrade(f, m.runFor(agent))
 	}
 	delete(m.runs, agent)
-	ev := r.Events[0]
-	if ms, ok := integer(f.Payload, "durationMs"); ok && ms >= 0 {
-		ev.Data["duration_ms"] = ms
-	} else {
-		ev.Data["duration_ms"] = max(at.Sub(rec.at).Milliseconds(), 0)
+	ms, ok := integer(f.Payload, "durationMs")
+	if !ok || ms < 0 {
+		ms = max(at.Sub(rec.at).Milliseconds(), 0)
 	}
+	ev := mapping.WithDuration(r.Events[0], ms)
 	cause := rec.startID
 	if ev.Type == "run.cancelled" && rec.cancel != nil {
 		// The abort the bridge posted: the outcome of that command.
 		cause = rec.cancel.cmdID
-		ev.Data["by"] = "control"
+		ev = mapping.CancelledByControl(ev)
 	}
 	return []draft{{id: m.newID(), ev: ev, run: rec.id, cause: cause}}
 }
@@ -236,8 +235,7 @@ func (m *machine) toolResult(f mapping.Frame, r *mapping.WebResult, agent string
 		return []draft{{id: m.newID(), ev: mapping.WebUnpairedToolResult(f, m.posture), run: m.runFor(agent)}}
 	}
 	delete(m.tools, call)
-	ev := mapping.WebToolResult(f, rec.name, m.posture)
-	ev.Data["duration_ms"] = max(at.Sub(rec.at).Milliseconds(), 0)
+	ev := mapping.WithDuration(mapping.WebToolResult(f, rec.name, m.posture), max(at.Sub(rec.at).Milliseconds(), 0))
 	return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.id}}
 }
 
@@ -251,29 +249,23 @@ func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent stri
 	}
 	ev := r.Events[0]
 	question := f.Type == "event.question.requested"
-	d := draft{id: m.newID(), ev: ev, run: m.runFor(agent)}
+	d := draft{id: m.newID(), run: m.runFor(agent)}
+	var expires string
 	if exp, ok := timeField(f.Payload, "expires_at"); ok {
-		ev.Data["expires_at"] = aep.FormatTime(exp)
+		expires = aep.FormatTime(exp)
 	}
 	rec := &askRec{vendorID: ev.Subject, reqID: d.id, run: d.run, question: question, at: at}
+	var options []aep.Option
 	if m.control && !question && rec.vendorID != "" {
-		ev.Data["options"] = m.optionList(ev.Capture)
-		ev.Data["respond_via"] = []any{"control"}
+		options = approvalOptions
 		rec.options = true
-	} else {
-		ev.Data["respond_via"] = []any{"oob"}
 	}
+	d.ev = mapping.Offered(ev, expires, options)
 	if rec.vendorID != "" {
 		m.asks[rec.vendorID] = rec
 		m.byReq[rec.reqID] = rec
 	}
 	return []draft{d}
-}
-
-// optionList renders the approval options: labels at redacted and above, the
-// ids as labels at metadata (the [metadata*] rule: no content below redacted).
-func (m *machine) optionList(level aep.Capture) []any {
-	return aep.OptionsData(approvalOptions, level)
 }
 
 // askResolved closes an attention request: answered then resolved{answered},
@@ -293,26 +285,20 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 	delete(m.byReq, rec.reqID)
 	latency := max(at.Sub(rec.at).Milliseconds(), 0)
 	if ev.Type == "attention.resolved" {
-		ev.Data["latency_ms"] = latency
+		ev = mapping.WithLatency(ev, latency)
 		return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}}
 	}
-	answered := draft{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}
+	answered := draft{id: m.newID(), run: rec.run, cause: rec.reqID, subject: rec.reqID}
 	resolvedCause := answered.id
-	answer, _ := ev.Data["answer"].(map[string]any)
 	decision := str(f.Payload, "decision")
 	if pc := rec.decision; pc != nil && pc.decision == decision {
-		ev.Data["via"] = "control"
-		if pc.by != "" {
-			ev.Data["by"] = pc.by
-		}
-		if answer != nil {
-			answer["option"] = pc.option
-		}
+		ev = mapping.ViaControl(ev, pc.option, pc.by)
 		answered.cause, resolvedCause = pc.cmdID, pc.cmdID
-	} else if rec.options && answer != nil && decision == OptApprove && str(f.Payload, "scope") == "session" {
+	} else if rec.options && decision == OptApprove && str(f.Payload, "scope") == "session" {
 		// Keep the recorded answer inside the declared option ids.
-		answer["option"] = OptApproveSession
+		ev = mapping.WithAnswerOption(ev, OptApproveSession)
 	}
+	answered.ev = ev
 	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, latency, "", m.posture)
 	return []draft{answered, {id: m.newID(), ev: resolved, run: rec.run, cause: resolvedCause, subject: rec.reqID}}
 }

@@ -185,3 +185,84 @@ func WebGap(reason string, fromSeq, toSeq int64, kapEpoch, nextKapEpoch string, 
 func WebUnrecognized(p Posture) Event {
 	return newEvent(p, WebUnrecognizedType, aep.SeverityDebug)
 }
+
+// The decorators below add what an emitter measured or decided to an event
+// mapping already shaped. Each returns a copy: the event passed in, and any
+// map inside it, is never changed.
+
+// WithDuration adds duration_ms, how long what the event ends took; a
+// negative one (a clock step) is left out.
+func WithDuration(e Event, ms int64) Event {
+	if ms < 0 {
+		return e
+	}
+	return e.with("duration_ms", ms)
+}
+
+// WithLatency adds latency_ms, how long an attention request waited; a
+// negative one reads as 0.
+func WithLatency(e Event, ms int64) Event {
+	return e.with("latency_ms", max(ms, 0))
+}
+
+// WithSessionSummary adds what a session's end knows of it: how long it
+// lasted (a negative one reads as 0) and how many runs it had.
+func WithSessionSummary(e Event, durationMs int64, runs int) Event {
+	return e.with("duration_ms", max(durationMs, 0)).with("runs", runs)
+}
+
+// CancelledByControl marks a run's cancellation as the outcome of a
+// control.cancel the emitter carried out.
+func CancelledByControl(e Event) Event {
+	return e.with("by", "control")
+}
+
+// Offered says how an attention request can be answered: through control
+// with these options, or, when options is nil, only in the vendor's own UI
+// (respond_via oob, AEP-0008). expiresAt is set when the vendor gives one.
+func Offered(e Event, expiresAt string, options []aep.Option) Event {
+	if expiresAt != "" {
+		e = e.with("expires_at", expiresAt)
+	}
+	if options == nil {
+		return e.with("respond_via", []any{"oob"})
+	}
+	return e.with("options", aep.OptionsData(options, e.Capture)).with("respond_via", []any{"control"})
+}
+
+// ViaControl marks an answer as the outcome of a command: via control, the
+// sender as by (when known) and the declared option the command applied.
+func ViaControl(e Event, option, by string) Event {
+	e = WithAnswerOption(e.with("via", "control"), option)
+	if by != "" {
+		e = e.with("by", by)
+	}
+	return e
+}
+
+// WithAnswerOption records the answer under a declared option id (a vendor
+// decision word narrowed to the option it means); an event without an
+// answer is returned as is.
+func WithAnswerOption(e Event, option string) Event {
+	answer, ok := e.Data["answer"].(map[string]any)
+	if !ok {
+		return e
+	}
+	out := make(map[string]any, len(answer)+1)
+	for k, v := range answer {
+		out[k] = v
+	}
+	out["option"] = option
+	return e.with("answer", out)
+}
+
+// with returns e with data key set, on a copy of its data.
+func (e Event) with(key string, v any) Event {
+	data := make(map[string]any, len(e.Data)+1)
+	for k, x := range e.Data {
+		data[k] = x
+	}
+	data[key] = v
+	e.Data = data
+	return e
+}

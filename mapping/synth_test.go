@@ -3,6 +3,7 @@ package mapping
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -33,9 +34,52 @@ type synthArgs struct {
 	ToSeq        int64           `json:"to_seq"`
 	KapEpoch     string          `json:"kap_epoch"`
 	NextKapEpoch string          `json:"next_kap_epoch"`
-	Payload      json.RawMessage `json:"payload"`
 	ExpiresAt    string          `json:"expires_at"`
 	Options      []aep.Option    `json:"options"`
+	DurationMs   int64           `json:"duration_ms"`
+	Runs         int             `json:"runs"`
+	// Hook and Frame are the input a decorated (or gate) event is first
+	// mapped from: a hook payload, or a kap frame in primary mode.
+	Hook  json.RawMessage `json:"hook"`
+	Frame json.RawMessage `json:"frame"`
+}
+
+// mapped is the event a case's hook payload or kap frame maps to.
+func (a synthArgs) mapped(p Posture) (Event, error) {
+	var evs []Event
+	switch {
+	case a.Hook != nil:
+		r, err := Hook(a.Hook, p)
+		if err != nil {
+			return Event{}, err
+		}
+		evs = r.Events
+	case a.Frame != nil:
+		r, err := Web(a.Frame, Primary, p)
+		if err != nil {
+			return Event{}, err
+		}
+		evs = r.Events
+	}
+	if len(evs) != 1 {
+		return Event{}, fmt.Errorf("the input maps to %d events, want 1", len(evs))
+	}
+	return evs[0], nil
+}
+
+// decorated applies a decorator to the case's mapped event, and checks the
+// decorator left that event as it was.
+func decorated(a synthArgs, p Posture, decorate func(Event) Event) (Event, error) {
+	e, err := a.mapped(p)
+	if err != nil {
+		return Event{}, err
+	}
+	before, _ := json.Marshal(e)
+	out := decorate(e)
+	if after, _ := json.Marshal(e); !bytes.Equal(before, after) {
+		return Event{}, fmt.Errorf("the decorator changed its input:\n%s\n%s", before, after)
+	}
+	return out, nil
 }
 
 // synthCtors names every constructor of an event an emitter synthesizes from
@@ -62,11 +106,32 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	},
 	"WebUnrecognized": func(_ synthArgs, p Posture) (Event, error) { return WebUnrecognized(p), nil },
 	"GateRequest": func(a synthArgs, p Posture) (Event, error) {
-		r, err := Hook(a.Payload, p)
+		r, err := Hook(a.Hook, p)
 		if err != nil {
 			return Event{}, err
 		}
 		return GateRequest(r, p, a.ExpiresAt, a.Options), nil
+	},
+	"WithDuration": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return WithDuration(e, a.DurationMs) })
+	},
+	"WithLatency": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return WithLatency(e, a.LatencyMs) })
+	},
+	"WithSessionSummary": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return WithSessionSummary(e, a.DurationMs, a.Runs) })
+	},
+	"CancelledByControl": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, CancelledByControl)
+	},
+	"Offered": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return Offered(e, a.ExpiresAt, a.Options) })
+	},
+	"ViaControl": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return ViaControl(e, a.Option, a.By) })
+	},
+	"WithAnswerOption": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return WithAnswerOption(e, a.Option) })
 	},
 }
 
@@ -144,7 +209,7 @@ func TestSynthGolden(t *testing.T) {
 
 // TestEmittersBuildNoEvents keeps every event shape here: the adapter and
 // the bridge decide when to emit, never what, so neither builds a
-// mapping.Event literal of its own.
+// mapping.Event literal of its own nor writes into an event's data.
 func TestEmittersBuildNoEvents(t *testing.T) {
 	for _, dir := range []string{"../adapter", "../bridgeweb"} {
 		fset := token.NewFileSet()
@@ -161,6 +226,16 @@ func TestEmittersBuildNoEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
+				if as, ok := n.(*ast.AssignStmt); ok {
+					for _, lhs := range as.Lhs {
+						if ix, ok := lhs.(*ast.IndexExpr); ok {
+							if sel, ok := ix.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Data" {
+								t.Errorf("%s: writes into an event's data; add a decorator to mapping instead", fset.Position(as.Pos()))
+							}
+						}
+					}
+					return true
+				}
 				lit, ok := n.(*ast.CompositeLit)
 				if !ok {
 					return true
