@@ -144,7 +144,7 @@ func loopbackHost(host string) bool {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // errorBody is the JSON error shape every daemon answers with.
