@@ -20,7 +20,8 @@ const QuarantinePruneEvery = time.Minute
 // tightens existing ones, to 0700. The home itself is the operator's and is
 // left as it is.
 func privateDirs(home string) error {
-	for _, d := range []string{kimiDir(home), spool.Dir(home), filepath.Dir(logDir(home)), logDir(home)} {
+	dirs := []string{kimiDir(home), spool.Dir(home), spool.QuarantinePath(spool.Dir(home)), filepath.Dir(logDir(home)), logDir(home)}
+	for _, d := range dirs {
 		if err := safefile.PrivateDir(d); err != nil {
 			return fmt.Errorf("adapter home: %w", err)
 		}

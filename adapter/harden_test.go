@@ -111,7 +111,7 @@ func TestHomeDirectoriesTightened(t *testing.T) {
 		t.Skip("no Unix modes")
 	}
 	home := t.TempDir()
-	dirs := []string{kimiDir(home), spool.Dir(home), filepath.Dir(logDir(home)), logDir(home)}
+	dirs := []string{kimiDir(home), spool.Dir(home), spool.QuarantinePath(spool.Dir(home)), filepath.Dir(logDir(home)), logDir(home)}
 	for _, d := range dirs {
 		os.MkdirAll(d, 0o755)
 		os.Chmod(d, 0o755)

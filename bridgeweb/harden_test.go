@@ -1,6 +1,7 @@
 package bridgeweb
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -122,4 +125,16 @@ func TestBridgeRefusesRemoteInstance(t *testing.T) {
 		}
 		tb.stop(t)
 	}
+}
+
+// A link planted where the bridge keeps its epoch stops it with a clear
+// error; the target stays as it was.
+func TestBridgeRefusesLinkedEpoch(t *testing.T) {
+	home := t.TempDir()
+	link := safefiletest.Plant(t, epochPath(home))
+	_, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Listen: "127.0.0.1:0"})
+	if !errors.Is(err, safefile.ErrLink) || !strings.Contains(err.Error(), link.Path) {
+		t.Fatalf("err %v, want a refused link naming %s", err, link.Path)
+	}
+	link.Untouched(t)
 }

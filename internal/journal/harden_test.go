@@ -108,3 +108,20 @@ func TestEpochRefusesLink(t *testing.T) {
 	}
 	link.Untouched(t)
 }
+
+// A log left readable by others is tightened to 0600 when it opens.
+func TestAppendTightensMode(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix modes")
+	}
+	l := NewLog(t.TempDir(), "s")
+	os.WriteFile(l.Path(), []byte(event1+"\n"), 0o644)
+	os.Chmod(l.Path(), 0o644)
+	if err := l.Append([]byte(`{"b":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if st, _ := os.Stat(l.Path()); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode().Perm())
+	}
+}

@@ -19,8 +19,8 @@ import (
 	"os"
 )
 
-// ErrLink marks a path that is a symbolic link (or another reparse point)
-// where a regular file was expected.
+// ErrLink marks a path that is a symbolic link where a regular file was
+// expected.
 var ErrLink = errors.New("is a symbolic link; refusing to follow it")
 
 // ErrNotRegular marks a path that is a directory, device, pipe or socket
@@ -28,7 +28,9 @@ var ErrLink = errors.New("is a symbolic link; refusing to follow it")
 var ErrNotRegular = errors.New("is not a regular file")
 
 // OpenFile is os.OpenFile that refuses a link at path (ErrLink) and anything
-// but a regular file (ErrNotRegular).
+// but a regular file (ErrNotRegular). With O_CREATE the caller means a file
+// of mode perm: one that exists with more permissions for group or others is
+// tightened to perm.
 func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	f, err := openNoFollow(path, flag, perm)
 	if err != nil {
@@ -42,6 +44,12 @@ func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	if flag&os.O_CREATE != 0 && st.Mode().Perm()&^perm&0o077 != 0 {
+		if err := f.Chmod(perm); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("make %s private: %w", path, err)
+		}
 	}
 	return f, nil
 }

@@ -9,12 +9,12 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// openNoFollow checks path with Lstat, then opens it. A link (or junction,
-// or other reparse point) swapped in between the two is followed: Windows
-// offers no O_NOFOLLOW through os.OpenFile, and creating symbolic links
-// there takes a privilege ordinary users lack unless Developer Mode is on.
+// openNoFollow checks path with Lstat, then opens it. A link swapped in
+// between the two is followed: Windows offers no O_NOFOLLOW through
+// os.OpenFile, and creating symbolic links there takes a privilege ordinary
+// users lack unless Developer Mode is on.
 func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	if st, err := os.Lstat(path); err == nil && st.Mode()&(fs.ModeSymlink|fs.ModeIrregular) != 0 {
+	if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrLink}
 	}
 	f, err := os.OpenFile(path, flag, perm)
