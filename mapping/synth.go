@@ -32,7 +32,7 @@ const (
 // RunStarted opens a run no prompt payload carried: a turn the adapter saw
 // start with no prompt of its own.
 func RunStarted(trigger string, p Posture) Event {
-	e := newEvent(p, "run.started", aep.SeverityDebug)
+	e := newEvent(p, "run.started", aep.SeverityInfo)
 	e.Data["trigger"] = trigger
 	return e
 }
@@ -40,13 +40,13 @@ func RunStarted(trigger string, p Posture) Event {
 // RunDrained closes a run left open at a boundary (a session's end, a turn
 // that never ended) as cancelled, with no claim about who cancelled it.
 func RunDrained(p Posture) Event {
-	return newEvent(p, "run.cancelled", aep.SeverityDebug)
+	return newEvent(p, "run.cancelled", aep.SeverityInfo)
 }
 
 // PromptQueued records a prompt Kimi accepted while a turn was running: it
 // belongs to no run yet, its turn opens one later.
 func PromptQueued(p Posture) Event {
-	e := newEvent(p, TypePromptSubmitted, aep.SeverityDebug)
+	e := newEvent(p, TypePromptSubmitted, aep.SeverityInfo)
 	e.Data["queued"] = true
 	return e
 }
@@ -54,7 +54,7 @@ func PromptQueued(p Posture) Event {
 // SubagentTurnEnded is a subagent's own Stop (or StopFailure: failed): it
 // ends the subagent's turn inside the parent's run, never the run.
 func SubagentTurnEnded(failed bool, p Posture) Event {
-	e := newEvent(p, TypeSubagentTurnEnded, aep.SeverityDebug)
+	e := newEvent(p, TypeSubagentTurnEnded, aep.SeverityInfo)
 	if failed {
 		e.Data["failed"] = true
 	}
@@ -130,7 +130,7 @@ func ToolDenied(tool, callID, by string, p Posture) Event {
 
 // ControlAccepted acknowledges a command the emitter will carry out.
 func ControlAccepted(p Posture) Event {
-	return newEvent(p, "control.accepted", aep.SeverityDebug)
+	return newEvent(p, "control.accepted", aep.SeverityInfo)
 }
 
 // ControlRejected answers a command the emitter will not carry out: reason
@@ -148,14 +148,14 @@ func ControlRejected(reason, detail string, p Posture) Event {
 // InstructionDelivered says a queued instruction reached the agent, after
 // waiting queuedMs (a negative one reads as 0).
 func InstructionDelivered(queuedMs int64, p Posture) Event {
-	e := newEvent(p, TypeInstructionDelivered, aep.SeverityDebug)
+	e := newEvent(p, TypeInstructionDelivered, aep.SeverityInfo)
 	e.Data["queued_ms"] = max(queuedMs, 0)
 	return e
 }
 
 // InstructionDropped says a queued instruction will never be delivered.
 func InstructionDropped(reason string, p Posture) Event {
-	e := newEvent(p, TypeInstructionDropped, aep.SeverityDebug)
+	e := newEvent(p, TypeInstructionDropped, aep.SeverityInfo)
 	e.Data["reason"] = reason
 	return e
 }
@@ -183,7 +183,7 @@ func WebGap(reason string, fromSeq, toSeq int64, kapEpoch, nextKapEpoch string, 
 // WebUnrecognized stands in for a kap frame whose name the mapping could not
 // force into the type grammar: the moment stays visible, under a legal name.
 func WebUnrecognized(p Posture) Event {
-	return newEvent(p, WebUnrecognizedType, aep.SeverityDebug)
+	return newEvent(p, WebUnrecognizedType, aep.SeverityInfo)
 }
 
 // The decorators below add what an emitter measured or decided to an event

@@ -74,7 +74,13 @@ func TestMetrics(t *testing.T) {
 	if r := do(t, srv, http.MethodGet, "/metrics", nil, map[string]string{"Authorization": ""}); r.status != 401 {
 		t.Fatalf("metrics without a token: %d", r.status)
 	}
-	body := string(do(t, srv, http.MethodGet, "/metrics", nil, nil).body)
+	// The delivery counter moves once the write batch has flushed, which
+	// can be just after the consumer read it.
+	var body string
+	eventually(t, "three SSE deliveries counted", func() bool {
+		body = string(do(t, srv, http.MethodGet, "/metrics", nil, nil).body)
+		return strings.Contains(body, `aepkimi_relay_deliveries_total{binding="sse"} 3`)
+	})
 	for _, want := range []string{
 		`aepkimi_relay_ingest_events_total{binding="http",result="buffered"} 2`,
 		`aepkimi_relay_ingest_events_total{binding="http",result="duplicate"} 1`,

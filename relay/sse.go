@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -109,6 +110,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 
 	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context()}
 	if err := sw.run(live); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A write stalled past WriteTimeout: the consumer is cut off
+			// like one whose queue overflowed, and counted the same way.
+			sub.q.overflow()
+		}
 		switch {
 		case errors.Is(err, errDraining):
 			_, _ = out.WriteString(": shutting-down\n\n")

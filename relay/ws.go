@@ -565,6 +565,7 @@ func (c *wsConn) keeper() {
 		case now := <-t.C:
 			if w := c.writingSince.Load(); w != 0 && now.Sub(time.Unix(0, w)) > s.cfg.WriteTimeout {
 				s.log.Info("socket write stalled; closing", "conn", c.id)
+				c.q.overflow() // cut off for being slow: counted as a disconnect
 				c.cancel()
 				_ = c.cork.Close() // unblocks a write the context cannot reach
 				return
