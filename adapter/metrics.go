@@ -21,6 +21,7 @@ type metrics struct {
 	parked       prometheus.Counter
 	parkExpired  prometheus.Counter
 	synthesized  prometheus.Counter
+	logRecover   prometheus.Counter
 	logErrors    prometheus.Counter
 	channel      *prometheus.GaugeVec
 	sessions     *prometheus.GaugeVec
@@ -66,6 +67,9 @@ func newMetrics(s *Server) *metrics {
 		synthesized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aepkimi_adapter_attention_from_result_total", Help: "Attention requests opened from a PermissionResult whose request never arrived.",
 		}),
+		logRecover: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_log_recovery_incomplete_total", Help: "Session logs whose recovery passed over unparsable lines or could not be read to the end.",
+		}),
 		logErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aepkimi_adapter_log_errors_total", Help: "Failed JSONL log appends.",
 		}),
@@ -83,7 +87,7 @@ func newMetrics(s *Server) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.hooks, m.events, m.roundTrip, m.badRequests, m.spoolBacklog, m.spooled,
-		m.quarantined, m.duplicates, m.parked, m.parkExpired, m.synthesized, m.logErrors,
+		m.quarantined, m.duplicates, m.parked, m.parkExpired, m.synthesized, m.logErrors, m.logRecover,
 		m.channel, m.sessions, m.commands, m.holds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -110,3 +114,5 @@ func newMetrics(s *Server) *metrics {
 func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(typ).Inc() }
 
 func (m *metrics) AppendFailed() { m.logErrors.Inc() }
+
+func (m *metrics) RecoveryIncomplete() { m.logRecover.Inc() }

@@ -167,7 +167,7 @@ func (s *session) open() {
 		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
 		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,
 	})
-	journal.Replay(log.Path(), recoveryTail, s.fold)
+	s.stream.Recover(recoveryTail, s.fold)
 }
 
 func (s *session) fold(ev *aep.Event) {

@@ -49,6 +49,7 @@ type metrics struct {
 	dormant     prometheus.Gauge
 	skipped     *prometheus.CounterVec
 	commands    *prometheus.CounterVec
+	logRecover  prometheus.Counter
 	logErrors   prometheus.Counter
 	globalDrops prometheus.Counter
 }
@@ -98,6 +99,9 @@ func newMetrics(b *Bridge) *metrics {
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aepkimi_bridgeweb_commands_total", Help: "Control commands by type and outcome.",
 		}, []string{"type", "outcome"}),
+		logRecover: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_bridgeweb_log_recovery_incomplete_total", Help: "Session logs whose recovery passed over unparsable lines or could not be read to the end.",
+		}),
 		logErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aepkimi_bridgeweb_log_errors_total", Help: "Failed JSONL log appends.",
 		}),
@@ -106,7 +110,7 @@ func newMetrics(b *Bridge) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.frames, m.badFrames, m.events, m.duplicates, m.gaps, m.staleRuns, m.connects, m.connErrors,
-		m.kapErrors, m.state, m.followed, m.dormant, m.skipped, m.commands, m.logErrors, m.globalDrops,
+		m.kapErrors, m.state, m.followed, m.dormant, m.skipped, m.commands, m.logErrors, m.logRecover, m.globalDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range b.cfg.Collectors {
 		m.reg.MustRegister(c)
@@ -139,3 +143,5 @@ func cmdLabel(t string) string {
 func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(eventLabel(typ)).Inc() }
 
 func (m *metrics) AppendFailed() { m.logErrors.Inc() }
+
+func (m *metrics) RecoveryIncomplete() { m.logRecover.Inc() }

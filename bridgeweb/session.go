@@ -57,7 +57,7 @@ const recoveryTail = 1 << 20
 // recover folds the tail of the session's log back into state: the kap
 // position the bridge had reached (so the subscribe resumes there) and the
 // runs, tools and asks that were open.
-func (s *session) recover() { journal.Replay(s.stream.Log().Path(), recoveryTail, s.fold) }
+func (s *session) recover() { s.stream.Recover(recoveryTail, s.fold) }
 
 func (s *session) fold(ev *aep.Event) {
 	epoch, okE := ev.ExtString(ExtKimiEpoch)

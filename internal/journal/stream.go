@@ -27,6 +27,9 @@ type Counters interface {
 	Emitted(typ string)
 	// AppendFailed counts one event the log could not take.
 	AppendFailed()
+	// RecoveryIncomplete counts one log whose recovery passed over lines
+	// or could not read it to its end.
+	RecoveryIncomplete()
 }
 
 // StreamConfig is everything one session's stream is built from.
@@ -149,4 +152,19 @@ func (s *Stream) Log() *Log {
 		return nil
 	}
 	return s.cfg.Log
+}
+
+// Recover folds the last maxBytes of the stream's log into fn, in file
+// order: how a restarted emitter gets a session's state back. What it could
+// not read (lines that do not parse, a log that is unreadable or a link) is
+// logged and counted, so recovery never misses state silently.
+func (s *Stream) Recover(maxBytes int64, fn func(*aep.Event)) {
+	skipped, err := Replay(s.cfg.Log.Path(), maxBytes, fn)
+	if skipped == 0 && err == nil {
+		return
+	}
+	s.cfg.Logger.Warn("session log recovery incomplete", "session", s.cfg.Session, "skipped_lines", skipped, "err", err)
+	if s.cfg.Counters != nil {
+		s.cfg.Counters.RecoveryIncomplete()
+	}
 }

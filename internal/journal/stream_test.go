@@ -13,14 +13,16 @@ import (
 
 // recorder keeps what a stream published and counted.
 type recorder struct {
-	published []*aep.Event
-	emitted   []string
-	failed    int
+	published     []*aep.Event
+	emitted       []string
+	failed        int
+	recoverMissed int
 }
 
 func (r *recorder) Publish(ev *aep.Event) { r.published = append(r.published, ev) }
 func (r *recorder) Emitted(typ string)    { r.emitted = append(r.emitted, typ) }
 func (r *recorder) AppendFailed()         { r.failed++ }
+func (r *recorder) RecoveryIncomplete()   { r.recoverMissed++ }
 
 func testStream(t *testing.T, log *Log, rec *recorder) *Stream {
 	t.Helper()
@@ -103,5 +105,42 @@ func TestStreamLogFailureStillPublishes(t *testing.T) {
 	var nilStream *Stream
 	if nilStream.Log() != nil {
 		t.Fatal("a nil stream has a log")
+	}
+}
+
+// Recovery folds what it can read and counts a log it could not read whole,
+// so a restarted emitter never misses state silently.
+func TestStreamRecoverCountsWhatItMissed(t *testing.T) {
+	dir := t.TempDir()
+	rec := &recorder{}
+	s := testStream(t, NewLog(dir, "s"), rec)
+	p := mapping.DefaultPosture()
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	if s.Emit(Entry{Event: mapping.RunStarted(mapping.TriggerUser, p), At: at}) == nil {
+		t.Fatal("emit failed")
+	}
+	if err := s.Log().Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var folded int
+	fresh := testStream(t, NewLog(dir, "s"), rec)
+	fresh.Recover(1<<20, func(*aep.Event) { folded++ })
+	if folded != 1 || rec.recoverMissed != 0 {
+		t.Fatalf("clean log: folded %d, missed %d", folded, rec.recoverMissed)
+	}
+
+	f, err := os.OpenFile(filepath.Join(dir, FileName("s")), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("not an event\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	folded = 0
+	fresh.Recover(1<<20, func(*aep.Event) { folded++ })
+	if folded != 1 || rec.recoverMissed != 1 {
+		t.Fatalf("log with a bad line: folded %d, missed %d", folded, rec.recoverMissed)
 	}
 }
