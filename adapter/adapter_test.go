@@ -14,25 +14,12 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// harnessDir is the Kimi harness as kimiharness.Dir finds it ($KIMI_HARNESS or
-// its default): skip without it, fail under CI.
-func harnessDir(t testing.TB) string {
-	t.Helper()
-	d, err := kimiharness.Dir()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the Kimi harness is missing: %v", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
-	return d
-}
-
-// capture is one hook as the harness captured it, in capture (arrival) order.
+// capture is one hook as a capture hook saw it in a real Kimi session, in
+// capture (arrival) order. testdata/captures holds one file per scenario,
+// recorded by internal/kimiharness's TestRecord.
 type capture struct {
 	Event string  `json:"event"`
 	Time  float64 `json:"time"`
@@ -41,7 +28,7 @@ type capture struct {
 
 func loadCapture(t testing.TB, name string) []capture {
 	t.Helper()
-	f, err := os.Open(filepath.Join(harnessDir(t), "payloads", "captures", name+".hooks.jsonl"))
+	f, err := os.Open(filepath.Join("testdata", "captures", name+".hooks.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

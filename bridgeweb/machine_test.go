@@ -8,25 +8,22 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// readHarnessFrames reads the real kimi web session the harness captured
-// (payloads/ws-frames.jsonl: approve, compact, queue and abort, reject,
-// heartbeat, archive), from the harness directory.
+// framesFile is a real kimi web session (approve, compact, queue and abort,
+// reject, heartbeat, archive): every WebSocket frame in arrival order, as
+// internal/kimiharness's TestRecord recorded it.
+const framesFile = "testdata/kimi-web-frames.jsonl"
+
+// readHarnessFrames reads framesFile.
 func readHarnessFrames() ([][]byte, error) {
-	dir, err := kimiharness.Dir()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "payloads", "ws-frames.jsonl"))
+	b, err := os.ReadFile(framesFile)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +36,7 @@ func readHarnessFrames() ([][]byte, error) {
 		}
 	}
 	if len(out) < 100 {
-		return nil, fmt.Errorf("ws-frames.jsonl has only %d frames", len(out))
+		return nil, fmt.Errorf("%s has only %d frames", framesFile, len(out))
 	}
 	return out, nil
 }
@@ -48,9 +45,22 @@ func harnessFrames(t testing.TB) [][]byte {
 	t.Helper()
 	frames, err := readHarnessFrames()
 	if err != nil {
-		t.Skipf("no Kimi harness frames: %v", err)
+		t.Fatal(err)
 	}
 	return frames
+}
+
+// capturedSession is the id of the session the frames are about.
+func capturedSession(t testing.TB, frames [][]byte) string {
+	t.Helper()
+	for _, raw := range frames {
+		f, err := mapping.ParseFrame(raw)
+		if err == nil && f.HasSeq && f.SessionID != "" && f.SessionID != mapping.GlobalSession {
+			return f.SessionID
+		}
+	}
+	t.Fatal("no session frame in " + framesFile)
+	return ""
 }
 
 // sessionFrames parses the durable frames of the captured session (not the
@@ -472,11 +482,8 @@ func TestMachineFold(t *testing.T) {
 // BenchmarkFramePath is the whole frame path (parse, dedupe, map, sequence,
 // log, publish) over the captured session, per frame.
 func BenchmarkFramePath(b *testing.B) {
-	frames, err := readHarnessFrames()
-	if err != nil {
-		b.Skip(err)
-	}
-	const sid = "session_8f037309-735d-4f1f-8dbe-7203405e03b2"
+	frames := harnessFrames(b)
+	sid := capturedSession(b, frames)
 	for _, mode := range []mapping.Mode{mapping.Companion, mapping.Primary} {
 		b.Run(mode.String(), func(b *testing.B) {
 			br, err := NewBridge(Config{Home: b.TempDir(), KimiHome: b.TempDir(), Mode: mode, Host: "h",

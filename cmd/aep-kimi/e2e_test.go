@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -65,15 +64,7 @@ func binaries(t testing.TB) string {
 	return binDir
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return kimiharness.FreePort(t) }
 
 // proc is a running aep-kimi subcommand.
 type proc struct {
@@ -193,20 +184,20 @@ func (st *stack) hookCmd(t testing.TB) string {
 	return fmt.Sprintf("%s --daemon %s --home %s --timeout 10", filepath.Join(binaries(t), "kimi-hook"), st.hookTo, st.home)
 }
 
-// scenario runs one harness print-mode scenario and returns its output dir.
+// scenario runs one print-mode scenario (a name from the harness's
+// scenarios, or a script file) with hookCmd on every hook, and returns
+// kimi's output.
 func scenario(t testing.TB, kimi, name, hookCmd string) string {
 	t.Helper()
-	h, err := kimiharness.Dir()
-	if err != nil {
-		t.Fatal(err)
+	path := name
+	if !strings.ContainsRune(name, filepath.Separator) {
+		path = kimiharness.ScenarioFile(t, name)
 	}
-	out := t.TempDir()
-	cmd := exec.Command("bash", filepath.Join(h, "run-scenario.sh"), "-s", name, "-o", out, "-t", "90", kimi, hookCmd)
-	b, err := cmd.CombinedOutput()
-	if err != nil && name != "stop-failure" {
-		t.Fatalf("run-scenario %s: %v\n%s", name, err, b)
+	r := kimiharness.RunPrint(t, kimi, path, hookCmd, 90*time.Second)
+	if r.Err != nil && name != "stop-failure" {
+		t.Fatalf("scenario %s: %v\n%s", name, r.Err, r.Output)
 	}
-	return out
+	return r.Output
 }
 
 // sessionLogs returns every session log in the stack's home, by session file.
@@ -443,17 +434,13 @@ func pairedTools(t *testing.T, ev []*aep.Event) {
 // and the archive that ends the session.
 func TestE2EWebScenario(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	h, err := kimiharness.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := startStack(t)
-	out := t.TempDir()
-	cmd := exec.Command("bash", filepath.Join(h, "run-web-scenario.sh"), "-o", out, kimi, st.hookCmd(t))
-	cmd.Env = append(os.Environ(), "NODE="+kimiharness.Node(kimi))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("run-web-scenario: %v\n%s", err, b)
-	}
+	mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
+	home := t.TempDir()
+	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
+	web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
+	kimiharness.DriveWeb(t, web, false)
+	web.Stop(t)
 	st.waitQuiet(t)
 	name, raw, ev := st.oneSession(t)
 	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))

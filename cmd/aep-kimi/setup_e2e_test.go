@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -65,29 +64,20 @@ func (st *stack) hookCounts(t *testing.T) map[string]int {
 // print-mode subagent, background-task and stop-failure scenarios.
 func TestE2ESetupFiresEveryHook(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	h, err := kimiharness.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := startStack(t)
 
-	webMock := kimiharness.StartMock(t, filepath.Join(h, "scenarios", "web.json"))
+	webMock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
 	webHome := st.registerWithSetup(t, kimi, webMock.Port)
-	work := t.TempDir()
-	web := kimiharness.StartWeb(t, kimi, webHome, work)
-	drive := exec.Command(kimiharness.Node(kimi), filepath.Join(h, "drive-web.mjs"), web.Base, web.Token, work, t.TempDir(), "--heartbeat")
-	if out, err := drive.CombinedOutput(); err != nil {
-		t.Fatalf("drive-web: %v\n%s", err, out)
-	}
+	web := kimiharness.StartWeb(t, kimi, webHome, t.TempDir())
+	kimiharness.DriveWeb(t, web, true)
 	web.Shutdown(t)
 
 	for _, name := range []string{"subagent", "background", "stop-failure"} {
-		script := filepath.Join(h, "scenarios", name+".json")
-		var sc struct {
-			Prompt string `json:"prompt"`
+		script := kimiharness.ScenarioFile(t, name)
+		sc, err := kimiharness.ReadScript(script)
+		if err != nil {
+			t.Fatal(err)
 		}
-		b, _ := os.ReadFile(script)
-		json.Unmarshal(b, &sc)
 		mock := kimiharness.StartMock(t, script)
 		home := st.registerWithSetup(t, kimi, mock.Port)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -16,12 +16,12 @@ import (
 )
 
 // Integration with the real Kimi CLI, found like every end-to-end test finds
-// it (kimiharness.Require: $KIMI_BIN, else the harness install).
+// it (kimiharness.Require: $KIMI_BIN, else the pinned install).
 
 const doctorTimeout = 90 * time.Second
 
-// providerConfig is the mock-provider part of the config the harness's
-// write-config.sh writes (the harness directory is kimiharness.Dir).
+// providerConfig is the provider part of the config kimiharness.Config
+// writes, pointing at port 9: kimi doctor only checks the config.
 const providerConfig = `default_model = "mock"
 telemetry = false
 

@@ -1,207 +1,142 @@
-// Package kimiharness gives tests the real Kimi Code CLI through the shared
-// harness (../shared/kimi-harness): it finds or installs the pinned kimi
-// (Node 22 and @moonshot-ai/kimi-code from npm) and runs its scripted
-// scenarios against the mock LLM provider.
+// Package kimiharness gives tests the real Kimi Code CLI, offline: it
+// installs the pinned kimi-code (and the Node it needs) from the npm registry
+// into a user cache once, serves a scripted mock of the model provider from
+// inside the test process, writes the Kimi home that points at it, and runs
+// Kimi in print mode, as the interactive TUI (under tmux) or as `kimi web`.
 package kimiharness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Environment variables that steer the harness.
 const (
-	EnvDir   = "KIMI_HARNESS"   // the harness directory
-	EnvBin   = "KIMI_BIN"       // a kimi wrapper to use as is
-	EnvCache = "AEP_KIMI_CACHE" // where to install kimi when KIMI_BIN is unset
+	EnvBin   = "KIMI_BIN"       // a kimi to use as is, instead of the pinned install
+	EnvCache = "AEP_KIMI_CACHE" // where the pinned install lives (default under the user cache)
 )
 
-// Dir returns the harness directory.
-func Dir() (string, error) {
-	d := os.Getenv(EnvDir)
-	if d == "" {
-		root, err := fixtures.ModuleRoot()
-		if err != nil {
-			return "", err
-		}
-		d = filepath.Join(root, "..", "shared", "kimi-harness")
-	}
-	d, _ = filepath.Abs(d)
-	if _, err := os.Stat(filepath.Join(d, "install-kimi.sh")); err != nil {
-		return "", fmt.Errorf("no Kimi harness at %s (set %s): %w", d, EnvDir, err)
-	}
-	return d, nil
-}
+// installTimeout bounds a first install (two npm downloads) in Require.
+const installTimeout = 10 * time.Minute
 
-// CacheDir is where Bin installs kimi.
-func CacheDir() string {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "aep-kimi", "kimi-harness")
-}
-
-// Bin returns the path of a runnable kimi: $KIMI_BIN, or the cached install,
-// installing it with the harness's install-kimi.sh (idempotent, under a file
-// lock so parallel test packages install once).
-func Bin(ctx context.Context) (string, error) {
-	if b := os.Getenv(EnvBin); b != "" {
-		return b, nil
-	}
-	dir, err := Dir()
-	if err != nil {
-		return "", err
-	}
-	cache := CacheDir()
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(cache, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := safefile.Lock(lock); err != nil {
-		return "", err
-	}
-	defer safefile.Unlock(lock) //nolint:errcheck // released on close
-	bin := filepath.Join(cache, "bin", "kimi")
-	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
-		return bin, nil
-	}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "install-kimi.sh"), cache)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("install-kimi.sh: %w\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
-}
+// hookTimeout is the timeout, in seconds, of every hook WriteConfig
+// registers.
+const hookTimeout = 10
 
 // Require returns a runnable kimi or stops the test: it skips under -short
-// (every test that runs Kimi is end-to-end), fails under CI (the end-to-end
-// suite must run there) and skips with the reason otherwise.
+// (every test that runs Kimi is end-to-end), installs the pinned kimi on
+// first use, and when that fails it fails under CI and skips otherwise.
 func Require(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: runs the real Kimi CLI; skipped under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
 	defer cancel()
 	bin, err := Bin(ctx)
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set but the real Kimi CLI is unavailable: %v", err)
 		}
-		t.Skipf("skipping: real Kimi CLI unavailable: %v", err)
+		t.Skipf("skipping: real Kimi CLI unavailable (needs npm to install %s@%s): %v", KimiPackage, KimiVersion, err)
 	}
 	return bin
 }
 
-// Node returns the Node 22 that comes with a harness install of kimi.
-func Node(kimiBin string) string {
-	n := filepath.Join(filepath.Dir(kimiBin), "..", "node", "bin", "node")
-	if _, err := os.Stat(n); err == nil {
-		return n
-	}
-	return "node"
+// kimiConfig is the part of Kimi's config.toml the harness writes.
+type kimiConfig struct {
+	DefaultModel string                  `toml:"default_model"`
+	Telemetry    bool                    `toml:"telemetry"`
+	Providers    map[string]kimiProvider `toml:"providers"`
+	Models       map[string]kimiModel    `toml:"models"`
+	Hooks        []kimiHook              `toml:"hooks,omitempty"`
 }
 
-// Mock is a running scripted mock LLM provider.
-type Mock struct {
-	Port int
-	// Log is the JSONL file of every request the provider served.
-	Log  string
-	proc *exec.Cmd
+type kimiProvider struct {
+	Type    string `toml:"type"`
+	BaseURL string `toml:"base_url"`
+	APIKey  string `toml:"api_key"`
 }
 
-// StartMock runs the harness's mock provider on a free loopback port with a
-// scenario script; it stops with the test.
-func StartMock(t testing.TB, script string) *Mock {
-	t.Helper()
-	dir, err := Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	m := &Mock{Log: filepath.Join(tmp, "requests.jsonl")}
-	portFile := filepath.Join(tmp, "port")
-	m.proc = exec.Command("python3", filepath.Join(dir, "mock-provider.py"), "--script", script, "--log", m.Log, "--port-file", portFile)
-	if err := m.proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.proc.Process.Kill(); m.proc.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(portFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			fmt.Sscanf(string(b), "%d", &m.Port)
-			if m.Port > 0 {
-				return m
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("mock provider did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+type kimiModel struct {
+	Provider       string `toml:"provider"`
+	Model          string `toml:"model"`
+	MaxContextSize int    `toml:"max_context_size"`
 }
 
-// Requests returns the raw request bodies the mock served, in order.
-func (m *Mock) Requests(t testing.TB) []string {
-	t.Helper()
-	b, err := os.ReadFile(m.Log)
-	if err != nil {
-		return nil
+type kimiHook struct {
+	Event   string `toml:"event"`
+	Command string `toml:"command"`
+	Timeout int    `toml:"timeout"`
+}
+
+// MockModel is the model alias the written config defines; a kimi web
+// prompt names it.
+const MockModel = "mock"
+
+// contextWindow is the mock model's context size; a reported usage near it
+// makes Kimi compact.
+const contextWindow = 131072
+
+// Config renders a config.toml whose only provider is the mock on port
+// (OpenAI chat-completions protocol), telemetry off, and, when hookCmd is
+// not empty, hookCmd registered for every hook event Kimi 2.1.0 has.
+func Config(port int, hookCmd string) ([]byte, error) {
+	c := kimiConfig{
+		DefaultModel: MockModel,
+		Providers: map[string]kimiProvider{MockModel: {Type: "openai",
+			BaseURL: fmt.Sprintf("http://127.0.0.1:%d/v1", port), APIKey: "sk-mock"}},
+		Models: map[string]kimiModel{MockModel: {Provider: MockModel, Model: "mock-model", MaxContextSize: contextWindow}},
 	}
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if l != "" {
-			out = append(out, l)
+	if hookCmd != "" {
+		for _, ev := range mapping.HooksKimi0_32 {
+			c.Hooks = append(c.Hooks, kimiHook{Event: ev, Command: hookCmd, Timeout: hookTimeout})
 		}
 	}
-	return out
+	return toml.Marshal(c)
 }
 
-// WriteConfig writes a KIMI_CODE_HOME config.toml that talks only to the mock
-// and registers hookCmd for all 20 hook events (the harness's own config).
+// WriteConfig writes home/config.toml (see Config) for the mock on port
+// with hookCmd on every event.
 func WriteConfig(t testing.TB, home string, port int, hookCmd string) {
 	t.Helper()
-	dir, err := Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("bash", filepath.Join(dir, "write-config.sh"), fmt.Sprint(port), hookCmd).Output()
+	b, err := Config(port, hookCmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), out, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WriteWebConfig writes home/config.toml for the mock on port with no hooks.
+func WriteWebConfig(t testing.TB, home string, port int) {
+	t.Helper()
+	WriteConfig(t, home, port, "")
 }
 
 // Env is the environment a test kimi runs with: its own home, no telemetry,
 // no update checks.
 func Env(home string) []string {
-	return append(os.Environ(), "KIMI_CODE_HOME="+home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1")
+	return append(os.Environ(), kimiEnv(home)...)
+}
+
+// kimiEnv is what Env adds to the environment.
+func kimiEnv(home string) []string {
+	return []string{"KIMI_CODE_HOME=" + home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1"}
 }
 
 // Print runs `kimi -p PROMPT [args...]` in workdir and returns its combined
@@ -212,4 +147,47 @@ func Print(ctx context.Context, kimi, home, workdir, prompt string, args ...stri
 	cmd.Env = Env(home)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// PrintRun is one finished print-mode scenario.
+type PrintRun struct {
+	Home, Work string
+	Mock       *Mock
+	// Output is kimi's combined stdout and stderr.
+	Output string
+	// Err is kimi's exit error, nil on exit 0.
+	Err error
+}
+
+// RunPrint runs one scenario in print mode: the mock serves the script at
+// path, a fresh Kimi home registers hookCmd (if any) for every event, and
+// `kimi -p` sends the script's prompt from a fresh working directory. It
+// returns when kimi exits or timeout passes. It only calls t.Fatal before
+// kimi starts.
+func RunPrint(t testing.TB, kimi, path, hookCmd string, timeout time.Duration) PrintRun {
+	t.Helper()
+	s, err := ReadScript(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Prompt == "" {
+		t.Fatalf("script %s has no prompt", path)
+	}
+	r := PrintRun{Home: t.TempDir(), Work: t.TempDir(), Mock: StartMock(t, path)}
+	WriteConfig(t, r.Home, r.Mock.Port, hookCmd)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r.Output, r.Err = Print(ctx, kimi, r.Home, r.Work, s.Prompt)
+	return r
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,31 +16,6 @@ import (
 	"testing"
 	"time"
 )
-
-// WriteWebConfig writes a KIMI_CODE_HOME config.toml that talks only to the
-// mock provider on port, with no hooks (a stream-only kimi web).
-func WriteWebConfig(t testing.TB, home string, port int) {
-	t.Helper()
-	cfg := fmt.Sprintf(`default_model = "mock"
-telemetry = false
-
-[providers.mock]
-type = "openai"
-base_url = "http://127.0.0.1:%d/v1"
-api_key = "sk-mock"
-
-[models.mock]
-provider = "mock"
-model = "mock-model"
-max_context_size = 131072
-`, port)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Web is a running `kimi web` (kap-server).
 type Web struct {
@@ -73,25 +47,16 @@ func (b *syncBuffer) String() string {
 	return b.Buffer.String()
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // StartWeb runs `kimi web --no-open --host 127.0.0.1 --port P` on home (which
-// must hold a config, see WriteWebConfig) in workdir, and waits until it
-// answers and has registered itself. It is stopped with the test.
+// must hold a config, see WriteConfig) in workdir, and waits until it has
+// registered itself and answers. The port it really serves on comes from its
+// instance record (it moves up from P when P is taken). It is stopped with
+// the test.
 func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	t.Helper()
-	w := &Web{Home: home, Workdir: workdir, Port: FreePort(t), out: &syncBuffer{}, done: make(chan struct{})}
-	w.Base = fmt.Sprintf("http://127.0.0.1:%d", w.Port)
-	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(w.Port))
+	asked := FreePort(t)
+	w := &Web{Home: home, Workdir: workdir, out: &syncBuffer{}, done: make(chan struct{})}
+	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	w.cmd.Dir = workdir
 	w.cmd.Env = Env(home)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
@@ -103,11 +68,16 @@ func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	t.Cleanup(func() { w.Stop(t) })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if tok, err := os.ReadFile(filepath.Join(home, "server.token")); err == nil && len(bytes.TrimSpace(tok)) > 0 {
+		if w.Port == 0 {
+			w.Port = w.registeredPort(asked)
+			w.Base = fmt.Sprintf("http://127.0.0.1:%d", w.Port)
+		}
+		tok, err := os.ReadFile(filepath.Join(home, "server.token"))
+		if w.Port != 0 && err == nil && len(bytes.TrimSpace(tok)) > 0 {
 			w.Token = strings.TrimSpace(string(tok))
 			if resp, err := http.Get(w.Base + "/api/v1/healthz"); err == nil {
 				resp.Body.Close()
-				if resp.StatusCode == 200 && w.registered() {
+				if resp.StatusCode == http.StatusOK {
 					return w
 				}
 			}
@@ -124,8 +94,11 @@ func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	}
 }
 
-// registered reports whether the instance registry names this server.
-func (w *Web) registered() bool {
+// registeredPort finds this server's record in the instance registry
+// (KIMI_CODE_HOME/server/instances/*.json, one per running server, removed
+// on exit) by its pid, or by the port asked for when kimi runs under a
+// wrapper that forks, and returns its port; 0 while there is none.
+func (w *Web) registeredPort(asked int) int {
 	files, _ := filepath.Glob(filepath.Join(w.Home, "server", "instances", "*.json"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -136,11 +109,11 @@ func (w *Web) registered() bool {
 			PID  int `json:"pid"`
 			Port int `json:"port"`
 		}
-		if json.Unmarshal(b, &rec) == nil && rec.Port == w.Port {
-			return true
+		if json.Unmarshal(b, &rec) == nil && rec.Port > 0 && (rec.PID == w.PID || rec.Port == asked) {
+			return rec.Port
 		}
 	}
-	return false
+	return 0
 }
 
 // Exited is closed when the server process has exited.
@@ -325,19 +298,4 @@ func Journal(t testing.TB, home, session string) []JournalFrame {
 		}
 	}
 	return out
-}
-
-// WriteScript writes a mock provider script (see mock-provider.py) and
-// returns its path.
-func WriteScript(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "script.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
