@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests of `aep-kimi bridge-web` against the real `kimi web`
-// (kap-server) of the shared harness, driven over REST the way its web UI
+// (kap-server) run by internal/kimiharness, driven over REST the way its web UI
 // drives it (manual permission mode, the mock model), with the real relay in
 // between and the real command senders (`aep-kimi respond`, `cancel`).
 

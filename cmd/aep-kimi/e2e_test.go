@@ -1,9 +1,9 @@
 package main
 
 // End-to-end tests: the real binaries (aep-kimi relay and adapter, kimi-hook),
-// real sockets, and the real Kimi Code CLI driven through the shared harness
-// against its scripted mock LLM provider. They need the harness (and npm to
-// install Kimi once); they skip without it, and fail without it under CI.
+// real sockets, and the real Kimi Code CLI driven through internal/kimiharness
+// against its scripted mock LLM provider. They install Kimi once (npm); they
+// skip when that fails, and fail under CI.
 
 import (
 	"bufio"

@@ -27,6 +27,7 @@ const (
 	NodeVersion    = "22.23.5"
 	nodeMinMajor   = 22
 	installLock    = ".install.lock"
+	installStamp   = ".installed"
 	kimiEntryPoint = "node_modules/@moonshot-ai/kimi-code/dist/main.mjs"
 )
 
@@ -74,8 +75,16 @@ func Install(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("kimi install lock: %w", err)
 	}
 	wrapper := filepath.Join(dir, "bin", "kimi")
+	// The stamp is written last, once the wrapper ran and said its version,
+	// so checking it spares every test starting Node just to ask.
+	stamp := filepath.Join(dir, installStamp)
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == stampText() {
+		if _, err := os.Stat(wrapper); err == nil {
+			return wrapper, nil
+		}
+	}
 	if v, err := version(ctx, wrapper, "--version"); err == nil && v == KimiVersion {
-		return wrapper, nil
+		return wrapper, atomicfile.Write(stamp, []byte(stampText()), atomicfile.Options{Perm: 0o644})
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
 		return "", fmt.Errorf("installing kimi %s needs npm on PATH: %w", KimiVersion, err)
@@ -102,7 +111,12 @@ func Install(ctx context.Context, dir string) (string, error) {
 	if v != KimiVersion {
 		return "", fmt.Errorf("installed kimi reports version %q, want %s", v, KimiVersion)
 	}
-	return wrapper, nil
+	return wrapper, atomicfile.Write(stamp, []byte(stampText()), atomicfile.Options{Perm: 0o644})
+}
+
+// stampText is the install stamp's content for the pinned versions.
+func stampText() string {
+	return KimiPackage + "@" + KimiVersion + " node@" + NodeVersion + "\n"
 }
 
 // Node returns the Node that runs kimiBin when it is a harness install, else
