@@ -68,6 +68,25 @@ const (
 	DefaultBodyTimeout = 10 * time.Second
 	// UnknownSession names the session of a payload without session_id.
 	UnknownSession = "unknown"
+	// DefaultIdleEnd ends a session whose Kimi process cannot be watched
+	// (a hook from another machine, a platform without a watcher) after this
+	// much silence, with reason timeout [AEP_KIMI_IDLE_END]. Kimi sends a
+	// heartbeat every 60 s while a session is loaded, so only a session that
+	// is really gone stays silent this long.
+	DefaultIdleEnd = 30 * time.Minute
+	// DefaultExitGrace is the wait between a watched Kimi process's exit and
+	// the session's end: hooks Kimi fired just before it died (fire-and-
+	// forget deliveries, spooled write-aheads) land first. Detection plus
+	// grace plus the spool pass stay well under 5 s.
+	DefaultExitGrace = time.Second
+	// DefaultProcPoll paces the slow watcher used where the platform has no
+	// exit notification (or the kernel lacks pidfd).
+	DefaultProcPoll = time.Second
+	// DefaultStatusInterval is the least time between two agent.presence
+	// events of one session, and between two agent.health events of the
+	// hook channel: a flapping state is reported at this pace, its latest
+	// value last.
+	DefaultStatusInterval = 10 * time.Second
 )
 
 // Control configures the opt-in control legs.
@@ -110,10 +129,22 @@ type Config struct {
 	Publisher journal.Publisher
 	// ReorderWindow bounds how long a result waits for its request.
 	ReorderWindow time.Duration
-	StaleAfter    time.Duration
-	SpoolPoll     time.Duration
-	SpoolGrace    time.Duration
-	IdleEvict     time.Duration
+	// StaleAfter is the heartbeat window: a live session without a hook for
+	// this long reads stale on /healthz, and, when its process is not
+	// watched, offline on the stream (agent.presence) [AEP_KIMI_STALE_AFTER].
+	StaleAfter time.Duration
+	// IdleEnd ends an unwatched session after this much silence (reason
+	// timeout) [AEP_KIMI_IDLE_END].
+	IdleEnd time.Duration
+	// ExitGrace is the wait between a watched process's exit and the end.
+	ExitGrace time.Duration
+	// ProcPoll paces the slow process watcher.
+	ProcPoll time.Duration
+	// StatusInterval rate-limits agent.presence and agent.health.
+	StatusInterval time.Duration
+	SpoolPoll      time.Duration
+	SpoolGrace     time.Duration
+	IdleEvict      time.Duration
 	// DrainTimeout bounds the shutdown wait for requests in flight.
 	DrainTimeout time.Duration
 	Control      Control
@@ -137,6 +168,10 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
+		defaults.Positive(component, "IdleEnd", &c.IdleEnd, DefaultIdleEnd),
+		defaults.Positive(component, "ExitGrace", &c.ExitGrace, DefaultExitGrace),
+		defaults.Positive(component, "ProcPoll", &c.ProcPoll, DefaultProcPoll),
+		defaults.Positive(component, "StatusInterval", &c.StatusInterval, DefaultStatusInterval),
 		defaults.Positive(component, "SpoolPoll", &c.SpoolPoll, DefaultSpoolPoll),
 		defaults.Positive(component, "SpoolGrace", &c.SpoolGrace, DefaultSpoolGrace),
 		defaults.Positive(component, "IdleEvict", &c.IdleEvict, DefaultIdleEvict),

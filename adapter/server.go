@@ -68,6 +68,9 @@ type Server struct {
 	cmds ledger.Ledger
 
 	hard hardening
+
+	// life watches Kimi processes and reports presence and health.
+	life *lifecycle
 }
 
 // NewServer prepares the adapter: the hook token (created 0600 on first
@@ -90,6 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.hard = newHardening(s.metrics.reg)
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
+	s.life = newLifecycle(s)
 	s.web = httpdrain.NewEndpoint("adapter", cfg.Listen, s.Handler())
 	return s, nil
 }
@@ -161,6 +165,7 @@ func (s *Server) Run(ctx context.Context) error {
 	err = s.web.Shutdown(shutCtx)
 	cancel()
 	wg.Wait()
+	s.life.close()
 	s.ingestSpool(0) // anything spooled while we were stopping
 	s.closeAll()
 	if err != nil {
@@ -229,7 +234,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad-request", "could not read the body")
 		return
 	}
-	d := &delivery{payload: body, at: now}
+	d := &delivery{payload: body, at: now, proc: procFromRequest(r)}
 	if id := r.Header.Get("X-Kimi-Hook-Delivery"); validDeliveryID(id) {
 		d.id = id
 	}
@@ -307,7 +312,9 @@ func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	}
 	sess.mu.Lock()
 	out := sess.handle(d, r)
+	proc := sess.afterDelivery(d)
 	sess.mu.Unlock()
+	s.life.ensure(id, proc)
 	s.anyHook.Store(true)
 	return out, r.Facts.Hook, nil
 }
@@ -360,7 +367,7 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 			err = fmt.Errorf("payload larger than %d bytes", mapping.MaxPayloadBytes)
 		}
 		if err == nil {
-			d := &delivery{id: rec.Delivery, payload: rec.Payload, at: rec.Time(s.cfg.Now())}
+			d := &delivery{id: rec.Delivery, payload: rec.Payload, at: rec.Time(s.cfg.Now()), proc: parseProc(rec.Pid, rec.PidStart)}
 			if !validDeliveryID(d.id) {
 				d.id = ""
 			}
@@ -407,7 +414,7 @@ func (s *Server) housekeeping(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.refreshChannel()
+			s.life.tick(s.refreshChannel())
 			s.evictIdle()
 		}
 	}

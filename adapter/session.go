@@ -26,6 +26,8 @@ type delivery struct {
 	payload []byte
 	at      time.Time
 	spooled bool
+	// proc is the local Kimi process the hook served (zero: unknown).
+	proc procRef
 }
 
 // session is the per-session state: order, runs, scopes, pairs. Every field
@@ -56,6 +58,7 @@ type session struct {
 	seen     *recent // delivery ids already taken
 
 	control sessionControl
+	life    sessionLife
 }
 
 type run struct {
@@ -167,7 +170,14 @@ func (s *session) open() {
 		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
 		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,
 	})
-	s.stream.Recover(recoveryTail, s.fold)
+	last := ""
+	s.stream.Recover(recoveryTail, func(ev *aep.Event) {
+		last = ev.Source
+		s.fold(ev)
+	})
+	if strings.HasPrefix(last, s.source+chapterSegment) {
+		s.stream.SetSource(last) // a later chapter goes on
+	}
 }
 
 func (s *session) fold(ev *aep.Event) {
@@ -179,8 +189,10 @@ func (s *session) fold(ev *aep.Event) {
 	switch ev.Type {
 	case "session.started":
 		s.startedAt, s.ended, s.runs = t, false, 0
+		s.life.observed = ""
 	case "session.ended":
 		s.ended, s.cur = true, nil
+		s.life.observed, _ = ev.ExtString(ExtObserved)
 	case "run.started":
 		s.cur = &run{id: ev.Run, startID: ev.ID, at: t}
 		s.runs++
@@ -218,6 +230,7 @@ type emitOpts struct {
 	// run overrides the run attribute; noRun leaves it out.
 	run   string
 	noRun bool
+	ext   []journal.Ext
 }
 
 // emit puts one event on the session's stream (journal.Stream.Emit: the one
@@ -238,6 +251,7 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 	if d.spooled {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtSpooled, Value: true})
 	}
+	e.Ext = append(e.Ext, o.ext...)
 	return s.stream.Emit(e)
 }
 
@@ -359,6 +373,8 @@ func (s *session) drainParked(expired bool) {
 // proceeds without the event it waited for.
 func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 	f := r.Facts
+	s.chapterFor(d, r)
+	s.trackTask(f)
 	switch f.Hook {
 	case mapping.HookSessionStart:
 		s.startedAt, s.ended, s.runs = d.at, false, 0
@@ -680,10 +696,23 @@ func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
 	}
 }
 
-// endSession closes everything the session left open, then ends it: the
-// open run drains as cancelled, open attention is dismissed (AEP-0002 §7.2),
-// queued instructions drop and held hooks are released.
+// endSession closes everything the session left open, then ends it.
 func (s *session) endSession(d *delivery, r *mapping.HookResult) {
+	s.drain(d)
+	if s.ended {
+		// Kimi can end a session twice (a resumed session exits again);
+		// AEP allows one session.ended, so the repeat degrades.
+		s.emit(d, fallback(s.srv.cfg.Posture, r.Facts.Hook), emitOpts{noRun: true})
+		return
+	}
+	s.emitEnd(d, r.Events[0], emitOpts{})
+}
+
+// drain closes everything a session left open at its end: held hooks are
+// released, queued instructions drop, open attention is dismissed (AEP-0002
+// §7.2), subagents and background tasks stop, and the open run drains as
+// cancelled. Callers hold s.mu.
+func (s *session) drain(d *delivery) {
 	p := s.srv.cfg.Posture
 	s.releaseHolds(d, "session-ended")
 	s.dropInstructions(d)
@@ -695,19 +724,20 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 		resolved := mapping.AttentionResolved(mapping.ResolutionDismissed, d.at.Sub(rec.at).Milliseconds(), "", p)
 		s.emit(d, resolved, emitOpts{subject: rec.id, cause: rec.id, run: rec.run, noRun: rec.run == ""})
 	}
+	s.drainScopes(d)
+	s.drainTasks(d)
 	s.drainRun(d)
 	s.pending = nil
 	s.scopes = nil
-	if s.ended {
-		// Kimi can end a session twice (a resumed session exits again);
-		// AEP allows one session.ended, so the repeat degrades.
-		s.emit(d, fallback(p, r.Facts.Hook), emitOpts{noRun: true})
-		return
-	}
-	m := r.Events[0]
+}
+
+// emitEnd emits the session's one session.ended, with its duration and run
+// count. Callers hold s.mu.
+func (s *session) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
 	if !s.startedAt.IsZero() {
 		m = mapping.WithSessionSummary(m, d.at.Sub(s.startedAt).Milliseconds(), s.runs)
 	}
-	s.emit(d, m, emitOpts{noRun: true})
+	o.noRun = true
+	s.emit(d, m, o)
 	s.ended = true
 }

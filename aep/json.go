@@ -284,8 +284,14 @@ func Quote(s string) string {
 // aep://{host}/agent/{agent}/session/{session}, escaping each part so any
 // session string yields a valid URI.
 func SourceURI(host, agent, session string) string {
+	return AgentSourceURI(host, agent) + "/session/" + url.PathEscape(session)
+}
+
+// AgentSourceURI is the source of an agent's own events, the ones about no
+// session (agent.*): aep://{host}/agent/{agent}.
+func AgentSourceURI(host, agent string) string {
 	if host == "" {
 		host = "localhost"
 	}
-	return "aep://" + url.PathEscape(host) + "/agent/" + url.PathEscape(agent) + "/session/" + url.PathEscape(session)
+	return "aep://" + url.PathEscape(host) + "/agent/" + url.PathEscape(agent)
 }

@@ -229,6 +229,9 @@ func checkEnvelopes(t *testing.T, events []Event) {
 	t.Helper()
 	for _, m := range events {
 		e := &aep.Event{ID: "01TEST", Time: "2026-11-29T00:00:00.000Z", Source: "aep://h/agent/kimi-code/session/s", Agent: Agent, Session: "s", Seq: aep.Int64(0)}
+		if aep.ScopeOf(m.Type) == aep.ScopeAgent {
+			e.Session, e.Seq = "", nil // agent-scoped: no session position
+		}
 		if err := m.Envelope(e); err != nil {
 			t.Fatalf("Envelope: %v", err)
 		}

@@ -75,7 +75,7 @@ type Facts struct {
 	OriginName string // TurnStarted: subagent, ...
 	AgentName  string // SubagentStart/Stop
 	PromptID   string // UserPromptQueued
-	TaskID     string // TaskStarted
+	TaskID     string // TaskStarted; Notification about a background task
 	Reason     string // SessionEnd, Interrupt
 	// PromptDigest is the digest of the joined prompt text (UserPromptSubmit,
 	// UserPromptQueued, TurnStarted), so a queued prompt can be matched to the
@@ -155,6 +155,10 @@ func hookFacts(name string, m map[string]any) Facts {
 		}
 	case HookTaskStarted:
 		f.TaskID = str(m, "task_id")
+	case HookNotification:
+		if str(m, "source_kind") == "background_task" {
+			f.TaskID = str(m, "source_id")
+		}
 	case HookSessionHeartbeat:
 		f.UptimeMs, _ = integer(m, "uptime_ms")
 	}

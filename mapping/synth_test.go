@@ -38,6 +38,9 @@ type synthArgs struct {
 	Options      []aep.Option    `json:"options"`
 	DurationMs   int64           `json:"duration_ms"`
 	Runs         int             `json:"runs"`
+	State        string          `json:"state"`
+	Agent        string          `json:"agent"`
+	Task         string          `json:"task"`
 	// Hook and Frame are the input a decorated (or gate) event is first
 	// mapped from: a hook payload, or a kap frame in primary mode.
 	Hook  json.RawMessage `json:"hook"`
@@ -105,6 +108,12 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 		return WebGap(a.Reason, a.FromSeq, a.ToSeq, a.KapEpoch, a.NextKapEpoch, p), nil
 	},
 	"WebUnrecognized": func(_ synthArgs, p Posture) (Event, error) { return WebUnrecognized(p), nil },
+	"SessionEnded":    func(a synthArgs, p Posture) (Event, error) { return SessionEnded(a.Reason, p), nil },
+	"SessionResumed":  func(_ synthArgs, p Posture) (Event, error) { return SessionResumed(p), nil },
+	"SubagentDrained": func(a synthArgs, p Posture) (Event, error) { return SubagentDrained(a.Agent, p), nil },
+	"TaskDrained":     func(a synthArgs, p Posture) (Event, error) { return TaskDrained(a.Task, p), nil },
+	"Presence":        func(a synthArgs, p Posture) (Event, error) { return Presence(a.State, p), nil },
+	"ChannelHealth":   func(a synthArgs, p Posture) (Event, error) { return ChannelHealth(a.State, p), nil },
 	"GateRequest": func(a synthArgs, p Posture) (Event, error) {
 		r, err := Hook(a.Hook, p)
 		if err != nil {

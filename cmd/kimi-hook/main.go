@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/procinfo"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 )
@@ -88,6 +89,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
 		return
 	}
 	d := delivery{opts: opts, payload: payload, at: readAt, id: newDeliveryID(readAt)}
+	// The Kimi process this hook serves: the adapter watches it to end the
+	// session when Kimi exits without SessionEnd.
+	if pid, info, ok := procinfo.Served(os.Getpid()); ok {
+		d.pid, d.pidStart = pid, info.Start
+	}
 	if len(payload) > MaxPayload {
 		d.spool("oversize", stderr)
 		return
@@ -202,6 +208,9 @@ type delivery struct {
 	payload []byte
 	at      time.Time
 	id      string
+	// pid and pidStart name the Kimi process served (0: unknown).
+	pid      int
+	pidStart string
 }
 
 // post sends the payload to the adapter and returns its reply, or the reason
@@ -222,6 +231,9 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 	path := strings.TrimSuffix(u.Path, "/") + "/hook"
 	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", path, u.Host, len(d.payload))
 	fmt.Fprintf(&req, "X-Kimi-Hook-Delivery: %s\r\nX-Kimi-Hook-Time: %s\r\n", d.id, d.at.UTC().Format(time.RFC3339Nano))
+	if d.pid > 0 {
+		fmt.Fprintf(&req, "X-Kimi-Hook-Pid: %d\r\nX-Kimi-Hook-Pid-Start: %s\r\n", d.pid, d.pidStart)
+	}
 	if token != "" {
 		fmt.Fprintf(&req, "Authorization: Bearer %s\r\n", token)
 	}
@@ -341,7 +353,7 @@ func decisionOutput(reply []byte) []byte {
 }
 
 func (d delivery) header(reason string) spool.Header {
-	return spool.Header{Delivery: d.id, At: d.at.UTC().Format(time.RFC3339Nano), Reason: reason}
+	return spool.Header{Delivery: d.id, At: d.at.UTC().Format(time.RFC3339Nano), Reason: reason, Pid: d.pid, PidStart: d.pidStart}
 }
 
 func (d delivery) spool(reason string, stderr io.Writer) {

@@ -97,18 +97,33 @@ type Entry struct {
 // spent). A failed append is logged and counted and the event still
 // publishes: the log is a record, the relay a separate path.
 func (s *Stream) Emit(e Entry) *aep.Event {
-	m := e.Event
 	ev := &aep.Event{
-		ID:      e.ID,
-		Time:    aep.FormatTime(e.At),
-		Source:  s.cfg.Source,
-		Agent:   s.cfg.Agent,
 		Session: s.cfg.Session,
 		Run:     e.Run,
 		Seq:     aep.Int64(s.seq),
 		Epoch:   aep.Int64(s.cfg.Epoch),
 		Cause:   e.Cause,
 	}
+	line := s.build(ev, e)
+	if line == nil {
+		return nil
+	}
+	s.seq++
+	if err := s.cfg.Log.Append(line); err != nil {
+		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
+		if s.cfg.Counters != nil {
+			s.cfg.Counters.AppendFailed()
+		}
+	}
+	s.publish(ev)
+	return ev
+}
+
+// build completes ev from the entry and the stream's identity and seals it;
+// it returns the sealed line, or nil (logged) when the event cannot be built.
+func (s *Stream) build(ev *aep.Event, e Entry) []byte {
+	m := e.Event
+	ev.ID, ev.Time, ev.Source, ev.Agent = e.ID, aep.FormatTime(e.At), s.cfg.Source, s.cfg.Agent
 	if ev.ID == "" {
 		ev.ID = s.cfg.NewID()
 	}
@@ -130,21 +145,43 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 		s.cfg.Logger.Error("event did not serialize", "type", m.Type, "err", err)
 		return nil
 	}
-	s.seq++
-	if err := s.cfg.Log.Append(line); err != nil {
-		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
-		if s.cfg.Counters != nil {
-			s.cfg.Counters.AppendFailed()
-		}
-	}
+	return line
+}
+
+func (s *Stream) publish(ev *aep.Event) {
 	if p := s.cfg.Publisher; p != nil {
 		p.Publish(ev)
 	}
 	if s.cfg.Counters != nil {
 		s.cfg.Counters.Emitted(ev.Type)
 	}
+}
+
+// EmitAgent builds, seals, publishes and counts one agent-scoped event
+// (agent.*: presence, health). AEP orders those by time alone, so they carry
+// no session, run or seq and spend no position; they are live status, not
+// session history, so they are not logged. It returns nil when the event
+// could not be built (logged).
+func (s *Stream) EmitAgent(e Entry) *aep.Event {
+	if aep.ScopeOf(e.Event.Type) != aep.ScopeAgent {
+		s.cfg.Logger.Error("not an agent-scoped event", "type", e.Event.Type)
+		return nil
+	}
+	ev := &aep.Event{}
+	if s.build(ev, e) == nil {
+		return nil
+	}
+	s.publish(ev)
 	return ev
 }
+
+// Source is the stream's source URI.
+func (s *Stream) Source() string { return s.cfg.Source }
+
+// SetSource changes the source URI of the events emitted from now on, the
+// positions continuing: a session that ended and started again is a new
+// chapter, which AEP counts as a distinct session sharing the name.
+func (s *Stream) SetSource(source string) { s.cfg.Source = source }
 
 // Log is the stream's log, to close when idle or read back.
 func (s *Stream) Log() *Log {

@@ -48,6 +48,10 @@ type Header struct {
 	// Reason says why the payload was spooled: unreachable, timeout,
 	// unauthorized, rejected or oversize.
 	Reason string `json:"reason"`
+	// Pid and PidStart name the Kimi process the hook served (its start
+	// time as an opaque token), when kimi-hook could tell.
+	Pid      int    `json:"pid,omitempty"`
+	PidStart string `json:"pid_start,omitempty"`
 }
 
 // Record is one spooled payload.

@@ -1,0 +1,422 @@
+package adapter
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// A session's life as the adapter sees it from outside Kimi.
+//
+// kimi-hook names the Kimi process each hook serves (pid and start time).
+// The adapter watches that process while the session lives; when it exits
+// without SessionEnd (`kimi -p` never sends one, a crash or a kill sends
+// nothing), the session drains as SessionEnd would and ends with reason
+// normal (no run open) or killed (a run open), marked as observed from the
+// process. A session whose process cannot be watched (a hook from another
+// machine, a platform without a watcher) falls back to silence: offline
+// after the heartbeat window, ended with reason timeout after the idle limit.
+//
+// An ended session that Kimi resumes (`kimi -r`, `--continue`) starts a new
+// chapter: AEP allows one session.ended per session, so each chapter is its
+// own stream identity, the session's source plus /chapter/N, continuing the
+// session's positions. A consumer sees session.started (trigger resume) and,
+// in the end, session.ended again, never events after an end without a start.
+
+// Extension attributes of lifecycle events (AEP-0001 §5.4).
+const (
+	// ExtObserved marks a session.ended the adapter observed instead of Kimi
+	// reporting it: "process" (the Kimi process exited) or "silence" (the
+	// idle limit passed without a hook).
+	ExtObserved = "kimiobserved"
+	// ExtChannel carries the hook channel's state on agent.health, at every
+	// capture level (the event's detail is capture-gated).
+	ExtChannel = "kimichannel"
+)
+
+// How an end was observed (ExtObserved values).
+const (
+	ObservedProcess = "process"
+	ObservedSilence = "silence"
+)
+
+// chapterSegment joins a session's source and a chapter number.
+const chapterSegment = "/chapter/"
+
+// Headers kimi-hook sends to name the Kimi process it serves.
+const (
+	HeaderPid      = "X-Kimi-Hook-Pid"
+	HeaderPidStart = "X-Kimi-Hook-Pid-Start"
+	maxPidStart    = 40
+)
+
+// sessionLife is a session's lifecycle state, guarded by session.mu.
+type sessionLife struct {
+	// proc is the Kimi process the latest delivery named.
+	proc procRef
+	// observed says how the current end was observed (empty: Kimi
+	// reported it, or the session is live).
+	observed string
+	presence statusGate
+	// tasks are background tasks started and not yet reported done.
+	tasks map[string]bool
+}
+
+// statusGate rate-limits one reported state: a state different from the
+// last one sent goes out when at least interval has passed since then. The
+// caller offers the current state again later, so the latest state is
+// always reported in the end.
+type statusGate struct {
+	sent string
+	at   time.Time
+}
+
+func (g *statusGate) next(state string, now time.Time, interval time.Duration) bool {
+	if state == g.sent || (!g.at.IsZero() && now.Sub(g.at) < interval) {
+		return false
+	}
+	g.sent, g.at = state, now
+	return true
+}
+
+// lifecycle is the adapter's process watches and status reports.
+type lifecycle struct {
+	srv *Server
+	// agent emits the adapter's own agent-scoped events (agent.health).
+	agent *journal.Stream
+
+	mu      sync.Mutex
+	watches map[string]*watch // by session id
+	health  statusGate
+	closed  bool
+	wg      sync.WaitGroup
+
+	ends *prometheus.CounterVec
+}
+
+type watch struct {
+	proc procRef
+	stop func() // nil for a process found gone
+}
+
+func newLifecycle(s *Server) *lifecycle {
+	l := &lifecycle{
+		srv:     s,
+		watches: map[string]*watch{},
+		health:  statusGate{sent: ChannelUnavailable},
+		agent: journal.NewStream(journal.StreamConfig{
+			Source: aep.AgentSourceURI(s.cfg.Host, mapping.Agent), Agent: mapping.Agent,
+			Publisher: s.cfg.Publisher, Counters: s.metrics, Logger: s.log,
+		}),
+		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_observed_ends_total", Help: "Sessions the adapter ended itself (Kimi exited or fell silent), by reason.",
+		}, []string{"reason"}),
+	}
+	s.metrics.reg.MustRegister(l.ends, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "aepkimi_adapter_watched_processes", Help: "Kimi processes watched for their exit.",
+	}, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(len(l.watches))
+	}))
+	return l
+}
+
+// procFromRequest reads the Kimi process a hook request names. Only a hook
+// from this machine (loopback) names a process the adapter can watch.
+func procFromRequest(r *http.Request) procRef {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return procRef{}
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.Unmap().IsLoopback() {
+		return procRef{}
+	}
+	pid, err := strconv.Atoi(r.Header.Get(HeaderPid))
+	if err != nil {
+		return procRef{}
+	}
+	return parseProc(pid, r.Header.Get(HeaderPidStart))
+}
+
+// parseProc validates a process reference from a header or a spool record.
+func parseProc(pid int, start string) procRef {
+	if pid <= 0 || pid > 1<<30 || start == "" || len(start) > maxPidStart {
+		return procRef{}
+	}
+	for i := 0; i < len(start); i++ {
+		if c := start[i]; (c < '0' || c > '9') && c != '.' {
+			return procRef{}
+		}
+	}
+	return procRef{pid: pid, start: start}
+}
+
+// afterDelivery records the process a delivery named and reports the
+// session online; it returns the process to watch (zero for none: an ended
+// session's late hooks name a process already gone). Callers hold s.mu.
+func (s *session) afterDelivery(d *delivery) procRef {
+	if s.ended {
+		return procRef{}
+	}
+	s.presence(mapping.PresenceOnline, s.srv.cfg.Now())
+	if !d.proc.valid() {
+		return procRef{}
+	}
+	s.life.proc = d.proc
+	return d.proc
+}
+
+// presence reports the session's presence when it changed, rate-limited.
+// Callers hold s.mu.
+func (s *session) presence(state string, now time.Time) {
+	if s.life.presence.sent == "" {
+		s.life.presence.sent = mapping.PresenceOnline // a live session is online until it goes quiet
+	}
+	if !s.life.presence.next(state, now, s.srv.cfg.StatusInterval) {
+		return
+	}
+	s.stream.EmitAgent(journal.Entry{Event: mapping.Presence(state, s.srv.cfg.Posture), At: now})
+}
+
+// chapterFor opens a new chapter when hooks come back to an ended session:
+// a SessionStart always does (Kimi resumed it); another hook does when the
+// end was a timeout (the session was not over after all) or was observed
+// from a process and the hook comes from another one. A SessionStart from a
+// new process while the old one is found gone ends the old chapter first.
+// Callers hold s.mu.
+func (s *session) chapterFor(d *delivery, r *mapping.HookResult) {
+	hook := r.Facts.Hook
+	if !s.ended && hook == mapping.HookSessionStart && s.life.proc.valid() && d.proc.valid() &&
+		d.proc != s.life.proc && errors.Is(checkAlive(s.life.proc), errGone) {
+		s.observeEnd(d, ObservedProcess)
+	}
+	if !s.ended || hook == mapping.HookSessionEnd {
+		return
+	}
+	switch {
+	case hook == mapping.HookSessionStart:
+		s.newChapter(d)
+	case s.life.observed == ObservedSilence,
+		s.life.observed == ObservedProcess && d.proc.valid() && d.proc != s.life.proc:
+		s.newChapter(d)
+		s.emit(d, mapping.SessionResumed(s.srv.cfg.Posture), emitOpts{noRun: true})
+	}
+}
+
+// newChapter switches the session's stream to its next chapter's source.
+func (s *session) newChapter(d *delivery) {
+	n := 1
+	if rest, ok := strings.CutPrefix(s.stream.Source(), s.source+chapterSegment); ok {
+		n, _ = strconv.Atoi(rest)
+	}
+	s.stream.SetSource(s.source + chapterSegment + strconv.Itoa(max(n, 1)+1))
+	s.ended, s.startedAt, s.runs = false, d.at, 0
+	s.life.observed = ""
+}
+
+// trackTask follows background tasks, which close with their session.
+func (s *session) trackTask(f mapping.Facts) {
+	if f.TaskID == "" {
+		return
+	}
+	switch f.Hook {
+	case mapping.HookTaskStarted:
+		if s.life.tasks == nil {
+			s.life.tasks = map[string]bool{}
+		}
+		s.life.tasks[f.TaskID] = true
+	case mapping.HookNotification:
+		delete(s.life.tasks, f.TaskID)
+	}
+}
+
+// drainScopes stops the subagents still running. Callers hold s.mu.
+func (s *session) drainScopes(d *delivery) {
+	for _, sc := range s.scopes {
+		if sc.started {
+			s.emit(d, mapping.SubagentDrained(sc.agent, s.srv.cfg.Posture), emitOpts{cause: sc.startID})
+		}
+	}
+}
+
+// drainTasks ends the background tasks whose completion never came.
+func (s *session) drainTasks(d *delivery) {
+	ids := make([]string, 0, len(s.life.tasks))
+	for id := range s.life.tasks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.emit(d, mapping.TaskDrained(id, s.srv.cfg.Posture), emitOpts{})
+	}
+	s.life.tasks = nil
+}
+
+// observeEnd drains and ends a session Kimi did not end: normal when no run
+// was open, killed when one was, timeout for silence. Callers hold s.mu.
+func (s *session) observeEnd(d *delivery, how string) {
+	reason := mapping.EndNormal
+	switch {
+	case how == ObservedSilence:
+		reason = mapping.EndTimeout
+	case s.cur != nil:
+		reason = mapping.EndKilled
+	}
+	s.drain(d)
+	s.emitEnd(d, mapping.SessionEnded(reason, s.srv.cfg.Posture), emitOpts{ext: []journal.Ext{{Name: ExtObserved, Value: how}}})
+	s.life.observed = how
+	s.srv.life.ends.WithLabelValues(reason).Inc()
+	s.srv.log.Info("session ended without SessionEnd", "session", sanitizeForLog(s.id), "reason", reason, "observed", how)
+}
+
+// ensure watches p as session id's Kimi process, unless it already is.
+func (l *lifecycle) ensure(id string, p procRef) {
+	if !p.valid() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.watches[id]
+	if l.closed || (w != nil && w.proc == p) {
+		return
+	}
+	stop, err := watchProcess(p, l.srv.cfg.ProcPoll, func() { l.exited(id, p) })
+	switch {
+	case errors.Is(err, errGone):
+		if w != nil {
+			return // a late delivery from a process already gone: keep the live one
+		}
+		// Kimi exited before its hooks got here (spooled while the adapter
+		// was down): the session ends all the same.
+		l.watches[id] = &watch{proc: p}
+		at := l.srv.cfg.Now()
+		l.spawn(func() { l.endAfterGrace(id, p, at) })
+	case err != nil:
+		l.srv.log.Debug("Kimi process not watchable; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid, "err", err)
+	default:
+		if w != nil && w.stop != nil {
+			w.stop()
+		}
+		l.watches[id] = &watch{proc: p, stop: stop}
+	}
+}
+
+// exited is a watcher's report that p exited.
+func (l *lifecycle) exited(id string, p procRef) {
+	at := l.srv.cfg.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.spawn(func() { l.endAfterGrace(id, p, at) })
+}
+
+// spawn runs f as an owned goroutine. Callers hold l.mu.
+func (l *lifecycle) spawn(f func()) {
+	if l.closed {
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+}
+
+// endAfterGrace waits the exit grace, takes what the spool holds, and ends
+// the session if p is still its process and it has not ended meanwhile.
+func (l *lifecycle) endAfterGrace(id string, p procRef, at time.Time) {
+	t := time.NewTimer(l.srv.cfg.ExitGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-l.srv.stopping:
+		return // an adapter stopping is not the session ending
+	}
+	// Hooks Kimi fired just before it died may still sit in the spool
+	// (write-aheads of deliveries cut off): take them first; a delivery
+	// still in flight is deduped by its delivery id.
+	l.srv.ingestSpool(0)
+	l.mu.Lock()
+	w := l.watches[id]
+	if w == nil || w.proc != p {
+		l.mu.Unlock()
+		return // another process took the session over
+	}
+	delete(l.watches, id)
+	l.mu.Unlock()
+	sess, err := l.srv.session(id)
+	if err != nil {
+		l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
+		return
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !sess.ended {
+		sess.observeEnd(&delivery{at: at}, ObservedProcess)
+	}
+}
+
+// tick reports the hook channel's health and ends or marks offline the
+// sessions nobody watches.
+func (l *lifecycle) tick(rep ChannelReport) {
+	cfg := l.srv.cfg
+	now := cfg.Now()
+	l.mu.Lock()
+	if l.health.next(rep.State, now, cfg.StatusInterval) {
+		l.agent.EmitAgent(journal.Entry{Event: mapping.ChannelHealth(rep.State, cfg.Posture), At: now,
+			Ext: []journal.Ext{{Name: ExtChannel, Value: rep.State}}})
+	}
+	watched := make(map[string]bool, len(l.watches))
+	for id := range l.watches {
+		watched[id] = true
+	}
+	l.mu.Unlock()
+
+	l.srv.mu.Lock()
+	sessions := make([]*session, 0, len(l.srv.sessions))
+	for id, sess := range l.srv.sessions {
+		if !watched[id] {
+			sessions = append(sessions, sess)
+		}
+	}
+	l.srv.mu.Unlock()
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		if !sess.ended && !sess.lastHook.IsZero() && sess.stream != nil {
+			switch quiet := now.Sub(sess.lastHook); {
+			case quiet >= cfg.IdleEnd:
+				sess.observeEnd(&delivery{at: now}, ObservedSilence)
+			case quiet >= cfg.StaleAfter:
+				sess.presence(mapping.PresenceOffline, now)
+			default:
+				sess.presence(mapping.PresenceOnline, now)
+			}
+		}
+		sess.mu.Unlock()
+	}
+}
+
+// close stops every watch and waits for the ends in progress.
+func (l *lifecycle) close() {
+	l.mu.Lock()
+	l.closed = true
+	for _, w := range l.watches {
+		if w.stop != nil {
+			w.stop()
+		}
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}

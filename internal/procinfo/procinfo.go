@@ -1,0 +1,78 @@
+// Package procinfo reads the few facts about a local process that tie a hook
+// to the Kimi process it serves: its parent, its command name and its start
+// time. kimi-hook links it for every hook, so it stays light (no package net,
+// no crypto) and reads one small kernel record per process.
+package procinfo
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+)
+
+// Info is what Read reports about one process.
+type Info struct {
+	// PPID is the parent's process id.
+	PPID int
+	// Comm is the command name as the kernel records it (possibly cut
+	// short, e.g. 15 bytes on Linux).
+	Comm string
+	// Start is the process's start time as an opaque token: two readings
+	// are equal only for the same process, so a reused pid with a different
+	// start is a different process.
+	Start string
+	// StartNs is the start time in nanoseconds on a clock that is only
+	// comparable with other StartNs values of this machine.
+	StartNs int64
+	// Exited is set for a process that has exited and waits to be reaped
+	// (a zombie): its record remains, the process does not.
+	Exited bool
+}
+
+// ErrUnsupported is returned where the platform offers no reader.
+var ErrUnsupported = errors.New("procinfo: not supported on this platform")
+
+// shells are the command names of the shells a hook command can run under
+// (Kimi runs each hook as `sh -c COMMAND`).
+var shells = map[string]bool{
+	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true,
+	"busybox": true, "fish": true, "tcsh": true, "csh": true, "yash": true, "posh": true,
+}
+
+// IsShell reports whether comm names a shell.
+func IsShell(comm string) bool {
+	return shells[strings.TrimPrefix(filepath.Base(comm), "-")]
+}
+
+// Limits of the ancestor walk in Served.
+const (
+	// MaxAncestors bounds how far up Served looks.
+	MaxAncestors = 8
+	// LaunchWindow: an ancestor started less than this before the hook
+	// process is part of the hook's own launch (its shell, a wrapper), not
+	// Kimi, which runs for far longer than this before its first hook.
+	LaunchWindow = 100_000_000 // ns
+)
+
+// Served names the Kimi process a hook process serves: the nearest ancestor
+// of self that is neither a shell (Kimi runs each hook as `sh -c COMMAND`)
+// nor started within LaunchWindow of self. ok is false when no such ancestor
+// is found or the platform has no reader.
+func Served(self int) (pid int, info Info, ok bool) {
+	me, err := Read(self)
+	if err != nil {
+		return 0, Info{}, false
+	}
+	pid = me.PPID
+	for i := 0; i < MaxAncestors && pid > 1; i++ {
+		p, err := Read(pid)
+		if err != nil {
+			return 0, Info{}, false
+		}
+		if !IsShell(p.Comm) && me.StartNs-p.StartNs >= LaunchWindow {
+			return pid, p, true
+		}
+		pid = p.PPID
+	}
+	return 0, Info{}, false
+}

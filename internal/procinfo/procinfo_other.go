@@ -1,0 +1,7 @@
+//go:build !linux && !darwin
+
+package procinfo
+
+// Read is not available on this platform: hooks carry no Kimi process and
+// the adapter falls back to silence for their sessions.
+func Read(int) (Info, error) { return Info{}, ErrUnsupported }

@@ -1,0 +1,100 @@
+package procinfo
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func skipUnsupported(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("no process reader on " + runtime.GOOS)
+	}
+}
+
+func TestReadSelf(t *testing.T) {
+	skipUnsupported(t)
+	a, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Read(os.Getpid())
+	if a.PPID != os.Getppid() || a.Start == "" || a.Start != b.Start || a.Comm == "" {
+		t.Fatalf("Read(self) = %+v, then %+v (ppid %d)", a, b, os.Getppid())
+	}
+	if _, err := Read(1 << 30); err == nil {
+		t.Fatal("Read of a pid that cannot exist succeeded")
+	}
+}
+
+func TestIsShell(t *testing.T) {
+	for comm, want := range map[string]bool{"sh": true, "-bash": true, "/bin/dash": true, "node": false, "kimi": false, "": false} {
+		if IsShell(comm) != want {
+			t.Errorf("IsShell(%q) = %v", comm, !want)
+		}
+	}
+}
+
+// helperEnv makes the test binary, run as a child, print what Served finds.
+const helperEnv = "PROCINFO_SERVED_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		pid, info, ok := Served(os.Getpid())
+		fmt.Printf("%d %s %v\n", pid, info.Start, ok)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Served skips the hook's shell and a wrapper that started with the hook,
+// and names the long-running process above them.
+func TestServed(t *testing.T) {
+	skipUnsupported(t)
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	self, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test process must be older than the launch window to count as
+	// the served process.
+	time.Sleep(time.Duration(LaunchWindow) + 20*time.Millisecond)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		// "; true" keeps the shell from exec'ing into the command.
+		"shell":   fmt.Sprintf("'%s' -test.run=^$; true", bin),
+		"exec":    fmt.Sprintf("exec '%s' -test.run=^$", bin),
+		"wrapper": fmt.Sprintf("sh -c \"'%s' -test.run=^$; true\"; true", bin),
+	}
+	if _, err := exec.LookPath("timeout"); err == nil {
+		cases["timeout"] = fmt.Sprintf("timeout 20 '%s' -test.run=^$; true", bin)
+	}
+	for name, script := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), helperEnv+"=1")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			f := strings.Fields(string(out))
+			if len(f) != 3 || f[2] != "true" {
+				t.Fatalf("Served found nothing: %q", out)
+			}
+			if pid, _ := strconv.Atoi(f[0]); pid != os.Getpid() || f[1] != self.Start {
+				t.Fatalf("Served = %s (start %s), want the test process %d (start %s)", f[0], f[1], os.Getpid(), self.Start)
+			}
+		})
+	}
+}
