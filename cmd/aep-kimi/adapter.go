@@ -27,6 +27,7 @@ type adapterOptions struct {
 	listen, relayURL, home, token string
 	allowedHosts                  string
 	verbose                       bool
+	life                          lifecycleOptions
 }
 
 func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
@@ -35,6 +36,7 @@ func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
+	o.life.flags(fs, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 }
 
@@ -80,6 +82,9 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 		return nil, err
 	}
 	cfg.Listen, cfg.Home, cfg.Logger = o.listen, o.home, log
+	if err := o.life.apply(&cfg); err != nil {
+		return nil, err
+	}
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	if cfg.Control.Gate && !cfg.Control.Authenticated {
 		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
@@ -91,7 +96,7 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 		Token:    token,
 		Agent:    mapping.Agent,
 		Instance: fmt.Sprintf("%s/adapter/%d", host, os.Getpid()),
-		Emits:    []string{"session", "run", "tool", "attention", "delegation", "progress", "control"},
+		Emits:    []string{"session", "run", "tool", "attention", "delegation", "progress", "control", "agent"},
 		Capture:  []string{"none", "metadata", "redacted"},
 		Logger:   log.With("component", "emitter"),
 		OnCommand: func(ctx context.Context, ev *aep.Event) {

@@ -275,12 +275,18 @@ func validateWithCLI(t testing.TB, path string) {
 	}
 }
 
-// waitQuiet waits until the log stops growing and the spool is empty.
+// waitQuiet waits until the log stops growing, the spool is empty and no
+// session is live (Kimi has exited: every session ends within seconds).
 func (st *stack) waitQuiet(t testing.TB) {
 	t.Helper()
 	last, stable := -1, 0
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		if st.liveSessions(t) > 0 {
+			stable = 0
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
 		n := 0
 		for _, b := range st.sessionLogs(t) {
 			n += bytes.Count(b, []byte("\n"))
@@ -304,6 +310,21 @@ func (st *stack) waitQuiet(t testing.TB) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatal("the adapter never went quiet")
+}
+
+// liveSessions is how many sessions the adapter's /healthz reports live.
+func (st *stack) liveSessions(t testing.TB) int {
+	t.Helper()
+	resp, err := http.Get(st.hookTo + "/healthz")
+	if err != nil {
+		return 0 // the adapter is down: nothing it could end now
+	}
+	defer resp.Body.Close()
+	var h adapter.Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	return h.Channel.Sessions[adapter.ChannelActive] + h.Channel.Sessions[adapter.ChannelStale]
 }
 
 // oneSession returns the only session log's name and events.
@@ -501,10 +522,11 @@ func TestE2EAdapterKill9(t *testing.T) {
 	st.waitQuiet(t)
 	name, raw, ev := st.oneSession(t)
 	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
-	want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "tool.requested": 6, "tool.completed": 6})
+	want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "tool.requested": 6, "tool.completed": 6, "session.ended": 1})
 	pairedTools(t, ev)
 	// Hook order: each tool's request precedes its result, the run opens
-	// first and finishes last, and there are two epochs.
+	// first and finishes before the session ends (Kimi's exit, observed by
+	// the restarted adapter), and there are two epochs.
 	epochs := map[int64]bool{}
 	for _, e := range ev {
 		epochs[e.EpochOrZero()] = true
@@ -512,8 +534,8 @@ func TestE2EAdapterKill9(t *testing.T) {
 	if len(epochs) != 2 {
 		t.Errorf("%d epochs, want 2 (one per adapter run)", len(epochs))
 	}
-	if ev[1].Type != "run.started" || ev[len(ev)-1].Type != "run.finished" {
-		t.Errorf("run does not wrap the session: %s ... %s", ev[1].Type, ev[len(ev)-1].Type)
+	if ev[1].Type != "run.started" || ev[len(ev)-2].Type != "run.finished" || ev[len(ev)-1].Type != "session.ended" {
+		t.Errorf("run does not wrap the session: %s ... %s, %s", ev[1].Type, ev[len(ev)-2].Type, ev[len(ev)-1].Type)
 	}
 	spooled := 0
 	for _, e := range ev {

@@ -28,6 +28,7 @@ type upOptions struct {
 	allowedHosts                     string
 	public, verbose                  bool
 	bridge                           bridgeChoice
+	life                             lifecycleOptions
 }
 
 // runUp is `aep-kimi up`: the relay, the adapter and, when a kimi web server
@@ -44,6 +45,7 @@ func runUp(ctx context.Context, args []string, io stdio) int {
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 	o.bridge.flags(fs, getenv)
+	o.life.flags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web] [--public]")
 		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and (with a kimi web server, or --web) the kimi web bridge,")
@@ -118,7 +120,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	release = append(release, func() { rln.Close() })
 	relayURL := "http://" + loopbackFor(rln.Addr())
 
-	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts}
+	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts, life: o.life}
 	if ao.listen == "" {
 		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
