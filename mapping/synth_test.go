@@ -17,30 +17,30 @@ import (
 // synthArgs are the arguments a synthesized-event golden case passes to its
 // constructor (the call.json section: {"ctor": NAME, "args": {...}}).
 type synthArgs struct {
-	Trigger      string          `json:"trigger"`
-	Failed       bool            `json:"failed"`
-	Resolution   string          `json:"resolution"`
-	LatencyMs    int64           `json:"latency_ms"`
-	Reason       string          `json:"reason"`
-	AfterMs      int64           `json:"after_ms"`
-	Option       string          `json:"option"`
-	Text         string          `json:"text"`
-	By           string          `json:"by"`
-	Tool         string          `json:"tool"`
-	CallID       string          `json:"call_id"`
-	Detail       string          `json:"detail"`
-	QueuedMs     int64           `json:"queued_ms"`
-	FromSeq      int64           `json:"from_seq"`
-	ToSeq        int64           `json:"to_seq"`
-	KapEpoch     string          `json:"kap_epoch"`
-	NextKapEpoch string          `json:"next_kap_epoch"`
-	ExpiresAt    string          `json:"expires_at"`
-	Options      []aep.Option    `json:"options"`
-	DurationMs   int64           `json:"duration_ms"`
-	Runs         int             `json:"runs"`
-	State        string          `json:"state"`
-	Agent        string          `json:"agent"`
-	Task         string          `json:"task"`
+	Trigger      string       `json:"trigger"`
+	Failed       bool         `json:"failed"`
+	Resolution   string       `json:"resolution"`
+	LatencyMs    int64        `json:"latency_ms"`
+	Reason       string       `json:"reason"`
+	AfterMs      int64        `json:"after_ms"`
+	Option       string       `json:"option"`
+	Text         string       `json:"text"`
+	By           string       `json:"by"`
+	Tool         string       `json:"tool"`
+	CallID       string       `json:"call_id"`
+	Detail       string       `json:"detail"`
+	QueuedMs     int64        `json:"queued_ms"`
+	FromSeq      int64        `json:"from_seq"`
+	ToSeq        int64        `json:"to_seq"`
+	KapEpoch     string       `json:"kap_epoch"`
+	NextKapEpoch string       `json:"next_kap_epoch"`
+	ExpiresAt    string       `json:"expires_at"`
+	Options      []aep.Option `json:"options"`
+	DurationMs   int64        `json:"duration_ms"`
+	Runs         int          `json:"runs"`
+	State        string       `json:"state"`
+	Agent        string       `json:"agent"`
+	Task         string       `json:"task"`
 	// Hook and Frame are the input a decorated (or gate) event is first
 	// mapped from: a hook payload, or a kap frame in primary mode.
 	Hook  json.RawMessage `json:"hook"`
