@@ -21,7 +21,8 @@ type Capture struct {
 }
 
 // CaptureHook returns a hook command that stores each payload it is given
-// in dir, one file per invocation named by its start time in nanoseconds.
+// in dir, one file per invocation named by its start time in nanoseconds
+// (GNU date).
 // It runs in a session of its own where setsid exists: Kimi kills the
 // process group of a PostToolUse hook when the turn ends, often within tens
 // of milliseconds, and the capture must survive that.
