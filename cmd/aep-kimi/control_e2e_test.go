@@ -85,7 +85,7 @@ func TestE2EGate(t *testing.T) {
 					map[string]any{"text": "done"},
 				},
 			})
-			out := make(chan string, 1)
+			out := make(chan kimiharness.PrintRun, 1)
 			go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
 			req := st.waitEvent(t, func(e *aep.Event) bool {
 				return e.Type == "attention.requested" && strings.Contains(string(e.Data), `"control"`)
@@ -101,7 +101,7 @@ func TestE2EGate(t *testing.T) {
 			if code != 0 || !strings.Contains(msg, "accepted") {
 				t.Fatalf("respond: exit %d: %s", code, msg)
 			}
-			dir := <-out
+			run := <-out
 			st.waitQuiet(t)
 			_, err := os.Stat(marker)
 			if ran := err == nil; ran != c.ran {
@@ -123,8 +123,7 @@ func TestE2EGate(t *testing.T) {
 				t.Fatalf("denied tool: %v", counts)
 			}
 			// The model got the reason: the mock saw it in the next request.
-			reqs, _ := os.ReadFile(filepath.Join(dir, "mock-requests.jsonl"))
-			if !bytes.Contains(reqs, []byte(c.text)) {
+			if reqs := run.Mock.Requests(t); !strings.Contains(strings.Join(reqs, "\n"), c.text) {
 				t.Fatalf("the model never saw the reason %q", c.text)
 			}
 		})

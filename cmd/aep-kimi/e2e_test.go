@@ -185,9 +185,9 @@ func (st *stack) hookCmd(t testing.TB) string {
 }
 
 // scenario runs one print-mode scenario (a name from the harness's
-// scenarios, or a script file) with hookCmd on every hook, and returns
-// kimi's output.
-func scenario(t testing.TB, kimi, name, hookCmd string) string {
+// scenarios, or a script file) with hookCmd on every hook; the run holds
+// kimi's output and the mock that answered it.
+func scenario(t testing.TB, kimi, name, hookCmd string) kimiharness.PrintRun {
 	t.Helper()
 	path := name
 	if !strings.ContainsRune(name, filepath.Separator) {
@@ -197,7 +197,7 @@ func scenario(t testing.TB, kimi, name, hookCmd string) string {
 	if r.Err != nil && name != "stop-failure" {
 		t.Fatalf("scenario %s: %v\n%s", name, r.Err, r.Output)
 	}
-	return r.Output
+	return r
 }
 
 // sessionLogs returns every session log in the stack's home, by session file.
@@ -510,7 +510,7 @@ func TestE2EAdapterKill9(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t)
 	sc := slowScenario(t, "k9")
-	done := make(chan string, 1)
+	done := make(chan kimiharness.PrintRun, 1)
 	go func() { done <- scenario(t, kimi, sc, st.hookCmd(t)) }()
 	// Crash it once the run is under way, keep it down while hooks fire
 	// (they spool), then bring it back.
@@ -555,7 +555,7 @@ func TestE2ERelayOutage(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t)
 	sc := slowScenario(t, "outage")
-	done := make(chan string, 1)
+	done := make(chan kimiharness.PrintRun, 1)
 	go func() { done <- scenario(t, kimi, sc, st.hookCmd(t)) }()
 	waitLog(t, st, func(ev []*aep.Event) bool { return typeCounts(ev)["tool.requested"] >= 2 })
 	st.relay.kill()

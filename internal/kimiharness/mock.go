@@ -40,7 +40,8 @@ type Response struct {
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Delay holds the answer back this many seconds, to keep a turn running
-	// (to queue a prompt behind it or abort it).
+	// (to queue a prompt behind it or abort it). Zero means none, except for
+	// an answer that ends the turn, which takes turnEndLatency.
 	Delay float64 `json:"delay,omitempty"`
 	// Error answers with an HTTP error instead: Kimi retries a 5xx and fails
 	// the turn on a 4xx.
@@ -120,6 +121,13 @@ func WriteScript(t testing.TB, v any) string {
 	}
 	return path
 }
+
+// turnEndLatency is how long a turn-ending answer (text, no tool calls)
+// takes when the script sets no delay, as a real model's does: Kimi kills a
+// PostToolUse hook's process group 100 ms after the turn ends, and an
+// instant answer would have the tests race the hook's start-up on a busy
+// machine instead of testing what the hook delivers.
+const turnEndLatency = 300 * time.Millisecond
 
 // Mock is a scripted OpenAI-compatible chat-completions provider on a
 // loopback port, running inside the test process.
@@ -262,12 +270,14 @@ func (m *Mock) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, n := m.pick(body, req)
-	if resp.Delay > 0 {
-		select {
-		case <-time.After(time.Duration(resp.Delay * float64(time.Second))):
-		case <-r.Context().Done():
-			return
-		}
+	delay := time.Duration(resp.Delay * float64(time.Second))
+	if delay <= 0 && resp.Error == nil && len(resp.ToolCalls) == 0 {
+		delay = turnEndLatency
+	}
+	select {
+	case <-time.After(delay):
+	case <-r.Context().Done():
+		return
 	}
 	if e := resp.Error; e != nil {
 		status := e.Status

@@ -104,7 +104,11 @@ func TestMockStreamsTextAndToolCalls(t *testing.T) {
 	if s.usage["prompt_tokens"] != float64(120000) || s.usage["total_tokens"] != float64(120003) {
 		t.Errorf("usage %v", s.usage)
 	}
+	start := time.Now()
 	s, _ = chat(t, ctx, m, user("go"), map[string]any{"role": "assistant", "content": ""}, map[string]any{"role": "tool", "content": "ü"})
+	if d := time.Since(start); d < turnEndLatency {
+		t.Errorf("a turn-ending answer came after %v, want at least %v", d, turnEndLatency)
+	}
 	if s.text != "A reply long enough to take several chunks: ünïcödé survives the split." || s.finish != "stop" {
 		t.Errorf("text turn: %+v", s)
 	}
