@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,9 +37,8 @@ import (
 // Extension attributes of lifecycle events (AEP-0001 §5.4).
 const (
 	// ExtObserved marks a session.ended the adapter observed instead of Kimi
-	// reporting it: "process" (the Kimi process exited) or "silence" (the
-	// idle limit passed without a hook).
-	ExtObserved = "kimiobserved"
+	// reporting it (mapping.ExtObserved, shared with the bridge).
+	ExtObserved = mapping.ExtObserved
 	// ExtChannel carries the hook channel's state on agent.health, at every
 	// capture level (the event's detail is capture-gated).
 	ExtChannel = "kimichannel"
@@ -48,12 +46,9 @@ const (
 
 // How an end was observed (ExtObserved values).
 const (
-	ObservedProcess = "process"
-	ObservedSilence = "silence"
+	ObservedProcess = mapping.ObservedProcess
+	ObservedSilence = mapping.ObservedSilence
 )
-
-// chapterSegment joins a session's source and a chapter number.
-const chapterSegment = "/chapter/"
 
 // Headers kimi-hook sends to name the Kimi process it serves.
 const (
@@ -218,11 +213,7 @@ func (s *session) chapterFor(d *delivery, r *mapping.HookResult) {
 
 // newChapter switches the session's stream to its next chapter's source.
 func (s *session) newChapter(d *delivery) {
-	n := 1
-	if rest, ok := strings.CutPrefix(s.stream.Source(), s.source+chapterSegment); ok {
-		n, _ = strconv.Atoi(rest)
-	}
-	s.stream.SetSource(s.source + chapterSegment + strconv.Itoa(max(n, 1)+1))
+	s.stream.SetSource(journal.NextChapter(s.source, s.stream.Source()))
 	s.ended, s.startedAt, s.runs = false, d.at, 0
 	s.life.observed = ""
 }

@@ -175,7 +175,7 @@ func (s *session) open() {
 		last = ev.Source
 		s.fold(ev)
 	})
-	if strings.HasPrefix(last, s.source+chapterSegment) {
+	if journal.IsChapter(s.source, last) {
 		s.stream.SetSource(last) // a later chapter goes on
 	}
 }

@@ -3,7 +3,6 @@ package bridgeweb
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
@@ -27,8 +27,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// Bridge is the bridge-web daemon: it follows one kap-server at a time and
-// publishes its sessions as AEP events.
+// Bridge is the bridge-web daemon: it follows every live kap-server of its
+// instance registry (or one fixed URL) and publishes their sessions as AEP
+// events.
 type Bridge struct {
 	cfg     Config
 	log     *slog.Logger
@@ -39,10 +40,12 @@ type Bridge struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by kap session id
 
-	// gmu guards global: the kap server-wide stream's position.
-	gmu    sync.Mutex
-	global cursor
+	// fmu guards followers: one per kap-server followed now.
+	fmu       sync.Mutex
+	followers map[*follower]bool
 
+	// stMu guards the registry's own state, reported while no server is
+	// followed, and the log-once memory.
 	stMu       sync.Mutex
 	state      string
 	stateSince time.Time
@@ -52,8 +55,6 @@ type Bridge struct {
 
 	followed atomic.Int64
 	dormant  atomic.Int64
-	// active is the live connection, for control's REST calls.
-	active atomic.Pointer[activeLink]
 
 	web *httpdrain.Endpoint
 
@@ -76,7 +77,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, ready: make(chan struct{}),
+	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, followers: map[*follower]bool{}, ready: make(chan struct{}),
 		newID: aep.NewID, reported: map[string]bool{}}
 	if err := privateDirs(cfg.Home); err != nil {
 		return nil, err
@@ -201,111 +202,156 @@ func (b *Bridge) closeIdle(before time.Time) {
 	}
 }
 
-// follow is the discover/connect loop.
+// follow follows the fixed KapURL, or every live server of the instance
+// registry: each server that appears gets a follower, and when one is gone
+// (its record removed, its process dead) its follower stops and its sessions
+// end (endInstance); the bridge waits for the next.
 func (b *Bridge) follow(ctx context.Context) {
-	bo := backoff.Backoff{Min: b.cfg.BackoffMin, Max: b.cfg.BackoffMax}
-	for ctx.Err() == nil {
-		ep, ok := b.endpoint(ctx)
-		if !ok {
-			return
-		}
-		start := b.cfg.Now()
-		err := b.connect(ctx, ep)
-		if ctx.Err() != nil {
-			return
-		}
-		b.followed.Store(0)
-		b.metrics.followed.Set(0)
-		reason, state := classify(err)
-		b.metrics.connErrors.WithLabelValues(reason).Inc()
-		b.setState(state, ep.base, err)
-		if starting := ep.instance.StartedAt > 0 && b.cfg.Now().Sub(time.UnixMilli(ep.instance.StartedAt)) < startupGrace; starting && reason == "io" {
-			// It registers itself before its listener is up.
-			b.reportOnce(slog.LevelInfo, "kimi web is still starting; retrying", "kap", ep.base)
-		} else {
-			b.reportOnce(slog.LevelWarn, "kap connection ended; reconnecting with backoff", "kap", ep.base, "reason", reason, "err", err)
-		}
-		bo.Up(b.cfg.Now().Sub(start))
-		if !bo.Wait(ctx) {
-			return
-		}
+	if b.cfg.KapURL != "" {
+		f := b.addFollower(Instance{})
+		defer b.removeFollower(f)
+		f.run(ctx)
+		return
 	}
-}
-
-// startupGrace is how long after a kap-server registers itself its refusals
-// are taken for start-up rather than trouble.
-const startupGrace = 30 * time.Second
-
-// classify turns a connection's end into a metric reason and a state.
-func classify(err error) (reason, state string) {
-	switch {
-	case errors.Is(err, ErrUnauthorized):
-		return "unauthorized", KapUnauthorized
-	case errors.Is(err, errProbe):
-		return "server_gone", KapDown
-	case errors.Is(err, errSilent):
-		return "silent", KapDown
-	case errors.Is(err, errHandshake):
-		return "handshake", KapDown
-	case err == nil:
-		return "closed", KapDown
+	type running struct {
+		f      *follower
+		cancel context.CancelCauseFunc
+		done   chan struct{}
 	}
-	return "io", KapDown
-}
-
-// endpoint waits for a kap-server to connect to: the fixed URL, or the newest
-// live registry record, with the token read fresh each time (rotate-token).
-// It returns false when ctx ends.
-func (b *Bridge) endpoint(ctx context.Context) (endpoint, bool) {
+	followers := map[string]*running{}
+	var g errgroup.Group
+	defer func() {
+		for _, r := range followers {
+			r.cancel(nil)
+		}
+		g.Wait() //nolint:errcheck // followers return no error
+	}()
+	reg := registry{kimiHome: b.cfg.KimiHome, staleAfter: b.cfg.StaleInstance, pidAlive: b.cfg.PIDAlive,
+		allowRemote: b.cfg.AllowRemoteKap}
 	counted := map[Skipped]bool{}
 	for {
-		token, terr := readToken(b.cfg.KapTokenFile)
-		var base string
-		var inst Instance
-		var derr error
-		if b.cfg.KapURL != "" {
-			base = b.cfg.KapURL
-		} else {
-			var skipped []Skipped
-			inst, skipped, derr = Discover(b.cfg.KimiHome, b.cfg.Now(), b.cfg.StaleInstance, b.cfg.PIDAlive, b.cfg.AllowRemoteKap)
-			for _, s := range skipped {
-				if !counted[s] {
-					counted[s] = true
-					b.metrics.skipped.WithLabelValues(s.Reason).Inc()
-					if s.Reason == SkipRemote {
-						b.reportOnce(slog.LevelWarn, "kimi web instance record names a non-loopback host; refusing to send the kap token there (--allow-remote-kap allows it)",
-							"record", s.Path, "host", s.Host)
-						continue
-					}
-					b.log.Debug("instance record skipped", "record", s.Path, "reason", s.Reason)
+		ch, err := reg.poll(b.cfg.Now())
+		for _, s := range ch.skipped {
+			if !counted[s] {
+				counted[s] = true
+				b.metrics.skipped.WithLabelValues(s.Reason).Inc()
+				switch s.Reason {
+				case SkipRemote:
+					b.reportOnce(slog.LevelWarn, "kimi web instance record names a non-loopback host; refusing to send the kap token there (--allow-remote-kap allows it)",
+						"record", s.Path, "host", s.Host)
+					continue
+				case SkipLink:
+					b.reportOnce(slog.LevelWarn, "instance record is a link or not a regular file; refusing it", "record", s.Path)
+					continue
 				}
+				b.log.Debug("instance record skipped", "record", s.Path, "reason", s.Reason)
 			}
-			base = inst.BaseURL()
 		}
-		switch {
-		case derr != nil:
-			b.setState(KapDiscovering, "", derr)
-			b.reportOnce(slog.LevelInfo, "waiting for kimi web to start", "registry", InstancesDir(b.cfg.KimiHome), "err", derr)
-		case terr != nil:
-			b.setState(KapUnauthorized, base, terr)
-			level := slog.LevelWarn
-			if inst.StartedAt > 0 && b.cfg.Now().Sub(time.UnixMilli(inst.StartedAt)) < startupGrace {
-				level = slog.LevelInfo // it writes the token as it starts
-			}
-			b.reportOnce(level, "kap token unreadable; retrying", "err", terr)
-		default:
-			ep, err := newEndpoint(base, token)
+		for _, in := range ch.gone {
+			r := followers[in.key()]
+			delete(followers, in.key())
+			r.cancel(errInstanceGone)
+			<-r.done
+			ended := b.endInstance(r.f, b.cfg.Now())
+			b.removeFollower(r.f)
+			b.metrics.instanceEnds.Inc()
+			b.log.Info("kimi web stopped; its sessions ended", "kap", in.BaseURL(), "server_pid", in.PID, "sessions", ended)
+		}
+		for _, in := range ch.appeared {
+			fctx, cancel := context.WithCancelCause(ctx)
+			r := &running{f: b.addFollower(in), cancel: cancel, done: make(chan struct{})}
+			followers[in.key()] = r
+			b.log.Info("kimi web found; following it", "kap", in.BaseURL(), "server_pid", in.PID)
+			g.Go(func() error {
+				defer close(r.done)
+				r.f.run(fctx)
+				return nil
+			})
+		}
+		if len(followers) == 0 {
 			if err == nil {
-				ep.instance = inst
-				return ep, true
+				err = ErrNoInstance
 			}
-			b.setState(KapDown, base, err)
-			b.reportOnce(slog.LevelError, "kap URL unusable", "err", err)
+			b.setState(KapDiscovering, "", err)
+			b.reportOnce(slog.LevelInfo, "waiting for kimi web to start", "registry", InstancesDir(b.cfg.KimiHome), "err", err)
 		}
 		if !backoff.Sleep(ctx, b.cfg.DiscoveryPoll) {
-			return endpoint{}, false
+			return
 		}
 	}
+}
+
+func (b *Bridge) addFollower(in Instance) *follower {
+	f := newFollower(b, in)
+	b.fmu.Lock()
+	b.followers[f] = true
+	b.fmu.Unlock()
+	b.metrics.instances.Inc()
+	b.publishState()
+	return f
+}
+
+func (b *Bridge) removeFollower(f *follower) {
+	b.fmu.Lock()
+	delete(b.followers, f)
+	b.fmu.Unlock()
+	b.metrics.instances.Dec()
+	b.recount()
+	b.publishState()
+}
+
+// followerList is the servers followed now, the newest start first.
+func (b *Bridge) followerList() []*follower {
+	b.fmu.Lock()
+	out := make([]*follower, 0, len(b.followers))
+	for f := range b.followers {
+		out = append(out, f)
+	}
+	b.fmu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].inst.StartedAt != out[j].inst.StartedAt {
+			return out[i].inst.StartedAt > out[j].inst.StartedAt
+		}
+		return out[i].inst.key() < out[j].inst.key()
+	})
+	return out
+}
+
+// recount sums the followers' subscription counts.
+func (b *Bridge) recount() {
+	var live, dormant int64
+	for _, f := range b.followerList() {
+		live += f.followed.Load()
+		dormant += f.dormant.Load()
+	}
+	b.followed.Store(live)
+	b.dormant.Store(dormant)
+	b.metrics.followed.Set(float64(live))
+	b.metrics.dormant.Set(float64(dormant))
+}
+
+// endInstance ends the sessions a stopped server held (see
+// session.endObserved) and returns how many it ended. Its follower has
+// stopped: no frame of that server is mapped after this.
+func (b *Bridge) endInstance(f *follower, at time.Time) int {
+	b.mu.Lock()
+	sessions := make([]*session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, s := range sessions {
+		s.mu.Lock()
+		if s.owner == f {
+			s.owner = nil
+			if s.endObserved(at) {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // reportOnce logs a message the first time it is seen with these args, and
@@ -327,24 +373,54 @@ func (b *Bridge) reportOnce(level slog.Level, msg string, args ...any) {
 	b.log.Log(context.Background(), level, msg, args...)
 }
 
+// forgetReported makes every message news again.
+func (b *Bridge) forgetReported() {
+	b.stMu.Lock()
+	b.reported = map[string]bool{}
+	b.stMu.Unlock()
+}
+
+// setState records the registry's own state, reported while no server is
+// followed.
 func (b *Bridge) setState(state, url string, err error) {
 	b.stMu.Lock()
-	defer b.stMu.Unlock()
 	if state != b.state {
 		b.stateSince = b.cfg.Now()
-		if state == KapConnected {
-			// A new connection: a later loss is news again.
-			b.reported = map[string]bool{}
-		}
 	}
 	b.state, b.kapURL = state, url
 	b.lastErr = ""
 	if err != nil {
 		b.lastErr = err.Error()
 	}
+	b.stMu.Unlock()
+	b.publishState()
+}
+
+// kapHealth is the connection state /healthz leads with: the newest server
+// followed, else the registry's own.
+func (b *Bridge) kapHealth() (KapHealth, []KapHealth) {
+	fs := b.followerList()
+	if len(fs) == 0 {
+		b.stMu.Lock()
+		defer b.stMu.Unlock()
+		return KapHealth{State: b.state, URL: b.kapURL, Since: b.stateSince, Error: b.lastErr}, nil
+	}
+	all := make([]KapHealth, len(fs))
+	for i, f := range fs {
+		all[i] = f.health()
+	}
+	return all[0], all
+}
+
+// publishState sets the state gauge from the leading connection state.
+func (b *Bridge) publishState() {
+	if b.metrics == nil {
+		return
+	}
+	kh, _ := b.kapHealth()
 	for _, s := range kapStates {
 		v := 0.0
-		if s == state {
+		if s == kh.State {
 			v = 1
 		}
 		b.metrics.state.WithLabelValues(s).Set(v)
@@ -417,34 +493,39 @@ func writeError(w http.ResponseWriter, status int, code, detail string) {
 	json.NewEncoder(w).Encode(map[string]string{"error": code, "detail": detail}) //nolint:errcheck // client gone
 }
 
-// KapHealth is the kap connection's part of /healthz.
+// KapHealth is one kap connection's part of /healthz.
 type KapHealth struct {
 	State string    `json:"state"`
 	URL   string    `json:"url,omitempty"`
 	Since time.Time `json:"since"`
 	Error string    `json:"error,omitempty"`
+	// PID is the server's process, from its registry record.
+	PID              int   `json:"pid,omitempty"`
+	SessionsFollowed int64 `json:"sessions_followed,omitempty"`
+	SessionsDormant  int64 `json:"sessions_dormant,omitempty"`
 }
 
 // Health is the /healthz body.
 type Health struct {
-	OK               bool      `json:"ok"`
-	Mode             string    `json:"mode"`
-	Kap              KapHealth `json:"kap"`
-	SessionsFollowed int64     `json:"sessions_followed"`
-	SessionsDormant  int64     `json:"sessions_dormant"`
-	Relay            string    `json:"relay"`
-	Outbox           int       `json:"relay_outbox,omitempty"`
-	Epoch            int64     `json:"epoch"`
-	Control          []string  `json:"control"`
+	OK   bool   `json:"ok"`
+	Mode string `json:"mode"`
+	// Kap is the newest server followed (or, with none, the registry's
+	// state); Instances lists every server followed.
+	Kap              KapHealth   `json:"kap"`
+	Instances        []KapHealth `json:"instances,omitempty"`
+	SessionsFollowed int64       `json:"sessions_followed"`
+	SessionsDormant  int64       `json:"sessions_dormant"`
+	Relay            string      `json:"relay"`
+	Outbox           int         `json:"relay_outbox,omitempty"`
+	Epoch            int64       `json:"epoch"`
+	Control          []string    `json:"control"`
 }
 
 // HealthNow reports the bridge's health. ok means the daemon runs; whether
 // it currently follows a kap-server is kap.state.
 func (b *Bridge) HealthNow() Health {
-	b.stMu.Lock()
-	kh := KapHealth{State: b.state, URL: b.kapURL, Since: b.stateSince, Error: b.lastErr}
-	b.stMu.Unlock()
-	h := Health{OK: true, Mode: b.cfg.Mode.String(), Kap: kh, SessionsFollowed: b.followed.Load(),
+	kh, all := b.kapHealth()
+	h := Health{OK: true, Mode: b.cfg.Mode.String(), Kap: kh, Instances: all, SessionsFollowed: b.followed.Load(),
 		SessionsDormant: b.dormant.Load(), Relay: "none", Epoch: b.epoch, Control: b.Accepts()}
 	if b.cfg.Publisher != nil {
 		h.Relay = "unknown"

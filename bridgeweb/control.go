@@ -114,7 +114,10 @@ func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) (reason
 		return "invalid", err.Error()
 	}
 	data, _ := cmd.DataMap()
-	al := b.active.Load()
+	var al *activeLink
+	if s.owner != nil {
+		al = s.owner.active.Load()
+	}
 	switch cmd.Type {
 	case CmdRespond:
 		return b.respond(ctx, s, al, cmd, data)

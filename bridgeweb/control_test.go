@@ -299,14 +299,6 @@ func TestCancel(t *testing.T) {
 		if end.Type != "run.cancelled" || ed["by"] != "control" || end.Cause != cmd.ID || end.Run != cs.req.Run || fmt.Sprint(ed["duration_ms"]) != "1234" {
 			t.Errorf("end %s %v cause %s", end.Type, ed, end.Cause)
 		}
-		var sv aep.StreamValidator
-		for _, e := range evs {
-			if err := aep.Validate(e); err != nil {
-				t.Errorf("%s: %v", e.Type, err)
-			}
-			for _, v := range sv.Add(e) {
-				t.Errorf("%v", v)
-			}
-		}
+		validStream(t, evs)
 	})
 }

@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/procinfo"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // Instance is one record of the kap-server's instance registry,
@@ -69,6 +72,11 @@ const (
 	// bridge would send the kap bearer token. Only an operator's
 	// --allow-remote-kap lets discovery use it.
 	SkipRemote = "non-loopback-host"
+	// SkipLink: the record is a symbolic link (or not a regular file). The
+	// registry is written by kimi web itself, never as a link; one planted
+	// there could point the bridge, and its token, anywhere. Refused the
+	// way every file under AEP_HOME is (safefile).
+	SkipLink = "link"
 )
 
 // Skipped is a registry record discovery passed over, and why.
@@ -81,22 +89,55 @@ type Skipped struct {
 // ErrNoInstance means no live kap-server is registered.
 var ErrNoInstance = errors.New("no running kimi web (kap-server) registered")
 
-// Discover reads the instance registry and returns the newest live kap-server:
-// records whose pid is gone, whose heartbeat is older than staleAfter, that
-// do not parse, or (unless allowRemote) that name a non-loopback host are
-// skipped (and reported), never deleted: the registry is the server's. alive
-// tests a pid; nil means kill(pid, 0).
-func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive func(int) bool, allowRemote bool) (Instance, []Skipped, error) {
+// serverAlive is the default liveness of a record's server: its pid answers
+// kill(pid, 0) and, where the platform can tell (procinfo), it is not a
+// zombie (which kill(pid, 0) still answers for).
+func serverAlive(in Instance) bool {
+	if !pidAlive(in.PID) {
+		return false
+	}
+	info, err := procinfo.Read(in.PID)
+	return err != nil || !info.Exited
+}
+
+// pidLiveness turns a pid test into a record test; nil means serverAlive.
+func pidLiveness(alive func(int) bool) func(Instance) bool {
 	if alive == nil {
-		alive = pidAlive
+		return serverAlive
+	}
+	return func(in Instance) bool { return alive(in.PID) }
+}
+
+// Discover reads the instance registry and returns the newest live kap-server
+// (see Scan). alive tests a pid; nil means serverAlive.
+func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive func(int) bool, allowRemote bool) (Instance, []Skipped, error) {
+	live, skipped, err := Scan(kimiHome, now, staleAfter, pidLiveness(alive), allowRemote)
+	if err != nil {
+		return Instance{}, skipped, err
+	}
+	if len(live) == 0 {
+		return Instance{}, skipped, ErrNoInstance
+	}
+	return live[0], skipped, nil
+}
+
+// Scan reads the instance registry and returns every live kap-server, newest
+// start first: records whose server is not alive, whose heartbeat is older
+// than staleAfter, that do not parse, that are links, or (unless
+// allowRemote) that name a non-loopback host are skipped (and reported),
+// never deleted: the registry is the server's. A missing registry is no
+// server, not an error.
+func Scan(kimiHome string, now time.Time, staleAfter time.Duration, alive func(Instance) bool, allowRemote bool) ([]Instance, []Skipped, error) {
+	if alive == nil {
+		alive = serverAlive
 	}
 	dir := InstancesDir(kimiHome)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return Instance{}, nil, ErrNoInstance
+			return nil, nil, nil
 		}
-		return Instance{}, nil, fmt.Errorf("instance registry: %w", err)
+		return nil, nil, fmt.Errorf("instance registry: %w", err)
 	}
 	var live []Instance
 	var skipped []Skipped
@@ -107,11 +148,13 @@ func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive fu
 		path := filepath.Join(dir, e.Name())
 		in, err := readInstance(path)
 		switch {
+		case errors.Is(err, safefile.ErrLink) || errors.Is(err, safefile.ErrNotRegular):
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipLink})
 		case err != nil:
 			skipped = append(skipped, Skipped{Path: path, Reason: SkipUnreadable})
 		case !allowRemote && !in.Loopback():
 			skipped = append(skipped, Skipped{Path: path, Reason: SkipRemote, Host: in.Host})
-		case !alive(in.PID):
+		case !alive(in):
 			skipped = append(skipped, Skipped{Path: path, Reason: SkipDeadPID})
 		case staleAfter > 0 && now.Sub(time.UnixMilli(in.HeartbeatAt)) > staleAfter:
 			// A live pid with a stopped heartbeat: a recycled pid, or a
@@ -121,25 +164,23 @@ func Discover(kimiHome string, now time.Time, staleAfter time.Duration, alive fu
 			live = append(live, in)
 		}
 	}
-	if len(live) == 0 {
-		return Instance{}, skipped, ErrNoInstance
-	}
-	// The newest start wins: after a restart an old record may linger for a
-	// moment until its process is gone.
+	// The newest start first: after a restart an old record may linger for
+	// a moment until its process is gone.
 	sort.Slice(live, func(i, j int) bool {
 		if live[i].StartedAt != live[j].StartedAt {
 			return live[i].StartedAt > live[j].StartedAt
 		}
 		return live[i].ServerID < live[j].ServerID
 	})
-	return live[0], skipped, nil
+	return live, skipped, nil
 }
 
 // maxInstanceFile bounds a registry record (real ones are ~170 bytes).
 const maxInstanceFile = 64 << 10
 
+// readInstance reads one record without following a link (safefile).
 func readInstance(path string) (Instance, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Instance{}, err
 	}
@@ -154,6 +195,12 @@ func readInstance(path string) (Instance, error) {
 	}
 	in.Path = path
 	return in, nil
+}
+
+// key names one server run: its record plus the pid, port and start it
+// announced (a record rewritten for another run is another instance).
+func (in Instance) key() string {
+	return fmt.Sprintf("%s|%d|%d|%d", in.Path, in.PID, in.Port, in.StartedAt)
 }
 
 type limitedReader struct {

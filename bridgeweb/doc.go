@@ -4,13 +4,28 @@
 //
 // # Following the kap-server
 //
-// The server is found through its instance registry,
-// $KIMI_CODE_HOME/server/instances/*.json (records of dead pids and records
-// whose 15 s heartbeat stopped are skipped; the newest live start wins), and
-// its bearer token in $KIMI_CODE_HOME/server.token; a fixed URL and token
-// file can be given instead. While none runs the bridge waits, and after a
-// loss it backs off and discovers again, so a restarted server (new pid, new
-// port) is followed.
+// Servers are found through their instance registry,
+// $KIMI_CODE_HOME/server/instances/*.json, read every DiscoveryPoll (1 s):
+// each live record gets a follower of its own, so a `kimi web` started after
+// the bridge is attached without a restart and several are followed at
+// once. Records of dead pids, records whose 15 s heartbeat stopped, links
+// and records naming a non-loopback host are skipped; a record caught
+// mid-rewrite keeps its server. The bearer token is
+// $KIMI_CODE_HOME/server.token, read fresh for every connection; a fixed URL
+// and token file can be given instead (one follower, never ended). A
+// follower backs off and reconnects after a loss.
+//
+// A server is gone when its record is removed, its process is dead
+// (kill(pid, 0); with procinfo, also a zombie or another process on its pid)
+// or its heartbeat stopped. Its follower stops and the sessions that were
+// live on it end (session.endObserved): open attention dismissed, open runs
+// drained, then session.ended normal (no run open) or killed (one was), each
+// event marked kimiobserved = process. In companion mode, where the hook
+// adapter owns the core lifecycle, the bridge's own stream ends with
+// x.kimi-code.web.ended (same reason and mark) instead. A session a later
+// server loads again is a new chapter, the hook adapter's convention: the
+// next source (journal.NextChapter), session.started with trigger resume in
+// primary mode. Nothing ends when the bridge itself stops.
 //
 // The WebSocket uses the kimi-code.bearer.<token> subprotocol. After the
 // server_hello the bridge lists the sessions over REST (paginated) and
@@ -26,8 +41,9 @@
 // over. Sessions the server has not loaded (it restarted) are re-subscribed
 // every couple of seconds: a resumed session's events are only journaled by
 // the server once someone subscribes. A server told to shut down closes its
-// listener but keeps running while a WebSocket client stays; the bridge
-// probes the REST listener and lets go when it is gone.
+// listener but keeps running while a WebSocket client stays, and removes its
+// record only when it exits; the bridge probes the REST listener and lets go
+// at the first refused probe.
 //
 // # Modes
 //
@@ -40,8 +56,8 @@
 // visibility), every ask is an attention request closed by its answer or
 // dismissal, and every attention lifecycle event has subject = the
 // attention.requested event's id. Volatile frames and the internal
-// permission.approval.* bus echoes never emit; no session lifecycle is
-// invented (kap sessions outlive connections).
+// permission.approval.* bus echoes never emit; no session start is invented
+// (kap sessions outlive connections), but a session ends with its server.
 //
 // # Identity
 //

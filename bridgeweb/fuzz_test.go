@@ -70,7 +70,7 @@ func FuzzFrame(f *testing.F) {
 			b.sessions = map[string]*session{}
 		}
 		b.mu.Unlock()
-		l := newLink(b, func(context.Context, []byte) error { return nil })
+		l := newLink(newFollower(b, Instance{}), func(context.Context, []byte) error { return nil })
 		l.subs["s1"] = subLive
 		l.subs[mapping.GlobalSession] = subLive
 		l.subs["s2"] = subPending

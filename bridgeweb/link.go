@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,6 +26,9 @@ var (
 	errProbe     = errors.New("kap-server stopped answering its liveness probe")
 	errSilent    = errors.New("kap-server sent nothing for three heartbeats")
 	errHandshake = errors.New("kap-server handshake failed")
+	// errInstanceGone ends a follower whose server's record is gone or
+	// whose process is dead.
+	errInstanceGone = errors.New("kap-server stopped")
 )
 
 // subState is where a session's subscription stands on one connection.
@@ -45,6 +49,7 @@ type sender func(ctx context.Context, b []byte) error
 // send subscribes, under mu.
 type link struct {
 	b    *Bridge
+	f    *follower // the server this connection is to
 	send sender
 
 	mu      sync.Mutex
@@ -60,16 +65,18 @@ type link struct {
 	badLogged atomic.Int64
 }
 
-func newLink(b *Bridge, send sender) *link {
-	l := &link{b: b, send: send, subs: map[string]subState{}, pending: map[string][]string{}, listed: map[string]bool{}}
+func newLink(f *follower, send sender) *link {
+	b := f.b
+	l := &link{b: b, f: f, send: send, subs: map[string]subState{}, pending: map[string][]string{}, listed: map[string]bool{}}
 	l.heartbeat.Store(10000)
 	l.lastFrame.Store(b.cfg.Now().UnixNano())
 	return l
 }
 
 // connect runs one connection until it fails or ctx ends.
-func (b *Bridge) connect(ctx context.Context, ep endpoint) error {
-	b.setState(KapConnecting, ep.base, nil)
+func (f *follower) connect(ctx context.Context, ep endpoint) error {
+	b := f.b
+	f.setState(KapConnecting, ep.base, nil)
 	kc := kapClient{ep: ep, http: b.cfg.HTTPClient}
 	dctx, cancel := context.WithTimeout(ctx, b.cfg.HandshakeTimeout)
 	defer cancel()
@@ -88,7 +95,7 @@ func (b *Bridge) connect(ctx context.Context, ep endpoint) error {
 	}
 	defer c.CloseNow() //nolint:errcheck // best effort
 	c.SetReadLimit(b.cfg.ReadLimit)
-	l := newLink(b, func(ctx context.Context, msg []byte) error {
+	l := newLink(f, func(ctx context.Context, msg []byte) error {
 		wctx, cancel := context.WithTimeout(ctx, b.cfg.HandshakeTimeout)
 		defer cancel()
 		return c.Write(wctx, websocket.MessageText, msg)
@@ -111,10 +118,10 @@ func (b *Bridge) connect(ctx context.Context, ep endpoint) error {
 		return fmt.Errorf("list sessions: %w", err)
 	}
 	b.metrics.connects.Inc()
-	b.setState(KapConnected, ep.base, nil)
+	f.setState(KapConnected, ep.base, nil)
 	b.log.Info("kap connected", "kap", ep.base, "sessions", len(ids), "server_pid", ep.instance.PID)
-	b.active.Store(&activeLink{l: l, kap: kc})
-	defer b.active.Store(nil)
+	f.active.Store(&activeLink{l: l, kap: kc})
+	defer f.active.Store(nil)
 
 	cctx, ccancel := context.WithCancelCause(ctx)
 	defer ccancel(nil)
@@ -129,7 +136,12 @@ func (b *Bridge) connect(ctx context.Context, ep endpoint) error {
 		_, data, err := c.Read(cctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				c.Close(websocket.StatusNormalClosure, "bridge stopping") //nolint:errcheck // best effort
+				if !errors.Is(context.Cause(ctx), errInstanceGone) {
+					// A server that is gone cannot answer a close
+					// handshake: the deferred CloseNow drops the socket
+					// without waiting for one.
+					c.Close(websocket.StatusNormalClosure, "bridge stopping") //nolint:errcheck // best effort
+				}
 				return nil
 			}
 			if cause := context.Cause(cctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -163,7 +175,11 @@ func (l *link) watch(ctx context.Context, kc kapClient, stop context.CancelCause
 		}
 		if err != nil {
 			fails++
-			if fails >= cfg.ProbeFailures {
+			// A refused connection is a closed listener, not a slow one:
+			// a server told to stop closes it at once but exits only when
+			// its WebSocket clients leave, and it removes its instance
+			// record only then. Letting go at once ends its sessions sooner.
+			if fails >= cfg.ProbeFailures || errors.Is(err, syscall.ECONNREFUSED) {
 				stop(fmt.Errorf("%w: %v", errProbe, err))
 				return
 			}
@@ -242,12 +258,12 @@ func (l *link) subscribe(ctx context.Context, ids []string) {
 		var epoch string
 		var ok bool
 		if sid == mapping.GlobalSession {
-			l.b.gmu.Lock()
-			seq, epoch, ok = l.b.global.position()
+			l.f.gmu.Lock()
+			seq, epoch, ok = l.f.global.position()
 			if ok {
-				l.b.global.syncing = true
+				l.f.global.syncing = true
 			}
-			l.b.gmu.Unlock()
+			l.f.gmu.Unlock()
 		} else {
 			s := l.b.session(sid)
 			s.mu.Lock()
@@ -310,10 +326,7 @@ func (l *link) publishCounts() {
 		}
 	}
 	l.mu.Unlock()
-	l.b.followed.Store(live)
-	l.b.dormant.Store(dormant)
-	l.b.metrics.followed.Set(float64(live))
-	l.b.metrics.dormant.Set(float64(dormant))
+	l.f.counts(live, dormant)
 }
 
 // handle is the frame path: every message from the kap-server goes through
@@ -398,9 +411,9 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 		return
 	}
 	if sid == mapping.GlobalSession {
-		l.b.gmu.Lock()
-		steps, dup := l.b.global.offer(f)
-		l.b.gmu.Unlock()
+		l.f.gmu.Lock()
+		steps, dup := l.f.global.offer(f)
+		l.f.gmu.Unlock()
 		if dup {
 			m.duplicates.Inc()
 		}
@@ -409,6 +422,7 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 	}
 	s := l.b.session(sid)
 	s.mu.Lock()
+	s.owner = l.f
 	s.take(f)
 	s.mu.Unlock()
 }
@@ -417,11 +431,11 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 func (l *link) follow(ctx context.Context, f mapping.Frame) {
 	sid := f.SessionID
 	if sid == mapping.GlobalSession {
-		l.b.gmu.Lock()
-		if !l.b.global.known {
-			l.b.global.set(f.Epoch, f.Seq-1)
+		l.f.gmu.Lock()
+		if !l.f.global.known {
+			l.f.global.set(f.Epoch, f.Seq-1)
 		}
-		l.b.gmu.Unlock()
+		l.f.gmu.Unlock()
 	} else {
 		s := l.b.session(sid)
 		s.mu.Lock()
@@ -453,12 +467,14 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 		s := l.b.session(target)
 		s.mu.Lock()
 		at := s.frameTime(f)
+		s.reopen(at)
 		for _, ev := range mapping.MapFrame(f, l.b.cfg.Mode, l.b.cfg.Posture).Events {
 			// No kap position: the seq is the server-wide stream's, not
 			// this session's.
 			s.emit(draft{id: l.b.newID(), ev: ev}, at, -1, "")
 		}
 		s.archived = true
+		s.owner = nil
 		if err := s.stream.Log().Close(); err != nil {
 			l.b.log.Error("closing a session log", "session", s.id, "err", err)
 		}
@@ -500,17 +516,21 @@ func (l *link) onAck(ctx context.Context, f mapping.Frame) {
 		seq, hasSeq := integer(c, "seq")
 		epoch := str(c, "epoch")
 		if sid == mapping.GlobalSession {
-			l.b.gmu.Lock()
-			if live && hasSeq && !l.b.global.known {
-				l.b.global.set(epoch, seq)
+			l.f.gmu.Lock()
+			if live && hasSeq && !l.f.global.known {
+				l.f.global.set(epoch, seq)
 			}
-			steps := l.b.global.settle()
-			l.b.gmu.Unlock()
+			steps := l.f.global.settle()
+			l.f.gmu.Unlock()
 			l.runGlobal(ctx, steps)
 			continue
 		}
 		s := l.b.session(sid)
 		s.mu.Lock()
+		if live {
+			// Loaded by this server: when it stops, the session ends.
+			s.owner = l.f
+		}
 		if live && hasSeq && !s.cur.known {
 			s.cur.set(epoch, seq)
 		}
@@ -534,9 +554,9 @@ func (l *link) onResync(f mapping.Frame) {
 		return
 	}
 	if sid == mapping.GlobalSession {
-		l.b.gmu.Lock()
-		g := l.b.global.resync(reason, cur, epoch)
-		l.b.gmu.Unlock()
+		l.f.gmu.Lock()
+		g := l.f.global.resync(reason, cur, epoch)
+		l.f.gmu.Unlock()
 		if g != nil {
 			l.b.metrics.gaps.WithLabelValues(gapLabel(reason)).Inc()
 			l.b.log.Warn("server-wide kap frames lost", "reason", reason, "from_seq", g.from, "to_seq", g.to)

@@ -2,6 +2,7 @@ package bridgeweb
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ type draft struct {
 	cause   string
 	subject string // overrides ev.Subject when set
 	turn    string // ExtKimiTurn, on run.started
+	// observed marks an event of an end seen from the server's process
+	// (mapping.ExtObserved).
+	observed bool
 }
 
 type runRec struct {
@@ -112,6 +116,9 @@ type machine struct {
 	// stale counts runs dropped without a terminal: a gap swallowed the
 	// turn's end, so the bridge has no honest boundary to emit.
 	stale int
+	// openTurns counts the kap turns started and not ended, in companion
+	// mode (which keeps no runs): whether a stop cut one off.
+	openTurns int
 }
 
 func newMachine(mode mapping.Mode, p mapping.Posture, control bool, newID func() string) *machine {
@@ -129,6 +136,7 @@ func (m *machine) apply(f mapping.Frame, at time.Time) []draft {
 	}
 	r := mapping.MapFrame(f, m.mode, m.posture)
 	if m.mode == mapping.Companion {
+		m.countTurn(f.Type)
 		return m.plain(r.Events, "")
 	}
 	agent := str(f.Payload, "agentId")
@@ -307,6 +315,11 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 // restarted bridge still pairs what was open when it stopped.
 func (m *machine) fold(ev *aep.Event) {
 	if m.mode == mapping.Companion {
+		if t, ok := strings.CutPrefix(ev.Type, webPrefix); ok {
+			m.countTurn(t)
+		} else if ev.Type == mapping.WebEndedType {
+			m.openTurns = 0
+		}
 		return
 	}
 	at, _ := time.Parse(time.RFC3339Nano, ev.Time)
@@ -349,6 +362,60 @@ func (m *machine) fold(ev *aep.Event) {
 			delete(m.asks, rec.vendorID)
 		}
 	}
+}
+
+// webPrefix starts every companion event type: x.kimi-code.web.{frame type}.
+const webPrefix = "x." + mapping.Vendor + ".web."
+
+// countTurn follows the companion turn count through a kap frame type.
+func (m *machine) countTurn(frameType string) {
+	switch frameType {
+	case "turn.started":
+		m.openTurns++
+	case "turn.ended":
+		m.openTurns = max(m.openTurns-1, 0)
+	}
+}
+
+// drain closes what the session left open when its server stopped: each
+// open attention request is dismissed (AEP-0002 §7.2: none may outlive the
+// session), then each open run is drained, innermost (latest) first. runOpen
+// says whether a run (in companion mode, a kap turn) was open. The state is
+// empty afterwards.
+func (m *machine) drain(at time.Time) (out []draft, runOpen bool) {
+	if m.mode == mapping.Companion {
+		runOpen = m.openTurns > 0
+		m.openTurns = 0
+		return nil, runOpen
+	}
+	asks := make([]*askRec, 0, len(m.asks))
+	for _, a := range m.asks {
+		asks = append(asks, a)
+	}
+	sort.Slice(asks, func(i, j int) bool {
+		return asks[i].at.Before(asks[j].at) || (asks[i].at.Equal(asks[j].at) && asks[i].reqID < asks[j].reqID)
+	})
+	for _, a := range asks {
+		ev := mapping.AttentionResolved(mapping.ResolutionDismissed, at.Sub(a.at).Milliseconds(), "", m.posture)
+		out = append(out, draft{id: m.newID(), ev: ev, run: a.run, cause: a.reqID, subject: a.reqID})
+	}
+	runs := make([]*runRec, 0, len(m.runs))
+	for _, r := range m.runs {
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].at.After(runs[j].at) || (runs[i].at.Equal(runs[j].at) && runs[i].id > runs[j].id)
+	})
+	for _, r := range runs {
+		ev := mapping.WithDuration(mapping.RunDrained(m.posture), max(at.Sub(r.at).Milliseconds(), 0))
+		out = append(out, draft{id: m.newID(), ev: ev, run: r.id, cause: r.startID})
+	}
+	runOpen = len(runs) > 0
+	clear(m.runs)
+	clear(m.tools)
+	clear(m.asks)
+	clear(m.byReq)
+	return out, runOpen
 }
 
 // str reads a string member of a frame payload.

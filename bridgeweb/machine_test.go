@@ -496,7 +496,7 @@ func BenchmarkFramePath(b *testing.B) {
 			n := 0
 			for i := 0; b.Loop(); i++ {
 				// A fresh session each round, so nothing dedupes away.
-				l := newLink(br, func(context.Context, []byte) error { return nil })
+				l := newLink(newFollower(br, Instance{}), func(context.Context, []byte) error { return nil })
 				id := fmt.Sprintf("s%d", i)
 				l.subs[id] = subLive
 				for _, f := range frames {

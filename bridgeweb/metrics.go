@@ -52,6 +52,11 @@ type metrics struct {
 	logRecover  prometheus.Counter
 	logErrors   prometheus.Counter
 	globalDrops prometheus.Counter
+	// instances counts the kap-servers followed now; instanceEnds the
+	// ones seen stop; sessionsEnded the sessions ended with them.
+	instances     prometheus.Gauge
+	instanceEnds  prometheus.Counter
+	sessionsEnded *prometheus.CounterVec
 }
 
 func newMetrics(b *Bridge) *metrics {
@@ -108,9 +113,19 @@ func newMetrics(b *Bridge) *metrics {
 		globalDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aepkimi_bridgeweb_global_frames_ignored_total", Help: "Server-wide frames (workspaces, config) that belong to no session.",
 		}),
+		instances: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aepkimi_bridgeweb_kap_instances", Help: "kap-servers (kimi web) followed now.",
+		}),
+		instanceEnds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_bridgeweb_kap_instances_ended_total", Help: "kap-servers seen stop (record removed, process dead, heartbeat stopped).",
+		}),
+		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aepkimi_bridgeweb_sessions_ended_total", Help: "Sessions ended because their kap-server stopped, by reason (normal, killed).",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.frames, m.badFrames, m.events, m.duplicates, m.gaps, m.staleRuns, m.connects, m.connErrors,
 		m.kapErrors, m.state, m.followed, m.dormant, m.skipped, m.commands, m.logErrors, m.logRecover, m.globalDrops,
+		m.instances, m.instanceEnds, m.sessionsEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range b.cfg.Collectors {
 		m.reg.MustRegister(c)

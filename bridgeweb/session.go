@@ -27,6 +27,11 @@ type session struct {
 	// archived is set once the kap-server archived (or deleted) the
 	// session: it is not re-subscribed on a new connection.
 	archived bool
+	// owner is the server the session was last live on: when that server
+	// stops, the session ends (endObserved).
+	owner *follower
+	// ended: the session's server stopped and nothing of it was seen since.
+	ended bool
 }
 
 func (s *session) isArchived() bool {
@@ -57,9 +62,27 @@ const recoveryTail = 1 << 20
 // recover folds the tail of the session's log back into state: the kap
 // position the bridge had reached (so the subscribe resumes there) and the
 // runs, tools and asks that were open.
-func (s *session) recover() { s.stream.Recover(recoveryTail, s.fold) }
+// A session that ended and started again goes on in its latest chapter.
+func (s *session) recover() {
+	last := ""
+	s.stream.Recover(recoveryTail, func(ev *aep.Event) {
+		last = ev.Source
+		s.fold(ev)
+	})
+	if journal.IsChapter(s.source, last) {
+		s.stream.SetSource(last)
+	}
+}
 
 func (s *session) fold(ev *aep.Event) {
+	switch ev.Type {
+	case "session.ended":
+		s.ended = true
+	case mapping.WebEndedType:
+		s.ended = true
+	case "session.started":
+		s.ended = false
+	}
 	epoch, okE := ev.ExtString(ExtKimiEpoch)
 	if raw, okS := ev.Ext[ExtKimiSeq]; okE && okS {
 		var seq int64
@@ -84,6 +107,9 @@ func (s *session) take(f mapping.Frame) {
 
 // run maps cursor steps in order. Callers hold s.mu.
 func (s *session) run(steps []step) {
+	if len(steps) > 0 {
+		s.reopen(s.b.cfg.Now())
+	}
 	for _, st := range steps {
 		if st.gap != nil {
 			s.emitGap(*st.gap)
@@ -153,9 +179,63 @@ func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *ae
 	if d.turn != "" {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiTurn, Value: d.turn})
 	}
+	if d.observed {
+		e.Ext = append(e.Ext, journal.Ext{Name: mapping.ExtObserved, Value: mapping.ObservedProcess})
+	}
 	ev := s.stream.Emit(e)
 	if ev != nil {
 		s.lastAt = s.b.cfg.Now()
 	}
 	return ev
+}
+
+// endObserved ends the session because its server stopped: attention still
+// open is dismissed and open runs are drained (cancelled, no claim of who),
+// then session.ended says normal (no run was open) or killed (one was cut
+// off). Every one of these events carries ExtObserved = process: the end was
+// seen from the server's process, Kimi reported none. In companion mode the
+// hook adapter owns the core lifecycle, so the bridge's own stream ({sid}.web)
+// ends with the extension terminal WebEnded instead. It reports whether it
+// ended anything (false when the session had already ended). Callers hold
+// s.mu.
+func (s *session) endObserved(at time.Time) bool {
+	if s.ended {
+		return false
+	}
+	drafts, runOpen := s.m.drain(at)
+	for _, d := range drafts {
+		d.observed = true
+		s.emit(d, at, -1, "")
+	}
+	reason := mapping.EndNormal
+	if runOpen {
+		reason = mapping.EndKilled
+	}
+	ev := mapping.WebEnded(reason, s.b.cfg.Posture)
+	if s.b.cfg.Mode == mapping.Primary {
+		ev = mapping.SessionEnded(reason, s.b.cfg.Posture)
+	}
+	s.emit(draft{id: s.b.newID(), ev: ev, observed: true}, at, -1, "")
+	s.ended = true
+	s.b.metrics.sessionsEnded.WithLabelValues(reason).Inc()
+	if err := s.stream.Log().Close(); err != nil {
+		s.b.log.Error("closing a session log", "session", s.id, "err", err)
+	}
+	return true
+}
+
+// reopen starts a new chapter of a session seen again after its end (a
+// restarted kimi web loaded it). In primary mode that is the hook adapter's
+// convention: the next chapter's source (journal.NextChapter), its positions
+// continuing, opened by session.started with trigger resume, so no consumer
+// sees events after session.ended without a new start. Callers hold s.mu.
+func (s *session) reopen(at time.Time) {
+	if !s.ended {
+		return
+	}
+	s.ended = false
+	if s.b.cfg.Mode == mapping.Primary {
+		s.stream.SetSource(journal.NextChapter(s.source, s.stream.Source()))
+		s.emit(draft{id: s.b.newID(), ev: mapping.SessionResumed(s.b.cfg.Posture)}, at, -1, "")
+	}
 }

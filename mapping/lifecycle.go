@@ -18,6 +18,18 @@ const (
 	EndTimeout = "timeout"
 )
 
+// ExtObserved is the extension attribute (AEP-0001 §5.4) marking an end an
+// emitter observed instead of Kimi reporting it, with how: ObservedProcess
+// (the Kimi process, or the kimi web server, exited) or ObservedSilence (the
+// idle limit passed without a hook).
+const ExtObserved = "kimiobserved"
+
+// How an end was observed (ExtObserved values).
+const (
+	ObservedProcess = "process"
+	ObservedSilence = "silence"
+)
+
 // TriggerResume is the session.started trigger of a later chapter: Kimi's
 // own word for a resumed session (SessionStart source "resume"), and what an
 // emitter says when hooks arrive again after an end it observed.

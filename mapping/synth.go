@@ -266,3 +266,16 @@ func (e Event) with(key string, v any) Event {
 	e.Data = data
 	return e
 }
+
+// WebEndedType is the bridge's extension terminal for a kap session whose
+// server stopped, in companion mode: the hook adapter owns the core
+// lifecycle there, so the bridge's own stream ends in its own family.
+const WebEndedType = "x." + Vendor + ".web.ended"
+
+// WebEnded says a kap session's server stopped: reason EndNormal (no kap
+// turn was open) or EndKilled (one was cut off).
+func WebEnded(reason string, p Posture) Event {
+	e := newEvent(p, WebEndedType, aep.SeverityNotice)
+	e.Data["reason"] = reason
+	return e
+}

@@ -114,6 +114,7 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	"TaskDrained":     func(a synthArgs, p Posture) (Event, error) { return TaskDrained(a.Task, p), nil },
 	"Presence":        func(a synthArgs, p Posture) (Event, error) { return Presence(a.State, p), nil },
 	"ChannelHealth":   func(a synthArgs, p Posture) (Event, error) { return ChannelHealth(a.State, p), nil },
+	"WebEnded":        func(a synthArgs, p Posture) (Event, error) { return WebEnded(a.Reason, p), nil },
 	"GateRequest": func(a synthArgs, p Posture) (Event, error) {
 		r, err := Hook(a.Hook, p)
 		if err != nil {

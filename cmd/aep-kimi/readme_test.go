@@ -95,6 +95,7 @@ func TestREADMEQuickstart(t *testing.T) {
 		// environment, so the test never fights a running aep-kimi.
 		fmt.Sprintf("AEP_PORT=%d", rport),
 		fmt.Sprintf("AEP_KIMI_ADDR=127.0.0.1:%d", aport),
+		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", freePort(t)),
 		fmt.Sprintf("AEP_RELAY=http://127.0.0.1:%d", rport),
 		"KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1",
 	}

@@ -31,8 +31,8 @@ type upOptions struct {
 	life                             lifecycleOptions
 }
 
-// runUp is `aep-kimi up`: the relay, the adapter and, when a kimi web server
-// is there (or --web), the bridge, in one process sharing one token.
+// runUp is `aep-kimi up`: the relay, the adapter and (unless --web=false)
+// the kimi web bridge, in one process sharing one token.
 func runUp(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("aep-kimi up", flag.ContinueOnError)
 	fs.SetOutput(io.err)
@@ -47,8 +47,8 @@ func runUp(ctx context.Context, args []string, io stdio) int {
 	o.bridge.flags(fs, getenv)
 	o.life.flags(fs, getenv)
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web] [--public]")
-		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and (with a kimi web server, or --web) the kimi web bridge,")
+		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]")
+		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),")
 		fmt.Fprintln(io.err, "sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment.")
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()

@@ -11,12 +11,15 @@ import (
 
 // bridgeChoice is whether and how `up` runs the kimi web bridge.
 type bridgeChoice struct {
+	// force runs the bridge (the default): it watches the instance registry
+	// and attaches each kimi web server as it starts, so one started after
+	// up is followed without a restart.
 	force bool
 	opts  bridgeWebOptions
 }
 
 func (b *bridgeChoice) flags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.BoolVar(&b.force, "web", false, "run the kimi web bridge even when no kimi web server is running yet")
+	fs.BoolVar(&b.force, "web", true, "run the kimi web bridge, which follows every kimi web server as it starts and stops (--web=false: hooks only)")
 	// The bridge's own defaults and environment, through a throwaway flag
 	// set; up exposes the few it needs under its own names.
 	b.opts.flags(flag.NewFlagSet("bridge-web", flag.ContinueOnError), getenv)
@@ -26,14 +29,14 @@ func (b *bridgeChoice) flags(fs *flag.FlagSet, getenv func(string) string) {
 	allowRemoteKapFlag(fs, &b.opts.allowRemoteKap, getenv)
 }
 
-// start builds the bridge when a kimi web server is discoverable (or --web)
-// and says what happened, for up's report.
+// start builds the bridge (unless --web=false) and says what happened, for
+// up's report.
 func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (daemon, string, error) {
+	if !b.force {
+		return nil, "not started (--web=false)", nil
+	}
 	_, _, err := bridgeweb.Discover(b.opts.kimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil, b.opts.allowRemoteKap)
 	found := err == nil
-	if !found && !b.force {
-		return nil, fmt.Sprintf("not started: no kimi web server registered under %s (start `kimi web` and rerun up, or pass --web to wait for one)", bridgeweb.InstancesDir(b.opts.kimiHome)), nil
-	}
 	o := b.opts
 	o.home, o.relayURL = home, relayURL
 	d, err := newBridgeWebDaemon(o, token, getenv, log)
@@ -42,7 +45,7 @@ func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) s
 	}
 	note := fmt.Sprintf("http://%s   %s mode, following kimi web", o.listen, o.mode)
 	if !found {
-		note += " (waiting for a server to start)"
+		note += " (none running yet: each one is attached as it starts)"
 	}
 	return d, note, nil
 }

@@ -2,6 +2,8 @@ package journal
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -182,6 +184,26 @@ func (s *Stream) Source() string { return s.cfg.Source }
 // positions continuing: a session that ended and started again is a new
 // chapter, which AEP counts as a distinct session sharing the name.
 func (s *Stream) SetSource(source string) { s.cfg.Source = source }
+
+// ChapterSegment joins a session's first source and a chapter number: a
+// session that ended and started again is a new chapter, its own stream
+// identity (AEP allows one session.ended per source and session), its
+// positions continuing.
+const ChapterSegment = "/chapter/"
+
+// NextChapter is the source of the chapter after the one current is, for a
+// session whose first chapter's source is base: base/chapter/2, then 3, ...
+func NextChapter(base, current string) string {
+	n := 1
+	if rest, ok := strings.CutPrefix(current, base+ChapterSegment); ok {
+		n, _ = strconv.Atoi(rest)
+	}
+	return base + ChapterSegment + strconv.Itoa(max(n, 1)+1)
+}
+
+// IsChapter reports whether source is a later chapter of the session whose
+// first source is base.
+func IsChapter(base, source string) bool { return strings.HasPrefix(source, base+ChapterSegment) }
 
 // Log is the stream's log, to close when idle or read back.
 func (s *Stream) Log() *Log {
