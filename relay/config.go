@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
@@ -116,6 +117,18 @@ type Config struct {
 	// Backend stores and fans out events; nil means a fresh in-memory
 	// backend sized by Buffer and MaxSessions.
 	Backend Backend
+	// Page, when set, is served at / and /app/* (outside the token check:
+	// it carries its own login), and a browser it admits reaches /stream
+	// and /socket without the bearer token.
+	Page Page
+}
+
+// Page is a web page the relay serves, with its own browser login.
+type Page interface {
+	http.Handler
+	// Admits reports whether r comes from a browser the page logged in,
+	// from the relay's own origin.
+	Admits(r *http.Request) bool
 }
 
 // withDefaults returns c with every zero field set to its default, or an

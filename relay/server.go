@@ -94,6 +94,10 @@ func (s *Server) routes() http.Handler {
 		writeError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "method not allowed on this endpoint")
 	})
 	r.Get("/healthz", s.serveHealth)
+	if s.cfg.Page != nil {
+		r.Handle("/", s.cfg.Page)
+		r.Handle("/app/*", s.cfg.Page)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Get("/events", s.serveDiscovery)
@@ -193,6 +197,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			r = stripAccessToken(r)
 		}
 		if s.cfg.Token != "" {
+			if tok == "" && s.pageAdmits(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			if tok == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="aep"`)
 				writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
@@ -205,6 +213,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pageAdmits reports whether r is a logged-in browser of the relay's page
+// on one of the two consuming bindings, the only endpoints its cookie opens.
+func (s *Server) pageAdmits(r *http.Request) bool {
+	if s.cfg.Page == nil || (r.URL.Path != "/stream" && r.URL.Path != "/socket") {
+		return false
+	}
+	return s.cfg.Page.Admits(r)
 }
 
 // authorized reports whether r carries the token (always true without one).

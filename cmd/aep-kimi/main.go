@@ -43,6 +43,7 @@ func commands() map[string]command {
 		"validate":   {"check JSONL event streams against AEP 0.1", runValidate},
 		"relay":      {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
 		"tail":       {"follow a relay's event stream as a terminal timeline", runTail},
+		"open":       {"open the fleet page (the relay's web view) logged in", runOpen},
 		"quarantine": {"list payloads and log tails set aside under the home, with why", runQuarantine},
 	}
 }

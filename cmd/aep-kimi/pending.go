@@ -28,8 +28,7 @@ const (
 // person across the fleet now, oldest first, from the relay's replay.
 func runPending(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("aep-kimi pending", flag.ContinueOnError)
-	relayURL := fs.String("relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
-	tokenFile := fs.String("token-file", os.Getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	relayURL, tokenFile := relayClientFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi pending [--relay URL] [--token-file F]")
 		fmt.Fprintln(io.err, "\nLists the attention requests waiting on a person across every session the relay")

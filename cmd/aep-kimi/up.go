@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -100,6 +101,9 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
 		return usageError{err}
 	}
+	if err := withPage(&rcfg); err != nil {
+		return usageError{err}
+	}
 	rsrv, err := relay.NewServer(rcfg)
 	if err != nil {
 		return usageError{err}
@@ -141,7 +145,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	release = nil // from here each component releases its own
 
 	printUp(io, upReport{
-		relay: "http://" + rln.Addr().String(), adapter: "http://" + aaddr.String(), home: o.home,
+		relay: "http://" + rln.Addr().String(), page: fleetpage.LoginURL(relayURL, token), adapter: "http://" + aaddr.String(), home: o.home,
 		tokenFile: tokenFile, noToken: token == "", bridge: bridgeNote, control: controlNote(getenv), public: o.public,
 	})
 	intake := []component{{"adapter", ad.run}}
@@ -249,8 +253,8 @@ func controlNote(getenv func(string) string) string {
 }
 
 type upReport struct {
-	relay, adapter, home, tokenFile, bridge, control string
-	public, noToken                                  bool
+	relay, page, adapter, home, tokenFile, bridge, control string
+	public, noToken                                        bool
 }
 
 func printUp(io stdio, r upReport) {
@@ -263,6 +267,7 @@ func printUp(io stdio, r upReport) {
 	}
 	fmt.Fprintf(io.out, "aep-kimi up: running (Ctrl-C to stop)\n")
 	fmt.Fprintf(io.out, "  relay    %s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", r.relay, tok)
+	fmt.Fprintf(io.out, "  page     %s   the fleet page (the part after # logs the browser in; aep-kimi open opens it)\n", r.page)
 	fmt.Fprintf(io.out, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", r.adapter,
 		adapter.TokenPath(r.home), filepath.Join(r.home, "logs", "kimi-code"))
 	fmt.Fprintf(io.out, "  bridge   %s\n", r.bridge)

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOpenPrintsFragmentURL(t *testing.T) {
+	t.Setenv("AEP_TOKEN", "tok en/+")
+	t.Setenv("AEP_TOKEN_FILE", "")
+	code, out, errOut := runIn(t, runOpen, "--relay", "http://127.0.0.1:9", "--print")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got, want := strings.TrimSpace(out), "http://127.0.0.1:9/#token=tok+en%2F%2B"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,663 @@
+// The fleet page: connects to the relay that serves it, feeds every event to
+// the state module and renders what it derives. Outcomes come only from the
+// stream: a button sends a command and the request stays pending until the
+// stream settles it.
+import * as S from './state.js';
+
+const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
+const TICK_MS = 5000; // ages and quiet transitions
+const MAX_BACKOFF_MS = 8000;
+const PAGE_AGENT = 'aep-kimi-page';
+
+const $ = (id) => document.getElementById(id);
+const state = S.newState();
+const ui = {
+  selected: null, // session shown in the session view
+  rows: new Map(), // session -> row element
+  items: new Map(), // attention id -> inbox element
+  order: new Map(), // group -> last rendered session order (joined)
+  agentsSeen: new Set(),
+  roster: null, // Map session -> entries, or null before the first roster
+  rosterAdvertised: false,
+  commands: new Map(), // command id -> {request, note}
+  notes: new Map(), // attention id -> latest settlement note
+};
+let sock = null;
+let connected = false;
+let backoff = 500;
+let everConnected = false;
+let renderQueued = false;
+let rosterTimer = null;
+let frameSeq = 0;
+
+function setConn(kind, text) {
+  const c = $('conn');
+  c.dataset.conn = kind;
+  c.textContent = text;
+}
+
+function notice(text) {
+  const n = $('notice');
+  n.hidden = !text;
+  n.textContent = text || '';
+}
+
+// --- login ------------------------------------------------------------------
+
+async function login() {
+  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (m) {
+    // The token leaves the address bar and history before anything else.
+    history.replaceState(null, '', location.pathname + location.search);
+    const token = decodeURIComponent(m[1].replace(/\+/g, ' '));
+    const r = await fetch('/app/login', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }), credentials: 'same-origin',
+    });
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${body.detail || 'the token in the URL is not this relay\'s'}. Run aep-kimi open for a fresh URL.` };
+    }
+  }
+  const r = await fetch('/app/auth', { credentials: 'same-origin' });
+  if (!r.ok) return { ok: false, why: `The relay did not answer the login check (${r.status}).` };
+  const a = await r.json();
+  $('logout').hidden = !a.required || !a.logged_in;
+  if (a.required && !a.logged_in) {
+    return { ok: false, why: 'Not connected: this relay needs its token and this browser is not logged in. Open the URL that aep-kimi up or aep-kimi open prints (it carries the token after #, which never reaches a server).' };
+  }
+  if (!a.required) $('relay-note').textContent = 'watch-only relay (no token): answers are refused';
+  return { ok: true };
+}
+
+async function logout() {
+  await fetch('/app/logout', { method: 'POST', credentials: 'same-origin' });
+  if (sock) sock.close(1000, 'logout');
+  sock = null;
+  setConn('login-needed', 'logged out');
+  notice('Logged out. Open the URL that aep-kimi open prints to log in again.');
+  $('logout').hidden = true;
+}
+
+// --- connection ------------------------------------------------------------
+
+function connect() {
+  setConn(everConnected ? 'reconnecting' : 'connecting', everConnected ? 'reconnecting' : 'connecting');
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  const ws = new WebSocket(`${proto}//${location.host}/socket`);
+  sock = ws;
+  const resumed = everConnected;
+  ws.onopen = () => {
+    ws.send(JSON.stringify({
+      type: 'hello', versions: ['0.1'], role: 'consumer',
+      identity: { agent: PAGE_AGENT, instance: `${location.host}/${Math.random().toString(36).slice(2, 10)}` }, capabilities: {},
+    }));
+  };
+  ws.onmessage = (m) => {
+    let f;
+    try {
+      f = JSON.parse(m.data);
+    } catch {
+      return;
+    }
+    frame(ws, f, resumed);
+  };
+  ws.onclose = (e) => {
+    if (sock !== ws) return;
+    sock = null;
+    connected = false;
+    if (e.code === 1000 && e.reason === 'logout') return;
+    setConn('reconnecting', `disconnected (${e.code || 'network'}); retrying`);
+    setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    if (!everConnected) probe();
+  };
+}
+
+// probe explains a socket that never opened: a lapsed login reads 401.
+async function probe() {
+  const a = await fetch('/app/auth', { credentials: 'same-origin' }).then((r) => r.json()).catch(() => null);
+  if (a && a.required && !a.logged_in) {
+    notice('Not connected: the login lapsed or was never made. Open the URL that aep-kimi open prints.');
+  }
+}
+
+function frame(ws, f, resumed) {
+  const t = typeof f.type === 'string' ? f.type : '';
+  if (t.includes('.')) {
+    if (S.apply(state, f)) eventApplied(f);
+    return;
+  }
+  switch (t) {
+    case 'hello': {
+      connected = true;
+      everConnected = true;
+      backoff = 500;
+      ui.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
+      const pos = S.positions(state);
+      // Resume each session right after what this page holds; a cold start
+      // asks for everything the relay holds.
+      const from = pos.length > 0 ? pos : 'all';
+      ws.send(JSON.stringify({ type: 'subscribe', id: `live-${++frameSeq}`, from }));
+      if (resumed) catchUp();
+      requestRoster();
+      setConn('live', 'live');
+      notice('');
+      break;
+    }
+    case 'ping':
+      ws.send(JSON.stringify({ type: 'pong', t: f.t }));
+      break;
+    case 'roster': {
+      const m = new Map();
+      for (const e of f.entries || []) {
+        if (!m.has(e.session)) m.set(e.session, []);
+        m.get(e.session).push(e);
+      }
+      ui.roster = m;
+      scheduleRender();
+      break;
+    }
+    case 'error':
+      if (f.cause && ui.commands.has(f.cause)) {
+        const c = ui.commands.get(f.cause);
+        ui.notes.set(c.request, `refused by the relay: ${f.code}${f.detail ? ` (${f.detail})` : ''}`);
+        scheduleRender();
+      } else if (f.code === 'unauthorized' || f.code === 'forbidden') {
+        notice(`The relay refused this page: ${f.detail || f.code}`);
+      }
+      break;
+    case 'replay-exhausted':
+      notice(`Part of session ${f.session} is no longer held by the relay; shown from ${f.earliest.epoch}:${f.earliest.seq}.`);
+      break;
+    case 'closing':
+      setConn('reconnecting', `relay closing (${f.reason || 'shutdown'})`);
+      break;
+    default:
+  }
+}
+
+// catchUp replays what the relay holds once after a reconnect, for sessions
+// that began while the page was away (the live subscription resumes the
+// known ones from their positions). Dedupe makes every repeat a no-op.
+async function catchUp() {
+  try {
+    const r = await fetch('/stream?live=0&from=all', { credentials: 'same-origin' });
+    if (!r.ok || !r.body) return;
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+        if (!data) continue;
+        try {
+          const ev = JSON.parse(data);
+          if (S.apply(state, ev)) eventApplied(ev);
+        } catch {
+          // not an event: ignore
+        }
+      }
+    }
+  } catch {
+    // the live subscription carries on; the next reconnect tries again
+  }
+}
+
+function eventApplied(ev) {
+  if (ev.type === 'control.accepted' || ev.type === 'control.rejected') {
+    const c = ui.commands.get(ev.cause);
+    if (c) {
+      const d = ev.data || {};
+      ui.notes.set(c.request, ev.type === 'control.accepted'
+        ? 'accepted by the agent; waiting for the outcome'
+        : `rejected: ${d.reason || 'no reason'}${d.detail ? ` (${d.detail})` : ''}`);
+    }
+  }
+  if (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence'))) {
+    clearTimeout(rosterTimer);
+    rosterTimer = setTimeout(requestRoster, 300);
+  }
+  scheduleRender();
+}
+
+function requestRoster() {
+  if (!sock || !connected || !ui.rosterAdvertised) return;
+  sock.send(JSON.stringify({ type: 'roster', id: `r-${++frameSeq}` }));
+}
+
+// --- commands ----------------------------------------------------------------
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+function ulid() {
+  let t = Date.now();
+  let time = '';
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  const rnd = crypto.getRandomValues(new Uint8Array(16));
+  let r = '';
+  for (let i = 0; i < 16; i++) r += CROCKFORD[rnd[i] % 32];
+  return time + r;
+}
+
+function command(type, session, fields) {
+  const id = ulid();
+  const host = location.hostname || 'localhost';
+  return {
+    aep: '0.1', id, type, time: new Date().toISOString(),
+    source: `aep://${encodeURIComponent(host)}/agent/${PAGE_AGENT}/session/${encodeURIComponent(session)}`,
+    agent: PAGE_AGENT, session, ...fields,
+  };
+}
+
+function send(req, cmd) {
+  if (!sock || !connected) {
+    ui.notes.set(req.id, 'not sent: not connected to the relay');
+    scheduleRender();
+    return;
+  }
+  ui.commands.set(cmd.id, { request: req.id });
+  ui.notes.set(req.id, `sent ${cmd.type}; waiting for the stream to settle it`);
+  sock.send(JSON.stringify(cmd));
+  scheduleRender();
+}
+
+function answer(req, answerObj) {
+  const cmd = command('control.attention.respond', req.session, { subject: req.id, cause: req.id, data: { answer: answerObj } });
+  if (answerObj.text) cmd.capture = 'redacted';
+  send(req, cmd);
+}
+
+function cancelRun(req) {
+  const cmd = command('control.cancel', req.session, { run: req.run, data: { scope: 'run' } });
+  send(req, cmd);
+}
+
+// reach says what the roster promises for a session: 'ok', 'unreachable',
+// 'ambiguous', or 'unknown' (no roster advertised: send and let the stream
+// settle it).
+function reach(session) {
+  if (!ui.rosterAdvertised || !ui.roster) return { kind: 'unknown', accepts: null };
+  const entries = ui.roster.get(session) || [];
+  if (entries.length === 0) return { kind: 'unreachable', accepts: null };
+  if (entries.length > 1) return { kind: 'ambiguous', accepts: null };
+  const c = entries[0].control;
+  return { kind: 'ok', accepts: c && Array.isArray(c.accepts) ? c.accepts : [] };
+}
+
+// --- rendering ---------------------------------------------------------------
+
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  const run = () => {
+    if (!renderQueued) return;
+    renderQueued = false;
+    render();
+  };
+  requestAnimationFrame(run);
+  setTimeout(run, 100); // background tabs get no animation frames
+}
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  if (attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'type' || k === 'tabindex' || k === 'title' || k === 'placeholder') e.setAttribute(k, v === true ? '' : v);
+      else e[k] = v;
+    }
+  }
+  for (const k of kids) if (k !== null && k !== undefined && k !== false) e.append(k);
+  return e;
+}
+
+function age(fromMs, now) {
+  if (fromMs === null || fromMs === undefined) return '';
+  const s = Math.max(0, Math.round((now - fromMs) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+function title(s) {
+  return s.title || s.id;
+}
+
+function searchText(s) {
+  if (s._search) return s._search;
+  const parts = [s.id, s.title, s.agent, s.model];
+  const types = new Set();
+  for (const r of S.ordered(state, s.id)) types.add(r.type);
+  for (const run of s.runs) for (const t of run.tools.values()) parts.push(t.name);
+  s._search = (parts.join(' ') + ' ' + [...types].join(' ')).toLowerCase();
+  return s._search;
+}
+
+function render() {
+  const now = Date.now();
+  const dirty = S.takeDirty(state);
+  renderFleet(now, dirty);
+  const pending = renderInbox(now);
+  if (ui.selected && (dirty.has(ui.selected) || dirty.size === 0)) renderSession(now);
+  renderAgents(dirty);
+  document.title = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
+}
+
+function renderFleet(now, dirty) {
+  const q = $('search').value.trim().toLowerCase();
+  const fAgent = $('f-agent').value;
+  const fState = $('f-state').value;
+  const sort = $('sort').value;
+  const groups = new Map(S.GROUPS.map((g) => [g, []]));
+  let shown = 0;
+  for (const id of state.sessions.keys()) {
+    const s = S.session(state, id);
+    if (s.agent && !ui.agentsSeen.has(s.agent)) {
+      ui.agentsSeen.add(s.agent);
+      $('f-agent').append(el('option', { value: s.agent }, s.agent));
+    }
+    const g = S.group(s, now, QUIET_MS);
+    let row = ui.rows.get(id);
+    if (!row || dirty.has(id) || row.dataset.state !== g || row._tick !== Math.floor(now / TICK_MS)) {
+      row = renderRow(s, g, now, row);
+      ui.rows.set(id, row);
+    }
+    if (fAgent && !s.agents.includes(fAgent)) continue;
+    if (fState && g !== fState) continue;
+    if (q && !searchText(s).includes(q)) continue;
+    groups.get(g).push(s);
+    shown++;
+  }
+  const cmp = {
+    recent: (a, b) => (b.lastTime ?? 0) - (a.lastTime ?? 0),
+    oldest: (a, b) => (a.lastTime ?? 0) - (b.lastTime ?? 0),
+    title: (a, b) => title(a).localeCompare(title(b)),
+    tools: (a, b) => b.tools - a.tools,
+  }[sort];
+  const fleet = $('fleet');
+  for (const g of S.GROUPS) {
+    let box = fleet.querySelector(`.group[data-group="${g}"]`);
+    if (!box) {
+      box = el('section', { class: 'group', 'data-group': g }, el('h3', null, ''), el('ul'));
+      fleet.append(box);
+    }
+    const list = groups.get(g).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
+    box.hidden = list.length === 0;
+    box.querySelector('h3').textContent = `${g.replace('-', ' ')} (${list.length})`;
+    const key = list.map((s) => s.id).join('\n');
+    const ul = box.querySelector('ul');
+    if (ui.order.get(g) !== key || ul.children.length !== list.length) {
+      ul.replaceChildren(...list.map((s) => ui.rows.get(s.id)));
+      ui.order.set(g, key);
+    }
+  }
+  $('fleet-count').textContent = `${shown} of ${state.sessions.size}`;
+}
+
+function renderRow(s, g, now, old) {
+  const run = s.openRuns[s.openRuns.length - 1];
+  const last = s.lastEvent;
+  const bits = [
+    s.agents.join(', ') || 'unknown agent',
+    s.model,
+    run ? `run open ${age(Date.parse(run.started), now)}` : '',
+    last ? `last ${last.type} ${age(s.lastTime, now)} ago` : '',
+    `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
+    s.failures ? `${s.failures} failure${s.failures === 1 ? '' : 's'}` : '',
+    s.subagents ? `${s.subagents} subagent${s.subagents === 1 ? '' : 's'}` : '',
+    s.conflicts ? `${s.conflicts} position conflict${s.conflicts === 1 ? '' : 's'} (emitter fault)` : '',
+  ].filter(Boolean);
+  const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
+  const li = el('li', { 'data-session': s.id, 'data-state': g },
+    el('button', { type: 'button', class: 'row', 'aria-label': `Open session ${title(s)}`, onclick: () => openSession(s.id) },
+      el('span', { class: 'title' }, title(s)),
+      el('span', { class: 'badge' }, badge),
+      el('span', { class: 'meta' }, bits.join(' · '))));
+  li._tick = Math.floor(now / TICK_MS);
+  if (old && old.parentNode) old.replaceWith(li);
+  return li;
+}
+
+function renderInbox(now) {
+  const reqs = S.inbox(state, now);
+  const ol = $('inbox');
+  const want = new Set(reqs.map((r) => r.id));
+  for (const [id, node] of ui.items) {
+    if (!want.has(id)) {
+      node.remove();
+      ui.items.delete(id);
+    }
+  }
+  let prev = null;
+  for (const req of reqs) {
+    const sig = signature(req);
+    let node = ui.items.get(req.id);
+    if (!node || node._sig !== sig) {
+      const fresh = renderRequest(req, now);
+      fresh._sig = sig;
+      if (node) {
+        const hadFocus = node.contains(document.activeElement);
+        const typed = node.querySelector('[data-reply]');
+        const keep = typed ? typed.value : '';
+        node.replaceWith(fresh);
+        const input = fresh.querySelector('[data-reply]');
+        if (input) input.value = keep;
+        if (hadFocus) fresh.focus();
+      }
+      node = fresh;
+      ui.items.set(req.id, node);
+    }
+    const at = prev ? prev.nextSibling : ol.firstChild;
+    if (at !== node) ol.insertBefore(node, at);
+    prev = node;
+  }
+  $('inbox-count').textContent = String(reqs.length);
+  $('inbox-count').dataset.count = String(reqs.length);
+  $('inbox-empty').hidden = reqs.length > 0;
+  return reqs.length;
+}
+
+function signature(req) {
+  const r = reach(req.session);
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', connected].join('|');
+}
+
+function renderRequest(req, now) {
+  const s = S.session(state, req.session);
+  const how = S.answerable(req);
+  const r = reach(req.session);
+  const prompt = req.prompt !== null && req.prompt !== undefined
+    ? String(req.prompt)
+    : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
+  const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-answer': how, tabindex: '0' },
+    el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`),
+    el('p', { class: 'prompt' }, prompt));
+  const optionText = req.options.map((o) => o.label || o.id).join(' / ');
+  if (how === 'elsewhere') {
+    li.append(el('p', { class: 'status' }, `Answer in ${s.agent === 'kimi-code' || !s.agent ? 'Kimi' : s.agent} itself (this request is answered ${req.respondVia.join(', ')}, not through the relay).${optionText ? ` Its choices: ${optionText}.` : ''}`));
+    return li;
+  }
+  if (r.kind === 'unreachable') {
+    li.append(el('p', { class: 'status' }, `Not reachable: no live claimant holds this session at the relay, so an answer cannot be delivered.${optionText ? ` Choices: ${optionText}.` : ''}`));
+    return li;
+  }
+  if (r.kind === 'ambiguous') {
+    li.append(el('p', { class: 'status' }, 'Two live claimants hold this session: the relay refuses commands to it as ambiguous.'));
+    return li;
+  }
+  const opts = el('div', { class: 'options', role: 'group', 'aria-label': 'Options' });
+  req.options.forEach((o, i) => {
+    opts.append(el('button', { type: 'button', 'data-option': o.id, 'aria-keyshortcuts': i < 9 ? String(i + 1) : undefined, onclick: () => answer(req, { option: o.id }) },
+      o.label || o.id));
+  });
+  const input = el('input', { type: 'text', 'data-reply': true, 'aria-label': 'Free-text reply', placeholder: 'Reply in words' });
+  const form = el('div', { class: 'reply' }, input,
+    el('button', { type: 'button', class: 'send', onclick: () => { if (input.value.trim()) answer(req, { text: input.value.trim() }); } }, 'Send reply'));
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && input.value.trim()) answer(req, { text: input.value.trim() });
+    e.stopPropagation();
+  });
+  li.append(opts, form);
+  const canCancel = req.run && r.kind === 'ok' && r.accepts.includes('control.cancel');
+  if (canCancel) {
+    form.append(el('button', { type: 'button', 'data-cancel': req.run, onclick: () => cancelRun(req) }, 'Cancel the run'));
+  }
+  const note = ui.notes.get(req.id);
+  if (note) li.append(el('p', { class: 'status', 'data-note': true }, note));
+  return li;
+}
+
+function renderAgents(dirty) {
+  if (!dirty.has('')) return;
+  const box = $('agents');
+  const items = [];
+  for (const [agent, list] of state.agents) {
+    const last = list[list.length - 1].ev;
+    const d = last.data || {};
+    const facts = [d.state, d.status, d.detail, d.reason].filter((x) => typeof x === 'string').join(' ');
+    items.push(el('li', { 'data-agent': agent }, `${agent}: ${last.type}${facts ? ` (${facts})` : ''} · ${list.length} agent event${list.length === 1 ? '' : 's'}`));
+  }
+  box.replaceChildren(items.length ? el('h3', null, 'Agents') : '', el('ul', null, ...items));
+}
+
+function openSession(id) {
+  ui.selected = id;
+  $('session-pane').hidden = false;
+  renderSession(Date.now());
+  $('session-close').focus();
+}
+
+function closeSession() {
+  const id = ui.selected;
+  ui.selected = null;
+  $('session-pane').hidden = true;
+  const row = ui.rows.get(id);
+  if (row) row.querySelector('button').focus();
+}
+
+function dur(msv) {
+  if (msv === null || msv === undefined) return '';
+  return msv < 1000 ? `${msv} ms` : `${(msv / 1000).toFixed(1)} s`;
+}
+
+function renderSession(now) {
+  const s = S.session(state, ui.selected);
+  if (!s) return;
+  $('session-pane').dataset.session = s.id;
+  $('session-title').textContent = title(s);
+  const facts = [
+    ['session', s.id], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
+    ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
+    ['events', String(s.events)], ['compactions', String(s.compactions)],
+    ['parent', s.parent ? `${s.parent.session || ''} ${s.parent.run || ''}` : ''],
+    ['tasks', [...s.tasks.values()].map((t) => `${t.title}: ${t.state}`).join('; ')],
+  ].filter(([, v]) => v);
+  $('session-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
+  const runs = s.runs.map((r) => {
+    const items = [];
+    for (const ev of r.items) {
+      const d = ev.data || {};
+      if (ev.type === 'tool.requested' || ev.type === 'tool.started') continue;
+      if (ev.type.startsWith('tool.')) {
+        const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
+        const t = r.tools.get(key);
+        if (!t) continue;
+        const bits = [t.name, t.state, dur(t.duration), t.args ? `args ${t.args.slice(0, 12)}` : '', t.result ? `result ${t.result.slice(0, 12)}` : '',
+          t.error ? `${t.error.type || ''} ${t.error.message || (S.gated(ev) ? '(message gated at capture)' : '')}` : ''];
+        items.push(el('li', { 'data-kind': t.state, 'data-tool': t.key }, bits.filter(Boolean).join(' · ')));
+      } else if (ev.type.startsWith('attention.')) {
+        const text = ev.type === 'attention.requested'
+          ? `asked: ${d.prompt ?? (S.gated(ev) ? `(prompt gated at capture ${ev.capture || 'metadata'})` : d.kind || '')}`
+          : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}`;
+        items.push(el('li', { 'data-kind': 'attention' }, text));
+      } else if (ev.type.startsWith('delegation.subagent.')) {
+        items.push(el('li', { 'data-kind': 'sub' }, `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`));
+      } else if (ev.type !== 'run.started') {
+        items.push(el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event' }, `${ev.type}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`));
+      }
+    }
+    return el('li', { 'data-run': r.id, 'data-run-state': r.state },
+      el('div', null, `run ${r.id} · ${r.state}${r.duration !== null ? ` · ${dur(r.duration)}` : r.started ? ` · open ${age(Date.parse(r.started), now)}` : ''}${r.cancelledBy ? ` · by ${r.cancelledBy}` : ''}`),
+      el('ul', { class: 'items' }, ...items));
+  });
+  const outside = S.ordered(state, s.id).filter((e) => !e.run && !e.type.startsWith('attention.') && !e.type.startsWith('control.'));
+  if (outside.length) {
+    runs.push(el('li', { 'data-run': '' }, el('div', null, 'session events'),
+      el('ul', { class: 'items' }, ...outside.map((e) => el('li', { 'data-kind': 'event' }, `${e.type}${e.seq !== undefined ? ` #${e.seq}` : ''}`)))));
+  }
+  $('timeline').replaceChildren(...runs);
+}
+
+// --- keyboard ----------------------------------------------------------------
+
+function inboxItems() {
+  return [...$('inbox').children];
+}
+
+document.addEventListener('keydown', (e) => {
+  if (e.target && (e.target.tagName === 'INPUT' || e.target.tagName === 'SELECT' || e.target.tagName === 'TEXTAREA')) return;
+  if (e.altKey || e.ctrlKey || e.metaKey) return;
+  const items = inboxItems();
+  const cur = items.findIndex((n) => n.contains(document.activeElement));
+  const item = cur >= 0 ? items[cur] : null;
+  if (e.key === 'Escape' && ui.selected) {
+    closeSession();
+  } else if (e.key === 'j' || e.key === 'ArrowDown') {
+    if (!items.length) return;
+    items[Math.min(cur + 1, items.length - 1)].focus();
+  } else if (e.key === 'k' || e.key === 'ArrowUp') {
+    if (!items.length) return;
+    items[Math.max(cur - 1, 0)].focus();
+  } else if (item && /^[1-9]$/.test(e.key)) {
+    const b = item.querySelectorAll('[data-option]')[Number(e.key) - 1];
+    if (b) b.click();
+  } else if (item && e.key === 'r') {
+    const input = item.querySelector('[data-reply]');
+    if (input) input.focus();
+  } else if (item && e.key === 'c') {
+    const b = item.querySelector('[data-cancel]');
+    if (b) b.click();
+  } else if (item && e.key === 'Enter' && e.target === item) {
+    openSession(item.dataset.session);
+  } else {
+    return;
+  }
+  e.preventDefault();
+});
+
+// --- start -------------------------------------------------------------------
+
+async function start() {
+  $('logout').addEventListener('click', logout);
+  $('session-close').addEventListener('click', closeSession);
+  for (const id of ['search', 'f-agent', 'f-state', 'sort']) {
+    $(id).addEventListener('input', () => { ui.order.clear(); scheduleRender(); });
+  }
+  setInterval(scheduleRender, TICK_MS);
+  let auth;
+  try {
+    auth = await login();
+  } catch (err) {
+    auth = { ok: false, why: `Cannot reach the relay: ${err.message}` };
+  }
+  if (!auth.ok) {
+    setConn('login-needed', 'not connected');
+    notice(auth.why);
+    render();
+    return;
+  }
+  connect();
+  render();
+}
+
+start();

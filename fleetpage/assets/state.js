@@ -1,0 +1,375 @@
+// The fleet page's state: events in, state out. No I/O, no clock (callers
+// pass "now"), no DOM. It implements the AEP consumer obligations: derive
+// from (epoch, seq) order per session, never from arrival; dedupe by id; keep
+// seq-less foreign events in arrival order among the owner's ordered events;
+// keep unknown types, agents and sessionless events; resolve cause edges.
+
+// Types that close an attention request (their subject names the request).
+const ATTENTION_CLOSERS = new Set([
+  'attention.answered', 'attention.resolved', 'attention.timeout', 'attention.cancelled', 'attention.expired',
+]);
+const RUN_TERMINALS = { 'run.finished': 'finished', 'run.failed': 'failed', 'run.cancelled': 'cancelled' };
+
+// Fields that carry content only at capture redacted or full: below that the
+// page says "gated at capture" rather than invent them.
+export const CAPTURE_RANK = { none: 0, metadata: 1, redacted: 2, full: 3 };
+
+// newState returns an empty state. Its fields are read by derive() and the
+// page; apply() is the only writer.
+export function newState() {
+  return {
+    version: 0, // bumps once per applied event
+    arrivals: 0,
+    seen: new Set(), // dedupe keys (source, id) applied
+    byId: new Map(), // id -> event record, first seen (sessionless lookups)
+    sessions: new Map(), // session id -> lane
+    agents: new Map(), // agent -> sessionless (agent-scoped) events
+    dirty: new Set(), // sessions changed since the last takeDirty()
+  };
+}
+
+function lane(state, session) {
+  let l = state.sessions.get(session);
+  if (!l) {
+    l = {
+      id: session, events: [], byId: new Map(), taken: new Map(), conflicts: 0,
+      lastPos: null, anchor: null, derived: null, agents: new Set(),
+    };
+    state.sessions.set(session, l);
+  }
+  return l;
+}
+
+function hasPos(ev) {
+  return Number.isInteger(ev.seq);
+}
+
+function posOf(ev) {
+  return { epoch: Number.isInteger(ev.epoch) ? ev.epoch : 0, seq: ev.seq };
+}
+
+export function comparePos(a, b) {
+  return a.epoch - b.epoch || a.seq - b.seq;
+}
+
+// A record's sort key: sequenced events by (epoch, seq); a seq-less event
+// sits after the owner event that was the lane's latest when it arrived, in
+// arrival order among its kind.
+function compareRec(a, b) {
+  const pa = a.key, pb = b.key;
+  if (pa && pb) {
+    const c = comparePos(pa, pb);
+    if (c !== 0) return c;
+  } else if (pa && !pb) {
+    return -1;
+  } else if (!pa && pb) {
+    return 1;
+  }
+  if (a.seqless !== b.seqless) return a.seqless ? 1 : -1;
+  return a.arrival - b.arrival;
+}
+
+// dedupeKey is (source, id): ids are unique per emitter, never globally.
+function dedupeKey(ev) {
+  return (typeof ev.source === 'string' ? ev.source : '') + '\n' + ev.id;
+}
+
+// apply adds one event. It returns false for a duplicate (same source and
+// id) or a value that is not an event object; everything else is kept,
+// whatever its type or agent.
+export function apply(state, ev) {
+  if (!ev || typeof ev !== 'object' || typeof ev.id !== 'string' || ev.id === '') return false;
+  const dk = dedupeKey(ev);
+  if (state.seen.has(dk)) return false;
+  state.seen.add(dk);
+  const rec = { ev, arrival: state.arrivals++, key: null, seqless: !hasPos(ev) };
+  if (!state.byId.has(ev.id)) state.byId.set(ev.id, rec);
+  state.version++;
+  if (typeof ev.session !== 'string' || ev.session === '') {
+    const agent = typeof ev.agent === 'string' ? ev.agent : '(unknown agent)';
+    let list = state.agents.get(agent);
+    if (!list) state.agents.set(agent, (list = []));
+    list.push(rec);
+    state.dirty.add('');
+    return true;
+  }
+  const l = lane(state, ev.session);
+  if (typeof ev.agent === 'string') l.agents.add(ev.agent);
+  // Bare-id references (cause, attention subject) resolve within the
+  // session's view; the owner's sequenced event wins a collision.
+  if (!l.byId.has(ev.id) || !rec.seqless) l.byId.set(ev.id, rec);
+  if (rec.seqless) {
+    rec.key = l.anchor;
+  } else {
+    rec.key = posOf(ev);
+    // Two events at one position is an emitter fault: kept, and surfaced.
+    const at = rec.key.epoch + ':' + rec.key.seq;
+    if (l.taken.has(at)) l.conflicts++;
+    else l.taken.set(at, ev.id);
+    if (!l.lastPos || comparePos(rec.key, l.lastPos) > 0) l.lastPos = rec.key;
+    l.anchor = l.lastPos;
+  }
+  // Insert in order: replay and resume put events between ones already held.
+  const evs = l.events;
+  let i = evs.length;
+  while (i > 0 && compareRec(evs[i - 1], rec) > 0) i--;
+  evs.splice(i, 0, rec);
+  l.derived = null;
+  state.dirty.add(ev.session);
+  return true;
+}
+
+// takeDirty returns the sessions changed since the last call ('' stands for
+// the sessionless agent events).
+export function takeDirty(state) {
+  const d = state.dirty;
+  state.dirty = new Set();
+  return d;
+}
+
+// positions is the resume token for every session held: from=[...].
+export function positions(state) {
+  const out = [];
+  for (const l of state.sessions.values()) {
+    if (l.lastPos) out.push({ session: l.id, epoch: l.lastPos.epoch, seq: l.lastPos.seq });
+  }
+  return out;
+}
+
+// cause resolves an event's cause edge to the event it names, or null.
+export function cause(state, ev) {
+  if (typeof ev.cause !== 'string') return null;
+  const l = typeof ev.session === 'string' ? state.sessions.get(ev.session) : null;
+  const r = (l && l.byId.get(ev.cause)) || state.byId.get(ev.cause);
+  return r ? r.ev : null;
+}
+
+// ordered returns a session's events in derivation order.
+export function ordered(state, session) {
+  const l = state.sessions.get(session);
+  return l ? l.events.map((r) => r.ev) : [];
+}
+
+function data(ev) {
+  return ev.data && typeof ev.data === 'object' ? ev.data : {};
+}
+
+function ms(t) {
+  const v = Date.parse(t);
+  return Number.isFinite(v) ? v : null;
+}
+
+// gated reports whether a field needing capture level `need` is absent from
+// ev because of its capture level.
+export function gated(ev, need = 'redacted') {
+  return (CAPTURE_RANK[ev.capture] ?? 1) < CAPTURE_RANK[need];
+}
+
+function toolKey(ev) {
+  const t = data(ev).tool;
+  return (t && t.call_id) || ev.subject || ev.id;
+}
+
+function toolName(ev) {
+  const t = data(ev).tool;
+  return (t && t.name) || ev.subject || '?';
+}
+
+// session derives one session's story: runs (with tools, attention arcs,
+// subagents), pending attention, counts. It walks the ordered lane once and
+// caches the result until the lane changes.
+export function session(state, id) {
+  const l = state.sessions.get(id);
+  if (!l) return null;
+  if (l.derived) return l.derived;
+  const s = {
+    id, agent: '', agents: [...l.agents], title: '', model: '', started: null, ended: null, endReason: '',
+    runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(),
+    attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
+    parent: null, errors: [],
+  };
+  const runOf = (ev) => {
+    if (!ev.run) return null;
+    let r = s.runById.get(ev.run);
+    if (!r) {
+      r = { id: ev.run, state: 'open', started: null, ended: null, duration: null, reason: '', items: [], tools: new Map(), cancelledBy: null };
+      s.runById.set(ev.run, r);
+      s.runs.push(r);
+    }
+    return r;
+  };
+  for (const rec of l.events) {
+    const ev = rec.ev;
+    const d = data(ev);
+    if (!rec.seqless && !s.agent && ev.agent) s.agent = ev.agent;
+    s.lastEvent = ev;
+    const t = ms(ev.time);
+    if (t !== null && (s.lastTime === null || t > s.lastTime)) s.lastTime = t;
+    if (typeof d.title === 'string' && d.title) s.title = d.title;
+    if (typeof d['gen_ai.request.model'] === 'string') s.model = d['gen_ai.request.model'];
+    const r = runOf(ev);
+    if (r) r.items.push(ev);
+    switch (ev.type) {
+      case 'session.started':
+        s.started = ev.time;
+        if (d.parent) s.parent = d.parent;
+        break;
+      case 'session.ended':
+        s.ended = ev.time;
+        s.endReason = d.reason || '';
+        break;
+      case 'session.resumed':
+      case 'session.restarted':
+        s.ended = null;
+        break;
+      case 'session.compacted':
+        s.compactions++;
+        break;
+      case 'run.started':
+        if (r) {
+          r.state = 'open';
+          r.started = ev.time;
+        }
+        break;
+      case 'tool.requested':
+      case 'tool.started':
+      case 'tool.completed':
+      case 'tool.failed':
+      case 'tool.denied': {
+        if (!r) break;
+        const k = toolKey(ev);
+        let tc = r.tools.get(k);
+        if (!tc) {
+          tc = { key: k, name: toolName(ev), state: 'requested', duration: null, args: null, result: null, error: null, started: ev.time };
+          r.tools.set(k, tc);
+          s.tools++;
+        }
+        if (d.args_digest) tc.args = d.args_digest;
+        if (d.result_digest) tc.result = d.result_digest;
+        if (ev.type === 'tool.completed') {
+          tc.state = d.status === 'error' ? 'failed' : 'completed';
+          tc.duration = d.duration_ms ?? null;
+        } else if (ev.type === 'tool.failed') {
+          tc.state = 'failed';
+          tc.duration = d.duration_ms ?? null;
+          tc.error = d.error || null;
+          s.failures++;
+        } else if (ev.type === 'tool.denied') {
+          tc.state = 'denied';
+        } else if (ev.type === 'tool.started') {
+          tc.state = 'running';
+        }
+        break;
+      }
+      case 'delegation.subagent.started':
+        s.subagents++;
+        break;
+      case 'error.raised':
+        s.errors.push(ev);
+        if (d.fatal) s.failures++;
+        break;
+      case 'attention.requested':
+        s.attention.set(ev.id, {
+          id: ev.id, session: id, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
+          options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
+          expiresAt: d.expires_at || null, state: 'pending', closedBy: null, answer: null, time: ev.time, subject: ev.subject || '',
+        });
+        break;
+      default:
+        if (ev.type && ev.type.startsWith('progress.task.') && d.task && d.task.id) {
+          s.tasks.set(d.task.id, { id: d.task.id, title: d.task.title || d.task.id, state: ev.type.slice('progress.task.'.length) });
+        }
+        if (ev.type in RUN_TERMINALS && r) {
+          r.state = RUN_TERMINALS[ev.type];
+          r.ended = ev.time;
+          r.duration = d.duration_ms ?? null;
+          r.reason = d.reason || '';
+          if (ev.type === 'run.failed') s.failures++;
+          if (ev.type === 'run.cancelled') {
+            const c = cause(state, ev);
+            r.cancelledBy = c ? c.type : null;
+          }
+        } else if (!known(ev.type)) {
+          s.unknown++;
+        }
+    }
+    if (ATTENTION_CLOSERS.has(ev.type)) {
+      const req = s.attention.get(ev.subject) || s.attention.get(ev.cause);
+      if (req && req.state === 'pending') {
+        req.state = ev.type.slice('attention.'.length);
+        req.closedBy = ev;
+        if (d.answer) req.answer = d.answer;
+      } else if (req && d.answer && !req.answer) {
+        req.answer = d.answer;
+      }
+    }
+  }
+  for (const r of s.runs) if (r.state === 'open' && r.started) s.openRuns.push(r);
+  if (!s.ended) {
+    for (const a of s.attention.values()) if (a.state === 'pending') s.pending.push(a);
+  }
+  l.derived = s;
+  return s;
+}
+
+const KNOWN_PREFIXES = ['session.', 'run.', 'tool.', 'attention.', 'control.', 'agent.', 'delegation.', 'progress.',
+  'state.', 'error.', 'resource.', 'assessment.', 'message.'];
+
+function known(type) {
+  return typeof type === 'string' && !type.startsWith('x.') && KNOWN_PREFIXES.some((p) => type.startsWith(p));
+}
+
+// answerable says how the page may offer an answer to a pending request:
+// 'control' (buttons and a reply), or 'elsewhere' (respond_via excludes
+// control: information only, answered in the agent's own UI).
+export function answerable(req) {
+  if (req.respondVia && !req.respondVia.includes('control')) return 'elsewhere';
+  return 'control';
+}
+
+// expired reports whether a pending request's own deadline has passed.
+export function expired(req, now) {
+  const e = req.expiresAt ? ms(req.expiresAt) : null;
+  return e !== null && now >= e;
+}
+
+// Groups, in the order the fleet view shows them.
+export const GROUPS = ['needs-you', 'working', 'idle', 'quiet', 'ended'];
+
+// group places a derived session: ended, needs you (a pending request),
+// working (an open run), quiet (nothing heard for longer than quietMs), idle.
+export function group(s, now, quietMs) {
+  if (s.ended) return 'ended';
+  if (s.pending.some((a) => !expired(a, now))) return 'needs-you';
+  if (s.lastTime !== null && now - s.lastTime > quietMs) return 'quiet';
+  if (s.openRuns.length > 0) return 'working';
+  return 'idle';
+}
+
+// inbox lists every pending request across the fleet, oldest first.
+export function inbox(state, now) {
+  const out = [];
+  for (const id of state.sessions.keys()) {
+    const s = session(state, id);
+    for (const a of s.pending) if (!expired(a, now)) out.push(a);
+  }
+  out.sort((a, b) => (ms(a.time) ?? 0) - (ms(b.time) ?? 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return out;
+}
+
+// summary is a digest of everything derived, for tests: equal summaries mean
+// an equal story.
+export function summary(state) {
+  const sessions = {};
+  for (const id of [...state.sessions.keys()].sort()) {
+    const s = session(state, id);
+    sessions[id] = {
+      agent: s.agent, ended: s.ended, runs: s.runs.map((r) => [r.id, r.state, [...r.tools.values()].map((t) => t.state)]),
+      attention: [...s.attention.values()].map((a) => [a.id, a.state, a.answer]), tools: s.tools, failures: s.failures,
+      subagents: s.subagents, compactions: s.compactions, unknown: s.unknown, events: s.events,
+    };
+  }
+  const agents = {};
+  for (const [a, list] of state.agents) agents[a] = list.length;
+  return { version: state.version, sessions, agents };
+}

@@ -1,0 +1,300 @@
+// Package fleetpage is the fleet page: a browser view of every session a
+// relay holds, with the attention inbox and its answer buttons. Its files are
+// embedded (plain ES modules, no build step) and served by the relay at /.
+//
+// The page logs in without the token ever reaching a server log or a URL the
+// server sees: the operator opens a URL carrying the token in its fragment,
+// the page POSTs it to /app/login and receives an HttpOnly, SameSite=Strict
+// session cookie. The relay admits that cookie on /stream and /socket only
+// from its own origin (Admits).
+package fleetpage
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Defaults for Config.
+const (
+	// DefaultSessionTTL is how long a browser login lasts.
+	DefaultSessionTTL = 12 * time.Hour
+	// DefaultMaxLogins bounds the logins held; past it the oldest is dropped.
+	DefaultMaxLogins = 64
+	// CookieName names the session cookie.
+	CookieName = "aep_fleet"
+	// maxLoginBody bounds a login request: a token and a little JSON.
+	maxLoginBody = 4 << 10
+	loginTimeout = 5 * time.Second
+)
+
+// Config configures a Page. The zero value serves a page for a relay
+// without a token (watch-only: no login needed).
+type Config struct {
+	// Token is the relay's bearer token; the login exchanges it for a cookie.
+	Token string
+	// SessionTTL bounds one login's life.
+	SessionTTL time.Duration
+	// MaxLogins bounds the logins held.
+	MaxLogins int
+	// Logger receives operational logs; tokens and cookies never reach it.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Page serves the fleet page and its login, and tells the relay which
+// browsers it logged in.
+type Page struct {
+	cfg    Config
+	static http.Handler
+
+	mu     sync.Mutex
+	logins map[string]time.Time // session id -> expiry
+}
+
+// New builds a Page.
+func New(cfg Config) (*Page, error) {
+	err := errors.Join(
+		defaults.Positive("fleet page config", "SessionTTL", &cfg.SessionTTL, DefaultSessionTTL),
+		defaults.Positive("fleet page config", "MaxLogins", &cfg.MaxLogins, DefaultMaxLogins),
+	)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Token = httpguard.TrimToken(cfg.Token)
+	defaults.Set(&cfg.Logger, slog.New(slog.DiscardHandler))
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	return &Page{cfg: cfg, static: http.FileServerFS(sub), logins: make(map[string]time.Time)}, nil
+}
+
+// ServeHTTP serves GET / and /app/* (the files), POST /app/login and
+// POST /app/logout, and GET /app/auth (whether a login is needed and held).
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/app/login":
+		p.login(w, r)
+		return
+	case "/app/logout":
+		p.logout(w, r)
+		return
+	case "/app/auth":
+		p.auth(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", "the page's files are read with GET")
+		return
+	}
+	h := w.Header()
+	// The page runs only its own files and talks only to its own origin.
+	h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+	r2 := r
+	if strings.HasPrefix(r.URL.Path, "/app/") {
+		r2 = r.Clone(r.Context())
+		r2.URL.Path = strings.TrimPrefix(r.URL.Path, "/app")
+	}
+	p.static.ServeHTTP(w, r2)
+}
+
+// SameOrigin reports whether a browser request comes from a page of the
+// origin it is addressed to: an Origin header, when present, must name this
+// Host; a browser's Sec-Fetch-Site, when present, must say same-origin.
+// Browsers send one or the other on every request a foreign page can make
+// with this origin's cookie, so a forged cross-site request fails here even
+// where SameSite did not stop it.
+func SameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// Admits reports whether r carries a live login cookie from this origin.
+func (p *Page) Admits(r *http.Request) bool {
+	if !SameOrigin(r) {
+		return false
+	}
+	c, err := r.Cookie(CookieName)
+	if err != nil || c.Value == "" {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	exp, ok := p.logins[c.Value]
+	if !ok {
+		return false
+	}
+	if !p.cfg.Now().Before(exp) {
+		delete(p.logins, c.Value)
+		return false
+	}
+	return true
+}
+
+type authReply struct {
+	// Required is false for a relay without a token (watch-only).
+	Required bool `json:"required"`
+	// LoggedIn says this browser holds a live login.
+	LoggedIn bool `json:"logged_in"`
+}
+
+func (p *Page) auth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", "GET /app/auth")
+		return
+	}
+	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: p.Admits(r)})
+}
+
+// pagePost admits a POST from the page's own origin, else answers the
+// refusal and returns false.
+func pagePost(w http.ResponseWriter, r *http.Request, what string) bool {
+	if r.Method != http.MethodPost {
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", what+" takes POST")
+		return false
+	}
+	if !SameOrigin(r) {
+		httpguard.WriteError(w, http.StatusForbidden, "forbidden", what+" is accepted only from this relay's own page")
+		return false
+	}
+	return true
+}
+
+func (p *Page) login(w http.ResponseWriter, r *http.Request) {
+	if !pagePost(w, r, "login") {
+		return
+	}
+	if p.cfg.Token == "" {
+		httpguard.WriteError(w, http.StatusConflict, "no-token", "this relay has no token: it is watch-only and needs no login")
+		return
+	}
+	body, err := httpguard.ReadBody(w, r, maxLoginBody, loginTimeout)
+	if err != nil {
+		httpguard.WriteError(w, http.StatusBadRequest, "invalid-body", "login body unreadable or too large")
+		return
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		httpguard.WriteError(w, http.StatusBadRequest, "invalid-body", `want {"token": "..."}`)
+		return
+	}
+	tok := httpguard.TrimToken(req.Token)
+	if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(p.cfg.Token)) != 1 {
+		p.cfg.Logger.Info("fleet page login refused", "remote", r.RemoteAddr)
+		httpguard.WriteError(w, http.StatusForbidden, "forbidden", "that token is not this relay's")
+		return
+	}
+	id, err := newSessionID()
+	if err != nil {
+		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "no randomness for a session id")
+		return
+	}
+	exp := p.cfg.Now().Add(p.cfg.SessionTTL)
+	p.remember(id, exp)
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true})
+}
+
+// remember stores a login, dropping expired ones and, past MaxLogins, the
+// one closest to expiry.
+func (p *Page) remember(id string, exp time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for k, e := range p.logins {
+		if !now.Before(e) {
+			delete(p.logins, k)
+		}
+	}
+	for len(p.logins) >= p.cfg.MaxLogins {
+		var oldest string
+		var oe time.Time
+		for k, e := range p.logins {
+			if oldest == "" || e.Before(oe) {
+				oldest, oe = k, e
+			}
+		}
+		delete(p.logins, oldest)
+	}
+	p.logins[id] = exp
+}
+
+func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
+	if !pagePost(w, r, "logout") {
+		return
+	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		p.mu.Lock()
+		delete(p.logins, c.Value)
+		p.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: false})
+}
+
+func newSessionID() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v) // plain structs: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// LoginURL is the URL that logs a browser in to the page at base: the token
+// rides in the fragment, which browsers never send to a server.
+func LoginURL(base, token string) string {
+	base = strings.TrimRight(base, "/") + "/"
+	if token == "" {
+		return base
+	}
+	return base + "#token=" + url.QueryEscape(token)
+}

@@ -1,0 +1,331 @@
+package fleetpage_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+const testToken = "page-test-token-0123456789abcdef"
+
+// syncBuffer collects log output from the relay's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startRelay runs a real relay with the page on a loopback port and returns
+// its base URL and its log.
+func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	pcfg.Token, pcfg.Logger = token, log
+	page, err := fleetpage.New(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := relay.NewServer(relay.Config{Token: token, Logger: log, Page: page})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String(), logs
+}
+
+type req struct {
+	method, path, body string
+	origin, site       string
+	cookie             *http.Cookie
+}
+
+func do(t *testing.T, base string, r req) *http.Response {
+	t.Helper()
+	if r.method == "" {
+		r.method = http.MethodGet
+	}
+	hr, err := http.NewRequest(r.method, base+r.path, strings.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.origin != "" {
+		hr.Header.Set("Origin", r.origin)
+	}
+	if r.site != "" {
+		hr.Header.Set("Sec-Fetch-Site", r.site)
+	}
+	if r.cookie != nil {
+		hr.AddCookie(r.cookie)
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+func loginCookie(t *testing.T, base string) *http.Cookie {
+	t.Helper()
+	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: base, site: "same-origin"})
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("login: %d %s", res.StatusCode, b)
+	}
+	for _, c := range res.Cookies() {
+		if c.Name == fleetpage.CookieName {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == "" || c.Path != "/" {
+				t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", c)
+			}
+			return c
+		}
+	}
+	t.Fatal("login set no session cookie")
+	return nil
+}
+
+func status(t *testing.T, base string, r req) int {
+	t.Helper()
+	if r.path == "" {
+		r.path = "/stream?live=0&from=all"
+	}
+	return do(t, base, r).StatusCode
+}
+
+func TestPageServedWithoutToken(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	for _, p := range []string{"/", "/app/app.js", "/app/state.js", "/app/style.css"} {
+		res := do(t, base, req{path: p})
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK || len(b) == 0 {
+			t.Errorf("GET %s: %d (%d bytes)", p, res.StatusCode, len(b))
+		}
+		if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+			t.Errorf("GET %s: CSP %q", p, csp)
+		}
+		if strings.HasSuffix(p, ".js") && !strings.Contains(res.Header.Get("Content-Type"), "javascript") {
+			t.Errorf("GET %s: Content-Type %q: browsers refuse modules without a JavaScript type", p, res.Header.Get("Content-Type"))
+		}
+	}
+	if code := status(t, base, req{}); code != http.StatusUnauthorized {
+		t.Errorf("stream without token or cookie: %d, want 401", code)
+	}
+	if code := status(t, base, req{path: "/app/nope.js"}); code != http.StatusNotFound {
+		t.Errorf("missing asset: %d, want 404", code)
+	}
+}
+
+func TestCookieOnlySameOrigin(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	c := loginCookie(t, base)
+	cases := []struct {
+		name string
+		r    req
+		want int
+	}{
+		{"same origin", req{cookie: c, origin: base, site: "same-origin"}, http.StatusOK},
+		{"same-origin GET without Origin", req{cookie: c, site: "same-origin"}, http.StatusOK},
+		{"foreign Origin", req{cookie: c, origin: "http://evil.example"}, http.StatusUnauthorized},
+		{"foreign port", req{cookie: c, origin: "http://127.0.0.1:1"}, http.StatusUnauthorized},
+		{"cross-site fetch", req{cookie: c, site: "cross-site"}, http.StatusUnauthorized},
+		{"same-site other origin", req{cookie: c, site: "same-site"}, http.StatusUnauthorized},
+		{"null Origin", req{cookie: c, origin: "null"}, http.StatusUnauthorized},
+		{"cookie does not open discovery", req{cookie: c, path: "/events", origin: base}, http.StatusUnauthorized},
+		{"cookie does not open ingest", req{cookie: c, method: http.MethodPost, path: "/events", body: "{}", origin: base}, http.StatusUnauthorized},
+		{"forged cookie", req{cookie: &http.Cookie{Name: fleetpage.CookieName, Value: "forged"}, origin: base}, http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		if got := status(t, base, tc.r); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(origin string) error {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		h.Set("Cookie", c.Name+"="+c.Value)
+		conn, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			if res != nil {
+				return errors.New(res.Status)
+			}
+			return err
+		}
+		defer conn.CloseNow() //nolint:errcheck // test
+		if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"t","instance":"t"},"capabilities":{}}`)); err != nil {
+			return err
+		}
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(b, []byte(`"hello"`)) {
+			return errors.New("no hello: " + string(b))
+		}
+		return nil
+	}
+	if err := dial(base); err != nil {
+		t.Errorf("socket from the page's origin: %v", err)
+	}
+	if err := dial("http://evil.example"); err == nil {
+		t.Error("socket from a foreign origin with the cookie was accepted")
+	}
+}
+
+func TestLoginRefusals(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	cases := []struct {
+		name string
+		r    req
+		want int
+	}{
+		{"wrong token", req{body: `{"token":"nope"}`, origin: base}, http.StatusForbidden},
+		{"empty token", req{body: `{"token":"  "}`, origin: base}, http.StatusForbidden},
+		{"not JSON", req{body: `token=x`, origin: base}, http.StatusBadRequest},
+		{"foreign origin", req{body: `{"token":"` + testToken + `"}`, origin: "http://evil.example"}, http.StatusForbidden},
+		{"GET", req{method: http.MethodGet, origin: base}, http.StatusMethodNotAllowed},
+	}
+	for _, tc := range cases {
+		tc.r.path = "/app/login"
+		if tc.r.method == "" {
+			tc.r.method = http.MethodPost
+		}
+		res := do(t, base, tc.r)
+		if res.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, res.StatusCode, tc.want)
+		}
+		if len(res.Cookies()) != 0 {
+			t.Errorf("%s: a refused login set a cookie", tc.name)
+		}
+		if !strings.Contains(res.Header.Get("Content-Type"), "json") {
+			t.Errorf("%s: error body is not JSON", tc.name)
+		}
+	}
+}
+
+func TestLogout(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	c := loginCookie(t, base)
+	if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusOK {
+		t.Fatalf("before logout: %d", code)
+	}
+	if code := status(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: "http://evil.example"}); code != http.StatusForbidden {
+		t.Errorf("logout from a foreign origin: %d, want 403", code)
+	}
+	res := do(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: base})
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("logout: %d", res.StatusCode)
+	}
+	cleared := false
+	for _, k := range res.Cookies() {
+		cleared = cleared || (k.Name == fleetpage.CookieName && k.MaxAge < 0)
+	}
+	if !cleared {
+		t.Error("logout did not clear the cookie")
+	}
+	if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("after logout the old cookie: %d, want 401", code)
+	}
+}
+
+func TestLoginExpiresAndIsBounded(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	base, _ := startRelay(t, testToken, fleetpage.Config{SessionTTL: time.Hour, MaxLogins: 2, Now: clock})
+	first := loginCookie(t, base)
+	second := loginCookie(t, base)
+	third := loginCookie(t, base)
+	if code := status(t, base, req{cookie: first, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("login past MaxLogins kept the oldest: %d", code)
+	}
+	for _, c := range []*http.Cookie{second, third} {
+		if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusOK {
+			t.Errorf("recent login refused: %d", code)
+		}
+	}
+	mu.Lock()
+	now = now.Add(time.Hour + time.Second)
+	mu.Unlock()
+	if code := status(t, base, req{cookie: third, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("expired login accepted: %d", code)
+	}
+}
+
+func TestTokenNeverLogged(t *testing.T) {
+	base, logs := startRelay(t, testToken, fleetpage.Config{})
+	c := loginCookie(t, base)
+	status(t, base, req{cookie: c, origin: base})
+	status(t, base, req{path: "/stream?live=0&access_token=" + testToken})
+	do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `x"}`, origin: base})
+	do(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: base})
+	out := logs.String()
+	if !strings.Contains(out, "fleet page login") {
+		t.Fatalf("the log holds no login line (is debug logging on?):\n%s", out)
+	}
+	for _, secret := range []string{testToken, c.Value} {
+		if strings.Contains(out, secret) {
+			t.Errorf("a secret reached the log:\n%s", out)
+		}
+	}
+}
+
+func TestWatchOnlyRelayNeedsNoLogin(t *testing.T) {
+	base, _ := startRelay(t, "", fleetpage.Config{})
+	res := do(t, base, req{path: "/app/auth"})
+	b, _ := io.ReadAll(res.Body)
+	if !bytes.Contains(b, []byte(`"required":false`)) {
+		t.Errorf("auth on a watch-only relay: %s", b)
+	}
+	if code := status(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"x"}`, origin: base}); code != http.StatusConflict {
+		t.Errorf("login on a watch-only relay: %d, want 409", code)
+	}
+}
+
+func TestLoginURL(t *testing.T) {
+	if got := fleetpage.LoginURL("http://127.0.0.1:8787", "a+b/c"); got != "http://127.0.0.1:8787/#token=a%2Bb%2Fc" {
+		t.Errorf("LoginURL: %s", got)
+	}
+	if got := fleetpage.LoginURL("http://h:1/", ""); got != "http://h:1/" {
+		t.Errorf("LoginURL without a token: %s", got)
+	}
+}

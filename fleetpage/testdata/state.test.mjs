@@ -1,0 +1,126 @@
+// The consumer conformance obligations (AEP-0001 §7/§10, AEP-0003 §6-§7)
+// over the golden corpus, through the page's real state module.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as S from '../assets/state.js';
+
+const dir = process.env.AEP_FIXTURES;
+const lines = dir
+  ? readFileSync(join(dir, 'fixtures', 'golden', 'golden.jsonl'), 'utf8').split('\n').filter((l) => l.trim() !== '')
+  : [];
+const corpus = lines.map((l) => JSON.parse(l));
+const skip = dir ? false : 'AEP_FIXTURES not set';
+
+function load(events) {
+  const st = S.newState();
+  for (const ev of events) S.apply(st, ev);
+  return st;
+}
+
+test('every event applies: unknown types, extension attributes, sessionless events kept', { skip }, () => {
+  const st = S.newState();
+  for (const ev of corpus) assert.equal(S.apply(st, ev), true, `event ${ev.id} (${ev.type}) applies`);
+  assert.equal(st.version, corpus.length);
+  let held = 0;
+  for (const id of st.sessions.keys()) held += S.ordered(st, id).length;
+  for (const list of st.agents.values()) held += list.length;
+  assert.equal(held, corpus.length, 'nothing dropped');
+  const ext = S.ordered(st, 's_8f2c').find((e) => e.type.startsWith('x.'));
+  assert.ok(ext, 'the vendor extension type is kept');
+  assert.ok(S.session(st, 's_8f2c').unknown >= 1, 'and counted as unknown, not dropped');
+  const first = S.ordered(st, 's_8f2c')[0];
+  assert.equal(first.acmeregion, 'eu-1', 'extension attributes survive');
+  assert.ok(st.agents.get('claude-code').length >= 3, 'agent-scoped events without a session are kept');
+  assert.equal(S.ordered(st, 's_dup_a').length + S.ordered(st, 's_dup_b').length, 2, 'one id from two emitters is two events');
+  assert.deepEqual(S.session(st, 's_shared').agents, ['alpha-agent', 'beta-agent']);
+  assert.equal(S.session(st, 's_shared').conflicts, 1, 'two events at one position are surfaced');
+});
+
+test('a full duplicate replay changes nothing', { skip }, () => {
+  const st = load(corpus);
+  const before = JSON.stringify(S.summary(st));
+  for (const ev of corpus) assert.equal(S.apply(st, ev), false, `duplicate ${ev.id} refused`);
+  // A replay in a different arrival order is still a no-op.
+  for (const ev of [...corpus].reverse()) S.apply(st, structuredClone(ev));
+  assert.equal(JSON.stringify(S.summary(st)), before);
+});
+
+test('the mandatory types derive the full story', { skip }, () => {
+  const st = load(corpus);
+  const s = S.session(st, 's_8f2c');
+  const runs = Object.fromEntries(s.runs.map((r) => [r.id, r.state]));
+  assert.deepEqual(runs, { r_0042: 'finished', r_0043: 'failed', r_0044: 'cancelled' });
+  assert.ok(s.ended, 'session ended');
+  const arcs = Object.fromEntries([...s.attention.values()].map((a) => [a.id, a.state]));
+  assert.equal(arcs['01JX9YB4RQ000000000000GOLD'], 'answered');
+  assert.ok(Object.values(arcs).includes('timeout'), 'the timed-out arc');
+  assert.deepEqual(s.attention.get('01JX9YB4RQ000000000000GOLD').answer, { option: 'allow' });
+  assert.equal(s.failures, 2, 'tool.failed and run.failed');
+  const tools = s.runById.get('r_0043').tools;
+  assert.equal(tools.get('t_92').state, 'denied');
+  assert.equal(tools.get('t_93').state, 'failed');
+  const form = S.session(st, 's_form');
+  const req = [...form.attention.values()][0];
+  assert.equal(req.kind, 'form');
+  assert.equal(req.state, 'answered');
+  assert.equal(req.answer.values.name, 'billing-api', 'the form answer is kept');
+  assert.equal(S.inbox(st, Date.parse('2026-07-03T10:20:00Z')).length, 0, 'nothing pending at the end');
+  assert.equal(S.group(s, Date.now(), 60000), 'ended');
+  const opt = S.session(st, 's_opt');
+  assert.equal(opt.subagents, 1);
+  assert.equal(opt.compactions, 1);
+  assert.equal(opt.tasks.get('t1').state, 'completed');
+});
+
+test('derivation follows (epoch, seq), not arrival', { skip }, () => {
+  const lane = corpus.filter((e) => e.session === 's_8f2c');
+  const shuffled = [...lane].reverse();
+  const a = load(lane), b = load(shuffled);
+  const seqd = (st) => S.ordered(st, 's_8f2c').filter((e) => Number.isInteger(e.seq)).map((e) => e.id);
+  assert.deepEqual(seqd(b), seqd(a));
+  assert.deepEqual(S.summary(b).sessions, S.summary(a).sessions);
+  const ep = load(corpus.filter((e) => e.session === 's_epoch').reverse());
+  assert.deepEqual(S.ordered(ep, 's_epoch').map((e) => [e.epoch, e.seq]), [[0, 0], [0, 1], [1, 0]]);
+  assert.deepEqual(S.positions(ep), [{ session: 's_epoch', epoch: 1, seq: 0 }]);
+});
+
+test('seq-less foreign events keep arrival order among the ordered events', { skip }, () => {
+  const st = load(corpus);
+  const order = S.ordered(st, 's_8f2c').map((e) => e.type);
+  const req = order.indexOf('attention.requested');
+  const routed = order.indexOf('attention.routed');
+  const respond = order.indexOf('control.attention.respond');
+  const accepted = order.indexOf('control.accepted');
+  assert.ok(req < routed && routed < respond && respond < accepted, order.join(' '));
+  const cancel = order.indexOf('control.cancel');
+  assert.ok(order.indexOf('attention.timeout') < cancel && cancel < order.lastIndexOf('control.accepted'));
+});
+
+test('cause edges resolve across the control boundary', { skip }, () => {
+  const st = load(corpus);
+  const evs = S.ordered(st, 's_8f2c');
+  const cancelled = evs.find((e) => e.type === 'run.cancelled');
+  const chain = [];
+  for (let e = cancelled; e && chain.length < 10; e = S.cause(st, e)) chain.push(e.type);
+  assert.ok(chain.includes('control.cancel'), `run.cancelled -> control.cancel: ${chain.join(' <- ')}`);
+  for (const e of evs) if (e.cause) assert.ok(S.cause(st, e), `cause of ${e.id} (${e.type}) resolves`);
+  const run = S.session(st, 's_8f2c').runById.get('r_0044');
+  assert.ok(run.cancelledBy, 'the cancelled run knows what cancelled it');
+});
+
+test('respond_via without control is information only', () => {
+  const st = S.newState();
+  const base = { aep: '0.1', agent: 'kimi-code', session: 's1', time: '2026-01-01T00:00:00.000Z', epoch: 0 };
+  S.apply(st, { ...base, id: 'a', seq: 0, type: 'attention.requested', data: { kind: 'permission', respond_via: ['oob'] } });
+  S.apply(st, { ...base, id: 'b', seq: 1, type: 'attention.requested', data: { kind: 'permission', respond_via: ['control'], options: [{ id: 'allow' }, { id: 'deny' }] } });
+  S.apply(st, { ...base, id: 'c', seq: 2, type: 'attention.requested', data: { kind: 'question' } });
+  const [a, b, c] = S.inbox(st, 0);
+  assert.equal(S.answerable(a), 'elsewhere');
+  assert.equal(S.answerable(b), 'control');
+  assert.equal(S.answerable(c), 'control');
+  assert.equal(S.group(S.session(st, 's1'), 0, 60000), 'needs-you');
+  S.apply(st, { ...base, id: 'd', seq: 3, type: 'attention.resolved', subject: 'b', data: { resolution: 'answered' } });
+  assert.deepEqual(S.inbox(st, 0).map((r) => r.id), ['a', 'c']);
+});
