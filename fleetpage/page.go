@@ -7,13 +7,21 @@
 // the page POSTs it to /app/login and receives an HttpOnly, SameSite=Strict
 // session cookie. The relay admits that cookie on /stream and /socket only
 // from its own origin (Admits).
+//
+// A login is a random id held in a bounded server-side map with its expiry.
+// The cookie carries the id, the expiry and a MAC keyed by the relay token,
+// so a relay restarted with the same token takes its browsers back without
+// a new login (the page resumes its stream), while a new token ends them.
 package fleetpage
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -65,8 +73,10 @@ type Page struct {
 	cfg    Config
 	static http.Handler
 
+	key    []byte // MAC key for cookies, derived from the token
 	mu     sync.Mutex
 	logins map[string]time.Time // session id -> expiry
+	ended  map[string]time.Time // ids logged out or evicted -> their expiry
 }
 
 // New builds a Page.
@@ -87,7 +97,10 @@ func New(cfg Config) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Page{cfg: cfg, static: http.FileServerFS(sub), logins: make(map[string]time.Time)}, nil
+	mac := hmac.New(sha256.New, []byte(cfg.Token))
+	mac.Write([]byte("aep-kimi fleet page login v1"))
+	return &Page{cfg: cfg, static: http.FileServerFS(sub), key: mac.Sum(nil),
+		logins: make(map[string]time.Time), ended: make(map[string]time.Time)}, nil
 }
 
 // ServeHTTP serves GET / and /app/* (the files), POST /app/login and
@@ -149,20 +162,54 @@ func (p *Page) Admits(r *http.Request) bool {
 		return false
 	}
 	c, err := r.Cookie(CookieName)
-	if err != nil || c.Value == "" {
+	if err != nil || p.cfg.Token == "" {
+		return false
+	}
+	id, exp, ok := p.open(c.Value)
+	if !ok || !p.cfg.Now().Before(exp) {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	exp, ok := p.logins[c.Value]
-	if !ok {
+	if _, gone := p.ended[id]; gone {
 		return false
 	}
-	if !p.cfg.Now().Before(exp) {
-		delete(p.logins, c.Value)
-		return false
+	if _, held := p.logins[id]; !held {
+		// Sealed by this token but not held: a login from before a
+		// restart. Take it back.
+		p.rememberLocked(id, exp)
 	}
 	return true
+}
+
+const (
+	idLen  = 16
+	expLen = 8
+)
+
+// seal renders a cookie value: id, expiry and their MAC.
+func (p *Page) seal(id []byte, exp time.Time) string {
+	b := make([]byte, 0, idLen+expLen+sha256.Size)
+	b = append(b, id...)
+	b = binary.BigEndian.AppendUint64(b, uint64(exp.Unix()))
+	m := hmac.New(sha256.New, p.key)
+	m.Write(b)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(b))
+}
+
+// open checks a cookie value's MAC and returns its id and expiry.
+func (p *Page) open(v string) (string, time.Time, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(b) != idLen+expLen+sha256.Size {
+		return "", time.Time{}, false
+	}
+	m := hmac.New(sha256.New, p.key)
+	m.Write(b[:idLen+expLen])
+	if !hmac.Equal(m.Sum(nil), b[idLen+expLen:]) {
+		return "", time.Time{}, false
+	}
+	exp := time.Unix(int64(binary.BigEndian.Uint64(b[idLen:idLen+expLen])), 0)
+	return string(b[:idLen]), exp, true
 }
 
 type authReply struct {
@@ -220,43 +267,61 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusForbidden, "forbidden", "that token is not this relay's")
 		return
 	}
-	id, err := newSessionID()
-	if err != nil {
+	id := make([]byte, idLen)
+	if _, err := rand.Read(id); err != nil {
 		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "no randomness for a session id")
 		return
 	}
-	exp := p.cfg.Now().Add(p.cfg.SessionTTL)
-	p.remember(id, exp)
+	exp := p.cfg.Now().Add(p.cfg.SessionTTL).Truncate(time.Second)
+	p.mu.Lock()
+	p.rememberLocked(string(id), exp)
+	p.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
+		Name: CookieName, Value: p.seal(id, exp), Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true})
 }
 
-// remember stores a login, dropping expired ones and, past MaxLogins, the
-// one closest to expiry.
-func (p *Page) remember(id string, exp time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// rememberLocked holds a login, dropping expired ones and, past MaxLogins,
+// ending the one closest to expiry. p.mu is held.
+func (p *Page) rememberLocked(id string, exp time.Time) {
 	now := p.cfg.Now()
-	for k, e := range p.logins {
-		if !now.Before(e) {
-			delete(p.logins, k)
+	for _, m := range []map[string]time.Time{p.logins, p.ended} {
+		for k, e := range m {
+			if !now.Before(e) {
+				delete(m, k)
+			}
 		}
 	}
 	for len(p.logins) >= p.cfg.MaxLogins {
-		var oldest string
-		var oe time.Time
-		for k, e := range p.logins {
-			if oldest == "" || e.Before(oe) {
-				oldest, oe = k, e
-			}
-		}
-		delete(p.logins, oldest)
+		k, e := soonest(p.logins)
+		delete(p.logins, k)
+		p.endLocked(k, e)
 	}
 	p.logins[id] = exp
+}
+
+// endLocked remembers an ended login until it would have expired, keeping
+// at most a few times MaxLogins of them. p.mu is held.
+func (p *Page) endLocked(id string, exp time.Time) {
+	for len(p.ended) >= 4*p.cfg.MaxLogins {
+		k, _ := soonest(p.ended)
+		delete(p.ended, k)
+	}
+	p.ended[id] = exp
+}
+
+func soonest(m map[string]time.Time) (string, time.Time) {
+	var key string
+	var at time.Time
+	for k, e := range m {
+		if key == "" || e.Before(at) {
+			key, at = k, e
+		}
+	}
+	return key, at
 }
 
 func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
@@ -264,21 +329,16 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(CookieName); err == nil {
-		p.mu.Lock()
-		delete(p.logins, c.Value)
-		p.mu.Unlock()
+		if id, exp, ok := p.open(c.Value); ok {
+			p.mu.Lock()
+			delete(p.logins, id)
+			p.endLocked(id, exp)
+			p.mu.Unlock()
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: false})
-}
-
-func newSessionID() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -272,8 +272,11 @@ func TestLoginExpiresAndIsBounded(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	base, _ := startRelay(t, testToken, fleetpage.Config{SessionTTL: time.Hour, MaxLogins: 2, Now: clock})
+	tick := func() { mu.Lock(); now = now.Add(time.Second); mu.Unlock() }
 	first := loginCookie(t, base)
+	tick()
 	second := loginCookie(t, base)
+	tick()
 	third := loginCookie(t, base)
 	if code := status(t, base, req{cookie: first, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("login past MaxLogins kept the oldest: %d", code)
@@ -327,5 +330,23 @@ func TestLoginURL(t *testing.T) {
 	}
 	if got := fleetpage.LoginURL("http://h:1/", ""); got != "http://h:1/" {
 		t.Errorf("LoginURL without a token: %s", got)
+	}
+}
+
+func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
+	first, _ := startRelay(t, testToken, fleetpage.Config{})
+	c := loginCookie(t, first)
+	again, _ := startRelay(t, testToken, fleetpage.Config{})
+	if code := status(t, again, req{cookie: c, origin: again}); code != http.StatusOK {
+		t.Errorf("a relay restarted with the same token refused the login: %d", code)
+	}
+	other, _ := startRelay(t, testToken+"-rotated", fleetpage.Config{})
+	if code := status(t, other, req{cookie: c, origin: other}); code != http.StatusUnauthorized {
+		t.Errorf("a relay with a new token admitted the old login: %d", code)
+	}
+	tampered := *c
+	tampered.Value = c.Value[:len(c.Value)-2] + "AA"
+	if code := status(t, again, req{cookie: &tampered, origin: again}); code != http.StatusUnauthorized {
+		t.Errorf("a tampered cookie: %d", code)
 	}
 }

@@ -11,6 +11,8 @@ const PAGE_AGENT = 'aep-kimi-page';
 
 const $ = (id) => document.getElementById(id);
 const state = S.newState();
+// Read-only handle for tests and the console: the state and its derivations.
+window.aepFleet = { state, S };
 const ui = {
   selected: null, // session shown in the session view
   rows: new Map(), // session -> row element

@@ -1,0 +1,329 @@
+package fleetpage_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/browsertest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// restartableRelay is a real relay with the page on a fixed loopback
+// address that a test can stop and start again (a relay restart: the
+// in-memory buffer is gone, the address is the same).
+type restartableRelay struct {
+	t    *testing.T
+	addr string
+	mu   sync.Mutex
+	stop func()
+}
+
+func newRestartableRelay(t *testing.T) *restartableRelay {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &restartableRelay{t: t, addr: ln.Addr().String()}
+	r.serve(ln)
+	t.Cleanup(r.halt)
+	return r
+}
+
+func (r *restartableRelay) base() string { return "http://" + r.addr }
+
+func (r *restartableRelay) serve(ln net.Listener) {
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	srv, err := relay.NewServer(relay.Config{Token: testToken, Page: page, DrainTimeout: 2 * time.Second})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
+	r.mu.Lock()
+	r.stop = func() { cancel(); <-done }
+	r.mu.Unlock()
+}
+
+func (r *restartableRelay) halt() {
+	r.mu.Lock()
+	stop := r.stop
+	r.stop = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (r *restartableRelay) restart() {
+	r.halt()
+	var ln net.Listener
+	var err error
+	for i := 0; i < 100; i++ {
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("relisten %s: %v", r.addr, err)
+	}
+	r.serve(ln)
+}
+
+// emitter is a real socket emitter that claims sessions and answers the
+// commands routed to it, as the adapter's gate does.
+type emitter struct {
+	t      *testing.T
+	c      *websocket.Conn
+	ctx    context.Context
+	frames chan map[string]any
+	seq    map[string]int64
+}
+
+func dialEmitter(t *testing.T, base string) *emitter {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+testToken)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	hello := `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"test"},` +
+		`"capabilities":{"control":{"accepts":["control.attention.respond","control.cancel"]}}}`
+	if err := c.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
+		t.Fatal(err)
+	}
+	e := &emitter{t: t, c: c, ctx: ctx, frames: make(chan map[string]any, 64), seq: map[string]int64{}}
+	go func() {
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				close(e.frames)
+				return
+			}
+			var f map[string]any
+			if json.Unmarshal(b, &f) == nil {
+				e.frames <- f
+			}
+		}
+	}()
+	return e
+}
+
+// event builds a sequenced kimi-code event for session; seq < 0 takes the
+// session's next.
+func (e *emitter) event(session, typ string, seq int64, fields map[string]any) map[string]any {
+	if seq < 0 {
+		seq = e.seq[session]
+	}
+	e.seq[session] = seq + 1
+	ev := map[string]any{
+		"aep": "0.1", "id": aep.NewID(), "type": typ, "time": aep.FormatTime(time.Now()),
+		"source": aep.SourceURI("test", "kimi-code", session), "agent": "kimi-code", "session": session,
+		"seq": seq, "epoch": 1,
+	}
+	for k, v := range fields {
+		ev[k] = v
+	}
+	return ev
+}
+
+func (e *emitter) send(evs ...map[string]any) {
+	e.t.Helper()
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		if err := e.c.Write(e.ctx, websocket.MessageText, b); err != nil {
+			e.t.Fatalf("emit %s: %v", ev["type"], err)
+		}
+	}
+}
+
+// post sends events by HTTP, as kimi-hook's adapter does after a restart.
+func post(t *testing.T, base string, evs ...map[string]any) {
+	t.Helper()
+	var b strings.Builder
+	for _, ev := range evs {
+		line, _ := json.Marshal(ev)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/events", strings.NewReader(b.String()))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("AEP-Version", "0.1")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		t.Fatalf("POST /events: %d", res.StatusCode)
+	}
+}
+
+// command waits for the next command routed to the emitter.
+func (e *emitter) command() map[string]any {
+	e.t.Helper()
+	timer := time.NewTimer(browsertest.Wait)
+	defer timer.Stop()
+	for {
+		select {
+		case f, ok := <-e.frames:
+			if !ok {
+				e.t.Fatal("emitter socket closed before a command came")
+			}
+			if typ, _ := f["type"].(string); strings.HasPrefix(typ, "control.") {
+				return f
+			}
+		case <-timer.C:
+			e.t.Fatal("no command reached the emitter")
+		}
+	}
+}
+
+func permission(id, via string) map[string]any {
+	return map[string]any{"id": id, "subject": "Shell", "capture": "redacted", "severity": "notice", "data": map[string]any{
+		"kind": "permission", "prompt": "Run Shell: rm -rf build/",
+		"options":     []any{map[string]any{"id": "allow", "label": "Allow"}, map[string]any{"id": "deny", "label": "Deny"}},
+		"respond_via": []any{via},
+	}}
+}
+
+func sel(attr, v string) string { return fmt.Sprintf(`[%s=%s]`, attr, browsertest.Quote(v)) }
+
+// TestBrowserFleet drives the page in Chromium against a real relay and a
+// real socket emitter: sessions appear live and grouped, the inbox honours
+// respond_via and the roster, a click sends the command and only the stream
+// settles it, and a relay restart resumes with no gap and no duplicate.
+func TestBrowserFleet(t *testing.T) {
+	b := browsertest.New(t, 1200, 900)
+	rl := newRestartableRelay(t)
+	em := dialEmitter(t, rl.base())
+
+	held, oob, orphan := aep.NewID(), aep.NewID(), aep.NewID()
+	em.send(
+		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"title": "fix the build", "gen_ai.request.model": "kimi-k2"}}),
+		em.event("s1", "run.started", -1, map[string]any{"run": "r1"}),
+		em.event("s1", "tool.requested", -1, map[string]any{"run": "r1", "subject": "Shell", "data": map[string]any{"tool": map[string]any{"name": "Shell", "call_id": "c1"}}}),
+		em.event("s1", "attention.requested", -1, merge(permission(held, "control"), map[string]any{"run": "r1"})),
+		em.event("s2", "session.started", 0, nil),
+		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
+	)
+	// s3's emitter is gone: its request cannot be delivered.
+	post(t, rl.base(), em.event("s3", "session.started", 0, nil), em.event("s3", "attention.requested", -1, permission(orphan, "control")))
+
+	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(rl.base(), testToken)))
+	b.WaitJS("the held request's buttons", `document.querySelector('`+sel("data-attention", held)+` `+sel("data-option", "deny")+`') !== null`)
+	var url string
+	b.Eval("location", `location.href`, &url)
+	if strings.Contains(url, testToken) {
+		t.Errorf("the token stayed in the address bar: %s", url)
+	}
+	b.WaitJS("s1 needs you", `document.querySelector('[data-session="s1"][data-state="needs-you"]') !== null`)
+	b.WaitJS("the page title counts what needs you", `document.title.startsWith('(3)')`)
+	b.WaitJS("the reply field and the cancel button", `document.querySelector('`+sel("data-attention", held)+` [data-reply]') && document.querySelector('`+sel("data-attention", held)+` [data-cancel]')`)
+
+	var oobButtons int
+	var oobText, orphanText string
+	b.Eval("oob buttons", `document.querySelectorAll('`+sel("data-attention", oob)+` button, `+sel("data-attention", oob)+` [data-reply]').length`, &oobButtons)
+	b.Eval("oob text", `document.querySelector('`+sel("data-attention", oob)+`').textContent`, &oobText)
+	if oobButtons != 0 || !strings.Contains(oobText, "Answer in Kimi") {
+		t.Errorf("an oob request must be information only: %d controls, text %q", oobButtons, oobText)
+	}
+	b.WaitJS("s3 not reachable", `(document.querySelector('`+sel("data-attention", orphan)+`')||{}).textContent.includes('Not reachable')`)
+	var orphanButtons int
+	b.Eval("orphan buttons", `document.querySelectorAll('`+sel("data-attention", orphan)+` button').length`, &orphanButtons)
+	b.Eval("orphan text", `document.querySelector('`+sel("data-attention", orphan)+`').textContent`, &orphanText)
+	if orphanButtons != 0 {
+		t.Errorf("a session with no live claimant offers %d buttons: %q", orphanButtons, orphanText)
+	}
+
+	// Deny: the command reaches the emitter; until the stream settles it the
+	// request stays pending.
+	b.MustRun("click Deny", chromedp.Click(sel("data-attention", held)+" "+sel("data-option", "deny"), chromedp.ByQuery))
+	cmd := em.command()
+	if cmd["type"] != "control.attention.respond" || cmd["subject"] != held {
+		t.Fatalf("command: %v", cmd)
+	}
+	if ans, _ := cmd["data"].(map[string]any)["answer"].(map[string]any); ans["option"] != "deny" {
+		t.Fatalf("answer: %v", cmd["data"])
+	}
+	b.WaitJS("the sent note", `(document.querySelector('`+sel("data-attention", held)+` [data-note]')||{}).textContent?.includes('sent')`)
+	var still bool
+	b.Eval("pending until settled", `document.querySelector('`+sel("data-attention", held)+`') !== null`, &still)
+	if !still {
+		t.Error("the request left the inbox before the stream settled it (optimistic state)")
+	}
+	cmdID, _ := cmd["id"].(string)
+	em.send(
+		em.event("s1", "control.accepted", -1, map[string]any{"cause": cmdID}),
+		em.event("s1", "attention.answered", -1, map[string]any{"subject": held, "cause": cmdID, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}),
+		em.event("s1", "tool.denied", -1, map[string]any{"run": "r1", "subject": "Shell", "data": map[string]any{"tool": map[string]any{"name": "Shell", "call_id": "c1"}, "by": "control"}}),
+	)
+	b.WaitJS("the settled request leaves the inbox", `document.querySelector('`+sel("data-attention", held)+`') === null`)
+	b.WaitJS("s1 back to working", `document.querySelector('[data-session="s1"][data-state="working"]') !== null`)
+
+	// The session view shows the denied tool.
+	b.MustRun("open s1", chromedp.Click(`[data-session="s1"] button`, chromedp.ByQuery))
+	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
+
+	// Relay restart: the in-memory buffer is gone; the emitter's next events
+	// arrive by HTTP, with a redelivered one, and a new session begins.
+	before := int64(em.seq["s1"])
+	rl.restart()
+	redelivered := em.event("s1", "run.finished", before, map[string]any{"run": "r1"})
+	post(t, rl.base(), redelivered)
+	post(t, rl.base(), redelivered, em.event("s1", "session.ended", -1, map[string]any{"data": map[string]any{"reason": "normal"}}),
+		em.event("s4", "session.started", 0, nil))
+	b.WaitJS("reconnected", `document.getElementById('conn').dataset.conn === 'live'`)
+	b.WaitJS("s1 ended after the restart", `document.querySelector('[data-session="s1"][data-state="ended"]') !== null`)
+	b.WaitJS("a session begun across the restart", `document.querySelector('[data-session="s4"]') !== null`)
+	var seqs []int64
+	b.Eval("s1's positions", `aepFleet.S.ordered(aepFleet.state, 's1').filter(e => Number.isInteger(e.seq)).map(e => e.seq)`, &seqs)
+	for i, s := range seqs {
+		if s != int64(i) {
+			t.Fatalf("s1 after the restart: seqs %v, want 0..%d once each", seqs, len(seqs)-1)
+		}
+	}
+	if len(seqs) != int(em.seq["s1"]) {
+		t.Errorf("s1 holds %d sequenced events, the emitter sent %d", len(seqs), em.seq["s1"])
+	}
+
+	// 360 px: nothing wider than the screen.
+	b.MustRun("phone width", chromedp.EmulateViewport(360, 740))
+	var overflow bool
+	b.Eval("overflow", `document.documentElement.scrollWidth > window.innerWidth`, &overflow)
+	if overflow {
+		t.Error("at 360 px the page scrolls sideways")
+	}
+}
+
+func merge(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

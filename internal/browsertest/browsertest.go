@@ -1,0 +1,150 @@
+// Package browsertest drives a real Chromium for the fleet page's tests
+// (chromedp over the DevTools protocol). Waits poll the page's own state with
+// generous bounds, so a loaded machine makes a test slower, never flaky; on
+// failure the page's screenshot and DOM are written for the reader.
+package browsertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Wait bounds one wait for the page to reach a state.
+const Wait = 90 * time.Second
+
+// EnvArtifacts names the directory failure screenshots go to; unset, they go
+// to a fresh directory under the system temp dir (named in the test log).
+const EnvArtifacts = "AEP_ARTIFACTS"
+
+// browsers are the Chromium binaries tried, in order.
+var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+// Find returns a Chromium binary or stops the test: skipped under -short,
+// failed under CI when none is installed, else skipped with the reason.
+func Find(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: runs Chromium; skipped under -short")
+	}
+	for _, b := range browsers {
+		if p, err := exec.LookPath(b); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set but no Chromium is installed (tried %v; .ci/run installs Debian's chromium)", browsers)
+	}
+	t.Skipf("skipping: no Chromium (tried %v; apt-get install chromium)", browsers)
+	return ""
+}
+
+// Browser is one headless Chromium tab.
+type Browser struct {
+	t   testing.TB
+	Ctx context.Context
+}
+
+// New starts a headless Chromium with one tab, closed when the test ends;
+// width and height size its window (360 wide is a phone).
+func New(t testing.TB, width, height int) *Browser {
+	t.Helper()
+	bin := Find(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(width, height),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	// Start the browser now. The first Run's context owns the browser, so
+	// it is the tab's own; later runs take bounded children.
+	if err := chromedp.Run(ctx); err != nil {
+		cancelTab()
+		cancelAlloc()
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	b := &Browser{t: t, Ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.artifacts()
+		}
+		cancelTab()
+		cancelAlloc()
+	})
+	return b
+}
+
+// Run runs actions within Wait.
+func (b *Browser) Run(actions ...chromedp.Action) error {
+	ctx, cancel := context.WithTimeout(b.Ctx, Wait)
+	defer cancel()
+	return chromedp.Run(ctx, actions...)
+}
+
+// MustRun runs actions within Wait and fails the test on error, naming what.
+func (b *Browser) MustRun(what string, actions ...chromedp.Action) {
+	b.t.Helper()
+	if err := b.Run(actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// WaitJS polls a JavaScript expression until it is truthy, within Wait.
+func (b *Browser) WaitJS(what, expr string) {
+	b.t.Helper()
+	b.MustRun("waiting for "+what, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(Wait)))
+}
+
+// Eval evaluates expr into out.
+func (b *Browser) Eval(what, expr string, out any) {
+	b.t.Helper()
+	b.MustRun(what, chromedp.Evaluate(expr, out))
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// artifacts writes the tab's screenshot and DOM for a failed test.
+func (b *Browser) artifacts() {
+	dir := os.Getenv(EnvArtifacts)
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "aep-kimi-browser-"); err != nil {
+			b.t.Logf("no artifacts: %v", err)
+			return
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Logf("no artifacts: %v", err)
+		return
+	}
+	base := filepath.Join(dir, unsafeName.ReplaceAllString(b.t.Name(), "_"))
+	ctx, cancel := context.WithTimeout(b.Ctx, 20*time.Second)
+	defer cancel()
+	var png []byte
+	var html string
+	err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90), chromedp.OuterHTML("html", &html, chromedp.ByQuery))
+	if err != nil {
+		b.t.Logf("no screenshot: %v", err)
+		return
+	}
+	for name, data := range map[string][]byte{base + ".png": png, base + ".html": []byte(html)} {
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			b.t.Logf("artifact %s: %v", name, err)
+		}
+	}
+	b.t.Logf("failure artifacts: %s.png, %s.html", base, base)
+}
+
+// Quote renders s as a JavaScript string literal.
+func Quote(s string) string { return fmt.Sprintf("%q", s) }
