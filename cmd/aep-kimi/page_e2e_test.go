@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+)
+
+// openPage opens the stack's fleet page, logged in, and waits for it to be
+// live.
+func (st *stack) openPage(t *testing.T) *browsertest.Browser {
+	t.Helper()
+	b := browsertest.New(t, 1200, 900)
+	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
+	b.WaitJS("the page is live", `document.getElementById('conn').dataset.conn === 'live'`)
+	return b
+}
+
+// pageSeqIDs is what the page holds for a session: its sequenced events'
+// ids, in the page's derivation order.
+func pageSeqIDs(b *browsertest.Browser, session string) []string {
+	var ids []string
+	b.Eval("the page's events", `aepFleet.S.ordered(aepFleet.state, `+browsertest.Quote(session)+`).filter(e => Number.isInteger(e.seq)).map(e => e.id)`, &ids)
+	return ids
+}
+
+// logIDs is the adapter log's order of a session: its ids by (epoch, seq).
+func logIDs(ev []*aep.Event) []string {
+	sorted := slices.Clone(ev)
+	slices.SortStableFunc(sorted, func(a, b *aep.Event) int {
+		if c := a.EpochOrZero() - b.EpochOrZero(); c != 0 {
+			return int(c)
+		}
+		return int(*a.Seq - *b.Seq)
+	})
+	ids := make([]string, len(sorted))
+	for i, e := range sorted {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// A real Kimi session under the held gate: the page shows it live, the held
+// PreToolUse waits in the inbox, clicking Deny blocks the tool (its side
+// effect never happens) and the page shows what the stream settled.
+func TestE2EPageDeny(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+	b := st.openPage(t)
+	marker := filepath.Join(t.TempDir(), "side-effect")
+	script := writeScript(t, map[string]any{
+		"prompt": "Create the marker file.",
+		"responses": []any{
+			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
+			map[string]any{"text": "done"},
+		},
+	})
+	out := make(chan kimiharness.PrintRun, 1)
+	go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
+	b.WaitJS("the session appears live", `document.querySelector('[data-session]') !== null`)
+	b.WaitJS("the held call's Deny button", `document.querySelector('[data-attention] [data-option="deny"]') !== null`)
+	var session, request string
+	b.Eval("the session", `document.querySelector('[data-attention]').dataset.session`, &session)
+	b.Eval("the request", `document.querySelector('[data-attention]').dataset.attention`, &request)
+	b.MustRun("click Deny", chromedp.Click(`[data-attention] [data-option="deny"]`, chromedp.ByQuery))
+	<-out
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the denied tool ran: its side effect happened")
+	}
+	b.WaitJS("the request leaves the inbox", `document.querySelector('[data-attention]') === null`)
+	var types []string
+	b.Eval("the page's story", `aepFleet.S.ordered(aepFleet.state, `+browsertest.Quote(session)+`).map(e => e.type)`, &types)
+	for _, want := range []string{"control.accepted", "attention.answered", "attention.resolved", "tool.denied"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("the page never showed %s: %v", want, types)
+		}
+	}
+	var answer string
+	b.Eval("the answer", `JSON.stringify(aepFleet.S.session(aepFleet.state, `+browsertest.Quote(session)+`).attention.get(`+browsertest.Quote(request)+`).answer)`, &answer)
+	var a map[string]any
+	if json.Unmarshal([]byte(answer), &a) != nil || a["option"] != "deny" {
+		t.Errorf("settled answer %s, want option deny", answer)
+	}
+	_, _, ev := st.oneSession(t)
+	if got, want := pageSeqIDs(b, session), logIDs(ev); !slices.Equal(got, want) {
+		t.Errorf("the page holds %d events, the log %d: they differ\npage %v\nlog  %v", len(got), len(want), got, want)
+	}
+}
+
+// The relay restarts in the middle of a real Kimi session: the page resumes
+// from its per-session positions and ends holding exactly the session's
+// events, each once, in order.
+func TestE2EPageRelayRestart(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t)
+	b := st.openPage(t)
+	done := make(chan kimiharness.PrintRun, 1)
+	go func() { done <- scenario(t, kimi, slowScenario(t, "page"), st.hookCmd(t)) }()
+	b.WaitJS("two tool calls on the page", `[...aepFleet.state.sessions.keys()].some(s => aepFleet.S.session(aepFleet.state, s).tools >= 2)`)
+	st.relay.kill()
+	b.WaitJS("the page sees the relay go", `document.getElementById('conn').dataset.conn !== 'live'`)
+	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)
+	<-done
+	st.waitQuiet(t)
+	b.WaitJS("live again", `document.getElementById('conn').dataset.conn === 'live'`)
+	_, _, ev := st.oneSession(t)
+	session := ev[0].Session
+	b.WaitJS("the session ended on the page", `document.querySelector('[data-session=`+browsertest.Quote(session)+`][data-state="ended"]') !== null`)
+	if got, want := pageSeqIDs(b, session), logIDs(ev); !slices.Equal(got, want) {
+		t.Errorf("after the restart the page holds %d events, the log %d: gap or duplicate\npage %v\nlog  %v", len(got), len(want), got, want)
+	}
+}
