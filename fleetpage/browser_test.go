@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
@@ -306,6 +307,31 @@ func TestBrowserFleet(t *testing.T) {
 	}
 	if len(seqs) != int(em.seq["s1"]) {
 		t.Errorf("s1 holds %d sequenced events, the emitter sent %d", len(seqs), em.seq["s1"])
+	}
+
+	// Keyboard only: move down the inbox (oldest first: s2, s3, then the
+	// new request) and choose the second option.
+	em2 := dialEmitter(t, rl.base())
+	typed := aep.NewID()
+	em2.send(em2.event("s5", "session.started", 0, nil), em2.event("s5", "attention.requested", -1, permission(typed, "control")))
+	b.WaitJS("the new request's buttons", `document.querySelector('`+sel("data-attention", typed)+` [data-option]') !== null`)
+	b.MustRun("j j j 2", chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("j"))
+	b.WaitJS("the new request has the focus", `document.activeElement === document.querySelector('`+sel("data-attention", typed)+`')`)
+	b.MustRun("choose option 2", chromedp.KeyEvent("2"))
+	kcmd := em2.command()
+	if ans, _ := kcmd["data"].(map[string]any)["answer"].(map[string]any); kcmd["subject"] != typed || ans["option"] != "deny" {
+		t.Errorf("keyboard answer: %v", kcmd)
+	}
+
+	// Dark and light schemes follow the system's preference.
+	bg := func(scheme string) string {
+		var c string
+		b.MustRun("scheme "+scheme, emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}),
+			chromedp.Evaluate(`getComputedStyle(document.body).backgroundColor`, &c))
+		return c
+	}
+	if light, dark := bg("light"), bg("dark"); light == dark {
+		t.Errorf("the page looks the same in light and dark schemes (%s)", light)
 	}
 
 	// 360 px: nothing wider than the screen.

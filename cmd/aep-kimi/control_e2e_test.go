@@ -43,6 +43,18 @@ func writeScript(t testing.TB, v any) string {
 	return path
 }
 
+// markerScript is a print-mode session with one tool call, whose side
+// effect creates marker, then a closing answer.
+func markerScript(t testing.TB, marker string) string {
+	return writeScript(t, map[string]any{
+		"prompt": "Create the marker file.",
+		"responses": []any{
+			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
+			map[string]any{"text": "done"},
+		},
+	})
+}
+
 // waitEvent waits for an event in the session log matching match.
 func (st *stack) waitEvent(t testing.TB, match func(*aep.Event) bool) *aep.Event {
 	t.Helper()
@@ -78,13 +90,7 @@ func TestE2EGate(t *testing.T) {
 			// The harness registers hooks with a 10 s timeout: the hold fits.
 			st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 			marker := filepath.Join(t.TempDir(), "side-effect")
-			script := writeScript(t, map[string]any{
-				"prompt": "Create the marker file.",
-				"responses": []any{
-					map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
-					map[string]any{"text": "done"},
-				},
-			})
+			script := markerScript(t, marker)
 			out := make(chan kimiharness.PrintRun, 1)
 			go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
 			req := st.waitEvent(t, func(e *aep.Event) bool {
@@ -135,13 +141,7 @@ func TestE2EGateTimeoutFailsOpen(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=1500")
 	marker := filepath.Join(t.TempDir(), "ran")
-	script := writeScript(t, map[string]any{
-		"prompt": "Create the marker file.",
-		"responses": []any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
-			map[string]any{"text": "done"},
-		},
-	})
+	script := markerScript(t, marker)
 	scenario(t, kimi, script, st.hookCmd(t))
 	st.waitQuiet(t)
 	if _, err := os.Stat(marker); err != nil {

@@ -58,13 +58,7 @@ func TestE2EPageDeny(t *testing.T) {
 	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 	b := st.openPage(t)
 	marker := filepath.Join(t.TempDir(), "side-effect")
-	script := writeScript(t, map[string]any{
-		"prompt": "Create the marker file.",
-		"responses": []any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
-			map[string]any{"text": "done"},
-		},
-	})
+	script := markerScript(t, marker)
 	out := make(chan kimiharness.PrintRun, 1)
 	go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
 	b.WaitJS("the session appears live", `document.querySelector('[data-session]') !== null`)
