@@ -114,9 +114,9 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 		ts = t.In(loc).Format("15:04:05.000")
 	}
 	session := "-"
-	if ev.Session != "" {
-		session = shortID(ev.Session)
-		if title := p.titles[ev.Session]; title != "" {
+	if sid := rowSession(ev); sid != "" {
+		session = shortID(sid)
+		if title := p.titles[sid]; title != "" {
 			session += " " + title
 		}
 	}
@@ -190,12 +190,16 @@ func describe(ev *aep.Event, data map[string]any) string {
 		add(quoted(str(data, "label")))
 		add(parenthesized(str(data, "trigger")))
 		add(str(data, "gen_ai.request.model"))
+		lifecycleText(ev, add)
 	case "session.ended":
 		add(str(data, "reason"))
 		took("after ")
 		if n, ok := data["runs"].(json.Number); ok {
 			add(plural(n.String(), "run"))
 		}
+		lifecycleText(ev, add)
+	case "agent.presence", "agent.health":
+		agentText(ev, data, add)
 	case "session.compacted":
 		add(parenthesized(str(data, "trigger")))
 		if n, ok := data["estimated_token_count"].(json.Number); ok {
