@@ -91,7 +91,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
 	d := delivery{opts: opts, payload: payload, at: readAt, id: newDeliveryID(readAt)}
 	// The Kimi process this hook serves: the adapter watches it to end the
 	// session when Kimi exits without SessionEnd.
-	if pid, info, ok := procinfo.Served(os.Getpid()); ok {
+	if pid, info, ok := procinfo.Served(); ok {
 		d.pid, d.pidStart = pid, info.Start
 	}
 	if len(payload) > MaxPayload {

@@ -6,6 +6,7 @@ package procinfo
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -21,8 +22,9 @@ type Info struct {
 	// are equal only for the same process, so a reused pid with a different
 	// start is a different process.
 	Start string
-	// StartNs is the start time in nanoseconds on a clock that is only
-	// comparable with other StartNs values of this machine.
+	// StartNs is the start time in nanoseconds on the clock clockNs reads
+	// (Linux: since boot; macOS: Unix time), comparable only on this
+	// machine.
 	StartNs int64
 	// Exited is set for a process that has exited and waits to be reaped
 	// (a zombie): its record remains, the process does not.
@@ -54,22 +56,23 @@ const (
 	LaunchWindow = 100_000_000 // ns
 )
 
-// Served names the Kimi process a hook process serves: the nearest ancestor
-// of self that is neither a shell (Kimi runs each hook as `sh -c COMMAND`)
-// nor started within LaunchWindow of self. ok is false when no such ancestor
-// is found or the platform has no reader.
-func Served(self int) (pid int, info Info, ok bool) {
-	me, err := Read(self)
+// Served names the Kimi process the calling hook process serves: the
+// nearest ancestor that is neither a shell (Kimi runs each hook as
+// `sh -c COMMAND`) nor started within LaunchWindow before now. ok is false
+// when no such ancestor is found or the platform has no reader. It reads one
+// kernel record per ancestor looked at, usually one or two.
+func Served() (pid int, info Info, ok bool) {
+	now, err := clockNs()
 	if err != nil {
 		return 0, Info{}, false
 	}
-	pid = me.PPID
+	pid = os.Getppid()
 	for i := 0; i < MaxAncestors && pid > 1; i++ {
 		p, err := Read(pid)
 		if err != nil {
 			return 0, Info{}, false
 		}
-		if !IsShell(p.Comm) && me.StartNs-p.StartNs >= LaunchWindow {
+		if !IsShell(p.Comm) && now-p.StartNs >= LaunchWindow {
 			return pid, p, true
 		}
 		pid = p.PPID

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,3 +32,6 @@ func Read(pid int) (Info, error) {
 		StartNs: int64(st.Sec)*1e9 + int64(st.Usec)*1e3,
 	}, nil
 }
+
+// clockNs is now on the clock of StartNs: p_starttime is wall-clock time.
+func clockNs() (int64, error) { return time.Now().UnixNano(), nil }

@@ -3,21 +3,47 @@ package procinfo
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // userHZ is the unit of /proc/PID/stat's starttime: clock ticks, which the
 // kernel reports at USER_HZ, 100 on every mainstream architecture.
 const userHZ = 100
 
-// Read reports pid's parent, name and start time from /proc/PID/stat.
+// statMax bounds a stat record: 52 numeric fields and a 64-byte comm fit
+// well within it.
+const statMax = 2048
+
+// Read reports pid's parent, name and start time from /proc/PID/stat. It
+// reads with plain syscalls: in a process as short-lived as kimi-hook, the
+// os.File machinery (and the runtime poller it sets up) costs more than the
+// read itself.
 func Read(pid int) (Info, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return Info{}, fmt.Errorf("procinfo: %w", err)
+		return Info{}, fmt.Errorf("procinfo: %s: %w", path, err)
 	}
-	return parseStat(b)
+	defer syscall.Close(fd)
+	var buf [statMax]byte
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return Info{}, fmt.Errorf("procinfo: %s: %w", path, err)
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return parseStat(buf[:n])
 }
 
 // parseStat reads "pid (comm) state ppid ... starttime ...": comm may hold
@@ -49,4 +75,14 @@ func parseStat(b []byte) (Info, error) {
 		Start:   strconv.FormatUint(ticks, 10),
 		StartNs: int64(ticks) * (1e9 / userHZ),
 	}, nil
+}
+
+// clockNs is now on the clock of StartNs: CLOCK_BOOTTIME, which the kernel
+// measures process start times against.
+func clockNs() (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0, fmt.Errorf("procinfo: %w", err)
+	}
+	return ts.Nano(), nil
 }

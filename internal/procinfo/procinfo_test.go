@@ -46,7 +46,7 @@ const helperEnv = "PROCINFO_SERVED_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
-		pid, info, ok := Served(os.Getpid())
+		pid, info, ok := Served()
 		fmt.Printf("%d %s %v\n", pid, info.Start, ok)
 		os.Exit(0)
 	}
