@@ -167,7 +167,9 @@ func (s *session) afterDelivery(d *delivery) procRef {
 		return procRef{}
 	}
 	s.presence(mapping.PresenceOnline, s.srv.cfg.Now())
-	if !d.proc.valid() {
+	if !d.proc.valid() || s.id == UnknownSession {
+		// The unknown session gathers hooks of any Kimi that sent no
+		// session id: no one process is its own.
 		return procRef{}
 	}
 	s.life.proc = d.proc
