@@ -300,3 +300,37 @@ func TestProcFromRequest(t *testing.T) {
 		}
 	}
 }
+
+// Subagents and background tasks still running when Kimi dies close with
+// the session, inside the run they belonged to, before the run closes.
+func TestProcessExitClosesSubagentsAndTasks(t *testing.T) {
+	s, base, home, _ := lifecycleServer(t)
+	cmd, p := child(t)
+	sid := "s-scopes"
+	for _, h := range []struct{ hook, extra string }{
+		{"SessionStart", startExtra},
+		{"UserPromptSubmit", promptExtra},
+		{"TaskStarted", `,"task_id":"bash-1","kind":"process","status":"running","detached":true`},
+		{"TaskStarted", `,"task_id":"bash-2","kind":"process","status":"running","detached":true`},
+		{"Notification", `,"notification_type":"task.completed","source_kind":"background_task","source_id":"bash-2"`},
+		{"SubagentStart", `,"agent_name":"coder","prompt":"p"`},
+	} {
+		postHook(t, base, s.token, hookPayload(h.hook, sid, h.extra), p)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	ev := waitFor(t, home, sid, 3*time.Second, ended)
+	assertValidStream(t, ev)
+	tail := strings.Join(types(ev[len(ev)-4:]), ",")
+	if tail != "delegation.subagent.stopped,"+mapping.TypeTaskEnded+",run.cancelled,session.ended" {
+		t.Fatalf("the end drains %s", tail)
+	}
+	stopped, task := ev[len(ev)-4], ev[len(ev)-3]
+	sd, _ := stopped.DataMap()
+	if stopped.Subject != "coder" || sd["status"] != mapping.StatusSessionEnded || stopped.Run == "" || stopped.Cause == "" {
+		t.Errorf("subagent stop %+v %v", stopped, sd)
+	}
+	if task.Subject != "bash-1" || task.Run == "" {
+		t.Errorf("task end %+v (bash-2 completed; bash-1 did not)", task)
+	}
+}
