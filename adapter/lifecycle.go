@@ -276,7 +276,9 @@ func (s *session) observeEnd(d *delivery, how string) {
 }
 
 // ensure watches p as session id's Kimi process, unless it already is.
-func (l *lifecycle) ensure(id string, p procRef) {
+// spooled says the delivery naming p came from the spool, written maybe long
+// ago; a live delivery names a Kimi that was running a moment ago.
+func (l *lifecycle) ensure(id string, p procRef, spooled bool) {
 	if !p.valid() {
 		return
 	}
@@ -291,6 +293,13 @@ func (l *lifecycle) ensure(id string, p procRef) {
 	case errors.Is(err, errGone):
 		if w != nil {
 			return // a late delivery from a process already gone: keep the live one
+		}
+		if !spooled {
+			// A live hook whose Kimi this adapter cannot see: the hook runs
+			// in another pid namespace (a container sharing the network),
+			// or Kimi died as it fired. Only silence can tell.
+			l.srv.log.Debug("Kimi process not visible; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid)
+			return
 		}
 		// Kimi exited before its hooks got here (spooled while the adapter
 		// was down): the session ends all the same.

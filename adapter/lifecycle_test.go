@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -169,16 +170,28 @@ func TestResumeIsNewChapter(t *testing.T) {
 }
 
 // A spooled hook from a Kimi already gone (the adapter was down when it
-// exited) ends its session all the same.
+// exited) ends its session all the same; a live hook naming a process this
+// adapter cannot see (another pid namespace) falls back to silence instead.
 func TestGoneProcessEndsSession(t *testing.T) {
-	s, base, home, _ := lifecycleServer(t)
+	home := t.TempDir()
 	cmd, p := child(t)
 	cmd.Process.Kill()
 	cmd.Wait()
-	postHook(t, base, s.token, hookPayload("SessionStart", "s-gone", startExtra), p)
+	h := spool.Header{Delivery: "spooled-1", At: time.Now().UTC().Format(time.RFC3339Nano), Reason: "unreachable", Pid: p.pid, PidStart: p.start}
+	if _, _, err := spool.Append(spool.Dir(home), h, hookPayload("SessionStart", "s-gone", startExtra)); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(t, home, func(c *Config) { c.ExitGrace = 100 * time.Millisecond })
+	base := runServer(t, s) // ingests the spool first
 	ev := waitFor(t, home, "s-gone", 3*time.Second, ended)
 	if reason, _ := endOf(t, ev); reason != mapping.EndNormal {
 		t.Fatalf("reason %q", reason)
+	}
+
+	postHook(t, base, s.token, hookPayload("SessionStart", "s-foreign", startExtra), p)
+	time.Sleep(300 * time.Millisecond)
+	if ev := readLog(t, home, "s-foreign"); ended(ev) {
+		t.Fatalf("a live hook naming an unseen process ended its session:\n%s", dump(ev))
 	}
 }
 

@@ -314,7 +314,7 @@ func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	out := sess.handle(d, r)
 	proc := sess.afterDelivery(d)
 	sess.mu.Unlock()
-	s.life.ensure(id, proc)
+	s.life.ensure(id, proc, d.spooled)
 	s.anyHook.Store(true)
 	return out, r.Facts.Hook, nil
 }

@@ -154,27 +154,33 @@ func TestE2EGateTimeoutFailsOpen(t *testing.T) {
 }
 
 // Steering: an instruction queued from another terminal reaches the model on
-// the session's next prompt (the mock provider sees it in the request).
+// the session's next prompt (the mock provider sees it in the request). The
+// session is a kimi web one, live across both prompts: an instruction still
+// queued when its Kimi exits is dropped with the session's end.
 func TestE2EInstruct(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t, "AEP_INSTRUCT=1")
 	mock := kimiharness.StartMock(t, writeScript(t, map[string]any{"responses": []any{}, "default": map[string]any{"text": "ok", "repeat": true}}))
 	home, work := t.TempDir(), t.TempDir()
 	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := kimiharness.Print(ctx, kimi, home, work, "First prompt."); err != nil {
-		t.Fatalf("kimi -p: %v\n%s", err, out)
+	web := kimiharness.StartWeb(t, kimi, home, work)
+	defer web.Stop(t)
+	sid := web.CreateSession(t)
+	finished := func(n int) {
+		t.Helper()
+		st.waitEvent(t, func(e *aep.Event) bool {
+			return e.Type == "run.finished" && e.Session == sid && countType(st.sessionLogs(t), "run.finished") >= n
+		})
 	}
-	start := st.waitEvent(t, func(e *aep.Event) bool { return e.Type == "session.started" })
+	web.Prompt(t, sid, "First prompt.")
+	finished(1)
 	const steer = "Answer only in French from now on."
-	code, msg := st.cli(t, "instruct", start.Session, steer)
+	code, msg := st.cli(t, "instruct", sid, steer)
 	if code != 0 {
 		t.Fatalf("instruct: exit %d: %s", code, msg)
 	}
-	if out, err := kimiharness.Print(ctx, kimi, home, work, "Second prompt.", "-S", start.Session); err != nil {
-		t.Fatalf("kimi -S -p: %v\n%s", err, out)
-	}
+	web.Prompt(t, sid, "Second prompt.")
+	finished(2)
 	reqs := mock.Requests(t)
 	if len(reqs) < 2 || !strings.Contains(reqs[len(reqs)-1], steer) {
 		t.Fatalf("the model never saw the instruction in its next request (%d requests)", len(reqs))
@@ -182,6 +188,7 @@ func TestE2EInstruct(t *testing.T) {
 	if strings.Contains(reqs[0], steer) {
 		t.Fatal("the instruction leaked into a request before it was queued")
 	}
+	web.Stop(t)
 	st.waitQuiet(t)
 	_, _, ev := st.oneSession(t)
 	delivered := 0
@@ -193,6 +200,15 @@ func TestE2EInstruct(t *testing.T) {
 	if delivered != 1 {
 		t.Fatalf("%d delivered events, want 1: %v", delivered, typeCounts(ev))
 	}
+}
+
+// countType counts events of a type across session logs.
+func countType(logs map[string][]byte, typ string) int {
+	n := 0
+	for _, b := range logs {
+		n += bytes.Count(b, []byte(`"type":"`+typ+`"`))
+	}
+	return n
 }
 
 // A command without a token never reaches the adapter: the relay without
