@@ -75,7 +75,7 @@ func newTestServer(t testing.TB, home string, mod func(*Config)) *Server {
 // then waits for every parked hook to settle.
 func feed(t testing.TB, s *Server, caps []capture) {
 	t.Helper()
-	var waits []<-chan []byte
+	var waits []<-chan outcome
 	for i, c := range caps {
 		at := time.Unix(0, int64(c.Time*1e9))
 		d := &delivery{id: fmt.Sprintf("%s-%d", c.Event, at.UnixMicro()), payload: []byte(c.Raw), at: at}

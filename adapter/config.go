@@ -66,6 +66,18 @@ const (
 	// kimi-hook writes a whole payload at once over loopback, so only a
 	// stuck or hostile client takes longer.
 	DefaultBodyTimeout = 10 * time.Second
+	// DefaultMaxOpenLogs bounds the session log files open at once; the
+	// others reopen (append mode) on their next event
+	// [AEP_KIMI_MAX_OPEN_LOGS].
+	DefaultMaxOpenLogs = journal.DefaultMaxOpenLogs
+	// DefaultMaxSessions bounds the sessions kept in memory: past it, the
+	// longest-idle ones are evicted (never one with a parked or held hook or
+	// queued instructions); a session that comes back recovers its state
+	// from its log's tail [AEP_KIMI_MAX_SESSIONS].
+	DefaultMaxSessions = 4096
+	// NotDurableLogEvery paces the error line for hooks answered
+	// not-durable: one line, with a count, per interval at most.
+	NotDurableLogEvery = 10 * time.Second
 	// UnknownSession names the session of a payload without session_id.
 	UnknownSession = "unknown"
 	// DefaultIdleEnd ends a session whose Kimi process cannot be watched
@@ -145,6 +157,10 @@ type Config struct {
 	SpoolPoll      time.Duration
 	SpoolGrace     time.Duration
 	IdleEvict      time.Duration
+	// MaxOpenLogs bounds the session log files open at once.
+	MaxOpenLogs int
+	// MaxSessions bounds the sessions kept in memory.
+	MaxSessions int
 	// DrainTimeout bounds the shutdown wait for requests in flight.
 	DrainTimeout time.Duration
 	Control      Control
@@ -175,6 +191,8 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "SpoolPoll", &c.SpoolPoll, DefaultSpoolPoll),
 		defaults.Positive(component, "SpoolGrace", &c.SpoolGrace, DefaultSpoolGrace),
 		defaults.Positive(component, "IdleEvict", &c.IdleEvict, DefaultIdleEvict),
+		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
+		defaults.Positive(component, "MaxSessions", &c.MaxSessions, DefaultMaxSessions),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
 		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),

@@ -71,7 +71,7 @@ func (c *sessionControl) busy() bool { return len(c.holds) > 0 || len(c.instruct
 type hold struct {
 	attnID, toolReqID, run, tool, callID string
 	at                                   time.Time
-	reply                                chan []byte
+	reply                                chan outcome
 	timer                                *time.Timer
 }
 
@@ -99,8 +99,14 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	if ev == nil {
 		return outcome{reply: emptyReply}
 	}
+	// The tool request and its attention must be on disk before the hook
+	// is held: a hold for an event that is not durable would be answered by
+	// a command nobody can see.
+	if err := s.stream.Commit(); err != nil {
+		return s.notDurable(d, err)
+	}
 	h := &hold{attnID: ev.ID, toolReqID: rec.id, run: ev.Run, tool: r.Facts.ToolName, callID: r.Facts.ToolCallID,
-		at: d.at, reply: make(chan []byte, 1)}
+		at: d.at, reply: make(chan outcome, 1)}
 	if s.control.holds == nil {
 		s.control.holds = map[string]*hold{}
 	}
@@ -142,7 +148,7 @@ func (s *session) release(h *hold, reply []byte) {
 		h.timer.Stop()
 	}
 	s.srv.metrics.holds.Dec()
-	h.reply <- reply
+	h.reply <- outcome{reply: reply}
 }
 
 // releaseHolds frees every held hook with no objection and dismisses its
@@ -219,12 +225,11 @@ func (s *Server) HandleCommand(_ context.Context, cmd *aep.Event) {
 		s.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), "redelivered").Inc()
 		return
 	}
-	sess, err := s.session(cmd.Session)
+	sess, err := s.lockSession(cmd.Session)
 	if err != nil {
 		s.log.Error("command for a session whose log cannot open", "session", sanitizeForLog(cmd.Session), "err", err)
 		return
 	}
-	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	d := &delivery{at: s.cfg.Now()}
 	reason, detail, apply := s.decide(sess, cmd)

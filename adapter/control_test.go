@@ -68,7 +68,7 @@ const (
 
 // hold sends a PreToolUse and returns its pending reply and the gate's
 // attention request.
-func holdTool(t *testing.T, s *Server, pub *published) (<-chan []byte, *aep.Event) {
+func holdTool(t *testing.T, s *Server, pub *published) (<-chan outcome, *aep.Event) {
 	t.Helper()
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
 	out, _, err := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
@@ -85,10 +85,11 @@ func holdTool(t *testing.T, s *Server, pub *published) (<-chan []byte, *aep.Even
 	return out.wait, reqs[0]
 }
 
-func reply(t *testing.T, ch <-chan []byte) map[string]any {
+func reply(t *testing.T, ch <-chan outcome) map[string]any {
 	t.Helper()
 	select {
-	case b := <-ch:
+	case o := <-ch:
+		b := o.reply
 		var m map[string]any
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("reply %q: %v", b, err)

@@ -358,12 +358,11 @@ func (l *lifecycle) endAfterGrace(id string, p procRef, at time.Time) {
 	}
 	delete(l.watches, id)
 	l.mu.Unlock()
-	sess, err := l.srv.session(id)
+	sess, err := l.srv.lockSession(id)
 	if err != nil {
 		l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
 		return
 	}
-	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if !sess.ended {
 		sess.observeEnd(&delivery{at: at}, ObservedProcess)

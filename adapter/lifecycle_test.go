@@ -160,12 +160,14 @@ func TestResumeIsNewChapter(t *testing.T) {
 	}
 	// A restarted adapter goes on in the latest chapter.
 	s2 := newTestServer(t, home, nil)
-	sess, err := s2.session(sid)
+	sess, err := s2.lockSession(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src := sess.stream.Source(); src != base1+"/chapter/2" || !sess.ended {
-		t.Fatalf("after a restart: source %s, ended %v", src, sess.ended)
+	src, ended := sess.stream.Source(), sess.ended
+	sess.mu.Unlock()
+	if src != base1+"/chapter/2" || !ended {
+		t.Fatalf("after a restart: source %s, ended %v", src, ended)
 	}
 }
 

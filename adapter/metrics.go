@@ -4,7 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // metrics lives in a private registry: no global state, one set per Server.
@@ -23,10 +25,15 @@ type metrics struct {
 	synthesized  prometheus.Counter
 	logRecover   prometheus.Counter
 	logErrors    prometheus.Counter
-	channel      *prometheus.GaugeVec
-	sessions     *prometheus.GaugeVec
-	commands     *prometheus.CounterVec
-	holds        prometheus.Gauge
+	notDurable   prometheus.Counter
+	evicted      prometheus.Counter
+	// eventTypes is the closed set of type label values; any other type
+	// counts as "other".
+	eventTypes map[string]bool
+	channel    *prometheus.GaugeVec
+	sessions   *prometheus.GaugeVec
+	commands   *prometheus.CounterVec
+	holds      prometheus.Gauge
 }
 
 func newMetrics(s *Server) *metrics {
@@ -73,6 +80,13 @@ func newMetrics(s *Server) *metrics {
 		logErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aepkimi_adapter_log_errors_total", Help: "Failed JSONL log appends.",
 		}),
+		notDurable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_not_durable_total", Help: "Hooks answered 503 not-durable (their events did not reach the log; kimi-hook spools them), spooled retries included.",
+		}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_sessions_evicted_total", Help: "Sessions dropped from memory (idle, or over the session cap); their state comes back from the log.",
+		}),
+		eventTypes: eventTypeSet(),
 		channel: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "aepkimi_adapter_channel_state", Help: "Hook channel state: 1 for the current state.",
 		}, []string{"state"}),
@@ -87,9 +101,12 @@ func newMetrics(s *Server) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.hooks, m.events, m.roundTrip, m.badRequests, m.spoolBacklog, m.spooled,
-		m.quarantined, m.duplicates, m.parked, m.parkExpired, m.synthesized, m.logErrors, m.logRecover,
+		m.quarantined, m.duplicates, m.parked, m.parkExpired, m.synthesized, m.logErrors, m.logRecover, m.notDurable, m.evicted,
 		m.channel, m.sessions, m.commands, m.holds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "aepkimi_adapter_open_logs", Help: "Session log files open (bounded by the handle cap).",
+	}, func() float64 { return float64(s.handles.Open()) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "aepkimi_adapter_relay_outbox_depth", Help: "Events waiting in the relay outbox.",
 	}, func() float64 {
@@ -111,7 +128,29 @@ func newMetrics(s *Server) *metrics {
 
 // Emitted and AppendFailed count for the session streams
 // (journal.Counters).
-func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(typ).Inc() }
+func (m *metrics) Emitted(typ string) { m.events.WithLabelValues(m.eventLabel(typ)).Inc() }
+
+// eventLabel keeps the type label to a closed set: an invented hook name
+// maps to its own extension type, which must not become a series of its own.
+func (m *metrics) eventLabel(typ string) string {
+	if m.eventTypes[typ] {
+		return typ
+	}
+	return "other"
+}
+
+// eventTypeSet is every type the adapter emits for known hooks: the AEP
+// registry's and the mapping's extension types.
+func eventTypeSet() map[string]bool {
+	set := map[string]bool{}
+	for _, t := range aep.RegisteredTypes() {
+		set[t.Type] = true
+	}
+	for _, t := range mapping.HookExtensionTypes() {
+		set[t] = true
+	}
+	return set
+}
 
 func (m *metrics) AppendFailed() { m.logErrors.Inc() }
 

@@ -53,6 +53,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// handles bounds the session logs open at once.
+	handles *journal.Handles
+	// notDurable paces the log line for hooks answered not-durable.
+	notDurable logPacer
 
 	spoolMu sync.Mutex
 
@@ -80,7 +84,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{}),
+		handles: journal.NewHandles(cfg.MaxOpenLogs)}
 	if err := privateDirs(cfg.Home); err != nil {
 		return nil, err
 	}
@@ -247,16 +252,24 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid-payload", err.Error())
 		return
 	}
-	reply := out.reply
 	if out.wait != nil {
 		select {
-		case reply = <-out.wait:
+		case out = <-out.wait:
 		case <-r.Context().Done():
-			reply = emptyReply
+			out = outcome{reply: emptyReply}
 		}
 	}
 	s.metrics.hooks.WithLabelValues(hookLabel(hook)).Inc()
 	s.metrics.roundTrip.Observe(s.cfg.Now().Sub(d.at).Seconds())
+	if out.err != nil {
+		// Nothing is acknowledged that is not on disk: kimi-hook keeps (or
+		// writes) the payload in its spool on any answer but 200.
+		s.metrics.notDurable.Inc()
+		s.logNotDurable(out.err)
+		writeError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
+		return
+	}
+	reply := out.reply
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
 	w.Write(reply) //nolint:errcheck // kimi-hook gone: it spools
@@ -278,12 +291,39 @@ func validDeliveryID(id string) bool {
 // hookLabel keeps metric label cardinality bounded: unknown hook names
 // collapse into one label.
 func hookLabel(h string) string {
-	for _, k := range mapping.HooksKimi0_32 {
-		if h == k {
-			return h
-		}
+	if mapping.KnownHook(h) {
+		return h
 	}
 	return "other"
+}
+
+// logPacer lets one line through per interval and counts the rest, so a
+// failing disk under a flood costs one log line per interval, not one per
+// hook.
+type logPacer struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now and how many lines were held back since
+// the last one.
+func (p *logPacer) allow(now time.Time, every time.Duration) (bool, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.last.IsZero() && now.Sub(p.last) < every {
+		p.suppressed++
+		return false, 0
+	}
+	n := p.suppressed
+	p.last, p.suppressed = now, 0
+	return true, n
+}
+
+func (s *Server) logNotDurable(err error) {
+	if ok, n := s.notDurable.allow(s.cfg.Now(), NotDurableLogEvery); ok {
+		s.log.Error("hook answered not-durable (503): its events did not reach the log; kimi-hook spools it", "err", err, "since_last_line", n)
+	}
 }
 
 // ingest maps one delivery and applies it to its session.
@@ -306,11 +346,10 @@ func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	if id == "" {
 		id = UnknownSession
 	}
-	sess, err := s.session(id)
+	sess, err := s.lockSession(id)
 	if err != nil {
 		return outcome{}, r.Facts.Hook, err
 	}
-	sess.mu.Lock()
 	out := sess.handle(d, r)
 	proc := sess.afterDelivery(d)
 	sess.mu.Unlock()
@@ -319,20 +358,84 @@ func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	return out, r.Facts.Hook, nil
 }
 
-// session returns the live state for id, loading it (log opened, state
-// recovered from the log tail) on first touch.
-func (s *Server) session(id string) (*session, error) {
-	s.mu.Lock()
-	sess, ok := s.sessions[id]
-	if !ok {
-		sess = newSession(s, id)
-		s.sessions[id] = sess
+// lockSession returns the live state for id, locked, loading it (state
+// recovered from the log tail) on first touch. The caller unlocks it.
+func (s *Server) lockSession(id string) (*session, error) {
+	for {
+		s.mu.Lock()
+		sess, ok := s.sessions[id]
+		if !ok {
+			sess = newSession(s, id)
+			sess.lastHook = s.cfg.Now()
+			s.sessions[id] = sess
+			s.evictOverCap(sess)
+		}
+		s.mu.Unlock()
+		sess.mu.Lock()
+		if !sess.evicted {
+			sess.open()
+			return sess, nil
+		}
+		// Evicted between the lookup and the lock: take the fresh one.
+		sess.mu.Unlock()
 	}
-	s.mu.Unlock()
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	sess.open()
-	return sess, nil
+}
+
+// evictOverCap brings the sessions in memory back under MaxSessions,
+// longest-idle first, with an eighth of headroom so a flood of new sessions
+// scans once per many, not on each. A session busy right now (its lock
+// held), with parked or held hooks or queued instructions, stays. Callers
+// hold s.mu.
+func (s *Server) evictOverCap(keep *session) {
+	if len(s.sessions) <= s.cfg.MaxSessions {
+		return
+	}
+	target := s.cfg.MaxSessions - s.cfg.MaxSessions/8
+	type idle struct {
+		sess *session
+		last time.Time
+	}
+	var cands []idle
+	for _, sess := range s.sessions {
+		if sess == keep || !sess.mu.TryLock() {
+			continue
+		}
+		if sess.evictable() {
+			cands = append(cands, idle{sess, sess.lastHook})
+		}
+		sess.mu.Unlock()
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].last.Before(cands[j].last) })
+	for _, c := range cands {
+		if len(s.sessions) <= target {
+			break
+		}
+		if !c.sess.mu.TryLock() {
+			continue
+		}
+		if c.sess.evictable() {
+			s.evictLocked(c.sess)
+		}
+		c.sess.mu.Unlock()
+	}
+}
+
+// evictable reports whether the session holds nothing a reply waits on.
+// Callers hold sess.mu.
+func (sess *session) evictable() bool {
+	return len(sess.parked) == 0 && !sess.control.busy()
+}
+
+// evictLocked drops a session from memory; its log stays, and its state
+// comes back from the log's tail on its next hook. Callers hold s.mu and
+// sess.mu.
+func (s *Server) evictLocked(sess *session) {
+	if err := sess.stream.Log().Close(); err != nil {
+		s.log.Error("closing a session log", "session", sess.id, "err", err)
+	}
+	sess.evicted = true
+	delete(s.sessions, sess.id)
+	s.metrics.evicted.Inc()
 }
 
 // ingestSpool takes spooled records in spool order. Records younger than
@@ -366,12 +469,22 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 		if err == nil && rec.Reason == "oversize" {
 			err = fmt.Errorf("payload larger than %d bytes", mapping.MaxPayloadBytes)
 		}
+		var out outcome
 		if err == nil {
 			d := &delivery{id: rec.Delivery, payload: rec.Payload, at: rec.Time(s.cfg.Now()), proc: parseProc(rec.Pid, rec.PidStart)}
 			if !validDeliveryID(d.id) {
 				d.id = ""
 			}
-			_, _, err = s.ingest(d, true)
+			out, _, err = s.ingest(d, true)
+			if err == nil && out.wait != nil {
+				out = <-out.wait // parked for the reorder window; spooled hooks are never held
+			}
+		}
+		if err == nil && out.err != nil {
+			// Still not durable: the record stays for a later pass.
+			s.metrics.notDurable.Inc()
+			s.logNotDurable(out.err)
+			continue
 		}
 		if err != nil {
 			dst, qerr := spool.Quarantine(path, err.Error())
@@ -424,14 +537,10 @@ func (s *Server) evictIdle() {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, sess := range s.sessions {
+	for _, sess := range s.sessions {
 		sess.mu.Lock()
-		idle := now.Sub(sess.lastHook) > s.cfg.IdleEvict
-		if idle && len(sess.parked) == 0 && !sess.control.busy() {
-			if err := sess.stream.Log().Close(); err != nil {
-				s.log.Error("closing a session log", "session", sess.id, "err", err)
-			}
-			delete(s.sessions, id)
+		if now.Sub(sess.lastHook) > s.cfg.IdleEvict && sess.evictable() {
+			s.evictLocked(sess)
 		}
 		sess.mu.Unlock()
 	}

@@ -38,6 +38,9 @@ type session struct {
 	source string
 
 	mu sync.Mutex
+	// evicted is set when the server dropped the session from memory; a
+	// caller that still holds it looks it up again.
+	evicted bool
 	// stream sequences, logs and publishes the session's events; nil until
 	// the session is first touched (open).
 	stream *journal.Stream
@@ -107,10 +110,13 @@ type parked struct {
 	out      chan outcome
 }
 
-// outcome is the reply for a hook: now, or later when wait is non-nil.
+// outcome is the reply for a hook: now, or later when wait is non-nil. err
+// is set when the hook's events could not be made durable: the reply then
+// says so and kimi-hook keeps the payload in its spool.
 type outcome struct {
 	reply []byte
-	wait  <-chan []byte
+	wait  <-chan outcome
+	err   error
 }
 
 var emptyReply = []byte("{}")
@@ -125,6 +131,20 @@ type recent struct {
 func newRecent(max int) *recent { return &recent{set: map[string]bool{}, max: max} }
 
 func (r *recent) has(id string) bool { return r.set[id] }
+
+// forget drops id, so the delivery is taken again when it comes back.
+func (r *recent) forget(id string) {
+	if !r.set[id] {
+		return
+	}
+	delete(r.set, id)
+	for i, o := range r.order {
+		if o == id {
+			r.order = append(r.order[:i], r.order[i+1:]...)
+			break
+		}
+	}
+}
 
 func (r *recent) add(id string) {
 	if id == "" || r.set[id] {
@@ -165,7 +185,7 @@ func (s *session) open() {
 		return
 	}
 	srv := s.srv
-	log := journal.NewLog(logDir(srv.cfg.Home), s.id).OnRepair(srv.tornTail)
+	log := srv.handles.NewLog(logDir(srv.cfg.Home), s.id).OnRepair(srv.tornTail)
 	s.stream = journal.NewStream(journal.StreamConfig{
 		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
 		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,
@@ -273,15 +293,15 @@ func (s *session) handle(d *delivery, r *mapping.HookResult) outcome {
 	return out
 }
 
-func replyOf(ch <-chan outcome) <-chan []byte {
-	reply := make(chan []byte, 1)
+// replyOf flattens a parked hook's outcome, which may itself be a hold.
+func replyOf(ch <-chan outcome) <-chan outcome {
+	reply := make(chan outcome, 1)
 	go func() {
 		o := <-ch
 		if o.wait != nil {
-			reply <- <-o.wait
-			return
+			o = <-o.wait
 		}
-		reply <- o.reply
+		reply <- o
 	}()
 	return reply
 }
@@ -369,9 +389,28 @@ func (s *session) drainParked(expired bool) {
 	}
 }
 
-// apply maps one hook onto state and events. late is set when a parked hook
-// proceeds without the event it waited for.
+// apply maps one hook onto state and events, as one batch on the stream:
+// the hook's events reach the log in one append, whole or not at all. late
+// is set when a parked hook proceeds without the event it waited for.
 func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
+	s.stream.Begin()
+	out := s.applyHook(d, r, late)
+	if err := s.stream.Commit(); err != nil {
+		return s.notDurable(d, err)
+	}
+	return out
+}
+
+// notDurable answers a hook whose events did not reach the log. Nothing of
+// it was logged or published, so its delivery id is forgotten: kimi-hook
+// spools the payload on this answer and the spooled copy is taken again, as
+// a new hook against the session's state at that time. Callers hold s.mu.
+func (s *session) notDurable(d *delivery, err error) outcome {
+	s.seen.forget(d.id)
+	return outcome{err: err}
+}
+
+func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outcome {
 	f := r.Facts
 	s.chapterFor(d, r)
 	s.trackTask(f)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 // Kap connection states (health and metrics).
@@ -134,7 +136,8 @@ func newMetrics(b *Bridge) *metrics {
 }
 
 // eventLabel keeps the type label bounded: extension types collapse to
-// their family, since a hostile server can name any frame type.
+// their family, since a hostile server can name any frame type, and only
+// registered core types keep their own name.
 func eventLabel(t string) string {
 	if strings.HasPrefix(t, "x.") {
 		if strings.HasPrefix(t, "x.kimi-code.web.") {
@@ -142,7 +145,10 @@ func eventLabel(t string) string {
 		}
 		return "x.*"
 	}
-	return t
+	if _, ok := aep.LookupType(t); ok {
+		return t
+	}
+	return "other"
 }
 
 func cmdLabel(t string) string {

@@ -410,13 +410,13 @@ func TestKimiHookPins(t *testing.T) {
 		})
 	}
 	t.Run("covers-the-16-hook-enum", func(t *testing.T) {
-		for _, h := range mapping.HooksKimi0_28 {
+		for _, h := range mapping.HooksKimi0_28() {
 			if !covered[h] {
 				t.Errorf("no pin exercised %s", h)
 			}
 		}
-		if len(covered) != len(mapping.HooksKimi0_28) {
-			t.Errorf("pins cover %d hooks, the pinned enum has %d", len(covered), len(mapping.HooksKimi0_28))
+		if len(covered) != len(mapping.HooksKimi0_28()) {
+			t.Errorf("pins cover %d hooks, the pinned enum has %d", len(covered), len(mapping.HooksKimi0_28()))
 		}
 	})
 }

@@ -35,23 +35,58 @@ const (
 	HookTaskStarted      = "TaskStarted"
 )
 
-// HooksKimi0_28 is the hook surface of Kimi 0.28.1 (16 events); HooksKimi0_32
-// is that of 0.32.0 and later (20 events), in 2.1.0's own enum order.
-var (
-	HooksKimi0_28 = []string{
+// HooksKimi0_28 returns the hook surface of Kimi 0.28.1 (16 events); a fresh
+// slice on each call, so no caller can change the table for another.
+func HooksKimi0_28() []string {
+	return []string{
 		HookSessionStart, HookSessionEnd, HookUserPromptSubmit, HookStop, HookStopFailure,
 		HookInterrupt, HookPreToolUse, HookPostToolUse, HookPostToolUseFailure,
 		HookPermissionRequest, HookPermissionResult, HookSubagentStart, HookSubagentStop,
 		HookPreCompact, HookPostCompact, HookNotification,
 	}
-	HooksKimi0_32 = []string{
+}
+
+// HooksKimi0_32 returns the hook surface of 0.32.0 and later (20 events), in
+// 2.1.0's own enum order; a fresh slice on each call.
+func HooksKimi0_32() []string {
+	return []string{
 		HookPreToolUse, HookPostToolUse, HookPostToolUseFailure, HookPermissionRequest,
 		HookPermissionResult, HookUserPromptSubmit, HookUserPromptQueued, HookTurnStarted,
 		HookStop, HookStopFailure, HookInterrupt, HookSessionStart, HookSessionEnd,
 		HookSessionHeartbeat, HookSubagentStart, HookSubagentStop, HookTaskStarted,
 		HookPreCompact, HookPostCompact, HookNotification,
 	}
-)
+}
+
+// KnownHook reports whether name is a hook of a Kimi surface this mapping
+// knows (0.32.0 and later include every 0.28.1 hook).
+func KnownHook(name string) bool {
+	switch name {
+	case HookSessionStart, HookSessionEnd, HookUserPromptSubmit, HookStop, HookStopFailure,
+		HookInterrupt, HookPreToolUse, HookPostToolUse, HookPostToolUseFailure,
+		HookPermissionRequest, HookPermissionResult, HookSubagentStart, HookSubagentStop,
+		HookPreCompact, HookPostCompact, HookNotification,
+		HookTurnStarted, HookUserPromptQueued, HookSessionHeartbeat, HookTaskStarted:
+		return true
+	}
+	return false
+}
+
+// HookExtensionTypes returns every x.kimi-code.* type the mapping and the
+// adapter produce for known hooks (their own extension types and each known
+// hook's fallback form): with the AEP registry, the closed set a metric may
+// label an event type with. A fresh slice on each call.
+func HookExtensionTypes() []string {
+	out := []string{
+		xType("run.steer_submitted"), xType("session.pre_compact"), xType("run.turn_started"),
+		xType("run.prompt_queued"), xType("session.heartbeat"), xType("progress.task_started"),
+		TypePromptSubmitted, TypeSubagentTurnEnded, TypeInstructionDelivered, TypeInstructionDropped,
+	}
+	for _, h := range HooksKimi0_32() {
+		out = append(out, xType("session."+snakeCase(h)))
+	}
+	return out
+}
 
 // SessionHeartbeatInterval is Kimi's SessionHeartbeat cadence in
 // milliseconds (seen with 2.1.0: the first fires at uptime_ms ≈ 60001).

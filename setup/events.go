@@ -19,11 +19,6 @@ const (
 	ExtendedEventCount = 20
 )
 
-// allEvents is 2.1.0's HOOK_EVENT_TYPES in the vendor's own order (the
-// mapping table's list); both sets are rendered in this order so a block never
-// changes just by reordering.
-var allEvents = mapping.HooksKimi0_32
-
 // isExtendedOnly reports the four events that first appear in 0.32.0.
 func isExtendedOnly(event string) bool {
 	switch event {
@@ -34,18 +29,15 @@ func isExtendedOnly(event string) bool {
 }
 
 // AllHookEvents returns the 20 events Kimi 0.32.0 and later accept, in 2.1.0's
-// enum order. The slice is a fresh copy.
-func AllHookEvents() []string {
-	out := make([]string, len(allEvents))
-	copy(out, allEvents)
-	return out
-}
+// enum order (the mapping table's list; both sets are rendered in this order
+// so a block never changes just by reordering). The slice is a fresh copy.
+func AllHookEvents() []string { return mapping.HooksKimi0_32() }
 
 // BaseHookEvents returns the 16 events every Kimi release we know accepts
 // (the safe set), in 2.1.0's enum order. The slice is a fresh copy.
 func BaseHookEvents() []string {
 	out := make([]string, 0, BaseEventCount)
-	for _, e := range allEvents {
+	for _, e := range mapping.HooksKimi0_32() {
 		if !isExtendedOnly(e) {
 			out = append(out, e)
 		}
@@ -67,14 +59,7 @@ func HookEvents(version string) []string {
 
 // IsHookEvent reports whether event is one of the 20 names any known Kimi
 // release accepts.
-func IsHookEvent(event string) bool {
-	for _, e := range allEvents {
-		if e == event {
-			return true
-		}
-	}
-	return false
-}
+func IsHookEvent(event string) bool { return mapping.KnownHook(event) }
 
 // Version is a parsed Kimi release number.
 type Version struct {

@@ -50,7 +50,8 @@ func runAdapter(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "usage: aep-kimi adapter [--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]")
 		fmt.Fprintln(io.err, "\nTakes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.")
 		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
-		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_CONTROL, AEP_KIMI_GATE_TOOLS, AEP_ATTENTION_TIMEOUT_MS (50000), AEP_INSTRUCT.")
+		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_CONTROL, AEP_KIMI_GATE_TOOLS, AEP_ATTENTION_TIMEOUT_MS (50000), AEP_INSTRUCT,")
+		fmt.Fprintf(io.err, "AEP_KIMI_MAX_OPEN_LOGS (%d), AEP_KIMI_MAX_SESSIONS (%d).\n", adapter.DefaultMaxOpenLogs, adapter.DefaultMaxSessions)
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -85,6 +86,7 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	if err := o.life.apply(&cfg); err != nil {
 		return nil, err
 	}
+	cfg.MaxOpenLogs = logHandleBound(cfg.MaxOpenLogs, fileLimit(), log)
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	if cfg.Control.Gate && !cfg.Control.Authenticated {
 		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
@@ -136,6 +138,25 @@ func (d *adapterDaemon) run(ctx context.Context) error {
 	return err
 }
 
+// logHandleShare is the part of the process's file limit session logs may
+// hold: the rest is for hook connections, the relay link and the spool.
+const logHandleShare = 4
+
+// logHandleBound keeps the open-log bound under a quarter of the file limit,
+// so idle logs can never starve the listener of descriptors (an accept that
+// fails for want of one would leave every hook waiting).
+func logHandleBound(configured int, limit uint64, log *slog.Logger) int {
+	if configured <= 0 {
+		configured = adapter.DefaultMaxOpenLogs
+	}
+	if limit == 0 || limit/logHandleShare >= uint64(configured) {
+		return configured
+	}
+	bound := max(int(limit/logHandleShare), 1)
+	log.Info("open session logs bounded by the file limit", "max_open_logs", bound, "file_limit", limit)
+	return bound
+}
+
 // emitterPublisher lets the adapter report the emitter's health.
 type emitterPublisher struct{ *client.Emitter }
 
@@ -180,6 +201,11 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 		}
 		cfg.Control.HoldTimeout = time.Duration(ms) * time.Millisecond
 	}
+	if err := envPositiveInts(getenv, []envInt{
+		{"AEP_KIMI_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}, {"AEP_KIMI_MAX_SESSIONS", &cfg.MaxSessions},
+	}); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -188,6 +214,29 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// envInt names an integer setting and where it goes.
+type envInt struct {
+	env string
+	dst *int
+}
+
+// envPositiveInts sets each dst whose variable is set; a value that is not a
+// positive integer is an error naming the variable.
+func envPositiveInts(getenv func(string) string, ints []envInt) error {
+	for _, e := range ints {
+		v := strings.TrimSpace(getenv(e.env))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q is not a positive integer", e.env, v)
+		}
+		*e.dst = n
+	}
+	return nil
 }
 
 // envBool reads 1/true/yes/on and 0/false/no/off; anything else is def.

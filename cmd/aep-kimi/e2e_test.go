@@ -99,6 +99,13 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *proc 
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	cmd.Env = append(os.Environ(), env...)
+	return startProc(t, base, cmd, args[0])
+}
+
+// startProc starts cmd (an aep-kimi daemon, perhaps behind a wrapper that
+// execs it) and waits for its /healthz at base.
+func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
+	t.Helper()
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -118,11 +125,11 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *proc 
 		}
 		select {
 		case <-d.done:
-			t.Fatalf("aep-kimi %s exited: %s", args[0], logs.String())
+			t.Fatalf("aep-kimi %s exited: %s", name, logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("aep-kimi %s did not come up: %s", args[0], logs.String())
+			t.Fatalf("aep-kimi %s did not come up: %s", name, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -101,25 +101,13 @@ func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
 		cfg.Listen = net.JoinHostPort("127.0.0.1", p)
 	}
 	cfg.Token = httpguard.TrimToken(getenv("AEP_TOKEN"))
-	ints := []struct {
-		env string
-		dst *int
-	}{
+	if err := envPositiveInts(getenv, []envInt{
 		{"AEP_BUFFER", &cfg.Buffer},
 		{"AEP_MAX_SESSIONS", &cfg.MaxSessions},
 		{"AEP_MAX_BATCH", &cfg.MaxBatch},
 		{"AEP_MAX_FROM", &cfg.MaxFrom},
-	}
-	for _, e := range ints {
-		v := strings.TrimSpace(getenv(e.env))
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("%s=%q is not a positive integer", e.env, v)
-		}
-		*e.dst = n
+	}); err != nil {
+		return cfg, err
 	}
 	for _, e := range []struct {
 		env string

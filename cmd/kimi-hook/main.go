@@ -115,8 +115,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
 	}
 	// Fire-and-forget: Kimi may kill us any moment after 35 ms, so the
 	// payload goes to disk first (a fraction of a millisecond), then to the
-	// adapter. On delivery the record is removed; if we die first, the
-	// adapter ingests it from the spool and its delivery id dedupes it.
+	// adapter. Only a 200 (the events are in the log) removes the record; if
+	// we die first, or the adapter answers anything else (503 not-durable
+	// included), the adapter ingests it from the spool and its delivery id
+	// dedupes it.
 	_, rec, err := spool.Append(spool.Dir(opts.home), d.header("pending"), payload)
 	if err != nil {
 		fmt.Fprintf(stderr, "kimi-hook: could not write ahead to the spool: %v\n", err)
@@ -251,6 +253,10 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 		return body, ""
 	case status == 401 || status == 403:
 		return nil, "unauthorized"
+	case status == 503:
+		// The adapter took the payload but could not make it durable: the
+		// spool keeps it until the adapter can.
+		return nil, "not-durable"
 	default:
 		return nil, "rejected"
 	}

@@ -246,3 +246,46 @@ func TestHostnameDaemonSpools(t *testing.T) {
 		t.Fatalf("spool holds %d records", len(files))
 	}
 }
+
+// An adapter that cannot make a hook durable answers 503: a fire-and-forget
+// hook's write-ahead record stays in the spool, an awaited hook is spooled
+// and fails open (exit 0, nothing printed), and once the log can be written
+// the adapter takes both from the spool, each once.
+func TestNotDurableReplySpools(t *testing.T) {
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	const session = "kh-nd"
+	logPath := filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session))
+	if err := os.MkdirAll(logPath, 0o700); err != nil { // a directory where the log goes
+		t.Fatal(err)
+	}
+	start := `{"hook_event_name":"SessionStart","session_id":"kh-nd","source":"startup"}`
+	note := `{"hook_event_name":"Notification","session_id":"kh-nd","title":"t","message":"m"}`
+	for _, p := range []string{start, note} {
+		if out, errOut, code := hook(t, base, home, p); code != 0 || out != "" || errOut != "" {
+			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+		}
+	}
+	files, _ := spool.List(spool.Dir(home))
+	reasons := map[string]bool{}
+	for _, f := range files {
+		if rec, err := spool.Read(f); err == nil {
+			reasons[rec.Reason] = true
+		}
+	}
+	// The spool loop may already be retrying them; both stay either way.
+	if len(files) != 2 || !reasons["not-durable"] || !reasons["pending"] {
+		t.Fatalf("spool after not-durable replies: %d records, reasons %v", len(files), reasons)
+	}
+	if err := os.Remove(logPath); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the spool to drain into the log", func() bool {
+		files, _ := spool.List(spool.Dir(home))
+		return len(files) == 0 && len(logLines(t, home, session)) == 2
+	})
+	lines := logLines(t, home, session)
+	if !strings.Contains(strings.Join(lines, "\n"), `"type":"session.started"`) {
+		t.Fatalf("log: %v", lines)
+	}
+}

@@ -8,6 +8,7 @@ package journal
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -62,15 +64,23 @@ func FileName(session string) string {
 // Log appends one event per line with a single write(2) each, so a
 // concurrent reader (tail -f) never sees a torn line. The file (0600, in a
 // 0700 directory) opens on the first append, never through a link, and a
-// torn tail left by a crash is repaired as it opens (see Repair). Not safe
-// for concurrent use: its owner serializes appends (one writer per session).
+// torn tail left by a crash is repaired as it opens (see Repair). A log made
+// by Handles.NewLog may be closed by its Handles to make room and reopens on
+// its next append. Its owner serializes appends (one writer per session);
+// Close may come from anywhere.
 type Log struct {
 	path     string
-	f        *os.File
 	onRepair func(Repair)
+	handles  *Handles
+
+	mu sync.Mutex
+	f  *os.File
+	// elem is the log's place in its Handles' list; guarded by handles.mu.
+	elem *list.Element
 }
 
-// NewLog returns the log of session under dir.
+// NewLog returns the log of session under dir, its file kept open until
+// Close.
 func NewLog(dir, session string) *Log {
 	return &Log{path: filepath.Join(dir, FileName(session))}
 }
@@ -87,42 +97,103 @@ func (l *Log) Path() string { return l.path }
 
 // Append writes one line.
 func (l *Log) Append(line []byte) error {
-	if l.f == nil {
-		if err := safefile.PrivateDir(filepath.Dir(l.path)); err != nil {
-			return fmt.Errorf("log: %w", err)
-		}
-		f, err := safefile.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
-		if err != nil {
-			return fmt.Errorf("log: %w", err)
-		}
-		rep, err := repairTail(f, l.path, time.Now())
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("log: %w", err)
-		}
-		l.f = f
-		if rep.Action != "" && l.onRepair != nil {
-			l.onRepair(rep)
-		}
-	}
 	buf := make([]byte, 0, len(line)+1)
 	buf = append(buf, line...)
 	buf = append(buf, '\n')
-	if _, err := l.f.Write(buf); err != nil {
+	return l.write(buf)
+}
+
+// AppendLines writes lines in one write(2): all of them reach the file, or
+// the error says none was taken.
+func (l *Log) AppendLines(lines [][]byte) error {
+	n := 0
+	for _, line := range lines {
+		n += len(line) + 1
+	}
+	buf := make([]byte, 0, n)
+	for _, line := range lines {
+		buf = append(buf, line...)
+		buf = append(buf, '\n')
+	}
+	return l.write(buf)
+}
+
+func (l *Log) write(buf []byte) error {
+	l.mu.Lock()
+	var victims []*Log
+	if l.f == nil {
+		f, err := l.open()
+		for i := 0; err != nil && tooManyFiles(err) && i < emfileRetries; i++ {
+			// Out of descriptors: give back the oldest log handle and try
+			// again (l itself is not on the list while closed).
+			v := l.handles.oldest()
+			if v == nil {
+				break
+			}
+			v.Close() //nolint:errcheck // see closeAll
+			f, err = l.open()
+		}
+		if err != nil {
+			l.mu.Unlock()
+			return err
+		}
+		l.f = f
+		victims = l.handles.opened(l)
+	} else {
+		l.handles.touch(l)
+	}
+	_, err := l.f.Write(buf)
+	l.mu.Unlock()
+	closeAll(victims)
+	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
 	return nil
 }
 
+// open opens the log for appending: its directory private, never through a
+// link, a torn tail repaired. Callers hold l.mu.
+func (l *Log) open() (*os.File, error) {
+	if err := safefile.PrivateDir(filepath.Dir(l.path)); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	f, err := safefile.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	rep, err := repairTail(f, l.path, time.Now())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	if rep.Action != "" && l.onRepair != nil {
+		l.onRepair(rep)
+	}
+	return f, nil
+}
+
 // IsOpen reports whether the file is open (idle logs are closed to bound
 // file descriptors).
-func (l *Log) IsOpen() bool { return l != nil && l.f != nil }
+func (l *Log) IsOpen() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f != nil
+}
 
 // Close closes the file; a later Append reopens it.
 func (l *Log) Close() error {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	l.handles.forget(l)
 	err := l.f.Close()
 	l.f = nil
 	if err != nil && !errors.Is(err, os.ErrClosed) {

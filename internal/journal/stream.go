@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -60,6 +61,13 @@ type StreamConfig struct {
 type Stream struct {
 	cfg StreamConfig
 	seq int64
+
+	// An open batch (Begin) holds sealed lines and their events until
+	// Commit writes them in one append.
+	batching   bool
+	batchStart int64
+	lines      [][]byte
+	events     []*aep.Event
 }
 
 // NewStream starts a session's stream at seq 0.
@@ -111,6 +119,11 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 		return nil
 	}
 	s.seq++
+	if s.batching {
+		s.lines = append(s.lines, line)
+		s.events = append(s.events, ev)
+		return ev
+	}
 	if err := s.cfg.Log.Append(line); err != nil {
 		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
 		if s.cfg.Counters != nil {
@@ -177,6 +190,47 @@ func (s *Stream) EmitAgent(e Entry) *aep.Event {
 	return ev
 }
 
+// Begin opens a batch: the events emitted until Commit are sequenced and
+// returned at once, but reach the log in one append at Commit, and are
+// published and counted only once they are there. What one hook delivery
+// produces is one batch, so it is durable whole or not at all.
+func (s *Stream) Begin() {
+	s.batching, s.batchStart = true, s.seq
+}
+
+// Commit ends the batch: it appends its events to the log in one write, then
+// publishes and counts them. When the append fails, none of them happened:
+// nothing is published, the seqs they took are handed out again, and the
+// error (the caller answers not-durable and logs it) is returned.
+func (s *Stream) Commit() error {
+	if !s.batching {
+		return nil
+	}
+	lines, events := s.lines, s.events
+	s.batching = false
+	defer func() {
+		clear(s.lines)
+		clear(s.events)
+		s.lines, s.events = s.lines[:0], s.events[:0]
+	}()
+	if len(lines) == 0 {
+		return nil
+	}
+	if err := s.cfg.Log.AppendLines(lines); err != nil {
+		s.seq = s.batchStart
+		if s.cfg.Counters != nil {
+			for range lines {
+				s.cfg.Counters.AppendFailed()
+			}
+		}
+		return fmt.Errorf("session %q: %d event(s) not durable: %w", s.cfg.Session, len(lines), err)
+	}
+	for _, ev := range events {
+		s.publish(ev)
+	}
+	return nil
+}
+
 // Source is the stream's source URI.
 func (s *Stream) Source() string { return s.cfg.Source }
 
@@ -218,7 +272,15 @@ func (s *Stream) Log() *Log {
 // not read (lines that do not parse, a log that is unreadable or a link) is
 // logged and counted, so recovery never misses state silently.
 func (s *Stream) Recover(maxBytes int64, fn func(*aep.Event)) {
-	skipped, err := Replay(s.cfg.Log.Path(), maxBytes, fn)
+	skipped, err := Replay(s.cfg.Log.Path(), maxBytes, func(ev *aep.Event) {
+		// A stream reopened on a log that already holds this epoch's events
+		// (its session was evicted from memory and came back) continues
+		// after them: (epoch, seq) never repeats.
+		if ev.Epoch != nil && ev.Seq != nil && *ev.Epoch == s.cfg.Epoch {
+			s.seq = max(s.seq, *ev.Seq+1)
+		}
+		fn(ev)
+	})
 	if skipped == 0 && err == nil {
 		return
 	}

@@ -99,7 +99,7 @@ func Config(port int, hookCmd string) ([]byte, error) {
 		Models: map[string]kimiModel{MockModel: {Provider: MockModel, Model: "mock-model", MaxContextSize: contextWindow}},
 	}
 	if hookCmd != "" {
-		for _, ev := range mapping.HooksKimi0_32 {
+		for _, ev := range mapping.HooksKimi0_32() {
 			c.Hooks = append(c.Hooks, kimiHook{Event: ev, Command: hookCmd, Timeout: hookTimeout})
 		}
 	}

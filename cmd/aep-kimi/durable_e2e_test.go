@@ -1,0 +1,266 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+)
+
+// floodFileLimit is the open-file limit the flooded adapter runs under: far
+// fewer descriptors than sessions.
+const floodFileLimit = 256
+
+// envCount reads a test size from the environment (to replay the attack at
+// full scale by hand), else def.
+func envCount(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// fdCount is the number of open descriptors of a process (Linux).
+func fdCount(pid int) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+// Thousands of hook sessions against an adapter limited to 256 open files:
+// every hook is answered 200 only with its event on disk, open descriptors
+// stay bounded, sessions evicted from memory continue their seq when they
+// come back, hooks through the real kimi-hook land (via the spool when
+// needed), and invented hook names leave /metrics the size it was. Scale it
+// with AEP_FLOOD_SESSIONS and AEP_FLOOD_INVENTED (21000 and 20000 replay the
+// reported attack).
+func TestE2EHookFloodNothingLost(t *testing.T) {
+	bin := binaries(t)
+	home := t.TempDir()
+	sessions := envCount("AEP_FLOOD_SESSIONS", 3000)
+	invented := envCount("AEP_FLOOD_INVENTED", 2000)
+	const maxSessions = 500
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	base := "http://" + addr
+	// The shell lowers its own limit (soft and hard) and execs the adapter,
+	// so the adapter runs with it from its first instruction.
+	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, floodFileLimit),
+		filepath.Join(bin, "aep-kimi"), "adapter", "--listen", addr, "--relay", "none", "--home", home)
+	cmd.Env = cleanEnv(home, fmt.Sprintf("AEP_KIMI_MAX_SESSIONS=%d", maxSessions))
+	d := startProc(t, base, cmd, "adapter")
+	pid := d.cmd.Process.Pid
+	tok, err := os.ReadFile(adapter.TokenPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	var non200 atomic.Int64
+	postHook := func(session, delivery, payload string) error {
+		req, _ := http.NewRequest(http.MethodPost, base+"/hook", strings.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Kimi-Hook-Delivery", delivery)
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("%s: %w", session, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			non200.Add(1)
+			return fmt.Errorf("%s: %d %s", session, resp.StatusCode, body)
+		}
+		return nil
+	}
+	// Sample the adapter's descriptors while the flood runs.
+	var maxFD atomic.Int64
+	stopSampling := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			if n := int64(fdCount(pid)); n > maxFD.Load() {
+				maxFD.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	flood := func(n int, payload func(i int) (session, delivery, body string)) {
+		t.Helper()
+		g, _ := errgroup.WithContext(context.Background())
+		g.SetLimit(32)
+		for i := 0; i < n; i++ {
+			g.Go(func() error { return postHook(payload(i)) })
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatalf("flood: %v (%d answers were not 200); adapter log:\n%s", err, non200.Load(), tail(d.logs.String()))
+		}
+	}
+	start := time.Now()
+	flood(sessions, func(i int) (string, string, string) {
+		s := fmt.Sprintf("flood-%d", i)
+		return s, fmt.Sprintf("fs-%d", i), fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, s)
+	})
+	// Every seventh session comes back after it was evicted from memory.
+	back := sessions / 7
+	flood(back, func(i int) (string, string, string) {
+		s := fmt.Sprintf("flood-%d", i*7)
+		return s, fmt.Sprintf("fe-%d", i), fmt.Sprintf(`{"hook_event_name":"SessionEnd","session_id":%q,"reason":"exit"}`, s)
+	})
+	floodTime := time.Since(start)
+	// Sessions through the real kimi-hook: an awaited SessionStart and a
+	// fire-and-forget Notification each.
+	const viaHook = 200
+	g, _ := errgroup.WithContext(context.Background())
+	g.SetLimit(8)
+	for i := 0; i < viaHook; i++ {
+		g.Go(func() error {
+			s := fmt.Sprintf("kh-%d", i)
+			for _, p := range []string{
+				fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, s),
+				fmt.Sprintf(`{"hook_event_name":"Notification","session_id":%q,"title":"t","message":"m"}`, s),
+			} {
+				c := exec.Command(filepath.Join(bin, "kimi-hook"), "--daemon", base, "--home", home, "--timeout", "10")
+				c.Stdin = strings.NewReader(p)
+				if out, err := c.CombinedOutput(); err != nil || len(out) != 0 {
+					return fmt.Errorf("kimi-hook %s: %v %q", s, err, out)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		files, _ := spool.List(spool.Dir(home))
+		if len(files) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spool records never ingested", len(files))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stopSampling)
+	sampler.Wait()
+
+	// Every hook's event is in its session's log, once, in seq order.
+	lost := 0
+	for i := 0; i < sessions; i++ {
+		want := []string{`"type":"session.started"`}
+		if i%7 == 0 && i/7 < back {
+			want = append(want, `"type":"session.ended"`)
+		}
+		lost += missing(t, home, fmt.Sprintf("flood-%d", i), want)
+	}
+	for i := 0; i < viaHook; i++ {
+		lost += missing(t, home, fmt.Sprintf("kh-%d", i), []string{`"type":"session.started"`, `"type":"progress.status"`})
+	}
+	if lost > 0 {
+		t.Fatalf("%d events missing from the logs", lost)
+	}
+	if q, _ := os.ReadDir(filepath.Join(spool.Dir(home), spool.QuarantineDir)); len(q) != 0 {
+		t.Fatalf("%d spool records quarantined", len(q))
+	}
+	m := scrape(t, client, base)
+	openLogs := metricValue(m, "aepkimi_adapter_open_logs")
+	if openLogs > floodFileLimit/4 || maxFD.Load() >= floodFileLimit {
+		t.Fatalf("open logs %v (bound %d), max descriptors %d (limit %d)", openLogs, floodFileLimit/4, maxFD.Load(), floodFileLimit)
+	}
+	rss, _ := rssKB(t, pid)
+
+	// Invented hook names: /metrics keeps its size.
+	before := len(m)
+	flood(invented, func(i int) (string, string, string) {
+		return "inv", fmt.Sprintf("inv-%d", i), fmt.Sprintf(`{"hook_event_name":"Invented%dHook","session_id":"inv"}`, i)
+	})
+	after := len(scrape(t, client, base))
+	if after > before+2048 {
+		t.Fatalf("/metrics grew from %d to %d bytes over %d invented hook names", before, after, invented)
+	}
+	t.Logf("flood: %d sessions (+%d returning, %d via kimi-hook) in %v under a %d-file limit: max fds %d, open logs %v, sessions evicted %v, not-durable answers %v, RSS %d kB, events lost %d; /metrics %d -> %d bytes over %d invented hook names",
+		sessions, back, viaHook, floodTime.Round(time.Millisecond), floodFileLimit, maxFD.Load(), openLogs,
+		metricValue(m, "aepkimi_adapter_sessions_evicted_total"), metricValue(m, "aepkimi_adapter_not_durable_total"), rss, lost, before, after, invented)
+}
+
+// missing counts the wanted fragments absent from a session's log and
+// checks its seqs run 0, 1, ... with one epoch.
+func missing(t *testing.T, home, session string, want []string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session)))
+	if err != nil {
+		return len(want)
+	}
+	n := 0
+	for _, w := range want {
+		if c := bytes.Count(b, []byte(w)); c != 1 {
+			t.Errorf("%s: %q appears %d times", session, w, c)
+			if c == 0 {
+				n++
+			}
+		}
+	}
+	for i, e := range parseLines(t, b) {
+		if *e.Seq != int64(i) || *e.Epoch != *parseLines(t, b)[0].Epoch {
+			t.Errorf("%s: event %d has seq %d", session, i, *e.Seq)
+		}
+	}
+	return n
+}
+
+func scrape(t *testing.T, client *http.Client, base string) string {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// metricValue is the value of an unlabelled sample in a scrape, or -1.
+func metricValue(scrape, name string) float64 {
+	for _, l := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return -1
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return s[len(s)-4000:]
+	}
+	return s
+}
