@@ -324,7 +324,8 @@ func (s *session) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
 }
 
 // readiness returns the condition a hook waits for, or nil when it never
-// waits. Each case is a documented arrival-order trap (NOTES.md).
+// waits. Each case is an arrival-order trap seen with the real Kimi: it
+// dispatches hooks concurrently, so arrival order is not dispatch order.
 func (s *session) readiness(r *mapping.HookResult) func() bool {
 	f := r.Facts
 	switch f.Hook {
