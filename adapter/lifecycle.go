@@ -5,8 +5,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +45,10 @@ const (
 	// ExtChannel carries the hook channel's state on agent.health, at every
 	// capture level (the event's detail is capture-gated).
 	ExtChannel = "kimichannel"
+	// ExtProc names the Kimi process on session.started ("PID@START"), so
+	// a restarted adapter can watch the process of a session it recovers,
+	// or find it gone.
+	ExtProc = "kimiproc"
 )
 
 // How an end was observed (ExtObserved values).
@@ -49,6 +56,10 @@ const (
 	ObservedProcess = mapping.ObservedProcess
 	ObservedSilence = mapping.ObservedSilence
 )
+
+// recoveryLine bounds the read that finds which session a log holds: its
+// last event.
+const recoveryLine = 64 << 10
 
 // Headers kimi-hook sends to name the Kimi process it serves.
 const (
@@ -209,7 +220,74 @@ func (s *session) chapterFor(d *delivery, r *mapping.HookResult) {
 	case s.life.observed == ObservedSilence,
 		s.life.observed == ObservedProcess && d.proc.valid() && d.proc != s.life.proc:
 		s.newChapter(d)
-		s.emit(d, mapping.SessionResumed(s.srv.cfg.Posture), emitOpts{noRun: true})
+		s.emit(d, mapping.SessionResumed(s.srv.cfg.Posture), emitOpts{noRun: true, ext: procExt(d.proc)})
+	}
+}
+
+// procExt is the ExtProc attribute naming p, none when p is unknown.
+func procExt(p procRef) []journal.Ext {
+	if !p.valid() {
+		return nil
+	}
+	return []journal.Ext{{Name: ExtProc, Value: strconv.Itoa(p.pid) + "@" + p.start}}
+}
+
+// procOfEvent reads the process an event's ExtProc names.
+func procOfEvent(ev *aep.Event) procRef {
+	v, _ := ev.ExtString(ExtProc)
+	pid, start, ok := strings.Cut(v, "@")
+	if !ok {
+		return procRef{}
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return procRef{}
+	}
+	return parseProc(n, start)
+}
+
+// recoverLive takes up, at start, the sessions whose logs were written
+// within the idle limit and did not end: one whose Kimi process is recorded
+// is watched again (and ends at once if that process is gone: it died while
+// the adapter was down); one without falls back to silence from its log's
+// last write. A session nobody touches again would otherwise stay live.
+func (l *lifecycle) recoverLive() {
+	srv := l.srv
+	dir := logDir(srv.cfg.Home)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // no logs yet
+	}
+	now := srv.cfg.Now()
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") || now.Sub(info.ModTime()) > srv.cfg.IdleEnd {
+			continue
+		}
+		id := ""
+		journal.Replay(filepath.Join(dir, e.Name()), recoveryLine, func(ev *aep.Event) { //nolint:errcheck // a log that cannot be read names no session
+			if ev.Session != "" {
+				id = ev.Session
+			}
+		})
+		if id == "" {
+			continue
+		}
+		srv.mu.Lock()
+		_, known := srv.sessions[id] // touched already (by the spool)
+		srv.mu.Unlock()
+		sess, err := srv.lockSession(id)
+		if err != nil {
+			continue
+		}
+		live, proc := !sess.ended, sess.life.proc
+		if live && !known {
+			sess.lastHook = info.ModTime() // silence counts from its last write
+		}
+		sess.mu.Unlock()
+		if live && proc.valid() {
+			l.ensure(id, proc, true)
+		}
 	}
 }
 

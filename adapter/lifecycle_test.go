@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -348,4 +349,41 @@ func TestProcessExitClosesSubagentsAndTasks(t *testing.T) {
 	if task.Subject != "bash-1" || task.Run == "" {
 		t.Errorf("task end %+v (bash-2 completed; bash-1 did not)", task)
 	}
+}
+
+// A Kimi that dies while the adapter is down: the restarted adapter finds
+// the process its log recorded gone and ends the session (killed: a run was
+// open) without any further hook.
+func TestRestartEndsSessionWhoseKimiDied(t *testing.T) {
+	home := t.TempDir()
+	cmd, p := child(t)
+	first := newTestServer(t, home, nil)
+	addr, err := first.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	<-first.Ready()
+	base := "http://" + addr.String()
+	postHook(t, base, first.token, hookPayload("SessionStart", "s-restart", startExtra), p)
+	postHook(t, base, first.token, hookPayload("UserPromptSubmit", "s-restart", promptExtra), p)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ev := readLog(t, home, "s-restart"); ended(ev) {
+		t.Fatalf("an adapter stopping ended the session:\n%s", dump(ev))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	second := newTestServer(t, home, func(c *Config) { c.ExitGrace = 100 * time.Millisecond })
+	runServer(t, second)
+	ev := waitFor(t, home, "s-restart", 3*time.Second, ended)
+	if reason, observed := endOf(t, ev); reason != mapping.EndKilled || observed != ObservedProcess {
+		t.Fatalf("ended %q observed %q", reason, observed)
+	}
+	assertValidStream(t, ev)
 }

@@ -137,6 +137,7 @@ func (s *Server) Close() error { return s.web.Close() }
 func (s *Server) Run(ctx context.Context) error {
 	// Spooled payloads go first, ahead of newer hooks of their sessions.
 	s.ingestSpool(0)
+	s.life.recoverLive()
 	addr, err := s.Listen()
 	if err != nil {
 		return err

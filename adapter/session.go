@@ -210,6 +210,7 @@ func (s *session) fold(ev *aep.Event) {
 	case "session.started":
 		s.startedAt, s.ended, s.runs = t, false, 0
 		s.life.observed = ""
+		s.life.proc = procOfEvent(ev)
 	case "session.ended":
 		s.ended, s.cur = true, nil
 		s.life.observed, _ = ev.ExtString(ExtObserved)
@@ -418,7 +419,7 @@ func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outco
 	switch f.Hook {
 	case mapping.HookSessionStart:
 		s.startedAt, s.ended, s.runs = d.at, false, 0
-		s.emit(d, r.Events[0], emitOpts{noRun: true})
+		s.emit(d, r.Events[0], emitOpts{noRun: true, ext: procExt(d.proc)})
 	case mapping.HookSessionEnd:
 		s.endSession(d, r)
 	case mapping.HookUserPromptSubmit:
