@@ -17,7 +17,6 @@ const ui = {
   selected: null, // session shown in the session view
   rows: new Map(), // session -> row element
   items: new Map(), // attention id -> inbox element
-  order: new Map(), // group -> last rendered session order (joined)
   agentsSeen: new Set(),
   roster: null, // Map session -> entries, or null before the first roster
   rosterAdvertised: false,
@@ -135,15 +134,20 @@ function frame(ws, f, resumed) {
       everConnected = true;
       backoff = 500;
       ui.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
+      // The live subscription resumes each session this page holds right
+      // after its position; it starts before the bulk replay, so together
+      // they miss nothing, and dedupe drops what both carry.
       const pos = S.positions(state);
-      // Resume each session right after what this page holds; a cold start
-      // asks for everything the relay holds.
-      const from = pos.length > 0 ? pos : 'all';
-      ws.send(JSON.stringify({ type: 'subscribe', id: `live-${++frameSeq}`, from }));
-      if (resumed) catchUp();
+      const sub = { type: 'subscribe', id: `live-${++frameSeq}` };
+      if (pos.length > 0) sub.from = pos;
+      ws.send(JSON.stringify(sub));
       requestRoster();
-      setConn('live', 'live');
-      notice('');
+      setConn('loading', resumed ? 'resuming' : 'loading');
+      catchUp().then(() => {
+        if (sock !== ws) return;
+        setConn('live', 'live');
+        notice('');
+      });
       break;
     }
     case 'ping':
@@ -178,9 +182,9 @@ function frame(ws, f, resumed) {
   }
 }
 
-// catchUp replays what the relay holds once after a reconnect, for sessions
-// that began while the page was away (the live subscription resumes the
-// known ones from their positions). Dedupe makes every repeat a no-op.
+// catchUp reads, in bulk, what the relay holds (one streamed replay over
+// SSE: far faster than one socket message per event), including sessions
+// that began while the page was away. Dedupe makes every repeat a no-op.
 async function catchUp() {
   try {
     const r = await fetch('/stream?live=0&from=all', { credentials: 'same-origin' });
@@ -190,12 +194,13 @@ async function catchUp() {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      buf += value;
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+      const blocks = (buf + value).split('\n\n');
+      buf = blocks.pop();
+      for (const block of blocks) {
+        let data = '';
+        for (const line of block.split('\n')) {
+          if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line.startsWith('data: ') ? 6 : 5);
+        }
         if (!data) continue;
         try {
           const ev = JSON.parse(data);
@@ -370,9 +375,13 @@ function renderFleet(now, dirty) {
     }
     const g = S.group(s, now, QUIET_MS);
     let row = ui.rows.get(id);
-    if (!row || dirty.has(id) || row.dataset.state !== g || row._tick !== Math.floor(now / TICK_MS)) {
+    if (!row || dirty.has(id) || row.dataset.state !== g) {
       row = renderRow(s, g, now, row);
       ui.rows.set(id, row);
+    } else if (row._tick !== Math.floor(now / TICK_MS)) {
+      // Only the ages moved.
+      row._meta.textContent = metaText(s, now);
+      row._tick = Math.floor(now / TICK_MS);
     }
     if (fAgent && !s.agents.includes(fAgent)) continue;
     if (fState && g !== fState) continue;
@@ -396,20 +405,15 @@ function renderFleet(now, dirty) {
     const list = groups.get(g).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
     box.hidden = list.length === 0;
     box.querySelector('h3').textContent = `${g.replace('-', ' ')} (${list.length})`;
-    const key = list.map((s) => s.id).join('\n');
-    const ul = box.querySelector('ul');
-    if (ui.order.get(g) !== key || ul.children.length !== list.length) {
-      ul.replaceChildren(...list.map((s) => ui.rows.get(s.id)));
-      ui.order.set(g, key);
-    }
+    placeInOrder(box.querySelector('ul'), list.map((s) => ui.rows.get(s.id)));
   }
   $('fleet-count').textContent = `${shown} of ${state.sessions.size}`;
 }
 
-function renderRow(s, g, now, old) {
+function metaText(s, now) {
   const run = s.openRuns[s.openRuns.length - 1];
   const last = s.lastEvent;
-  const bits = [
+  return [
     s.agents.join(', ') || 'unknown agent',
     s.model,
     run ? `run open ${age(Date.parse(run.started), now)}` : '',
@@ -418,13 +422,37 @@ function renderRow(s, g, now, old) {
     s.failures ? `${s.failures} failure${s.failures === 1 ? '' : 's'}` : '',
     s.subagents ? `${s.subagents} subagent${s.subagents === 1 ? '' : 's'}` : '',
     s.conflicts ? `${s.conflicts} position conflict${s.conflicts === 1 ? '' : 's'} (emitter fault)` : '',
-  ].filter(Boolean);
+  ].filter(Boolean).join(' · ');
+}
+
+// placeInOrder makes parent's children exactly nodes, moving only the nodes
+// out of place: a session that moves to the top is one DOM move, not a
+// rebuilt list.
+function placeInOrder(parent, nodes) {
+  let at = parent.firstChild;
+  for (const n of nodes) {
+    if (at === n) {
+      at = at.nextSibling;
+      continue;
+    }
+    parent.insertBefore(n, at);
+  }
+  while (at) {
+    const next = at.nextSibling;
+    at.remove();
+    at = next;
+  }
+}
+
+function renderRow(s, g, now, old) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
+  const meta = el('span', { class: 'meta' }, metaText(s, now));
   const li = el('li', { 'data-session': s.id, 'data-state': g },
     el('button', { type: 'button', class: 'row', 'aria-label': `Open session ${title(s)}`, onclick: () => openSession(s.id) },
       el('span', { class: 'title' }, title(s)),
       el('span', { class: 'badge' }, badge),
-      el('span', { class: 'meta' }, bits.join(' · '))));
+      meta));
+  li._meta = meta;
   li._tick = Math.floor(now / TICK_MS);
   if (old && old.parentNode) old.replaceWith(li);
   return li;
@@ -440,7 +468,7 @@ function renderInbox(now) {
       ui.items.delete(id);
     }
   }
-  let prev = null;
+  const nodes = [];
   for (const req of reqs) {
     const sig = signature(req);
     let node = ui.items.get(req.id);
@@ -459,10 +487,9 @@ function renderInbox(now) {
       node = fresh;
       ui.items.set(req.id, node);
     }
-    const at = prev ? prev.nextSibling : ol.firstChild;
-    if (at !== node) ol.insertBefore(node, at);
-    prev = node;
+    nodes.push(node);
   }
+  placeInOrder(ol, nodes);
   $('inbox-count').textContent = String(reqs.length);
   $('inbox-count').dataset.count = String(reqs.length);
   $('inbox-empty').hidden = reqs.length > 0;
@@ -643,7 +670,7 @@ async function start() {
   $('logout').addEventListener('click', logout);
   $('session-close').addEventListener('click', closeSession);
   for (const id of ['search', 'f-agent', 'f-state', 'sort']) {
-    $(id).addEventListener('input', () => { ui.order.clear(); scheduleRender(); });
+    $(id).addEventListener('input', scheduleRender);
   }
   setInterval(scheduleRender, TICK_MS);
   let auth;
