@@ -473,7 +473,7 @@ func (l *lifecycle) tick(rep ChannelReport) {
 	l.srv.mu.Unlock()
 	for _, sess := range sessions {
 		sess.mu.Lock()
-		if !sess.ended && !sess.lastHook.IsZero() && sess.stream != nil {
+		if !sess.ended && !sess.evicted && !sess.lastHook.IsZero() && sess.stream != nil {
 			switch quiet := now.Sub(sess.lastHook); {
 			case quiet >= cfg.IdleEnd:
 				sess.observeEnd(&delivery{at: now}, ObservedSilence)
