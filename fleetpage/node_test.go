@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,21 @@ func TestStateConformance(t *testing.T) {
 	node := kimiharness.Node(kimiharness.Require(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The page's modules must at least parse: node checks their syntax as
+	// ES modules (a .mjs copy, since the page serves them as .js).
+	for _, f := range []string{"app.js", "state.js"} {
+		b, err := os.ReadFile(filepath.Join("assets", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mjs := filepath.Join(t.TempDir(), strings.TrimSuffix(f, ".js")+".mjs")
+		if err := os.WriteFile(mjs, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.CommandContext(ctx, node, "--check", mjs).CombinedOutput(); err != nil {
+			t.Errorf("assets/%s does not parse: %v\n%s", f, err, out)
+		}
+	}
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", filepath.Join("testdata", "state.test.mjs"))
 	cmd.Env = append(os.Environ(), fixtures.Env+"="+corpus, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()

@@ -65,6 +65,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Relays lists the relays the page reads, for a page served apart from
+	// them (aep-kimi dash); empty means the one relay serving the page.
+	Relays []RelayRef
+}
+
+// RelayRef is one relay as the page sees it: its label and the path prefix
+// its /stream and /socket are reached under on the page's own origin.
+type RelayRef struct {
+	Name string `json:"name"`
+	Base string `json:"base"`
 }
 
 // Page serves the fleet page and its login, and tells the relay which
@@ -115,6 +125,13 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/app/auth":
 		p.auth(w, r)
+		return
+	case "/app/relays":
+		relays := p.cfg.Relays
+		if len(relays) == 0 {
+			relays = []RelayRef{{}}
+		}
+		writeJSON(w, http.StatusOK, relays)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"relay":      {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
 		"tail":       {"follow a relay's event stream as a terminal timeline", runTail},
 		"open":       {"open the fleet page (the relay's web view) logged in", runOpen},
+		"dash":       {"serve the fleet page fed from several relays, on a loopback port", runDash},
 		"quarantine": {"list payloads and log tails set aside under the home, with why", runQuarantine},
 	}
 }

@@ -16,3 +16,17 @@ func TestOpenPrintsFragmentURL(t *testing.T) {
 		t.Errorf("printed %q, want %q", got, want)
 	}
 }
+
+func TestDashUsage(t *testing.T) {
+	cases := [][]string{
+		{},
+		{"--relay", "http://127.0.0.1:8787", "--listen", "0.0.0.0:8790"},
+		{"--relay", "ftp://x", "--listen", "127.0.0.1:0"},
+		{"--relay", "http://127.0.0.1:8787,/nonexistent/token", "--listen", "127.0.0.1:0"},
+	}
+	for _, args := range cases {
+		if code, _, errOut := runIn(t, runDash, args...); code != 2 || errOut == "" {
+			t.Errorf("dash %v: exit %d (%q), want 2 with a reason", args, code, errOut)
+		}
+	}
+}

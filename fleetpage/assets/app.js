@@ -1,5 +1,6 @@
-// The fleet page: connects to the relay that serves it, feeds every event to
-// the state module and renders what it derives. Outcomes come only from the
+// The fleet page: connects to the relay that serves it (or, under aep-kimi
+// dash, to each relay the dash proxies), feeds every event to the state
+// module and renders what it derives. Outcomes come only from the
 // stream: a button sends a command and the request stays pending until the
 // stream settles it.
 import * as S from './state.js';
@@ -14,27 +15,43 @@ const state = S.newState();
 // Read-only handle for tests and the console: the state and its derivations.
 window.aepFleet = { state, S };
 const ui = {
-  selected: null, // session shown in the session view
-  rows: new Map(), // session -> row element
+  selected: null, // lane shown in the session view
+  rows: new Map(), // lane -> row element
   items: new Map(), // attention id -> inbox element
   agentsSeen: new Set(),
-  roster: null, // Map session -> entries, or null before the first roster
-  rosterAdvertised: false,
-  commands: new Map(), // command id -> {request, note}
+  commands: new Map(), // command id -> {request}
   notes: new Map(), // attention id -> latest settlement note
 };
-let sock = null;
-let connected = false;
-let backoff = 500;
-let everConnected = false;
+// conns holds one connection per relay, by its name ('' for the relay that
+// serves the page).
+const conns = new Map();
 let renderQueued = false;
-let rosterTimer = null;
 let frameSeq = 0;
 
-function setConn(kind, text) {
-  const c = $('conn');
-  c.dataset.conn = kind;
-  c.textContent = text;
+function newConn(r) {
+  return {
+    name: r.name || '', base: r.base || '', sock: null, connected: false, ever: false, backoff: 500,
+    kind: 'starting', text: 'starting', roster: null, rosterAdvertised: false, rosterTimer: null,
+  };
+}
+
+const CONN_RANK = { 'login-needed': 0, offline: 1, reconnecting: 2, connecting: 3, loading: 4, starting: 5, live: 6 };
+
+// setConn records one relay's connection state and shows the fleet's: live
+// only when every relay is.
+function setConn(c, kind, text) {
+  c.kind = kind;
+  c.text = text;
+  const all = [...conns.values()];
+  const worst = all.reduce((a, b) => (CONN_RANK[b.kind] < CONN_RANK[a.kind] ? b : a), all[0]);
+  const el = $('conn');
+  el.dataset.conn = worst.kind;
+  el.textContent = all.length === 1 ? worst.text
+    : all.map((x) => `${x.name}: ${x.text}`).join(' · ');
+}
+
+function setAllConn(kind, text) {
+  for (const c of conns.values()) setConn(c, kind, text);
 }
 
 function notice(text) {
@@ -72,21 +89,25 @@ async function login() {
 
 async function logout() {
   await fetch('/app/logout', { method: 'POST', credentials: 'same-origin' });
-  if (sock) sock.close(1000, 'logout');
-  sock = null;
-  setConn('login-needed', 'logged out');
+  for (const c of conns.values()) {
+    const ws = c.sock;
+    c.sock = null;
+    c.connected = false;
+    if (ws) ws.close(1000, 'logout');
+  }
+  setAllConn('login-needed', 'logged out');
   notice('Logged out. Open the URL that aep-kimi open prints to log in again.');
   $('logout').hidden = true;
 }
 
 // --- connection ------------------------------------------------------------
 
-function connect() {
-  setConn(everConnected ? 'reconnecting' : 'connecting', everConnected ? 'reconnecting' : 'connecting');
+function connect(c) {
+  setConn(c, c.ever ? 'reconnecting' : 'connecting', c.ever ? 'reconnecting' : 'connecting');
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  const ws = new WebSocket(`${proto}//${location.host}/socket`);
-  sock = ws;
-  const resumed = everConnected;
+  const ws = new WebSocket(`${proto}//${location.host}${c.base}/socket`);
+  c.sock = ws;
+  const resumed = c.ever;
   ws.onopen = () => {
     ws.send(JSON.stringify({
       type: 'hello', versions: ['0.1'], role: 'consumer',
@@ -100,17 +121,16 @@ function connect() {
     } catch {
       return;
     }
-    frame(ws, f, resumed);
+    frame(c, ws, f, resumed);
   };
   ws.onclose = (e) => {
-    if (sock !== ws) return;
-    sock = null;
-    connected = false;
-    if (e.code === 1000 && e.reason === 'logout') return;
-    setConn('reconnecting', `disconnected (${e.code || 'network'}); retrying`);
-    setTimeout(connect, backoff);
-    backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-    if (!everConnected) probe();
+    if (c.sock !== ws) return;
+    c.sock = null;
+    c.connected = false;
+    setConn(c, 'reconnecting', `disconnected (${e.code || 'network'}); retrying`);
+    setTimeout(() => connect(c), c.backoff);
+    c.backoff = Math.min(c.backoff * 2, MAX_BACKOFF_MS);
+    if (!c.ever) probe();
   };
 }
 
@@ -122,30 +142,30 @@ async function probe() {
   }
 }
 
-function frame(ws, f, resumed) {
+function frame(c, ws, f, resumed) {
   const t = typeof f.type === 'string' ? f.type : '';
   if (t.includes('.')) {
-    if (S.apply(state, f)) eventApplied(f);
+    if (S.apply(state, f, c.name)) eventApplied(c, f);
     return;
   }
   switch (t) {
     case 'hello': {
-      connected = true;
-      everConnected = true;
-      backoff = 500;
-      ui.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
+      c.connected = true;
+      c.ever = true;
+      c.backoff = 500;
+      c.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
       // The live subscription resumes each session this page holds right
       // after its position; it starts before the bulk replay, so together
       // they miss nothing, and dedupe drops what both carry.
-      const pos = S.positions(state);
+      const pos = S.positions(state, c.name);
       const sub = { type: 'subscribe', id: `live-${++frameSeq}` };
       if (pos.length > 0) sub.from = pos;
       ws.send(JSON.stringify(sub));
-      requestRoster();
-      setConn('loading', resumed ? 'resuming' : 'loading');
-      catchUp().then(() => {
-        if (sock !== ws) return;
-        setConn('live', 'live');
+      requestRoster(c);
+      setConn(c, 'loading', resumed ? 'resuming' : 'loading');
+      catchUp(c).then(() => {
+        if (c.sock !== ws) return;
+        setConn(c, 'live', 'live');
         notice('');
       });
       break;
@@ -159,7 +179,7 @@ function frame(ws, f, resumed) {
         if (!m.has(e.session)) m.set(e.session, []);
         m.get(e.session).push(e);
       }
-      ui.roster = m;
+      c.roster = m;
       scheduleRender();
       break;
     }
@@ -173,10 +193,10 @@ function frame(ws, f, resumed) {
       }
       break;
     case 'replay-exhausted':
-      notice(`Part of session ${f.session} is no longer held by the relay; shown from ${f.earliest.epoch}:${f.earliest.seq}.`);
+      notice(`Part of session ${f.session} is no longer held by the relay${c.name ? ` ${c.name}` : ''}; shown from ${f.earliest.epoch}:${f.earliest.seq}.`);
       break;
     case 'closing':
-      setConn('reconnecting', `relay closing (${f.reason || 'shutdown'})`);
+      setConn(c, 'reconnecting', `relay closing (${f.reason || 'shutdown'})`);
       break;
     default:
   }
@@ -185,9 +205,9 @@ function frame(ws, f, resumed) {
 // catchUp reads, in bulk, what the relay holds (one streamed replay over
 // SSE: far faster than one socket message per event), including sessions
 // that began while the page was away. Dedupe makes every repeat a no-op.
-async function catchUp() {
+async function catchUp(c) {
   try {
-    const r = await fetch('/stream?live=0&from=all', { credentials: 'same-origin' });
+    const r = await fetch(`${c.base}/stream?live=0&from=all`, { credentials: 'same-origin' });
     if (!r.ok || !r.body) return;
     const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';
@@ -204,7 +224,7 @@ async function catchUp() {
         if (!data) continue;
         try {
           const ev = JSON.parse(data);
-          if (S.apply(state, ev)) eventApplied(ev);
+          if (S.apply(state, ev, c.name)) eventApplied(c, ev);
         } catch {
           // not an event: ignore
         }
@@ -215,7 +235,7 @@ async function catchUp() {
   }
 }
 
-function eventApplied(ev) {
+function eventApplied(c, ev) {
   if (ev.type === 'control.accepted' || ev.type === 'control.rejected') {
     const c = ui.commands.get(ev.cause);
     if (c) {
@@ -226,15 +246,15 @@ function eventApplied(ev) {
     }
   }
   if (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence'))) {
-    clearTimeout(rosterTimer);
-    rosterTimer = setTimeout(requestRoster, 300);
+    clearTimeout(c.rosterTimer);
+    c.rosterTimer = setTimeout(() => requestRoster(c), 300);
   }
   scheduleRender();
 }
 
-function requestRoster() {
-  if (!sock || !connected || !ui.rosterAdvertised) return;
-  sock.send(JSON.stringify({ type: 'roster', id: `r-${++frameSeq}` }));
+function requestRoster(c) {
+  if (!c.sock || !c.connected || !c.rosterAdvertised) return;
+  c.sock.send(JSON.stringify({ type: 'roster', id: `r-${++frameSeq}` }));
 }
 
 // --- commands ----------------------------------------------------------------
@@ -265,14 +285,15 @@ function command(type, session, fields) {
 }
 
 function send(req, cmd) {
-  if (!sock || !connected) {
+  const c = conns.get(req.origin);
+  if (!c || !c.sock || !c.connected) {
     ui.notes.set(req.id, 'not sent: not connected to the relay');
     scheduleRender();
     return;
   }
   ui.commands.set(cmd.id, { request: req.id });
   ui.notes.set(req.id, `sent ${cmd.type}; waiting for the stream to settle it`);
-  sock.send(JSON.stringify(cmd));
+  c.sock.send(JSON.stringify(cmd));
   scheduleRender();
 }
 
@@ -290,13 +311,14 @@ function cancelRun(req) {
 // reach says what the roster promises for a session: 'ok', 'unreachable',
 // 'ambiguous', or 'unknown' (no roster advertised: send and let the stream
 // settle it).
-function reach(session) {
-  if (!ui.rosterAdvertised || !ui.roster) return { kind: 'unknown', accepts: null };
-  const entries = ui.roster.get(session) || [];
+function reach(req) {
+  const c = conns.get(req.origin);
+  if (!c || !c.rosterAdvertised || !c.roster) return { kind: 'unknown', accepts: null };
+  const entries = c.roster.get(req.session) || [];
   if (entries.length === 0) return { kind: 'unreachable', accepts: null };
   if (entries.length > 1) return { kind: 'ambiguous', accepts: null };
-  const c = entries[0].control;
-  return { kind: 'ok', accepts: c && Array.isArray(c.accepts) ? c.accepts : [] };
+  const ctl = entries[0].control;
+  return { kind: 'ok', accepts: ctl && Array.isArray(ctl.accepts) ? ctl.accepts : [] };
 }
 
 // --- rendering ---------------------------------------------------------------
@@ -337,12 +359,12 @@ function age(fromMs, now) {
 }
 
 function title(s) {
-  return s.title || s.id;
+  return (s.origin && conns.size > 1 ? `[${s.origin}] ` : '') + (s.title || s.session);
 }
 
 function searchText(s) {
   if (s._search) return s._search;
-  const parts = [s.id, s.title, s.agent, s.model];
+  const parts = [s.session, s.origin, s.title, s.agent, s.model];
   const types = new Set();
   for (const r of S.ordered(state, s.id)) types.add(r.type);
   for (const run of s.runs) for (const t of run.tools.values()) parts.push(t.name);
@@ -447,7 +469,7 @@ function placeInOrder(parent, nodes) {
 function renderRow(s, g, now, old) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
   const meta = el('span', { class: 'meta' }, metaText(s, now));
-  const li = el('li', { 'data-session': s.id, 'data-state': g },
+  const li = el('li', { 'data-session': s.session, 'data-relay': s.origin || undefined, 'data-state': g },
     el('button', { type: 'button', class: 'row', 'aria-label': `Open session ${title(s)}`, onclick: () => openSession(s.id) },
       el('span', { class: 'title' }, title(s)),
       el('span', { class: 'badge' }, badge),
@@ -497,18 +519,19 @@ function renderInbox(now) {
 }
 
 function signature(req) {
-  const r = reach(req.session);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', connected].join('|');
+  const r = reach(req);
+  const c = conns.get(req.origin);
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected].join('|');
 }
 
 function renderRequest(req, now) {
-  const s = S.session(state, req.session);
+  const s = S.session(state, req.lane);
   const how = S.answerable(req);
-  const r = reach(req.session);
+  const r = reach(req);
   const prompt = req.prompt !== null && req.prompt !== undefined
     ? String(req.prompt)
     : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
-  const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-answer': how, tabindex: '0' },
+  const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, tabindex: '0' },
     el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');
@@ -582,10 +605,10 @@ function dur(msv) {
 function renderSession(now) {
   const s = S.session(state, ui.selected);
   if (!s) return;
-  $('session-pane').dataset.session = s.id;
+  $('session-pane').dataset.session = s.session;
   $('session-title').textContent = title(s);
   const facts = [
-    ['session', s.id], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
+    ['session', s.session], ['relay', s.origin], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
     ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
     ['events', String(s.events)], ['compactions', String(s.compactions)],
     ['parent', s.parent ? `${s.parent.session || ''} ${s.parent.run || ''}` : ''],
@@ -657,7 +680,7 @@ document.addEventListener('keydown', (e) => {
     const b = item.querySelector('[data-cancel]');
     if (b) b.click();
   } else if (item && e.key === 'Enter' && e.target === item) {
-    openSession(item.dataset.session);
+    openSession(item.dataset.lane);
   } else {
     return;
   }
@@ -673,6 +696,14 @@ async function start() {
     $(id).addEventListener('input', scheduleRender);
   }
   setInterval(scheduleRender, TICK_MS);
+  let relays = [{ name: '', base: '' }];
+  try {
+    const r = await fetch('/app/relays', { credentials: 'same-origin' });
+    if (r.ok) relays = await r.json();
+  } catch {
+    // the relay serving the page is the one relay
+  }
+  for (const r of relays) conns.set(r.name || '', newConn(r));
   let auth;
   try {
     auth = await login();
@@ -680,12 +711,12 @@ async function start() {
     auth = { ok: false, why: `Cannot reach the relay: ${err.message}` };
   }
   if (!auth.ok) {
-    setConn('login-needed', 'not connected');
+    setAllConn('login-needed', 'not connected');
     notice(auth.why);
     render();
     return;
   }
-  connect();
+  for (const c of conns.values()) connect(c);
   render();
 }
 

@@ -28,14 +28,21 @@ export function newState() {
   };
 }
 
-function lane(state, session) {
-  let l = state.sessions.get(session);
+// laneKey names a session lane: the session id, prefixed by the relay it
+// came from when the page reads several (one id may live on two relays).
+export function laneKey(session, origin = '') {
+  return origin ? `${origin}\u001f${session}` : session;
+}
+
+function lane(state, session, origin) {
+  const key = laneKey(session, origin);
+  let l = state.sessions.get(key);
   if (!l) {
     l = {
-      id: session, events: [], byId: new Map(), taken: new Map(), conflicts: 0,
+      id: key, session, origin, events: [], byId: new Map(), taken: new Map(), conflicts: 0,
       lastPos: null, anchor: null, derived: null, agents: new Set(),
     };
-    state.sessions.set(session, l);
+    state.sessions.set(key, l);
   }
   return l;
 }
@@ -74,26 +81,27 @@ function dedupeKey(ev) {
   return (typeof ev.source === 'string' ? ev.source : '') + '\n' + ev.id;
 }
 
-// apply adds one event. It returns false for a duplicate (same source and
-// id) or a value that is not an event object; everything else is kept,
+// apply adds one event, read from the relay named origin ('' for the one
+// relay). It returns false for a duplicate (same source and id from the same
+// relay) or a value that is not an event object; everything else is kept,
 // whatever its type or agent.
-export function apply(state, ev) {
+export function apply(state, ev, origin = '') {
   if (!ev || typeof ev !== 'object' || typeof ev.id !== 'string' || ev.id === '') return false;
-  const dk = dedupeKey(ev);
+  const dk = origin + '\n' + dedupeKey(ev);
   if (state.seen.has(dk)) return false;
   state.seen.add(dk);
   const rec = { ev, arrival: state.arrivals++, key: null, seqless: !hasPos(ev) };
   if (!state.byId.has(ev.id)) state.byId.set(ev.id, rec);
   state.version++;
   if (typeof ev.session !== 'string' || ev.session === '') {
-    const agent = typeof ev.agent === 'string' ? ev.agent : '(unknown agent)';
+    const agent = (origin ? `${origin}: ` : '') + (typeof ev.agent === 'string' ? ev.agent : '(unknown agent)');
     let list = state.agents.get(agent);
     if (!list) state.agents.set(agent, (list = []));
     list.push(rec);
     state.dirty.add('');
     return true;
   }
-  const l = lane(state, ev.session);
+  const l = lane(state, ev.session, origin);
   if (typeof ev.agent === 'string') l.agents.add(ev.agent);
   // Bare-id references (cause, attention subject) resolve within the
   // session's view; the owner's sequenced event wins a collision.
@@ -115,7 +123,7 @@ export function apply(state, ev) {
   while (i > 0 && compareRec(evs[i - 1], rec) > 0) i--;
   evs.splice(i, 0, rec);
   l.derived = null;
-  state.dirty.add(ev.session);
+  state.dirty.add(l.id);
   return true;
 }
 
@@ -127,19 +135,20 @@ export function takeDirty(state) {
   return d;
 }
 
-// positions is the resume token for every session held: from=[...].
-export function positions(state) {
+// positions is the resume token for every session held from one relay:
+// from=[...].
+export function positions(state, origin = '') {
   const out = [];
   for (const l of state.sessions.values()) {
-    if (l.lastPos) out.push({ session: l.id, epoch: l.lastPos.epoch, seq: l.lastPos.seq });
+    if (l.lastPos && l.origin === origin) out.push({ session: l.session, epoch: l.lastPos.epoch, seq: l.lastPos.seq });
   }
   return out;
 }
 
 // cause resolves an event's cause edge to the event it names, or null.
-export function cause(state, ev) {
+export function cause(state, ev, origin = '') {
   if (typeof ev.cause !== 'string') return null;
-  const l = typeof ev.session === 'string' ? state.sessions.get(ev.session) : null;
+  const l = typeof ev.session === 'string' ? state.sessions.get(laneKey(ev.session, origin)) : null;
   const r = (l && l.byId.get(ev.cause)) || state.byId.get(ev.cause);
   return r ? r.ev : null;
 }
@@ -183,7 +192,7 @@ export function session(state, id) {
   if (!l) return null;
   if (l.derived) return l.derived;
   const s = {
-    id, agent: '', agents: [...l.agents], title: '', model: '', started: null, ended: null, endReason: '',
+    id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', model: '', started: null, ended: null, endReason: '',
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
     parent: null, errors: [],
@@ -270,7 +279,7 @@ export function session(state, id) {
         break;
       case 'attention.requested':
         s.attention.set(ev.id, {
-          id: ev.id, session: id, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
+          id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
           options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
           expiresAt: d.expires_at || null, state: 'pending', closedBy: null, answer: null, time: ev.time, subject: ev.subject || '',
         });
@@ -286,7 +295,7 @@ export function session(state, id) {
           r.reason = d.reason || '';
           if (ev.type === 'run.failed') s.failures++;
           if (ev.type === 'run.cancelled') {
-            const c = cause(state, ev);
+            const c = cause(state, ev, l.origin);
             r.cancelledBy = c ? c.type : null;
           }
         } else if (!known(ev.type)) {

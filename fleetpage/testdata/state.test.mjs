@@ -124,3 +124,17 @@ test('respond_via without control is information only', () => {
   S.apply(st, { ...base, id: 'd', seq: 3, type: 'attention.resolved', subject: 'b', data: { resolution: 'answered' } });
   assert.deepEqual(S.inbox(st, 0).map((r) => r.id), ['a', 'c']);
 });
+
+test('one session id on two relays is two sessions', () => {
+  const st = S.newState();
+  const ev = { aep: '0.1', id: 'x', source: 'aep://h/agent/a/session/s', agent: 'a', session: 's', seq: 0, epoch: 0, type: 'session.started', time: '2026-01-01T00:00:00.000Z' };
+  assert.equal(S.apply(st, ev, 'laptop'), true);
+  assert.equal(S.apply(st, ev, 'team'), true, 'the same event read from another relay is kept there');
+  assert.equal(S.apply(st, ev, 'team'), false);
+  assert.equal(st.sessions.size, 2);
+  assert.deepEqual(S.positions(st, 'team'), [{ session: 's', epoch: 0, seq: 0 }]);
+  assert.deepEqual(S.positions(st, ''), []);
+  const s = S.session(st, S.laneKey('s', 'team'));
+  assert.equal(s.session, 's');
+  assert.equal(s.origin, 'team');
+});

@@ -11,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -74,11 +76,31 @@ func New(t testing.TB, width, height int) *Browser {
 		cancelAlloc()
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	// The page's uncaught errors go to the test log, until the test ends.
+	var mu sync.Mutex
+	ended := false
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok && e.ExceptionDetails != nil {
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			t.Logf("page error: %s (%s:%d)", msg, e.ExceptionDetails.URL, e.ExceptionDetails.LineNumber)
+		}
+	})
 	b := &Browser{t: t, Ctx: ctx}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b.artifacts()
 		}
+		mu.Lock()
+		ended = true
+		mu.Unlock()
 		cancelTab()
 		cancelAlloc()
 	})

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+)
+
+// DefaultDashListen is where `aep-kimi dash` serves: loopback only.
+const DefaultDashListen = "127.0.0.1:8790"
+
+// dashDrain bounds the dash's shutdown: its open streams are proxies that
+// end with it.
+const dashDrain = 2 * time.Second
+
+// runDash is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet page fed
+// from several relays, on its own loopback port, each session labelled with
+// its relay.
+func runDash(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("aep-kimi dash", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	listen := fs.String("listen", DefaultDashListen, "loopback address to serve the page on")
+	var relays []string
+	fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token)", func(s string) error {
+		relays = append(relays, s)
+		return nil
+	})
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: aep-kimi dash --relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]")
+		fmt.Fprintln(io.err, "\nServes the fleet page fed from several relays (a laptop's and a team's) on a loopback port.")
+		fmt.Fprintln(io.err, "The relays' tokens stay in this process; the page logs in with a fresh token of its own,")
+		fmt.Fprintln(io.err, "carried after # in the URL printed at start.")
+		fmt.Fprintln(io.err, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, io, 0); !ok {
+		return code
+	}
+	if len(relays) == 0 {
+		fmt.Fprintln(io.err, "aep-kimi dash: give at least one --relay URL[,TOKEN_FILE]")
+		return 2
+	}
+	if !httpguard.LoopbackListen(*listen) {
+		fmt.Fprintf(io.err, "aep-kimi dash: --listen %s is not loopback: the dash holds the relays' tokens and serves only this machine\n", *listen)
+		return 2
+	}
+	ups, err := dashUpstreams(relays)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 2
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 1
+	}
+	token := base64.RawURLEncoding.EncodeToString(b[:])
+	log := newLogger(io.err, false)
+	h, err := fleetpage.NewDash(fleetpage.Config{Token: token, Logger: log}, ups)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 2
+	}
+	ep := httpdrain.NewEndpoint("dash", *listen, httpguard.Hosts(nil)(h))
+	addr, err := ep.Listen()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 1
+	}
+	errc, err := ep.Serve()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(io.out, "aep-kimi dash: reading %d relay(s) (Ctrl-C to stop)\n", len(ups))
+	for _, u := range ups {
+		fmt.Fprintf(io.out, "  relay  %s\n", u.URL)
+	}
+	fmt.Fprintf(io.out, "  page   %s\n", fleetpage.LoginURL("http://"+loopbackFor(addr), token))
+	select {
+	case err := <-errc:
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), dashDrain)
+	defer cancel()
+	if err := ep.Shutdown(sctx); err != nil {
+		_ = ep.Close() // the proxied streams end with the process
+	}
+	return 0
+}
+
+// dashUpstreams reads each --relay value: URL, or URL,TOKEN_FILE.
+func dashUpstreams(values []string) ([]fleetpage.Upstream, error) {
+	out := make([]fleetpage.Upstream, 0, len(values))
+	for _, v := range values {
+		u, file, _ := strings.Cut(v, ",")
+		u = strings.TrimSpace(u)
+		if u == "" {
+			return nil, errors.New("--relay: empty URL")
+		}
+		tok, err := relayToken(os.Getenv, strings.TrimSpace(file))
+		if err != nil {
+			return nil, fmt.Errorf("--relay %s: %w", u, err)
+		}
+		out = append(out, fleetpage.Upstream{URL: u, Token: tok})
+	}
+	return out, nil
+}
