@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -225,6 +226,8 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"title": "fix the build", "gen_ai.request.model": "kimi-k2"}}),
 		em.event("s1", "run.started", -1, map[string]any{"run": "r1"}),
 		em.event("s1", "tool.requested", -1, map[string]any{"run": "r1", "subject": "Shell", "data": map[string]any{"tool": map[string]any{"name": "Shell", "call_id": "c1"}}}),
+		em.event("s1", "delegation.subagent.started", -1, map[string]any{"run": "r1", "data": map[string]any{"child": map[string]any{"session": "s1-sub", "agent": "kimi-code"}, "agent_type": "coder"}}),
+		em.event("s1-sub", "session.started", 0, map[string]any{"data": map[string]any{"parent": map[string]any{"session": "s1", "run": "r1"}}}),
 		em.event("s1", "attention.requested", -1, merge(permission(held, "control"), map[string]any{"run": "r1"})),
 		em.event("s2", "session.started", 0, nil),
 		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
@@ -286,6 +289,9 @@ func TestBrowserFleet(t *testing.T) {
 	// The session view shows the denied tool.
 	b.MustRun("open s1", chromedp.Click(`[data-session="s1"] button`, chromedp.ByQuery))
 	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
+	b.MustRun("open the subagent from its delegation", chromedp.Click(`#timeline [data-child="s1-sub"] button`, chromedp.ByQuery))
+	b.WaitJS("the child session's view", `document.getElementById('session-pane').dataset.session === 's1-sub'`)
+	b.MustRun("back", chromedp.KeyEvent(kb.Escape))
 
 	// Relay restart: the in-memory buffer is gone; the emitter's next events
 	// arrive by HTTP, with a redelivered one, and a new session begins.

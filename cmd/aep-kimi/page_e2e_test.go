@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,9 +27,10 @@ func (st *stack) openPage(t *testing.T) *browsertest.Browser {
 	return b
 }
 
-// pageSeqIDs is what the page holds for a session: its sequenced events'
-// ids, in the page's derivation order.
-func pageSeqIDs(b *browsertest.Browser, session string) []string {
+// pageSeqIDs is what the page holds for a session once it holds at least
+// want sequenced events: their ids, in the page's derivation order.
+func pageSeqIDs(b *browsertest.Browser, session string, want int) []string {
+	b.WaitJS("the page to hold the log's events", fmt.Sprintf(`aepFleet.S.ordered(aepFleet.state, %s).filter(e => Number.isInteger(e.seq)).length >= %d`, browsertest.Quote(session), want))
 	var ids []string
 	b.Eval("the page's events", `aepFleet.S.ordered(aepFleet.state, `+browsertest.Quote(session)+`).filter(e => Number.isInteger(e.seq)).map(e => e.id)`, &ids)
 	return ids
@@ -87,7 +89,8 @@ func TestE2EPageDeny(t *testing.T) {
 		t.Errorf("settled answer %s, want option deny", answer)
 	}
 	_, _, ev := st.oneSession(t)
-	if got, want := pageSeqIDs(b, session), logIDs(ev); !slices.Equal(got, want) {
+	want := logIDs(ev)
+	if got := pageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("the page holds %d events, the log %d: they differ\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }
@@ -112,7 +115,8 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	_, _, ev := st.oneSession(t)
 	session := ev[0].Session
 	b.WaitJS("the session ended on the page", `document.querySelector('[data-session=`+browsertest.Quote(session)+`][data-state="ended"]') !== null`)
-	if got, want := pageSeqIDs(b, session), logIDs(ev); !slices.Equal(got, want) {
+	want := logIDs(ev)
+	if got := pageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("after the restart the page holds %d events, the log %d: gap or duplicate\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }

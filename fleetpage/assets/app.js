@@ -633,7 +633,17 @@ function renderSession(now) {
           : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}`;
         items.push(el('li', { 'data-kind': 'attention' }, text));
       } else if (ev.type.startsWith('delegation.subagent.')) {
-        items.push(el('li', { 'data-kind': 'sub' }, `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`));
+        // The child session nests under its delegation: its own story is a
+        // click away when the relay holds it.
+        const childKey = d.child && d.child.session ? S.laneKey(d.child.session, s.origin) : null;
+        const child = childKey ? S.session(state, childKey) : null;
+        const item = el('li', { 'data-kind': 'sub', 'data-child': d.child && d.child.session },
+          `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
+        if (child && ev.type.endsWith('.started')) {
+          item.append(` · ${child.tools} tool${child.tools === 1 ? '' : 's'}, ${S.group(child, now, QUIET_MS)} `,
+            el('button', { type: 'button', onclick: () => openSession(childKey) }, 'open'));
+        }
+        items.push(item);
       } else if (ev.type !== 'run.started') {
         items.push(el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event' }, `${ev.type}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`));
       }
