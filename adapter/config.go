@@ -75,6 +75,19 @@ const (
 	// queued instructions); a session that comes back recovers its state
 	// from its log's tail [AEP_KIMI_MAX_SESSIONS].
 	DefaultMaxSessions = 4096
+	// DefaultMaxWatches bounds the Kimi processes watched at once (each
+	// costs a descriptor; sessions of one process share its watch): past
+	// it, a session naming another process falls back to silence
+	// [AEP_KIMI_MAX_WATCHES].
+	DefaultMaxWatches = 1024
+	// MaxEvictedLive bounds the sessions evicted from memory before they
+	// ended that the adapter still tracks for their end (a process binding
+	// or a last hook time, a few dozen bytes each).
+	MaxEvictedLive = 1 << 16
+	// BoundLogEvery paces the warning for sessions past a bound (watched
+	// processes, tracked evicted sessions): one line, with a count, per
+	// interval at most.
+	BoundLogEvery = 10 * time.Second
 	// NotDurableLogEvery paces the error line for hooks answered
 	// not-durable: one line, with a count, per interval at most.
 	NotDurableLogEvery = 10 * time.Second
@@ -161,6 +174,8 @@ type Config struct {
 	MaxOpenLogs int
 	// MaxSessions bounds the sessions kept in memory.
 	MaxSessions int
+	// MaxWatches bounds the Kimi processes watched at once.
+	MaxWatches int
 	// DrainTimeout bounds the shutdown wait for requests in flight.
 	DrainTimeout time.Duration
 	Control      Control
@@ -193,6 +208,7 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "IdleEvict", &c.IdleEvict, DefaultIdleEvict),
 		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
 		defaults.Positive(component, "MaxSessions", &c.MaxSessions, DefaultMaxSessions),
+		defaults.Positive(component, "MaxWatches", &c.MaxWatches, DefaultMaxWatches),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
 		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),

@@ -98,30 +98,58 @@ func (g *statusGate) next(state string, now time.Time, interval time.Duration) b
 }
 
 // lifecycle is the adapter's process watches and status reports.
+//
+// One watch per Kimi process, shared by every session that names it: a
+// watch costs a descriptor (a pidfd, a kqueue), and one process may serve
+// many sessions (or a hook-token holder may name one pid for thousands), so
+// the cost follows processes, not sessions. MaxWatches bounds the processes;
+// past it a session falls back to silence. A session evicted from memory
+// keeps its binding (it still ends when its process exits), and one nobody
+// watches keeps its last hook time (it still ends after the idle limit),
+// both in a bounded table of evicted live sessions.
+//
+// Lock order: l.mu is taken last (under the server's and a session's locks),
+// and nothing else is taken while it is held.
 type lifecycle struct {
 	srv *Server
 	// agent emits the adapter's own agent-scoped events (agent.health).
 	agent *journal.Stream
 
-	mu      sync.Mutex
-	watches map[string]*watch // by session id
-	health  statusGate
-	closed  bool
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// procs are the watched processes; bound maps a session to the process
+	// watching it (sessions in memory and evicted ones).
+	procs map[procRef]*procWatch
+	bound map[string]procRef
+	// away holds the evicted sessions that had not ended, by id: their last
+	// hook time, for the idle end of those not bound to a process.
+	away   map[string]time.Time
+	health statusGate
+	closed bool
+	wg     sync.WaitGroup
 
-	ends *prometheus.CounterVec
+	ends      *prometheus.CounterVec
+	overCap   prometheus.Counter
+	untracked prometheus.Counter
+	// capLog and untrackedLog pace the lines for sessions past the bounds.
+	capLog, untrackedLog logPacer
 }
 
-type watch struct {
-	proc procRef
+// procWatch is one watched process and the sessions it serves.
+type procWatch struct {
 	stop func() // nil for a process found gone
+	// exited is set once the process's exit is seen; its sessions end
+	// after the grace.
+	exited   bool
+	sessions map[string]struct{}
 }
 
 func newLifecycle(s *Server) *lifecycle {
 	l := &lifecycle{
-		srv:     s,
-		watches: map[string]*watch{},
-		health:  statusGate{sent: ChannelUnavailable},
+		srv:    s,
+		procs:  map[procRef]*procWatch{},
+		bound:  map[string]procRef{},
+		away:   map[string]time.Time{},
+		health: statusGate{sent: ChannelUnavailable},
 		agent: journal.NewStream(journal.StreamConfig{
 			Source: aep.AgentSourceURI(s.cfg.Host, mapping.Agent), Agent: mapping.Agent,
 			Publisher: s.cfg.Publisher, Counters: s.metrics, Logger: s.log,
@@ -129,14 +157,24 @@ func newLifecycle(s *Server) *lifecycle {
 		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aepkimi_adapter_observed_ends_total", Help: "Sessions the adapter ended itself (Kimi exited or fell silent), by reason.",
 		}, []string{"reason"}),
+		overCap: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_watch_cap_fallbacks_total", Help: "Sessions whose Kimi process was not watched because MaxWatches processes already were; they fall back to silence.",
+		}),
+		untracked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aepkimi_adapter_evicted_untracked_total", Help: "Live sessions evicted while the table of evicted live sessions was full: they end only when touched again.",
+		}),
 	}
-	s.metrics.reg.MustRegister(l.ends, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "aepkimi_adapter_watched_processes", Help: "Kimi processes watched for their exit.",
-	}, func() float64 {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return float64(len(l.watches))
-	}))
+	gauge := func(name, help string, n func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return float64(n())
+		})
+	}
+	s.metrics.reg.MustRegister(l.ends, l.overCap, l.untracked,
+		gauge("aepkimi_adapter_watched_processes", "Kimi processes watched for their exit.", func() int { return len(l.procs) }),
+		gauge("aepkimi_adapter_watched_sessions", "Sessions bound to a watched Kimi process (in memory or evicted).", func() int { return len(l.bound) }),
+		gauge("aepkimi_adapter_evicted_live_sessions", "Sessions evicted from memory before they ended, still tracked for their end.", func() int { return len(l.away) }))
 	return l
 }
 
@@ -353,53 +391,146 @@ func (s *session) observeEnd(d *delivery, how string) {
 	s.srv.log.Info("session ended without SessionEnd", "session", sanitizeForLog(s.id), "reason", reason, "observed", how)
 }
 
-// ensure watches p as session id's Kimi process, unless it already is.
-// spooled says the delivery naming p came from the spool, written maybe long
-// ago; a live delivery names a Kimi that was running a moment ago.
+// ensure binds session id to p, its Kimi process, watching p unless it
+// already is. spooled says the delivery naming p came from the spool,
+// written maybe long ago; a live delivery names a Kimi that was running a
+// moment ago.
 func (l *lifecycle) ensure(id string, p procRef, spooled bool) {
 	if !p.valid() {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := l.watches[id]
-	if l.closed || (w != nil && w.proc == p) {
+	old, isBound := l.bound[id]
+	if l.closed || (isBound && old == p) {
 		return
 	}
-	stop, err := watchProcess(p, l.srv.cfg.ProcPoll, func() { l.exited(id, p) })
-	switch {
-	case errors.Is(err, errGone):
-		if w != nil {
-			return // a late delivery from a process already gone: keep the live one
-		}
-		if !spooled {
-			// A live hook whose Kimi this adapter cannot see: the hook runs
-			// in another pid namespace (a container sharing the network),
-			// or Kimi died as it fired. Only silence can tell.
-			l.srv.log.Debug("Kimi process not visible; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid)
+	w := l.procs[p]
+	if w == nil {
+		if len(l.procs) >= l.srv.cfg.MaxWatches {
+			l.unbindLocked(id)
+			l.overCap.Inc()
+			if ok, n := l.capLog.allow(l.srv.cfg.Now(), BoundLogEvery); ok {
+				l.srv.log.Warn("Kimi processes watched at the cap (MaxWatches); the session falls back to silence",
+					"session", sanitizeForLog(id), "max_watches", l.srv.cfg.MaxWatches, "since_last_line", n)
+			}
 			return
 		}
-		// Kimi exited before its hooks got here (spooled while the adapter
-		// was down): the session ends all the same.
-		l.watches[id] = &watch{proc: p}
-		at := l.srv.cfg.Now()
-		l.spawn(func() { l.endAfterGrace(id, p, at) })
-	case err != nil:
-		l.srv.log.Debug("Kimi process not watchable; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid, "err", err)
-	default:
-		if w != nil && w.stop != nil {
-			w.stop()
+		w = &procWatch{sessions: map[string]struct{}{}}
+		stop, err := watchProcess(p, l.srv.cfg.ProcPoll, func() { l.exited(p, w) })
+		switch {
+		case errors.Is(err, errGone):
+			if isBound {
+				return // a late delivery from a process already gone: keep the live one
+			}
+			if !spooled {
+				// A live hook whose Kimi this adapter cannot see: the hook
+				// runs in another pid namespace (a container sharing the
+				// network), or Kimi died as it fired. Only silence can tell.
+				l.srv.log.Debug("Kimi process not visible; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid)
+				return
+			}
+			// Kimi exited before its hooks got here (spooled while the
+			// adapter was down): the session ends all the same.
+			w.exited = true
+			l.spawn(func() { l.endAfterGrace(p, w, l.srv.cfg.Now()) })
+		case err != nil:
+			l.unbindLocked(id)
+			l.srv.log.Debug("Kimi process not watchable; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid, "err", err)
+			return
+		default:
+			w.stop = stop
 		}
-		l.watches[id] = &watch{proc: p, stop: stop}
+		l.procs[p] = w
+	}
+	l.unbindLocked(id)
+	l.bound[id] = p
+	w.sessions[id] = struct{}{}
+}
+
+// release unbinds a session that ended: the last session of a process
+// releases its watch.
+func (l *lifecycle) release(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unbindLocked(id)
+	delete(l.away, id)
+}
+
+// unbindLocked drops id's binding, and the watch when no session is left on
+// it (one whose exit was seen is released by its end). Callers hold l.mu.
+func (l *lifecycle) unbindLocked(id string) {
+	p, ok := l.bound[id]
+	if !ok {
+		return
+	}
+	delete(l.bound, id)
+	w := l.procs[p]
+	if w == nil {
+		return
+	}
+	delete(w.sessions, id)
+	if len(w.sessions) == 0 && !w.exited {
+		l.dropLocked(p, w)
 	}
 }
 
+// dropLocked stops w's watch and forgets it. Callers hold l.mu.
+func (l *lifecycle) dropLocked(p procRef, w *procWatch) {
+	if w.stop != nil {
+		w.stop()
+	}
+	if l.procs[p] == w {
+		delete(l.procs, p)
+	}
+}
+
+// evicted records a session the server dropped from memory. One that ended
+// is forgotten; one still live keeps its process binding (it ends when the
+// process exits) and its last hook time (it ends after the idle limit when
+// no process is bound), within MaxEvictedLive. Past that bound the session
+// is not tracked: it ends when something touches it again, or when a
+// restarted adapter recovers it from its log. Callers hold the server's and
+// the session's locks.
+func (l *lifecycle) evicted(id string, ended bool, lastHook time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ended {
+		l.unbindLocked(id)
+		return
+	}
+	if _, ok := l.away[id]; !ok && len(l.away) >= MaxEvictedLive {
+		l.unbindLocked(id)
+		l.untracked.Inc()
+		if ok, n := l.untrackedLog.allow(l.srv.cfg.Now(), BoundLogEvery); ok {
+			l.srv.log.Warn("too many live sessions evicted from memory; this one ends only when touched again",
+				"session", sanitizeForLog(id), "max_evicted_live", MaxEvictedLive, "since_last_line", n)
+		}
+		return
+	}
+	l.away[id] = lastHook
+}
+
+// back notes that an evicted session is in memory again, and returns its
+// last hook time when it was evicted live. Callers hold the server's lock.
+func (l *lifecycle) back(id string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last, ok := l.away[id]
+	delete(l.away, id)
+	return last, ok
+}
+
 // exited is a watcher's report that p exited.
-func (l *lifecycle) exited(id string, p procRef) {
+func (l *lifecycle) exited(p procRef, w *procWatch) {
 	at := l.srv.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.spawn(func() { l.endAfterGrace(id, p, at) })
+	if l.procs[p] != w || w.exited {
+		return // released meanwhile, or reported already
+	}
+	w.exited = true
+	l.spawn(func() { l.endAfterGrace(p, w, at) })
 }
 
 // spawn runs f as an owned goroutine. Callers hold l.mu.
@@ -414,9 +545,10 @@ func (l *lifecycle) spawn(f func()) {
 	}()
 }
 
-// endAfterGrace waits the exit grace, takes what the spool holds, and ends
-// the session if p is still its process and it has not ended meanwhile.
-func (l *lifecycle) endAfterGrace(id string, p procRef, at time.Time) {
+// endAfterGrace waits the exit grace, takes what the spool holds, then
+// releases p's watch and ends every session still bound to p that has not
+// ended meanwhile.
+func (l *lifecycle) endAfterGrace(p procRef, w *procWatch, at time.Time) {
 	t := time.NewTimer(l.srv.cfg.ExitGrace)
 	defer t.Stop()
 	select {
@@ -429,26 +561,33 @@ func (l *lifecycle) endAfterGrace(id string, p procRef, at time.Time) {
 	// still in flight is deduped by its delivery id.
 	l.srv.ingestSpool(0)
 	l.mu.Lock()
-	w := l.watches[id]
-	if w == nil || w.proc != p {
+	if l.procs[p] != w {
 		l.mu.Unlock()
-		return // another process took the session over
-	}
-	delete(l.watches, id)
-	l.mu.Unlock()
-	sess, err := l.srv.lockSession(id)
-	if err != nil {
-		l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
 		return
 	}
-	defer sess.mu.Unlock()
-	if !sess.ended {
-		sess.observeEnd(&delivery{at: at}, ObservedProcess)
+	l.dropLocked(p, w)
+	ids := make([]string, 0, len(w.sessions))
+	for id := range w.sessions {
+		ids = append(ids, id)
+		delete(l.bound, id)
+	}
+	l.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		sess, err := l.srv.lockSession(id)
+		if err != nil {
+			l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
+			continue
+		}
+		if !sess.ended {
+			sess.observeEnd(&delivery{at: at}, ObservedProcess)
+		}
+		sess.mu.Unlock()
 	}
 }
 
 // tick reports the hook channel's health and ends or marks offline the
-// sessions nobody watches.
+// sessions nobody watches, evicted ones included.
 func (l *lifecycle) tick(rep ChannelReport) {
 	cfg := l.srv.cfg
 	now := cfg.Now()
@@ -457,9 +596,15 @@ func (l *lifecycle) tick(rep ChannelReport) {
 		l.agent.EmitAgent(journal.Entry{Event: mapping.ChannelHealth(rep.State, cfg.Posture), At: now,
 			Ext: []journal.Ext{{Name: ExtChannel, Value: rep.State}}})
 	}
-	watched := make(map[string]bool, len(l.watches))
-	for id := range l.watches {
+	watched := make(map[string]bool, len(l.bound))
+	for id := range l.bound {
 		watched[id] = true
+	}
+	var silent []string // evicted, unwatched, past the idle limit
+	for id, last := range l.away {
+		if !watched[id] && now.Sub(last) >= cfg.IdleEnd {
+			silent = append(silent, id)
+		}
 	}
 	l.mu.Unlock()
 
@@ -485,16 +630,42 @@ func (l *lifecycle) tick(rep ChannelReport) {
 		}
 		sess.mu.Unlock()
 	}
+	// An evicted session comes back from its log to end; one that was
+	// touched meanwhile is in memory and left to the pass above.
+	sort.Strings(silent)
+	for _, id := range silent {
+		l.endEvicted(id, now)
+	}
+}
+
+// endEvicted ends an evicted session that fell silent, unless it came back
+// or ended meanwhile.
+func (l *lifecycle) endEvicted(id string, now time.Time) {
+	l.mu.Lock()
+	last, still := l.away[id]
+	_, watched := l.bound[id]
+	l.mu.Unlock()
+	if !still || watched || now.Sub(last) < l.srv.cfg.IdleEnd {
+		return
+	}
+	sess, err := l.srv.lockSession(id)
+	if err != nil {
+		l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
+		return
+	}
+	defer sess.mu.Unlock()
+	// A hook that brought it back meanwhile moved its last hook time.
+	if !sess.ended && now.Sub(sess.lastHook) >= l.srv.cfg.IdleEnd {
+		sess.observeEnd(&delivery{at: now}, ObservedSilence)
+	}
 }
 
 // close stops every watch and waits for the ends in progress.
 func (l *lifecycle) close() {
 	l.mu.Lock()
 	l.closed = true
-	for _, w := range l.watches {
-		if w.stop != nil {
-			w.stop()
-		}
+	for p, w := range l.procs {
+		l.dropLocked(p, w)
 	}
 	l.mu.Unlock()
 	l.wg.Wait()

@@ -368,6 +368,9 @@ func (s *Server) lockSession(id string) (*session, error) {
 		if !ok {
 			sess = newSession(s, id)
 			sess.lastHook = s.cfg.Now()
+			if last, ok := s.life.back(id); ok {
+				sess.lastHook = last // silence counts from its last hook, not its return
+			}
 			s.sessions[id] = sess
 			s.evictOverCap(sess)
 		}
@@ -436,6 +439,7 @@ func (s *Server) evictLocked(sess *session) {
 	}
 	sess.evicted = true
 	delete(s.sessions, sess.id)
+	s.life.evicted(sess.id, sess.ended, sess.lastHook)
 	s.metrics.evicted.Inc()
 }
 

@@ -781,4 +781,5 @@ func (s *session) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
 	o.noRun = true
 	s.emit(d, m, o)
 	s.ended = true
+	s.srv.life.release(s.id) // the last session of a process releases its watch
 }

@@ -51,7 +51,7 @@ func runAdapter(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "\nTakes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.")
 		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
 		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_CONTROL, AEP_KIMI_GATE_TOOLS, AEP_ATTENTION_TIMEOUT_MS (50000), AEP_INSTRUCT,")
-		fmt.Fprintf(io.err, "AEP_KIMI_MAX_OPEN_LOGS (%d), AEP_KIMI_MAX_SESSIONS (%d).\n", adapter.DefaultMaxOpenLogs, adapter.DefaultMaxSessions)
+		fmt.Fprintf(io.err, "AEP_KIMI_MAX_OPEN_LOGS (%d), AEP_KIMI_MAX_SESSIONS (%d), AEP_KIMI_MAX_WATCHES (%d).\n", adapter.DefaultMaxOpenLogs, adapter.DefaultMaxSessions, adapter.DefaultMaxWatches)
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -86,7 +86,8 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	if err := o.life.apply(&cfg); err != nil {
 		return nil, err
 	}
-	cfg.MaxOpenLogs = logHandleBound(cfg.MaxOpenLogs, fileLimit(), log)
+	cfg.MaxOpenLogs = fdShareBound("open session logs", cfg.MaxOpenLogs, adapter.DefaultMaxOpenLogs, fileLimit(), log)
+	cfg.MaxWatches = fdShareBound("watched Kimi processes", cfg.MaxWatches, adapter.DefaultMaxWatches, fileLimit(), log)
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	if cfg.Control.Gate && !cfg.Control.Authenticated {
 		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
@@ -138,22 +139,24 @@ func (d *adapterDaemon) run(ctx context.Context) error {
 	return err
 }
 
-// logHandleShare is the part of the process's file limit session logs may
-// hold: the rest is for hook connections, the relay link and the spool.
-const logHandleShare = 4
+// fdShare is the part of the process's file limit one kind of descriptor
+// may hold (session logs, process watches): the rest is for hook
+// connections, the relay link and the spool.
+const fdShare = 4
 
-// logHandleBound keeps the open-log bound under a quarter of the file limit,
-// so idle logs can never starve the listener of descriptors (an accept that
-// fails for want of one would leave every hook waiting).
-func logHandleBound(configured int, limit uint64, log *slog.Logger) int {
+// fdShareBound keeps a descriptor bound (def when not configured) under a
+// quarter of the file limit, so idle logs or watches can never starve the
+// listener of descriptors (an accept that fails for want of one would leave
+// every hook waiting).
+func fdShareBound(what string, configured, def int, limit uint64, log *slog.Logger) int {
 	if configured <= 0 {
-		configured = adapter.DefaultMaxOpenLogs
+		configured = def
 	}
-	if limit == 0 || limit/logHandleShare >= uint64(configured) {
+	if limit == 0 || limit/fdShare >= uint64(configured) {
 		return configured
 	}
-	bound := max(int(limit/logHandleShare), 1)
-	log.Info("open session logs bounded by the file limit", "max_open_logs", bound, "file_limit", limit)
+	bound := max(int(limit/fdShare), 1)
+	log.Info(what+" bounded by the file limit", "bound", bound, "file_limit", limit)
 	return bound
 }
 
@@ -203,6 +206,7 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 	}
 	if err := envPositiveInts(getenv, []envInt{
 		{"AEP_KIMI_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}, {"AEP_KIMI_MAX_SESSIONS", &cfg.MaxSessions},
+		{"AEP_KIMI_MAX_WATCHES", &cfg.MaxWatches},
 	}); err != nil {
 		return cfg, err
 	}

@@ -50,9 +50,10 @@ func fdCount(pid int) int {
 // every hook is answered 200 only with its event on disk, open descriptors
 // stay bounded, sessions evicted from memory continue their seq when they
 // come back, hooks through the real kimi-hook land (via the spool when
-// needed), and invented hook names leave /metrics the size it was. Scale it
-// with AEP_FLOOD_SESSIONS and AEP_FLOOD_INVENTED (21000 and 20000 replay the
-// reported attack).
+// needed) and share one process watch, and invented hook names leave
+// /metrics the size it was. Scale it with AEP_FLOOD_SESSIONS,
+// AEP_FLOOD_VIA_HOOK and AEP_FLOOD_INVENTED (21000, 200 and 20000 replay the
+// reported attacks).
 func TestE2EHookFloodNothingLost(t *testing.T) {
 	bin := binaries(t)
 	home := t.TempDir()
@@ -136,9 +137,11 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	floodTime := time.Since(start)
 	// Sessions through the real kimi-hook: an awaited SessionStart and a
 	// fire-and-forget Notification each. kimi-hook names its parent (this
-	// test) as each session's Kimi process, and the adapter watches it once
-	// per session, a descriptor each: a few dozen keep that inside the limit.
-	const viaHook = 50
+	// test) as each session's Kimi process: the adapter watches that one
+	// process once for all of them, so twice the file limit in sessions
+	// costs one descriptor.
+	viaHook := envCount("AEP_FLOOD_VIA_HOOK", 2*floodFileLimit)
+	hookStart := time.Now()
 	g, _ := errgroup.WithContext(context.Background())
 	g.SetLimit(8)
 	for i := 0; i < viaHook; i++ {
@@ -160,6 +163,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	hookTime := time.Since(hookStart)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		files, _ := spool.List(spool.Dir(home))
@@ -197,6 +201,9 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	if openLogs > floodFileLimit/4 || maxFD.Load() >= floodFileLimit {
 		t.Fatalf("open logs %v (bound %d), max descriptors %d (limit %d)", openLogs, floodFileLimit/4, maxFD.Load(), floodFileLimit)
 	}
+	if w := metricValue(m, "aepkimi_adapter_watched_processes"); w != 1 {
+		t.Fatalf("%v Kimi processes watched, want 1 (every kimi-hook names this test)", w)
+	}
 	rss, _ := rssKB(t, pid)
 
 	// Invented hook names: /metrics keeps its size.
@@ -208,8 +215,8 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	if after > before+2048 {
 		t.Fatalf("/metrics grew from %d to %d bytes over %d invented hook names", before, after, invented)
 	}
-	t.Logf("flood: %d sessions (+%d returning, %d via kimi-hook) in %v under a %d-file limit: max fds %d, open logs %v, sessions evicted %v, not-durable answers %v, RSS %d kB, events lost %d; /metrics %d -> %d bytes over %d invented hook names",
-		sessions, back, viaHook, floodTime.Round(time.Millisecond), floodFileLimit, maxFD.Load(), openLogs,
+	t.Logf("flood: %d sessions (+%d returning) in %v, %d via kimi-hook in %v, under a %d-file limit: max fds %d, open logs %v, sessions evicted %v, not-durable answers %v, RSS %d kB, events lost %d; /metrics %d -> %d bytes over %d invented hook names",
+		sessions, back, floodTime.Round(time.Millisecond), viaHook, hookTime.Round(time.Millisecond), floodFileLimit, maxFD.Load(), openLogs,
 		metricValue(m, "aepkimi_adapter_sessions_evicted_total"), metricValue(m, "aepkimi_adapter_not_durable_total"), rss, lost, before, after, invented)
 }
 
