@@ -21,12 +21,14 @@ const (
 
 // Gate options: the vendor's own four-way choice (allow once, allow for the
 // session, deny, cancel). On the hook surface an allow is only "no objection":
-// Kimi's own permission flow still runs.
-var gateOptions = []aep.Option{
-	{ID: "allow", Label: "Allow"},
-	{ID: "allow_session", Label: "Allow for this session"},
-	{ID: "deny", Label: "Deny"},
-	{ID: "cancel", Label: "Cancel"},
+// Kimi's own permission flow still runs. A fresh list each call.
+func gateOptions() []aep.Option {
+	return []aep.Option{
+		{ID: "allow", Label: "Allow"},
+		{ID: "allow_session", Label: "Allow for this session"},
+		{ID: "deny", Label: "Deny"},
+		{ID: "cancel", Label: "Cancel"},
+	}
 }
 
 // Accepts lists the command types this adapter declares at hello: exactly the
@@ -86,18 +88,18 @@ type instruction struct {
 func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome {
 	srv := s.srv
 	if d.spooled || !srv.gateOn() || !gatedTool(srv.cfg.Control.GateTools, r.Facts.ToolName) {
-		return outcome{reply: emptyReply}
+		return outcome{reply: emptyReply()}
 	}
 	select {
 	case <-srv.stopping:
-		return outcome{reply: emptyReply}
+		return outcome{reply: emptyReply()}
 	default:
 	}
 	timeout := srv.cfg.Control.HoldTimeout
-	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)), gateOptions)
+	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)), gateOptions())
 	ev := s.emit(d, m, emitOpts{cause: rec.id})
 	if ev == nil {
-		return outcome{reply: emptyReply}
+		return outcome{reply: emptyReply()}
 	}
 	// The tool request and its attention must be on disk before the hook
 	// is held: a hold for an event that is not durable would be answered by
@@ -121,7 +123,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 		now := &delivery{at: srv.cfg.Now()}
 		to := mapping.AttentionTimeout(timeout.Milliseconds(), srv.cfg.Posture)
 		s.emit(now, to, emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""})
-		s.release(h, emptyReply) // fail-open
+		s.release(h, emptyReply()) // fail-open
 	})
 	return outcome{wait: h.reply}
 }
@@ -158,7 +160,7 @@ func (s *session) releaseHolds(d *delivery, why string) {
 	for _, h := range s.control.holds {
 		resolved := mapping.AttentionResolved(mapping.ResolutionDismissed, d.at.Sub(h.at).Milliseconds(), why, p)
 		s.emit(d, resolved, emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""})
-		s.release(h, emptyReply)
+		s.release(h, emptyReply())
 	}
 }
 
@@ -184,7 +186,7 @@ func (s *Server) releaseAllHolds() {
 // text as a separate user message before the prompt). Callers hold s.mu.
 func (s *session) instructReply(d *delivery) outcome {
 	if len(s.control.instructions) == 0 || d.spooled {
-		return outcome{reply: emptyReply}
+		return outcome{reply: emptyReply()}
 	}
 	texts := make([]string, len(s.control.instructions))
 	p := s.srv.cfg.Posture
@@ -307,7 +309,7 @@ func (s *session) decideRespond(cmd *aep.Event, data map[string]any) (string, st
 		return "invalid", fmt.Sprintf("unknown option %q (allow, allow_session, deny, cancel)", option), nil
 	}
 	if option == "" {
-		if id, ok := aep.MatchOption(gateOptions, text); ok {
+		if id, ok := aep.MatchOption(gateOptions(), text); ok {
 			option = id
 			text = "" // the word was the decision itself
 		} else {
@@ -328,7 +330,7 @@ func (s *session) isObserved(id string) bool {
 }
 
 func validOption(o string) bool {
-	for _, g := range gateOptions {
+	for _, g := range gateOptions() {
 		if g.ID == o {
 			return true
 		}
@@ -343,13 +345,13 @@ func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by 
 	o := emitOpts{subject: h.attnID, cause: cmd.ID, run: h.run, noRun: h.run == ""}
 	answered := s.emit(d, mapping.AttentionAnsweredByControl(option, text, by, p), o)
 	if answered == nil {
-		s.release(h, emptyReply)
+		s.release(h, emptyReply())
 		return
 	}
 	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, d.at.Sub(h.at).Milliseconds(), "", p)
 	s.emit(d, resolved, emitOpts{subject: h.attnID, cause: answered.ID, run: h.run, noRun: h.run == ""})
 	if option == "allow" || option == "allow_session" {
-		s.release(h, emptyReply)
+		s.release(h, emptyReply())
 		return
 	}
 	denied := mapping.ToolDenied(h.tool, h.callID, mapping.DeniedByPolicy, p)

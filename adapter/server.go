@@ -257,7 +257,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		select {
 		case out = <-out.wait:
 		case <-r.Context().Done():
-			out = outcome{reply: emptyReply}
+			out = outcome{reply: emptyReply()}
 		}
 	}
 	s.metrics.hooks.WithLabelValues(hookLabel(hook)).Inc()

@@ -119,7 +119,9 @@ type outcome struct {
 	err   error
 }
 
-var emptyReply = []byte("{}")
+// emptyReply is the reply that changes nothing for Kimi; fresh each time,
+// since the caller owns the bytes it is handed.
+func emptyReply() []byte { return []byte("{}") }
 
 // recent is a bounded set of recently seen ids.
 type recent struct {
@@ -282,7 +284,7 @@ func (s *session) handle(d *delivery, r *mapping.HookResult) outcome {
 	if d.id != "" {
 		if s.seen.has(d.id) {
 			s.srv.metrics.duplicates.Inc()
-			return outcome{reply: emptyReply}
+			return outcome{reply: emptyReply()}
 		}
 		s.seen.add(d.id)
 	}
@@ -453,7 +455,7 @@ func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outco
 	default:
 		s.emitAll(d, r)
 	}
-	return outcome{reply: emptyReply}
+	return outcome{reply: emptyReply()}
 }
 
 func (s *session) emitAll(d *delivery, r *mapping.HookResult) {
@@ -649,7 +651,7 @@ func (s *session) subagentStopped(d *delivery, r *mapping.HookResult) {
 func (s *session) toolRequested(d *delivery, r *mapping.HookResult) outcome {
 	ev := s.emit(d, r.Events[0], emitOpts{})
 	if ev == nil {
-		return outcome{reply: emptyReply}
+		return outcome{reply: emptyReply()}
 	}
 	rec := &toolRec{id: ev.ID, run: ev.Run, name: r.Facts.ToolName, at: d.at}
 	if id := r.Facts.ToolCallID; id != "" {

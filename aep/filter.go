@@ -11,11 +11,14 @@ import (
 // ErrInvalidFilter wraps every filter rejection (AEP-0003 §6.2: fail closed).
 var ErrInvalidFilter = errors.New("invalid-filter")
 
-// filterable lists the core attributes a filter may name (AEP-0003 §6.2 rule 1).
-var filterable = map[string]bool{
-	AttrID: true, AttrType: true, AttrSubject: true, AttrSource: true,
-	AttrAgent: true, AttrSession: true, AttrRun: true, AttrStep: true,
-	AttrEpoch: true, AttrCause: true, AttrSeverity: true, AttrCapture: true,
+// filterable reports whether a filter may name the core attribute (AEP-0003 §6.2 rule 1).
+func filterable(attr string) bool {
+	switch attr {
+	case AttrID, AttrType, AttrSubject, AttrSource, AttrAgent, AttrSession, AttrRun, AttrStep,
+		AttrEpoch, AttrCause, AttrSeverity, AttrCapture:
+		return true
+	}
+	return false
 }
 
 // Filter is a parsed attr-match filter (AEP-0003 §6). The zero value (and the
@@ -81,7 +84,7 @@ func NewFilter(v any) (*Filter, error) {
 
 func parsePredicate(key string, pred any) (predicate, error) {
 	p := predicate{attr: key}
-	if !filterable[key] {
+	if !filterable(key) {
 		if IsCoreAttr(key) {
 			return p, errors.New("not filterable")
 		}

@@ -219,10 +219,14 @@ type runKey struct {
 	run string
 }
 
-var runTerminals = map[string]bool{"run.finished": true, "run.failed": true, "run.cancelled": true}
-
 // IsRunTerminal reports whether t ends a run.
-func IsRunTerminal(t string) bool { return runTerminals[t] }
+func IsRunTerminal(t string) bool {
+	switch t {
+	case "run.finished", "run.failed", "run.cancelled":
+		return true
+	}
+	return false
+}
 
 // Add checks e against everything seen so far and records it.
 func (v *StreamValidator) Add(e *Event) []Violation {
@@ -267,7 +271,7 @@ func (v *StreamValidator) Add(e *Event) []Violation {
 
 	if e.Session != "" {
 		switch t := e.Type; {
-		case runTerminals[t] && e.Run != "":
+		case IsRunTerminal(t) && e.Run != "":
 			rk := runKey{sk, e.Run}
 			if v.terminals[rk] {
 				add("AEP-0002 §2 convention 5", "second terminal for run %q in session %q", e.Run, e.Session)

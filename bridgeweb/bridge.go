@@ -418,7 +418,7 @@ func (b *Bridge) publishState() {
 		return
 	}
 	kh, _ := b.kapHealth()
-	for _, s := range kapStates {
+	for _, s := range kapStates() {
 		v := 0.0
 		if s == kh.State {
 			v = 1

@@ -12,28 +12,25 @@ import (
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// optionAliases are the other words a sender may use for an approval option
-// (the hook adapter's gate vocabulary, and imperative forms).
-var optionAliases = map[string]string{
-	"approve": OptApprove, "allow": OptApprove,
-	"approve_session": OptApproveSession, "allow_session": OptApproveSession,
-	"reject": OptReject, "deny": OptReject,
-}
-
 // normalizeOption maps a sent option id to the declared one, "" if unknown.
 func normalizeOption(o string) string {
 	o = strings.ToLower(strings.TrimSpace(o))
-	for _, opt := range approvalOptions {
-		if o == opt.ID {
-			return o
-		}
+	// The other words a sender may use for an option: the hook adapter's
+	// gate vocabulary, and imperative forms.
+	switch o {
+	case OptApprove, "approve", "allow":
+		return OptApprove
+	case OptApproveSession, "approve_session", "allow_session":
+		return OptApproveSession
+	case OptReject, "reject", "deny":
+		return OptReject
 	}
-	return optionAliases[o]
+	return ""
 }
 
 // matchOption applies AEP-0008 to a text-only answer (aep.MatchOption).
 func matchOption(text string) string {
-	id, _ := aep.MatchOption(approvalOptions, text)
+	id, _ := aep.MatchOption(approvalOptions(), text)
 	return id
 }
 

@@ -47,10 +47,14 @@ const (
 	OptReject         = "rejected"
 )
 
-var approvalOptions = []aep.Option{
-	{ID: OptApprove, Label: "Approve"},
-	{ID: OptApproveSession, Label: "Approve for this session"},
-	{ID: OptReject, Label: "Reject"},
+// approvalOptions are the answers an approval offers, a fresh list each
+// call.
+func approvalOptions() []aep.Option {
+	return []aep.Option{
+		{ID: OptApprove, Label: "Approve"},
+		{ID: OptApproveSession, Label: "Approve for this session"},
+		{ID: OptReject, Label: "Reject"},
+	}
 }
 
 // draft is one event the machine wants emitted: the mapped event plus the
@@ -265,7 +269,7 @@ func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent stri
 	rec := &askRec{vendorID: ev.Subject, reqID: d.id, run: d.run, question: question, at: at}
 	var options []aep.Option
 	if m.control && !question && rec.vendorID != "" {
-		options = approvalOptions
+		options = approvalOptions()
 		rec.options = true
 	}
 	d.ev = mapping.Offered(ev, expires, options)

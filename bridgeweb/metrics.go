@@ -18,7 +18,10 @@ const (
 	KapDown         = "down"         // the last attempt failed; retrying
 )
 
-var kapStates = []string{KapDiscovering, KapConnecting, KapConnected, KapUnauthorized, KapDown}
+// kapStates are the connection states, each a series of the state gauge.
+func kapStates() [5]string {
+	return [...]string{KapDiscovering, KapConnecting, KapConnected, KapUnauthorized, KapDown}
+}
 
 // Frame kinds counted on the kap stream: a bounded label set whatever the
 // server sends.

@@ -60,17 +60,7 @@ func HooksKimi0_32() []string {
 
 // KnownHook reports whether name is a hook of a Kimi surface this mapping
 // knows (0.32.0 and later include every 0.28.1 hook).
-func KnownHook(name string) bool {
-	switch name {
-	case HookSessionStart, HookSessionEnd, HookUserPromptSubmit, HookStop, HookStopFailure,
-		HookInterrupt, HookPreToolUse, HookPostToolUse, HookPostToolUseFailure,
-		HookPermissionRequest, HookPermissionResult, HookSubagentStart, HookSubagentStop,
-		HookPreCompact, HookPostCompact, HookNotification,
-		HookTurnStarted, HookUserPromptQueued, HookSessionHeartbeat, HookTaskStarted:
-		return true
-	}
-	return false
-}
+func KnownHook(name string) bool { return hookMapperFor(name) != nil }
 
 // HookExtensionTypes returns every x.kimi-code.* type the mapping and the
 // adapter produce for known hooks (their own extension types and each known
@@ -157,9 +147,9 @@ func Hook(payload []byte, p Posture) (*HookResult, error) {
 	}
 	r := &HookResult{payload: m}
 	r.Facts = hookFacts(name, m)
-	mapper, known := hookTable[name]
-	r.Facts.Known = known
-	if !known {
+	mapper := hookMapperFor(name)
+	r.Facts.Known = mapper != nil
+	if mapper == nil {
 		mapper = mapFallback
 	}
 	r.Events = mapper(m, p)
@@ -202,29 +192,53 @@ func hookFacts(name string, m map[string]any) Facts {
 
 type hookMapper func(m map[string]any, p Posture) []Event
 
-// hookTable is the hook -> event table. Each entry's comment records the
-// decision where the design record or the running binary needed one.
-var hookTable = map[string]hookMapper{
-	HookSessionStart:       mapSessionStart,
-	HookSessionEnd:         mapSessionEnd,
-	HookUserPromptSubmit:   mapUserPromptSubmit,
-	HookStop:               mapStop,
-	HookStopFailure:        mapStopFailure,
-	HookInterrupt:          mapInterrupt,
-	HookPreToolUse:         mapPreToolUse,
-	HookPostToolUse:        mapPostToolUse,
-	HookPostToolUseFailure: mapPostToolUseFailure,
-	HookPermissionRequest:  mapPermissionRequest,
-	HookPermissionResult:   mapPermissionResult,
-	HookSubagentStart:      mapSubagentStart,
-	HookSubagentStop:       mapSubagentStop,
-	HookPreCompact:         mapPreCompact,
-	HookPostCompact:        mapPostCompact,
-	HookNotification:       mapNotification,
-	HookTurnStarted:        mapTurnStarted,
-	HookUserPromptQueued:   mapUserPromptQueued,
-	HookSessionHeartbeat:   mapSessionHeartbeat,
-	HookTaskStarted:        mapTaskStarted,
+// hookMapperFor is the hook -> event table: the mapper of a known hook, nil
+// for any other. Each mapper's comment records the decision where the
+// design record or the running binary needed one.
+func hookMapperFor(name string) hookMapper {
+	switch name {
+	case HookSessionStart:
+		return mapSessionStart
+	case HookSessionEnd:
+		return mapSessionEnd
+	case HookUserPromptSubmit:
+		return mapUserPromptSubmit
+	case HookStop:
+		return mapStop
+	case HookStopFailure:
+		return mapStopFailure
+	case HookInterrupt:
+		return mapInterrupt
+	case HookPreToolUse:
+		return mapPreToolUse
+	case HookPostToolUse:
+		return mapPostToolUse
+	case HookPostToolUseFailure:
+		return mapPostToolUseFailure
+	case HookPermissionRequest:
+		return mapPermissionRequest
+	case HookPermissionResult:
+		return mapPermissionResult
+	case HookSubagentStart:
+		return mapSubagentStart
+	case HookSubagentStop:
+		return mapSubagentStop
+	case HookPreCompact:
+		return mapPreCompact
+	case HookPostCompact:
+		return mapPostCompact
+	case HookNotification:
+		return mapNotification
+	case HookTurnStarted:
+		return mapTurnStarted
+	case HookUserPromptQueued:
+		return mapUserPromptQueued
+	case HookSessionHeartbeat:
+		return mapSessionHeartbeat
+	case HookTaskStarted:
+		return mapTaskStarted
+	}
+	return nil
 }
 
 // mapSessionStart: session.started with the vendor's source as trigger. The

@@ -126,7 +126,7 @@ func MapFrame(f Frame, mode Mode, p Posture) *WebResult {
 		r.Events = []Event{newEvent(p, xType("web."+f.Type), aep.SeverityInfo)}
 		return r
 	}
-	if fn, ok := primaryTable[f.Type]; ok {
+	if fn := primaryMapper(f.Type); fn != nil {
 		r.Events = fn(f, p)
 		return r
 	}
@@ -172,19 +172,38 @@ func isBusEcho(t string) bool {
 
 type frameMapper func(f Frame, p Posture) []Event
 
-var primaryTable = map[string]frameMapper{
-	"turn.started":               mapTurnStartedFrame,
-	"turn.ended":                 mapTurnEndedFrame,
-	"tool.call.started":          mapToolCallStartedFrame,
-	"tool.result":                func(Frame, Posture) []Event { return nil },
-	"event.approval.requested":   mapApprovalRequestedFrame,
-	"event.approval.resolved":    mapApprovalResolvedFrame,
-	"event.question.requested":   mapQuestionRequestedFrame,
-	"event.question.answered":    mapQuestionAnsweredFrame,
-	"event.question.dismissed":   mapQuestionDismissedFrame,
-	"event.session.work_changed": mapWorkChangedFrame,
-	"compaction.completed":       mapCompactionCompletedFrame,
+// primaryMapper is the frame -> event table of the primary mode: the
+// mapper of a frame type it maps, nil for any other.
+func primaryMapper(frameType string) frameMapper {
+	switch frameType {
+	case "turn.started":
+		return mapTurnStartedFrame
+	case "turn.ended":
+		return mapTurnEndedFrame
+	case "tool.call.started":
+		return mapToolCallStartedFrame
+	case "tool.result":
+		return noEvents
+	case "event.approval.requested":
+		return mapApprovalRequestedFrame
+	case "event.approval.resolved":
+		return mapApprovalResolvedFrame
+	case "event.question.requested":
+		return mapQuestionRequestedFrame
+	case "event.question.answered":
+		return mapQuestionAnsweredFrame
+	case "event.question.dismissed":
+		return mapQuestionDismissedFrame
+	case "event.session.work_changed":
+		return mapWorkChangedFrame
+	case "compaction.completed":
+		return mapCompactionCompletedFrame
+	}
+	return nil
 }
+
+// noEvents maps a frame to no event of its own.
+func noEvents(Frame, Posture) []Event { return nil }
 
 // mapTurnStartedFrame: the vendor's real turn boundary carries the run. A
 // user turn is triggered by the user; a system or task turn by the agent.

@@ -56,11 +56,14 @@ const (
 	awaitedCap = 5 * time.Second
 )
 
-// awaited lists the hooks whose result Kimi 2.1.0 waits for; it runs every
-// other hook fire-and-forget.
-var awaited = map[string]bool{
-	"PreToolUse": true, "UserPromptSubmit": true, "Stop": true, "SessionStart": true,
-	"SessionEnd": true, "SubagentStart": true, "PreCompact": true,
+// awaited reports whether Kimi 2.1.0 waits for the hook's result; it runs
+// every other hook fire-and-forget.
+func awaited(event string) bool {
+	switch event {
+	case "PreToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd", "SubagentStart", "PreCompact":
+		return true
+	}
+	return false
 }
 
 type options struct {
@@ -99,7 +102,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
 		return
 	}
 	event := hookName(payload)
-	if awaited[event] {
+	if awaited(event) {
 		// Kimi waits for this reply (a decision or an instruction may ride
 		// it) and kills the hook only on its own timeout, which the wait
 		// budget stays under.

@@ -27,7 +27,9 @@ const Wait = 90 * time.Second
 const EnvArtifacts = "AEP_ARTIFACTS"
 
 // browsers are the Chromium binaries tried, in order.
-var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+func browsers() [4]string {
+	return [...]string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+}
 
 // Find returns a Chromium binary or stops the test: skipped under -short,
 // failed under CI when none is installed, else skipped with the reason.
@@ -36,15 +38,15 @@ func Find(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("browser test: runs Chromium; skipped under -short")
 	}
-	for _, b := range browsers {
+	for _, b := range browsers() {
 		if p, err := exec.LookPath(b); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatalf("CI is set but no Chromium is installed (tried %v; .ci/run installs Debian's chromium)", browsers)
+		t.Fatalf("CI is set but no Chromium is installed (tried %v; .ci/run installs Debian's chromium)", browsers())
 	}
-	t.Skipf("skipping: no Chromium (tried %v; apt-get install chromium)", browsers)
+	t.Skipf("skipping: no Chromium (tried %v; apt-get install chromium)", browsers())
 	return ""
 }
 

@@ -34,16 +34,14 @@ type Info struct {
 // ErrUnsupported is returned where the platform offers no reader.
 var ErrUnsupported = errors.New("procinfo: not supported on this platform")
 
-// shells are the command names of the shells a hook command can run under
+// IsShell reports whether comm names a shell a hook command can run under
 // (Kimi runs each hook as `sh -c COMMAND`).
-var shells = map[string]bool{
-	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true,
-	"busybox": true, "fish": true, "tcsh": true, "csh": true, "yash": true, "posh": true,
-}
-
-// IsShell reports whether comm names a shell.
 func IsShell(comm string) bool {
-	return shells[strings.TrimPrefix(filepath.Base(comm), "-")]
+	switch strings.TrimPrefix(filepath.Base(comm), "-") {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "tcsh", "csh", "yash", "posh":
+		return true
+	}
+	return false
 }
 
 // Limits of the ancestor walk in Served.

@@ -322,7 +322,7 @@ func NewHello(role string, id Identity, caps Capabilities) *Hello {
 }
 
 // internalError stands in for a frame that cannot be encoded.
-var internalError = []byte(`{"type":"error","code":"internal","detail":"frame encoding failed"}`)
+const internalError = `{"type":"error","code":"internal","detail":"frame encoding failed"}`
 
 // Encode renders f with its type member set (Encode sets f's Type field).
 // A roster is written by hand so each entry's declared control and emits
@@ -352,11 +352,11 @@ func Encode(f Frame) []byte {
 	case *Pong:
 		f.Type = TypePong
 	default:
-		return internalError
+		return []byte(internalError)
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
-		return internalError
+		return []byte(internalError)
 	}
 	return b
 }
