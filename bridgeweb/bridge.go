@@ -39,6 +39,8 @@ type Bridge struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by kap session id
+	// handles bounds the session logs open at once.
+	handles *journal.Handles
 
 	// fmu guards followers: one per kap-server followed now.
 	fmu       sync.Mutex
@@ -78,7 +80,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, followers: map[*follower]bool{}, ready: make(chan struct{}),
-		newID: aep.NewID, reported: map[string]bool{}}
+		newID: aep.NewID, reported: map[string]bool{}, handles: journal.NewHandles(cfg.MaxOpenLogs)}
 	if err := privateDirs(cfg.Home); err != nil {
 		return nil, err
 	}

@@ -57,6 +57,10 @@ const (
 	// reopens on the next event), so a bridge that has seen many sessions
 	// does not hold a descriptor for each.
 	DefaultIdleClose = 10 * time.Minute
+	// DefaultMaxOpenLogs bounds the session log files open at once, as the
+	// hook adapter does; the others reopen (append mode) on their next
+	// event [AEP_KIMI_WEB_MAX_OPEN_LOGS].
+	DefaultMaxOpenLogs = journal.DefaultMaxOpenLogs
 	// DefaultDrainTimeout bounds the shutdown wait for /healthz and /metrics
 	// requests in flight.
 	DefaultDrainTimeout = 5 * time.Second
@@ -128,8 +132,10 @@ type Config struct {
 	DormantRetry, RESTTimeout       time.Duration
 	ReadLimit                       int64
 	DrainTimeout                    time.Duration
-	HTTPClient                      *http.Client
-	Logger                          *slog.Logger
+	// MaxOpenLogs bounds the session log files open at once.
+	MaxOpenLogs int
+	HTTPClient  *http.Client
+	Logger      *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// PIDAlive tests a registry record's pid; nil means kill(pid, 0).
@@ -173,6 +179,7 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "RESTTimeout", &c.RESTTimeout, DefaultRESTTimeout),
 		defaults.Positive(component, "ReadLimit", &c.ReadLimit, DefaultReadLimit),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
+		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
 		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
 	)
 	defaults.Set(&c.HTTPClient, &http.Client{})

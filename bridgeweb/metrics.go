@@ -132,6 +132,9 @@ func newMetrics(b *Bridge) *metrics {
 		m.kapErrors, m.state, m.followed, m.dormant, m.skipped, m.commands, m.logErrors, m.logRecover, m.globalDrops,
 		m.instances, m.instanceEnds, m.sessionsEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "aepkimi_bridgeweb_open_logs", Help: "Session log files open (bounded by the handle cap).",
+	}, func() float64 { return float64(b.handles.Open()) }))
 	for _, c := range b.cfg.Collectors {
 		m.reg.MustRegister(c)
 	}

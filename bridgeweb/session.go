@@ -50,7 +50,7 @@ func newSession(b *Bridge, kap string) *session {
 	}
 	s.stream = journal.NewStream(journal.StreamConfig{
 		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: b.epoch,
-		Log: journal.NewLog(LogDir(b.cfg.Home), s.id).OnRepair(b.tornTail), Publisher: b.cfg.Publisher,
+		Log: b.handles.NewLog(LogDir(b.cfg.Home), s.id).OnRepair(b.tornTail), Publisher: b.cfg.Publisher,
 		Counters: b.metrics, Logger: b.log, NewID: b.newID,
 	})
 	return s

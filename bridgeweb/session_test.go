@@ -2,6 +2,7 @@ package bridgeweb
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -85,5 +86,64 @@ func TestRecoverPosition(t *testing.T) {
 	}
 	if b2.Epoch() <= b.Epoch() {
 		t.Errorf("epoch %d after %d", b2.Epoch(), b.Epoch())
+	}
+}
+
+// The bridge's session logs share one bound on open files: past it the
+// least recently written closes, and reopens, appending, on its next event.
+func TestOpenLogsBounded(t *testing.T) {
+	const max, n = 4, 40
+	home := t.TempDir()
+	b, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Mode: mapping.Companion, Host: "h",
+		MaxOpenLogs: max, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*session
+	for round := int64(1); round <= 2; round++ {
+		for i := 0; i < n; i++ {
+			if round == 1 {
+				sessions = append(sessions, b.session(fmt.Sprintf("k%d", i)))
+			}
+			s := sessions[i]
+			s.mu.Lock()
+			s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), round, "A")
+			s.mu.Unlock()
+			open := 0
+			for _, s := range sessions {
+				if s.stream.Log().IsOpen() {
+					open++
+				}
+			}
+			if open > max || b.handles.Open() != open {
+				t.Fatalf("%d logs open (%d counted), bound %d", open, b.handles.Open(), max)
+			}
+		}
+	}
+	b.closeAll()
+	for _, s := range sessions {
+		raw, err := os.ReadFile(s.stream.Log().Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := bytes.Count(raw, []byte("\n")); c != 2 {
+			t.Fatalf("%s: %d lines, want 2", s.id, c)
+		}
+	}
+	mfs, err := b.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "aepkimi_bridgeweb_open_logs" {
+			found = true
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
+				t.Fatalf("open logs gauge %v after closing", v)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("/metrics lacks aepkimi_bridgeweb_open_logs")
 	}
 }

@@ -65,7 +65,8 @@ func runBridgeWeb(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "\nFollows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP")
 		fmt.Fprintln(io.err, "events: per-session JSONL logs under HOME/logs/kimi-code-web and a relay.")
 		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
-		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs).")
+		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs),")
+		fmt.Fprintf(io.err, "AEP_KIMI_WEB_MAX_OPEN_LOGS (%d).\n", bridgeweb.DefaultMaxOpenLogs)
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -106,6 +107,10 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, Posture: acfg.Posture, Logger: log,
 		AllowRemoteKap: o.allowRemoteKap,
 	}
+	if err := envPositiveInts(getenv, []envInt{{"AEP_KIMI_WEB_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}}); err != nil {
+		return nil, err
+	}
+	cfg.MaxOpenLogs = fdShareBound("open session logs", cfg.MaxOpenLogs, bridgeweb.DefaultMaxOpenLogs, fileLimit(), log)
 	cfg.Control.Enabled = envBool(getenv, "AEP_KIMI_WEB_CONTROL", false)
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	switch {
