@@ -600,6 +600,10 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Compact returns v without insignificant whitespace (v itself when it
+// already is compact or is not JSON), so a serialized value stays one line.
+func Compact(v json.RawMessage) []byte { return compactJSON(v) }
+
 // compactJSON strips insignificant whitespace so a serialized event is one
 // line; it returns v unchanged when it already is compact or is not JSON.
 func compactJSON(v json.RawMessage) []byte {

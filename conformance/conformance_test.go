@@ -20,15 +20,7 @@ import (
 
 func load(t *testing.T, dir, rel string, v any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "fixtures", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("%s: %v", rel, err)
-	}
+	fixtures.DecodeJSON(t, dir, filepath.Join("fixtures", rel), v)
 }
 
 func canon(t *testing.T, v any) string {

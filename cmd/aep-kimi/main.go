@@ -41,6 +41,7 @@ func commands() map[string]command {
 		"healthz":    {"check the local daemons' /healthz (exit 1 when one is down)", runHealthz},
 		"map":        {"map one hook payload (or kap frame) on stdin to AEP events", runMap},
 		"validate":   {"check JSONL event streams against AEP 0.1", runValidate},
+		"export":     {"convert events to CloudEvents, OTLP or OCSF (AEP-0005 bridges)", runExport},
 		"relay":      {"run the AEP collector/relay (POST /events, SSE /stream, WS /socket)", runRelay},
 		"tail":       {"follow a relay's event stream as a terminal timeline", runTail},
 		"open":       {"open the fleet page (the relay's web view) logged in", runOpen},
