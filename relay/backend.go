@@ -33,10 +33,10 @@ import (
 //     with and the live messages offered to it afterwards neither overlap
 //     nor leave a gap.
 //
-// A NATS JetStream backend maps onto this as one stream per relay with
-// subjects per session (history and trimming by MaxMsgsPerSubject, dedupe by
-// a Nats-Msg-Id of source and id) and ordered consumers starting after the
-// requested position. Implementations must be safe for concurrent use.
+// JetStreamBackend maps onto this with one stream, a subject per session
+// (history trimmed by MaxMsgsPerSubject, dedupe by a Nats-Msg-Id of session,
+// source and id) and an in-memory index rebuilt from the stream on start.
+// Implementations must be safe for concurrent use.
 type Backend interface {
 	// Ingest admits msgs in order and offers each to the matching live
 	// subscribers. Every message must carry its parsed Event.
@@ -99,6 +99,9 @@ type IngestResult struct {
 	Duplicates int
 	// LiveOnly were agent-scoped and never held.
 	LiveOnly int
+	// Err, when set, means the batch was not made durable and nothing of it
+	// was admitted: the sender must not be told it was accepted.
+	Err error
 }
 
 // SessionInfo describes one held session.
@@ -160,6 +163,10 @@ type Message struct {
 	RoutedTo uint64
 	// Ingested is when the relay accepted the message, for latency metrics.
 	Ingested time.Time
+	// StoreSeq is the durable store's sequence for the message (the
+	// JetStream stream sequence), 0 when the store keeps none. It is the
+	// store's arrival order, which is not (epoch, seq) order.
+	StoreSeq uint64
 }
 
 // Envelope returns the parsed event, parsing Raw if needed. It caches the

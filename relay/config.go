@@ -60,6 +60,37 @@ const (
 	DefaultHelloTimeout = 10 * time.Second
 )
 
+// Store selection and the JetStream store's defaults. cmd/aep-kimi maps the
+// environment names in brackets onto JetStreamConfig.
+const (
+	// StoreMemory keeps the replay buffer in the relay's memory: fastest,
+	// gone on restart.
+	StoreMemory = "memory"
+	// StoreJetStream keeps it in a NATS JetStream stream, embedded (file
+	// storage under the AEP home) or on an external NATS [AEP_STORE].
+	StoreJetStream = "jetstream"
+	// DefaultStore is what `aep-kimi relay` runs without --store [AEP_STORE].
+	DefaultStore = StoreMemory
+	// DefaultStream names the JetStream stream; relays sharing one NATS and
+	// one stream name share history and dedupe [AEP_NATS_STREAM].
+	DefaultStream = "AEP"
+	// StoreDirName is the embedded store's directory under the AEP home.
+	StoreDirName = "relay"
+	// DefaultDuplicateWindow is how long the stream remembers a Nats-Msg-Id;
+	// a redelivery older than this is still caught by the in-memory index
+	// while the session holds the event.
+	DefaultDuplicateWindow = 2 * time.Minute
+	// DefaultPublishTimeout bounds the wait for the stream to acknowledge a
+	// batch; past it the batch is refused (503) and the sender retries.
+	DefaultPublishTimeout = 10 * time.Second
+	// DefaultStartTimeout bounds starting the embedded server, connecting
+	// to an external one and setting up the stream.
+	DefaultStartTimeout = 30 * time.Second
+	// streamBytesFactor sizes the stream's byte limit from the buffer's byte
+	// budget: stored messages also carry a subject and headers.
+	streamBytesFactor = 2
+)
+
 // Config configures a Server. The zero value is usable: every zero field
 // takes its Default constant, and an empty Token makes the relay watch-only.
 type Config struct {

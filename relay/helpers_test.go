@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
@@ -455,4 +456,46 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // has shut down.
 func newTestLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&lockedWriter{w: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// storeOpener opens a fresh store holding depth events per session, at most
+// sessions sessions and maxBytes wire bytes (zero: the defaults).
+type storeOpener func(t testing.TB, depth, sessions int, maxBytes int64) relay.Backend
+
+func openMemory(_ testing.TB, depth, sessions int, maxBytes int64) relay.Backend {
+	return relay.NewMemoryBackendWithBudget(depth, sessions, maxBytes)
+}
+
+// openJetStream opens an embedded JetStream store in a fresh directory,
+// closed when the test ends.
+func openJetStream(t testing.TB, depth, sessions int, maxBytes int64) relay.Backend {
+	t.Helper()
+	return openJetStreamIn(t, t.TempDir(), depth, sessions, maxBytes)
+}
+
+func openJetStreamIn(t testing.TB, dir string, depth, sessions int, maxBytes int64) *relay.JetStreamBackend {
+	t.Helper()
+	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{
+		Dir: dir, Buffer: depth, MaxSessions: sessions, BufferBytes: maxBytes,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// eachStore runs fn against every store, so the same assertions hold on
+// both.
+func eachStore(t *testing.T, fn func(t *testing.T, open storeOpener)) {
+	for _, st := range []struct {
+		name string
+		open storeOpener
+	}{{relay.StoreMemory, openMemory}, {relay.StoreJetStream, openJetStream}} {
+		t.Run(st.name, func(t *testing.T) { fn(t, st.open) })
+	}
 }

@@ -66,6 +66,12 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := s.backend.Ingest(msgs)
+	if res.Err != nil {
+		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Add(float64(len(msgs)))
+		s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)
+		writeError(w, http.StatusServiceUnavailable, wire.CodeStoreUnavailable, "the store did not take the batch; nothing was accepted, retry")
+		return
+	}
 	s.metrics.countIngest(bindingHTTP, res)
 	writeJSON(w, http.StatusAccepted, map[string]int{
 		"accepted":   len(msgs),

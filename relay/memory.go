@@ -86,6 +86,12 @@ type MemoryBackend struct {
 	evictions uint64
 	gseq      uint64
 	trims     uint64 // entries trimmed by the byte budget
+
+	// evicted, when set, hears of each session the session cap evicts and
+	// the store sequence of the message that caused it: a durable store
+	// drops what it holds of the session below that sequence. It is called
+	// with mu held and must not block.
+	evicted func(session string, before uint64)
 }
 
 type memSub struct {
@@ -160,7 +166,7 @@ func (b *MemoryBackend) Ingest(msgs []*Message) IngestResult {
 func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 	s := b.sessions[m.Session]
 	if s == nil {
-		s = b.newSession(m.Session)
+		s = b.newSession(m.Session, m.StoreSeq)
 	}
 	h := b.keyHash(m.Source, m.ID)
 	if _, seen := s.ids[h]; seen && s.holds(h, m.Source, m.ID) {
@@ -227,8 +233,13 @@ func (b *MemoryBackend) trimOldest() bool {
 	return true
 }
 
-func (b *MemoryBackend) newSession(name string) *session {
+// newSession makes room for and links a new session; storeSeq is the store
+// sequence of the message creating it (see MemoryBackend.evicted).
+func (b *MemoryBackend) newSession(name string, storeSeq uint64) *session {
 	for len(b.sessions) >= b.maxSessions && b.oldest != nil {
+		if b.evicted != nil {
+			b.evicted(b.oldest.name, storeSeq)
+		}
 		b.evict(b.oldest)
 	}
 	s := &session{

@@ -47,6 +47,11 @@ type metrics struct {
 	deliverWS         prometheus.Counter
 }
 
+// storeCollector is a backend with figures of its own for /metrics.
+type storeCollector interface {
+	storeCollectors() []prometheus.Collector
+}
+
 func newMetrics(b Backend) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -98,6 +103,9 @@ func newMetrics(b Backend) *metrics {
 			Help: "Sessions evicted by the session cap, least recently written first.",
 		}, func() float64 { return float64(b.Stats().Evictions) }),
 	)
+	if sc, ok := b.(storeCollector); ok {
+		m.reg.MustRegister(sc.storeCollectors()...)
+	}
 	m.dropLow = m.drops.WithLabelValues(dropLowSeverity)
 	m.dropDisc = m.drops.WithLabelValues(dropDisconnect)
 	m.deliverSSE = m.deliveries.WithLabelValues(bindingSSE)

@@ -289,7 +289,14 @@ func (c *wsConn) event(data []byte) {
 			s.control.claim(c, m.Session)
 		}
 	}
-	s.metrics.countIngest(bindingWS, s.backend.Ingest([]*Message{m}))
+	res := s.backend.Ingest([]*Message{m})
+	if res.Err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		s.log.Warn("store refused an event", "err", res.Err)
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
+		return
+	}
+	s.metrics.countIngest(bindingWS, res)
 }
 
 // subscribe answers a subscribe frame with subscribed, or an in-band error

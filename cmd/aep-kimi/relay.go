@@ -28,12 +28,20 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 	bufferBytes := fs.Int64("buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
 	var hostList string
 	allowedHostsFlag(fs, &hostList, getenv)
+	var st storeOptions
+	st.flags(fs, getenv)
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N] [-v]")
+		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]")
+		fmt.Fprintln(io.err, "         [--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME]] [-v]")
 		fmt.Fprintln(io.err, "\nAn AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).")
 		fmt.Fprintln(io.err, "\nEnvironment: AEP_PORT, AEP_TOKEN or AEP_TOKEN_FILE (enables auth and control routing), AEP_BUFFER,")
-		fmt.Fprintln(io.err, "AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PUBLIC, AEP_ALLOWED_HOSTS.")
+		fmt.Fprintln(io.err, "AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PUBLIC, AEP_ALLOWED_HOSTS,")
+		fmt.Fprintln(io.err, "AEP_STORE, AEP_HOME, AEP_NATS_URL, AEP_NATS_CREDS, AEP_NATS_CA, AEP_NATS_STREAM.")
+		fmt.Fprintln(io.err, "\nStores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps")
+		fmt.Fprintln(io.err, "every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,")
+		fmt.Fprintln(io.err, "with --nats, on a NATS shared by several relays. Commands are routed only to emitters connected to")
+		fmt.Fprintln(io.err, "the same relay process; a session claimed on another relay answers no-route.")
 		fmt.Fprintln(io.err, "\nOff loopback (--public or a non-loopback --listen) the relay refuses to start without a token.")
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
@@ -77,6 +85,12 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
+	closeStore, err := st.open(ctx, &cfg)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
+		return 1
+	}
+	defer closeStore()
 	srv, err := relay.NewServer(cfg)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)

@@ -20,6 +20,9 @@ const (
 	CodeMethod           = "method-not-allowed"
 	CodeControlSocket    = "control-requires-socket"
 	CodeShuttingDown     = "shutting-down"
+	// CodeStoreUnavailable: the durable store did not take the event, so it
+	// was not accepted; the sender retries (HTTP 503).
+	CodeStoreUnavailable = "store-unavailable"
 	CodeHelloRequired    = "hello-required"
 	CodeInvalidHello     = "invalid-hello"
 	CodeInvalidFrame     = "invalid-frame"

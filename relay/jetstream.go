@@ -1,0 +1,535 @@
+package relay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// originHeader names the relay process that published a message, so its own
+// follower skips what it already admitted.
+const originHeader = "Aep-Relay"
+
+// JetStreamConfig configures a JetStreamBackend. Without URL it runs an
+// embedded nats-server with file storage in Dir; with URL it uses that NATS
+// and Dir is unused.
+type JetStreamConfig struct {
+	// Dir holds the embedded server's file storage.
+	Dir string
+	// Listen, when set, is a client address the embedded server listens on
+	// (for a second relay or the nats CLI); empty means no port at all.
+	Listen string
+	// URL is an external NATS server (or comma-separated cluster URLs).
+	URL string
+	// CredsFile is a NATS credentials file for URL.
+	CredsFile string
+	// CAFile is a PEM CA bundle that verifies URL's TLS certificate.
+	CAFile string
+	// Stream names the stream; empty means DefaultStream.
+	Stream string
+	// Replicas is the stream's replication factor on a cluster; zero is 1.
+	Replicas int
+	// Buffer, MaxSessions and BufferBytes bound the store exactly as they
+	// bound the memory backend (zero takes the Default constants).
+	Buffer, MaxSessions int
+	BufferBytes         int64
+	// MaxBody is the largest event the relay accepts; the embedded server's
+	// payload limit is set to carry it (zero takes DefaultMaxBody).
+	MaxBody int64
+	// Logger receives the store's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// JetStreamBackend is the durable Backend. Every admitted event is a message
+// on one JetStream stream, on a subject per session; admission dedupe spans
+// relays through Nats-Msg-Id. The in-memory index (a MemoryBackend) holds
+// each session in (epoch, seq) order, with each entry's stream sequence, and
+// does admission, trimming and fan-out exactly as the memory store does; it
+// is rebuilt from the stream, in stream order, when the store opens. A
+// follower reads the stream for events other relays published and admits
+// them here too, so consumers of this relay see them.
+type JetStreamBackend struct {
+	mem     *MemoryBackend
+	log     *slog.Logger
+	srv     *server.Server // nil on an external NATS
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	name    string
+	subject string // session subject prefix, ending in "."
+	live    string // core subject for live-only events
+	origin  string
+	timeout time.Duration
+
+	ingestMu sync.Mutex // publish then admit, one batch at a time: stream order is admission order
+	purges   chan purge
+	stop     context.CancelFunc
+	group    *errgroup.Group
+	closeMu  sync.Once
+
+	rebuiltEvents uint64
+	rebuildTime   time.Duration
+	remote        atomic.Uint64
+	pubErrors     atomic.Uint64
+	purged        atomic.Uint64
+
+	stateMu   sync.Mutex
+	state     jetstream.StreamState
+	stateTime time.Time
+}
+
+type purge struct {
+	session string
+	before  uint64
+}
+
+// OpenJetStream starts (or connects to) NATS, creates or updates the stream,
+// rebuilds the index from it and starts following it. The store serves once
+// this returns; Close releases it.
+func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend, error) {
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if !streamNameRE.MatchString(cfg.Stream) {
+		return nil, fmt.Errorf("jetstream store: stream name %q: use letters, digits, - and _ (at most 64)", cfg.Stream)
+	}
+	if cfg.URL == "" && cfg.Dir == "" {
+		return nil, errors.New("jetstream store: an embedded store needs a directory")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	mem := NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
+	b := &JetStreamBackend{
+		mem:     mem,
+		log:     cfg.Logger,
+		name:    cfg.Stream,
+		subject: "aep." + cfg.Stream + ".s.",
+		live:    "aep." + cfg.Stream + ".live",
+		origin:  ulid.Make().String(),
+		timeout: DefaultPublishTimeout,
+		purges:  make(chan purge, 1024),
+	}
+	mem.evicted = b.queuePurge
+	sctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	if err := b.connect(sctx, cfg); err != nil {
+		b.shutdown()
+		return nil, err
+	}
+	if err := b.setupStream(sctx, cfg, mem); err != nil {
+		b.shutdown()
+		return nil, err
+	}
+	if err := b.follow(sctx); err != nil {
+		b.shutdown()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) error {
+	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1)}
+	url := cfg.URL
+	if url == "" {
+		sopts := &server.Options{
+			ServerName: "aep-kimi-relay",
+			JetStream:  true,
+			StoreDir:   cfg.Dir,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: int32(min(cfg.MaxBody+64<<10, math.MaxInt32)),
+			DontListen: cfg.Listen == "",
+		}
+		if cfg.Listen != "" {
+			host, port, err := net.SplitHostPort(cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("jetstream store: listen address %q: %w", cfg.Listen, err)
+			}
+			sopts.Host = host
+			if sopts.Port, err = strconv.Atoi(port); err != nil {
+				return fmt.Errorf("jetstream store: listen port %q: %w", port, err)
+			}
+		}
+		srv, err := server.NewServer(sopts)
+		if err != nil {
+			return fmt.Errorf("jetstream store: embedded server: %w", err)
+		}
+		b.srv = srv
+		srv.Start()
+		deadline, _ := ctx.Deadline()
+		if !srv.ReadyForConnections(time.Until(deadline)) {
+			return fmt.Errorf("jetstream store: embedded server in %s did not start", cfg.Dir)
+		}
+		opts = append(opts, nats.InProcessServer(srv))
+	} else {
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+		if cfg.CAFile != "" {
+			opts = append(opts, nats.RootCAs(cfg.CAFile))
+		}
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("jetstream store: connect: %w", err)
+	}
+	b.nc = nc
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*DefaultMaxBatch))
+	if err != nil {
+		return fmt.Errorf("jetstream store: %w", err)
+	}
+	b.js = js
+	return nil
+}
+
+func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig, mem *MemoryBackend) error {
+	scfg := jetstream.StreamConfig{
+		Name:              cfg.Stream,
+		Description:       "aep-kimi relay: AEP events, a subject per session",
+		Subjects:          []string{b.subject + "*"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: int64(mem.depth),
+		MaxBytes:          mem.maxBytes * streamBytesFactor,
+		Duplicates:        DefaultDuplicateWindow,
+		Replicas:          cfg.Replicas,
+	}
+	st, err := b.js.CreateOrUpdateStream(ctx, scfg)
+	if err != nil {
+		return fmt.Errorf("jetstream store: stream %s: %w", cfg.Stream, err)
+	}
+	b.stream = st
+	return nil
+}
+
+// follow rebuilds the index from the whole stream, then keeps admitting
+// what other relays publish. Rebuilding replays the stream in stream order,
+// which is the order the events were admitted in, so the index comes back
+// exactly as it was: (epoch, seq) order per session, foreign events in
+// their place, the same caps applied.
+func (b *JetStreamBackend) follow(ctx context.Context) error {
+	start := time.Now()
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("jetstream store: stream info: %w", err)
+	}
+	last := info.State.LastSeq
+	cons, err := b.js.OrderedConsumer(ctx, b.name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream store: consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("jetstream store: consumer: %w", err)
+	}
+	var seq uint64
+	batch := make([]*Message, 0, 256)
+	flush := func() {
+		if len(batch) > 0 {
+			b.mem.Ingest(batch)
+			batch = batch[:0]
+		}
+	}
+	for info.State.Msgs > 0 && seq < last {
+		if err := ctx.Err(); err != nil {
+			it.Stop()
+			return fmt.Errorf("jetstream store: rebuild stopped at stream sequence %d of %d: %w", seq, last, err)
+		}
+		jm, err := it.Next()
+		if err != nil {
+			it.Stop()
+			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
+		}
+		m, s := b.decode(jm)
+		seq = s
+		if m != nil {
+			batch = append(batch, m)
+			b.rebuiltEvents++
+		}
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	flush()
+	b.rebuildTime = time.Since(start)
+	b.log.Info("jetstream store ready", "stream", b.name, "events", b.rebuiltEvents, "last_seq", last, "took", b.rebuildTime)
+
+	liveSub, err := b.nc.Subscribe(b.live, b.onLive)
+	if err != nil {
+		it.Stop()
+		return fmt.Errorf("jetstream store: live subject: %w", err)
+	}
+	gctx, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	g, gctx := errgroup.WithContext(gctx)
+	b.group = g
+	g.Go(func() error {
+		<-gctx.Done()
+		it.Stop()
+		return liveSub.Unsubscribe()
+	})
+	g.Go(func() error {
+		for {
+			jm, err := it.Next()
+			if err != nil {
+				if gctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return nil
+				}
+				b.log.Warn("jetstream follower", "err", err)
+				continue
+			}
+			if jm.Headers().Get(originHeader) == b.origin {
+				continue // admitted when this relay published it
+			}
+			if m, _ := b.decode(jm); m != nil {
+				b.remote.Add(1)
+				b.mem.Ingest([]*Message{m})
+			}
+		}
+	})
+	g.Go(func() error {
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case p := <-b.purges:
+				b.purge(gctx, p)
+			}
+		}
+	})
+	return nil
+}
+
+// decode turns a stream message back into a Message; nil for one that does
+// not parse (never written by a relay).
+func (b *JetStreamBackend) decode(jm jetstream.Msg) (*Message, uint64) {
+	var seq uint64
+	if md, err := jm.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	ev, err := aep.ParseEvent(jm.Data())
+	if err != nil {
+		b.log.Warn("jetstream store: unreadable message skipped", "seq", seq, "err", err)
+		return nil, seq
+	}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		return nil, seq
+	}
+	m.StoreSeq = seq
+	return m, seq
+}
+
+func (b *JetStreamBackend) onLive(nm *nats.Msg) {
+	if nm.Header.Get(originHeader) == b.origin {
+		return
+	}
+	ev, err := aep.ParseEvent(nm.Data)
+	if err != nil {
+		return
+	}
+	if m, err := NewMessage(ev, time.Now()); err == nil {
+		b.remote.Add(1)
+		b.mem.Ingest([]*Message{m})
+	}
+}
+
+// queuePurge is the index's eviction hook: it runs under the index lock, so
+// it only queues. A purge that does not fit is left to the next rebuild,
+// which applies the session cap again.
+func (b *JetStreamBackend) queuePurge(session string, before uint64) {
+	select {
+	case b.purges <- purge{session, before}:
+	default:
+	}
+}
+
+func (b *JetStreamBackend) purge(ctx context.Context, p purge) {
+	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(b.sessionSubject(p.session))}
+	if p.before > 0 {
+		opts = append(opts, jetstream.WithPurgeSequence(p.before))
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := b.stream.Purge(pctx, opts...); err != nil {
+		b.log.Warn("jetstream store: purge of an evicted session failed", "session", p.session, "err", err)
+		return
+	}
+	b.purged.Add(1)
+}
+
+func (b *JetStreamBackend) sessionSubject(session string) string {
+	return b.subject + base64.RawURLEncoding.EncodeToString([]byte(session))
+}
+
+// msgID is the Nats-Msg-Id of an event: its admission key (session, source,
+// id), hashed to a fixed length that is safe in a header.
+func msgID(session, source, id string) string {
+	h := sha256.New()
+	h.Write([]byte(session))
+	h.Write([]byte{0})
+	h.Write([]byte(source))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Ingest implements Backend: it publishes the batch's held kinds to the
+// stream, waits until the stream has stored every one, and only then admits
+// and fans out the batch. When the stream does not take the batch, nothing
+// is admitted and Err says why; what the stream did store is deduplicated
+// when the sender retries.
+func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
+	b.ingestMu.Lock()
+	defer b.ingestMu.Unlock()
+	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	held := make([]*Message, 0, len(msgs))
+	fail := func(err error) IngestResult {
+		b.pubErrors.Add(1)
+		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
+	}
+	for _, m := range msgs {
+		nm := &nats.Msg{Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
+		if m.Kind == KindAgent || m.Session == "" {
+			// Live-only: other relays' consumers see it, nothing keeps it.
+			nm.Subject = b.live
+			if err := b.nc.PublishMsg(nm); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		nm.Subject = b.sessionSubject(m.Session)
+		nm.Header.Set(jetstream.MsgIDHeader, msgID(m.Session, m.Source, m.ID))
+		f, err := b.js.PublishMsgAsync(nm)
+		if err != nil {
+			return fail(err)
+		}
+		futs = append(futs, f)
+		held = append(held, m)
+	}
+	timer := time.NewTimer(b.timeout)
+	defer timer.Stop()
+	for i, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			held[i].StoreSeq = ack.Sequence
+		case err := <-f.Err():
+			return fail(err)
+		case <-timer.C:
+			return fail(errors.New("timed out waiting for the stream to store the batch"))
+		}
+	}
+	return b.mem.Ingest(msgs)
+}
+
+// Subscribe implements Backend.
+func (b *JetStreamBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(), error) {
+	return b.mem.Subscribe(req, sub)
+}
+
+// Sessions implements Backend.
+func (b *JetStreamBackend) Sessions() []SessionInfo { return b.mem.Sessions() }
+
+// Stats implements Backend.
+func (b *JetStreamBackend) Stats() BackendStats { return b.mem.Stats() }
+
+// Close stops following the stream, closes the connection and stops the
+// embedded server; everything admitted is already on disk.
+func (b *JetStreamBackend) Close() error {
+	var err error
+	b.closeMu.Do(func() {
+		if b.stop != nil {
+			b.stop()
+			err = b.group.Wait()
+		}
+		b.shutdown()
+	})
+	return err
+}
+
+func (b *JetStreamBackend) shutdown() {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+}
+
+// streamState is the stream's state, refreshed at most once a second for
+// metrics scrapes.
+func (b *JetStreamBackend) streamState() jetstream.StreamState {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	if time.Since(b.stateTime) < time.Second {
+		return b.state
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	if info, err := b.stream.Info(ctx); err == nil {
+		b.state = info.State
+		b.stateTime = time.Now()
+	}
+	return b.state
+}
+
+// storeCollectors are the store's figures for /metrics.
+func (b *JetStreamBackend) storeCollectors() []prometheus.Collector {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		gauge("aepkimi_relay_store_stream_messages", "Messages in the JetStream stream (every relay's).",
+			func() float64 { return float64(b.streamState().Msgs) }),
+		gauge("aepkimi_relay_store_stream_bytes", "Bytes the JetStream stream stores, subjects and headers included.",
+			func() float64 { return float64(b.streamState().Bytes) }),
+		gauge("aepkimi_relay_store_stream_last_sequence", "The stream's last sequence.",
+			func() float64 { return float64(b.streamState().LastSeq) }),
+		gauge("aepkimi_relay_store_rebuild_seconds", "Time to rebuild the index from the stream when the store opened.",
+			func() float64 { return b.rebuildTime.Seconds() }),
+		gauge("aepkimi_relay_store_rebuild_events", "Stream messages read into the index when the store opened.",
+			func() float64 { return float64(b.rebuiltEvents) }),
+		counter("aepkimi_relay_store_remote_events_total", "Events other relays published that this relay admitted or fanned out.",
+			func() float64 { return float64(b.remote.Load()) }),
+		counter("aepkimi_relay_store_publish_errors_total", "Batches the stream did not store (answered 503, nothing admitted).",
+			func() float64 { return float64(b.pubErrors.Load()) }),
+		counter("aepkimi_relay_store_purges_total", "Evicted sessions purged from the stream.",
+			func() float64 { return float64(b.purged.Load()) }),
+	}
+}
