@@ -44,9 +44,9 @@ var liveSkips = map[string]map[string]string{
 }
 
 // TestLiveChecker runs the upstream live checker (conformance/live.js from
-// the AEP spec checkout, never copied here) against this relay: once
-// authenticated with --evict, once watch-only, and once with a connected
-// control-capable target so the routing checks run too. It needs AEP_NODE
+// the AEP spec checkout, never copied here) against this relay on each
+// store: once authenticated with --evict, once watch-only, and once with a
+// connected control-capable target so the routing checks run too. It needs AEP_NODE
 // (a Node >= 22 binary) and AEP_SPEC (the spec checkout); without them it
 // skips: live.js is run locally against a spec checkout, never vendored or
 // run in CI.
@@ -81,47 +81,55 @@ func TestLiveChecker(t *testing.T) {
 		{"watch-only", "", false},
 		{"with-target", testToken, true},
 	}
-	for _, run := range runs {
-		t.Run(run.name, func(t *testing.T) {
-			srv := relaytest.RunServer(t, relay.Config{Token: run.token, Buffer: 8})
-			args := []string{script, srv.URL, "--evict", "--json", "-", "--timeout", "5000"}
-			if run.token != "" {
-				args = append(args, "--token", run.token)
-			}
-			if run.target {
-				session := startTarget(t, srv.URL, run.token)
-				args = append(args, "--control-session", session, "--control-cancel", "r-live", "--ack-window", "1500")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			runErr := cmd.Run()
-			t.Logf("live.js %s:\n%s", run.name, stderr.String())
-			var report struct {
-				Checks []struct{ Name, Status, Detail string } `json:"checks"`
-				OK     bool                                    `json:"ok"`
-			}
-			if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-				t.Fatalf("no JSON report (%v, exit %v): %s", err, runErr, stdout.String())
-			}
-			for _, c := range report.Checks {
-				switch c.Status {
-				case "pass":
-				case "skip":
-					if reason, ok := liveSkips[run.name][c.Name]; !ok || !strings.Contains(c.Detail, reason) {
-						t.Errorf("unexpected skip %s: %s", c.Name, c.Detail)
-					}
-				default:
-					t.Errorf("%s %s: %s", strings.ToUpper(c.Status), c.Name, c.Detail)
-				}
-			}
-			if !report.OK || runErr != nil {
-				t.Errorf("live.js verdict ok=%v exit=%v", report.OK, runErr)
-			}
-		})
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		for _, run := range runs {
+			t.Run(run.name, func(t *testing.T) { liveRun(t, node, script, open, run.name, run.token, run.target) })
+		}
+	})
+}
+
+// liveRun runs live.js once against a fresh relay on the store open makes.
+func liveRun(t *testing.T, node, script string, open storeOpener, name, token string, target bool) {
+	srv := relaytest.RunServer(t, relay.Config{Token: token, Buffer: 8, Backend: open(t, 8, 0, 0)})
+	args := []string{script, srv.URL, "--evict", "--json", "-", "--timeout", "5000"}
+	if token != "" {
+		args = append(args, "--token", token)
 	}
+	if target {
+		session := startTarget(t, srv.URL, token)
+		args = append(args, "--control-session", session, "--control-cancel", "r-live", "--ack-window", "1500")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	t.Logf("live.js %s:\n%s", name, stderr.String())
+	var report struct {
+		Checks []struct{ Name, Status, Detail string } `json:"checks"`
+		OK     bool                                    `json:"ok"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("no JSON report (%v, exit %v): %s", err, runErr, stdout.String())
+	}
+	counts := map[string]int{}
+	for _, c := range report.Checks {
+		counts[c.Status]++
+		switch c.Status {
+		case "pass":
+		case "skip":
+			if reason, ok := liveSkips[name][c.Name]; !ok || !strings.Contains(c.Detail, reason) {
+				t.Errorf("unexpected skip %s: %s", c.Name, c.Detail)
+			}
+		default:
+			t.Errorf("%s %s: %s", strings.ToUpper(c.Status), c.Name, c.Detail)
+		}
+	}
+	if !report.OK || runErr != nil {
+		t.Errorf("live.js verdict ok=%v exit=%v", report.OK, runErr)
+	}
+	t.Logf("live.js %s: %d checks: %v", name, len(report.Checks), counts)
 }
 
 // startTarget connects a minimal control-capable target through the
