@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/coder/websocket"
@@ -235,7 +236,11 @@ func TestBrowserFleet(t *testing.T) {
 	// s3's emitter is gone: its request cannot be delivered.
 	post(t, rl.base(), em.event("s3", "session.started", 0, nil), em.event("s3", "attention.requested", -1, permission(orphan, "control")))
 
-	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(rl.base(), testToken)))
+	b.MustRun("open the page without the token", chromedp.Navigate(rl.base()+"/"))
+	b.WaitJS("the page says why it cannot connect", `document.getElementById('notice').textContent.includes('not logged in') && document.getElementById('conn').dataset.conn === 'login-needed'`)
+	// Only the fragment differs: leave the page first, or the browser just
+	// scrolls.
+	b.MustRun("open the login URL", chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(rl.base(), testToken)))
 	b.WaitJS("the held request's buttons", `document.querySelector('`+sel("data-attention", held)+` `+sel("data-option", "deny")+`') !== null`)
 	var url string
 	b.Eval("location", `location.href`, &url)
@@ -263,7 +268,7 @@ func TestBrowserFleet(t *testing.T) {
 
 	// Deny: the command reaches the emitter; until the stream settles it the
 	// request stays pending.
-	b.MustRun("click Deny", chromedp.Click(sel("data-attention", held)+" "+sel("data-option", "deny"), chromedp.ByQuery))
+	b.Click("click Deny", sel("data-attention", held)+" "+sel("data-option", "deny"))
 	cmd := em.command()
 	if cmd["type"] != "control.attention.respond" || cmd["subject"] != held {
 		t.Fatalf("command: %v", cmd)
@@ -287,9 +292,9 @@ func TestBrowserFleet(t *testing.T) {
 	b.WaitJS("s1 back to working", `document.querySelector('[data-session="s1"][data-state="working"]') !== null`)
 
 	// The session view shows the denied tool.
-	b.MustRun("open s1", chromedp.Click(`[data-session="s1"] button`, chromedp.ByQuery))
+	b.Click("open s1", `[data-session="s1"] button`)
 	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
-	b.MustRun("open the subagent from its delegation", chromedp.Click(`#timeline [data-child="s1-sub"] button`, chromedp.ByQuery))
+	b.MustRun("open the subagent from its delegation", chromedp.Evaluate(`document.querySelector('#timeline [data-child="s1-sub"] button').click()`, nil))
 	b.WaitJS("the child session's view", `document.getElementById('session-pane').dataset.session === 's1-sub'`)
 	b.MustRun("back", chromedp.KeyEvent(kb.Escape))
 
@@ -320,7 +325,7 @@ func TestBrowserFleet(t *testing.T) {
 	em2 := dialEmitter(t, rl.base())
 	typed := aep.NewID()
 	em2.send(em2.event("s5", "session.started", 0, nil), em2.event("s5", "attention.requested", -1, permission(typed, "control")))
-	b.WaitJS("the new request's buttons", `document.querySelector('`+sel("data-attention", typed)+` [data-option]') !== null`)
+	b.WaitJS("the new request's buttons, its roster read", `document.querySelector('`+sel("data-attention", typed)+`[data-reach="ok"] [data-option]') !== null`)
 	b.MustRun("j j j 2", chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("j"))
 	b.WaitJS("the new request has the focus", `document.activeElement === document.querySelector('`+sel("data-attention", typed)+`')`)
 	b.MustRun("choose option 2", chromedp.KeyEvent("2"))
@@ -338,6 +343,15 @@ func TestBrowserFleet(t *testing.T) {
 	}
 	if light, dark := bg("light"), bg("dark"); light == dark {
 		t.Errorf("the page looks the same in light and dark schemes (%s)", light)
+	}
+
+	// Log out: the cookie no longer opens the stream.
+	b.MustRun("log out", chromedp.Click("#logout", chromedp.ByID))
+	b.WaitJS("logged out", `document.getElementById('conn').dataset.conn === 'login-needed'`)
+	var after int
+	b.MustRun("the stream after logout", chromedp.Evaluate(`fetch('/stream?live=0').then(r => r.status)`, &after, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if after != http.StatusUnauthorized {
+		t.Errorf("the stream after logout: %d, want 401", after)
 	}
 
 	// 360 px: nothing wider than the screen.

@@ -86,8 +86,8 @@ func TestBrowserDash(t *testing.T) {
 	if !strings.Contains(text, nameB) || !strings.Contains(text, "team work") {
 		t.Errorf("relay B's row does not name its relay: %q", text)
 	}
-	b.WaitJS("relay B's held request", `document.querySelector('`+sel("data-attention", held)+` [data-option="deny"]') !== null`)
-	b.MustRun("click Deny", chromedp.Click(sel("data-attention", held)+` [data-option="deny"]`, chromedp.ByQuery))
+	b.WaitJS("relay B's held request, its roster read", `document.querySelector('`+sel("data-attention", held)+`[data-reach="ok"] [data-option]') !== null`)
+	b.Click("click Deny", sel("data-attention", held)+` [data-option="deny"]`)
 	cmd := emB.command()
 	if cmd["subject"] != held || cmd["session"] != "s1" {
 		t.Fatalf("relay B got %v", cmd)

@@ -68,7 +68,7 @@ func TestE2EPageDeny(t *testing.T) {
 	var session, request string
 	b.Eval("the session", `document.querySelector('[data-attention]').dataset.session`, &session)
 	b.Eval("the request", `document.querySelector('[data-attention]').dataset.attention`, &request)
-	b.MustRun("click Deny", chromedp.Click(`[data-attention] [data-option="deny"]`, chromedp.ByQuery))
+	b.Click("click Deny", `[data-attention] [data-option="deny"]`)
 	<-out
 	st.waitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {

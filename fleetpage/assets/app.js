@@ -377,7 +377,9 @@ function render() {
   const dirty = S.takeDirty(state);
   renderFleet(now, dirty);
   const pending = renderInbox(now);
-  if (ui.selected && (dirty.has(ui.selected) || dirty.size === 0)) renderSession(now);
+  // The session view redraws when its session changes (not on the age tick:
+  // a timeline that moves under the pointer swallows clicks).
+  if (ui.selected && dirty.has(ui.selected)) renderSession(now);
   renderAgents(dirty);
   document.title = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
 }
@@ -531,7 +533,7 @@ function renderRequest(req, now) {
   const prompt = req.prompt !== null && req.prompt !== undefined
     ? String(req.prompt)
     : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
-  const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, tabindex: '0' },
+  const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, 'data-reach': r.kind, tabindex: '0' },
     el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');

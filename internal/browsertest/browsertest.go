@@ -124,6 +124,26 @@ func (b *Browser) MustRun(what string, actions ...chromedp.Action) {
 	}
 }
 
+// Click clicks the element sel names (a CSS selector) with the mouse, as a
+// person would. A page that redraws the element between finding it and
+// clicking it (a live view does) gets another try, within Wait.
+func (b *Browser) Click(what, sel string) {
+	b.t.Helper()
+	deadline := time.Now().Add(Wait)
+	for {
+		ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
+		err := chromedp.Run(ctx, chromedp.Click(sel, chromedp.ByQuery))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || b.Ctx.Err() != nil {
+			b.t.Fatalf("click %s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // WaitJS polls a JavaScript expression until it is truthy, within Wait.
 func (b *Browser) WaitJS(what, expr string) {
 	b.t.Helper()
