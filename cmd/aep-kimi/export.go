@@ -14,13 +14,18 @@ import (
 const exportUsage = `usage: aep-kimi export ce [--inverse] [FILE...]
        aep-kimi export otlp [--max-capture LEVEL] [--service-name NAME] [FILE...]
        aep-kimi export ocsf [--max-capture LEVEL] [FILE...]
-Converts JSONL (stdin, or FILEs; - is stdin) to one record per line on stdout
-(AEP-0005 bridges). Skipped and bad inputs are counted on stderr.`
+       aep-kimi export otlp --relay URL --endpoint http://HOST:4318 [--signal logs|traces|both] [--header K=V]...
+       aep-kimi export ce --relay URL --sink URL
+       aep-kimi export ocsf --relay URL (--out FILE | --sink URL)
+Without --relay: converts JSONL (stdin, or FILEs; - is stdin) to one record per
+line on stdout (AEP-0005 bridges); skipped and bad inputs are counted on stderr.
+With --relay: follows the relay and delivers every event matching --filter,
+resuming after a restart from --state; progress on --metrics ADDR (/metrics).`
 
 // runExport converts event streams through an AEP-0005 bridge. Exit 0 when
 // every input converted or was out of the bridge's scope, 1 when an input
 // was bad or unreadable, 2 for usage errors.
-func runExport(_ context.Context, args []string, io stdio) int {
+func runExport(ctx context.Context, args []string, io stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(io.err, exportUsage)
 		if len(args) == 0 {
@@ -34,6 +39,8 @@ func runExport(_ context.Context, args []string, io stdio) int {
 	conv := export.Converter{MaxCapture: export.DefaultMaxCapture}
 	var inverse *bool
 	maxCapture := export.DefaultMaxCapture.String()
+	var live liveFlags
+	live.register(fs, modeName)
 	switch modeName {
 	case "ce":
 		inverse = fs.Bool("inverse", false, "CloudEvents in, AEP events out (AEP-0005 §2)")
@@ -60,6 +67,17 @@ func runExport(_ context.Context, args []string, io stdio) int {
 		return 2
 	}
 	conv.MaxCapture = c
+	if live.relay != "" {
+		if fs.NArg() > 0 {
+			fmt.Fprintln(io.err, "aep-kimi export: FILE arguments and --relay exclude each other")
+			return 2
+		}
+		return runExportLive(ctx, modeName, conv, &live, io)
+	}
+	if live.set() {
+		fmt.Fprintln(io.err, "aep-kimi export: --endpoint, --sink, --out and the other live flags need --relay")
+		return 2
+	}
 	files := fs.Args()
 	if len(files) == 0 {
 		files = []string{"-"}

@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/export/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
 )
 
@@ -56,7 +62,86 @@ func TestExportOffline(t *testing.T) {
 	if _, stderr, code := runIt([]byte("{\"aep\":\n"), "otlp"); code != 1 || !strings.Contains(stderr, "-:1:") {
 		t.Fatalf("bad input: exit %d (%s)", code, stderr)
 	}
+	for _, args := range [][]string{
+		{"ocsf", "--relay", "http://127.0.0.1:1"},                        // neither --out nor --sink
+		{"otlp", "--relay", "http://127.0.0.1:1", "--signal", "metrics"}, // unknown signal
+		{"otlp", "--endpoint", "http://127.0.0.1:1"},                     // live flag without --relay
+		{"ce", "--relay", "http://127.0.0.1:1", "--inverse", "--sink", "http://x"},
+	} {
+		if _, stderr, code := runIt(nil, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
+		}
+	}
 	if _, _, code := runIt(nil, "nonsense"); code != 2 {
 		t.Fatalf("unknown mode: exit %d", code)
+	}
+}
+
+// TestUpOTLP runs up with --otlp against a real OTLP/HTTP receiver: a run
+// posted to up's relay arrives as log records and as an invoke_agent span
+// with its execute_tool child.
+func TestUpOTLP(t *testing.T) {
+	rcv := exporttest.NewReceiver(0)
+	defer rcv.Close()
+	o, getenv := upFixture(t)
+	o.otlp = upOTLP{endpoint: rcv.URL, signal: "both", maxCapture: "metadata"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out lockedBuffer
+	go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("up: %v\n%s", err, out.String())
+		}
+	}()
+	at := time.Date(2026, 7, 3, 10, 0, 0, 0, time.UTC)
+	mk := func(seq int64, typ, subject, data string) string {
+		e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject,
+			Time: aep.FormatTime(at.Add(time.Duration(seq) * time.Second)), Source: "aep://t/agent/kimi-code/session/u1",
+			Agent: "kimi-code", Session: "u1", Run: "r1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)}
+		if data != "" {
+			e.Data = []byte(data)
+		}
+		b, _ := e.MarshalJSON()
+		return string(b) + "\n"
+	}
+	body := mk(0, "run.started", "", "") +
+		mk(1, "tool.requested", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`) +
+		mk(2, "tool.completed", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`) +
+		mk(3, "run.finished", "", "")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+o.relayListen+"/events", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("Authorization", "Bearer up-test-token")
+		req.Header.Set("AEP-Version", aep.Version)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusAccepted {
+				break
+			}
+			err = fmt.Errorf("HTTP %d %s", resp.StatusCode, b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay never accepted the events: %v\n%s", err, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for len(rcv.Spans()) < 2 || len(rcv.Logs()) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver got %d spans, %d logs\n%s", len(rcv.Spans()), len(rcv.Logs()), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var run, tool bool
+	for _, sp := range rcv.Spans() {
+		run = run || sp.Name == "invoke_agent kimi-code" && sp.EndTimeUnixNano-sp.StartTimeUnixNano == uint64(3*time.Second)
+		tool = tool || sp.Name == "execute_tool Shell"
+	}
+	if !run || !tool {
+		t.Errorf("spans %v", rcv.Spans())
 	}
 }

@@ -30,6 +30,7 @@ type upOptions struct {
 	public, verbose                  bool
 	bridge                           bridgeChoice
 	life                             lifecycleOptions
+	otlp                             upOTLP
 }
 
 // runUp is `aep-kimi up`: the relay, the adapter and (unless --web=false)
@@ -47,6 +48,7 @@ func runUp(ctx context.Context, args []string, io stdio) int {
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 	o.bridge.flags(fs, getenv)
 	o.life.flags(fs, getenv)
+	o.otlp.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]")
 		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),")
@@ -73,6 +75,10 @@ type usageError struct{ error }
 
 func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
 	log := newLogger(io.err, o.verbose)
+	exp, err := o.otlp.exporter(o.home, log.With("component", "otlp-export"))
+	if err != nil {
+		return usageError{err}
+	}
 	host := "127.0.0.1"
 	if o.public {
 		host = "0.0.0.0"
@@ -151,6 +157,10 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	intake := []component{{"adapter", ad.run}}
 	if br != nil {
 		intake = append(intake, component{"bridge", br.run})
+	}
+	if exp != nil {
+		exp.Relay, exp.Token = relayURL, token
+		intake = append(intake, component{"otlp-export", exp.Run})
 	}
 	return supervise(ctx, component{"relay", func(ctx context.Context) error { return rsrv.Serve(ctx, rln) }}, intake...)
 }

@@ -42,6 +42,11 @@ type TailConfig struct {
 	// it after every reconnect and skips events at or before it. Nil means
 	// a fresh state.
 	State *TailState
+	// ReplayAll makes every connection ask for from=all, State skipping
+	// what was already seen: a consumer that must not miss sessions begun
+	// while it was away (a position list names only known sessions) pays
+	// a full replay per connection for it.
+	ReplayAll bool
 	// Live false makes one replay pass (live=0) and returns.
 	Live bool
 	// OnEvent receives each new event once: deduplicated on (source, id)
@@ -149,6 +154,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 		from := t.cfg.State.From()
 		if first && !t.cfg.From.Empty() {
 			from = t.cfg.From
+		}
+		if t.cfg.ReplayAll {
+			from = wire.From{All: true}
 		}
 		start := time.Now()
 		connected, err := t.stream(ctx, from)

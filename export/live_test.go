@@ -1,0 +1,271 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/export/exporttest"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+)
+
+const testToken = "export-test-token-0123456789abcdef"
+
+// waitFor bounds every wait for something that should happen promptly.
+const waitFor = 10 * time.Second
+
+func startRelay(t *testing.T) *relaytest.Server {
+	t.Helper()
+	return relaytest.RunServer(t, relay.Config{Token: testToken})
+}
+
+func postEvents(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
+	t.Helper()
+	var body bytes.Buffer
+	for _, e := range evs {
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body.Write(b)
+		body.WriteByte('\n')
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/events", &body)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST /events: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+// ev builds a positioned event of session s at seq n, run r.
+func ev(s, r string, n int64, typ, subject, data string) *aep.Event {
+	e := &aep.Event{
+		AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject,
+		Time:   aep.FormatTime(time.Date(2026, 7, 3, 10, 0, 0, 0, time.UTC).Add(time.Duration(n) * 250 * time.Millisecond)),
+		Source: "aep://test/agent/tester/session/" + s, Agent: "tester", Session: s, Run: r,
+		Seq: aep.Int64(n), Epoch: aep.Int64(0),
+	}
+	if data != "" {
+		e.Data = []byte(data)
+	}
+	return e
+}
+
+// logIDs are the aep.event_id attributes of what rcv received.
+func logIDs(rcv *exporttest.Receiver) []string {
+	var ids []string
+	for _, lr := range rcv.Logs() {
+		ids = append(ids, kvMap(lr.Attributes)["aep.event_id"].(string))
+	}
+	return ids
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tlog sends exporter logs to the test log.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(b []byte) (int, error) { w.t.Log(string(bytes.TrimSpace(b))); return len(b), nil }
+
+// runLive runs l until the returned stop is called.
+func runLive(t *testing.T, l *Live) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Live.Run: %v", err)
+		}
+	}
+}
+
+// TestLiveOTLPResume exports logs and traces from a real relay to a real
+// OTLP/HTTP receiver through a refused first attempt, then stops the
+// exporter, adds events (one to a session it knows, two to one it has never
+// seen) and restarts it: every event arrives exactly once.
+func TestLiveOTLPResume(t *testing.T) {
+	srv := startRelay(t)
+	rcv := exporttest.NewReceiver(1)
+	defer rcv.Close()
+	state := filepath.Join(t.TempDir(), "state.json")
+	newLive := func() *Live {
+		return &Live{
+			Relay: srv.URL, Token: testToken, StatePath: state,
+			Sink:       &OTLPSink{Endpoint: rcv.URL, Signal: SignalBoth, MaxCapture: DefaultMaxCapture, Headers: map[string]string{"X-Scope": "team-a"}},
+			BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+			Log: slog.New(slog.NewTextHandler(tlog{t}, nil)),
+		}
+	}
+	first := []*aep.Event{
+		ev("s1", "r1", 0, "run.started", "", `{"trigger":"user"}`),
+		ev("s1", "r1", 1, "tool.requested", "Bash", `{"tool":{"name":"Bash","call_id":"c1"}}`),
+		ev("s1", "r1", 2, "tool.completed", "Bash", `{"tool":{"name":"Bash","call_id":"c1"},"status":"success","gen_ai.usage.input_tokens":5}`),
+		ev("s1", "r1", 3, "run.finished", "", `{"status":"success"}`),
+	}
+	postEvents(t, srv, first...)
+	stop := runLive(t, newLive())
+	waitUntil(t, "the first four log records", func() bool { return len(rcv.Logs()) >= 4 })
+	waitUntil(t, "the run's two spans", func() bool { return len(rcv.Spans()) >= 2 })
+	stop()
+
+	spans := rcv.Spans()
+	var runSpan, toolSpan *tracepb.Span
+	for _, sp := range spans {
+		switch sp.Name {
+		case "invoke_agent tester":
+			runSpan = sp
+		case "execute_tool Bash":
+			toolSpan = sp
+		}
+	}
+	if runSpan == nil || toolSpan == nil {
+		t.Fatalf("spans %v", spans)
+	}
+	if !bytes.Equal(toolSpan.ParentSpanId, runSpan.SpanId) || !bytes.Equal(toolSpan.TraceId, runSpan.TraceId) {
+		t.Errorf("tool span not a child of the run span")
+	}
+	if got := time.Duration(runSpan.EndTimeUnixNano - runSpan.StartTimeUnixNano); got != 750*time.Millisecond {
+		t.Errorf("run span lasted %v, want the events' 750ms", got)
+	}
+	if a := kvMap(toolSpan.Attributes); a["gen_ai.tool.call.id"] != "c1" || a["gen_ai.usage.input_tokens"] != int64(5) {
+		t.Errorf("tool span attributes %v", a)
+	}
+	if h := rcv.Headers()[0].Get("X-Scope"); h != "team-a" {
+		t.Errorf("--header not sent: %q", h)
+	}
+
+	later := []*aep.Event{
+		ev("s1", "r2", 4, "run.started", "", ""),
+		ev("s2", "r9", 0, "run.started", "", ""),
+		ev("s2", "r9", 1, "run.finished", "", ""),
+	}
+	postEvents(t, srv, later...)
+	stop = runLive(t, newLive())
+	waitUntil(t, "all seven log records", func() bool { return len(rcv.Logs()) >= 7 })
+	// Give a duplicate the chance to show before counting.
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	ids := logIDs(rcv)
+	want := map[string]bool{}
+	for _, e := range append(first, later...) {
+		want[e.ID] = true
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("event %s delivered twice", id)
+		}
+		seen[id] = true
+		if !want[id] {
+			t.Errorf("unexpected event %s", id)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("delivered %d distinct events, want %d", len(seen), len(want))
+	}
+}
+
+// TestLiveCE posts each event as a structured-mode CloudEvent; the receiver
+// maps it back to the original event.
+func TestLiveCE(t *testing.T) {
+	srv := startRelay(t)
+	var mu sync.Mutex
+	var got []*aep.Event
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get("Content-Type") != CEContentType {
+			http.Error(w, "content type", http.StatusUnsupportedMediaType)
+			return
+		}
+		e, _, err := FromCE(b)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	}))
+	defer hs.Close()
+	in := []*aep.Event{ev("c1", "r1", 0, "run.started", "", `{"trigger":"user"}`), ev("c1", "r1", 1, "run.finished", "", "")}
+	postEvents(t, srv, in...)
+	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: &PostSink{URL: hs.URL, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
+	waitUntil(t, "two CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
+	stop()
+	for i, e := range in {
+		a, _ := e.MarshalJSON()
+		b, _ := got[i].MarshalJSON()
+		if canon(t, a) != canon(t, b) {
+			t.Errorf("event %d:\n got %s\nwant %s", i, b, a)
+		}
+	}
+}
+
+// TestLiveOCSFFile appends OCSF records to a rotated file, skipping the
+// families §4.2 does not map.
+func TestLiveOCSFFile(t *testing.T) {
+	srv := startRelay(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ocsf.ndjson")
+	var in []*aep.Event
+	for i := range 6 {
+		in = append(in, ev("o1", "r1", int64(2*i), "tool.requested", "Bash", fmt.Sprintf(`{"tool":{"name":"Bash","call_id":"c%d"}}`, i)))
+		in = append(in, ev("o1", "r1", int64(2*i+1), "progress.status", "", `{"message":"x"}`))
+	}
+	postEvents(t, srv, in...)
+	sink := &FileSink{Path: out, Conv: Converter{Mode: ModeOCSF, MaxCapture: DefaultMaxCapture}, MaxBytes: 1500, Keep: 10}
+	defer sink.Close()
+	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: sink, BatchSize: 1})
+	count := func() int {
+		n := 0
+		files, _ := filepath.Glob(out + "*")
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			n += bytes.Count(b, []byte("\n"))
+		}
+		return n
+	}
+	waitUntil(t, "six OCSF records", func() bool { return count() >= 6 })
+	stop()
+	if n := count(); n != 6 {
+		t.Errorf("%d records, want 6 (progress.status has no OCSF class)", n)
+	}
+	if _, err := os.Stat(out + ".1"); err != nil {
+		t.Errorf("no rotation at 1500 bytes: %v", err)
+	}
+	st, err := os.Stat(out)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("output file mode: %v %v", st, err)
+	}
+}
