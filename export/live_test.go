@@ -33,6 +33,11 @@ func startRelay(t *testing.T) *relaytest.Server {
 
 func postEvents(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
 	t.Helper()
+	postEventsTB(t, srv, evs...)
+}
+
+func postEventsTB(t testing.TB, srv *relaytest.Server, evs ...*aep.Event) {
+	t.Helper()
 	var body bytes.Buffer
 	for _, e := range evs {
 		b, err := e.MarshalJSON()

@@ -41,6 +41,14 @@ func (h *headerFlag) Set(v string) error {
 	if !ok || strings.TrimSpace(k) == "" {
 		return errors.New("want K=V")
 	}
+	if name, ok := strings.CutPrefix(val, "@"); ok {
+		// K=@FILE keeps a credential out of the process arguments.
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		val = strings.TrimSpace(string(b))
+	}
 	if *h == nil {
 		*h = make(headerFlag)
 	}
@@ -56,7 +64,7 @@ func (l *liveFlags) register(fs *flag.FlagSet, mode string) {
 	fs.StringVar(&l.state, "state", filepath.Join(aepHome(os.Getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
 	fs.StringVar(&l.metrics, "metrics", "", "serve /metrics on this loopback address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&l.sink, "sink", "", "POST each record to this URL")
-	fs.Var(&l.headers, "header", "HTTP header K=V on every request (repeatable)")
+	fs.Var(&l.headers, "header", "HTTP header K=V on every request (repeatable; K=@FILE reads V from FILE)")
 	switch mode {
 	case "otlp":
 		fs.StringVar(&l.endpoint, "endpoint", "", "OTLP/HTTP endpoint base URL (http://HOST:4318)")
@@ -210,7 +218,7 @@ func (u *upOTLP) flags(fs *flag.FlagSet) {
 	fs.StringVar(&u.endpoint, "otlp", "", "also export to this OTLP/HTTP endpoint (http://HOST:4318), resuming from $AEP_HOME/export-otlp-state.json")
 	fs.StringVar(&u.signal, "otlp-signal", "both", "with --otlp: logs, traces or both")
 	fs.StringVar(&u.maxCapture, "otlp-max-capture", export.DefaultMaxCapture.String(), "with --otlp: capture ceiling of what is exported")
-	fs.Var(&u.headers, "otlp-header", "with --otlp: HTTP header K=V (repeatable)")
+	fs.Var(&u.headers, "otlp-header", "with --otlp: HTTP header K=V (repeatable; K=@FILE reads V from FILE)")
 }
 
 // exporter is the configured exporter (relay URL and token still to set),
