@@ -233,6 +233,10 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s2", "session.started", 0, nil),
 		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
 	)
+	// A request captured at metadata carries no prompt: the page says so.
+	gatedReq := aep.NewID()
+	em.send(em.event("s6", "session.started", 0, nil), em.event("s6", "attention.requested", -1, map[string]any{
+		"id": gatedReq, "subject": "Shell", "capture": "metadata", "data": map[string]any{"kind": "permission", "respond_via": []any{"oob"}}}))
 	// s3's emitter is gone: its request cannot be delivered.
 	post(t, rl.base(), em.event("s3", "session.started", 0, nil), em.event("s3", "attention.requested", -1, permission(orphan, "control")))
 
@@ -248,7 +252,24 @@ func TestBrowserFleet(t *testing.T) {
 		t.Errorf("the token stayed in the address bar: %s", url)
 	}
 	b.WaitJS("s1 needs you", `document.querySelector('[data-session="s1"][data-state="needs-you"]') !== null`)
-	b.WaitJS("the page title counts what needs you", `document.title.startsWith('(3)')`)
+	b.WaitJS("the page title counts what needs you", `document.title.startsWith('(4)')`)
+	b.WaitJS("capture honesty", `document.querySelector('`+sel("data-attention", gatedReq)+`').textContent.includes('gated at capture')`)
+
+	// Search and filters narrow the fleet view.
+	setInput := func(id, v string) {
+		b.MustRun("set "+id, chromedp.Evaluate(`(e => { e.value = `+browsertest.Quote(v)+`; e.dispatchEvent(new Event('input')); })(document.getElementById(`+browsertest.Quote(id)+`))`, nil))
+	}
+	b.MustRun("type a title", chromedp.SendKeys("#search", "fix the build", chromedp.ByID))
+	b.WaitJS("only s1 matches", `[...document.querySelectorAll('#fleet [data-session]')].map(e => e.dataset.session).join() === 's1'`)
+	setInput("search", "Shell")
+	b.WaitJS("a tool name matches", `[...document.querySelectorAll('#fleet [data-session]')].map(e => e.dataset.session).join() === 's1'`)
+	setInput("search", "attention.requested")
+	b.WaitJS("an event type matches", `document.querySelectorAll('#fleet [data-session]').length === 4`)
+	setInput("search", "")
+	setInput("f-state", "idle")
+	b.WaitJS("only idle sessions", `[...document.querySelectorAll('#fleet [data-session]')].every(e => e.dataset.state === 'idle') && document.querySelector('#fleet [data-session="s1-sub"]') !== null`)
+	setInput("f-state", "")
+	b.WaitJS("every session again", `document.querySelectorAll('#fleet [data-session]').length === 5`)
 	b.WaitJS("the reply field and the cancel button", `document.querySelector('`+sel("data-attention", held)+` [data-reply]') && document.querySelector('`+sel("data-attention", held)+` [data-cancel]')`)
 
 	var oobButtons int
@@ -320,14 +341,20 @@ func TestBrowserFleet(t *testing.T) {
 		t.Errorf("s1 holds %d sequenced events, the emitter sent %d", len(seqs), em.seq["s1"])
 	}
 
-	// Keyboard only: move down the inbox (oldest first: s2, s3, then the
-	// new request) and choose the second option.
+	// Keyboard only: move down the inbox (oldest first, the new request
+	// last) and choose the second option.
 	em2 := dialEmitter(t, rl.base())
 	typed := aep.NewID()
 	em2.send(em2.event("s5", "session.started", 0, nil), em2.event("s5", "attention.requested", -1, permission(typed, "control")))
 	b.WaitJS("the new request's buttons, its roster read", `document.querySelector('`+sel("data-attention", typed)+`[data-reach="ok"] [data-option]') !== null`)
-	b.MustRun("j j j 2", chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("j"))
-	b.WaitJS("the new request has the focus", `document.activeElement === document.querySelector('`+sel("data-attention", typed)+`')`)
+	focused := false
+	for i := 0; i < 10 && !focused; i++ {
+		b.MustRun("j", chromedp.KeyEvent("j"))
+		b.Eval("focus", `document.activeElement === document.querySelector('`+sel("data-attention", typed)+`')`, &focused)
+	}
+	if !focused {
+		t.Fatal("j never moved the focus to the newest request")
+	}
 	b.MustRun("choose option 2", chromedp.KeyEvent("2"))
 	kcmd := em2.command()
 	if ans, _ := kcmd["data"].(map[string]any)["answer"].(map[string]any); kcmd["subject"] != typed || ans["option"] != "deny" {
