@@ -468,18 +468,29 @@ function placeInOrder(parent, nodes) {
   }
 }
 
-function renderRow(s, g, now, old) {
+// renderRow draws a session's row, building it once and then only
+// rewriting what changed: a live fleet updates rows many times a second.
+function renderRow(s, g, now, row) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
-  const meta = el('span', { class: 'meta' }, metaText(s, now));
-  const li = el('li', { 'data-session': s.session, 'data-relay': s.origin || undefined, 'data-state': g },
-    el('button', { type: 'button', class: 'row', 'aria-label': `Open session ${title(s)}`, onclick: () => openSession(s.id) },
-      el('span', { class: 'title' }, title(s)),
-      el('span', { class: 'badge' }, badge),
-      meta));
-  li._meta = meta;
-  li._tick = Math.floor(now / TICK_MS);
-  if (old && old.parentNode) old.replaceWith(li);
-  return li;
+  if (!row) {
+    row = el('li', { 'data-session': s.session, 'data-relay': s.origin || undefined });
+    row._title = el('span', { class: 'title' });
+    row._badge = el('span', { class: 'badge' });
+    row._meta = el('span', { class: 'meta' });
+    row._button = el('button', { type: 'button', class: 'row', onclick: () => openSession(s.id) }, row._title, row._badge, row._meta);
+    row.append(row._button);
+  }
+  const t = title(s);
+  if (row._title.textContent !== t) {
+    row._title.textContent = t;
+    row._button.setAttribute('aria-label', `Open session ${t}`);
+  }
+  if (row._badge.textContent !== badge) row._badge.textContent = badge;
+  const meta = metaText(s, now);
+  if (row._meta.textContent !== meta) row._meta.textContent = meta;
+  if (row.dataset.state !== g) row.dataset.state = g;
+  row._tick = Math.floor(now / TICK_MS);
+  return row;
 }
 
 function renderInbox(now) {
