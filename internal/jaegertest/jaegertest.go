@@ -1,0 +1,252 @@
+// Package jaegertest runs a real Jaeger (the version pinned in the tools/jaeger
+// module) on loopback ports for end-to-end tests, and reads traces back
+// through its query API.
+package jaegertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
+)
+
+// Version is the Jaeger release the tools module pins.
+const Version = "v1.76.0"
+
+// EnvCache overrides where the built binary is kept.
+const EnvCache = "AEP_KIMI_JAEGER_CACHE"
+
+// EnvBuild, when set, lets Start build Jaeger when it is not cached yet.
+// Building takes about ten minutes on two cores, too long for every CI run,
+// so without it a test needing Jaeger skips unless the binary is cached.
+const EnvBuild = "AEP_KIMI_JAEGER_BUILD"
+
+// buildTimeout bounds one build of Jaeger from source (a large module).
+const buildTimeout = 30 * time.Minute
+
+// CacheDir is where Bin keeps the binary: $AEP_KIMI_JAEGER_CACHE, else a
+// directory per pinned version under the user cache.
+func CacheDir() string {
+	if d := os.Getenv(EnvCache); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "aep-kimi", "jaeger-"+Version)
+}
+
+// Bin returns the Jaeger binary, building it from the tools module into
+// CacheDir on first use. An exclusive lock on the directory makes parallel
+// test packages build it once.
+func Bin(ctx context.Context) (string, error) {
+	dir := CacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "jaeger")
+	lock, err := safefile.OpenFile(filepath.Join(dir, ".build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := safefile.Lock(lock); err != nil {
+		return "", err
+	}
+	defer safefile.Unlock(lock)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	root, err := fixtures.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+	defer cancel()
+	tmp := bin + ".tmp"
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/jaegertracing/jaeger/cmd/jaeger")
+	cmd.Dir = filepath.Join(root, "tools", "jaeger")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building jaeger %s: %w\n%s", Version, err, out)
+	}
+	return bin, os.Rename(tmp, bin)
+}
+
+// Jaeger is a running Jaeger with in-memory storage.
+type Jaeger struct {
+	// OTLP is the OTLP/HTTP base URL; Query the query service's base URL.
+	OTLP, Query string
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start runs Jaeger on free loopback ports until the test ends, building it
+// first when EnvBuild allows; otherwise a missing binary skips the test.
+func Start(t testing.TB) *Jaeger {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(CacheDir(), "jaeger")); err != nil && os.Getenv(EnvBuild) == "" {
+		t.Skipf("skipping: Jaeger %s is not built in %s; set %s=1 to build it (about ten minutes)", Version, CacheDir(), EnvBuild)
+	}
+	bin, err := Bin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otlp, query, queryGRPC, health := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	cfg := fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: %q
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: %q
+    grpc:
+      endpoint: %q
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 10000
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %q
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+`, health, query, queryGRPC, otlp)
+	path := filepath.Join(t.TempDir(), "jaeger.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuf
+	cmd := exec.Command(bin, "--config", path)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("jaeger output:\n%s", logs.String())
+		}
+	})
+	j := &Jaeger{OTLP: "http://" + otlp, Query: "http://" + query}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(j.Query + "/api/services")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jaeger did not start: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Span is a span as Jaeger's query API returns it (times in microseconds).
+type Span struct {
+	TraceID       string `json:"traceID"`
+	SpanID        string `json:"spanID"`
+	OperationName string `json:"operationName"`
+	References    []struct {
+		RefType string `json:"refType"`
+		SpanID  string `json:"spanID"`
+	} `json:"references"`
+	StartTime int64 `json:"startTime"`
+	Duration  int64 `json:"duration"`
+	Tags      []struct {
+		Key   string `json:"key"`
+		Value any    `json:"value"`
+	} `json:"tags"`
+}
+
+// Tag returns a tag's value.
+func (s Span) Tag(key string) any {
+	for _, t := range s.Tags {
+		if t.Key == key {
+			return t.Value
+		}
+	}
+	return nil
+}
+
+// Parent is the span's CHILD_OF parent id, or "".
+func (s Span) Parent() string {
+	for _, r := range s.References {
+		if r.RefType == "CHILD_OF" {
+			return r.SpanID
+		}
+	}
+	return ""
+}
+
+// Trace is one trace from the query API.
+type Trace struct {
+	TraceID string `json:"traceID"`
+	Spans   []Span `json:"spans"`
+}
+
+// Traces returns the traces Jaeger holds for service.
+func (j *Jaeger) Traces(service string) ([]Trace, error) {
+	resp, err := http.Get(j.Query + "/api/traces?limit=100&service=" + url.QueryEscape(service))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("jaeger query: HTTP %d %s", resp.StatusCode, b)
+	}
+	var out struct {
+		Data []Trace `json:"data"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out.Data, nil
+}
