@@ -2,10 +2,16 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/export"
+	"github.com/aep-kimi/aep-kimi/export/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 )
@@ -118,5 +124,106 @@ func TestE2EJaeger(t *testing.T) {
 	}
 	if len(calls) > 0 {
 		t.Errorf("tool calls without a span: %v", calls)
+	}
+}
+
+// TestE2EExportKill9 kills a live OTLP exporter with SIGKILL while it
+// delivers, adds a session it has never seen, and restarts it: every event
+// reaches the receiver, and at most the batch in flight twice.
+func TestE2EExportKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds the binaries")
+	}
+	token := "e2e-" + aep.NewID()
+	rport := freePort(t)
+	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
+	startDaemon(t, relayURL, []string{"AEP_TOKEN=" + token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	rcv := exporttest.NewReceiver(0)
+	defer rcv.Close()
+	post := func(session string, n int) {
+		var body strings.Builder
+		for i := range n {
+			e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
+				Source: "aep://t/agent/tester/session/" + session, Agent: "tester", Session: session,
+				Seq: aep.Int64(int64(i)), Epoch: aep.Int64(0), Data: []byte(`{"message":"step"}`)}
+			b, _ := e.MarshalJSON()
+			body.Write(b)
+			body.WriteByte('\n')
+		}
+		req, _ := http.NewRequest(http.MethodPost, relayURL+"/events", strings.NewReader(body.String()))
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("AEP-Version", aep.Version)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST /events: HTTP %d", resp.StatusCode)
+		}
+	}
+	const first, second = 8000, 500
+	post("k1", first)
+	state := filepath.Join(t.TempDir(), "export-state.json")
+	mport := freePort(t)
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mport)
+	start := func() *proc {
+		return startDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,
+			"--endpoint", rcv.URL, "--state", state, "--metrics", fmt.Sprintf("127.0.0.1:%d", mport))
+	}
+	exp := start()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(rcv.Logs()) < 1000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exporter delivered %d events in a minute\n%s", len(rcv.Logs()), exp.logs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	exp.kill()
+	killedAt := len(rcv.Logs())
+	post("k2", second)
+	exp = start()
+	deadline = time.Now().Add(60 * time.Second)
+	distinct := func() (map[string]int, int) {
+		seen := map[string]int{}
+		logs := rcv.Logs()
+		for _, lr := range logs {
+			for _, kv := range lr.Attributes {
+				if kv.Key == "aep.event_id" {
+					seen[kv.Value.GetStringValue()]++
+				}
+			}
+		}
+		return seen, len(logs)
+	}
+	for {
+		seen, _ := distinct()
+		if len(seen) >= first+second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered\n%s", len(seen), first+second, exp.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Get(metricsURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	exp.stop(t)
+	seen, total := distinct()
+	dups := total - len(seen)
+	t.Logf("killed after %d deliveries; %d events, %d records, %d sent twice", killedAt, len(seen), total, dups)
+	if len(seen) != first+second {
+		t.Errorf("%d distinct events, want %d", len(seen), first+second)
+	}
+	if dups > export.DefaultBatchSize {
+		t.Errorf("%d events sent twice, more than one batch (%d)", dups, export.DefaultBatchSize)
+	}
+	if !strings.Contains(string(metrics), "aepkimi_export_delivered_total") {
+		t.Errorf("/metrics lacks the delivery counter:\n%s", metrics)
 	}
 }

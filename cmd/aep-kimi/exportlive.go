@@ -62,7 +62,7 @@ func (l *liveFlags) register(fs *flag.FlagSet, mode string) {
 	fs.StringVar(&l.token, "token", "", "relay bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 	fs.StringVar(&l.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"tool.*"}'`)
 	fs.StringVar(&l.state, "state", filepath.Join(aepHome(os.Getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
-	fs.StringVar(&l.metrics, "metrics", "", "serve /metrics on this loopback address (e.g. 127.0.0.1:9464)")
+	fs.StringVar(&l.metrics, "metrics", "", "serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&l.sink, "sink", "", "POST each record to this URL")
 	fs.Var(&l.headers, "header", "HTTP header K=V on every request (repeatable; K=@FILE reads V from FILE)")
 	switch mode {
@@ -131,7 +131,10 @@ func runExportLive(ctx context.Context, mode string, conv export.Converter, l *l
 		if err != nil {
 			return fail("--metrics: %v", err)
 		}
-		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
