@@ -86,6 +86,10 @@ const (
 	// DefaultStartTimeout bounds starting the embedded server, connecting
 	// to an external one and setting up the stream.
 	DefaultStartTimeout = 30 * time.Second
+	// followHeartbeat paces the stream follower's idle heartbeats: a
+	// follower whose NATS node went away notices within about two of them
+	// and resumes on another node.
+	followHeartbeat = time.Second
 	// streamBytesFactor sizes the stream's byte limit from the buffer's byte
 	// budget: stored messages also carry a subject and headers.
 	streamBytesFactor = 2

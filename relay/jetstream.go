@@ -157,7 +157,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 }
 
 func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) error {
-	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(followHeartbeat / 2)}
 	url := cfg.URL
 	if url == "" {
 		sopts := &server.Options{
@@ -239,21 +239,19 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 // their place, the same caps applied.
 func (b *JetStreamBackend) follow(ctx context.Context) error {
 	start := time.Now()
-	info, err := b.stream.Info(ctx)
+	ictx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	info, err := b.stream.Info(ictx)
 	if err != nil {
 		return fmt.Errorf("jetstream store: stream info: %w", err)
 	}
 	last := info.State.LastSeq
-	cons, err := b.js.OrderedConsumer(ctx, b.name, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	it, err := b.messages(ictx, 1)
 	if err != nil {
-		return fmt.Errorf("jetstream store: consumer: %w", err)
+		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("jetstream store: consumer: %w", err)
-	}
+	// The rebuild is bounded by the caller's context, not the start
+	// timeout: a large stream takes as long as it takes to read.
 	var seq uint64
 	batch := make([]*Message, 0, 256)
 	flush := func() {
@@ -263,11 +261,7 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		}
 	}
 	for info.State.Msgs > 0 && seq < last {
-		if err := ctx.Err(); err != nil {
-			it.Stop()
-			return fmt.Errorf("jetstream store: rebuild stopped at stream sequence %d of %d: %w", seq, last, err)
-		}
-		jm, err := it.Next()
+		jm, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			it.Stop()
 			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
@@ -297,28 +291,9 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 	b.group = g
 	g.Go(func() error {
 		<-gctx.Done()
-		it.Stop()
 		return liveSub.Unsubscribe()
 	})
-	g.Go(func() error {
-		for {
-			jm, err := it.Next()
-			if err != nil {
-				if gctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					return nil
-				}
-				b.log.Warn("jetstream follower", "err", err)
-				continue
-			}
-			if jm.Headers().Get(originHeader) == b.origin {
-				continue // admitted when this relay published it
-			}
-			if m, _ := b.decode(jm); m != nil {
-				b.remote.Add(1)
-				b.mem.Ingest([]*Message{m})
-			}
-		}
-	})
+	g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
 	g.Go(func() error {
 		for {
 			select {
@@ -330,6 +305,75 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		}
 	})
 	return nil
+}
+
+// messages reads the stream from stream sequence from on, in order.
+func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream.MessagesContext, error) {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if from > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := b.js.OrderedConsumer(ctx, b.name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096),
+		jetstream.PullExpiry(4*followHeartbeat), jetstream.PullHeartbeat(followHeartbeat))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
+	}
+	return it, nil
+}
+
+// followFrom admits what other relays publish, from stream sequence next
+// on, until ctx ends. When the stream is lost (a NATS node went away, a
+// leader election) it reads again from where it stopped.
+func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.MessagesContext, next uint64) error {
+	defer func() { it.Stop() }()
+	for {
+		jm, err := it.Next(jetstream.NextContext(ctx))
+		if err == nil {
+			if seq := b.admitRemote(jm); seq > 0 {
+				next = seq + 1
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.log.Warn("jetstream store: follower lost the stream, resuming", "next_seq", next, "err", err)
+		it.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(followHeartbeat):
+			}
+			if it, err = b.messages(ctx, next); err == nil {
+				break
+			}
+			b.log.Warn("jetstream store: follower cannot resume yet", "next_seq", next, "err", err)
+		}
+	}
+}
+
+// admitRemote admits and fans out a message another relay published; one
+// this relay published was admitted when it was. It returns the message's
+// stream sequence.
+func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
+	if jm.Headers().Get(originHeader) == b.origin {
+		md, err := jm.Metadata()
+		if err != nil {
+			return 0
+		}
+		return md.Sequence.Stream
+	}
+	m, seq := b.decode(jm)
+	if m != nil {
+		b.remote.Add(1)
+		b.mem.Ingest([]*Message{m})
+	}
+	return seq
 }
 
 // decode turns a stream message back into a Message; nil for one that does

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -29,7 +30,7 @@ func (o *storeOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.stream, "nats-stream", envOr(getenv, "AEP_NATS_STREAM", relay.DefaultStream),
 		"JetStream stream name; relays on one NATS with the same name share history (env AEP_NATS_STREAM)")
 	fs.StringVar(&o.natsListen, "nats-listen", "",
-		"let the embedded NATS listen for clients on this address (default: no port at all)")
+		"let the embedded NATS listen for clients on this loopback address, e.g. for a second relay's --nats (default: no port at all)")
 	fs.IntVar(&o.replicas, "nats-replicas", 1, "stream replicas when --nats is a JetStream cluster")
 }
 
@@ -42,6 +43,11 @@ func (o *storeOptions) open(ctx context.Context, cfg *relay.Config) (func(), err
 		}
 		return func() {}, nil
 	case relay.StoreJetStream:
+		if o.natsListen != "" && !httpguard.LoopbackListen(o.natsListen) {
+			// The embedded server has no accounts or TLS: off loopback, run
+			// a NATS of your own and point relays at it with --nats.
+			return nil, fmt.Errorf("--nats-listen %s: the embedded NATS listens on loopback only; use --nats for a NATS reachable off-host", o.natsListen)
+		}
 	default:
 		return nil, fmt.Errorf("--store %s: want %s or %s", strconv.Quote(o.store), relay.StoreMemory, relay.StoreJetStream)
 	}

@@ -1,0 +1,206 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+)
+
+// runNATS starts a JetStream nats-server in the test process, listening on
+// loopback; cluster, when set, joins it to a cluster on loopback.
+func runNATS(t testing.TB, name string, cluster *server.ClusterOpts, routes []*url.URL) *server.Server {
+	t.Helper()
+	opts := &server.Options{ServerName: name, Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Routes: routes}
+	if cluster != nil {
+		opts.Cluster = *cluster
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("nats-server %s did not start", name)
+	}
+	return ns
+}
+
+// sharedRelay runs a relay whose store is the stream on the NATS at natsURL.
+func sharedRelay(t testing.TB, natsURL string, replicas int) *relaytest.Server {
+	t.Helper()
+	var b *relay.JetStreamBackend
+	var err error
+	// A fresh cluster places a replicated stream once every peer reports in.
+	pollUntil(30*time.Second, func() bool {
+		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100})
+		return err == nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
+	t.Cleanup(func() { b.Close() })
+	return srv
+}
+
+func seqsOf(evs []*aep.Event) []int64 {
+	var out []int64
+	for _, e := range evs {
+		out = append(out, *e.Seq)
+	}
+	return out
+}
+
+// Two relays on one NATS share one stream: an event POSTed to A reaches B's
+// consumers, a redelivery to B of what A admitted is a duplicate, a consumer
+// resumes on B from a position it got from A, live-only events cross too,
+// and a command for a session claimed on A answers no-route on B (routing is
+// per relay process) while A routes it.
+func TestSharedStreamTwoRelays(t *testing.T) {
+	ns := runNATS(t, "n1", nil, nil)
+	a := sharedRelay(t, ns.ClientURL(), 1)
+	b := sharedRelay(t, ns.ClientURL(), 1)
+
+	onB := openSSE(t, b, url.Values{"filter": {`{"session":"s-x"}`}}, nil)
+	agentsOnB := openSSE(t, b, url.Values{"filter": {`{"type":["agent.*"]}`}}, nil)
+	var evs []*aep.Event
+	for i := range 10 {
+		evs = append(evs, mkEvent("s-x", int64(i)))
+	}
+	mustPost(t, a, evs[:5]...)
+	if got := seqsOf(onB.events(t, 5)); !slices.Equal(got, []int64{0, 1, 2, 3, 4}) {
+		t.Fatalf("B's consumer got %v from A", got)
+	}
+	if r := post(t, b, evs[2]).json(t); r["duplicates"] != 1.0 || r["buffered"] != 0.0 {
+		t.Fatalf("redelivery to B of an event A admitted: %v", r)
+	}
+	// A consumer saw up to seq 2 on A; it resumes on B.
+	onA := openSSE(t, a, url.Values{"from": {"all"}, "live": {"0"}}, nil)
+	fromA := onA.events(t, 3)[2]
+	mustPost(t, a, evs[5:]...)
+	onB.events(t, 6) // the redelivery, then 5..9
+	resumed := openSSE(t, b, url.Values{"live": {"0"}, "from": {fmt.Sprintf(`[{"session":%q,"epoch":%d,"seq":%d}]`, fromA.Session, *fromA.Epoch, *fromA.Seq)}}, nil)
+	if got := seqsOf(resumed.events(t, 7)); !slices.Equal(got, []int64{3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("resumed on B from A's seq 2: %v", got)
+	}
+	hb := agentEvent()
+	mustPost(t, a, hb)
+	if got := agentsOnB.events(t, 1)[0]; got.ID != hb.ID {
+		t.Fatalf("B's agent consumer got %s", got.ID)
+	}
+
+	target(t, a, "emitter", "kimi", "s-ctl", `{"accepts":["control.cancel"]}`)
+	eventually(t, "B holds A's claim", func() bool { return len(sessionReplay(t, b, "s-ctl")) == 1 })
+	for _, tc := range []struct {
+		srv  *relaytest.Server
+		want string
+	}{{b, "no-route"}, {a, ""}} {
+		sender := helloWS(t, tc.srv, "consumer", nil, "sender")
+		cmd := command("control.cancel", "s-ctl", `{"scope":"run"}`)
+		sender.send(t, cmd)
+		if tc.want == "" {
+			sender.quiet(t, 200*time.Millisecond)
+			continue
+		}
+		if f := sender.next(t); f.str("code") != tc.want || f.str("cause") != cmd.ID {
+			t.Fatalf("command on the other relay: %s, want %s", f.raw, tc.want)
+		}
+	}
+}
+
+// freeLoopbackPort is a port free on loopback right now.
+func freeLoopbackPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Two relays on a three-node JetStream cluster (stream replicas 3): after
+// one node stops, both keep serving, nothing admitted is lost, and new
+// events still cross from A to B.
+func TestSharedStreamClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("forms a three-node JetStream cluster; skipped under -short")
+	}
+	ports := []int{freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)}
+	var routes []*url.URL
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
+	}
+	var nodes []*server.Server
+	var urls string
+	for i, p := range ports {
+		ns := runNATS(t, fmt.Sprintf("n%d", i+1), &server.ClusterOpts{Name: "aep", Host: "127.0.0.1", Port: p}, routes)
+		nodes = append(nodes, ns)
+		if urls != "" {
+			urls += ","
+		}
+		urls += ns.ClientURL()
+	}
+	if !pollUntil(30*time.Second, func() bool {
+		return slices.ContainsFunc(nodes, func(ns *server.Server) bool { return ns.JetStreamIsLeader() })
+	}) {
+		t.Fatal("the JetStream cluster elected no leader")
+	}
+	a := sharedRelay(t, urls, 3)
+	b := sharedRelay(t, urls, 3)
+	onB := openSSE(t, b, url.Values{"filter": {`{"session":"s-c"}`}}, nil)
+	var evs []*aep.Event
+	for i := range 40 {
+		evs = append(evs, mkEvent("s-c", int64(i)))
+	}
+	mustPost(t, a, evs[:20]...)
+	onB.events(t, 20)
+	nodes[0].Shutdown()
+	stopped := time.Now()
+	mustPost(t, a, evs[20:]...)
+	// B's follower may need a few heartbeats to find the stream on another
+	// node. Across a leader change the stream's order may differ from A's
+	// admission order (live delivery is arrival order; replay is by seq).
+	var got []int64
+	for len(got) < 20 {
+		select {
+		case it := <-onB.items:
+			if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil && !it.IsComment {
+				got = append(got, *ev.Seq)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("after a node stopped, B got only %v", got)
+		}
+	}
+	slices.Sort(got)
+	if got[0] != 20 || got[19] != 39 || len(slices.Compact(got)) != 20 {
+		t.Fatalf("after a node stopped, B got %v", got)
+	}
+	t.Logf("B caught up %v after the node stopped", time.Since(stopped))
+	for _, srv := range []*relaytest.Server{a, b} {
+		var replayed []int64
+		for _, it := range sessionReplay(t, srv, "s-c") {
+			ev, err := aep.ParseEvent([]byte(it.Data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			replayed = append(replayed, *ev.Seq)
+		}
+		if len(replayed) != 40 || !slices.IsSorted(replayed) || len(slices.Compact(replayed)) != 40 {
+			t.Fatalf("after a node stopped, %s replays %v", srv.URL, replayed)
+		}
+	}
+}
