@@ -283,5 +283,5 @@ func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Lo
 	if verbose {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(newComponentHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})))
 }
