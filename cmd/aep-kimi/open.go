@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -35,19 +39,28 @@ func relayClientFlags(fs *flag.FlagSet) (relayURL, tokenFile *string) {
 	return relayURL, tokenFile
 }
 
-// runOpen is `aep-kimi open`: print the fleet page's login URL (the token in
-// its fragment, which the browser never sends to a server) and open it with
-// the desktop's opener when there is one.
+// OpenFileName names the file `aep-kimi open` hands the browser, under
+// AEP_HOME: a page that sends the browser on to the login URL.
+const OpenFileName = "open.html"
+
+// runOpen is `aep-kimi open`: write the fleet page's login URL (the token in
+// its fragment, which the browser never sends to a server) into a private
+// file under AEP_HOME that redirects to it, and open that file with the
+// desktop's opener when there is one. The opener gets the file's path, not
+// the URL: a command line is readable by every local user, the file only by
+// its owner.
 func runOpen(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("aep-kimi open", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	relayURL, tokenFile := relayClientFlags(fs)
-	printOnly := fs.Bool("print", false, "only print the URL")
+	home := fs.String("home", aepHome(os.Getenv), "AEP home, where "+OpenFileName+" is written (env AEP_HOME)")
+	printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi open [--relay URL] [--token-file F] [--print]")
-		fmt.Fprintln(io.err, "\nPrints the fleet page's URL and opens it in the browser (xdg-open or open, when present).")
-		fmt.Fprintln(io.err, "The token rides after #: browsers never send that part to a server; the page trades it")
-		fmt.Fprintln(io.err, "for a session cookie and drops it from the address bar.")
+		fmt.Fprintln(io.err, "usage: aep-kimi open [--relay URL] [--token-file F] [--home DIR] [--print]")
+		fmt.Fprintln(io.err, "\nOpens the fleet page logged in: writes $AEP_HOME/"+OpenFileName+" (mode 0600), which sends the")
+		fmt.Fprintln(io.err, "browser to the login URL, prints its path and opens it (xdg-open or open, when present).")
+		fmt.Fprintln(io.err, "The token rides after # in that URL: browsers never send that part to a server; the page")
+		fmt.Fprintln(io.err, "trades it for a session cookie and drops it from the address bar.")
 		fmt.Fprintln(io.err, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -60,23 +73,57 @@ func runOpen(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 	u := fleetpage.LoginURL(*relayURL, token)
-	fmt.Fprintln(io.out, u)
 	if *printOnly {
+		fmt.Fprintln(io.out, u)
 		return 0
 	}
+	target := u
+	if token != "" {
+		if target, err = writeOpenFile(*home, u); err != nil {
+			fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
+			return 1
+		}
+	}
+	fmt.Fprintln(io.out, target)
 	opener := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		opener = "open"
 	}
 	path, err := exec.LookPath(opener)
 	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi open: no %s here: open the URL above in a browser\n", opener)
+		fmt.Fprintf(io.err, "aep-kimi open: no %s here: open the file above in a browser\n", opener)
 		return 0
 	}
 	octx, cancel := context.WithTimeout(ctx, openerTimeout)
 	defer cancel()
-	if err := exec.CommandContext(octx, path, u).Run(); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi open: %s failed (%v): open the URL above in a browser\n", opener, err)
+	if err := exec.CommandContext(octx, path, target).Run(); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi open: %s failed (%v): open the file above in a browser\n", opener, err)
 	}
 	return 0
+}
+
+// writeOpenFile writes home/open.html, mode 0600 in a private directory and
+// never through a link, as a page that replaces itself with loginURL, and
+// returns its path.
+func writeOpenFile(home, loginURL string) (string, error) {
+	if err := safefile.PrivateDir(home); err != nil {
+		return "", fmt.Errorf("AEP home: %w", err)
+	}
+	path, err := filepath.Abs(filepath.Join(home, OpenFileName))
+	if err != nil {
+		return "", err
+	}
+	f, err := safefile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", OpenFileName, err)
+	}
+	q := html.EscapeString(loginURL)
+	page := "<!doctype html>\n<meta charset=\"utf-8\">\n<meta name=\"referrer\" content=\"no-referrer\">\n" +
+		"<meta http-equiv=\"refresh\" content=\"0;url=" + q + "\">\n" +
+		"<title>aep-kimi fleet page</title>\n<a href=\"" + q + "\">Open the fleet page</a>\n"
+	_, werr := f.WriteString(page)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("write %s: %w", OpenFileName, err)
+	}
+	return path, nil
 }
