@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,10 +28,11 @@ import (
 // address that a test can stop and start again (a relay restart: the
 // in-memory buffer is gone, the address is the same).
 type restartableRelay struct {
-	t    *testing.T
-	addr string
-	mu   sync.Mutex
-	stop func()
+	t          *testing.T
+	addr       string
+	loginsFile string // kept across restarts, as up keeps it under AEP_HOME
+	mu         sync.Mutex
+	stop       func()
 }
 
 func newRestartableRelay(t *testing.T) *restartableRelay {
@@ -38,7 +40,7 @@ func newRestartableRelay(t *testing.T) *restartableRelay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &restartableRelay{t: t, addr: ln.Addr().String()}
+	r := &restartableRelay{t: t, addr: ln.Addr().String(), loginsFile: filepath.Join(t.TempDir(), "page-login.key")}
 	r.serve(ln)
 	t.Cleanup(r.halt)
 	return r
@@ -47,7 +49,7 @@ func newRestartableRelay(t *testing.T) *restartableRelay {
 func (r *restartableRelay) base() string { return "http://" + r.addr }
 
 func (r *restartableRelay) serve(ln net.Listener) {
-	page, err := fleetpage.New(fleetpage.Config{Token: testToken})
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, LoginsFile: r.loginsFile})
 	if err != nil {
 		r.t.Fatal(err)
 	}

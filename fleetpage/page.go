@@ -9,9 +9,13 @@
 // from its own origin (Admits).
 //
 // A login is a random id held in a bounded server-side map with its expiry.
-// The cookie carries the id, the expiry and a MAC keyed by the relay token,
-// so a relay restarted with the same token takes its browsers back without
-// a new login (the page resumes its stream), while a new token ends them.
+// The cookie carries the id, the expiry and a MAC keyed by the relay token
+// and a login generation: 32 random bytes kept in Config.LoginsFile (mode
+// 0600). A relay restarted with the same token and file takes its browsers
+// back without a new login (the page resumes its stream); a new token ends
+// them. Logging out makes a new generation, durably, before it answers: it
+// ends every browser's login to this relay, across restarts, with nothing
+// to remember per login. Without a file the generation lives for one run.
 package fleetpage
 
 import (
@@ -22,18 +26,23 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 //go:embed assets
@@ -61,6 +70,10 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxLogins bounds the logins held.
 	MaxLogins int
+	// LoginsFile keeps the login generation across restarts; it is created
+	// mode 0600, in a private directory, and replaced on logout. Empty: a
+	// generation per run, so a restart ends every login.
+	LoginsFile string
 	// Logger receives operational logs; tokens and cookies never reach it.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -83,8 +96,8 @@ type Page struct {
 	cfg    Config
 	static http.Handler
 
-	key    []byte // MAC key for cookies, derived from the token
 	mu     sync.Mutex
+	key    []byte               // MAC key for cookies, from the token and the generation
 	logins map[string]time.Time // session id -> expiry
 	ended  map[string]time.Time // ids logged out or evicted -> their expiry
 }
@@ -107,10 +120,67 @@ func New(cfg Config) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	mac := hmac.New(sha256.New, []byte(cfg.Token))
-	mac.Write([]byte("aep-kimi fleet page login v1"))
-	return &Page{cfg: cfg, static: http.FileServerFS(sub), key: mac.Sum(nil),
-		logins: make(map[string]time.Time), ended: make(map[string]time.Time)}, nil
+	p := &Page{cfg: cfg, static: http.FileServerFS(sub),
+		logins: make(map[string]time.Time), ended: make(map[string]time.Time)}
+	gen, err := p.loadGeneration()
+	if err != nil {
+		return nil, err
+	}
+	p.key = p.keyFor(gen)
+	return p, nil
+}
+
+const generationLen = 32
+
+// loadGeneration reads the login generation from LoginsFile, making and
+// keeping one when there is none (or none to keep it in).
+func (p *Page) loadGeneration() ([]byte, error) {
+	if p.cfg.LoginsFile == "" || p.cfg.Token == "" {
+		return newGeneration(true, "")
+	}
+	b, err := safefile.ReadFile(p.cfg.LoginsFile)
+	switch {
+	case err == nil && len(b) == 2*generationLen:
+		gen, derr := hex.DecodeString(string(b))
+		if derr == nil {
+			return gen, nil
+		}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("fleet page logins file: %w", err)
+	}
+	return newGeneration(false, p.cfg.LoginsFile)
+}
+
+// newGeneration makes a random generation and, unless volatile, writes it
+// to path (0600, atomically, in a private directory).
+func newGeneration(volatile bool, path string) ([]byte, error) {
+	gen := make([]byte, generationLen)
+	if _, err := rand.Read(gen); err != nil {
+		return nil, fmt.Errorf("fleet page login generation: %w", err)
+	}
+	if volatile {
+		return gen, nil
+	}
+	if err := safefile.PrivateDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("fleet page logins file: %w", err)
+	}
+	if err := atomicfile.Write(path, []byte(hex.EncodeToString(gen)), atomicfile.Options{Perm: 0o600}); err != nil {
+		return nil, fmt.Errorf("fleet page logins file: %w", err)
+	}
+	return gen, nil
+}
+
+func (p *Page) keyFor(gen []byte) []byte {
+	mac := hmac.New(sha256.New, []byte(p.cfg.Token))
+	mac.Write([]byte("aep-kimi fleet page login v2\x00"))
+	mac.Write(gen)
+	return mac.Sum(nil)
+}
+
+func (p *Page) macKey() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.key
 }
 
 // ServeHTTP serves GET / and /app/* (the files), POST /app/login and
@@ -209,7 +279,7 @@ func (p *Page) seal(id []byte, exp time.Time) string {
 	b := make([]byte, 0, idLen+expLen+sha256.Size)
 	b = append(b, id...)
 	b = binary.BigEndian.AppendUint64(b, uint64(exp.Unix()))
-	m := hmac.New(sha256.New, p.key)
+	m := hmac.New(sha256.New, p.macKey())
 	m.Write(b)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(b))
 }
@@ -220,7 +290,7 @@ func (p *Page) open(v string) (string, time.Time, bool) {
 	if err != nil || len(b) != idLen+expLen+sha256.Size {
 		return "", time.Time{}, false
 	}
-	m := hmac.New(sha256.New, p.key)
+	m := hmac.New(sha256.New, p.macKey())
 	m.Write(b[:idLen+expLen])
 	if !hmac.Equal(m.Sum(nil), b[idLen+expLen:]) {
 		return "", time.Time{}, false
@@ -345,16 +415,25 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 	if !pagePost(w, r, "logout") {
 		return
 	}
-	if c, err := r.Cookie(CookieName); err == nil {
-		if id, exp, ok := p.open(c.Value); ok {
-			p.mu.Lock()
-			delete(p.logins, id)
-			p.endLocked(id, exp)
-			p.mu.Unlock()
+	gone := &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	// Only a browser logged in may end the logins: a stale cookie (or none)
+	// just clears itself.
+	if p.cfg.Token != "" && p.Admits(r) {
+		gen, err := newGeneration(p.cfg.LoginsFile == "", p.cfg.LoginsFile)
+		if err != nil {
+			p.cfg.Logger.Error("fleet page logout not kept", "err", err)
+			httpguard.WriteError(w, http.StatusInternalServerError, "internal", "the logout could not be kept; the login still stands")
+			return
 		}
+		p.mu.Lock()
+		p.key = p.keyFor(gen)
+		clear(p.logins)
+		clear(p.ended)
+		p.mu.Unlock()
+		p.cfg.Logger.Info("fleet page logout: every browser login ended", "remote", r.RemoteAddr)
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.SetCookie(w, gone)
 	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: false})
 }
 

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -334,13 +336,14 @@ func TestLoginURL(t *testing.T) {
 }
 
 func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
-	first, _ := startRelay(t, testToken, fleetpage.Config{})
+	cfg := fleetpage.Config{LoginsFile: filepath.Join(t.TempDir(), "page-login.key")}
+	first, _ := startRelay(t, testToken, cfg)
 	c := loginCookie(t, first)
-	again, _ := startRelay(t, testToken, fleetpage.Config{})
+	again, _ := startRelay(t, testToken, cfg)
 	if code := status(t, again, req{cookie: c, origin: again}); code != http.StatusOK {
 		t.Errorf("a relay restarted with the same token refused the login: %d", code)
 	}
-	other, _ := startRelay(t, testToken+"-rotated", fleetpage.Config{})
+	other, _ := startRelay(t, testToken+"-rotated", cfg)
 	if code := status(t, other, req{cookie: c, origin: other}); code != http.StatusUnauthorized {
 		t.Errorf("a relay with a new token admitted the old login: %d", code)
 	}
@@ -348,5 +351,41 @@ func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
 	tampered.Value = c.Value[:len(c.Value)-2] + "AA"
 	if code := status(t, again, req{cookie: &tampered, origin: again}); code != http.StatusUnauthorized {
 		t.Errorf("a tampered cookie: %d", code)
+	}
+}
+
+// TestLogoutOutlivesRestart: a relay restarted with the same token and
+// logins file takes back its logins, but not once one of them logged out.
+func TestLogoutOutlivesRestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "home", "page-login.key")
+	cfg := fleetpage.Config{LoginsFile: file}
+	first, _ := startRelay(t, testToken, cfg)
+	a, b := loginCookie(t, first), loginCookie(t, first)
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("logins file: %v %v, want mode 0600", st, err)
+	}
+	again, _ := startRelay(t, testToken, cfg)
+	if code := status(t, again, req{cookie: a, origin: again}); code != http.StatusOK {
+		t.Fatalf("a login after a restart: %d, want 200", code)
+	}
+	if code := status(t, again, req{method: http.MethodPost, path: "/app/logout", cookie: a, origin: again}); code != http.StatusOK {
+		t.Fatalf("logout: %d", code)
+	}
+	if code := status(t, again, req{cookie: b, origin: again}); code != http.StatusUnauthorized {
+		t.Errorf("another browser's login after logout: %d, want 401 (logout ends every login)", code)
+	}
+	restarted, _ := startRelay(t, testToken, cfg)
+	for name, c := range map[string]*http.Cookie{"logged out": a, "other": b} {
+		if code := status(t, restarted, req{cookie: c, origin: restarted}); code != http.StatusUnauthorized {
+			t.Errorf("the %s cookie after logout and restart: %d, want 401", name, code)
+		}
+	}
+	c := loginCookie(t, restarted)
+	if code := status(t, restarted, req{cookie: c, origin: restarted}); code != http.StatusOK {
+		t.Errorf("a fresh login after the restart: %d", code)
+	}
+	volatile, _ := startRelay(t, testToken, fleetpage.Config{})
+	if code := status(t, volatile, req{cookie: c, origin: volatile}); code != http.StatusUnauthorized {
+		t.Errorf("a relay without a logins file took a login from another run: %d", code)
 	}
 }

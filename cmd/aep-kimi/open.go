@@ -21,9 +21,14 @@ import (
 // to the browser and returns.
 const openerTimeout = 10 * time.Second
 
-// withPage gives the relay its fleet page, logging in with the relay's token.
-func withPage(cfg *relay.Config) error {
-	p, err := fleetpage.New(fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger})
+// PageLoginFileName names the file under AEP_HOME that keeps the fleet
+// page's login generation: logins outlive a relay restart, a logout too.
+const PageLoginFileName = "page-login.key"
+
+// withPage gives the relay its fleet page, logging in with the relay's token
+// and keeping its login generation under home.
+func withPage(cfg *relay.Config, home string) error {
+	p, err := fleetpage.New(fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, PageLoginFileName)})
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
-	if err := withPage(&cfg); err != nil {
+	if err := withPage(&cfg, st.home); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}

@@ -107,7 +107,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
 		return usageError{err}
 	}
-	if err := withPage(&rcfg); err != nil {
+	if err := withPage(&rcfg, o.home); err != nil {
 		return usageError{err}
 	}
 	rsrv, err := relay.NewServer(rcfg)
