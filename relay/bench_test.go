@@ -44,6 +44,27 @@ func BenchmarkDeliverLatency10k(b *testing.B) {
 	report("baseline-", baseLat)
 }
 
+// BenchmarkStoreDeliverLatency10k is BenchmarkDeliverLatency10k on each
+// store, in the same run: on jetstream each event is on disk before it is
+// fanned out.
+func BenchmarkStoreDeliverLatency10k(b *testing.B) {
+	for _, st := range []struct {
+		name string
+		open func(b *testing.B) relay.Backend
+	}{
+		{relay.StoreMemory, func(*testing.B) relay.Backend { return nil }},
+		{relay.StoreJetStream, func(b *testing.B) relay.Backend { return openJetStream(b, 0, 0, 0) }},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			srv := relaytest.RunServer(b, relay.Config{Backend: st.open(b)})
+			l := measureLatency(b, srv.URL, min(max(b.N, 100), 200_000))
+			b.ReportMetric(float64(pct(l, 0.50).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(pct(l, 0.99).Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(pct(l, 1).Microseconds())/1000, "max-ms")
+		})
+	}
+}
+
 func pct(l []time.Duration, q float64) time.Duration {
 	if len(l) == 0 {
 		return 0

@@ -1,0 +1,123 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// storeBatch is the Ingest batch of the store benchmarks: what one NDJSON
+// POST or a few socket frames carry.
+const storeBatch = 64
+
+// benchStores runs fn against each store, both in the same run.
+func benchStores(b *testing.B, fn func(b *testing.B, open func(b *testing.B) Backend)) {
+	b.Run(StoreMemory, func(b *testing.B) {
+		fn(b, func(*testing.B) Backend { return NewMemoryBackend(0, 0) })
+	})
+	b.Run(StoreJetStream, func(b *testing.B) {
+		fn(b, func(b *testing.B) Backend { return benchJetStream(b, b.TempDir()) })
+	})
+}
+
+func benchJetStream(b *testing.B, dir string) *JetStreamBackend {
+	b.Helper()
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = js.Close() })
+	return js
+}
+
+// benchBatches returns n events in batches of storeBatch over 8 sessions,
+// each event with its own id (so none is a duplicate).
+func benchBatches(b *testing.B, n int) [][]*Message {
+	var out [][]*Message
+	for i := 0; i < n; i += storeBatch {
+		var batch []*Message
+		for j := i; j < min(i+storeBatch, n); j++ {
+			batch = append(batch, benchEvent(b, fmt.Sprintf("s%d", j%8), int64(j/8)))
+		}
+		out = append(out, batch)
+	}
+	return out
+}
+
+// BenchmarkStoreIngest measures admission on each store in batches of 64:
+// on jetstream every event is on disk (the stream acknowledged it) before
+// Ingest returns. Parsing is outside the timer (BenchmarkIngestParse).
+func BenchmarkStoreIngest(b *testing.B) {
+	benchStores(b, func(b *testing.B, open func(*testing.B) Backend) {
+		be := open(b)
+		batches := benchBatches(b, b.N)
+		b.ResetTimer()
+		start := time.Now()
+		for _, batch := range batches {
+			if res := be.Ingest(batch); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+	})
+}
+
+// BenchmarkStoreFanout100 is BenchmarkFanout100 on each store, ingesting in
+// batches of 64.
+func BenchmarkStoreFanout100(b *testing.B) {
+	benchStores(b, func(b *testing.B, open func(*testing.B) Backend) {
+		benchFanout100(b, open(b), storeBatch)
+	})
+}
+
+// BenchmarkStoreReopen measures restart to serving on the jetstream store
+// holding b.N events (over 100 sessions of up to 10,000 each, so the
+// default caps keep them all), and the disk bytes per stored event. The
+// memory store has nothing to reopen: it restarts empty.
+func BenchmarkStoreReopen(b *testing.B) {
+	n := b.N
+	dir := b.TempDir()
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir, BufferBytes: 1 << 30, MaxSessions: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i += storeBatch {
+		var batch []*Message
+		for j := i; j < min(i+storeBatch, n); j++ {
+			batch = append(batch, benchEvent(b, fmt.Sprintf("s%d", j%100), int64(j/100)))
+		}
+		if res := js.Ingest(batch); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	if err := js.Close(); err != nil {
+		b.Fatal(err)
+	}
+	var disk int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				disk += fi.Size()
+			}
+		}
+		return nil
+	})
+	b.ResetTimer()
+	start := time.Now()
+	again, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir, BufferBytes: 1 << 30, MaxSessions: 100})
+	took := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer again.Close()
+	if got := again.Stats().Events; got != n {
+		b.Fatalf("reopened with %d of %d events", got, n)
+	}
+	b.ReportMetric(took.Seconds(), "restart-s")
+	b.ReportMetric(float64(disk)/float64(n), "disk-bytes/event")
+	b.ReportMetric(float64(len(benchEvent(b, "s0", 0).Raw)), "event-bytes")
+}
