@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
@@ -121,17 +121,6 @@ func TestSharedStreamTwoRelays(t *testing.T) {
 	}
 }
 
-// freeLoopbackPort is a port free on loopback right now.
-func freeLoopbackPort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // Two relays on a three-node JetStream cluster (stream replicas 3): after
 // one node stops, both keep serving, nothing admitted is lost, and new
 // events still cross from A to B.
@@ -139,7 +128,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forms a three-node JetStream cluster; skipped under -short")
 	}
-	ports := []int{freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)}
+	ports := []int{kimiharness.FreePort(t), kimiharness.FreePort(t), kimiharness.FreePort(t)}
 	var routes []*url.URL
 	for _, p := range ports {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
