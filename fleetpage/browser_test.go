@@ -235,6 +235,18 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s2", "session.started", 0, nil),
 		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
 	)
+	// The subagent's own work, and two background tasks of s1's run: one
+	// finishes (its completion names it), one still runs.
+	subTool := map[string]any{"run": "sr1", "subject": "ReadFile", "data": map[string]any{"tool": map[string]any{"name": "ReadFile", "call_id": "c9"}}}
+	em.send(
+		em.event("s1-sub", "run.started", -1, map[string]any{"run": "sr1"}),
+		em.event("s1-sub", "tool.requested", -1, subTool),
+		em.event("s1-sub", "tool.completed", -1, merge(subTool, map[string]any{"data": map[string]any{"tool": map[string]any{"name": "ReadFile", "call_id": "c9"}, "duration_ms": 12}})),
+		em.event("s1-sub", "run.finished", -1, map[string]any{"run": "sr1"}),
+		em.event("s1", "x.kimi-code.progress.task_started", -1, map[string]any{"run": "r1", "subject": "bash-1", "data": map[string]any{"task_id": "bash-1", "kind": "process"}}),
+		em.event("s1", "x.kimi-code.progress.task_started", -1, map[string]any{"run": "r1", "subject": "bash-2", "data": map[string]any{"task_id": "bash-2", "kind": "process"}}),
+		em.event("s1", "progress.status", -1, map[string]any{"run": "r1", "subject": "task.completed", "data": map[string]any{"task_id": "bash-1", "severity": "info", "duration_ms": 1500}}),
+	)
 	// A request captured at metadata carries no prompt: the page says so.
 	gatedReq := aep.NewID()
 	em.send(em.event("s6", "session.started", 0, nil), em.event("s6", "attention.requested", -1, map[string]any{
@@ -317,6 +329,12 @@ func TestBrowserFleet(t *testing.T) {
 	// The session view shows the denied tool.
 	b.Click("open s1", `[data-session="s1"] button`)
 	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
+	b.WaitJS("a finished background task with its duration", `(document.querySelector('#timeline [data-run="r1"] [data-task="bash-1"][data-task-state="finished"]')||{}).textContent?.includes('1.5 s')`)
+	b.WaitJS("a running background task with its age", `document.querySelector('#timeline [data-task="bash-2"][data-task-state="running"] [data-since]') !== null`)
+	b.WaitJS("the subagent's work nested under its delegation", `(document.querySelector('#timeline [data-child="s1-sub"] [data-nested="s1-sub"] [data-run="sr1"] [data-tool="c9"]')||{}).dataset?.kind === 'completed'`)
+	// Ages tick in place: the run's age changes, the timeline is not redrawn.
+	b.MustRun("note the run's age", chromedp.Evaluate(`window.__run = document.querySelector('#timeline [data-run="r1"]'); window.__age = window.__run.querySelector('[data-since]').textContent`, nil))
+	b.WaitJS("the age ticks without a redraw", `document.querySelector('#timeline [data-run="r1"]') === window.__run && window.__run.querySelector('[data-since]').textContent !== window.__age`)
 	b.MustRun("open the subagent from its delegation", chromedp.Evaluate(`document.querySelector('#timeline [data-child="s1-sub"] button').click()`, nil))
 	b.WaitJS("the child session's view", `document.getElementById('session-pane').dataset.session === 's1-sub'`)
 	b.MustRun("back", chromedp.KeyEvent(kb.Escape))

@@ -578,6 +578,13 @@ func mapNotification(m map[string]any, p Posture) []Event {
 	if s, ok := p.text(e.Capture, str(m, "title")); ok {
 		e.Data["message"] = s
 	}
+	// A background task's completion names the task, so a consumer can
+	// close what x.kimi-code.progress.task_started opened.
+	if str(m, "source_kind") == "background_task" {
+		if id := str(m, "source_id"); id != "" {
+			e.Data["task_id"] = id
+		}
+	}
 	return []Event{e}
 }
 

@@ -6,7 +6,8 @@
 import * as S from './state.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
-const TICK_MS = 5000; // ages and quiet transitions
+const TICK_MS = 5000; // the fleet's ages and quiet transitions
+const AGE_TICK_MS = 1000; // the open session view's ages
 const MAX_BACKOFF_MS = 8000;
 const PAGE_AGENT = 'aep-kimi-page';
 
@@ -16,6 +17,7 @@ const state = S.newState();
 window.aepFleet = { state, S };
 const ui = {
   selected: null, // lane shown in the session view
+  shown: new Set(), // lanes the session view draws (its subagents nest)
   rows: new Map(), // lane -> row element
   items: new Map(), // attention id -> inbox element
   agentsSeen: new Set(),
@@ -379,7 +381,7 @@ function render() {
   const pending = renderInbox(now);
   // The session view redraws when its session changes (not on the age tick:
   // a timeline that moves under the pointer swallows clicks).
-  if (ui.selected && dirty.has(ui.selected)) renderSession(now);
+  if (ui.selected && [...ui.shown].some((k) => dirty.has(k))) renderSession(now);
   renderAgents(dirty);
   document.title = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
 }
@@ -615,6 +617,26 @@ function dur(msv) {
   return msv < 1000 ? `${msv} ms` : `${(msv / 1000).toFixed(1)} s`;
 }
 
+// since renders an age that ticks: tickAges rewrites it every second
+// without redrawing the view around it.
+function since(fromMs, now, suffix = '') {
+  if (fromMs === null || fromMs === undefined || !Number.isFinite(fromMs)) return '';
+  return el('span', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined }, age(fromMs, now) + suffix);
+}
+
+function tickAges() {
+  if (!ui.selected) return;
+  const now = Date.now();
+  for (const n of $('session-pane').querySelectorAll('[data-since]')) {
+    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
+    if (n.textContent !== t) n.textContent = t;
+  }
+}
+
+// MAX_NEST bounds how deep subagents nest inline (a subagent's subagent's
+// work); deeper ones keep their "open" link.
+const MAX_NEST = 3;
+
 function renderSession(now) {
   const s = S.session(state, ui.selected);
   if (!s) return;
@@ -623,54 +645,98 @@ function renderSession(now) {
   const facts = [
     ['session', s.session], ['relay', s.origin], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
     ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
+    ['last event', s.lastEvent ? el('span', null, `${s.lastEvent.type} `, since(s.lastTime, now, ' ago')) : ''],
     ['events', String(s.events)], ['compactions', String(s.compactions)],
     ['parent', s.parent ? `${s.parent.session || ''} ${s.parent.run || ''}` : ''],
-    ['tasks', [...s.tasks.values()].map((t) => `${t.title}: ${t.state}`).join('; ')],
+    ['plan', [...s.tasks.values()].map((t) => `${t.title}: ${t.state}`).join('; ')],
+    ['background tasks', s.background.size ? [...s.background.values()].map((t) => `${t.id}: ${t.state}`).join('; ') : ''],
   ].filter(([, v]) => v);
   $('session-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
-  const runs = s.runs.map((r) => {
-    const items = [];
-    for (const ev of r.items) {
-      const d = ev.data || {};
-      if (ev.type === 'tool.requested' || ev.type === 'tool.started') continue;
-      if (ev.type.startsWith('tool.')) {
-        const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
-        const t = r.tools.get(key);
-        if (!t) continue;
-        const bits = [t.name, t.state, dur(t.duration), t.args ? `args ${t.args.slice(0, 12)}` : '', t.result ? `result ${t.result.slice(0, 12)}` : '',
-          t.error ? `${t.error.type || ''} ${t.error.message || (S.gated(ev) ? '(message gated at capture)' : '')}` : ''];
-        items.push(el('li', { 'data-kind': t.state, 'data-tool': t.key }, bits.filter(Boolean).join(' · ')));
-      } else if (ev.type.startsWith('attention.')) {
-        const text = ev.type === 'attention.requested'
-          ? `asked: ${d.prompt ?? (S.gated(ev) ? `(prompt gated at capture ${ev.capture || 'metadata'})` : d.kind || '')}`
-          : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}`;
-        items.push(el('li', { 'data-kind': 'attention' }, text));
-      } else if (ev.type.startsWith('delegation.subagent.')) {
-        // The child session nests under its delegation: its own story is a
-        // click away when the relay holds it.
-        const childKey = d.child && d.child.session ? S.laneKey(d.child.session, s.origin) : null;
-        const child = childKey ? S.session(state, childKey) : null;
-        const item = el('li', { 'data-kind': 'sub', 'data-child': d.child && d.child.session },
-          `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
-        if (child && ev.type.endsWith('.started')) {
-          item.append(` · ${child.tools} tool${child.tools === 1 ? '' : 's'}, ${S.group(child, now, QUIET_MS)} `,
-            el('button', { type: 'button', onclick: () => openSession(childKey) }, 'open'));
-        }
-        items.push(item);
-      } else if (ev.type !== 'run.started') {
-        items.push(el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event' }, `${ev.type}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`));
-      }
-    }
-    return el('li', { 'data-run': r.id, 'data-run-state': r.state },
-      el('div', null, `run ${r.id} · ${r.state}${r.duration !== null ? ` · ${dur(r.duration)}` : r.started ? ` · open ${age(Date.parse(r.started), now)}` : ''}${r.cancelledBy ? ` · by ${r.cancelledBy}` : ''}`),
-      el('ul', { class: 'items' }, ...items));
-  });
+  const shown = new Set([s.id]);
+  const runs = runItems(s, now, 0, shown);
+  // The lanes drawn here, nested subagents included: a change to any of
+  // them redraws the view.
+  ui.shown = shown;
   const outside = S.ordered(state, s.id).filter((e) => !e.run && !e.type.startsWith('attention.') && !e.type.startsWith('control.'));
   if (outside.length) {
     runs.push(el('li', { 'data-run': '' }, el('div', null, 'session events'),
-      el('ul', { class: 'items' }, ...outside.map((e) => el('li', { 'data-kind': 'event' }, `${e.type}${e.seq !== undefined ? ` #${e.seq}` : ''}`)))));
+      el('ul', { class: 'items' }, ...outside.map((e) => (S.taskId(e) ? eventItem(s, e, now, 0, shown)
+        : el('li', { 'data-kind': 'event' }, `${e.type}${e.seq !== undefined ? ` #${e.seq}` : ''}`))))));
   }
   $('timeline').replaceChildren(...runs);
+}
+
+// runItems renders a session's runs; a subagent's session renders the same
+// way, nested under its delegation (seen guards a cycle of delegations).
+function runItems(s, now, depth, seen) {
+  return s.runs.map((r) => {
+    const items = [];
+    for (const ev of r.items) {
+      const item = eventItem(s, ev, now, depth, seen, r);
+      if (item) items.push(item);
+    }
+    const head = el('div', null, `run ${r.id} · ${r.state}`);
+    if (r.duration !== null) head.append(` · ${dur(r.duration)}`);
+    else if (r.started && r.state === 'open') head.append(' · open ', since(Date.parse(r.started), now));
+    if (r.cancelledBy) head.append(` · by ${r.cancelledBy}`);
+    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, el('ul', { class: 'items' }, ...items));
+  });
+}
+
+// taskItem renders a background task once, where it started (or where it
+// settled, when its start is no longer held): its state and duration, or
+// its ticking age while it runs.
+function taskItem(t, now) {
+  const li = el('li', { 'data-kind': 'task', 'data-task': t.id, 'data-task-state': t.state },
+    `background task ${t.id}${t.kind ? ` (${t.kind})` : ''} · ${t.state}`);
+  if (t.duration !== null) li.append(` · ${dur(t.duration)}`);
+  else if (t.state === 'running' && t.started) li.append(' · ', since(Date.parse(t.started), now));
+  return li;
+}
+
+function eventItem(s, ev, now, depth, seen, r) {
+  const d = ev.data || {};
+  const tid = S.taskId(ev);
+  if (tid) {
+    const t = s.background.get(tid);
+    const here = t.startEv ? t.startEv === ev : t.endEv === ev;
+    return here ? taskItem(t, now) : null;
+  }
+  if (!r) return null;
+  if (ev.type === 'tool.requested' || ev.type === 'tool.started') return null;
+  if (ev.type.startsWith('tool.')) {
+    const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
+    const t = r.tools.get(key);
+    if (!t) return null;
+    const bits = [t.name, t.state, dur(t.duration), t.args ? `args ${t.args.slice(0, 12)}` : '', t.result ? `result ${t.result.slice(0, 12)}` : '',
+      t.error ? `${t.error.type || ''} ${t.error.message || (S.gated(ev) ? '(message gated at capture)' : '')}` : ''];
+    return el('li', { 'data-kind': t.state, 'data-tool': t.key }, bits.filter(Boolean).join(' · '));
+  }
+  if (ev.type.startsWith('attention.')) {
+    const text = ev.type === 'attention.requested'
+      ? `asked: ${d.prompt ?? (S.gated(ev) ? `(prompt gated at capture ${ev.capture || 'metadata'})` : d.kind || '')}`
+      : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}`;
+    return el('li', { 'data-kind': 'attention' }, text);
+  }
+  if (ev.type.startsWith('delegation.subagent.')) {
+    // The child session's work nests inline under its delegation; its own
+    // view stays a click away.
+    const childKey = d.child && d.child.session ? S.laneKey(d.child.session, s.origin) : null;
+    const child = childKey ? S.session(state, childKey) : null;
+    const item = el('li', { 'data-kind': 'sub', 'data-child': d.child && d.child.session },
+      `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
+    if (child && ev.type.endsWith('.started')) {
+      item.append(` · ${child.tools} tool${child.tools === 1 ? '' : 's'}, ${S.group(child, now, QUIET_MS)} `,
+        el('button', { type: 'button', onclick: () => openSession(childKey) }, 'open'));
+      if (depth < MAX_NEST && !seen.has(childKey)) {
+        seen.add(childKey);
+        item.append(el('ul', { class: 'runs nested', 'data-nested': child.session }, ...runItems(child, now, depth + 1, seen)));
+      }
+    }
+    return item;
+  }
+  if (ev.type === 'run.started') return null;
+  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event' }, `${ev.type}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`);
 }
 
 // --- keyboard ----------------------------------------------------------------
@@ -719,6 +785,7 @@ async function start() {
     $(id).addEventListener('input', scheduleRender);
   }
   setInterval(scheduleRender, TICK_MS);
+  setInterval(tickAges, AGE_TICK_MS);
   let relays = [{ name: '', base: '' }];
   try {
     const r = await fetch('/app/relays', { credentials: 'same-origin' });

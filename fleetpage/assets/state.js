@@ -174,6 +174,35 @@ export function gated(ev, need = 'redacted') {
   return (CAPTURE_RANK[ev.capture] ?? 1) < CAPTURE_RANK[need];
 }
 
+// Background tasks (a shell run in the background, a detached agent) are
+// vendor extensions: *.progress.task_started opens one (subject: the task
+// id), a progress.status naming the task in data.task_id settles it, and
+// *.progress.task_ended closes one that never reported (its session ended).
+function isTaskStart(type) {
+  return typeof type === 'string' && type.startsWith('x.') && type.endsWith('.progress.task_started');
+}
+
+function isTaskEnd(type) {
+  return typeof type === 'string' && type.startsWith('x.') && type.endsWith('.progress.task_ended');
+}
+
+// taskId names the background task an event opens or settles, or ''.
+export function taskId(ev) {
+  const d = data(ev);
+  if (isTaskStart(ev.type) || isTaskEnd(ev.type)) return (typeof d.task_id === 'string' && d.task_id) || ev.subject || '';
+  if (ev.type === 'progress.status' && typeof d.task_id === 'string') return d.task_id;
+  return '';
+}
+
+// taskOutcome reads how a settling event ended its task.
+function taskOutcome(ev) {
+  const d = data(ev);
+  const words = [ev.subject, d.status, d.severity].filter((x) => typeof x === 'string').join(' ');
+  if (/fail|error|killed|critical/.test(words)) return 'failed';
+  if (isTaskEnd(ev.type) && d.status !== 'completed') return 'stopped';
+  return 'finished';
+}
+
 function toolKey(ev) {
   const t = data(ev).tool;
   return (t && t.call_id) || ev.subject || ev.id;
@@ -193,7 +222,7 @@ export function session(state, id) {
   if (l.derived) return l.derived;
   const s = {
     id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', model: '', started: null, ended: null, endReason: '',
-    runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(),
+    runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
     parent: null, errors: [],
   };
@@ -218,6 +247,29 @@ export function session(state, id) {
     if (typeof d['gen_ai.request.model'] === 'string') s.model = d['gen_ai.request.model'];
     const r = runOf(ev);
     if (r) r.items.push(ev);
+    const tid = taskId(ev);
+    if (tid) {
+      let bt = s.background.get(tid);
+      if (!bt) {
+        bt = { id: tid, kind: '', state: 'running', run: '', started: null, ended: null, duration: null, startEv: null, endEv: null };
+        s.background.set(tid, bt);
+      }
+      if (isTaskStart(ev.type)) {
+        bt.startEv = ev;
+        bt.started = ev.time;
+        bt.run = ev.run || '';
+        bt.kind = typeof d.kind === 'string' ? d.kind : '';
+      } else if (!bt.endEv) {
+        bt.endEv = ev;
+        bt.ended = ev.time;
+        bt.state = taskOutcome(ev);
+        if (bt.state === 'failed') s.failures++;
+      }
+      if (bt.endEv) {
+        const a = ms(bt.started), b = ms(bt.ended);
+        bt.duration = data(bt.endEv).duration_ms ?? (a !== null && b !== null ? Math.max(0, b - a) : null);
+      }
+    }
     switch (ev.type) {
       case 'session.started':
         s.started = ev.time;
@@ -376,6 +428,7 @@ export function summary(state) {
       agent: s.agent, ended: s.ended, runs: s.runs.map((r) => [r.id, r.state, [...r.tools.values()].map((t) => t.state)]),
       attention: [...s.attention.values()].map((a) => [a.id, a.state, a.answer]), tools: s.tools, failures: s.failures,
       subagents: s.subagents, compactions: s.compactions, unknown: s.unknown, events: s.events,
+      background: [...s.background.values()].map((t) => [t.id, t.state, t.duration]),
     };
   }
   const agents = {};

@@ -138,3 +138,37 @@ test('one session id on two relays is two sessions', () => {
   assert.equal(s.session, 's');
   assert.equal(s.origin, 'team');
 });
+
+test('background tasks: started, finished, failed and stopped, with durations, wherever they settle', () => {
+  const st = S.newState();
+  const at = (s) => `2026-01-01T00:00:${String(s).padStart(2, '0')}.000Z`;
+  let seq = 0;
+  const ev = (type, t, f) => ({ aep: '0.1', id: `e${seq}`, agent: 'kimi-code', session: 's1', epoch: 0, seq: seq++, type, time: at(t), ...f });
+  const started = (id, t) => ev('x.kimi-code.progress.task_started', t, { run: 'r1', subject: id, data: { task_id: id, kind: 'process' } });
+  const evs = [
+    ev('run.started', 0, { run: 'r1' }),
+    started('bash-ok', 1), started('bash-bad', 2), started('bash-left', 3),
+    ev('run.finished', 4, { run: 'r1' }),
+    // Completions arrive in a later run, or outside any run.
+    ev('progress.status', 9, { run: 'r2', subject: 'task.completed', data: { task_id: 'bash-ok', severity: 'info' } }),
+    ev('progress.status', 12, { subject: 'task.failed', data: { task_id: 'bash-bad', severity: 'error' } }),
+    ev('x.kimi-code.progress.task_ended', 20, { subject: 'bash-left', data: { task_id: 'bash-left', status: 'session_ended' } }),
+    ev('progress.status', 21, { subject: 'task.completed', data: { task_id: 'bash-orphan' } }),
+  ];
+  // Arrival order does not matter: derive from (epoch, seq).
+  for (const e of [...evs].reverse()) S.apply(st, e);
+  const s = S.session(st, 's1');
+  const got = Object.fromEntries([...s.background.values()].map((t) => [t.id, [t.state, t.duration, t.run]]));
+  assert.deepEqual(got, {
+    'bash-ok': ['finished', 8000, 'r1'],
+    'bash-bad': ['failed', 10000, 'r1'],
+    'bash-left': ['stopped', 17000, 'r1'],
+    'bash-orphan': ['finished', null, ''],
+  });
+  assert.equal(s.failures, 1, 'a failed task counts as a failure');
+  assert.equal(S.taskId(evs[5]), 'bash-ok');
+  assert.equal(S.taskId(evs[0]), '');
+  const running = S.newState();
+  S.apply(running, evs[1]);
+  assert.equal(S.session(running, 's1').background.get('bash-ok').state, 'running');
+});
