@@ -342,14 +342,29 @@ func TestBrowserFleet(t *testing.T) {
 	// Relay restart: the in-memory buffer is gone; the emitter's next events
 	// arrive by HTTP, with a redelivered one, and a new session begins.
 	before := int64(em.seq["s1"])
+	// Record the page's replays from here on: a resume asks for what it
+	// missed, never the whole buffer again.
+	b.MustRun("watch the page's fetches", chromedp.Evaluate(`window.__streams = []; { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/stream')) window.__streams.push(String(u)); return f(u, o); }; }`, nil))
 	rl.restart()
 	redelivered := em.event("s1", "run.finished", before, map[string]any{"run": "r1"})
 	post(t, rl.base(), redelivered)
 	post(t, rl.base(), redelivered, em.event("s1", "session.ended", -1, map[string]any{"data": map[string]any{"reason": "normal"}}),
-		em.event("s4", "session.started", 0, nil))
+		em.event("s4", "session.started", 0, nil), em.event("s4", "run.started", -1, map[string]any{"run": "r4"}),
+		em.event("s4", "tool.requested", -1, map[string]any{"run": "r4", "subject": "Shell", "data": map[string]any{"tool": map[string]any{"name": "Shell", "call_id": "c4"}}}))
 	b.WaitJS("reconnected", `document.getElementById('conn').dataset.conn === 'live'`)
 	b.WaitJS("s1 ended after the restart", `document.querySelector('[data-session="s1"][data-state="ended"]') !== null`)
 	b.WaitJS("a session begun across the restart", `document.querySelector('[data-session="s4"]') !== null`)
+	b.WaitJS("its whole story", `aepFleet.S.ordered(aepFleet.state, 's4').map(e => e.seq).join() === '0,1,2'`)
+	var streams []string
+	b.Eval("the page's replays after the restart", `window.__streams`, &streams)
+	if len(streams) == 0 || !strings.Contains(streams[0], "filter=") {
+		t.Errorf("the resume asked for no new sessions' lifecycle: %q", streams)
+	}
+	for _, u := range streams {
+		if !strings.Contains(u, "filter=") {
+			t.Errorf("after a reconnect the page replayed the whole buffer: %s", u)
+		}
+	}
 	var seqs []int64
 	b.Eval("s1's positions", `aepFleet.S.ordered(aepFleet.state, 's1').filter(e => Number.isInteger(e.seq)).map(e => e.seq)`, &seqs)
 	for i, s := range seqs {

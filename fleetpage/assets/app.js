@@ -34,6 +34,7 @@ function newConn(r) {
   return {
     name: r.name || '', base: r.base || '', sock: null, connected: false, ever: false, backoff: 500,
     kind: 'starting', text: 'starting', roster: null, rosterAdvertised: false, rosterTimer: null,
+    resuming: false, liveSub: '', backfill: new Set(), backfilled: new Set(), backfillTimer: null,
   };
 }
 
@@ -147,6 +148,12 @@ async function probe() {
 function frame(c, ws, f, resumed) {
   const t = typeof f.type === 'string' ? f.type : '';
   if (t.includes('.')) {
+    // On a resumed connection, a session first seen live may have begun
+    // while the page was away: fetch what came before.
+    if (c.resuming && typeof f.session === 'string' && f.session && t !== 'session.started'
+      && !state.sessions.has(S.laneKey(f.session, c.name))) {
+      queueBackfill(c, f.session);
+    }
     if (S.apply(state, f, c.name)) eventApplied(c, f);
     return;
   }
@@ -157,15 +164,21 @@ function frame(c, ws, f, resumed) {
       c.backoff = 500;
       c.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
       // The live subscription resumes each session this page holds right
-      // after its position; it starts before the bulk replay, so together
-      // they miss nothing, and dedupe drops what both carry.
+      // after its position: what the page missed, not the whole buffer.
+      // Sessions that began while it was away are discovered by a replay
+      // of session lifecycle events only, then read one replay for all of
+      // them. A first load reads everything held in bulk. Each starts
+      // after the live subscription, so nothing falls between them, and
+      // dedupe drops what two of them carry.
       const pos = S.positions(state, c.name);
-      const sub = { type: 'subscribe', id: `live-${++frameSeq}` };
-      if (pos.length > 0) sub.from = pos;
+      c.resuming = pos.length > 0;
+      c.liveSub = `live-${++frameSeq}`;
+      const sub = { type: 'subscribe', id: c.liveSub };
+      if (c.resuming) sub.from = pos;
       ws.send(JSON.stringify(sub));
       requestRoster(c);
       setConn(c, 'loading', resumed ? 'resuming' : 'loading');
-      catchUp(c).then(() => {
+      (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {})).then(() => {
         if (c.sock !== ws) return;
         setConn(c, 'live', 'live');
         notice('');
@@ -186,7 +199,14 @@ function frame(c, ws, f, resumed) {
       break;
     }
     case 'error':
-      if (f.cause && ui.commands.has(f.cause)) {
+      if (f.id && f.id === c.liveSub && c.resuming) {
+        // The relay will not resume this many sessions at once (or at
+        // all): subscribe plainly and read what it holds in bulk.
+        c.resuming = false;
+        c.liveSub = `live-${++frameSeq}`;
+        ws.send(JSON.stringify({ type: 'subscribe', id: c.liveSub }));
+        replay(c, {}).then(() => scheduleRender());
+      } else if (f.cause && ui.commands.has(f.cause)) {
         const c = ui.commands.get(f.cause);
         ui.notes.set(c.request, `refused by the relay: ${f.code}${f.detail ? ` (${f.detail})` : ''}`);
         scheduleRender();
@@ -204,12 +224,15 @@ function frame(c, ws, f, resumed) {
   }
 }
 
-// catchUp reads, in bulk, what the relay holds (one streamed replay over
-// SSE: far faster than one socket message per event), including sessions
-// that began while the page was away. Dedupe makes every repeat a no-op.
-async function catchUp(c) {
+// replay reads, in one streamed SSE response (far faster than one socket
+// message per event), what the relay holds and the filter admits, applying
+// each event and handing it to each when given. Dedupe makes every repeat
+// a no-op.
+async function replay(c, filter, each) {
+  let q = 'live=0&from=all';
+  if (Object.keys(filter).length > 0) q += `&filter=${encodeURIComponent(JSON.stringify(filter))}`;
   try {
-    const r = await fetch(`${c.base}/stream?live=0&from=all`, { credentials: 'same-origin' });
+    const r = await fetch(`${c.base}/stream?${q}`, { credentials: 'same-origin' });
     if (!r.ok || !r.body) return;
     const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';
@@ -224,17 +247,52 @@ async function catchUp(c) {
           if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line.startsWith('data: ') ? 6 : 5);
         }
         if (!data) continue;
+        let ev;
         try {
-          const ev = JSON.parse(data);
-          if (S.apply(state, ev, c.name)) eventApplied(c, ev);
+          ev = JSON.parse(data);
         } catch {
-          // not an event: ignore
+          continue; // not an event
         }
+        if (each) each(ev);
+        if (S.apply(state, ev, c.name)) eventApplied(c, ev);
       }
     }
   } catch {
     // the live subscription carries on; the next reconnect tries again
   }
+}
+
+// BACKFILL_BATCH bounds the sessions one replay asks for (the filter rides
+// in the URL).
+const BACKFILL_BATCH = 64;
+
+// discover finds the sessions that began while the page was away (their
+// lifecycle events name them) and reads each one's whole held story.
+async function discover(c, known) {
+  const found = new Set();
+  await replay(c, { type: ['session.*'] }, (ev) => {
+    if (typeof ev.session === 'string' && ev.session && !known.has(ev.session)) found.add(ev.session);
+  });
+  await backfill(c, [...found]);
+}
+
+async function backfill(c, sessions) {
+  const todo = sessions.filter((id) => !c.backfilled.has(id));
+  for (const id of todo) c.backfilled.add(id);
+  for (let i = 0; i < todo.length; i += BACKFILL_BATCH) {
+    await replay(c, { session: todo.slice(i, i + BACKFILL_BATCH) });
+  }
+}
+
+function queueBackfill(c, session) {
+  if (c.backfilled.has(session)) return;
+  c.backfill.add(session);
+  clearTimeout(c.backfillTimer);
+  c.backfillTimer = setTimeout(() => {
+    const ids = [...c.backfill];
+    c.backfill.clear();
+    backfill(c, ids);
+  }, 200);
 }
 
 function eventApplied(c, ev) {
