@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/browsertest"
+	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 func TestOpenPrintsFragmentURL(t *testing.T) {
@@ -95,5 +105,45 @@ func TestOpenHandsTheOpenerAFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Errorf("the link's target was written: %q", b)
+	}
+}
+
+// TestOpenFileLogsIn opens the file `aep-kimi open` writes in Chromium: it
+// lands on a real relay's page, logged in, with no token left in the
+// address bar.
+func TestOpenFileLogsIn(t *testing.T) {
+	const token = "open-file-token-0123456789"
+	home := t.TempDir()
+	cfg := relay.Config{Token: token, Logger: slog.New(slog.DiscardHandler)}
+	if err := withPage(&cfg, home); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := relay.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	path, err := writeOpenFile(home, fleetpage.LoginURL("http://"+ln.Addr().String(), token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := browsertest.New(t, 1000, 700)
+	b.MustRun("open the file", chromedp.Navigate((&url.URL{Scheme: "file", Path: path}).String()),
+		chromedp.WaitReady("#conn", chromedp.ByQuery)) // the redirect done
+	b.WaitJS("the page is live, logged in", `location.protocol === 'http:' && document.getElementById('conn').dataset.conn === 'live'`)
+	var href string
+	b.Eval("location", `location.href`, &href)
+	if strings.Contains(href, token) {
+		t.Errorf("the token stayed in the address bar: %s", href)
 	}
 }
