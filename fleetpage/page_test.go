@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
 const testToken = "page-test-token-0123456789abcdef"
@@ -52,24 +52,7 @@ func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syn
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := relay.NewServer(relay.Config{Token: token, Logger: log, Page: page})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String(), logs
+	return relaytest.RunServer(t, relay.Config{Token: token, Logger: log, Page: page}).URL, logs
 }
 
 type req struct {

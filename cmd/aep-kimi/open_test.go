@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/browsertest"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
 func TestOpenPrintsFragmentURL(t *testing.T) {
@@ -118,22 +117,8 @@ func TestOpenFileLogsIn(t *testing.T) {
 	if err := withPage(&cfg, home); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := relay.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	path, err := writeOpenFile(home, fleetpage.LoginURL("http://"+ln.Addr().String(), token))
+	srv := relaytest.RunServer(t, cfg)
+	path, err := writeOpenFile(home, fleetpage.LoginURL(srv.URL, token))
 	if err != nil {
 		t.Fatal(err)
 	}
