@@ -94,6 +94,7 @@ type JetStreamBackend struct {
 	remote        atomic.Uint64
 	pubErrors     atomic.Uint64
 	purged        atomic.Uint64
+	redeliveries  atomic.Uint64
 
 	stateMu   sync.Mutex
 	state     jetstream.StreamState
@@ -460,11 +461,18 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	defer b.ingestMu.Unlock()
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	held := make([]*Message, 0, len(msgs))
+	// A redelivery the index holds is answered from it: past the stream's
+	// duplicate window it would otherwise be stored twice.
+	already := b.mem.heldAlready(msgs)
 	fail := func(err error) IngestResult {
 		b.pubErrors.Add(1)
 		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if already[i] {
+			b.redeliveries.Add(1)
+			continue
+		}
 		nm := &nats.Msg{Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 		if m.Kind == KindAgent || m.Session == "" {
 			// Live-only: other relays' consumers see it, nothing keeps it.
@@ -573,6 +581,8 @@ func (b *JetStreamBackend) storeCollectors() []prometheus.Collector {
 			func() float64 { return float64(b.remote.Load()) }),
 		counter("aepkimi_relay_store_publish_errors_total", "Batches the stream did not store (answered 503, nothing admitted).",
 			func() float64 { return float64(b.pubErrors.Load()) }),
+		counter("aepkimi_relay_store_redeliveries_total", "Redelivered events the index already held, not written to the stream again.",
+			func() float64 { return float64(b.redeliveries.Load()) }),
 		counter("aepkimi_relay_store_purges_total", "Evicted sessions purged from the stream.",
 			func() float64 { return float64(b.purged.Load()) }),
 	}

@@ -211,6 +211,24 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 	return true
 }
 
+// heldAlready reports, for each of msgs, whether its session already holds
+// its (source, id): a store in front of the index need not write it again.
+func (b *MemoryBackend) heldAlready(msgs []*Message) []bool {
+	out := make([]bool, len(msgs))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, m := range msgs {
+		s := b.sessions[m.Session]
+		if s == nil || m.Kind == KindAgent {
+			continue
+		}
+		h := b.keyHash(m.Source, m.ID)
+		_, seen := s.ids[h]
+		out[i] = seen && s.holds(h, m.Source, m.ID)
+	}
+	return out
+}
+
 // trimOldest trims the buffer's oldest held entry, by admission order, for
 // the byte budget. It scans the sessions' first entries: a session's entries
 // are in admission order except after a rare out-of-order insert, so this is
