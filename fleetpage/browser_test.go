@@ -247,6 +247,19 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s1", "x.kimi-code.progress.task_started", -1, map[string]any{"run": "r1", "subject": "bash-2", "data": map[string]any{"task_id": "bash-2", "kind": "process"}}),
 		em.event("s1", "progress.status", -1, map[string]any{"run": "r1", "subject": "task.completed", "data": map[string]any{"task_id": "bash-1", "severity": "info", "duration_ms": 1500}}),
 	)
+	// A subagent inside s1's own session, as Kimi runs them: the Agent call
+	// starts it, its Grep call happens between its start and its stop.
+	inSession := aep.NewID()
+	agentTool := map[string]any{"run": "r1", "subject": "Agent", "data": map[string]any{"tool": map[string]any{"name": "Agent", "call_id": "c6"}}}
+	grepTool := map[string]any{"run": "r1", "subject": "Grep", "data": map[string]any{"tool": map[string]any{"name": "Grep", "call_id": "c7"}}}
+	em.send(
+		em.event("s1", "tool.requested", -1, agentTool),
+		em.event("s1", "delegation.subagent.started", -1, map[string]any{"id": inSession, "run": "r1", "subject": "explorer"}),
+		em.event("s1", "tool.requested", -1, grepTool),
+		em.event("s1", "tool.completed", -1, grepTool),
+		em.event("s1", "tool.completed", -1, agentTool),
+		em.event("s1", "delegation.subagent.stopped", -1, map[string]any{"run": "r1", "subject": "explorer", "cause": inSession}),
+	)
 	// A request captured at metadata carries no prompt: the page says so.
 	gatedReq := aep.NewID()
 	em.send(em.event("s6", "session.started", 0, nil), em.event("s6", "attention.requested", -1, map[string]any{
@@ -331,6 +344,7 @@ func TestBrowserFleet(t *testing.T) {
 	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
 	b.WaitJS("a finished background task with its duration", `(document.querySelector('#timeline [data-run="r1"] [data-task="bash-1"][data-task-state="finished"]')||{}).textContent?.includes('1.5 s')`)
 	b.WaitJS("a running background task with its age", `document.querySelector('#timeline [data-task="bash-2"][data-task-state="running"] [data-since]') !== null`)
+	b.WaitJS("an in-session subagent's call nested under its start, the Agent call outside", `document.querySelector('#timeline [data-run="r1"] [data-scope="`+inSession+`"] [data-tool="c7"]') !== null && document.querySelector('#timeline [data-scope] [data-tool="c6"]') === null && document.querySelector('#timeline [data-scope] [data-tool="c1"]') === null`)
 	b.WaitJS("the subagent's work nested under its delegation", `(document.querySelector('#timeline [data-child="s1-sub"] [data-nested="s1-sub"] [data-run="sr1"] [data-tool="c9"]')||{}).dataset?.kind === 'completed'`)
 	// Ages tick in place: the run's age changes, the timeline is not redrawn.
 	b.MustRun("note the run's age", chromedp.Evaluate(`window.__run = document.querySelector('#timeline [data-run="r1"]'); window.__age = window.__run.querySelector('[data-since]').textContent`, nil))

@@ -728,16 +728,40 @@ function renderSession(now) {
 // way, nested under its delegation (seen guards a cycle of delegations).
 function runItems(s, now, depth, seen) {
   return s.runs.map((r) => {
-    const items = [];
+    const items = el('ul', { class: 'items' });
+    // A subagent that runs inside its parent's session (Kimi's do: its
+    // hooks carry the parent's session and no agent id) owns what happens
+    // between its start and its stop; that nests under the start.
+    const scopes = [];
+    const into = () => (scopes.length ? scopes[scopes.length - 1].list : items);
+    // A tool call is drawn once, where it was asked for (so an Agent call
+    // stays outside the subagent it starts), in the state it reached.
+    const placed = new Set();
     for (const ev of r.items) {
+      const d = ev.data || {};
+      if (ev.type.startsWith('tool.')) {
+        const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
+        if (placed.has(key)) continue;
+        placed.add(key);
+      }
+      if (ev.type === 'delegation.subagent.stopped' || ev.type === 'delegation.subagent.failed') {
+        const at = scopes.findLastIndex((sc) => sc.id === ev.cause || (!ev.cause && sc.subject === ev.subject));
+        if (at >= 0) scopes.length = at;
+      }
       const item = eventItem(s, ev, now, depth, seen, r);
-      if (item) items.push(item);
+      if (item) into().append(item);
+      const child = d.child && d.child.session;
+      if (ev.type === 'delegation.subagent.started' && item && (!child || child === s.session)) {
+        const list = el('ul', { class: 'items nested', 'data-scope': ev.id });
+        item.append(list);
+        scopes.push({ id: ev.id, subject: ev.subject, list });
+      }
     }
     const head = el('div', null, `run ${r.id} · ${r.state}`);
     if (r.duration !== null) head.append(` · ${dur(r.duration)}`);
     else if (r.started && r.state === 'open') head.append(' · open ', since(Date.parse(r.started), now));
     if (r.cancelledBy) head.append(` · by ${r.cancelledBy}`);
-    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, el('ul', { class: 'items' }, ...items));
+    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, items);
   });
 }
 
@@ -761,7 +785,6 @@ function eventItem(s, ev, now, depth, seen, r) {
     return here ? taskItem(t, now) : null;
   }
   if (!r) return null;
-  if (ev.type === 'tool.requested' || ev.type === 'tool.started') return null;
   if (ev.type.startsWith('tool.')) {
     const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
     const t = r.tools.get(key);
@@ -782,7 +805,7 @@ function eventItem(s, ev, now, depth, seen, r) {
     const childKey = d.child && d.child.session ? S.laneKey(d.child.session, s.origin) : null;
     const child = childKey ? S.session(state, childKey) : null;
     const item = el('li', { 'data-kind': 'sub', 'data-child': d.child && d.child.session },
-      `subagent ${d.agent_type || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
+      `subagent ${d.agent_type || ev.subject || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
     if (child && ev.type.endsWith('.started')) {
       item.append(` · ${child.tools} tool${child.tools === 1 ? '' : 's'}, ${S.group(child, now, QUIET_MS)} `,
         el('button', { type: 'button', onclick: () => openSession(childKey) }, 'open'));
