@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -24,7 +26,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
+
+// storeLockName is the lock file in the embedded store's directory.
+const storeLockName = "relay.lock"
 
 // originHeader names the relay process that published a message, so its own
 // follower skips what it already admitted.
@@ -74,6 +80,7 @@ type JetStreamBackend struct {
 	mem     *MemoryBackend
 	log     *slog.Logger
 	srv     *server.Server // nil on an external NATS
+	lock    *os.File       // the embedded store directory's lock
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	stream  jetstream.Stream
@@ -161,6 +168,9 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(followHeartbeat / 2)}
 	url := cfg.URL
 	if url == "" {
+		if err := b.lockDir(cfg.Dir); err != nil {
+			return err
+		}
 		sopts := &server.Options{
 			ServerName: "aep-kimi-relay",
 			JetStream:  true,
@@ -209,6 +219,24 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		return fmt.Errorf("jetstream store: %w", err)
 	}
 	b.js = js
+	return nil
+}
+
+// lockDir makes the embedded store's directory private and takes its lock:
+// two embedded servers writing one store would corrupt it.
+func (b *JetStreamBackend) lockDir(dir string) error {
+	if err := safefile.PrivateDir(dir); err != nil {
+		return fmt.Errorf("jetstream store: %w", err)
+	}
+	f, err := safefile.OpenFile(filepath.Join(dir, storeLockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("jetstream store: %w", err)
+	}
+	if err := safefile.TryLock(f); err != nil {
+		f.Close()
+		return fmt.Errorf("jetstream store: another relay is using %s (%v): give each relay its own AEP_HOME, or share one stream with --nats", dir, err)
+	}
+	b.lock = f
 	return nil
 }
 
@@ -538,6 +566,9 @@ func (b *JetStreamBackend) shutdown() {
 	if b.srv != nil {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
+	}
+	if b.lock != nil {
+		b.lock.Close() // releases the lock
 	}
 }
 

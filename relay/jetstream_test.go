@@ -1,7 +1,9 @@
 package relay_test
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -46,4 +48,18 @@ func sessionNames(b relay.Backend) []string {
 		out = append(out, s.Session)
 	}
 	return out
+}
+
+// Two relays never open one embedded store: the second is refused with a
+// clear error, and can open it once the first has closed.
+func TestJetStreamStoreLocked(t *testing.T) {
+	dir := t.TempDir()
+	first := openJetStreamIn(t, dir, 0, 0, 0)
+	if _, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir}); err == nil || !strings.Contains(err.Error(), "another relay is using") {
+		t.Fatalf("second open of one store: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openJetStreamIn(t, dir, 0, 0, 0)
 }

@@ -21,3 +21,7 @@ func Lock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 
 // Unlock releases Lock; closing f releases it too.
 func Unlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// TryLock is Lock without waiting: it fails at once when another holds the
+// lock.
+func TryLock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) }

@@ -31,6 +31,13 @@ func Lock(f *os.File) error {
 	return windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK, 0, 1, 0, &ol)
 }
 
+// TryLock is Lock without waiting: it fails at once when another holds the
+// lock.
+func TryLock(f *os.File) error {
+	var ol windows.Overlapped
+	return windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ol)
+}
+
 // Unlock releases Lock; closing f releases it too.
 func Unlock(f *os.File) error {
 	var ol windows.Overlapped
