@@ -90,6 +90,11 @@ const (
 	// follower whose NATS node went away notices within about two of them
 	// and resumes on another node.
 	followHeartbeat = time.Second
+	// followBatch and followBytes bound what the follower (and the
+	// rebuild) asks the stream for at once; the byte bound grows to two
+	// largest events (MaxBody) so one always fits.
+	followBatch = 4096
+	followBytes = 32 << 20
 	// streamBytesFactor sizes the stream's byte limit from the buffer's byte
 	// budget: stored messages also carry a subject and headers.
 	streamBytesFactor = 2

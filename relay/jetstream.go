@@ -89,6 +89,8 @@ type JetStreamBackend struct {
 	live    string // core subject for live-only events
 	origin  string
 	timeout time.Duration
+	// followBytes bounds one pull of the follower; see followBytes.
+	followBytes int
 
 	ingestMu sync.Mutex // publish then admit, one batch at a time: stream order is admission order
 	purges   chan purge
@@ -137,14 +139,15 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 	}
 	mem := NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
 	b := &JetStreamBackend{
-		mem:     mem,
-		log:     cfg.Logger,
-		name:    cfg.Stream,
-		subject: "aep." + cfg.Stream + ".s.",
-		live:    "aep." + cfg.Stream + ".live",
-		origin:  ulid.Make().String(),
-		timeout: DefaultPublishTimeout,
-		purges:  make(chan purge, 1024),
+		mem:         mem,
+		log:         cfg.Logger,
+		name:        cfg.Stream,
+		subject:     "aep." + cfg.Stream + ".s.",
+		live:        "aep." + cfg.Stream + ".live",
+		origin:      ulid.Make().String(),
+		timeout:     DefaultPublishTimeout,
+		followBytes: int(max(followBytes, 2*cfg.MaxBody)),
+		purges:      make(chan purge, 1024),
 	}
 	mem.evicted = b.queuePurge
 	sctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
@@ -165,7 +168,14 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 }
 
 func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) error {
-	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(followHeartbeat / 2)}
+	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(followHeartbeat / 2),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			b.log.Warn("jetstream store: nats", "subject", subject, "err", err)
+		})}
 	url := cfg.URL
 	if url == "" {
 		if err := b.lockDir(cfg.Dir); err != nil {
@@ -346,7 +356,7 @@ func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096),
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(followBatch, b.followBytes),
 		jetstream.PullExpiry(4*followHeartbeat), jetstream.PullHeartbeat(followHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
