@@ -61,13 +61,20 @@ type Browser struct {
 func New(t testing.TB, width, height int) *Browser {
 	t.Helper()
 	bin := Find(t)
+	// Not t.TempDir: Chromium's helper processes can still be writing the
+	// profile for a moment after the browser is gone, and a failed removal
+	// there would fail the test. The cleanup below retries instead.
+	profile, err := os.MkdirTemp("", "aep-kimi-chromium-*")
+	if err != nil {
+		t.Fatalf("browser profile: %v", err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
 		chromedp.DisableGPU,
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(width, height),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
@@ -76,6 +83,7 @@ func New(t testing.TB, width, height int) *Browser {
 	if err := chromedp.Run(ctx); err != nil {
 		cancelTab()
 		cancelAlloc()
+		removeProfile(t, profile)
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	// The page's uncaught errors go to the test log, until the test ends.
@@ -105,8 +113,22 @@ func New(t testing.TB, width, height int) *Browser {
 		mu.Unlock()
 		cancelTab()
 		cancelAlloc()
+		removeProfile(t, profile)
 	})
 	return b
+}
+
+// removeProfile removes a browser profile, retrying while the browser's
+// last helpers exit.
+func removeProfile(t testing.TB, dir string) {
+	var err error
+	for i := 0; i < 40; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("browser profile %s left behind: %v", dir, err)
 }
 
 // Run runs actions within Wait.
