@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/fixtures"
 )
 
 const benchSubs = 100
@@ -242,13 +243,14 @@ func BenchmarkBufferMemory(b *testing.B) {
 
 // goldenTemplates loads the positioned events of the upstream golden corpus.
 func goldenTemplates(b *testing.B) []*aep.Event {
-	dir := os.Getenv("AEP_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "aep")
+	dir, err := fixtures.Dir()
+	if err != nil {
+		b.Logf("golden case skipped: %v", err)
+		return nil
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "fixtures", "golden", "golden.jsonl"))
 	if err != nil {
-		b.Logf("golden corpus not found (%v): golden case skipped", err)
+		b.Logf("golden case skipped: %v", err)
 		return nil
 	}
 	var out []*aep.Event
