@@ -1,20 +1,14 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/livecheck"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
@@ -23,23 +17,23 @@ import (
 
 // liveSkips are the checks live.js may skip, by run, with the reason the
 // checker itself states; any other skip or any failure fails the test.
-var liveSkips = map[string]map[string]string{
+var liveSkips = map[string]livecheck.Skips{
 	"authenticated": {
-		"control-auth-gate":        "skipped: authenticated run",
-		"control-ack":              "no --control-session target",
-		"control-nack-unsupported": "no --control-session target",
-		"control-dedupe":           "no --control-session target",
-		"control-cancel":           "no --control-session target",
+		"control-auth-gate":        livecheck.SkipAuthenticated,
+		"control-ack":              livecheck.SkipNoTarget,
+		"control-nack-unsupported": livecheck.SkipNoTarget,
+		"control-dedupe":           livecheck.SkipNoTarget,
+		"control-cancel":           livecheck.SkipNoTarget,
 	},
 	"watch-only": {
-		"control-behalf-refusal":   "skipped: unauthenticated run",
-		"control-ack":              "no --control-session target",
-		"control-nack-unsupported": "no --control-session target",
-		"control-dedupe":           "no --control-session target",
-		"control-cancel":           "no --control-session target",
+		"control-behalf-refusal":   livecheck.SkipUnauthenticated,
+		"control-ack":              livecheck.SkipNoTarget,
+		"control-nack-unsupported": livecheck.SkipNoTarget,
+		"control-dedupe":           livecheck.SkipNoTarget,
+		"control-cancel":           livecheck.SkipNoTarget,
 	},
 	"with-target": {
-		"control-auth-gate": "skipped: authenticated run",
+		"control-auth-gate": livecheck.SkipAuthenticated,
 	},
 }
 
@@ -51,27 +45,7 @@ var liveSkips = map[string]map[string]string{
 // skips: live.js is run locally against a spec checkout, never vendored or
 // run in CI.
 func TestLiveChecker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: runs the upstream live checker; skipped under -short")
-	}
-	node, spec := os.Getenv("AEP_NODE"), os.Getenv("AEP_SPEC")
-	if node == "" || spec == "" {
-		t.Skip("set AEP_NODE to a Node >= 22 binary and AEP_SPEC to the AEP spec checkout to run conformance/live.js")
-	}
-	script := filepath.Join(spec, "conformance", "live.js")
-	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("AEP_SPEC=%s has no conformance/live.js: %v", spec, err)
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		t.Fatalf("AEP_NODE=%s: %v", node, err)
-	}
-	if m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(bytes.TrimSpace(out)); m == nil {
-		t.Fatalf("AEP_NODE=%s reports version %q", node, out)
-	} else if major, _ := strconv.Atoi(string(m[1])); major < 22 {
-		t.Fatalf("AEP_NODE=%s is Node %s; live.js needs >= 22", node, out)
-	}
-
+	checker := livecheck.Require(t)
 	runs := []struct {
 		name   string
 		token  string
@@ -83,15 +57,15 @@ func TestLiveChecker(t *testing.T) {
 	}
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		for _, run := range runs {
-			t.Run(run.name, func(t *testing.T) { liveRun(t, node, script, open, run.name, run.token, run.target) })
+			t.Run(run.name, func(t *testing.T) { liveRun(t, checker, open, run.name, run.token, run.target) })
 		}
 	})
 }
 
 // liveRun runs live.js once against a fresh relay on the store open makes.
-func liveRun(t *testing.T, node, script string, open storeOpener, name, token string, target bool) {
+func liveRun(t *testing.T, checker livecheck.Checker, open storeOpener, name, token string, target bool) {
 	srv := relaytest.RunServer(t, relay.Config{Token: token, Buffer: 8, Backend: open(t, 8, 0, 0)})
-	args := []string{script, srv.URL, "--evict", "--json", "-", "--timeout", "5000"}
+	args := []string{"--evict", "--timeout", "5000"}
 	if token != "" {
 		args = append(args, "--token", token)
 	}
@@ -99,37 +73,7 @@ func liveRun(t *testing.T, node, script string, open storeOpener, name, token st
 		session := startTarget(t, srv.URL, token)
 		args = append(args, "--control-session", session, "--control-cancel", "r-live", "--ack-window", "1500")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	t.Logf("live.js %s:\n%s", name, stderr.String())
-	var report struct {
-		Checks []struct{ Name, Status, Detail string } `json:"checks"`
-		OK     bool                                    `json:"ok"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("no JSON report (%v, exit %v): %s", err, runErr, stdout.String())
-	}
-	counts := map[string]int{}
-	for _, c := range report.Checks {
-		counts[c.Status]++
-		switch c.Status {
-		case "pass":
-		case "skip":
-			if reason, ok := liveSkips[name][c.Name]; !ok || !strings.Contains(c.Detail, reason) {
-				t.Errorf("unexpected skip %s: %s", c.Name, c.Detail)
-			}
-		default:
-			t.Errorf("%s %s: %s", strings.ToUpper(c.Status), c.Name, c.Detail)
-		}
-	}
-	if !report.OK || runErr != nil {
-		t.Errorf("live.js verdict ok=%v exit=%v", report.OK, runErr)
-	}
-	t.Logf("live.js %s: %d checks: %v", name, len(report.Checks), counts)
+	checker.Run(t, srv.URL, liveSkips[name], args...)
 }
 
 // startTarget connects a minimal control-capable target through the

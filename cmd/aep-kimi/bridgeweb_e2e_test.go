@@ -33,7 +33,7 @@ var webScript = map[string]any{
 		{"match": "probe-web", "text": "The command printed probe-web.", "repeat": true},
 		{"match": "run the probe", "tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo probe-web"}}}, "repeat": true},
 		{"match": "reject me", "tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo should-not-run"}}}, "repeat": true},
-		{"match": "slow prompt", "delay": 30, "text": "too late", "repeat": true},
+		{"match": "slow prompt", "delay": 120, "text": "too late", "repeat": true},
 	},
 	"default": map[string]any{"text": "(mock default)"},
 }
@@ -54,15 +54,19 @@ type webStack struct {
 
 func startWebStack(t *testing.T, mode string, env ...string) *webStack {
 	t.Helper()
+	return startWebStackOn(t, nil, mode, env...)
+}
+
+// startWebStackOn is startWebStack with relayEnv added to the relay's
+// environment (AEP_STORE, AEP_BUFFER...).
+func startWebStackOn(t *testing.T, relayEnv []string, mode string, env ...string) *webStack {
+	t.Helper()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, webScript))
-	ws := &webStack{stack: &stack{token: "e2e-" + aep.NewID()}, kimi: kimi, mode: mode,
-		home: t.TempDir(), khome: t.TempDir(), work: t.TempDir()}
+	ws := &webStack{kimi: kimi, mode: mode, home: t.TempDir(), khome: t.TempDir(), work: t.TempDir()}
 	kimiharness.WriteWebConfig(t, ws.khome, mock.Port)
 	ws.web = kimiharness.StartWeb(t, kimi, ws.khome, ws.work)
-	rport := freePort(t)
-	ws.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	ws.stack.relay = startDaemon(t, ws.relayURL, []string{"AEP_TOKEN=" + ws.token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	ws.stack = newStack(t, relayEnv...)
 	ws.addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ws.env = append([]string{"AEP_TOKEN=" + ws.token, "AEP_HOME=" + ws.home, "KIMI_CODE_HOME=" + ws.khome}, env...)
 	ws.startBridge(t)

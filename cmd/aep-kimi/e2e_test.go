@@ -169,10 +169,23 @@ type stack struct {
 
 func startStack(t testing.TB, adapterEnv ...string) *stack {
 	t.Helper()
+	return newStack(t).withAdapter(t, adapterEnv...)
+}
+
+// newStack is a stack with a fresh token and home and only its relay
+// running, on the memory store unless relayEnv says otherwise (AEP_STORE).
+func newStack(t testing.TB, relayEnv ...string) *stack {
+	t.Helper()
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
 	rport := freePort(t)
 	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	st.relay = startDaemon(t, st.relayURL, append([]string{"AEP_TOKEN=" + st.token}, relayEnv...), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	return st
+}
+
+// withAdapter starts the stack's adapter with adapterEnv added.
+func (st *stack) withAdapter(t testing.TB, adapterEnv ...string) *stack {
+	t.Helper()
 	st.adapterPort = freePort(t)
 	st.adapterEnv = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, adapterEnv...)
 	st.startAdapter(t)
