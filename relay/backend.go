@@ -52,6 +52,13 @@ type Backend interface {
 	Stats() BackendStats
 }
 
+// EventLimiter is a Backend that carries events up to a size of its own
+// (a NATS server's payload limit). The bindings refuse larger events with
+// payload-too-large instead of accepting what the store cannot keep.
+type EventLimiter interface {
+	MaxEventBytes() int64
+}
+
 // Subscriber receives one subscription's messages.
 type Subscriber interface {
 	// Start hands over the replay, exactly once, before the first Offer. It

@@ -58,6 +58,10 @@ const (
 	DefaultDrainTimeout = 5 * time.Second
 	// DefaultHelloTimeout bounds the wait for a socket's first frame.
 	DefaultHelloTimeout = 10 * time.Second
+	// wsIngestBytes bounds the events one socket has read but the store
+	// has not yet taken; wsMaxIngestBatch caps one hand-over.
+	wsIngestBytes    = 4 << 20
+	wsMaxIngestBatch = 512
 )
 
 // Store selection and the JetStream store's defaults. cmd/aep-kimi maps the
@@ -90,11 +94,18 @@ const (
 	// follower whose NATS node went away notices within about two of them
 	// and resumes on another node.
 	followHeartbeat = time.Second
+	// MaxJetStreamEvent is the largest event the jetstream store carries:
+	// NATS refuses payloads above 64 MiB, and a pull of the stream must fit
+	// a client's 64 MiB of pending bytes with room to spare. A relay whose
+	// AEP_MAX_BODY is larger refuses to start on this store.
+	MaxJetStreamEvent = 32 << 20
+	// headroom is what a stream message carries beside the event: its
+	// subject and headers.
+	headroom = 64 << 10
 	// followBatch and followBytes bound what the follower (and the
-	// rebuild) asks the stream for at once; the byte bound grows to two
-	// largest events (MaxBody) so one always fits.
+	// rebuild) asks the stream for at once; one largest message always fits.
 	followBatch = 4096
-	followBytes = 32 << 20
+	followBytes = MaxJetStreamEvent + headroom
 	// streamBytesFactor sizes the stream's byte limit from the buffer's byte
 	// budget: stored messages also carry a subject and headers.
 	streamBytesFactor = 2

@@ -147,6 +147,9 @@ type eventError struct {
 }
 
 func (s *Server) parseOne(b []byte, now time.Time) (*Message, *eventError) {
+	if err := s.checkEventSize(b); err != "" {
+		return nil, &eventError{http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge, err}
+	}
 	ev, err := aep.ParseEvent(b)
 	if err != nil {
 		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
@@ -163,6 +166,15 @@ func (s *Server) parseOne(b []byte, now time.Time) (*Message, *eventError) {
 		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
 	}
 	return m, nil
+}
+
+// checkEventSize describes why b is too large to take as one event; empty
+// when it is not.
+func (s *Server) checkEventSize(b []byte) string {
+	if int64(len(b)) <= s.maxEvent {
+		return ""
+	}
+	return fmt.Sprintf("event of %d bytes exceeds the %d byte limit of this relay's store", len(b), s.maxEvent)
 }
 
 func countLines(b []byte) int {

@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +35,10 @@ const storeLockName = "relay.lock"
 // originHeader names the relay process that published a message, so its own
 // follower skips what it already admitted.
 const originHeader = "Aep-Relay"
+
+// indexHeader carries what the index needs of a stored event (see
+// indexValue), so a rebuild need not parse a million envelopes.
+const indexHeader = "Aep-Index"
 
 // JetStreamConfig configures a JetStreamBackend. Without URL it runs an
 // embedded nats-server with file storage in Dir; with URL it uses that NATS
@@ -92,11 +96,29 @@ type JetStreamBackend struct {
 	// followBytes bounds one pull of the follower; see followBytes.
 	followBytes int
 
-	ingestMu sync.Mutex // publish then admit, one batch at a time: stream order is admission order
-	purges   chan purge
-	stop     context.CancelFunc
-	group    *errgroup.Group
-	closeMu  sync.Once
+	// private is an embedded store with no port: nothing but this relay
+	// writes the stream, so nothing needs following after the rebuild, and
+	// evicted sessions are purged from it. A shared stream is bounded by
+	// its own limits instead: one relay's eviction is not another's.
+	private bool
+	// maxEvent is the largest event the stream takes (see MaxEventBytes).
+	maxEvent int64
+
+	// Ingest is pipelined: batches are published one after another under
+	// pubMu, each taking the next ticket, and wait for their acks without
+	// it; they are then admitted strictly in ticket order, so stream order
+	// stays admission order while a second batch's publish overlaps the
+	// first one's wait.
+	pubMu      sync.Mutex
+	nextTicket uint64
+	admitMu    sync.Mutex
+	admitCond  *sync.Cond
+	admitted   uint64 // tickets admitted or abandoned so far
+
+	purges  chan purge
+	stop    context.CancelFunc
+	group   *errgroup.Group
+	closeMu sync.Once
 
 	rebuiltEvents uint64
 	rebuildTime   time.Duration
@@ -131,6 +153,9 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
+	if cfg.MaxBody > MaxJetStreamEvent {
+		return nil, fmt.Errorf("jetstream store: AEP_MAX_BODY %d is above the %d bytes a stream message carries: lower it, or use the memory store", cfg.MaxBody, MaxJetStreamEvent)
+	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
@@ -146,10 +171,18 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		live:        "aep." + cfg.Stream + ".live",
 		origin:      ulid.Make().String(),
 		timeout:     DefaultPublishTimeout,
-		followBytes: int(max(followBytes, 2*cfg.MaxBody)),
+		followBytes: followBytes,
+		private:     cfg.URL == "" && cfg.Listen == "",
 		purges:      make(chan purge, 1024),
 	}
-	mem.evicted = b.queuePurge
+	b.admitCond = sync.NewCond(&b.admitMu)
+	if b.private {
+		// The index decides what a session keeps, by position; the stream
+		// keeps everything from the session's lowest held message on, so a
+		// rebuild replays every arrival that shaped what the index holds.
+		mem.evicted = b.queuePurge
+		mem.trimmed = b.queuePurge
+	}
 	sctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
 	if err := b.connect(sctx, cfg); err != nil {
@@ -187,7 +220,7 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 			StoreDir:   cfg.Dir,
 			NoSigs:     true,
 			NoLog:      true,
-			MaxPayload: int32(min(cfg.MaxBody+64<<10, math.MaxInt32)),
+			MaxPayload: int32(cfg.MaxBody + headroom),
 			DontListen: cfg.Listen == "",
 		}
 		if cfg.Listen != "" {
@@ -224,6 +257,12 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		return fmt.Errorf("jetstream store: connect: %w", err)
 	}
 	b.nc = nc
+	// What the server takes, less room for the subject and headers; the
+	// server refuses larger events before they reach the stream.
+	b.maxEvent = min(nc.MaxPayload()-headroom, MaxJetStreamEvent)
+	if b.maxEvent <= 0 {
+		return fmt.Errorf("jetstream store: the NATS server takes messages of at most %d bytes: too small to carry events", nc.MaxPayload())
+	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*DefaultMaxBatch))
 	if err != nil {
 		return fmt.Errorf("jetstream store: %w", err)
@@ -258,7 +297,7 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
-		MaxMsgsPerSubject: int64(mem.depth),
+		MaxMsgsPerSubject: b.perSubjectLimit(mem.depth),
 		MaxBytes:          mem.maxBytes * streamBytesFactor,
 		Duplicates:        DefaultDuplicateWindow,
 		Replicas:          cfg.Replicas,
@@ -269,6 +308,19 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 	}
 	b.stream = st
 	return nil
+}
+
+// perSubjectLimit is the stream's limit of messages per session. A private
+// stream has none: the index purges below each session's lowest held
+// message (see MemoryBackend.trimmed). A shared stream keeps each session's
+// last depth arrivals, the most any relay on it holds of an in-order
+// session; a session whose events arrive out of order by more than the
+// depth may come back from a rebuild with a different window.
+func (b *JetStreamBackend) perSubjectLimit(depth int) int64 {
+	if b.private {
+		return -1
+	}
+	return int64(depth)
 }
 
 // follow rebuilds the index from the whole stream, then keeps admitting
@@ -305,7 +357,7 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			it.Stop()
 			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
 		}
-		m, s := b.decode(jm)
+		m, s := b.decodeStored(jm)
 		seq = s
 		if m != nil {
 			batch = append(batch, m)
@@ -319,20 +371,26 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 	b.rebuildTime = time.Since(start)
 	b.log.Info("jetstream store ready", "stream", b.name, "events", b.rebuiltEvents, "last_seq", last, "took", b.rebuildTime)
 
-	liveSub, err := b.nc.Subscribe(b.live, b.onLive)
-	if err != nil {
-		it.Stop()
-		return fmt.Errorf("jetstream store: live subject: %w", err)
-	}
 	gctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
 	g, gctx := errgroup.WithContext(gctx)
 	b.group = g
-	g.Go(func() error {
-		<-gctx.Done()
-		return liveSub.Unsubscribe()
-	})
-	g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
+	if b.private {
+		// Nobody else can reach this server: there is nothing to follow.
+		it.Stop()
+	} else {
+		liveSub, err := b.nc.Subscribe(b.live, b.onLive)
+		if err != nil {
+			it.Stop()
+			stop()
+			return fmt.Errorf("jetstream store: live subject: %w", err)
+		}
+		g.Go(func() error {
+			<-gctx.Done()
+			return liveSub.Unsubscribe()
+		})
+		g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
+	}
 	g.Go(func() error {
 		for {
 			select {
@@ -415,8 +473,42 @@ func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
 	return seq
 }
 
-// decode turns a stream message back into a Message; nil for one that does
-// not parse (never written by a relay).
+// decodeStored turns a stored message back into an index entry for the
+// rebuild: from its index header when it has one (no subscriber sees it
+// before the rebuild ends, so the envelope need not be parsed), else by
+// parsing the event.
+func (b *JetStreamBackend) decodeStored(jm jetstream.Msg) (*Message, uint64) {
+	md, err := jm.Metadata()
+	if err != nil {
+		return b.decode(jm)
+	}
+	session, ok := b.subjectSession(jm.Subject())
+	if !ok {
+		return b.decode(jm)
+	}
+	m, ok := messageFromIndex(jm.Headers().Get(indexHeader), jm.Data())
+	if !ok {
+		return b.decode(jm)
+	}
+	m.Session, m.StoreSeq, m.Ingested = session, md.Sequence.Stream, md.Timestamp
+	return m, md.Sequence.Stream
+}
+
+// subjectSession is the session a stream subject names.
+func (b *JetStreamBackend) subjectSession(subject string) (string, bool) {
+	enc, ok := strings.CutPrefix(subject, b.subject)
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(raw) == 0 {
+		return "", false
+	}
+	return string(raw), true
+}
+
+// decode turns a stream message back into a Message by parsing its event;
+// nil for one that does not parse (never written by a relay).
 func (b *JetStreamBackend) decode(jm jetstream.Msg) (*Message, uint64) {
 	var seq uint64
 	if md, err := jm.Metadata(); err == nil {
@@ -449,9 +541,9 @@ func (b *JetStreamBackend) onLive(nm *nats.Msg) {
 	}
 }
 
-// queuePurge is the index's eviction hook: it runs under the index lock, so
-// it only queues. A purge that does not fit is left to the next rebuild,
-// which applies the session cap again.
+// queuePurge is the index's eviction and trim hook: it runs under the index
+// lock, so it only queues. A purge that does not fit is left to the next
+// one of the session, or to the next rebuild, which applies the caps again.
 func (b *JetStreamBackend) queuePurge(session string, before uint64) {
 	select {
 	case b.purges <- purge{session, before}:
@@ -495,17 +587,37 @@ func msgID(session, source, id string) string {
 // is admitted and Err says why; what the stream did store is deduplicated
 // when the sender retries.
 func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
-	b.ingestMu.Lock()
-	defer b.ingestMu.Unlock()
-	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
-	held := make([]*Message, 0, len(msgs))
 	// A redelivery the index holds is answered from it: past the stream's
 	// duplicate window it would otherwise be stored twice.
 	already := b.mem.heldAlready(msgs)
-	fail := func(err error) IngestResult {
+	b.pubMu.Lock()
+	futs, held, err := b.publish(msgs, already)
+	ticket := b.nextTicket
+	b.nextTicket++
+	b.pubMu.Unlock()
+	if err == nil {
+		err = b.awaitAcks(futs, held)
+	}
+	b.admitMu.Lock()
+	defer b.admitMu.Unlock()
+	for b.admitted != ticket {
+		b.admitCond.Wait()
+	}
+	defer b.admitCond.Broadcast()
+	b.admitted++
+	if err != nil {
 		b.pubErrors.Add(1)
 		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
 	}
+	return b.mem.Ingest(msgs)
+}
+
+// publish sends msgs to the stream without waiting: the held kinds to their
+// session's subject, live-only events to the live subject. The caller holds
+// pubMu, so batches reach the stream in ticket order.
+func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream.PubAckFuture, []*Message, error) {
+	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	held := make([]*Message, 0, len(msgs))
 	for i, m := range msgs {
 		if already[i] {
 			b.redeliveries.Add(1)
@@ -514,20 +626,35 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 		nm := &nats.Msg{Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 		if m.Kind == KindAgent || m.Session == "" {
 			// Live-only: other relays' consumers see it, nothing keeps it.
+			if b.private {
+				continue
+			}
 			nm.Subject = b.live
 			if err := b.nc.PublishMsg(nm); err != nil {
-				return fail(err)
+				return nil, nil, err
 			}
 			continue
 		}
 		nm.Subject = b.sessionSubject(m.Session)
-		nm.Header.Set(jetstream.MsgIDHeader, msgID(m.Session, m.Source, m.ID))
+		nm.Header[jetstream.MsgIDHeader] = []string{msgID(m.Session, m.Source, m.ID)}
+		if v, ok := indexValue(m); ok {
+			nm.Header[indexHeader] = []string{v}
+		}
 		f, err := b.js.PublishMsgAsync(nm)
 		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		futs = append(futs, f)
 		held = append(held, m)
+	}
+	return futs, held, nil
+}
+
+// awaitAcks waits until the stream has stored every published message and
+// records each one's stream sequence.
+func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message) error {
+	if len(futs) == 0 {
+		return nil
 	}
 	timer := time.NewTimer(b.timeout)
 	defer timer.Stop()
@@ -536,13 +663,17 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 		case ack := <-f.Ok():
 			held[i].StoreSeq = ack.Sequence
 		case err := <-f.Err():
-			return fail(err)
+			return err
 		case <-timer.C:
-			return fail(errors.New("timed out waiting for the stream to store the batch"))
+			return errors.New("timed out waiting for the stream to store the batch")
 		}
 	}
-	return b.mem.Ingest(msgs)
+	return nil
 }
+
+// MaxEventBytes is the largest event the stream takes: the server's payload
+// limit less room for the subject and headers, at most MaxJetStreamEvent.
+func (b *JetStreamBackend) MaxEventBytes() int64 { return b.maxEvent }
 
 // Subscribe implements Backend.
 func (b *JetStreamBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(), error) {

@@ -31,9 +31,13 @@ const (
 
 // entry is one held event: its bytes and what replay needs without parsing.
 type entry struct {
-	raw     []byte
-	pos     wire.Position
-	gseq    uint64 // global admission order, for the byte budget
+	raw []byte
+	pos wire.Position
+	// gseq is the store's order: the durable store's sequence when it
+	// keeps one (Message.StoreSeq), else the admission count. The byte
+	// budget trims the lowest first; a durable store may drop what lies
+	// below a session's lowest.
+	gseq    uint64
 	hash    uint64 // of (source, id), the admission dedupe key
 	typ     uint16 // index into session.strs
 	src     uint16
@@ -59,6 +63,9 @@ type session struct {
 	latest     wire.Position // highest positioned entry held
 	hasLatest  bool
 	trimmedMax wire.Position // highest positioned entry trimmed
+	// unreported counts depth trims since the store last heard of this
+	// session's floor (see MemoryBackend.trimmed).
+	unreported int
 }
 
 // MemoryBackend is the in-memory Backend: per-session bounded buffers and a
@@ -92,7 +99,18 @@ type MemoryBackend struct {
 	// drops what it holds of the session below that sequence. It is called
 	// with mu held and must not block.
 	evicted func(session string, before uint64)
+	// trimmed, when set, hears now and then (every floorEvery depth trims
+	// of a session) of the lowest gseq a session still holds: a durable
+	// store may drop what it keeps of the session below it, and still
+	// hold every event the index holds, whatever order they arrived in.
+	// It is called with mu held and must not block.
+	trimmed func(session string, floor uint64)
 }
+
+// floorEvery is how many depth trims of one session pass between reports
+// of its floor to MemoryBackend.trimmed: a scan of the session's entries
+// each time, amortized over this many events.
+const floorEvery = 256
 
 type memSub struct {
 	filter *aep.Filter
@@ -187,8 +205,10 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 		e.pos = s.latest
 	}
 	e.raw = s.store(m.Raw)
-	b.gseq++
-	e.gseq = b.gseq
+	if e.gseq = m.StoreSeq; e.gseq == 0 {
+		b.gseq++
+		e.gseq = b.gseq
+	}
 	s.ids[h] = struct{}{}
 	s.insert(e)
 	s.n++
@@ -200,6 +220,11 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 	}
 	for s.n > b.depth {
 		b.trimOne(s)
+		s.unreported++
+	}
+	if b.trimmed != nil && s.unreported >= floorEvery {
+		s.unreported = 0
+		b.trimmed(s.name, s.floor())
 	}
 	for b.bytes > b.maxBytes {
 		if !b.trimOldest() {
@@ -363,6 +388,23 @@ func (s *session) store(raw []byte) []byte {
 	off := len(s.arena)
 	s.arena = append(s.arena, raw...)
 	return s.arena[off:len(s.arena):len(s.arena)]
+}
+
+// floor is the lowest gseq the session holds (0 when it holds nothing).
+func (s *session) floor() uint64 {
+	var low uint64
+	for ci, c := range s.chunks {
+		lo := 0
+		if ci == 0 {
+			lo = s.head
+		}
+		for i := lo; i < len(c.ents); i++ {
+			if g := c.ents[i].gseq; low == 0 || g < low {
+				low = g
+			}
+		}
+	}
+	return low
 }
 
 // at returns the i-th live entry.

@@ -49,6 +49,9 @@ type Server struct {
 	sockets     sync.WaitGroup // socket handlers: hijacked, so http.Server.Shutdown does not wait for them
 	nSSE        atomic.Int64
 	nWS         atomic.Int64
+	// maxEvent is the largest single event taken: MaxBody, or less when the
+	// store carries less (see EventLimiter).
+	maxEvent int64
 }
 
 // NewServer validates cfg, fills defaults and builds the server.
@@ -67,6 +70,13 @@ func NewServer(cfg Config) (*Server, error) {
 	s.drainCtx, s.stopDrainFn = context.WithCancel(context.Background())
 	if s.backend == nil {
 		s.backend = NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
+	}
+	s.maxEvent = cfg.MaxBody
+	if l, ok := s.backend.(EventLimiter); ok {
+		if n := l.MaxEventBytes(); n > 0 && n < s.maxEvent {
+			s.maxEvent = n
+			s.log.Info("the store carries smaller events than AEP_MAX_BODY: larger ones are refused", "max_event_bytes", n, "max_body", cfg.MaxBody)
+		}
 	}
 	s.metrics = newMetrics(s.backend)
 	s.control = newControlRouter(cfg.MaxSessions)

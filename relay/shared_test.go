@@ -21,11 +21,20 @@ import (
 // loopback; cluster, when set, joins it to a cluster on loopback.
 func runNATS(t testing.TB, name string, cluster *server.ClusterOpts, routes []*url.URL) *server.Server {
 	t.Helper()
+	return runNATSWith(t, name, func(o *server.Options) {
+		o.Routes = routes
+		if cluster != nil {
+			o.Cluster = *cluster
+		}
+	})
+}
+
+// runNATSWith is runNATS with options of the test's own.
+func runNATSWith(t testing.TB, name string, mod func(*server.Options)) *server.Server {
+	t.Helper()
 	opts := &server.Options{ServerName: name, Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Routes: routes}
-	if cluster != nil {
-		opts.Cluster = *cluster
-	}
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
+	mod(opts)
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -191,5 +200,36 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 		if len(replayed) != 40 || !slices.IsSorted(replayed) || len(slices.Compact(replayed)) != 40 {
 			t.Fatalf("after a node stopped, %s replays %v", srv.URL, replayed)
 		}
+	}
+}
+
+// On a shared stream one relay's session cap is its own: a session relay A
+// evicts stays on the stream for relay B and for a relay that opens later.
+func TestSharedStreamEvictionIsLocal(t *testing.T) {
+	ns := runNATS(t, "n1", nil, nil)
+	open := func(sessions int) *relay.JetStreamBackend {
+		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL(), MaxSessions: sessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	a, b := open(2), open(0)
+	for _, s := range []string{"s1", "s2", "s3"} {
+		if res := a.Ingest([]*relay.Message{msg(t, mkEvent(s, 0)), msg(t, mkEvent(s, 1))}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if got := sessionNames(a); !slices.Equal(got, []string{"s2", "s3"}) {
+		t.Fatalf("A holds %v, want its cap of 2", got)
+	}
+	eventually(t, "B holds all three sessions", func() bool { return len(sessionNames(b)) == 3 })
+	time.Sleep(200 * time.Millisecond) // a purge, were one queued, would have run
+	if got := len(replayAll(t, b, `{"session":"s1"}`)); got != 2 {
+		t.Fatalf("B replays %d events of s1 after A evicted it, want 2", got)
+	}
+	if got := sessionNames(open(0)); !slices.Equal(got, []string{"s1", "s2", "s3"}) {
+		t.Fatalf("a relay opened later rebuilds %v", got)
 	}
 }

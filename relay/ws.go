@@ -19,11 +19,16 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// wsConn is one socket. Goroutines: the handler goroutine reads frames; a
-// writer goroutine owns every write after the hello (replies, deliveries,
-// routed commands) through the bounded queue; a keeper goroutine sends
-// pings, enforces liveness and cuts off writes stuck past WriteTimeout. All
-// three end with the connection context.
+// wsConn is one socket. Goroutines: the handler goroutine reads and parses
+// frames; an ingester goroutine acts on them in frame order, handing the
+// store each time one batch of all the events that arrived while it was
+// busy with the last (so a durable store's acknowledgement is awaited once
+// per batch, not once per frame); a writer goroutine owns every write
+// after the hello (replies, deliveries, routed commands) through the
+// bounded queue; a keeper goroutine sends pings, enforces liveness and cuts
+// off writes stuck past WriteTimeout. The reader ends with the connection;
+// the ingester finishes what the reader queued, then ends; the writer and
+// keeper end with the connection context.
 type wsConn struct {
 	srv    *Server
 	id     uint64
@@ -43,6 +48,8 @@ type wsConn struct {
 	acceptList []string
 
 	claims map[string]uint64 // guarded by srv.control.mu
+
+	ingest *ingestQueue
 
 	mu   sync.Mutex
 	subs map[string]*subscription
@@ -142,10 +149,15 @@ func (c *wsConn) serve() {
 	if !c.hello() {
 		return
 	}
+	c.ingest = newIngestQueue(wsIngestBytes)
+	ingested := make(chan struct{})
 	wg.Add(2)
 	go func() { defer wg.Done(); c.writer() }()
 	go func() { defer wg.Done(); c.keeper() }()
+	go func() { defer close(ingested); c.ingester() }()
 	c.reader()
+	c.ingest.close()
+	<-ingested
 	c.readerDone = true
 }
 
@@ -233,18 +245,25 @@ func (c *wsConn) frame(data []byte) {
 		c.sendError(&wire.Error{Code: wire.CodeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
 		return
 	}
+	// Every frame takes effect in the order it was sent: a subscribe sees
+	// the events sent before it, and a pong answers only once they are in.
 	switch f := f.(type) {
 	case wire.Event:
 		c.event(data)
 	case *wire.Subscribe:
-		c.subscribe(f)
+		c.inOrder(len(data), func() { c.subscribe(f) })
 	case *wire.Unsubscribe:
-		c.unsubscribe(f.ID)
+		c.inOrder(len(data), func() { c.unsubscribe(f.ID) })
 	case *wire.Roster:
-		c.roster(f.ID)
+		c.inOrder(len(data), func() { c.roster(f.ID) })
 	case *wire.Ping:
-		c.q.push(outItem{frame: wire.PongFor(f)})
+		c.inOrder(len(data), func() { c.q.push(outItem{frame: wire.PongFor(f)}) })
 	}
+}
+
+// inOrder queues fn behind the socket's queued events.
+func (c *wsConn) inOrder(size int, fn func()) {
+	c.ingest.push(c.ctx, ingestItem{size: size, fn: fn})
 }
 
 func (c *wsConn) sendError(f *wire.Error) {
@@ -255,6 +274,11 @@ func (c *wsConn) sendError(f *wire.Error) {
 // the socket's session claims current.
 func (c *wsConn) event(data []byte) {
 	s := c.srv
+	if detail := s.checkEventSize(data); detail != "" {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Code: wire.CodePayloadTooLarge, Detail: detail})
+		return
+	}
 	ev, err := aep.ParseEvent(data)
 	if err != nil {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
@@ -273,7 +297,7 @@ func (c *wsConn) event(data []byte) {
 		return
 	}
 	if aep.IsCommand(ev.Type) {
-		s.routeCommand(c, m)
+		c.inOrder(len(m.Raw), func() { s.routeCommand(c, m) })
 		return
 	}
 	if m.Kind != KindForeign && c.role == wire.RoleConsumer {
@@ -289,14 +313,41 @@ func (c *wsConn) event(data []byte) {
 			s.control.claim(c, m.Session)
 		}
 	}
-	res := s.backend.Ingest([]*Message{m})
-	if res.Err != nil {
-		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		s.log.Warn("store refused an event", "err", res.Err)
-		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
-		return
+	c.ingest.push(c.ctx, ingestItem{msg: m, size: len(m.Raw)})
+}
+
+// ingester hands the reader's events to the store in frame order: each
+// batch is every event queued since the last, up to a frame of another
+// kind (a command, a subscribe, a ping), which is handled alone in its
+// place.
+func (c *wsConn) ingester() {
+	s := c.srv
+	for {
+		items, ok := c.ingest.take(wsMaxIngestBatch)
+		if !ok {
+			return
+		}
+		if fn := items[0].fn; fn != nil {
+			fn()
+			c.ingest.done(items)
+			continue
+		}
+		msgs := make([]*Message, len(items))
+		for i, it := range items {
+			msgs[i] = it.msg
+		}
+		res := s.backend.Ingest(msgs)
+		c.ingest.done(items)
+		if res.Err != nil {
+			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
+			s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
+			for _, m := range msgs {
+				c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
+			}
+			continue
+		}
+		s.metrics.countIngest(bindingWS, res)
 	}
-	s.metrics.countIngest(bindingWS, res)
 }
 
 // subscribe answers a subscribe frame with subscribed, or an in-band error

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +297,41 @@ func TestSocketPlainGETIsJSON(t *testing.T) {
 	if r := do(t, srv, http.MethodDelete, "/events", nil, nil); r.status != 405 || r.json(t)["error"] != "method-not-allowed" {
 		t.Fatalf("DELETE /events: %d %s", r.status, r.body)
 	}
+}
+
+// Events a socket sends in quick succession reach a live consumer in frame
+// order on both stores, however the relay batches them for the store, and
+// a command sent between them is routed and delivered in its place.
+func TestSocketFramesKeepOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, open storeOpener) {
+		srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: open(t, 0, 0, 0)})
+		tgt := target(t, srv, "emitter", "kimi", "s-ctl", `{"accepts":["control.pause"]}`)
+		watch := openSSE(t, srv, url.Values{"filter": {`{"session":["s","s-ctl"]}`}}, nil)
+		sender := helloWS(t, srv, "both", nil, "sender")
+		var want []string
+		for i := range 1000 {
+			if i == 500 {
+				cmd := command("control.pause", "s-ctl", `{}`)
+				sender.send(t, cmd)
+				want = append(want, cmd.ID)
+			}
+			e := mkEvent("s", int64(i))
+			sender.send(t, e)
+			want = append(want, e.ID)
+		}
+		var got []string
+		for _, e := range watch.events(t, len(want)) {
+			got = append(got, e.ID)
+		}
+		if !slices.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("live order differs from frame order at %d of %d (command at 500): got %v, want %v", i, len(want), got[i:min(i+3, len(got))], want[i:min(i+3, len(want))])
+				}
+			}
+		}
+		if f := tgt.expect(t, func(f wsFrame) bool { return f.str("type") == "control.pause" }); f.str("id") != want[500] {
+			t.Fatalf("target got %s", f.raw)
+		}
+	})
 }
