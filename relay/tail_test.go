@@ -182,3 +182,32 @@ func TestTailStateFile(t *testing.T) {
 		t.Fatal("a corrupt state file must be reported and start fresh")
 	}
 }
+
+// An event that arrives late, below a position the tail already showed on
+// the same connection, is shown too: only what an earlier connection or run
+// showed is skipped.
+func TestTailerShowsLateArrivals(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
+	l := &tailLog{}
+	tl, err := client.NewTailer(client.TailConfig{URL: srv.URL, Token: testToken, Live: true, OnEvent: l.onEvent, OnStatus: l.onStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the tail connects", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.statuses) > 0
+	})
+	evs := []*aep.Event{mkEvent("s-late", 0), mkEvent("s-late", 2), mkEvent("s-late", 1)}
+	for _, e := range evs {
+		mustPost(t, srv, e)
+	}
+	eventually(t, "all three events shown", func() bool { return len(l.ids()) == 3 })
+	if got := l.ids(); got[2] != evs[2].ID {
+		t.Fatalf("shown %v, want the late seq 1 last", got)
+	}
+}

@@ -159,7 +159,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 			from = wire.From{All: true}
 		}
 		start := time.Now()
-		connected, err := t.stream(ctx, from)
+		connected, err := t.stream(ctx, from, t.cfg.State.shown())
 		var te *TailError
 		switch {
 		case errors.As(err, &te):
@@ -185,7 +185,10 @@ func (t *Tailer) Run(ctx context.Context) error {
 }
 
 // stream runs one connection; connected reports whether the stream opened.
-func (t *Tailer) stream(ctx context.Context, from wire.From) (connected bool, err error) {
+// shown holds the positions shown before it: the connection skips events at
+// or before them (a replay's overlap with an earlier run) and shows every
+// other event once, a late arrival below one it showed included.
+func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wire.Position) (connected bool, err error) {
 	u, _ := url.Parse(strings.TrimSuffix(t.cfg.URL, "/") + "/stream")
 	q := u.Query()
 	if t.cfg.Filter != "" {
@@ -252,11 +255,11 @@ func (t *Tailer) stream(ctx context.Context, from wire.From) (connected bool, er
 			}
 			continue
 		}
-		t.handle(it)
+		t.handle(it, shown)
 	}
 }
 
-func (t *Tailer) handle(it SSEItem) {
+func (t *Tailer) handle(it SSEItem, shown map[string]wire.Position) {
 	ev, err := aep.ParseEvent([]byte(it.Data))
 	if err != nil {
 		return
@@ -273,9 +276,10 @@ func (t *Tailer) handle(it SSEItem) {
 	}
 	if ev.Session != "" && ev.Seq != nil && aep.ScopeOf(ev.Type) == aep.ScopeSession {
 		p := wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
-		if !t.cfg.State.Advance(ev.Session, p) {
-			return // at or before what an earlier run already showed
+		if before, ok := shown[ev.Session]; ok && !before.Less(p) {
+			return // at or before what an earlier connection or run showed
 		}
+		t.cfg.State.Advance(ev.Session, p)
 	}
 	t.cfg.OnEvent(ev)
 }
@@ -353,6 +357,17 @@ func (s *TailState) Advance(session string, p wire.Position) bool {
 		s.prune()
 	}
 	return true
+}
+
+// shown returns a copy of the held positions.
+func (s *TailState) shown() map[string]wire.Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]wire.Position, len(s.positions))
+	for k, v := range s.positions {
+		out[k] = v.Position
+	}
+	return out
 }
 
 // From returns the positions as a resume request, most recent first.
