@@ -80,10 +80,19 @@ const (
 	DefaultStream = "AEP"
 	// StoreDirName is the embedded store's directory under the AEP home.
 	StoreDirName = "relay"
-	// DefaultDuplicateWindow is how long the stream remembers a Nats-Msg-Id;
-	// a redelivery older than this is still caught by the in-memory index
-	// while the session holds the event.
-	DefaultDuplicateWindow = 2 * time.Minute
+	// DefaultDuplicateWindow is how long the stream remembers a Nats-Msg-Id:
+	// long enough for a batch whose acknowledgement timed out to be resent
+	// (DefaultPublishTimeout and the sender's backoff), and for two relays
+	// handed one event at once. Admission dedupe itself is the index's,
+	// while the session holds the event. The stream keeps about 90 bytes of
+	// memory per event inside the window, so at 50,000 events/s this is
+	// about 135 MB; NATS's own default of two minutes would be 540 MB.
+	DefaultDuplicateWindow = 30 * time.Second
+	// DefaultSyncInterval is how often the embedded server flushes written
+	// events to the disk (NATS's own default is two minutes): what a power
+	// loss can take of admitted events [AEP_STORE_SYNC=always flushes each
+	// write instead].
+	DefaultSyncInterval = 10 * time.Second
 	// DefaultPublishTimeout bounds the wait for the stream to acknowledge a
 	// batch; past it the batch is refused (503) and the sender retries.
 	DefaultPublishTimeout = 10 * time.Second

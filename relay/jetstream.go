@@ -66,6 +66,12 @@ type JetStreamConfig struct {
 	// MaxBody is the largest event the relay accepts; the embedded server's
 	// payload limit is set to carry it (zero takes DefaultMaxBody).
 	MaxBody int64
+	// SyncAlways makes the embedded server flush every write to the disk
+	// before acknowledging it: an admitted event then survives a power
+	// loss, not only a crash of the relay, at a large cost in throughput.
+	// Without it the server syncs every DefaultSyncInterval. An external
+	// NATS syncs as its own configuration says.
+	SyncAlways bool
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -222,6 +228,11 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 			NoLog:      true,
 			MaxPayload: int32(cfg.MaxBody + headroom),
 			DontListen: cfg.Listen == "",
+			SyncAlways: cfg.SyncAlways,
+			// Every admitted event is in the operating system's hands when
+			// acknowledged (it survives the relay's crash); this bounds how
+			// long it may wait there for the disk.
+			SyncInterval: DefaultSyncInterval,
 		}
 		if cfg.Listen != "" {
 			host, port, err := net.SplitHostPort(cfg.Listen)

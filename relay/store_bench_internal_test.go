@@ -59,17 +59,36 @@ func benchBatchesFor(b *testing.B, n int, prefix string) [][]*Message {
 // Ingest returns. Parsing is outside the timer (BenchmarkIngestParse).
 func BenchmarkStoreIngest(b *testing.B) {
 	benchStores(b, func(b *testing.B, open func(*testing.B) Backend) {
-		be := open(b)
-		batches := benchBatches(b, b.N)
-		b.ResetTimer()
-		start := time.Now()
-		for _, batch := range batches {
-			if res := be.Ingest(batch); res.Err != nil {
-				b.Fatal(res.Err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+		benchIngestSerial(b, open(b))
 	})
+}
+
+// benchIngestSerial ingests b.N events in batches, one batch at a time.
+func benchIngestSerial(b *testing.B, be Backend) {
+	batches := benchBatches(b, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for _, batch := range batches {
+		if res := be.Ingest(batch); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkStoreIngestSyncAlways is BenchmarkStoreIngest on the embedded
+// store with every write flushed to the disk before it is acknowledged
+// (--store-sync always).
+func BenchmarkStoreIngestSyncAlways(b *testing.B) {
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: b.TempDir(), SyncAlways: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer js.Close()
+	if !js.srv.JetStreamConfig().SyncAlways {
+		b.Fatal("the embedded server does not sync every write")
+	}
+	benchIngestSerial(b, js)
 }
 
 // BenchmarkStoreIngest4 is BenchmarkStoreIngest with four emitters, each

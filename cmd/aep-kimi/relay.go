@@ -33,11 +33,11 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]")
-		fmt.Fprintln(io.err, "         [--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME]] [-v]")
+		fmt.Fprintln(io.err, "         [--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]")
 		fmt.Fprintln(io.err, "\nAn AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).")
 		fmt.Fprintln(io.err, "\nEnvironment: AEP_PORT, AEP_TOKEN or AEP_TOKEN_FILE (enables auth and control routing), AEP_BUFFER,")
 		fmt.Fprintln(io.err, "AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PUBLIC, AEP_ALLOWED_HOSTS,")
-		fmt.Fprintln(io.err, "AEP_STORE, AEP_HOME, AEP_NATS_URL, AEP_NATS_CREDS, AEP_NATS_CA, AEP_NATS_STREAM.")
+		fmt.Fprintln(io.err, "AEP_STORE, AEP_HOME, AEP_NATS_URL, AEP_NATS_CREDS, AEP_NATS_CA, AEP_NATS_STREAM, AEP_STORE_SYNC.")
 		fmt.Fprintln(io.err, "\nStores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps")
 		fmt.Fprintln(io.err, "every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,")
 		fmt.Fprintln(io.err, "with --nats, on a NATS shared by several relays. Commands are routed only to emitters connected to")
@@ -55,6 +55,9 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 	}
 	if err == nil {
 		cfg.AllowedHosts, err = parseAllowedHosts(hostList)
+	}
+	if err == nil {
+		err = st.validate()
 	}
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)

@@ -50,3 +50,39 @@ func TestRunRelayDrainsAndExitsZero(t *testing.T) {
 		t.Fatalf("bad flag: exit %d, want 2", code)
 	}
 }
+
+// Store flags that cannot work are refused before anything starts, with
+// one line naming the flag; a body limit the store cannot carry stops the
+// store from opening.
+func TestRunRelayStoreRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"unknown store", []string{"--store", "disk"}, nil, 2, "--store"},
+		{"nats on memory", []string{"--nats", "nats://127.0.0.1:4222"}, nil, 2, "--nats needs --store jetstream"},
+		{"nats-listen off loopback", []string{"--store", "jetstream", "--nats-listen", "0.0.0.0:4222"}, nil, 2, "loopback only"},
+		{"unknown sync", []string{"--store", "jetstream", "--store-sync", "sometimes"}, nil, 2, "--store-sync"},
+		{"sync always on external nats", []string{"--store", "jetstream", "--nats", "nats://127.0.0.1:4222", "--store-sync", "always"}, nil, 2, "embedded store"},
+		{"zero replicas", []string{"--store", "jetstream", "--nats-replicas", "0"}, nil, 2, "--nats-replicas"},
+		{"sync from env", []string{"--store", "jetstream"}, map[string]string{"AEP_STORE_SYNC": "never"}, 2, "--store-sync"},
+		{"body above the store's", []string{"--store", "jetstream", "--home", t.TempDir(), "--listen", "127.0.0.1:0"},
+			map[string]string{"AEP_MAX_BODY": "67108864", "AEP_BUFFER_BYTES": "134217728"}, 1, "AEP_MAX_BODY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var errb bytes.Buffer
+			code := runRelay(context.Background(), tc.args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb})
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			last := lines[len(lines)-1]
+			if code != tc.code || !strings.Contains(last, tc.want) || !strings.HasPrefix(last, "aep-kimi relay: ") {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", code, tc.code, tc.want, errb.String())
+			}
+		})
+	}
+}

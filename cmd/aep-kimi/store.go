@@ -12,10 +12,16 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
+// The values of --store-sync.
+const (
+	storeSyncInterval = "interval"
+	storeSyncAlways   = "always"
+)
+
 // storeOptions selects and configures the relay's store.
 type storeOptions struct {
-	store, home, url, creds, ca, stream, natsListen string
-	replicas                                        int
+	store, home, url, creds, ca, stream, natsListen, sync string
+	replicas                                              int
 }
 
 func (o *storeOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
@@ -32,24 +38,46 @@ func (o *storeOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.natsListen, "nats-listen", "",
 		"let the embedded NATS listen for clients on this loopback address, e.g. for a second relay's --nats (default: no port at all)")
 	fs.IntVar(&o.replicas, "nats-replicas", 1, "stream replicas when --nats is a JetStream cluster")
+	fs.StringVar(&o.sync, "store-sync", envOr(getenv, "AEP_STORE_SYNC", storeSyncInterval),
+		"when the embedded store flushes to disk: interval (every "+relay.DefaultSyncInterval.String()+"; an admitted event survives a relay crash at once, a power loss after the flush) or always (every write; survives both, far slower) (env AEP_STORE_SYNC)")
 }
 
-// open opens the selected store into cfg.Backend and returns its closer.
-func (o *storeOptions) open(ctx context.Context, cfg *relay.Config) (func(), error) {
+// validate checks the store flags before anything starts.
+func (o *storeOptions) validate() error {
 	switch strings.TrimSpace(o.store) {
 	case relay.StoreMemory:
 		if o.url != "" {
-			return nil, fmt.Errorf("--nats needs --store %s", relay.StoreJetStream)
+			return fmt.Errorf("--nats needs --store %s", relay.StoreJetStream)
 		}
-		return func() {}, nil
 	case relay.StoreJetStream:
 		if o.natsListen != "" && !httpguard.LoopbackListen(o.natsListen) {
 			// The embedded server has no accounts or TLS: off loopback, run
 			// a NATS of your own and point relays at it with --nats.
-			return nil, fmt.Errorf("--nats-listen %s: the embedded NATS listens on loopback only; use --nats for a NATS reachable off-host", o.natsListen)
+			return fmt.Errorf("--nats-listen %s: the embedded NATS listens on loopback only; use --nats for a NATS reachable off-host", o.natsListen)
 		}
 	default:
-		return nil, fmt.Errorf("--store %s: want %s or %s", strconv.Quote(o.store), relay.StoreMemory, relay.StoreJetStream)
+		return fmt.Errorf("--store %s: want %s or %s", strconv.Quote(o.store), relay.StoreMemory, relay.StoreJetStream)
+	}
+	switch strings.TrimSpace(o.sync) {
+	case storeSyncInterval:
+	case storeSyncAlways:
+		if o.url != "" {
+			return fmt.Errorf("--store-sync %s is for the embedded store; an external NATS syncs as its own sync_interval says", storeSyncAlways)
+		}
+	default:
+		return fmt.Errorf("--store-sync %s: want %s or %s", strconv.Quote(o.sync), storeSyncInterval, storeSyncAlways)
+	}
+	if o.replicas < 1 {
+		return fmt.Errorf("--nats-replicas %d: want 1 or more", o.replicas)
+	}
+	return nil
+}
+
+// open opens the selected store into cfg.Backend and returns its closer.
+// The options must have passed validate.
+func (o *storeOptions) open(ctx context.Context, cfg *relay.Config) (func(), error) {
+	if strings.TrimSpace(o.store) == relay.StoreMemory {
+		return func() {}, nil
 	}
 	b, err := relay.OpenJetStream(ctx, relay.JetStreamConfig{
 		Dir:         filepath.Join(o.home, relay.StoreDirName),
@@ -63,6 +91,7 @@ func (o *storeOptions) open(ctx context.Context, cfg *relay.Config) (func(), err
 		MaxSessions: cfg.MaxSessions,
 		BufferBytes: cfg.BufferBytes,
 		MaxBody:     cfg.MaxBody,
+		SyncAlways:  strings.TrimSpace(o.sync) == storeSyncAlways,
 		Logger:      cfg.Logger,
 	})
 	if err != nil {
