@@ -96,6 +96,9 @@ const (
 	// DefaultPublishTimeout bounds the wait for the stream to acknowledge a
 	// batch; past it the batch is refused (503) and the sender retries.
 	DefaultPublishTimeout = 10 * time.Second
+	// DefaultRouteTimeout bounds the wait for another relay's answer to a
+	// command routed to its claimant; past it the sender gets no-route.
+	DefaultRouteTimeout = 5 * time.Second
 	// DefaultStartTimeout bounds starting the embedded server, connecting
 	// to an external one and setting up the stream.
 	DefaultStartTimeout = 30 * time.Second

@@ -16,10 +16,31 @@ import (
 // frame reports every claim (AEP-0003 §4.1).
 type controlRouter struct {
 	maxPerConn int
+	// notify, when set, hears each session this relay's sockets begin or
+	// cease to claim, in order (see RemoteRouter.Claimed). It is called
+	// with mu held and must not block.
+	notify func(session string, claimed bool)
 
 	mu     sync.Mutex
 	serial uint64
 	byName map[string]map[*wsConn]struct{}
+}
+
+// RemoteRouter is a Backend shared by several relay processes that carries
+// commands between them: a command for a session no socket of this relay
+// claims is delivered through the relay whose socket does (AEP-0004 §4.4
+// holds across the relays: one claimant, byte-identical delivery).
+type RemoteRouter interface {
+	// Claimed tells the other relays that this relay's sockets now claim
+	// session, or no longer do. It must not block.
+	Claimed(session string, claimed bool)
+	// RouteRemote offers m to the relay claiming its session and returns
+	// its answer: "" when it delivered m, else a refusal code and detail
+	// (no-route when no relay claims the session).
+	RouteRemote(m *Message) (code, detail string)
+	// ServeRoutes sets the handler for commands other relays route here.
+	// It returns the outcome and, when delivered, the receiving socket.
+	ServeRoutes(fn func(m *Message) (code, detail string, conn uint64))
 }
 
 func newControlRouter(maxPerConn int) *controlRouter {
@@ -51,6 +72,9 @@ func (r *controlRouter) claim(c *wsConn, session string) {
 	if set == nil {
 		set = make(map[*wsConn]struct{}, 1)
 		r.byName[session] = set
+		if r.notify != nil {
+			r.notify(session, true)
+		}
 	}
 	set[c] = struct{}{}
 }
@@ -67,6 +91,9 @@ func (r *controlRouter) releaseLocked(c *wsConn, session string) {
 		delete(set, c)
 		if len(set) == 0 {
 			delete(r.byName, session)
+			if r.notify != nil {
+				r.notify(session, false)
+			}
 		}
 	}
 }
@@ -123,40 +150,69 @@ func (r *controlRouter) roster() []wire.RosterEntry {
 
 // routeCommand delivers a command from sender to the session's one live
 // claimant, byte-identically, then holds it in the session history and fans
-// it out to watchers (AEP-0004 §4.4). Refusals answer the sender with a
-// cause-linked error frame and touch no history (§4.2, §8).
+// it out to watchers (AEP-0004 §4.4). On a store shared by several relays a
+// session no socket here claims is routed through the relay that has its
+// claimant. Refusals answer the sender with a cause-linked error frame and
+// touch no history (§4.2, §8).
 func (s *Server) routeCommand(sender *wsConn, m *Message) {
 	refuse := func(code, detail string) {
 		s.metrics.commands.WithLabelValues(code).Inc()
 		sender.sendError(&wire.Error{Cause: m.ID, Code: code, Detail: detail})
 	}
 	if s.cfg.Token == "" {
-		refuse(wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): control commands flow only on authenticated bindings (AEP-0004 §4.1)")
+		refuse(wire.CodeUnauthorized, watchOnlyDetail)
 		return
 	}
+	code, detail, conn := s.deliverHere(m)
+	if code == wire.CodeNoRoute && conn == 0 && s.remote != nil {
+		code, detail = s.remote.RouteRemote(m)
+	}
+	if code != "" {
+		refuse(code, detail)
+		return
+	}
+	m.RoutedTo = conn
+	s.metrics.commands.WithLabelValues(resultRouted).Inc()
+	s.metrics.ingest.WithLabelValues(bindingWS, resultRouted).Inc()
+	s.backend.Ingest([]*Message{m})
+}
+
+// watchOnlyDetail explains refusing a command on a relay without a token.
+const watchOnlyDetail = "this relay is watch-only (no AEP_TOKEN): control commands flow only on authenticated bindings (AEP-0004 §4.1)"
+
+// deliverHere hands m to the one socket of this relay claiming its session.
+// It returns "" and that socket's id, or a refusal; a no-route with a
+// non-zero conn means the claimant exists but cannot take it.
+func (s *Server) deliverHere(m *Message) (code, detail string, conn uint64) {
 	target, code := s.control.target(m.Session)
 	switch code {
 	case wire.CodeNoRoute:
-		refuse(wire.CodeNoRoute, fmt.Sprintf("no connected emitter claims session %q", m.Session))
-		return
+		return code, fmt.Sprintf("no connected emitter claims session %q", m.Session), 0
 	case wire.CodeAmbiguous:
-		refuse(wire.CodeAmbiguous, fmt.Sprintf("more than one connected emitter claims session %q; refusing to guess (AEP-0004 §4.5)", m.Session))
-		return
+		return code, fmt.Sprintf("more than one connected emitter claims session %q; refusing to guess (AEP-0004 §4.5)", m.Session), 0
 	}
 	if !target.accepts[m.Type] {
 		declared := "declares no control block"
 		if len(target.acceptList) > 0 {
 			declared = "accepts " + strings.Join(target.acceptList, ", ")
 		}
-		refuse(wire.CodeUnsupported, fmt.Sprintf("the claimant of session %q %s, not %s", m.Session, declared, m.Type))
-		return
+		return wire.CodeUnsupported, fmt.Sprintf("the claimant of session %q %s, not %s", m.Session, declared, m.Type), target.id
 	}
 	if !target.q.push(outItem{frame: m.Raw}) {
-		refuse(wire.CodeNoRoute, fmt.Sprintf("the claimant of session %q is not keeping up and is being disconnected", m.Session))
-		return
+		return wire.CodeNoRoute, fmt.Sprintf("the claimant of session %q is not keeping up and is being disconnected", m.Session), target.id
 	}
-	m.RoutedTo = target.id
-	s.metrics.commands.WithLabelValues(resultRouted).Inc()
-	s.metrics.ingest.WithLabelValues(bindingWS, resultRouted).Inc()
-	s.backend.Ingest([]*Message{m})
+	return "", "", target.id
+}
+
+// routeHere delivers a command another relay routed to this one; the
+// routing relay stores it and answers its sender.
+func (s *Server) routeHere(m *Message) (code, detail string, conn uint64) {
+	if s.cfg.Token == "" {
+		return wire.CodeUnauthorized, watchOnlyDetail, 0
+	}
+	code, detail, conn = s.deliverHere(m)
+	if code == "" {
+		s.metrics.commands.WithLabelValues(resultRoutedHere).Inc()
+	}
+	return code, detail, conn
 }

@@ -23,8 +23,11 @@
 //
 // The bindings talk to a Backend (see its doc comment for the contract:
 // positions are (epoch, seq), admission dedupes on (source, id), replay and
-// live delivery hand over without gap or overlap). MemoryBackend is the only
-// implementation; a NATS JetStream one can be added behind the same seam.
+// live delivery hand over without gap or overlap). MemoryBackend keeps
+// everything in the process; JetStreamBackend keeps every admitted event in
+// a NATS JetStream stream (embedded, or an external NATS shared by several
+// relays) with a MemoryBackend as its index, rebuilt from the stream on
+// start.
 //
 // # Commands
 //
@@ -34,7 +37,9 @@
 // positioned event, never a resume position) and fanned out to watchers.
 // Refusals (unauthorized, unsupported, ambiguous, no-route) answer the
 // sender with a cause-linked error frame and touch no history. Without a
-// token the relay is watch-only and refuses every command.
+// token the relay is watch-only and refuses every command. On a store
+// shared by several relays (a RemoteRouter) a command for a session no
+// socket here claims is routed through the relay whose socket does.
 //
 // # Backpressure
 //

@@ -121,6 +121,8 @@ type JetStreamBackend struct {
 	admitCond  *sync.Cond
 	admitted   uint64 // tickets admitted or abandoned so far
 
+	routes jsRoutes
+
 	purges  chan purge
 	stop    context.CancelFunc
 	group   *errgroup.Group
@@ -478,6 +480,9 @@ func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
 	}
 	m, seq := b.decode(jm)
 	if m != nil {
+		if m.Kind == KindForeign && aep.IsCommand(m.Type) {
+			m.RoutedTo = b.routes.deliveredTo(msgID(m.Session, m.Source, m.ID))
+		}
 		b.remote.Add(1)
 		b.mem.Ingest([]*Message{m})
 	}

@@ -21,6 +21,8 @@ const (
 	resultLiveOnly  = "live-only"
 	resultRouted    = "routed"
 	resultRejected  = "rejected"
+	// resultRoutedHere: a command another relay routed to a socket here.
+	resultRoutedHere = "routed-from-relay"
 
 	// dropLowSeverity: a debug/info event shed toward a slow consumer
 	// (AEP-0003 §8.4 allows it). dropDisconnect: a notice-or-above event that
@@ -76,7 +78,7 @@ func newMetrics(b Backend) *metrics {
 	})
 	m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aepkimi_relay_commands_total",
-		Help: "Control commands, by outcome (routed, unauthorized, unsupported, ambiguous, no-route).",
+		Help: "Control commands, by outcome (routed, unauthorized, unsupported, ambiguous, no-route; routed-from-relay: another relay's, delivered here).",
 	}, []string{"outcome"})
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "aepkimi_relay_deliver_latency_seconds",
@@ -119,7 +121,7 @@ func newMetrics(b Backend) *metrics {
 	for _, c := range []string{bindingWS, bindingSSE} {
 		m.connections.WithLabelValues(c)
 	}
-	for _, o := range []string{resultRouted, wire.CodeUnauthorized, wire.CodeUnsupported, wire.CodeAmbiguous, wire.CodeNoRoute} {
+	for _, o := range []string{resultRouted, resultRoutedHere, wire.CodeUnauthorized, wire.CodeUnsupported, wire.CodeAmbiguous, wire.CodeNoRoute} {
 		m.commands.WithLabelValues(o)
 	}
 	return m

@@ -49,6 +49,8 @@ type Server struct {
 	sockets     sync.WaitGroup // socket handlers: hijacked, so http.Server.Shutdown does not wait for them
 	nSSE        atomic.Int64
 	nWS         atomic.Int64
+	// remote carries commands to and from other relays on a shared store.
+	remote RemoteRouter
 	// maxEvent is the largest single event taken: MaxBody, or less when the
 	// store carries less (see EventLimiter).
 	maxEvent int64
@@ -80,6 +82,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.backend)
 	s.control = newControlRouter(cfg.MaxSessions)
+	if rr, ok := s.backend.(RemoteRouter); ok {
+		s.remote = rr
+		s.control.notify = rr.Claimed
+		rr.ServeRoutes(s.routeHere)
+	}
 	s.discovery, s.hello, err = buildDiscovery(cfg)
 	if err != nil {
 		return nil, err

@@ -76,8 +76,8 @@ func seqsOf(evs []*aep.Event) []int64 {
 // Two relays on one NATS share one stream: an event POSTed to A reaches B's
 // consumers, a redelivery to B of what A admitted is a duplicate, a consumer
 // resumes on B from a position it got from A, live-only events cross too,
-// and a command for a session claimed on A answers no-route on B (routing is
-// per relay process) while A routes it.
+// and a command sent to B for a session claimed on A is routed to A's
+// claimant.
 func TestSharedStreamTwoRelays(t *testing.T) {
 	ns := runNATS(t, "n1", nil, nil)
 	a := sharedRelay(t, ns.ClientURL(), 1)
@@ -111,23 +111,47 @@ func TestSharedStreamTwoRelays(t *testing.T) {
 		t.Fatalf("B's agent consumer got %s", got.ID)
 	}
 
-	target(t, a, "emitter", "kimi", "s-ctl", `{"accepts":["control.cancel"]}`)
+	// A command sent to B for a session claimed on A reaches A's claimant,
+	// byte for byte and once (its own subscription skips it), and lands in
+	// both relays' history.
+	tgt := target(t, a, "both", "kimi", "s-ctl", `{"accepts":["control.cancel"]}`)
+	tgt.send(t, subscribeFrame("mine", map[string]any{"session": "s-ctl"}, nil))
+	tgt.expect(t, func(f wsFrame) bool { return f.str("type") == "subscribed" })
 	eventually(t, "B holds A's claim", func() bool { return len(sessionReplay(t, b, "s-ctl")) == 1 })
-	for _, tc := range []struct {
-		srv  *relaytest.Server
-		want string
-	}{{b, "no-route"}, {a, ""}} {
-		sender := helloWS(t, tc.srv, "consumer", nil, "sender")
-		cmd := command("control.cancel", "s-ctl", `{"scope":"run"}`)
-		sender.send(t, cmd)
-		if tc.want == "" {
-			sender.quiet(t, 200*time.Millisecond)
-			continue
-		}
-		if f := sender.next(t); f.str("code") != tc.want || f.str("cause") != cmd.ID {
-			t.Fatalf("command on the other relay: %s, want %s", f.raw, tc.want)
+	watchA := openSSE(t, a, url.Values{"filter": {`{"session":"s-ctl"}`}}, nil)
+	watchB := openSSE(t, b, url.Values{"filter": {`{"session":"s-ctl"}`}}, nil)
+	sender := helloWS(t, b, "consumer", nil, "sender")
+	cmd := command("control.cancel", "s-ctl", `{"scope":"run"}`)
+	sender.send(t, cmd)
+	got := tgt.expect(t, func(f wsFrame) bool { return f.str("type") == "control.cancel" })
+	if string(got.raw) != string(line(t, cmd)) {
+		t.Fatalf("A's claimant got %s, want the command's bytes", got.raw)
+	}
+	for name, w := range map[string]*sseStream{"A": watchA, "B": watchB} {
+		if e := w.events(t, 1)[0]; e.ID != cmd.ID {
+			t.Fatalf("%s's watcher got %s, want the command", name, e.ID)
 		}
 	}
+	tgt.quiet(t, 300*time.Millisecond) // not a second copy through its subscription
+	sender.quiet(t, 100*time.Millisecond)
+
+	// Refusals come from where the claimant is, or from nowhere at all.
+	for _, tc := range []struct{ typ, session, code string }{
+		{"control.pause", "s-ctl", "unsupported"},
+		{"control.cancel", "s-nobody", "no-route"},
+	} {
+		c := command(tc.typ, tc.session, `{}`)
+		sender.send(t, c)
+		if f := sender.next(t); f.str("code") != tc.code || f.str("cause") != c.ID {
+			t.Fatalf("%s for %s on B: %s, want %s", tc.typ, tc.session, f.raw, tc.code)
+		}
+	}
+	_ = tgt.c.CloseNow()
+	eventually(t, "B answers no-route once A's claimant has gone", func() bool {
+		c := command("control.cancel", "s-ctl", `{}`)
+		sender.send(t, c)
+		return sender.next(t).str("code") == "no-route"
+	})
 }
 
 // Two relays on a three-node JetStream cluster (stream replicas 3): after

@@ -178,3 +178,39 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 	cancel()
 	<-tailDone
 }
+
+// Two relays on one NATS behind one name: the adapter publishes to relay A
+// (whose embedded NATS listens on loopback), a person asks relay B what
+// waits and answers there; B routes the answer to the adapter through A, and
+// the held hook's reply denies.
+func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds and runs the binaries")
+	}
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	st.relayURL = "http://" + aAddr
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + t.TempDir()},
+		"relay", "--listen", aAddr, "--nats-listen", natsAddr)
+	startDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr},
+		"relay", "--listen", bAddr)
+	st.withAdapter(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+
+	session := "two-" + strings.ToLower(aep.NewID())
+	if out := reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "source": "startup"})); out != "" {
+		t.Fatalf("SessionStart reply %q", out)
+	}
+	held := st.heldGate(t, session, "call_1", "rm -rf build")
+	onB := *st
+	onB.relayURL = "http://" + bAddr
+	onB.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf build") }, "pending")
+	code, msg := onB.cli(t, "respond", "--option", "deny", session)
+	if code != 0 || !strings.Contains(msg, "accepted control.attention.respond") {
+		t.Fatalf("respond through relay B: exit %d: %s", code, msg)
+	}
+	if r := reply(t, held); !denies(r) {
+		t.Fatalf("the hook's reply does not deny: %q", r)
+	}
+	st.waitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
+}

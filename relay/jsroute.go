@@ -1,0 +1,161 @@
+package relay
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+)
+
+// Commands between relays on a shared stream. A relay whose sockets claim a
+// session subscribes to that session's route subject; a relay holding a
+// command for a session none of its sockets claims sends it there as a core
+// NATS request and gets the claimant relay's outcome back. Nobody
+// subscribed is an immediate no-route. The routing relay then stores the
+// command like any other; the claimant relay, admitting it from the stream,
+// skips the claimant's own subscriptions, which already have it.
+
+// routeReply is a claimant relay's answer to a routed command.
+type routeReply struct {
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// jsRoutes is the JetStreamBackend's part in routing commands.
+type jsRoutes struct {
+	handler atomic.Pointer[func(*Message) (string, string, uint64)]
+
+	mu   sync.Mutex
+	subs map[string]*nats.Subscription // claimed sessions' route subjects
+
+	// delivered remembers which socket took a command routed here, by its
+	// Nats-Msg-Id, until the command arrives from the stream.
+	deliveredMu sync.Mutex
+	delivered   map[string]uint64
+	order       []string
+}
+
+// maxRoutedPending bounds the commands routed here whose stored copy has not
+// arrived yet (a routing relay whose store failed never sends it).
+const maxRoutedPending = 4096
+
+func (b *JetStreamBackend) routeSubject(session string) string {
+	return "aep." + b.name + ".route." + base64.RawURLEncoding.EncodeToString([]byte(session))
+}
+
+// ServeRoutes implements RemoteRouter.
+func (b *JetStreamBackend) ServeRoutes(fn func(m *Message) (code, detail string, conn uint64)) {
+	b.routes.handler.Store(&fn)
+}
+
+// Claimed implements RemoteRouter: it subscribes to or leaves the session's
+// route subject. A private store has no other relays.
+func (b *JetStreamBackend) Claimed(session string, claimed bool) {
+	if b.private {
+		return
+	}
+	r := &b.routes
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.subs == nil {
+		r.subs = make(map[string]*nats.Subscription)
+	}
+	if !claimed {
+		if sub := r.subs[session]; sub != nil {
+			_ = sub.Unsubscribe()
+			delete(r.subs, session)
+		}
+		return
+	}
+	if r.subs[session] != nil {
+		return
+	}
+	sub, err := b.nc.Subscribe(b.routeSubject(session), b.onRoute)
+	if err != nil {
+		b.log.Warn("jetstream store: commands for a claimed session cannot reach it from other relays", "session", session, "err", err)
+		return
+	}
+	r.subs[session] = sub
+}
+
+// onRoute delivers a command another relay routed here and answers it.
+func (b *JetStreamBackend) onRoute(nm *nats.Msg) {
+	reply := func(code, detail string) {
+		data, _ := json.Marshal(routeReply{Code: code, Detail: detail})
+		_ = nm.Respond(data)
+	}
+	ev, err := aep.ParseEvent(nm.Data)
+	if err != nil || !aep.IsCommand(ev.Type) {
+		reply(wire.CodeInvalidEvent, "a routed message must be a command")
+		return
+	}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		reply(wire.CodeInvalidEvent, err.Error())
+		return
+	}
+	fn := b.routes.handler.Load()
+	if fn == nil {
+		reply(wire.CodeNoRoute, fmt.Sprintf("no connected emitter claims session %q", m.Session))
+		return
+	}
+	code, detail, conn := (*fn)(m)
+	if code == "" && conn != 0 {
+		b.routes.remember(msgID(m.Session, m.Source, m.ID), conn)
+	}
+	reply(code, detail)
+}
+
+// RouteRemote implements RemoteRouter.
+func (b *JetStreamBackend) RouteRemote(m *Message) (code, detail string) {
+	noRoute := fmt.Sprintf("no connected emitter claims session %q", m.Session)
+	if b.private {
+		return wire.CodeNoRoute, noRoute
+	}
+	nm := &nats.Msg{Subject: b.routeSubject(m.Session), Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
+	resp, err := b.nc.RequestMsg(nm, DefaultRouteTimeout)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return wire.CodeNoRoute, noRoute + " on any relay"
+	case err != nil:
+		return wire.CodeNoRoute, fmt.Sprintf("the relay whose emitter claims session %q did not answer: %v", m.Session, err)
+	}
+	var r routeReply
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return wire.CodeNoRoute, fmt.Sprintf("the relay whose emitter claims session %q answered nonsense", m.Session)
+	}
+	return r.Code, r.Detail
+}
+
+func (r *jsRoutes) remember(id string, conn uint64) {
+	r.deliveredMu.Lock()
+	defer r.deliveredMu.Unlock()
+	if r.delivered == nil {
+		r.delivered = make(map[string]uint64)
+	}
+	if len(r.order) >= maxRoutedPending {
+		delete(r.delivered, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.delivered[id] = conn
+	r.order = append(r.order, id)
+}
+
+// deliveredTo returns, once, the socket a routed command was delivered to.
+func (r *jsRoutes) deliveredTo(id string) uint64 {
+	r.deliveredMu.Lock()
+	defer r.deliveredMu.Unlock()
+	conn, ok := r.delivered[id]
+	if ok {
+		delete(r.delivered, id)
+	}
+	return conn
+}
