@@ -208,7 +208,7 @@ func waitHealthy(t *testing.T, url string, done <-chan error, logs *lockedBuffer
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("the README's install-and-run command exited (%v):\n%s", err, logs.String())
+			t.Fatalf("the command under test exited (%v):\n%s", err, logs.String())
 		default:
 		}
 		time.Sleep(200 * time.Millisecond)

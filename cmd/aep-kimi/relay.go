@@ -29,6 +29,8 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 	var hostList string
 	allowedHostsFlag(fs, &hostList, getenv)
 	var st storeOptions
+	fs.StringVar(&st.home, "home", aepHome(getenv),
+		"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
 	st.flags(fs, getenv)
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	fs.Usage = func() {

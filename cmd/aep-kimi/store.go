@@ -18,7 +18,8 @@ const (
 	storeSyncAlways   = "always"
 )
 
-// storeOptions selects and configures the relay's store.
+// storeOptions selects and configures the relay's store. home is the AEP
+// home, set by the command's own --home.
 type storeOptions struct {
 	store, home, url, creds, ca, stream, natsListen, sync string
 	replicas                                              int
@@ -27,8 +28,6 @@ type storeOptions struct {
 func (o *storeOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.store, "store", envOr(getenv, "AEP_STORE", relay.DefaultStore),
 		"where the replay buffer lives: memory (lost on restart) or jetstream (durable; env AEP_STORE)")
-	fs.StringVar(&o.home, "home", aepHome(getenv),
-		"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
 	fs.StringVar(&o.url, "nats", getenv("AEP_NATS_URL"),
 		"jetstream on an external NATS at this URL (comma-separated for a cluster) instead of the embedded one (env AEP_NATS_URL)")
 	fs.StringVar(&o.creds, "nats-creds", getenv("AEP_NATS_CREDS"), "NATS credentials file for --nats (env AEP_NATS_CREDS)")

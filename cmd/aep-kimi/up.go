@@ -31,6 +31,7 @@ type upOptions struct {
 	bridge                           bridgeChoice
 	life                             lifecycleOptions
 	otlp                             upOTLP
+	store                            storeOptions
 }
 
 // runUp is `aep-kimi up`: the relay, the adapter and (unless --web=false)
@@ -49,8 +50,10 @@ func runUp(ctx context.Context, args []string, io stdio) int {
 	o.bridge.flags(fs, getenv)
 	o.life.flags(fs, getenv)
 	o.otlp.flags(fs)
+	o.store.flags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]")
+		fmt.Fprintln(io.err, "         [--store memory|jetstream ...]")
 		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),")
 		fmt.Fprintln(io.err, "sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment.")
 		fmt.Fprintln(io.err, "\nFlags:")
@@ -98,6 +101,9 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if rcfg.AllowedHosts, err = parseAllowedHosts(o.allowedHosts); err != nil {
 		return usageError{err}
 	}
+	if err := o.store.validate(); err != nil {
+		return usageError{err}
+	}
 	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
 	relayAddr := o.relayListen
 	if relayAddr == "" {
@@ -110,6 +116,12 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := withPage(&rcfg, o.home); err != nil {
 		return usageError{err}
 	}
+	o.store.home = o.home
+	closeStore, err := o.store.open(ctx, &rcfg)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	defer closeStore()
 	rsrv, err := relay.NewServer(rcfg)
 	if err != nil {
 		return usageError{err}

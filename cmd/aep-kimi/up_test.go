@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // freeAddr is a loopback address nothing listens on (bound, then released).
@@ -31,6 +34,7 @@ func upFixture(t *testing.T) (upOptions, func(string) string) {
 	getenv := func(k string) string { return env[k] }
 	o := upOptions{home: t.TempDir(), relayListen: freeAddr(t), adapterListen: freeAddr(t)}
 	o.bridge.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
+	o.store.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
 	o.bridge.force = true
 	o.bridge.opts.listen = freeAddr(t)
 	return o, getenv
@@ -88,4 +92,35 @@ func TestUpOneFailureStopsAll(t *testing.T) {
 	}
 	mustBind(t, "relay", o.relayListen)
 	mustBind(t, "adapter", o.adapterListen)
+}
+
+// `up --store jetstream` keeps the relay's history across restarts of up:
+// what the first run admitted, the second serves.
+func TestUpJetStreamKeepsHistory(t *testing.T) {
+	o, getenv := upFixture(t)
+	o.store.store = relay.StoreJetStream
+	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
+		Source: "aep://test/agent/up/session/s-up", Agent: "up", Session: "s-up", Seq: aep.Int64(0), Epoch: aep.Int64(0)}
+	line, err := ev.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + o.relayListen
+	for run := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out lockedBuffer
+		done := make(chan error, 1)
+		go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
+		waitHealthy(t, base+"/healthz", done, &out)
+		if run == 0 {
+			postBatch(t, base, "up-test-token", [][]byte{line})
+		}
+		if got := replayIDs(t, base, "up-test-token")["s-up"]; len(got) != 1 || got[0] != ev.ID {
+			t.Fatalf("run %d replays %v, want the event the first run admitted\n%s", run+1, got, out.String())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("up run %d: %v\n%s", run+1, err, out.String())
+		}
+	}
 }
