@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,11 +148,17 @@ func TestSharedStreamTwoRelays(t *testing.T) {
 		}
 	}
 	_ = tgt.c.CloseNow()
-	eventually(t, "B answers no-route once A's claimant has gone", func() bool {
-		c := command("control.cancel", "s-ctl", `{}`)
-		sender.send(t, c)
-		return sender.next(t).str("code") == "no-route"
+	askA := helloWS(t, a, "consumer", nil, "asker")
+	eventually(t, "A releases the claim of the closed socket", func() bool {
+		askA.send(t, map[string]any{"type": "roster", "id": "r"})
+		f := askA.expect(t, func(f wsFrame) bool { return f.str("type") == "roster" })
+		return !strings.Contains(string(f.raw), `"s-ctl"`)
 	})
+	gone := command("control.cancel", "s-ctl", `{}`)
+	sender.send(t, gone)
+	if f := sender.next(t); f.str("code") != "no-route" || f.str("cause") != gone.ID {
+		t.Fatalf("command on B once A's claimant has gone: %s, want no-route", f.raw)
+	}
 }
 
 // Two relays on a three-node JetStream cluster (stream replicas 3): after
