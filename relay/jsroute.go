@@ -16,7 +16,7 @@ import (
 )
 
 // Commands between relays on a shared stream. A relay whose sockets claim a
-// session subscribes to that session's route subject; a relay holding a
+// session subscribes to that session's route subject (in one queue group); a relay holding a
 // command for a session none of its sockets claims sends it there as a core
 // NATS request and gets the claimant relay's outcome back. Nobody
 // subscribed is an immediate no-route. The routing relay then stores the
@@ -42,6 +42,9 @@ type jsRoutes struct {
 	delivered   map[string]uint64
 	order       []string
 }
+
+// routeQueue is the queue group of every relay's route subscriptions.
+const routeQueue = "claimants"
 
 // maxRoutedPending bounds the commands routed here whose stored copy has not
 // arrived yet (a routing relay whose store failed never sends it).
@@ -78,7 +81,9 @@ func (b *JetStreamBackend) Claimed(session string, claimed bool) {
 	if r.subs[session] != nil {
 		return
 	}
-	sub, err := b.nc.Subscribe(b.routeSubject(session), b.onRoute)
+	// One queue group: were sockets on two relays to claim one session (an
+	// emitter fault), one of them gets each command, never both.
+	sub, err := b.nc.QueueSubscribe(b.routeSubject(session), routeQueue, b.onRoute)
 	if err != nil {
 		b.log.Warn("jetstream store: commands for a claimed session cannot reach it from other relays", "session", session, "err", err)
 		return

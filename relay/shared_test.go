@@ -264,3 +264,28 @@ func TestSharedStreamEvictionIsLocal(t *testing.T) {
 		t.Fatalf("a relay opened later rebuilds %v", got)
 	}
 }
+
+// Were sockets on two relays to claim one session (an emitter fault no one
+// relay can see), a command sent to a third reaches one of them, never both.
+func TestSharedStreamTwoClaimantsGetOneCommand(t *testing.T) {
+	ns := runNATS(t, "n1", nil, nil)
+	a, b, c := sharedRelay(t, ns.ClientURL(), 1), sharedRelay(t, ns.ClientURL(), 1), sharedRelay(t, ns.ClientURL(), 1)
+	onA := target(t, a, "emitter", "kimi", "s-dup", `{"accepts":["control.cancel"]}`)
+	onB := target(t, b, "emitter", "kimi", "s-dup", `{"accepts":["control.cancel"]}`)
+	sender := helloWS(t, c, "consumer", nil, "sender")
+	cmd := command("control.cancel", "s-dup", `{}`)
+	sender.send(t, cmd)
+	got := 0
+	for _, w := range []*wsClient{onA, onB} {
+		select {
+		case f := <-w.frames:
+			if f.str("id") == cmd.ID {
+				got++
+			}
+		case <-time.After(time.Second):
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d claimants got the command, want exactly 1", got)
+	}
+}
