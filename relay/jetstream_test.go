@@ -210,3 +210,28 @@ func TestJetStreamOutOfOrderPastDepthReopens(t *testing.T) {
 		t.Fatalf("after reopening:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// /metrics of a JetStream relay carries the store's figures: the stream's
+// size, what the last open rebuilt, and the routing and purge counters.
+func TestJetStreamMetrics(t *testing.T) {
+	dir := t.TempDir()
+	first := openJetStreamIn(t, dir, 0, 0, 0)
+	first.Ingest([]*relay.Message{msg(t, mkEvent("s", 0)), msg(t, mkEvent("s", 1)), msg(t, mkEvent("s", 2))})
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: openJetStreamIn(t, dir, 0, 0, 0)})
+	mustPost(t, srv, mkEvent("s", 3))
+	body := string(do(t, srv, http.MethodGet, "/metrics", nil, nil).body)
+	for _, want := range []string{
+		"aepkimi_relay_store_stream_messages 4",
+		"aepkimi_relay_store_rebuild_events 3",
+		"aepkimi_relay_store_publish_errors_total 0",
+		"aepkimi_relay_store_purges_total 0",
+		"aepkimi_relay_store_stream_last_sequence 4",
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
