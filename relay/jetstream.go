@@ -771,7 +771,7 @@ func (b *JetStreamBackend) storeCollectors() []prometheus.Collector {
 			func() float64 { return float64(b.pubErrors.Load()) }),
 		counter("aepkimi_relay_store_redeliveries_total", "Redelivered events the index already held, not written to the stream again.",
 			func() float64 { return float64(b.redeliveries.Load()) }),
-		counter("aepkimi_relay_store_purges_total", "Evicted sessions purged from the stream.",
+		counter("aepkimi_relay_store_purges_total", "Purges of the stream below what the index holds: evicted sessions and trimmed history (private store only).",
 			func() float64 { return float64(b.purged.Load()) }),
 	}
 }
