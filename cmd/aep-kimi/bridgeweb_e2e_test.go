@@ -33,7 +33,9 @@ var webScript = map[string]any{
 		{"match": "probe-web", "text": "The command printed probe-web.", "repeat": true},
 		{"match": "run the probe", "tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo probe-web"}}}, "repeat": true},
 		{"match": "reject me", "tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo should-not-run"}}}, "repeat": true},
-		{"match": "slow prompt", "delay": 120, "text": "too late", "repeat": true},
+		{"match": "slow prompt", "delay": 30, "text": "too late", "repeat": true},
+		// Outlasts a live checker run; only the checker's test asks for it.
+		{"match": "checker turn", "delay": 120, "text": "too late", "repeat": true},
 	},
 	"default": map[string]any{"text": "(mock default)"},
 }

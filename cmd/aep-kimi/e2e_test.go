@@ -113,13 +113,26 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
 	}
 	d := &proc{cmd: cmd, base: base, logs: logs, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop(t) })
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+			if t.Failed() { // it died on its own: what it said is the diagnosis
+				t.Logf("aep-kimi %s had exited (%v); its output:\n%s", name, cmd.ProcessState, logs.String())
+			}
+		default:
+		}
+		d.stop(t)
+	})
 	deadline := time.Now().Add(20 * time.Second)
+	// The port came from freePort: another test's daemon may have taken it
+	// meanwhile and be the one answering, so this daemon must also say it
+	// listens there.
+	listening := " addr=" + strings.TrimPrefix(base, "http://")
 	for {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 && strings.Contains(logs.String(), listening) {
 				return d
 			}
 		}

@@ -81,7 +81,7 @@ func liveCheckAdapter(t *testing.T, checker livecheck.Checker, relayEnv []string
 func liveCheckBridgeWeb(t *testing.T, checker livecheck.Checker, relayEnv []string) {
 	ws := startWebStackOn(t, relayEnv, "primary", "AEP_KIMI_WEB_CONTROL=1")
 	sid := ws.web.CreateSession(t)
-	ws.web.Prompt(t, sid, "slow prompt")
+	ws.web.Prompt(t, sid, "checker turn")
 	run := ws.waitFor(t, sid, "run.started", func(e *aep.Event) bool { return e.Type == "run.started" })
 	waitOnRelay(t, ws.stack, run)
 
