@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -127,12 +128,17 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
 	// The port came from freePort: another test's daemon may have taken it
 	// meanwhile and be the one answering, so this daemon must also say it
 	// listens there.
-	listening := " addr=" + strings.TrimPrefix(base, "http://")
+	// (It may listen on all interfaces for a loopback base: match the port.)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening := regexp.MustCompile(` addr=\S*:` + regexp.QuoteMeta(u.Port()) + `\s`)
 	for {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 && strings.Contains(logs.String(), listening) {
+			if resp.StatusCode == 200 && listening.MatchString(logs.String()) {
 				return d
 			}
 		}
