@@ -222,6 +222,13 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.static.ServeHTTP(w, r2)
 }
 
+// overTLS reports whether the browser reached the page over TLS: directly,
+// or through a TLS-terminating proxy that says so. A cookie marked Secure
+// is never sent over plain HTTP; a forged header can only make it stricter.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
 // SameOrigin reports whether a browser request comes from a page of the
 // origin it is addressed to: an Origin header, when present, must name this
 // Host; a browser's Sec-Fetch-Site, when present, must say same-origin.
@@ -365,7 +372,7 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: p.seal(id, exp), Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true})
@@ -416,7 +423,7 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gone := &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)}
 	// Only a browser logged in may end the logins: a stale cookie (or none)
 	// just clears itself.
 	if p.cfg.Token != "" && p.Admits(r) {

@@ -59,6 +59,7 @@ type req struct {
 	method, path, body string
 	origin, site       string
 	cookie             *http.Cookie
+	header             map[string]string
 }
 
 func do(t *testing.T, base string, r req) *http.Response {
@@ -78,6 +79,9 @@ func do(t *testing.T, base string, r req) *http.Response {
 	}
 	if r.cookie != nil {
 		hr.AddCookie(r.cookie)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(hr)
 	if err != nil {
@@ -370,5 +374,27 @@ func TestLogoutOutlivesRestart(t *testing.T) {
 	volatile, _ := startRelay(t, testToken, fleetpage.Config{})
 	if code := status(t, volatile, req{cookie: c, origin: volatile}); code != http.StatusUnauthorized {
 		t.Errorf("a relay without a logins file took a login from another run: %d", code)
+	}
+}
+
+// The login cookie is Secure when the browser came over TLS, also through a
+// TLS-terminating proxy that says so, and not over plain HTTP.
+func TestCookieSecureBehindTLSProxy(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	for _, tc := range []struct {
+		proto string
+		want  bool
+	}{{"", false}, {"http", false}, {"https", true}, {" HTTPS ", true}} {
+		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`,
+			origin: base, site: "same-origin", header: map[string]string{"X-Forwarded-Proto": tc.proto}})
+		var got *http.Cookie
+		for _, c := range res.Cookies() {
+			if c.Name == fleetpage.CookieName {
+				got = c
+			}
+		}
+		if got == nil || got.Secure != tc.want {
+			t.Errorf("X-Forwarded-Proto %q: cookie %+v, want Secure %v", tc.proto, got, tc.want)
+		}
 	}
 }
