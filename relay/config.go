@@ -118,9 +118,10 @@ const (
 	// rebuild) asks the stream for at once; one largest message always fits.
 	followBatch = 4096
 	followBytes = MaxJetStreamEvent + headroom
-	// streamBytesFactor sizes the stream's byte limit from the buffer's byte
-	// budget: stored messages also carry a subject and headers.
-	streamBytesFactor = 2
+	// streamBytesFactor sizes a shared stream's byte limit from the buffer's
+	// byte budget: each stored message also carries a subject and headers,
+	// about 270 bytes, which outweigh a small event.
+	streamBytesFactor = 4
 )
 
 // Config configures a Server. The zero value is usable: every zero field

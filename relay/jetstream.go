@@ -311,7 +311,7 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: b.perSubjectLimit(mem.depth),
-		MaxBytes:          mem.maxBytes * streamBytesFactor,
+		MaxBytes:          b.streamByteLimit(mem.maxBytes),
 		Duplicates:        DefaultDuplicateWindow,
 		Replicas:          cfg.Replicas,
 	}
@@ -334,6 +334,17 @@ func (b *JetStreamBackend) perSubjectLimit(depth int) int64 {
 		return -1
 	}
 	return int64(depth)
+}
+
+// streamByteLimit is the stream's byte limit. A private stream has none:
+// the index purges what it trims or evicts (a byte limit counts subjects and
+// headers too, and with small events would discard what the index still
+// holds). A shared stream is bounded at streamBytesFactor times the buffer.
+func (b *JetStreamBackend) streamByteLimit(budget int64) int64 {
+	if b.private {
+		return -1
+	}
+	return budget * streamBytesFactor
 }
 
 // follow rebuilds the index from the whole stream, then keeps admitting
@@ -364,11 +375,16 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			batch = batch[:0]
 		}
 	}
-	for info.State.Msgs > 0 && seq < last {
+	for pending := info.State.Msgs > 0; pending; {
 		jm, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			it.Stop()
 			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
+		}
+		// Read until nothing is pending, not up to the last sequence: that
+		// message may have been deleted.
+		if md, err := jm.Metadata(); err == nil {
+			pending = md.NumPending > 0
 		}
 		m, s := b.decodeStored(jm)
 		seq = s
@@ -561,6 +577,9 @@ func (b *JetStreamBackend) onLive(nm *nats.Msg) {
 // lock, so it only queues. A purge that does not fit is left to the next
 // one of the session, or to the next rebuild, which applies the caps again.
 func (b *JetStreamBackend) queuePurge(session string, before uint64) {
+	if before == 0 {
+		return // no stream sequence to purge below: never the whole subject
+	}
 	select {
 	case b.purges <- purge{session, before}:
 	default:
@@ -568,10 +587,7 @@ func (b *JetStreamBackend) queuePurge(session string, before uint64) {
 }
 
 func (b *JetStreamBackend) purge(ctx context.Context, p purge) {
-	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(b.sessionSubject(p.session))}
-	if p.before > 0 {
-		opts = append(opts, jetstream.WithPurgeSequence(p.before))
-	}
+	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(b.sessionSubject(p.session)), jetstream.WithPurgeSequence(p.before)}
 	pctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := b.stream.Purge(pctx, opts...); err != nil {
@@ -604,13 +620,11 @@ func msgID(session, source, id string) string {
 // when the sender retries.
 func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	// A redelivery the index holds is answered from it: past the stream's
-	// duplicate window it would otherwise be stored twice.
+	// duplicate window it would otherwise be stored twice. It is a
+	// duplicate for good: should its session be evicted before this batch
+	// is admitted, it is not admitted again without a stored copy.
 	already := b.mem.heldAlready(msgs)
-	b.pubMu.Lock()
-	futs, held, err := b.publish(msgs, already)
-	ticket := b.nextTicket
-	b.nextTicket++
-	b.pubMu.Unlock()
+	futs, held, ticket, err := b.publishInTurn(msgs, already)
 	if err == nil {
 		err = b.awaitAcks(futs, held)
 	}
@@ -625,7 +639,18 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 		b.pubErrors.Add(1)
 		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
 	}
-	return b.mem.Ingest(msgs)
+	return b.mem.ingest(msgs, already)
+}
+
+// publishInTurn publishes msgs under pubMu and takes the next ticket, which
+// orders the batch's admission after every batch published before it.
+func (b *JetStreamBackend) publishInTurn(msgs []*Message, already []bool) ([]jetstream.PubAckFuture, []*Message, uint64, error) {
+	b.pubMu.Lock()
+	defer b.pubMu.Unlock()
+	ticket := b.nextTicket
+	b.nextTicket++
+	futs, held, err := b.publish(msgs, already)
+	return futs, held, ticket, err
 }
 
 // publish sends msgs to the stream without waiting: the held kinds to their
@@ -651,12 +676,10 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 			}
 			continue
 		}
-		nm.Subject = b.sessionSubject(m.Session)
-		nm.Header[jetstream.MsgIDHeader] = []string{msgID(m.Session, m.Source, m.ID)}
-		if v, ok := indexValue(m); ok {
-			nm.Header[indexHeader] = []string{v}
-		}
-		f, err := b.js.PublishMsgAsync(nm)
+		nm = b.storedMsg(m)
+		// Past the pending bound (several large batches in flight) the
+		// publish waits for acks rather than failing the batch.
+		f, err := b.js.PublishMsgAsync(nm, jetstream.WithStallWait(b.timeout))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -667,24 +690,59 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 }
 
 // awaitAcks waits until the stream has stored every published message and
-// records each one's stream sequence.
+// records each one's stream sequence. A message the stream answers as a
+// duplicate of one it stored earlier (a retry of a batch that was refused
+// after the stream took part of it) is kept at the earlier sequence, unless
+// that copy has been purged since: then it is stored again under a new id.
 func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message) error {
 	if len(futs) == 0 {
 		return nil
 	}
-	timer := time.NewTimer(b.timeout)
-	defer timer.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	var again []*Message
 	for i, f := range futs {
 		select {
 		case ack := <-f.Ok():
 			held[i].StoreSeq = ack.Sequence
+			if ack.Duplicate && !b.stored(ctx, ack.Sequence) {
+				again = append(again, held[i])
+			}
 		case err := <-f.Err():
 			return err
-		case <-timer.C:
+		case <-ctx.Done():
 			return errors.New("timed out waiting for the stream to store the batch")
 		}
 	}
+	for _, m := range again {
+		nm := b.storedMsg(m)
+		nm.Header[jetstream.MsgIDHeader] = []string{msgID(m.Session, m.Source, m.ID) + "-" + strconv.FormatUint(m.StoreSeq, 10)}
+		ack, err := b.js.PublishMsg(ctx, nm)
+		if err != nil {
+			return err
+		}
+		m.StoreSeq = ack.Sequence
+	}
 	return nil
+}
+
+// storedMsg is the stream message that keeps m: on its session's subject,
+// with its admission key as the message id and its index header.
+func (b *JetStreamBackend) storedMsg(m *Message) *nats.Msg {
+	nm := &nats.Msg{Subject: b.sessionSubject(m.Session), Data: m.Raw, Header: nats.Header{
+		originHeader:          []string{b.origin},
+		jetstream.MsgIDHeader: []string{msgID(m.Session, m.Source, m.ID)},
+	}}
+	if v, ok := indexValue(m); ok {
+		nm.Header[indexHeader] = []string{v}
+	}
+	return nm
+}
+
+// stored reports whether the stream still holds the message at seq.
+func (b *JetStreamBackend) stored(ctx context.Context, seq uint64) bool {
+	_, err := b.stream.GetMsg(ctx, seq)
+	return !errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // MaxEventBytes is the largest event the stream takes: the server's payload

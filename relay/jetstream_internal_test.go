@@ -2,8 +2,12 @@ package relay
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 // A redelivery the index holds is answered from the index: the stream gets
@@ -57,5 +61,162 @@ func TestJetStreamPurgesBelowFloor(t *testing.T) {
 	js.stateTime = time.Time{}
 	if st := js.streamState(); st.Msgs != 20 {
 		t.Fatalf("stream holds %d messages of one session with depth 20, want 20", st.Msgs)
+	}
+}
+
+// smallEvent is a positioned event of about 180 bytes: small enough that a
+// stream message's subject and headers outweigh it.
+func smallEvent(t testing.TB, session string, seq int64) *Message {
+	t.Helper()
+	ev, err := aep.ParseEvent([]byte(`{"aep":"0.1","id":"` + aep.NewID() + `","type":"progress.status","time":"2026-11-30T12:00:00Z","source":"aep://h/s/` + session + `","agent":"k","session":"` + session + `","seq":` + strconv.FormatInt(seq, 10) + `,"epoch":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func heldIDs(b *MemoryBackend) map[string]int {
+	out := map[string]int{}
+	for _, s := range b.Sessions() {
+		out[s.Session] = s.Events
+	}
+	return out
+}
+
+// With small events the byte budget, not the depth, trims: a reopened
+// private store still holds every event the index held (the stream has no
+// byte limit of its own that would discard them first), and the stream is
+// purged as the budget trims.
+func TestJetStreamSmallEventsUnderBudgetReopen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := JetStreamConfig{Dir: dir, BufferBytes: 100_000}
+	js, err := OpenJetStream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		if res := js.Ingest([]*Message{smallEvent(t, "s"+strconv.Itoa(i%5), int64(i/5))}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if !purgedOnce(js) {
+		t.Fatal("the byte budget trimmed 2,400 events and nothing was purged from the stream")
+	}
+	reopenSame(t, js, cfg)
+}
+
+// purgedOnce waits (briefly) for the store's first purge.
+func purgedOnce(js *JetStreamBackend) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for js.purged.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return js.purged.Load() > 0
+}
+
+// reopenSame closes js, opens its store again and fails unless the index
+// holds what it held; it returns the reopened store.
+func reopenSame(t *testing.T, js *JetStreamBackend, cfg JetStreamConfig) *JetStreamBackend {
+	t.Helper()
+	want := heldIDs(js.mem)
+	if err := js.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenJetStream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	if got := heldIDs(again.mem); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reopened with %v, held %v", got, want)
+	}
+	return again
+}
+
+// A batch the stream stored but the relay refused (its acks timed out) is
+// resent after the stream purged that copy: the resend is stored again, so
+// what the relay then acknowledges survives a reopen.
+func TestJetStreamResendAfterPurgedCopy(t *testing.T) {
+	dir := t.TempDir()
+	cfg := JetStreamConfig{Dir: dir, Buffer: 20}
+	js, err := OpenJetStream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := benchEvent(t, "s", 1_000_000)
+	js.timeout = time.Nanosecond
+	if res := js.Ingest([]*Message{late}); res.Err == nil {
+		t.Fatal("a batch whose acks cannot arrive in 1 ns was admitted")
+	}
+	js.timeout = DefaultPublishTimeout
+	for i := 0; i < 20+floorEvery; i += 8 {
+		var batch []*Message
+		for j := i; j < i+8; j++ {
+			batch = append(batch, benchEvent(t, "s", int64(j)))
+		}
+		if res := js.Ingest(batch); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if !purgedOnce(js) {
+		t.Fatal("nothing was purged below the session's floor")
+	}
+	if res := js.Ingest([]*Message{late}); res.Err != nil || res.Buffered != 1 {
+		t.Fatalf("resend: %+v", res)
+	}
+	again := reopenSame(t, js, cfg)
+	if l := again.mem.Sessions()[0].Latest; l.Seq != 1_000_000 {
+		t.Fatalf("reopened without the resent event: latest %v", l)
+	}
+}
+
+// A stream whose last message was deleted (by hand, or a purge) reopens:
+// the rebuild reads until nothing is pending, not up to a sequence that is
+// gone.
+func TestJetStreamReopenAfterLastMessageDeleted(t *testing.T) {
+	dir := t.TempDir()
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js.Ingest([]*Message{benchEvent(t, "a", 0), benchEvent(t, "b", 0)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.stream.DeleteMsg(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenJetStream(ctx, JetStreamConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if got := heldIDs(again.mem); len(got) != 1 || got["a"] != 1 {
+		t.Fatalf("reopened with %v", got)
+	}
+}
+
+// A redelivery marked held when its batch was published is a duplicate for
+// good: were its session evicted meanwhile, it is not admitted again (with
+// no stored copy), and an eviction never purges a whole subject.
+func TestMemoryIngestMarkedDuplicates(t *testing.T) {
+	b := NewMemoryBackend(0, 0)
+	m := benchEvent(t, "s", 0)
+	if res := b.ingest([]*Message{m}, []bool{true}); res.Duplicates != 1 || res.Buffered != 0 {
+		t.Fatalf("marked duplicate: %+v", res)
+	}
+	if st := b.Stats(); st.Events != 0 || st.Sessions != 0 {
+		t.Fatalf("a marked duplicate was admitted: %+v", st)
+	}
+	js := &JetStreamBackend{purges: make(chan purge, 1)}
+	js.queuePurge("s", 0)
+	if len(js.purges) != 0 {
+		t.Fatal("a purge below sequence 0 (the whole subject) was queued")
 	}
 }

@@ -63,9 +63,10 @@ type session struct {
 	latest     wire.Position // highest positioned entry held
 	hasLatest  bool
 	trimmedMax wire.Position // highest positioned entry trimmed
-	// unreported counts depth trims since the store last heard of this
-	// session's floor (see MemoryBackend.trimmed).
+	// unreported counts trims since the store last heard of this session's
+	// floor (see MemoryBackend.trimmed).
 	unreported int
+	maxGseq    uint64 // highest gseq ever admitted to the session
 }
 
 // MemoryBackend is the in-memory Backend: per-session bounded buffers and a
@@ -99,8 +100,9 @@ type MemoryBackend struct {
 	// drops what it holds of the session below that sequence. It is called
 	// with mu held and must not block.
 	evicted func(session string, before uint64)
-	// trimmed, when set, hears now and then (every floorEvery depth trims
-	// of a session) of the lowest gseq a session still holds: a durable
+	// trimmed, when set, hears now and then (every floorEvery trims of a
+	// session, and when a trim empties it) of the lowest gseq a session
+	// still holds (see session.floor): a durable
 	// store may drop what it keeps of the session below it, and still
 	// hold every event the index holds, whatever order they arrived in.
 	// It is called with mu held and must not block.
@@ -157,14 +159,22 @@ func (b *MemoryBackend) keyHash(source, id string) uint64 {
 
 // Ingest implements Backend.
 func (b *MemoryBackend) Ingest(msgs []*Message) IngestResult {
+	return b.ingest(msgs, nil)
+}
+
+// ingest is Ingest with the messages dup marks taken as duplicates without
+// a look: fanned out, never admitted.
+func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 	var res IngestResult
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	for _, m := range msgs {
+	for i, m := range msgs {
 		switch {
 		case m.Kind == KindAgent || m.Session == "":
 			res.LiveOnly++
+		case dup != nil && dup[i]:
+			res.Duplicates++
 		case b.admit(m, now):
 			res.Buffered++
 		default:
@@ -209,6 +219,7 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 		b.gseq++
 		e.gseq = b.gseq
 	}
+	s.maxGseq = max(s.maxGseq, e.gseq)
 	s.ids[h] = struct{}{}
 	s.insert(e)
 	s.n++
@@ -270,8 +281,13 @@ func (b *MemoryBackend) trimOldest() bool {
 	}
 	b.trimOne(victim)
 	b.trims++
+	victim.unreported++
 	if victim.n == 0 {
 		victim.arena = nil // nothing held refers to it any more
+	}
+	if b.trimmed != nil && (victim.unreported >= floorEvery || victim.n == 0) {
+		victim.unreported = 0
+		b.trimmed(victim.name, victim.floor())
 	}
 	return true
 }
@@ -390,8 +406,12 @@ func (s *session) store(raw []byte) []byte {
 	return s.arena[off:len(s.arena):len(s.arena)]
 }
 
-// floor is the lowest gseq the session holds (0 when it holds nothing).
+// floor is the lowest gseq the session holds; when it holds nothing, one
+// past the highest it ever held.
 func (s *session) floor() uint64 {
+	if s.n == 0 {
+		return s.maxGseq + 1
+	}
 	var low uint64
 	for ci, c := range s.chunks {
 		lo := 0
