@@ -184,6 +184,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		purges:      make(chan purge, 1024),
 	}
 	b.admitCond = sync.NewCond(&b.admitMu)
+	b.routes.wake = make(chan struct{}, 1)
 	if b.private {
 		// The index decides what a session keeps, by position; the stream
 		// keeps everything from the session's lowest held message on, so a
@@ -419,6 +420,9 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			return liveSub.Unsubscribe()
 		})
 		g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
+	}
+	if !b.private {
+		g.Go(func() error { return b.applyClaims(gctx) })
 	}
 	g.Go(func() error {
 		for {

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -33,8 +34,14 @@ type routeReply struct {
 type jsRoutes struct {
 	handler atomic.Pointer[func(*Message) (string, string, uint64)]
 
-	mu   sync.Mutex
-	subs map[string]*nats.Subscription // claimed sessions' route subjects
+	subs map[string]*nats.Subscription // claimed sessions' route subjects; the claims goroutine's
+
+	// Claim changes wait here for the claims goroutine (see Claimed): the
+	// latest state per session, so the wait stays bounded by the sessions
+	// claimed, however long NATS stalls.
+	mu      sync.Mutex
+	pending map[string]bool
+	wake    chan struct{}
 
 	// delivered remembers which socket took a command routed here, by its
 	// Nats-Msg-Id, until the command arrives from the stream.
@@ -59,36 +66,67 @@ func (b *JetStreamBackend) ServeRoutes(fn func(m *Message) (code, detail string,
 	b.routes.handler.Store(&fn)
 }
 
-// Claimed implements RemoteRouter: it subscribes to or leaves the session's
-// route subject. A private store has no other relays.
+// Claimed implements RemoteRouter. It runs under the relay's claim lock, so
+// it only records the change: the claims goroutine subscribes to or leaves
+// the session's route subject, however long NATS takes. A
+// private store has no other relays.
 func (b *JetStreamBackend) Claimed(session string, claimed bool) {
 	if b.private {
 		return
 	}
 	r := &b.routes
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = make(map[string]bool)
+	}
+	r.pending[session] = claimed
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// applyClaims is the claims goroutine: it applies queued claim changes until
+// ctx ends.
+func (b *JetStreamBackend) applyClaims(ctx context.Context) error {
+	r := &b.routes
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		}
+		r.mu.Lock()
+		pending := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+		for session, claimed := range pending {
+			b.applyClaim(session, claimed)
+		}
+	}
+}
+
+func (b *JetStreamBackend) applyClaim(session string, claimed bool) {
+	r := &b.routes
 	if r.subs == nil {
 		r.subs = make(map[string]*nats.Subscription)
 	}
-	if !claimed {
-		if sub := r.subs[session]; sub != nil {
-			_ = sub.Unsubscribe()
-			delete(r.subs, session)
+	sub := r.subs[session]
+	switch {
+	case !claimed && sub != nil:
+		_ = sub.Unsubscribe()
+		delete(r.subs, session)
+	case claimed && sub == nil:
+		// One queue group: were sockets on two relays to claim one session
+		// (an emitter fault), one of them gets each command, never both.
+		sub, err := b.nc.QueueSubscribe(b.routeSubject(session), routeQueue, b.onRoute)
+		if err != nil {
+			b.log.Warn("jetstream store: commands for a claimed session cannot reach it from other relays", "session", session, "err", err)
+			return
 		}
-		return
+		r.subs[session] = sub
 	}
-	if r.subs[session] != nil {
-		return
-	}
-	// One queue group: were sockets on two relays to claim one session (an
-	// emitter fault), one of them gets each command, never both.
-	sub, err := b.nc.QueueSubscribe(b.routeSubject(session), routeQueue, b.onRoute)
-	if err != nil {
-		b.log.Warn("jetstream store: commands for a claimed session cannot reach it from other relays", "session", session, "err", err)
-		return
-	}
-	r.subs[session] = sub
 }
 
 // onRoute delivers a command another relay routed here and answers it.
