@@ -382,10 +382,11 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			it.Stop()
 			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
 		}
-		// Read until nothing is pending, not up to the last sequence: that
-		// message may have been deleted.
+		// Read up to the last sequence at open, or until nothing is pending
+		// (that last message may have been deleted); what other relays
+		// publish meanwhile is the follower's.
 		if md, err := jm.Metadata(); err == nil {
-			pending = md.NumPending > 0
+			pending = md.NumPending > 0 && md.Sequence.Stream < last
 		}
 		m, s := b.decodeStored(jm)
 		seq = s

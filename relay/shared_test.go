@@ -289,3 +289,48 @@ func TestSharedStreamTwoClaimantsGetOneCommand(t *testing.T) {
 		t.Fatalf("%d claimants got the command, want exactly 1", got)
 	}
 }
+
+// A relay opening a shared stream while another writes to it fast finishes
+// its rebuild (it reads up to the stream's end at open; the rest is its
+// follower's) and then holds everything the other admitted.
+func TestSharedStreamOpensWhileAnotherWrites(t *testing.T) {
+	ns := runNATS(t, "n1", nil, nil)
+	open := func() *relay.JetStreamBackend {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		b, err := relay.OpenJetStream(ctx, relay.JetStreamConfig{URL: ns.ClientURL(), MaxSessions: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	a := open()
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			var batch []*relay.Message
+			for j := range 32 {
+				batch = append(batch, msg(t, mkEvent(fmt.Sprintf("w%d", j), int64(i))))
+			}
+			if res := a.Ingest(batch); res.Err != nil {
+				done <- res.Err
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // a stream with history, still growing
+	b := open()
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "B holds what A admitted", func() bool { return b.Stats().Events == a.Stats().Events })
+}
