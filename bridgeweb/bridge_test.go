@@ -1,7 +1,6 @@
 package bridgeweb
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -71,24 +71,6 @@ func kapSeq(e *aep.Event) int64 {
 		json.Unmarshal(raw, &n)
 	}
 	return n
-}
-
-// logBuffer collects the bridge's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // fakeKap is a scripted kap-server: real HTTP and WebSocket, the vendor's
@@ -295,7 +277,7 @@ func frame(sid, epoch string, seq int64, typ string, payload map[string]any) map
 type testBridge struct {
 	*Bridge
 	pub      *published
-	logs     *logBuffer
+	logs     *syncbuf.Buffer
 	done     chan error
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -323,7 +305,7 @@ func startBridge(t *testing.T, k *fakeKap, mode mapping.Mode, tokenFile string, 
 		tokenFile = filepath.Join(t.TempDir(), "token")
 		os.WriteFile(tokenFile, []byte(k.token+"\n"), 0o600)
 	}
-	tb := &testBridge{pub: &published{}, logs: &logBuffer{}, done: make(chan error, 1)}
+	tb := &testBridge{pub: &published{}, logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cfg := Config{
 		Listen: "127.0.0.1:0", Mode: mode, Home: home, KapURL: k.srv.URL, KapTokenFile: tokenFile,
 		Host: "test", Posture: mapping.DefaultPosture(), Publisher: tb.pub,

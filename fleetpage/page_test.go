@@ -17,35 +17,18 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 )
 
 const testToken = "page-test-token-0123456789abcdef"
 
-// syncBuffer collects log output from the relay's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRelay runs a real relay with the page on a loopback port and returns
 // its base URL and its log.
-func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syncBuffer) {
+func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	pcfg.Token, pcfg.Logger = token, log
 	page, err := fleetpage.New(pcfg)

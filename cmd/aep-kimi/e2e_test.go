@@ -28,6 +28,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 )
 
 var (
@@ -71,28 +72,8 @@ func freePort(t testing.TB) int { return kimiharness.FreePort(t) }
 type proc struct {
 	cmd  *exec.Cmd
 	base string
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
-}
-
-// lockedBuffer collects a child's output while the test reads it. It wraps
-// rather than embeds bytes.Buffer: an embedded ReadFrom (which exec's copy
-// uses) would bypass the lock.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startDaemon runs `aep-kimi ARGS...` with env and waits for its /healthz.
@@ -107,7 +88,7 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *proc 
 // execs it) and waits for its /healthz at base.
 func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 )
 
 // TestExportOffline runs the offline bridges over the golden corpus through
@@ -87,7 +88,7 @@ func TestUpOTLP(t *testing.T) {
 	o.otlp = upOTLP{endpoint: rcv.URL, signal: "both", maxCapture: "metadata"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
 	defer func() {
 		cancel()

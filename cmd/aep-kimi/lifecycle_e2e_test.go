@@ -16,6 +16,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -48,7 +49,7 @@ func (k *kimiRun) start(t *testing.T, prompt string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(k.kimi, append([]string{"-p", prompt}, args...)...)
 	cmd.Dir, cmd.Env = k.work, kimiharness.Env(k.home)
-	cmd.Stdout, cmd.Stderr = &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

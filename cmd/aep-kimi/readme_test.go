@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 )
 
 // readmeBlocks returns the README's ```sh blocks in order.
@@ -104,7 +105,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	up := exec.Command("bash", "-c", install)
 	up.Dir = root
 	up.Env = env
-	upOut := &lockedBuffer{}
+	upOut := &syncbuf.Buffer{}
 	up.Stdout, up.Stderr = upOut, upOut
 	kimiharness.OwnGroup(up)
 	if err := up.Start(); err != nil {
@@ -196,7 +197,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	t.Fatalf("aep-kimi tail never showed %v:\n%s", want, seen)
 }
 
-func waitHealthy(t *testing.T, url string, done <-chan error, logs *lockedBuffer) {
+func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute) // includes `go install`
 	for time.Now().Before(deadline) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -108,7 +109,7 @@ func TestUpJetStreamKeepsHistory(t *testing.T) {
 	base := "http://" + o.relayListen
 	for run := range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
 		waitHealthy(t, base+"/healthz", done, &out)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/usercache"
 )
 
 // Version is the Jaeger release the tools module pins.
@@ -39,14 +41,7 @@ const buildTimeout = 30 * time.Minute
 // CacheDir is where Bin keeps the binary: $AEP_KIMI_JAEGER_CACHE, else a
 // directory per pinned version under the user cache.
 func CacheDir() string {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "aep-kimi", "jaeger-"+Version)
+	return usercache.Dir(EnvCache, "jaeger-"+Version)
 }
 
 // Bin returns the Jaeger binary, building it from the tools module into
@@ -156,7 +151,7 @@ exporters:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuf
+	var logs syncbuf.Buffer
 	cmd := exec.Command(bin, "--config", path)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

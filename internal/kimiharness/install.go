@@ -17,6 +17,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/usercache"
 )
 
 // The versions the end-to-end suite is verified against. Kimi 2.1.0 needs
@@ -34,14 +35,7 @@ const (
 // CacheDir is where Bin installs Node and kimi: $AEP_KIMI_CACHE, else a
 // directory per pinned version under the user cache (~/.cache/aep-kimi).
 func CacheDir() string {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "aep-kimi", "kimi-code-"+KimiVersion+"-node-"+NodeVersion)
+	return usercache.Dir(EnvCache, "kimi-code-"+KimiVersion+"-node-"+NodeVersion)
 }
 
 // Bin returns the path of a runnable kimi: $KIMI_BIN as is, else the pinned

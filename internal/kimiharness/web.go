@@ -11,10 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
 )
 
 // Web is a running `kimi web` (kap-server).
@@ -26,25 +27,8 @@ type Web struct {
 	PID           int
 
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // StartWeb runs `kimi web --no-open --host 127.0.0.1 --port P` on home (which
@@ -55,7 +39,7 @@ func (b *syncBuffer) String() string {
 func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	t.Helper()
 	asked := FreePort(t)
-	w := &Web{Home: home, Workdir: workdir, out: &syncBuffer{}, done: make(chan struct{})}
+	w := &Web{Home: home, Workdir: workdir, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	w.cmd.Dir = workdir
 	w.cmd.Env = Env(home)
