@@ -304,6 +304,17 @@ func (b *JetStreamBackend) lockDir(dir string) error {
 }
 
 func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig, mem *MemoryBackend) error {
+	// A private stream has no limits of its own: the index purges what it
+	// trims or evicts (a byte limit counts subjects and headers too, and
+	// with small events would discard what the index still holds). A
+	// shared stream keeps each session's last depth arrivals, the most any
+	// relay on it holds of an in-order session (one whose events arrive
+	// out of order by more than the depth may come back from a rebuild
+	// with a different window), within streamBytesFactor times the budget.
+	perSubject, maxBytes := int64(-1), int64(-1)
+	if !b.private {
+		perSubject, maxBytes = int64(mem.depth), mem.maxBytes*streamBytesFactor
+	}
 	scfg := jetstream.StreamConfig{
 		Name:              cfg.Stream,
 		Description:       "aep-kimi relay: AEP events, a subject per session",
@@ -311,8 +322,8 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
-		MaxMsgsPerSubject: b.perSubjectLimit(mem.depth),
-		MaxBytes:          b.streamByteLimit(mem.maxBytes),
+		MaxMsgsPerSubject: perSubject,
+		MaxBytes:          maxBytes,
 		Duplicates:        DefaultDuplicateWindow,
 		Replicas:          cfg.Replicas,
 	}
@@ -322,30 +333,6 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 	}
 	b.stream = st
 	return nil
-}
-
-// perSubjectLimit is the stream's limit of messages per session. A private
-// stream has none: the index purges below each session's lowest held
-// message (see MemoryBackend.trimmed). A shared stream keeps each session's
-// last depth arrivals, the most any relay on it holds of an in-order
-// session; a session whose events arrive out of order by more than the
-// depth may come back from a rebuild with a different window.
-func (b *JetStreamBackend) perSubjectLimit(depth int) int64 {
-	if b.private {
-		return -1
-	}
-	return int64(depth)
-}
-
-// streamByteLimit is the stream's byte limit. A private stream has none:
-// the index purges what it trims or evicts (a byte limit counts subjects and
-// headers too, and with small events would discard what the index still
-// holds). A shared stream is bounded at streamBytesFactor times the buffer.
-func (b *JetStreamBackend) streamByteLimit(budget int64) int64 {
-	if b.private {
-		return -1
-	}
-	return budget * streamBytesFactor
 }
 
 // follow rebuilds the index from the whole stream, then keeps admitting
@@ -382,14 +369,17 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			it.Stop()
 			return fmt.Errorf("jetstream store: rebuild at stream sequence %d of %d: %w", seq, last, err)
 		}
+		md, err := jm.Metadata()
+		if err != nil {
+			it.Stop()
+			return fmt.Errorf("jetstream store: rebuild after stream sequence %d: %w", seq, err)
+		}
 		// Read up to the last sequence at open, or until nothing is pending
 		// (that last message may have been deleted); what other relays
 		// publish meanwhile is the follower's.
-		if md, err := jm.Metadata(); err == nil {
-			pending = md.NumPending > 0 && md.Sequence.Stream < last
-		}
-		m, s := b.decodeStored(jm)
-		seq = s
+		seq = md.Sequence.Stream
+		pending = md.NumPending > 0 && seq < last
+		m := b.decodeStored(jm, md)
 		if m != nil {
 			batch = append(batch, m)
 			b.rebuiltEvents++
@@ -421,8 +411,6 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			return liveSub.Unsubscribe()
 		})
 		g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
-	}
-	if !b.private {
 		g.Go(func() error { return b.applyClaims(gctx) })
 	}
 	g.Go(func() error {
@@ -514,21 +502,19 @@ func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
 // rebuild: from its index header when it has one (no subscriber sees it
 // before the rebuild ends, so the envelope need not be parsed), else by
 // parsing the event.
-func (b *JetStreamBackend) decodeStored(jm jetstream.Msg) (*Message, uint64) {
-	md, err := jm.Metadata()
-	if err != nil {
-		return b.decode(jm)
-	}
+func (b *JetStreamBackend) decodeStored(jm jetstream.Msg, md *jetstream.MsgMetadata) *Message {
 	session, ok := b.subjectSession(jm.Subject())
 	if !ok {
-		return b.decode(jm)
+		m, _ := b.decode(jm)
+		return m
 	}
 	m, ok := messageFromIndex(jm.Headers().Get(indexHeader), jm.Data())
 	if !ok {
-		return b.decode(jm)
+		m, _ := b.decode(jm)
+		return m
 	}
 	m.Session, m.StoreSeq, m.Ingested = session, md.Sequence.Stream, md.Timestamp
-	return m, md.Sequence.Stream
+	return m
 }
 
 // subjectSession is the session a stream subject names.
@@ -669,19 +655,18 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 			b.redeliveries.Add(1)
 			continue
 		}
-		nm := &nats.Msg{Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 		if m.Kind == KindAgent || m.Session == "" {
 			// Live-only: other relays' consumers see it, nothing keeps it.
 			if b.private {
 				continue
 			}
-			nm.Subject = b.live
+			nm := &nats.Msg{Subject: b.live, Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 			if err := b.nc.PublishMsg(nm); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
-		nm = b.storedMsg(m)
+		nm := b.storedMsg(m)
 		// Past the pending bound (several large batches in flight) the
 		// publish waits for acks rather than failing the batch.
 		f, err := b.js.PublishMsgAsync(nm, jetstream.WithStallWait(b.timeout))
