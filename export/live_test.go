@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export/exporttest"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/relaytest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
@@ -142,6 +143,21 @@ func TestLiveOTLPResume(t *testing.T) {
 	stop := runLive(t, newLive())
 	waitUntil(t, "the first four log records", func() bool { return len(rcv.Logs()) >= 4 })
 	waitUntil(t, "the run's two spans", func() bool { return len(rcv.Spans()) >= 2 })
+	// Delivery is at least once: stopped between the receiver's ack and the
+	// saved position, the exporter would send that batch again. Stop it once
+	// the position is saved, so a duplicate here can only be a resume bug.
+	waitUntil(t, "the first run's position saved", func() bool {
+		st, err := client.LoadTailState(state)
+		if err != nil {
+			return false
+		}
+		for _, p := range st.From().Positions {
+			if p.Session == "s1" && p.Position.Seq == 3 {
+				return true
+			}
+		}
+		return false
+	})
 	stop()
 
 	spans := rcv.Spans()
