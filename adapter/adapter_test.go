@@ -19,7 +19,7 @@ import (
 
 // capture is one hook as a capture hook saw it in a real Kimi session, in
 // capture (arrival) order. testdata/captures holds one file per scenario,
-// recorded by internal/kimiharness's TestRecord.
+// recorded by internal/testkit/kimiharness's TestRecord.
 type capture struct {
 	Event string  `json:"event"`
 	Time  float64 `json:"time"`

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 )
 

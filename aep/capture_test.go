@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 // decodeJSON decodes generic JSON the way DataMap does (numbers exact).

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 func violationPaths(vs []Violation) []string {

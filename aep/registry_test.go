@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 func TestRegisteredTypesSortedAndComplete(t *testing.T) {

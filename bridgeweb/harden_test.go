@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 

@@ -18,7 +18,7 @@ import (
 
 // framesFile is a real kimi web session (approve, compact, queue and abort,
 // reject, heartbeat, archive): every WebSocket frame in arrival order, as
-// internal/kimiharness's TestRecord recorded it.
+// internal/testkit/kimiharness's TestRecord recorded it.
 const framesFile = "testdata/kimi-web-frames.jsonl"
 
 // readHarnessFrames reads framesFile.

@@ -1,5 +1,5 @@
 // Package conformance checks this project against the upstream AEP 0.1
-// conformance corpus, read as data from $AEP_FIXTURES (see internal/fixtures).
+// conformance corpus, read as data from $AEP_FIXTURES (see internal/testkit/fixtures).
 // Every fixture case is one named subtest.
 package conformance
 
@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
-	"github.com/aep-kimi/aep-kimi/internal/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 )
 
 // TestStateConformance runs the page's state module through the consumer

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 const benchSubs = 100
@@ -177,7 +177,7 @@ func BenchmarkRawFanout100(b *testing.B) {
 // event's JSON size, with full buffers (10 sessions x 10,000 events). The
 // "typical" case is one ~455-byte tool event; the "golden" case cycles the
 // upstream golden corpus (194 to 832 bytes, mean 375) when the fixtures
-// (internal/fixtures: $AEP_FIXTURES or its default) hold it. The baseline in the same run keeps
+// (internal/testkit/fixtures: $AEP_FIXTURES or its default) hold it. The baseline in the same run keeps
 // the same JSON as exact-size []byte copies, the least any store can use.
 func BenchmarkBufferMemory(b *testing.B) {
 	golden := goldenTemplates(b)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 func TestIngestRefusals(t *testing.T) {

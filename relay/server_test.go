@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 func TestDiscovery(t *testing.T) {

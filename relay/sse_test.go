@@ -10,7 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 func TestStreamRefusals(t *testing.T) {

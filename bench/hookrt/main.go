@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 

@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests of `aep-kimi bridge-web` against the real `kimi web`
-// (kap-server) run by internal/kimiharness, driven over REST the way its web UI
+// (kap-server) run by internal/testkit/kimiharness, driven over REST the way its web UI
 // drives it (manual permission mode, the mock model), with the real relay in
 // between and the real command senders (`aep-kimi respond`, `cancel`).
 
@@ -21,7 +21,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 )
 
 // webScript is the mock model for these tests: a tool call needing approval

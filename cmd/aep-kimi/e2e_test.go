@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests: the real binaries (aep-kimi relay and adapter, kimi-hook),
-// real sockets, and the real Kimi Code CLI driven through internal/kimiharness
+// real sockets, and the real Kimi Code CLI driven through internal/testkit/kimiharness
 // against its scripted mock LLM provider. They install Kimi once (npm); they
 // skip when that fails, and fail under CI.
 
@@ -26,9 +26,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 var (

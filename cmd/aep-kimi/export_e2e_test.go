@@ -11,9 +11,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
-	"github.com/aep-kimi/aep-kimi/export/exporttest"
-	"github.com/aep-kimi/aep-kimi/internal/jaegertest"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 )
 
 // TestE2EJaeger sends a real Kimi session (the subagent scenario: a run, a

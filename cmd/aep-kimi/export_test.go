@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/export/exporttest"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // TestExportOffline runs the offline bridges over the golden corpus through

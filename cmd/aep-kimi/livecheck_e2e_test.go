@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/livecheck"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/livecheck"
 )
 
 // liveAckWindow is the sender-side ack window the checker observes for each

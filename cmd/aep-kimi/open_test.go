@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
-	"github.com/aep-kimi/aep-kimi/internal/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/relay/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 func TestOpenPrintsFragmentURL(t *testing.T) {

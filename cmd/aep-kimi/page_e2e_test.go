@@ -13,8 +13,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
-	"github.com/aep-kimi/aep-kimi/internal/browsertest"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 )
 
 // openPage opens the stack's fleet page, logged in, and waits for it to be

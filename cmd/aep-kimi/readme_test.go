@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
-	"github.com/aep-kimi/aep-kimi/internal/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // readmeBlocks returns the README's ```sh blocks in order.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 func runCmd(t *testing.T, stdin []byte, args ...string) (int, string, string) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 )
 

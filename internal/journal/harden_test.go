@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 )
 
 const event1 = `{"specversion":"0.1","id":"01J00000000000000000000001","type":"session.started","source":"aep://h/kimi-code/s","time":"2026-01-01T00:00:00Z","agent":"kimi-code","session":"s","seq":0,"epoch":1}`

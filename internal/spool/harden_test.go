@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/safefile/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 )
 
 func TestAppendRefusesLinkedLock(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 var record = flag.Bool("record", false, "re-record the hook captures and the kimi web frames the adapter and bridgeweb tests replay")

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 // Script is what the mock model answers, in the shape of a scenario file

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
-	"github.com/aep-kimi/aep-kimi/internal/usercache"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
 // Version is the Jaeger release the tools module pins.

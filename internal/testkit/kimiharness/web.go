@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // Web is a running `kimi web` (kap-server).

@@ -17,7 +17,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/usercache"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
 // The versions the end-to-end suite is verified against. Kimi 2.1.0 needs
