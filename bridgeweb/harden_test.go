@@ -2,6 +2,7 @@ package bridgeweb
 
 import (
 	"errors"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -50,25 +51,12 @@ func TestDiscoverSkipsRemoteHosts(t *testing.T) {
 	}
 }
 
-// nonLoopbackIP is an address of this machine off loopback, where a
-// listener on every interface answers, standing in for a remote host.
-func nonLoopbackIP(t *testing.T) string {
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() && !ip.IP.IsLinkLocalUnicast() {
-			return ip.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine")
-	return ""
-}
-
 // A planted instance record naming a non-loopback host: the bridge never
 // sends the kap token there (skipped, counted, one warning), unless the
 // operator allows remote hosts.
 func TestBridgeRefusesRemoteInstance(t *testing.T) {
 	const token = "kap-secret-token"
-	ip := nonLoopbackIP(t)
+	ip := netaddr.NonLoopbackIPv4(t)
 	var withToken, requests atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)

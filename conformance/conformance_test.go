@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,15 +22,6 @@ import (
 func load(t *testing.T, dir, rel string, v any) {
 	t.Helper()
 	fixtures.DecodeJSON(t, dir, filepath.Join("fixtures", rel), v)
-}
-
-func canon(t *testing.T, v any) string {
-	t.Helper()
-	b, err := aep.Canonical(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func parseAll(t *testing.T, raws []json.RawMessage) []*aep.Event {
@@ -315,7 +307,7 @@ func TestCaptureGating(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := aep.GateFormValues(c.Fields, c.Values, ceiling, red.Text)
-			if g, w := canon(t, got), canon(t, c.Expect); g != w {
+			if g, w := aeptest.Canon(t, got), aeptest.Canon(t, c.Expect); g != w {
 				t.Errorf("got %s want %s", g, w)
 			}
 		})
@@ -355,7 +347,7 @@ func pinned(t *testing.T, m *mapping.Event) string {
 	if m.Subject != "" {
 		v["subject"] = m.Subject
 	}
-	return canon(t, v)
+	return aeptest.Canon(t, v)
 }
 
 func expected(t *testing.T, e *pinExpect) string {
@@ -366,7 +358,7 @@ func expected(t *testing.T, e *pinExpect) string {
 	if e.Subject != nil {
 		v["subject"] = *e.Subject
 	}
-	return canon(t, v)
+	return aeptest.Canon(t, v)
 }
 
 func TestKimiHookPins(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"regexp"
 	"strconv"
 	"testing"
@@ -40,22 +41,6 @@ func golden(t *testing.T) []*aep.Event {
 	return out
 }
 
-func canon(t *testing.T, v any) string {
-	t.Helper()
-	var b []byte
-	var err error
-	switch x := v.(type) {
-	case []byte:
-		b, err = aep.CanonicalRaw(x)
-	default:
-		b, err = aep.Canonical(x)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestCEForwardAndRoundTrip(t *testing.T) {
 	lines := corpusLines(t, "fixtures/golden/golden.jsonl")
 	want := corpusLines(t, "fixtures/ce-roundtrip/ce-expected.jsonl")
@@ -69,7 +54,7 @@ func TestCEForwardAndRoundTrip(t *testing.T) {
 			t.Fatalf("golden %d: %v", i, err)
 		}
 		ce := ToCE(e)
-		if got, exp := canon(t, ce), canon(t, want[i]); got != exp {
+		if got, exp := aeptest.Canon(t, ce), aeptest.Canon(t, want[i]); got != exp {
 			t.Errorf("golden %d forward:\n got %s\nwant %s", i, got, exp)
 		}
 		var attrs map[string]any
@@ -86,7 +71,7 @@ func TestCEForwardAndRoundTrip(t *testing.T) {
 			t.Fatalf("golden %d inverse: %v %v", i, err, dropped)
 		}
 		bb, _ := back.MarshalJSON()
-		if got, exp := canon(t, bb), canon(t, l); got != exp {
+		if got, exp := aeptest.Canon(t, bb), aeptest.Canon(t, l); got != exp {
 			t.Errorf("golden %d round trip:\n got %s\nwant %s", i, got, exp)
 		}
 	}
@@ -110,7 +95,7 @@ func TestCEInboundCases(t *testing.T) {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
 		b, _ := e.MarshalJSON()
-		if got, exp := canon(t, b), canon(t, []byte(c.Expected)); got != exp {
+		if got, exp := aeptest.Canon(t, b), aeptest.Canon(t, []byte(c.Expected)); got != exp {
 			t.Errorf("%s:\n got %s\nwant %s", c.Name, got, exp)
 		}
 		var in, out map[string]any
@@ -241,7 +226,7 @@ func TestOTLPPins(t *testing.T) {
 		}
 		rl := got.ResourceLogs[0]
 		form := pinForm(rl.ScopeLogs[0].LogRecords[0], rl.Resource.Attributes)
-		if g, w := canon(t, form), canon(t, []byte(pin)); g != w {
+		if g, w := aeptest.Canon(t, form), aeptest.Canon(t, []byte(pin)); g != w {
 			t.Errorf("golden %d:\n got %s\nwant %s", i, g, w)
 		}
 	}
@@ -398,7 +383,7 @@ func TestOCSFPins(t *testing.T) {
 		}
 		projected++
 		if pinned {
-			if g, w := canon(t, rec), canon(t, []byte(pin)); g != w {
+			if g, w := aeptest.Canon(t, rec), aeptest.Canon(t, []byte(pin)); g != w {
 				t.Errorf("golden %d:\n got %s\nwant %s", i, g, w)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,9 +17,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
@@ -247,7 +248,7 @@ func TestLiveCE(t *testing.T) {
 	for i, e := range in {
 		a, _ := e.MarshalJSON()
 		b, _ := got[i].MarshalJSON()
-		if canon(t, a) != canon(t, b) {
+		if aeptest.Canon(t, a) != aeptest.Canon(t, b) {
 			t.Errorf("event %d:\n got %s\nwant %s", i, b, a)
 		}
 	}

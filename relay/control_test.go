@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 // target opens an emitter socket declaring control (raw JSON, kept

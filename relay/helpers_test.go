@@ -4,21 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 const testToken = "s3cret-token"
@@ -440,22 +440,10 @@ func pollUntil(d time.Duration, cond func() bool) bool {
 	return true
 }
 
-// lockedWriter serializes writes from the relay's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // newTestLogger logs at debug level into w; read w only after the server
 // has shut down.
 func newTestLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&lockedWriter{w: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(&syncbuf.Writer{W: w}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // storeOpener opens a fresh store holding depth events per session, at most

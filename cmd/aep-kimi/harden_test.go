@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/journal"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 )
 
 // A link planted where `up` keeps the relay token: up refuses to start

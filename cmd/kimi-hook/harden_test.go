@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 )
 
 // A link planted where the hook token belongs is not read (its target is

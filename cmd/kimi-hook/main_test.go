@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"io"
 	"net"
 	"net/http"
@@ -144,7 +145,7 @@ func TestHostsOnLoopback(t *testing.T) {
 // daemon), an IP literal is how remote clients address it; names still need
 // listing.
 func TestHostsOffLoopback(t *testing.T) {
-	ip := nonLoopbackIP(t)
+	ip := netaddr.NonLoopbackIPv4(t)
 	h := Hosts(nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	addr := serve(t, net.JoinHostPort(ip, "0"), h)
 	if code := rawGet(t, addr, addr); code != 200 {
@@ -159,20 +160,6 @@ func TestHostsOffLoopback(t *testing.T) {
 	if code := rawGet(t, addr, "0.0.0.0"); code != http.StatusMisdirectedRequest {
 		t.Errorf("unspecified address: %d, want 421", code)
 	}
-}
-
-func nonLoopbackIP(t *testing.T) string {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine")
-	return ""
 }
 
 // A client that declares a large body and trickles it is cut off at the

@@ -4,6 +4,7 @@ package syncbuf
 
 import (
 	"bytes"
+	"io"
 	"sync"
 )
 
@@ -24,4 +25,17 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Writer serializes writes into W from any goroutine; read W only once the
+// writers have stopped.
+type Writer struct {
+	mu sync.Mutex
+	W  io.Writer
+}
+
+func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.W.Write(p)
 }
