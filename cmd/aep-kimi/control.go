@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Exit codes of the command senders. respond checks its target against the
@@ -83,7 +84,7 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 	if res.Detail != "" {
 		msg += ": " + res.Detail
 	}
-	fmt.Fprintf(io.err, "aep-kimi %s: %s\n", name, msg)
+	fmt.Fprintf(io.err, "aep-kimi %s: %s\n", name, consumer.Line(msg))
 	return exitRejected
 }
 
@@ -177,7 +178,7 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 			fmt.Fprintf(io.err, "aep-kimi respond: request %s no longer waits (%s)\n", requestID, r.state(now))
 			return "", exitNotPending
 		case !r.answerable:
-			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", requestID, r.where())
+			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", consumer.Line(requestID), consumer.Line(r.where()))
 			return "", exitNotPending
 		}
 		return requestID, 0
@@ -201,7 +202,7 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 		}
 		return "", exitSeveralPending
 	case len(elsewhere) > 0:
-		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", session, elsewhere[0].where())
+		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", consumer.Line(session), consumer.Line(elsewhere[0].where()))
 		return "", exitNotPending
 	}
 	fmt.Fprintf(io.err, "aep-kimi respond: session %s has no pending request\n", session)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +22,15 @@ import (
 // and output.
 func (st *stack) cli(t testing.TB, args ...string) (int, string) {
 	t.Helper()
+	return st.cliIn(t, nil, args...)
+}
+
+// cliIn is cli with stdin read from in (nil: empty).
+func (st *stack) cliIn(t testing.TB, in io.Reader, args ...string) (int, string) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL)
+	cmd.Stdin = in
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // stdio is the process's standard streams, passed in so subcommands are
@@ -116,6 +118,9 @@ func main() {
 }
 
 func run(args []string, io stdio) int {
+	// Whatever a command prints may quote event data or input: no control
+	// character in it reaches the terminal raw.
+	io.out, io.err = consumer.NewWriter(io.out), consumer.NewWriter(io.err)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(io.out)
 		if len(args) == 0 {

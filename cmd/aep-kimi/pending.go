@@ -12,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -81,12 +82,12 @@ func writePending(w io.Writer, f *fleet, r *pendingRequest, now time.Time, relay
 	if t := f.title(r.session); t != "" {
 		head += " " + quoted(t)
 	}
-	fmt.Fprintf(w, "%s  request %s\n", head, r.id)
+	fmt.Fprintf(w, "%s  request %s\n", consumer.Line(head), consumer.Line(r.id))
 	prompt := r.prompt
 	if r.kind != "" {
 		prompt += " (" + r.kind + ")"
 	}
-	fmt.Fprintf(w, "  %s\n", clip(oneLine(prompt), tailSummaryRunes))
+	fmt.Fprintf(w, "  %s\n", clip(consumer.Line(oneLine(prompt)), tailSummaryRunes))
 	facts := []string{"waiting " + humanDuration(max(now.Sub(r.at), 0))}
 	if r.expires.IsZero() {
 		facts = append(facts, "no deadline")
@@ -96,11 +97,11 @@ func writePending(w io.Writer, f *fleet, r *pendingRequest, now time.Time, relay
 	if len(r.options) > 0 {
 		facts = append(facts, "options "+strings.Join(r.options, ", "))
 	}
-	fmt.Fprintf(w, "  %s\n", strings.Join(facts, " · "))
+	fmt.Fprintf(w, "  %s\n", consumer.Line(strings.Join(facts, " · ")))
 	if r.answerable {
-		fmt.Fprintf(w, "  %s\n", r.command(relayArg))
+		fmt.Fprintf(w, "  %s\n", consumer.Line(r.command(relayArg)))
 	} else {
-		fmt.Fprintf(w, "  answer it %s\n", r.where())
+		fmt.Fprintf(w, "  answer it %s\n", consumer.Line(r.where()))
 	}
 }
 

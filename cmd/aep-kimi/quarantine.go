@@ -14,6 +14,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Kinds of quarantined file.
@@ -73,7 +74,7 @@ func runQuarantine(_ context.Context, args []string, std stdio) int {
 	tw := tabwriter.NewWriter(std.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tAGE\tSIZE\tPATH\tREASON")
 	for _, f := range files {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", f.Kind, time.Duration(f.AgeS)*time.Second, f.Size, f.Path, f.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", f.Kind, time.Duration(f.AgeS)*time.Second, f.Size, consumer.Line(f.Path), consumer.Line(f.Reason))
 	}
 	tw.Flush()
 	return 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Rendering limits.
@@ -69,7 +70,7 @@ func (p *tailPrinter) paint(code, s string) string {
 }
 
 func (p *tailPrinter) notice(msg string) {
-	fmt.Fprintln(p.w, p.paint(ansiYellow, "-- "+msg))
+	fmt.Fprintln(p.w, p.paint(ansiYellow, "-- "+consumer.Line(msg)))
 }
 
 // print writes an event's row, and for an attention request the lines that
@@ -102,10 +103,10 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 			if p.titles == nil {
 				p.titles = map[string]string{}
 			}
-			p.titles[ev.Session] = oneLine(title)
+			p.titles[ev.Session] = consumer.Line(oneLine(title))
 		}
 	}
-	ts := ev.Time
+	ts := consumer.Line(ev.Time)
 	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
 		loc := p.loc
 		if loc == nil {
@@ -115,7 +116,7 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 	}
 	session := "-"
 	if sid := rowSession(ev); sid != "" {
-		session = shortID(sid)
+		session = consumer.Line(shortID(sid))
 		if title := p.titles[sid]; title != "" {
 			session += " " + title
 		}
@@ -126,8 +127,8 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 	}
 	typeColor, dim := rowColor(ev)
 	line := fmt.Sprintf("%s  %-12s %-*s %-6s %s  %s",
-		p.paint(ansiDim, ts), clip(ev.Agent, 12), tailSessionRunes, clip(session, tailSessionRunes), pos,
-		p.paint(typeColor, fmt.Sprintf("%-24s", ev.Type)), clip(oneLine(describe(ev, data)), tailSummaryRunes))
+		p.paint(ansiDim, ts), clip(consumer.Line(ev.Agent), 12), tailSessionRunes, clip(session, tailSessionRunes), pos,
+		p.paint(typeColor, fmt.Sprintf("%-24s", consumer.Line(ev.Type))), clip(consumer.Line(oneLine(describe(ev, data))), tailSummaryRunes))
 	line = strings.TrimRight(line, " ")
 	if dim {
 		return p.paint(ansiDim, line)
@@ -302,13 +303,13 @@ func (p *tailPrinter) detail(ev *aep.Event) []string {
 			facts = append(facts, "expires in "+humanDuration(left))
 		}
 	}
-	out := []string{indent + strings.Join(facts, " · ")}
+	out := []string{indent + consumer.Line(strings.Join(facts, " · "))}
 	switch {
 	case expired:
 	case req.answerable:
-		out = append(out, indent+p.paint(ansiBold, req.command(p.relayArg)))
+		out = append(out, indent+p.paint(ansiBold, consumer.Line(req.command(p.relayArg))))
 	default:
-		out = append(out, indent+"answer it "+req.where()+"; it cannot be answered from here")
+		out = append(out, indent+consumer.Line("answer it "+req.where()+"; it cannot be answered from here"))
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -83,6 +84,11 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 		}
 	}
 	pr := &tailPrinter{w: io.out, color: useColor(*noColor, os.Getenv, io.out)}
+	if pr.color {
+		// The colour codes are ours, and the printer passed every field
+		// through the sanitizer before colouring it.
+		pr.w = unwrapped(io.out)
+	}
 	if *relayURL != envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL) {
 		pr.relayArg = displayURL(*relayURL)
 	}
@@ -167,12 +173,21 @@ func useColor(noColor bool, getenv func(string) string, w io.Writer) bool {
 }
 
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := unwrapped(w).(*os.File)
 	if !ok {
 		return false
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// unwrapped is w without the sanitizing layer run adds to every command's
+// output.
+func unwrapped(w io.Writer) io.Writer {
+	if sw, ok := w.(*consumer.Writer); ok {
+		return sw.Unwrap()
+	}
+	return w
 }
 
 func describeExhausted(detail string) string {

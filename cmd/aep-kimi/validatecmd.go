@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // maxLine bounds one JSONL line (an event); the relay's default body cap.
@@ -37,14 +38,14 @@ func runValidate(_ context.Context, args []string, io stdio) int {
 		n, vs, err := validateFile(name, io.in)
 		total += n
 		if err != nil {
-			fmt.Fprintf(io.out, "%s: %v\n", name, err)
+			fmt.Fprintf(io.out, "%s: %s\n", consumer.Line(name), consumer.Line(err.Error()))
 			unreadable++
 			continue
 		}
 		bad += len(vs)
 		if !*quiet {
 			for _, v := range vs {
-				fmt.Fprintf(io.out, "%s:%d: %v\n", name, v.line, v.Violation)
+				fmt.Fprintf(io.out, "%s:%d: %s\n", consumer.Line(name), v.line, consumer.Line(v.Error()))
 			}
 		}
 	}
