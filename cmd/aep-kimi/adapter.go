@@ -40,28 +40,31 @@ func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 }
 
-// runAdapter is `aep-kimi adapter`: hook intake -> AEP events -> logs and relay.
-func runAdapter(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi adapter", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	var o adapterOptions
-	o.flags(fs, os.Getenv)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi adapter [--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]")
-		fmt.Fprintln(io.err, "\nTakes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.")
-		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
-		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_CONTROL, AEP_KIMI_GATE_TOOLS, AEP_ATTENTION_TIMEOUT_MS (50000), AEP_INSTRUCT,")
-		fmt.Fprintf(io.err, "AEP_KIMI_MAX_OPEN_LOGS (%d), AEP_KIMI_MAX_SESSIONS (%d), AEP_KIMI_MAX_WATCHES (%d).\n", adapter.DefaultMaxOpenLogs, adapter.DefaultMaxSessions, adapter.DefaultMaxWatches)
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// adapterCommand is `aep-kimi adapter`: hook intake -> AEP events -> logs
+// and relay.
+func adapterCommand() command {
+	return command{
+		name:    "adapter",
+		summary: "run the hook adapter: Kimi hooks -> AEP events, logs and relay",
+		forms:   []string{"[--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]"},
+		about:   "Takes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.",
+		env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
+			"AEP_REDACT_PII (1)", "AEP_KIMI_CONTROL", "AEP_KIMI_GATE_TOOLS", "AEP_ATTENTION_TIMEOUT_MS (50000)", "AEP_INSTRUCT",
+			fmt.Sprintf("AEP_KIMI_MAX_OPEN_LOGS (%d)", adapter.DefaultMaxOpenLogs),
+			fmt.Sprintf("AEP_KIMI_MAX_SESSIONS (%d)", adapter.DefaultMaxSessions),
+			fmt.Sprintf("AEP_KIMI_MAX_WATCHES (%d)", adapter.DefaultMaxWatches)},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o adapterOptions
+			o.flags(fs, getenv)
+			return func(ctx context.Context, _ []string, io stdio) int {
+				log := newLogger(io.err, o.verbose)
+				return serveDaemon(ctx, "adapter", io, getenv, o.token, func(token string) (daemon, error) {
+					return newAdapterDaemon(o, token, getenv, log)
+				})
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	log := newLogger(io.err, o.verbose)
-	return serveDaemon(ctx, "adapter", io, o.token, func(token string) (daemon, error) {
-		return newAdapterDaemon(o, token, os.Getenv, log)
-	})
 }
 
 // adapterDaemon is the adapter wired to its relay emitter.

@@ -53,30 +53,31 @@ func kimiHome(getenv func(string) string) string {
 	return filepath.Join(homeDir(), bridgeweb.DefaultKimiHome)
 }
 
-// runBridgeWeb is `aep-kimi bridge-web`: kimi web sessions -> AEP events.
-func runBridgeWeb(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi bridge-web", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	var o bridgeWebOptions
-	o.flags(fs, os.Getenv)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi bridge-web [--listen 127.0.0.1:4323] [--mode companion|primary] [--kimi-home DIR]")
-		fmt.Fprintln(io.err, "                           [--kap URL --kap-token-file F] [--relay URL|none] [--home DIR]")
-		fmt.Fprintln(io.err, "\nFollows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP")
-		fmt.Fprintln(io.err, "events: per-session JSONL logs under HOME/logs/kimi-code-web and a relay.")
-		fmt.Fprintln(io.err, "\nEnvironment: AEP_TOKEN, AEP_CAPTURE (metadata), AEP_CAPTURE_ATTENTION (redacted), AEP_REDACT_NAMES,")
-		fmt.Fprintln(io.err, "AEP_REDACT_PII (1), AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs),")
-		fmt.Fprintf(io.err, "AEP_KIMI_WEB_MAX_OPEN_LOGS (%d).\n", bridgeweb.DefaultMaxOpenLogs)
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// bridgeWebCommand is `aep-kimi bridge-web`: kimi web sessions -> AEP
+// events.
+func bridgeWebCommand() command {
+	return command{
+		name:    "bridge-web",
+		summary: "follow kimi web (kap-server) sessions -> AEP events, logs and relay",
+		forms: []string{"[--listen 127.0.0.1:4323] [--mode companion|primary] [--kimi-home DIR]\n" +
+			"[--kap URL --kap-token-file F] [--relay URL|none] [--home DIR]"},
+		about: "Follows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP\n" +
+			"events: per-session JSONL logs under HOME/logs/kimi-code-web and a relay.",
+		env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
+			"AEP_REDACT_PII (1)", "AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs)",
+			fmt.Sprintf("AEP_KIMI_WEB_MAX_OPEN_LOGS (%d)", bridgeweb.DefaultMaxOpenLogs)},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o bridgeWebOptions
+			o.flags(fs, getenv)
+			return func(ctx context.Context, _ []string, io stdio) int {
+				log := newLogger(io.err, o.verbose)
+				return serveDaemon(ctx, "bridge-web", io, getenv, o.token, func(token string) (daemon, error) {
+					return newBridgeWebDaemon(o, token, getenv, log)
+				})
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	log := newLogger(io.err, o.verbose)
-	return serveDaemon(ctx, "bridge-web", io, o.token, func(token string) (daemon, error) {
-		return newBridgeWebDaemon(o, token, os.Getenv, log)
-	})
 }
 
 // bridgeWebDaemon is the bridge wired to its relay emitter.

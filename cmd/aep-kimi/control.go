@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -34,18 +33,20 @@ const senderExitCodes = "Exit codes: 0 accepted, 1 failure (e.g. relay unreachab
 type senderOptions struct {
 	relayURL, tokenFile string
 	window              time.Duration
+	getenv              func(string) string
 }
 
-func (o *senderOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.relayURL, "relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
-	fs.StringVar(&o.tokenFile, "token-file", os.Getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+func (o *senderOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
+	o.getenv = getenv
+	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	fs.DurationVar(&o.window, "window", client.DefaultAckWindow, "how long to wait for the target's ack")
 }
 
 // token reads the relay token, which every command needs: control only flows
 // on authenticated bindings. ok false means the error is printed.
 func (o senderOptions) token(name string, io stdio) (string, bool) {
-	token, err := relayToken(os.Getenv, o.tokenFile)
+	token, err := relayToken(o.getenv, o.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return "", false
@@ -88,39 +89,39 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 	return exitRejected
 }
 
-// runRespond answers an attention request: aep-kimi respond --option ID
-// [--text T] SESSION [REQUEST_ID]. Without REQUEST_ID it answers the
+// respondCommand answers an attention request: aep-kimi respond --option
+// ID [--text T] SESSION [REQUEST_ID]. Without REQUEST_ID it answers the
 // session's one pending request.
-func runRespond(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi respond", flag.ContinueOnError)
-	var o senderOptions
-	o.flags(fs)
-	option := fs.String("option", "", "the option id to answer with (e.g. allow, allow_session, deny, cancel; approved/rejected on kimi web)")
-	text := fs.String("text", "", "free text: a reason, or (alone) text naming an option")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi respond [--relay URL] --option ID [--text T] SESSION [REQUEST_ID]")
-		fmt.Fprintln(io.err, "\nAnswers an attention request through the relay. Without REQUEST_ID it answers the")
-		fmt.Fprintln(io.err, "session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the")
-		fmt.Fprintln(io.err, "full command for each request it shows.")
-		fmt.Fprintln(io.err, "\n"+senderExitCodes)
-		fmt.Fprintln(io.err, "Before sending, respond checks the target against the relay's replay: 5 unknown")
-		fmt.Fprintln(io.err, "session, 6 unknown request, 7 nothing to answer (the request is closed or answered")
-		fmt.Fprintln(io.err, "in Kimi itself, or the session has no pending request), 8 several pending (name one).")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+func respondCommand() command {
+	return command{
+		name:    "respond",
+		summary: "answer an agent's attention request through the relay",
+		forms:   []string{"[--relay URL] --option ID [--text T] SESSION [REQUEST_ID]"},
+		about: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
+			"session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the\n" +
+			"full command for each request it shows.",
+		env: []string{"AEP_TOKEN"},
+		exit: senderExitCodes + "\n" +
+			"Before sending, respond checks the target against the relay's replay: 5 unknown\n" +
+			"session, 6 unknown request, 7 nothing to answer (the request is closed or answered\n" +
+			"in Kimi itself, or the session has no pending request), 8 several pending (name one).",
+		examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID"},
+		nargs:    nargs{1, 2},
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o senderOptions
+			o.flags(fs, getenv)
+			option := fs.String("option", "", "the option id to answer with (e.g. allow, allow_session, deny, cancel; approved/rejected on kimi web)")
+			text := fs.String("text", "", "free text: a reason, or (alone) text naming an option")
+			return func(ctx context.Context, args []string, io stdio) int {
+				return runRespond(ctx, o, *option, *text, args, io)
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, -1); !ok {
-		return code
-	}
-	switch n := fs.NArg(); {
-	case n == 0:
-		fs.Usage()
-		return 2
-	case n > 2:
-		fmt.Fprintf(io.err, "aep-kimi respond: unexpected argument %q\n", fs.Arg(2))
-		return 2
-	}
-	if *option == "" && *text == "" {
+}
+
+// runRespond checks the target and sends the answer.
+func runRespond(ctx context.Context, o senderOptions, option, text string, args []string, io stdio) int {
+	if option == "" && text == "" {
 		fmt.Fprintln(io.err, "aep-kimi respond: give --option, --text or both")
 		return 2
 	}
@@ -128,17 +129,21 @@ func runRespond(ctx context.Context, args []string, io stdio) int {
 	if !ok {
 		return 2
 	}
-	session := fs.Arg(0)
-	requestID, code := respondTarget(ctx, o.relayURL, token, session, fs.Arg(1), io)
+	session := args[0]
+	requestID := ""
+	if len(args) > 1 {
+		requestID = args[1]
+	}
+	requestID, code := respondTarget(ctx, o.relayURL, token, session, requestID, io)
 	if requestID == "" {
 		return code
 	}
 	answer := map[string]any{}
-	if *option != "" {
-		answer["option"] = *option
+	if option != "" {
+		answer["option"] = option
 	}
-	if *text != "" {
-		answer["text"] = *text
+	if text != "" {
+		answer["text"] = text
 	}
 	cmd, err := client.NewCommand("control.attention.respond", session, map[string]any{"answer": answer})
 	if err != nil {
@@ -146,7 +151,7 @@ func runRespond(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 	cmd.Subject, cmd.Cause = requestID, requestID
-	if *text != "" {
+	if text != "" {
 		cmd.Capture = aep.CaptureRedacted.String()
 	}
 	return o.send(ctx, "respond", cmd, io)
@@ -209,62 +214,78 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 	return "", exitNotPending
 }
 
-// runCancel cancels a session's run: aep-kimi cancel [--run RUN] SESSION.
-func runCancel(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi cancel", flag.ContinueOnError)
-	var o senderOptions
-	o.flags(fs)
-	run := fs.String("run", "", "the run to cancel (default: the target's current run)")
-	scope := fs.String("scope", "run", "run or session")
-	reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi cancel [--relay URL] [--run RUN] [--scope run|session] SESSION")
-		fmt.Fprintln(io.err, "\n"+senderExitCodes+"\n\nFlags:")
-		fs.PrintDefaults()
+// cancelCommand cancels a session's run: aep-kimi cancel [--run RUN]
+// SESSION.
+func cancelCommand() command {
+	return command{
+		name:    "cancel",
+		summary: "cancel a session's run through the relay",
+		forms:   []string{"[--relay URL] [--run RUN] [--scope run|session] SESSION"},
+		env:     []string{"AEP_TOKEN"},
+		exit:    senderExitCodes,
+		nargs:   exactly(1),
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o senderOptions
+			o.flags(fs, getenv)
+			run := fs.String("run", "", "the run to cancel (default: the target's current run)")
+			scope := fs.String("scope", "run", "run or session")
+			reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
+			return func(ctx context.Context, args []string, io stdio) int {
+				return runCancel(ctx, o, *run, *scope, *reason, args[0], io)
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 1); !ok {
-		return code
-	}
-	if *scope != "run" && *scope != "session" {
-		fmt.Fprintf(io.err, "aep-kimi cancel: --scope %q: want run or session\n", *scope)
+}
+
+// runCancel sends the cancel.
+func runCancel(ctx context.Context, o senderOptions, run, scope, reason, session string, io stdio) int {
+	if scope != "run" && scope != "session" {
+		fmt.Fprintf(io.err, "aep-kimi cancel: --scope %q: want run or session\n", scope)
 		return 2
 	}
-	data := map[string]any{"scope": *scope}
-	if *reason != "" {
-		data["reason"] = *reason
+	data := map[string]any{"scope": scope}
+	if reason != "" {
+		data["reason"] = reason
 	}
-	cmd, err := client.NewCommand("control.cancel", fs.Arg(0), data)
+	cmd, err := client.NewCommand("control.cancel", session, data)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi cancel: %v\n", err)
 		return 2
 	}
-	cmd.Run = *run
-	if *reason != "" {
+	cmd.Run = run
+	if reason != "" {
 		cmd.Capture = aep.CaptureRedacted.String()
 	}
 	return o.send(ctx, "cancel", cmd, io)
 }
 
-// runInstruct queues an instruction for a session's next prompt:
+// instructCommand queues an instruction for a session's next prompt:
 // aep-kimi instruct SESSION TEXT.
-func runInstruct(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi instruct", flag.ContinueOnError)
-	var o senderOptions
-	o.flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi instruct [--relay URL] SESSION TEXT")
-		fmt.Fprintln(io.err, "\n"+senderExitCodes+"\n\nFlags:")
-		fs.PrintDefaults()
+func instructCommand() command {
+	return command{
+		name:    "instruct",
+		summary: "queue an instruction for a session's next prompt",
+		forms:   []string{"[--relay URL] SESSION TEXT"},
+		env:     []string{"AEP_TOKEN"},
+		exit:    senderExitCodes,
+		nargs:   exactly(2),
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o senderOptions
+			o.flags(fs, getenv)
+			return func(ctx context.Context, args []string, io stdio) int {
+				return runInstruct(ctx, o, args[0], args[1], io)
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 2); !ok {
-		return code
-	}
-	text := fs.Arg(1)
+}
+
+// runInstruct sends the instruction.
+func runInstruct(ctx context.Context, o senderOptions, session, text string, io stdio) int {
 	if strings.TrimSpace(text) == "" {
 		fmt.Fprintln(io.err, "aep-kimi instruct: the instruction text is empty")
 		return 2
 	}
-	cmd, err := client.NewCommand("x.kimi-code.control.instruct", fs.Arg(0), map[string]any{"text": text})
+	cmd, err := client.NewCommand("x.kimi-code.control.instruct", session, map[string]any{"text": text})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi instruct: %v\n", err)
 		return 2

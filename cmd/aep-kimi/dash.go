@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -23,38 +22,42 @@ const DefaultDashListen = "127.0.0.1:8790"
 // end with it.
 const dashDrain = 2 * time.Second
 
-// runDash is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet page fed
-// from several relays, on its own loopback port, each session labelled with
-// its relay.
-func runDash(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi dash", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	listen := fs.String("listen", DefaultDashListen, "loopback address to serve the page on")
-	var relays []string
-	fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token)", func(s string) error {
-		relays = append(relays, s)
-		return nil
-	})
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi dash --relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]")
-		fmt.Fprintln(io.err, "\nServes the fleet page fed from several relays (a laptop's and a team's) on a loopback port.")
-		fmt.Fprintln(io.err, "The relays' tokens stay in this process; the page logs in with a fresh token of its own,")
-		fmt.Fprintln(io.err, "carried after # in the URL printed at start.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// dashCommand is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet
+// page fed from several relays, on its own loopback port, each session
+// labelled with its relay.
+func dashCommand() command {
+	return command{
+		name:    "dash",
+		summary: "serve the fleet page fed from several relays, on a loopback port",
+		forms:   []string{"--relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]"},
+		about: "Serves the fleet page fed from several relays (a laptop's and a team's) on a loopback port.\n" +
+			"The relays' tokens stay in this process; the page logs in with a fresh token of its own,\n" +
+			"carried after # in the URL printed at start.",
+		examples: []string{"aep-kimi dash --relay http://127.0.0.1:8787 --relay https://relay.example:8787,$HOME/.aep/team.token"},
+		nargs:    noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			listen := fs.String("listen", DefaultDashListen, "loopback address to serve the page on")
+			var relays []string
+			fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token)", func(s string) error {
+				relays = append(relays, s)
+				return nil
+			})
+			return func(ctx context.Context, _ []string, io stdio) int { return runDash(ctx, *listen, relays, getenv, io) }
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
+}
+
+// runDash serves the dash until ctx is done.
+func runDash(ctx context.Context, listen string, relays []string, getenv func(string) string, io stdio) int {
 	if len(relays) == 0 {
 		fmt.Fprintln(io.err, "aep-kimi dash: give at least one --relay URL[,TOKEN_FILE]")
 		return 2
 	}
-	if !httpguard.LoopbackListen(*listen) {
-		fmt.Fprintf(io.err, "aep-kimi dash: --listen %s is not loopback: the dash holds the relays' tokens and serves only this machine\n", *listen)
+	if !httpguard.LoopbackListen(listen) {
+		fmt.Fprintf(io.err, "aep-kimi dash: --listen %s is not loopback: the dash holds the relays' tokens and serves only this machine\n", listen)
 		return 2
 	}
-	ups, err := dashUpstreams(relays)
+	ups, err := dashUpstreams(relays, getenv)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
@@ -71,7 +74,7 @@ func runDash(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
 	}
-	ep := httpdrain.NewEndpoint("dash", *listen, httpguard.Hosts(nil)(h))
+	ep := httpdrain.NewEndpoint("dash", listen, httpguard.Hosts(nil)(h))
 	addr, err := ep.Listen()
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
@@ -102,7 +105,7 @@ func runDash(ctx context.Context, args []string, io stdio) int {
 }
 
 // dashUpstreams reads each --relay value: URL, or URL,TOKEN_FILE.
-func dashUpstreams(values []string) ([]fleetpage.Upstream, error) {
+func dashUpstreams(values []string, getenv func(string) string) ([]fleetpage.Upstream, error) {
 	out := make([]fleetpage.Upstream, 0, len(values))
 	for _, v := range values {
 		u, file, _ := strings.Cut(v, ",")
@@ -110,7 +113,7 @@ func dashUpstreams(values []string) ([]fleetpage.Upstream, error) {
 		if u == "" {
 			return nil, errors.New("--relay: empty URL")
 		}
-		tok, err := relayToken(os.Getenv, strings.TrimSpace(file))
+		tok, err := relayToken(getenv, strings.TrimSpace(file))
 		if err != nil {
 			return nil, fmt.Errorf("--relay %s: %w", u, err)
 		}

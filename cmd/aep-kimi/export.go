@@ -11,54 +11,67 @@ import (
 	"github.com/aep-kimi/aep-kimi/export"
 )
 
-const exportUsage = `usage: aep-kimi export ce [--inverse] [FILE...]
-       aep-kimi export otlp [--max-capture LEVEL] [--service-name NAME] [FILE...]
-       aep-kimi export ocsf [--max-capture LEVEL] [FILE...]
-       aep-kimi export otlp --relay URL --endpoint http://HOST:4318 [--signal logs|traces|both] [--header K=V]...
-       aep-kimi export ce --relay URL --sink URL
-       aep-kimi export ocsf --relay URL (--out FILE | --sink URL)
-Without --relay: converts JSONL (stdin, or FILEs; - is stdin) to one record per
-line on stdout (AEP-0005 bridges); skipped and bad inputs are counted on stderr.
-With --relay: follows the relay and delivers every event matching --filter,
-resuming after a restart from --state; progress on --metrics ADDR (/metrics).`
+// exportCommand converts event streams through an AEP-0005 bridge, one
+// mode per bridge. Exit 0 when every input converted or was out of the
+// bridge's scope, 1 when an input was bad or unreadable, 2 for usage errors.
+func exportCommand() command {
+	return command{
+		name:    "export",
+		summary: "convert events to CloudEvents, OTLP or OCSF (AEP-0005 bridges)",
+		about: "Without --relay: converts JSONL (stdin, or FILEs; - is stdin) to one record per\n" +
+			"line on stdout (AEP-0005 bridges); skipped and bad inputs are counted on stderr.\n" +
+			"With --relay: follows the relay and delivers every event matching --filter,\n" +
+			"resuming after a restart from --state; progress on --metrics ADDR (/metrics).",
+		exit: "Exit 0 when every input converted or was out of the bridge's scope, 1 when an input was bad\n" +
+			"or unreadable (or the relay refused the subscription), 2 usage.",
+		modes: []command{
+			exportMode("ce", []string{"[--inverse] [FILE...]", "--relay URL --sink URL"}),
+			exportMode("otlp", []string{"[--max-capture LEVEL] [--service-name NAME] [FILE...]",
+				"--relay URL --endpoint http://HOST:4318 [--signal logs|traces|both] [--header K=V]..."}),
+			exportMode("ocsf", []string{"[--max-capture LEVEL] [FILE...]", "--relay URL (--out FILE | --sink URL)"}),
+		},
+	}
+}
 
-// runExport converts event streams through an AEP-0005 bridge. Exit 0 when
-// every input converted or was out of the bridge's scope, 1 when an input
-// was bad or unreadable, 2 for usage errors.
-func runExport(ctx context.Context, args []string, io stdio) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(io.err, exportUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+// exportMode is one bridge of `aep-kimi export`.
+func exportMode(mode string, forms []string) command {
+	return command{
+		name:  mode,
+		forms: forms,
+		nargs: anyArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			o := exportOptions{mode: mode, conv: export.Converter{MaxCapture: export.DefaultMaxCapture}}
+			o.maxCapture = export.DefaultMaxCapture.String()
+			o.live.register(fs, mode, getenv)
+			switch mode {
+			case "ce":
+				fs.BoolVar(&o.inverse, "inverse", false, "CloudEvents in, AEP events out (AEP-0005 §2)")
+			case "otlp":
+				o.conv.Mode = export.ModeOTLP
+				fs.StringVar(&o.conv.ServiceName, "service-name", "", "OTLP service.name for every record (default: the event's agent)")
+				fs.StringVar(&o.maxCapture, "max-capture", o.maxCapture, "capture ceiling: payloads above it are not exported (none, metadata, redacted, full)")
+			case "ocsf":
+				o.conv.Mode = export.ModeOCSF
+				fs.StringVar(&o.maxCapture, "max-capture", o.maxCapture, "capture ceiling: payloads above it are not exported (none, metadata, redacted, full)")
+			}
+			return func(ctx context.Context, files []string, io stdio) int { return runExport(ctx, &o, files, getenv, io) }
+		},
 	}
-	modeName := args[0]
-	fs := flag.NewFlagSet("export "+modeName, flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprintln(io.err, exportUsage); fs.PrintDefaults() }
-	conv := export.Converter{MaxCapture: export.DefaultMaxCapture}
-	var inverse *bool
-	maxCapture := export.DefaultMaxCapture.String()
-	var live liveFlags
-	live.register(fs, modeName)
-	switch modeName {
-	case "ce":
-		inverse = fs.Bool("inverse", false, "CloudEvents in, AEP events out (AEP-0005 §2)")
-	case "otlp":
-		conv.Mode = export.ModeOTLP
-		fs.StringVar(&conv.ServiceName, "service-name", "", "OTLP service.name for every record (default: the event's agent)")
-		fs.StringVar(&maxCapture, "max-capture", maxCapture, "capture ceiling: payloads above it are not exported (none, metadata, redacted, full)")
-	case "ocsf":
-		conv.Mode = export.ModeOCSF
-		fs.StringVar(&maxCapture, "max-capture", maxCapture, "capture ceiling: payloads above it are not exported (none, metadata, redacted, full)")
-	default:
-		fmt.Fprintf(io.err, "aep-kimi export: unknown mode %q (want ce, otlp or ocsf)\n", modeName)
-		return 2
-	}
-	if code, ok := parseFlags(fs, args[1:], io, -1); !ok {
-		return code
-	}
-	if inverse != nil && *inverse {
+}
+
+// exportOptions is one export mode's flag surface.
+type exportOptions struct {
+	mode       string
+	conv       export.Converter
+	inverse    bool
+	maxCapture string
+	live       liveFlags
+}
+
+// runExport converts files, or follows a relay with --relay.
+func runExport(ctx context.Context, o *exportOptions, files []string, getenv func(string) string, io stdio) int {
+	modeName, conv, maxCapture, live := o.mode, o.conv, o.maxCapture, &o.live
+	if o.inverse {
 		conv.Mode = export.ModeCEInverse
 	}
 	c, err := aep.ParseCapture(maxCapture)
@@ -68,17 +81,16 @@ func runExport(ctx context.Context, args []string, io stdio) int {
 	}
 	conv.MaxCapture = c
 	if live.relay != "" {
-		if fs.NArg() > 0 {
+		if len(files) > 0 {
 			fmt.Fprintln(io.err, "aep-kimi export: FILE arguments and --relay exclude each other")
 			return 2
 		}
-		return runExportLive(ctx, modeName, conv, &live, io)
+		return runExportLive(ctx, modeName, conv, live, getenv, io)
 	}
 	if live.set() {
 		fmt.Fprintln(io.err, "aep-kimi export: --endpoint, --sink, --out and the other live flags need --relay")
 		return 2
 	}
-	files := fs.Args()
 	if len(files) == 0 {
 		files = []string{"-"}
 	}

@@ -56,12 +56,12 @@ func (h *headerFlag) Set(v string) error {
 	return nil
 }
 
-func (l *liveFlags) register(fs *flag.FlagSet, mode string) {
+func (l *liveFlags) register(fs *flag.FlagSet, mode string, getenv func(string) string) {
 	l.fs = fs
 	fs.StringVar(&l.relay, "relay", "", "follow this relay (base URL) instead of converting files")
 	fs.StringVar(&l.token, "token", "", "relay bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 	fs.StringVar(&l.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"tool.*"}'`)
-	fs.StringVar(&l.state, "state", filepath.Join(aepHome(os.Getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
+	fs.StringVar(&l.state, "state", filepath.Join(aepHome(getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
 	fs.StringVar(&l.metrics, "metrics", "", "serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&l.sink, "sink", "", "POST each record to this URL")
 	fs.Var(&l.headers, "header", "HTTP header K=V on every request (repeatable; K=@FILE reads V from FILE)")
@@ -90,7 +90,7 @@ func (l *liveFlags) set() bool {
 
 // runExportLive runs one live exporter until ctx ends: exit 2 for bad
 // configuration, 1 when the relay refuses the subscription.
-func runExportLive(ctx context.Context, mode string, conv export.Converter, l *liveFlags, io stdio) int {
+func runExportLive(ctx context.Context, mode string, conv export.Converter, l *liveFlags, getenv func(string) string, io stdio) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(io.err, "aep-kimi export "+mode+": "+format+"\n", a...)
 		return 2
@@ -104,7 +104,7 @@ func runExportLive(ctx context.Context, mode string, conv export.Converter, l *l
 		}
 	}
 	if l.token = httpguard.TrimToken(l.token); l.token == "" {
-		t, err := relayToken(os.Getenv, os.Getenv("AEP_TOKEN_FILE"))
+		t, err := relayToken(getenv, getenv("AEP_TOKEN_FILE"))
 		if err != nil {
 			return fail("%v", err)
 		}

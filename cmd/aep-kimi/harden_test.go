@@ -69,7 +69,7 @@ func TestQuarantineCommand(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &first) != nil || first.Size <= 11 || first.Kind != quarantineSpool {
 		t.Fatalf("json: exit %d %q", code, out)
 	}
-	if code, _, errOut := runCmd(t, nil, "quarantine", "-h"); code != 0 || !strings.Contains(errOut, "unredacted") {
-		t.Fatalf("help: exit %d %q", code, errOut)
+	if code, help, _ := runCmd(t, nil, "quarantine", "-h"); code != 0 || !strings.Contains(help, "unredacted") {
+		t.Fatalf("help: exit %d %q", code, help)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,28 +9,31 @@ import (
 	"time"
 )
 
-// runHealthz checks the local daemons' /healthz (the container HEALTHCHECK,
-// and scripts): exit 0 when every URL answers 200, 1 otherwise.
-func runHealthz(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("aep-kimi healthz", flag.ContinueOnError)
-	fs.SetOutput(std.err)
-	timeout := fs.Duration("timeout", 2*time.Second, "per-request timeout")
-	fs.Usage = func() {
-		fmt.Fprintln(std.err, "usage: aep-kimi healthz [URL...]  (default: the relay and the adapter on their usual local ports)")
-		fs.PrintDefaults()
+// healthzCommand checks the local daemons' /healthz (the container
+// HEALTHCHECK, and scripts): exit 0 when every URL answers 200, 1
+// otherwise.
+func healthzCommand() command {
+	return command{
+		name:    "healthz",
+		summary: "check the local daemons' /healthz (exit 1 when one is down)",
+		forms:   []string{"[--timeout D] [URL...]"},
+		about:   "Checks each URL (default: the relay and the adapter on their usual local ports) and prints its answer.",
+		exit:    "Exit 0 when every URL answers 200, 1 otherwise, 2 usage.",
+		nargs:   anyArgs,
+		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+			timeout := fs.Duration("timeout", 2*time.Second, "per-request timeout")
+			return func(ctx context.Context, urls []string, std stdio) int { return runHealthz(ctx, *timeout, urls, std) }
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	urls := fs.Args()
+}
+
+// runHealthz checks each URL.
+func runHealthz(ctx context.Context, timeout time.Duration, urls []string, std stdio) int {
 	if len(urls) == 0 {
 		urls = []string{"http://127.0.0.1:8787/healthz", "http://127.0.0.1:8398/healthz"}
 	}
 	code := 0
-	client := &http.Client{Timeout: *timeout}
+	client := &http.Client{Timeout: timeout}
 	for _, u := range urls {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {

@@ -13,34 +13,44 @@ import (
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// runMap maps one hook payload (or, with --web, one kap-server frame) read
-// on stdin and prints the resulting AEP envelopes, one JSON line each, with a
-// placeholder identity (fresh ids, the current time, seq from 0).
-func runMap(_ context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("map", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	capture := fs.String("capture", "metadata", "capture ceiling: none, metadata, redacted or full")
-	attention := fs.String("attention-capture", "", "capture ceiling for attention.* (default redacted, or none when --capture none)")
-	web := fs.Bool("web", false, "the input is one kimi web (kap-server) WebSocket frame, not a hook payload")
-	mode := fs.String("mode", "companion", "with --web: companion or primary")
-	noPII := fs.Bool("no-pii", false, "do not redact emails and phone numbers at redacted")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi map [--capture LEVEL] [--attention-capture LEVEL] [--web --mode companion|primary] < payload.json")
-		fs.PrintDefaults()
+// mapCommand maps one hook payload (or, with --web, one kap-server frame)
+// read on stdin and prints the resulting AEP envelopes, one JSON line each,
+// with a placeholder identity (fresh ids, the current time, seq from 0).
+func mapCommand() command {
+	return command{
+		name:    "map",
+		summary: "map one hook payload (or kap frame) on stdin to AEP events",
+		forms:   []string{"[--capture LEVEL] [--attention-capture LEVEL] [--web --mode companion|primary] < payload.json"},
+		about: "Reads one hook payload (or, with --web, one kimi web frame) on stdin and prints the AEP events it maps to,\n" +
+			"one JSON line each, with placeholder ids, the current time and seq from 0.",
+		examples: []string{`echo '{"hook_event_name":"Stop","session_id":"s1"}' | aep-kimi map`},
+		nargs:    noArgs,
+		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+			var o mapOptions
+			fs.StringVar(&o.capture, "capture", "metadata", "capture ceiling: none, metadata, redacted or full")
+			fs.StringVar(&o.attention, "attention-capture", "", "capture ceiling for attention.* (default redacted, or none when --capture none)")
+			fs.BoolVar(&o.web, "web", false, "the input is one kimi web (kap-server) WebSocket frame, not a hook payload")
+			fs.StringVar(&o.mode, "mode", "companion", "with --web: companion or primary")
+			fs.BoolVar(&o.noPII, "no-pii", false, "do not redact emails and phone numbers at redacted")
+			return func(_ context.Context, _ []string, io stdio) int { return runMap(o, io) }
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(io.err, "aep-kimi map: unexpected argument %q (the payload is read from stdin)\n", fs.Arg(0))
-		return 2
-	}
-	posture, err := postureFrom(*capture, *attention, aep.RedactOptions{Home: homeDir(), NoPII: *noPII})
+}
+
+// mapOptions is `aep-kimi map`'s flag surface.
+type mapOptions struct {
+	capture, attention, mode string
+	web, noPII               bool
+}
+
+// runMap maps stdin.
+func runMap(o mapOptions, io stdio) int {
+	posture, err := postureFrom(o.capture, o.attention, aep.RedactOptions{Home: homeDir(), NoPII: o.noPII})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
 		return 2
 	}
-	webMode, err := mapping.ParseMode(*mode)
+	webMode, err := mapping.ParseMode(o.mode)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
 		return 2
@@ -53,7 +63,7 @@ func runMap(_ context.Context, args []string, io stdio) int {
 
 	var events []mapping.Event
 	session := ""
-	if *web {
+	if o.web {
 		r, err := mapping.Web(in, webMode, posture)
 		if err != nil {
 			fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)

@@ -36,55 +36,65 @@ func withPage(cfg *relay.Config, home string) error {
 	return nil
 }
 
-// relayClientFlags are the flags of a command that reads a relay: its URL
-// and the token file.
-func relayClientFlags(fs *flag.FlagSet) (relayURL, tokenFile *string) {
-	relayURL = fs.String("relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
-	tokenFile = fs.String("token-file", os.Getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
-	return relayURL, tokenFile
+// relayClient is what a command that reads a relay needs: its URL and
+// the token file.
+type relayClient struct{ url, tokenFile string }
+
+// relayClientFlags registers --relay and --token-file.
+func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient {
+	var rc relayClient
+	fs.StringVar(&rc.url, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	fs.StringVar(&rc.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	return &rc
 }
 
 // OpenFileName names the file `aep-kimi open` hands the browser, under
 // AEP_HOME: a page that sends the browser on to the login URL.
 const OpenFileName = "open.html"
 
-// runOpen is `aep-kimi open`: write the fleet page's login URL (the token in
-// its fragment, which the browser never sends to a server) into a private
-// file under AEP_HOME that redirects to it, and open that file with the
-// desktop's opener when there is one. The opener gets the file's path, not
-// the URL: a command line is readable by every local user, the file only by
-// its owner.
-func runOpen(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi open", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	relayURL, tokenFile := relayClientFlags(fs)
-	home := fs.String("home", aepHome(os.Getenv), "AEP home, where "+OpenFileName+" is written (env AEP_HOME)")
-	printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi open [--relay URL] [--token-file F] [--home DIR] [--print]")
-		fmt.Fprintln(io.err, "\nOpens the fleet page logged in: writes $AEP_HOME/"+OpenFileName+" (mode 0600), which sends the")
-		fmt.Fprintln(io.err, "browser to the login URL, prints its path and opens it (xdg-open or open, when present).")
-		fmt.Fprintln(io.err, "The token rides after # in that URL: browsers never send that part to a server; the page")
-		fmt.Fprintln(io.err, "trades it for a session cookie and drops it from the address bar.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// openCommand is `aep-kimi open`: write the fleet page's login URL (the
+// token in its fragment, which the browser never sends to a server) into a
+// private file under AEP_HOME that redirects to it, and open that file with
+// the desktop's opener when there is one. The opener gets the file's path,
+// not the URL: a command line is readable by every local user, the file
+// only by its owner.
+func openCommand() command {
+	return command{
+		name:    "open",
+		summary: "open the fleet page (the relay's web view) logged in",
+		forms:   []string{"[--relay URL] [--token-file F] [--home DIR] [--print]"},
+		about: "Opens the fleet page logged in: writes $AEP_HOME/" + OpenFileName + " (mode 0600), which sends the\n" +
+			"browser to the login URL, prints its path and opens it (xdg-open or open, when present).\n" +
+			"The token rides after # in that URL: browsers never send that part to a server; the page\n" +
+			"trades it for a session cookie and drops it from the address bar.",
+		env:   []string{"AEP_TOKEN"},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			rc := relayClientFlags(fs, getenv)
+			home := fs.String("home", aepHome(getenv), "AEP home, where "+OpenFileName+" is written (env AEP_HOME)")
+			printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
+			return func(ctx context.Context, _ []string, io stdio) int {
+				return runOpen(ctx, *rc, *home, *printOnly, getenv, io)
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	token, err := relayToken(os.Getenv, *tokenFile)
+}
+
+// runOpen opens (or prints) the page's login.
+func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, getenv func(string) string, io stdio) int {
+	token, err := relayToken(getenv, rc.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
 		return 2
 	}
-	u := fleetpage.LoginURL(*relayURL, token)
-	if *printOnly {
+	u := fleetpage.LoginURL(rc.url, token)
+	if printOnly {
 		fmt.Fprintln(io.out, u)
 		return 0
 	}
 	target := u
 	if token != "" {
-		if target, err = writeOpenFile(*home, u); err != nil {
+		if target, err = writeOpenFile(home, u); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
 			return 1
 		}

@@ -20,7 +20,7 @@ import (
 func TestOpenPrintsFragmentURL(t *testing.T) {
 	t.Setenv("AEP_TOKEN", "tok en/+")
 	t.Setenv("AEP_TOKEN_FILE", "")
-	code, out, errOut := runIn(t, runOpen, "--relay", "http://127.0.0.1:9", "--print")
+	code, out, errOut := runIn(t, "open", "--relay", "http://127.0.0.1:9", "--print")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -37,7 +37,7 @@ func TestDashUsage(t *testing.T) {
 		{"--relay", "http://127.0.0.1:8787,/nonexistent/token", "--listen", "127.0.0.1:0"},
 	}
 	for _, args := range cases {
-		if code, _, errOut := runIn(t, runDash, args...); code != 2 || errOut == "" {
+		if code, _, errOut := runIn(t, "dash", args...); code != 2 || errOut == "" {
 			t.Errorf("dash %v: exit %d (%q), want 2 with a reason", args, code, errOut)
 		}
 	}
@@ -59,7 +59,7 @@ func TestOpenHandsTheOpenerAFile(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("AEP_TOKEN", token)
 	t.Setenv("AEP_TOKEN_FILE", "")
-	code, out, errOut := runIn(t, runOpen, "--relay", "http://127.0.0.1:9", "--home", home)
+	code, out, errOut := runIn(t, "open", "--relay", "http://127.0.0.1:9", "--home", home)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -99,7 +99,7 @@ func TestOpenHandsTheOpenerAFile(t *testing.T) {
 	if err := os.Symlink(victim, want); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := runIn(t, runOpen, "--relay", "http://127.0.0.1:9", "--home", home); code == 0 {
+	if code, _, _ := runIn(t, "open", "--relay", "http://127.0.0.1:9", "--home", home); code == 0 {
 		t.Error("open wrote through a link")
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {

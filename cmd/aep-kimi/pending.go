@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -25,30 +24,35 @@ const (
 	pendingFilter = `{"type":["attention.*","session.started","session.ended"]}`
 )
 
-// runPending is `aep-kimi pending`: the attention requests that wait on a
-// person across the fleet now, oldest first, from the relay's replay.
-func runPending(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi pending", flag.ContinueOnError)
-	relayURL, tokenFile := relayClientFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi pending [--relay URL] [--token-file F]")
-		fmt.Fprintln(io.err, "\nLists the attention requests waiting on a person across every session the relay")
-		fmt.Fprintln(io.err, "holds, oldest first: session and title, request id, age, time left, prompt, options,")
-		fmt.Fprintln(io.err, "and the command that answers each (or where to answer it). Answered, resolved and")
-		fmt.Fprintln(io.err, "expired requests are left out. Exit 0 (also when nothing is pending), 1 when the")
-		fmt.Fprintln(io.err, "relay cannot be read, 2 usage.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// pendingCommand is `aep-kimi pending`: the attention requests that wait
+// on a person across the fleet now, oldest first, from the relay's replay.
+func pendingCommand() command {
+	return command{
+		name:    "pending",
+		summary: "list the attention requests waiting on you across the fleet",
+		forms:   []string{"[--relay URL] [--token-file F]"},
+		about: "Lists the attention requests waiting on a person across every session the relay\n" +
+			"holds, oldest first: session and title, request id, age, time left, prompt, options,\n" +
+			"and the command that answers each (or where to answer it). Answered, resolved and\n" +
+			"expired requests are left out.",
+		env:   []string{"AEP_TOKEN"},
+		exit:  "Exit 0 (also when nothing is pending), 1 when the relay cannot be read, 2 usage.",
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			rc := relayClientFlags(fs, getenv)
+			return func(ctx context.Context, _ []string, io stdio) int { return runPending(ctx, *rc, getenv, io) }
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	token, err := relayToken(os.Getenv, *tokenFile)
+}
+
+// runPending prints what waits.
+func runPending(ctx context.Context, rc relayClient, getenv func(string) string, io stdio) int {
+	token, err := relayToken(getenv, rc.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 2
 	}
-	f, err := loadFleet(ctx, *relayURL, token)
+	f, err := loadFleet(ctx, rc.url, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 1
@@ -60,8 +64,8 @@ func runPending(ctx context.Context, args []string, io stdio) int {
 		return 0
 	}
 	relayArg := ""
-	if *relayURL != envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL) {
-		relayArg = displayURL(*relayURL)
+	if rc.url != envOr(getenv, "AEP_RELAY", DefaultRelayURL) {
+		relayArg = displayURL(rc.url)
 	}
 	if len(reqs) == 1 {
 		fmt.Fprintln(io.out, "1 request waits on you:")

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,20 +78,9 @@ func fleetFixture(t *testing.T) pendingFixture {
 	return pendingFixture{srv: srv, tokenFile: tokenFile, ids: ids}
 }
 
-// runIn runs a subcommand in-process with a bounded context and returns its
-// exit code, stdout and stderr.
-func runIn(t *testing.T, f func(context.Context, []string, stdio) int, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	code := f(ctx, args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
-	return code, out.String(), errb.String()
-}
-
 func TestPendingListsWhatWaits(t *testing.T) {
 	fx := fleetFixture(t)
-	code, out, errOut := runIn(t, runPending, "--relay", fx.srv.URL, "--token-file", fx.tokenFile)
+	code, out, errOut := runIn(t, "pending", "--relay", fx.srv.URL, "--token-file", fx.tokenFile)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -133,7 +120,7 @@ func TestPendingNothingAndErrors(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
 	tf := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tf, []byte("tok"), 0o600)
-	code, out, errOut := runIn(t, runPending, "--relay", srv.URL, "--token-file", tf)
+	code, out, errOut := runIn(t, "pending", "--relay", srv.URL, "--token-file", tf)
 	if code != 0 || strings.TrimSpace(out) != "nothing waits on you" {
 		t.Fatalf("empty relay: exit %d out %q err %q", code, out, errOut)
 	}
@@ -150,7 +137,7 @@ func TestPendingNothingAndErrors(t *testing.T) {
 		"stray operand": {[]string{"extra"}, 2, "unexpected argument"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			code, _, errOut := runIn(t, runPending, c.args...)
+			code, _, errOut := runIn(t, "pending", c.args...)
 			if code != c.code || !strings.Contains(errOut, c.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 				t.Fatalf("exit %d stderr %q; want exit %d and one line naming %q", code, errOut, c.code, c.msg)
 			}
@@ -186,19 +173,19 @@ func TestRespondTargets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, errOut := runIn(t, runRespond, append(base, c.args...)...)
+			code, _, errOut := runIn(t, "respond", append(base, c.args...)...)
 			if code != c.code || !strings.Contains(errOut, c.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 				t.Fatalf("exit %d stderr %q; want exit %d and one line naming %q", code, errOut, c.code, c.msg)
 			}
 		})
 	}
-	code, _, errOut := runIn(t, runRespond, append(base, "se")...)
+	code, _, errOut := runIn(t, "respond", append(base, "se")...)
 	if code != exitSeveralPending || !strings.Contains(errOut, fx.ids["two-1"]) || !strings.Contains(errOut, fx.ids["two-2"]) ||
 		!strings.Contains(errOut, "has 2 pending requests; name one") {
 		t.Fatalf("several pending: exit %d:\n%s", code, errOut)
 	}
 	for _, bad := range [][]string{{}, {"a", "b", "c"}} {
-		if code, _, _ := runIn(t, runRespond, append(base, bad...)...); code != 2 {
+		if code, _, _ := runIn(t, "respond", append(base, bad...)...); code != 2 {
 			t.Errorf("args %q: exit %d, want 2", bad, code)
 		}
 	}

@@ -33,34 +33,38 @@ type quarantinedFile struct {
 	Reason   string    `json:"reason"`
 }
 
-// runQuarantine lists what aep-kimi set aside under its home rather than
-// drop: spool records the adapter could not ingest and torn log tails.
-func runQuarantine(_ context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("aep-kimi quarantine", flag.ContinueOnError)
-	home := fs.String("home", aepHome(os.Getenv), "AEP home (env AEP_HOME)")
-	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
-	fs.Usage = func() {
-		fmt.Fprintln(std.err, "usage: aep-kimi quarantine [--home DIR] [--json]")
-		fmt.Fprintln(std.err, "\nLists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.")
-		fmt.Fprintf(std.err, "  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", quarantineSpool)
-		fmt.Fprintln(std.err, "             prompts and tool output, unredacted. The adapter keeps at most "+
-			fmt.Sprintf("%d MiB of them, none older than %s,", spool.QuarantineMaxBytes>>20, spool.QuarantineMaxAge))
-		fmt.Fprintln(std.err, "             removing the oldest first.")
-		fmt.Fprintf(std.err, "  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", quarantineTorn)
-		fmt.Fprintln(std.err, "             append, next to the log as <session>.jsonl.torn-<time>. Kept until you delete it.")
-		fmt.Fprintln(std.err, "Delete a file with rm once you have looked at it.")
-		fmt.Fprintln(std.err, "\nFlags:")
-		fs.PrintDefaults()
+// quarantineCommand lists what aep-kimi set aside under its home rather
+// than drop: spool records the adapter could not ingest and torn log tails.
+func quarantineCommand() command {
+	return command{
+		name:    "quarantine",
+		summary: "list payloads and log tails set aside under the home, with why",
+		forms:   []string{"[--home DIR] [--json]"},
+		about: "Lists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.\n" +
+			fmt.Sprintf("  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", quarantineSpool) +
+			"             prompts and tool output, unredacted. The adapter keeps at most " +
+			fmt.Sprintf("%d MiB of them, none older than %s,\n", spool.QuarantineMaxBytes>>20, spool.QuarantineMaxAge) +
+			"             removing the oldest first.\n" +
+			fmt.Sprintf("  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", quarantineTorn) +
+			"             append, next to the log as <session>.jsonl.torn-<time>. Kept until you delete it.\n" +
+			"Delete a file with rm once you have looked at it.",
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			home := fs.String("home", aepHome(getenv), "AEP home (env AEP_HOME)")
+			asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
+			return func(_ context.Context, _ []string, std stdio) int { return runQuarantine(*home, *asJSON, std) }
+		},
 	}
-	if code, ok := parseFlags(fs, args, std, 0); !ok {
-		return code
-	}
-	files, err := listQuarantine(*home, time.Now())
+}
+
+// runQuarantine prints the list.
+func runQuarantine(home string, asJSON bool, std stdio) int {
+	files, err := listQuarantine(home, time.Now())
 	if err != nil {
 		fmt.Fprintf(std.err, "aep-kimi quarantine: %v\n", err)
 		return 1
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(std.out)
 		for _, f := range files {
 			enc.Encode(f) //nolint:errcheck // stdout gone
@@ -68,7 +72,7 @@ func runQuarantine(_ context.Context, args []string, std stdio) int {
 		return 0
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(std.out, "nothing in quarantine under %s\n", *home)
+		fmt.Fprintf(std.out, "nothing in quarantine under %s\n", home)
 		return 0
 	}
 	tw := tabwriter.NewWriter(std.out, 0, 0, 2, ' ', 0)

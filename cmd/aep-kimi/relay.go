@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 
@@ -14,49 +13,60 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
-// runRelay is `aep-kimi relay`: the collector/relay daemon. Flags win over
-// the reference relay's environment (AEP_PORT, AEP_TOKEN, AEP_BUFFER,
+// relayCommand is `aep-kimi relay`: the collector/relay daemon. Flags win
+// over the reference relay's environment (AEP_PORT, AEP_TOKEN, AEP_BUFFER,
 // AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH,
 // AEP_MAX_FROM) and ours (AEP_TOKEN_FILE, AEP_PUBLIC, AEP_ALLOWED_HOSTS).
-func runRelay(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi relay", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	getenv := os.Getenv
-	listen := fs.String("listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
-	public := fs.Bool("public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
-	tokenFile := fs.String("token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
-	bufferBytes := fs.Int64("buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
-	var hostList string
-	allowedHostsFlag(fs, &hostList, getenv)
-	var st storeOptions
-	fs.StringVar(&st.home, "home", aepHome(getenv),
-		"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
-	st.flags(fs, getenv)
-	verbose := fs.Bool("v", false, "log every request (debug level)")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi relay [--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]")
-		fmt.Fprintln(io.err, "         [--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]")
-		fmt.Fprintln(io.err, "\nAn AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).")
-		fmt.Fprintln(io.err, "\nEnvironment: AEP_PORT, AEP_TOKEN or AEP_TOKEN_FILE (enables auth and control routing), AEP_BUFFER,")
-		fmt.Fprintln(io.err, "AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PUBLIC, AEP_ALLOWED_HOSTS,")
-		fmt.Fprintln(io.err, "AEP_STORE, AEP_HOME, AEP_NATS_URL, AEP_NATS_CREDS, AEP_NATS_CA, AEP_NATS_STREAM, AEP_STORE_SYNC.")
-		fmt.Fprintln(io.err, "\nStores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps")
-		fmt.Fprintln(io.err, "every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,")
-		fmt.Fprintln(io.err, "with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream")
-		fmt.Fprintln(io.err, "reaches the session's claimant through the relay it is connected to.")
-		fmt.Fprintln(io.err, "\nOff loopback (--public or a non-loopback --listen) the relay refuses to start without a token.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+func relayCommand() command {
+	return command{
+		name:    "relay",
+		summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
+		forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]\n" +
+			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]"},
+		about: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
+			"AEP_TOKEN or AEP_TOKEN_FILE enables auth and control routing.\n\n" +
+			"Stores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps\n" +
+			"every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,\n" +
+			"with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream\n" +
+			"reaches the session's claimant through the relay it is connected to.\n\n" +
+			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.",
+		env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
+			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
+			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "GOMEMLIMIT"},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o relayOptions
+			fs.StringVar(&o.listen, "listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
+			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
+			fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
+			fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
+			allowedHostsFlag(fs, &o.hostList, getenv)
+			fs.StringVar(&o.store.home, "home", aepHome(getenv),
+				"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
+			o.store.flags(fs, getenv)
+			fs.BoolVar(&o.verbose, "v", false, "log every request (debug level)")
+			return func(ctx context.Context, _ []string, io stdio) int { return runRelay(ctx, o, getenv, io) }
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
+}
+
+// relayOptions is `aep-kimi relay`'s flag surface.
+type relayOptions struct {
+	listen, tokenFile, hostList string
+	public, verbose             bool
+	bufferBytes                 int64
+	store                       storeOptions
+}
+
+// runRelay runs the relay until ctx is done.
+func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, io stdio) int {
+	st := o.store
 	cfg, err := relayConfigFromEnv(getenv)
 	if err == nil {
-		cfg.Token, err = serverToken(getenv, *tokenFile)
+		cfg.Token, err = serverToken(getenv, o.tokenFile)
 	}
 	if err == nil {
-		cfg.AllowedHosts, err = parseAllowedHosts(hostList)
+		cfg.AllowedHosts, err = parseAllowedHosts(o.hostList)
 	}
 	if err == nil {
 		err = st.validate()
@@ -66,23 +76,23 @@ func runRelay(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 	switch {
-	case *listen != "":
-		cfg.Listen = *listen
-	case *public:
+	case o.listen != "":
+		cfg.Listen = o.listen
+	case o.public:
 		cfg.Listen = net.JoinHostPort("0.0.0.0", envOr(getenv, "AEP_PORT", "8787"))
 	}
-	if *bufferBytes > 0 {
-		cfg.BufferBytes = *bufferBytes
+	if o.bufferBytes > 0 {
+		cfg.BufferBytes = o.bufferBytes
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = relay.DefaultListen
 	}
-	if err := httpguard.CheckExposure(cfg.Listen, *public, cfg.Token); err != nil {
+	if err := httpguard.CheckExposure(cfg.Listen, o.public, cfg.Token); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))

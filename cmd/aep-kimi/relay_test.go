@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestRunRelayDrainsAndExitsZero(t *testing.T) {
 	var errb bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runRelay(ctx, []string{"--listen", "127.0.0.1:0"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb})
+		done <- runContext(ctx, []string{"relay", "--listen", "127.0.0.1:0"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}, os.Getenv)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
@@ -46,7 +47,7 @@ func TestRunRelayDrainsAndExitsZero(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("relay did not stop")
 	}
-	if code := runRelay(context.Background(), []string{"--bogus"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}}); code != 2 {
+	if code := runContext(context.Background(), []string{"relay", "--bogus"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}}, os.Getenv); code != 2 {
 		t.Fatalf("bad flag: exit %d, want 2", code)
 	}
 }
@@ -77,7 +78,7 @@ func TestRunRelayStoreRefusals(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var errb bytes.Buffer
-			code := runRelay(context.Background(), tc.args, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb})
+			code := runContext(context.Background(), append([]string{"relay"}, tc.args...), stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}, os.Getenv)
 			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
 			last := lines[len(lines)-1]
 			if code != tc.code || !strings.Contains(last, tc.want) || !strings.HasPrefix(last, "aep-kimi relay: ") {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/tail")
 
 // goldenNow is the clock of the golden renderings: a minute after the
 // cases' events, so expiry countdowns are fixed.

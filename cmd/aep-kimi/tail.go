@@ -24,73 +24,85 @@ const (
 	tailSaveEvery = time.Second
 )
 
-// runTail is `aep-kimi tail`: a terminal timeline of a relay's stream over
-// SSE, deduplicated on (source, id), resuming from a state file.
-func runTail(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi tail", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	relayURL := fs.String("relay", envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
-	filter := fs.String("filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
-	capture := fs.String("capture", "", "capture ceiling: none, metadata, redacted or full")
-	from := fs.String("from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
-	statePath := fs.String("state", filepath.Join(aepHome(os.Getenv), "tail-state.json"), `resume state file ("none" disables)`)
-	token := fs.String("token", "", "bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
-	once := fs.Bool("once", false, "print the replay and exit instead of following")
-	noColor := fs.Bool("no-color", false, "never colour the output")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi tail [--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token T] [--once] [--no-color]")
-		fmt.Fprintln(io.err, "\nFollows a relay's event stream as a timeline, resuming where the last run stopped.")
-		fmt.Fprintln(io.err, "Each row: time, agent, session (short id and title), position, type, and what happened")
-		fmt.Fprintln(io.err, "(the tool and its arguments as far as the capture level carried them, outcomes,")
-		fmt.Fprintln(io.err, "durations). Under an attention request: its id, options and expiry, and either the")
-		fmt.Fprintln(io.err, "command that answers it, ready to paste (aep-kimi respond --option deny SESSION ID),")
-		fmt.Fprintln(io.err, "or where to answer it (in Kimi itself). Colour only on a terminal, never with")
-		fmt.Fprintln(io.err, "--no-color or NO_COLOR. See also: aep-kimi pending.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// tailCommand is `aep-kimi tail`: a terminal timeline of a relay's stream
+// over SSE, deduplicated on (source, id), resuming from a state file.
+func tailCommand() command {
+	return command{
+		name:    "tail",
+		summary: "follow a relay's event stream as a terminal timeline",
+		forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token T] [--once] [--no-color]"},
+		about: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
+			"Each row: time, agent, session (short id and title), position, type, and what happened\n" +
+			"(the tool and its arguments as far as the capture level carried them, outcomes,\n" +
+			"durations). Under an attention request: its id, options and expiry, and either the\n" +
+			"command that answers it, ready to paste (aep-kimi respond --option deny SESSION ID),\n" +
+			"or where to answer it (in Kimi itself). Colour only on a terminal, never with\n" +
+			"--no-color or NO_COLOR. See also: aep-kimi pending.",
+		env:   []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR"},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o tailOptions
+			fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+			fs.StringVar(&o.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
+			fs.StringVar(&o.capture, "capture", "", "capture ceiling: none, metadata, redacted or full")
+			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
+			fs.StringVar(&o.statePath, "state", filepath.Join(aepHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
+			fs.StringVar(&o.token, "token", "", "bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
+			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")
+			fs.BoolVar(&o.noColor, "no-color", false, "never colour the output")
+			return func(ctx context.Context, _ []string, io stdio) int { return runTail(ctx, o, getenv, io) }
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	if *token = httpguard.TrimToken(*token); *token == "" {
-		t, err := relayToken(os.Getenv, os.Getenv("AEP_TOKEN_FILE"))
+}
+
+// tailOptions is `aep-kimi tail`'s flag surface.
+type tailOptions struct {
+	relayURL, filter, capture, from, statePath, token string
+	once, noColor                                     bool
+}
+
+// runTail follows the relay until ctx is done (or, with --once, until the
+// replay ends).
+func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io stdio) int {
+	if o.token = httpguard.TrimToken(o.token); o.token == "" {
+		t, err := relayToken(getenv, getenv("AEP_TOKEN_FILE"))
 		if err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
 			return 2
 		}
-		*token = t
+		o.token = t
 	}
-	if _, err := aep.ParseFilter([]byte(*filter)); err != nil {
+	if _, err := aep.ParseFilter([]byte(o.filter)); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: --filter: %v\n", err)
 		return 2
 	}
-	if *capture != "" {
-		if _, err := aep.ParseCapture(*capture); err != nil {
+	if o.capture != "" {
+		if _, err := aep.ParseCapture(o.capture); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: --capture: %v\n", err)
 			return 2
 		}
 	}
-	fromReq, err := wire.ParseFrom([]byte(*from))
+	fromReq, err := wire.ParseFrom([]byte(o.from))
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: --from: %v\n", err)
 		return 2
 	}
 
 	state := client.NewTailState()
-	persist := *statePath != "" && *statePath != "none"
+	persist := o.statePath != "" && o.statePath != "none"
 	if persist {
-		if state, err = client.LoadTailState(*statePath); err != nil {
+		if state, err = client.LoadTailState(o.statePath); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: %v (starting fresh)\n", err)
 		}
 	}
-	pr := &tailPrinter{w: io.out, color: useColor(*noColor, os.Getenv, io.out)}
+	pr := &tailPrinter{w: io.out, color: useColor(o.noColor, getenv, io.out)}
 	if pr.color {
 		// The colour codes are ours, and the printer passed every field
 		// through the sanitizer before colouring it.
 		pr.w = unwrapped(io.out)
 	}
-	if *relayURL != envOr(os.Getenv, "AEP_RELAY", DefaultRelayURL) {
-		pr.relayArg = displayURL(*relayURL)
+	if o.relayURL != envOr(getenv, "AEP_RELAY", DefaultRelayURL) {
+		pr.relayArg = displayURL(o.relayURL)
 	}
 	var lastSave time.Time
 	save := func(force bool) {
@@ -98,20 +110,20 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 			return
 		}
 		lastSave = time.Now()
-		if err := state.Save(*statePath); err != nil {
+		if err := state.Save(o.statePath); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
 		}
 	}
-	shown := displayURL(*relayURL)
+	shown := displayURL(o.relayURL)
 	unreachable := false
 	t, err := client.NewTailer(client.TailConfig{
-		URL:     *relayURL,
-		Token:   *token,
-		Filter:  *filter,
-		Capture: *capture,
+		URL:     o.relayURL,
+		Token:   o.token,
+		Filter:  o.filter,
+		Capture: o.capture,
 		From:    fromReq,
 		State:   state,
-		Live:    !*once,
+		Live:    !o.once,
 		OnEvent: func(ev *aep.Event) {
 			pr.print(ev)
 			save(false)
@@ -132,7 +144,7 @@ func runTail(ctx context.Context, args []string, io stdio) int {
 				pr.notice("replay exhausted: " + describeExhausted(st.Detail))
 			case client.TailEnded:
 				save(true)
-				if !*once {
+				if !o.once {
 					why := "stream ended"
 					if st.Detail != "" {
 						why = "relay ended the stream (" + st.Detail + ")"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 
 func tailRun(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	return runIn(t, runTail, args...)
+	return runIn(t, "tail", args...)
 }
 
 func tailPost(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
@@ -122,8 +123,8 @@ func TestTailUnreachableSaysSoOnce(t *testing.T) {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	code := runTail(ctx, []string{"--relay", "http://user:pw@" + addr + "/?access_token=sekrit", "--state", "none"},
-		stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	code := runContext(ctx, []string{"tail", "--relay", "http://user:pw@" + addr + "/?access_token=sekrit", "--state", "none"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errb}, os.Getenv)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

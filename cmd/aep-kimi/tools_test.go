@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
@@ -17,6 +19,17 @@ func runCmd(t *testing.T, stdin []byte, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(args, stdio{in: bytes.NewReader(stdin), out: &out, err: &errb})
+	return code, out.String(), errb.String()
+}
+
+// runIn runs the named command in-process with a bounded context and
+// returns its exit code, stdout and stderr.
+func runIn(t *testing.T, name string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code := runContext(ctx, append([]string{name}, args...), stdio{in: strings.NewReader(""), out: &out, err: &errb}, os.Getenv)
 	return code, out.String(), errb.String()
 }
 

@@ -34,43 +34,44 @@ type upOptions struct {
 	store                            storeOptions
 }
 
-// runUp is `aep-kimi up`: the relay, the adapter and (unless --web=false)
-// the kimi web bridge, in one process sharing one token.
-func runUp(ctx context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("aep-kimi up", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	getenv := os.Getenv
-	var o upOptions
-	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
-	fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
-	fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
-	fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
-	allowedHostsFlag(fs, &o.allowedHosts, getenv)
-	fs.BoolVar(&o.verbose, "v", false, "debug logging")
-	o.bridge.flags(fs, getenv)
-	o.life.flags(fs, getenv)
-	o.otlp.flags(fs)
-	o.store.flags(fs, getenv)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi up [--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]")
-		fmt.Fprintln(io.err, "         [--store memory|jetstream ...]")
-		fmt.Fprintln(io.err, "\nRuns the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),")
-		fmt.Fprintln(io.err, "sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment.")
-		fmt.Fprintln(io.err, "\nFlags:")
-		fs.PrintDefaults()
+// upCommand is `aep-kimi up`: the relay, the adapter and (unless
+// --web=false) the kimi web bridge, in one process sharing one token.
+func upCommand() command {
+	return command{
+		name:    "up",
+		summary: "run the relay, the hook adapter and the kimi web bridge together",
+		forms: []string{"[--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]\n" +
+			"[--store memory|jetstream ...] [--otlp URL]"},
+		about: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
+			"sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment\n" +
+			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h).",
+		env:   []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_INSTRUCT"},
+		nargs: noArgs,
+		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+			var o upOptions
+			fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
+			fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
+			fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
+			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
+			allowedHostsFlag(fs, &o.allowedHosts, getenv)
+			fs.BoolVar(&o.verbose, "v", false, "debug logging")
+			o.bridge.flags(fs, getenv)
+			o.life.flags(fs, getenv)
+			o.otlp.flags(fs)
+			o.store.flags(fs, getenv)
+			return func(ctx context.Context, _ []string, io stdio) int {
+				if err := upRun(ctx, o, getenv, io); err != nil {
+					fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
+					var ue usageError
+					if errors.As(err, &ue) {
+						return 2
+					}
+					return 1
+				}
+				return 0
+			}
+		},
 	}
-	if code, ok := parseFlags(fs, args, io, 0); !ok {
-		return code
-	}
-	if err := upRun(ctx, o, getenv, io); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
-	}
-	return 0
 }
 
 // usageError marks a configuration mistake (exit 2) rather than a failure.

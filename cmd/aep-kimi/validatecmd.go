@@ -15,26 +15,30 @@ import (
 // maxLine bounds one JSONL line (an event); the relay's default body cap.
 const maxLine = 16 << 20
 
-// runValidate checks JSONL streams: every line's envelope and payload, and
-// the stream rules across the lines of each file. It prints one line per
-// violation and a summary, and exits 1 on any violation.
-func runValidate(_ context.Context, args []string, io stdio) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(io.err)
-	quiet := fs.Bool("q", false, "print only the summary")
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: aep-kimi validate [-q] FILE... (- for stdin)")
-		fs.PrintDefaults()
+// validateCommand checks JSONL streams: every line's envelope and payload,
+// and the stream rules across the lines of each file. It prints one line
+// per violation and a summary, and exits 1 on any violation.
+func validateCommand() command {
+	return command{
+		name:    "validate",
+		summary: "check JSONL event streams against AEP 0.1",
+		forms:   []string{"[-q] FILE... (- for stdin)"},
+		about: "Checks every line's envelope and payload, and the stream rules across the lines of each file;\n" +
+			"prints one line per violation and a summary.",
+		exit:     "Exit 0 when every event is valid, 1 on any violation or unreadable file, 2 usage.",
+		examples: []string{"aep-kimi validate ~/.aep/logs/kimi-code/*.jsonl"},
+		nargs:    nargs{1, -1},
+		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+			quiet := fs.Bool("q", false, "print only the summary")
+			return func(_ context.Context, files []string, io stdio) int { return runValidate(files, *quiet, io) }
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
-	}
+}
+
+// runValidate checks each file.
+func runValidate(files []string, quiet bool, io stdio) int {
 	var total, bad, unreadable int
-	for _, name := range fs.Args() {
+	for _, name := range files {
 		n, vs, err := validateFile(name, io.in)
 		total += n
 		if err != nil {
@@ -43,13 +47,13 @@ func runValidate(_ context.Context, args []string, io stdio) int {
 			continue
 		}
 		bad += len(vs)
-		if !*quiet {
+		if !quiet {
 			for _, v := range vs {
 				fmt.Fprintf(io.out, "%s:%d: %s\n", consumer.Line(name), v.line, consumer.Line(v.Error()))
 			}
 		}
 	}
-	fmt.Fprintf(io.out, "%d event(s) in %d file(s): %d violation(s)", total, fs.NArg(), bad)
+	fmt.Fprintf(io.out, "%d event(s) in %d file(s): %d violation(s)", total, len(files), bad)
 	if unreadable > 0 {
 		fmt.Fprintf(io.out, ", %d file(s) unreadable", unreadable)
 	}
