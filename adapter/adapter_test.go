@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -54,12 +55,10 @@ func (c *testClock) now() time.Time { return c.t }
 func newTestServer(t testing.TB, home string, mod func(*Config)) *Server {
 	t.Helper()
 	cfg := Config{
-		Home:          home,
+		Config: emitter.Config{Home: home, Host: "testhost", Posture: mapping.DefaultPosture(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		Listen:        "127.0.0.1:0",
-		Host:          "testhost",
-		Posture:       mapping.DefaultPosture(),
 		ReorderWindow: 50 * time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if mod != nil {
 		mod(&cfg)

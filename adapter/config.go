@@ -3,23 +3,21 @@
 // pure mapping table, gives it identity and session order, writes it to the
 // session's JSONL log and publishes it to a relay.
 //
-// One writer per session: seq assignment, the log append and the publish
-// happen in one critical section (journal.Stream.Emit, under the session's
-// lock), so log order, seq order and publish order are one order. Kimi's arrival order is not its dispatch order, so pairing
-// and run boundaries follow correlation ids and scope stacks, with a short,
-// bounded reorder window for a result that arrives before its request.
+// It is a source of sessions on the emitter core, which owns the session
+// table, its locks and streams, eviction and the command protocol; the
+// adapter supplies the hook mapping and the decisions on its commands.
+// Kimi's arrival order is not its dispatch order, so pairing and run
+// boundaries follow correlation ids and scope stacks, with a short, bounded
+// reorder window for a result that arrives before its request.
 package adapter
 
 import (
 	"errors"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -50,7 +48,7 @@ const (
 	// [AEP_ATTENTION_TIMEOUT_MS].
 	DefaultHoldTimeout = 50 * time.Second
 	// DefaultAckWindow is the control ack window declared at hello.
-	DefaultAckWindow = 10 * time.Second
+	DefaultAckWindow = emitter.DefaultAckWindow
 	// HousekeepingInterval paces the channel-gauge refresh and the eviction
 	// of idle sessions.
 	HousekeepingInterval = 5 * time.Second
@@ -69,7 +67,7 @@ const (
 	// DefaultMaxOpenLogs bounds the session log files open at once; the
 	// others reopen (append mode) on their next event
 	// [AEP_KIMI_MAX_OPEN_LOGS].
-	DefaultMaxOpenLogs = journal.DefaultMaxOpenLogs
+	DefaultMaxOpenLogs = emitter.DefaultMaxOpenLogs
 	// DefaultMaxSessions bounds the sessions kept in memory: past it, the
 	// longest-idle ones are evicted (never one with a parked or held hook or
 	// queued instructions); a session that comes back recovers its state
@@ -125,7 +123,8 @@ type Control struct {
 	HoldTimeout time.Duration
 	// Instruct enables the x.kimi-code.control.instruct queue (AEP_INSTRUCT=1).
 	Instruct bool
-	// AckWindow is declared at hello as ack_window_ms.
+	// AckWindow is declared at hello as ack_window_ms; zero means
+	// DefaultAckWindow.
 	AckWindow time.Duration
 	// Authenticated says commands can reach the adapter over an
 	// authenticated binding (a relay token is set); without it nothing is
@@ -134,7 +133,11 @@ type Control struct {
 }
 
 // Config is everything the adapter needs; only cmd reads the environment.
+// The embedded emitter.Config holds what every source has: the home (logs
+// under Home/logs/kimi-code; the hook token, epoch and spool under
+// Home/kimi), host, posture, publisher, log bound, logger and clock.
 type Config struct {
+	emitter.Config
 	// Listen is the HTTP address for /hook, /healthz and /metrics.
 	Listen string
 	// AllowedHosts are the names besides loopback a request's Host may carry
@@ -142,16 +145,6 @@ type Config struct {
 	AllowedHosts []string
 	// BodyTimeout bounds the time to receive one /hook body.
 	BodyTimeout time.Duration
-	// Home is the AEP home: logs under Home/logs/kimi-code, the hook token,
-	// epoch and spool under Home/kimi.
-	Home string
-	// Host names this machine in source URIs.
-	Host string
-	// Posture is the capture posture and redaction pipeline.
-	Posture mapping.Posture
-	// Publisher sends events to a relay; nil runs without one. It may
-	// implement journal.PublisherStatus to report its health.
-	Publisher journal.Publisher
 	// ReorderWindow bounds how long a result waits for its request.
 	ReorderWindow time.Duration
 	// StaleAfter is the heartbeat window: a live session without a hook for
@@ -170,8 +163,6 @@ type Config struct {
 	SpoolPoll      time.Duration
 	SpoolGrace     time.Duration
 	IdleEvict      time.Duration
-	// MaxOpenLogs bounds the session log files open at once.
-	MaxOpenLogs int
 	// MaxSessions bounds the sessions kept in memory.
 	MaxSessions int
 	// MaxWatches bounds the Kimi processes watched at once.
@@ -179,23 +170,16 @@ type Config struct {
 	// DrainTimeout bounds the shutdown wait for requests in flight.
 	DrainTimeout time.Duration
 	Control      Control
-	Logger       *slog.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 }
 
 // withDefaults returns c with every zero field set to its default, or an
 // error for a missing Home or a negative duration.
 func (c Config) withDefaults() (Config, error) {
 	const component = "adapter config"
-	if c.Home == "" {
-		return c, errors.New("adapter: Config.Home is required")
-	}
+	var err error
+	c.Config, err = c.Config.WithDefaults("adapter")
 	defaults.Set(&c.Listen, DefaultListen)
-	if c.Host == "" {
-		c.Host, _ = os.Hostname()
-	}
-	err := errors.Join(
+	err = errors.Join(err,
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
@@ -206,22 +190,11 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "SpoolPoll", &c.SpoolPoll, DefaultSpoolPoll),
 		defaults.Positive(component, "SpoolGrace", &c.SpoolGrace, DefaultSpoolGrace),
 		defaults.Positive(component, "IdleEvict", &c.IdleEvict, DefaultIdleEvict),
-		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
 		defaults.Positive(component, "MaxSessions", &c.MaxSessions, DefaultMaxSessions),
 		defaults.Positive(component, "MaxWatches", &c.MaxWatches, DefaultMaxWatches),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
-		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
 	)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Posture.Redactor == nil {
-		c.Posture.Redactor = &aep.Redactor{}
-	}
 	return c, err
 }
 

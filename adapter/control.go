@@ -1,14 +1,13 @@
 package adapter
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/ledger"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -31,12 +30,6 @@ func gateOptions() []aep.Option {
 	}
 }
 
-// Accepts lists the command types this adapter declares at hello: exactly the
-// legs switched on, and none without an authenticated binding.
-func (s *Server) Accepts() []string { return s.accepts() }
-
-func (s *Server) accepts() []string { return AcceptsFor(s.cfg.Control) }
-
 // AcceptsFor lists the command types a control configuration accepts, for
 // the hello an emitter declares before the adapter exists.
 func AcceptsFor(c Control) []string {
@@ -53,15 +46,13 @@ func AcceptsFor(c Control) []string {
 	return out
 }
 
-// AckWindow is the ack window declared at hello.
-func (s *Server) AckWindow() time.Duration { return s.cfg.Control.AckWindow }
-
 func (s *Server) gateOn() bool {
 	c := s.cfg.Control
 	return c.Gate && c.Authenticated && s.cfg.Publisher != nil
 }
 
-// sessionControl is a session's control state, guarded by session.mu.
+// sessionControl is a session's control state, guarded by the session's
+// lock.
 type sessionControl struct {
 	holds        map[string]*hold // by attention.requested id
 	instructions []*instruction
@@ -84,7 +75,7 @@ type instruction struct {
 }
 
 // gate holds a PreToolUse for an answer when the gate is on for this tool.
-// Callers hold s.mu.
+// Callers hold the session's lock.
 func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome {
 	srv := s.srv
 	if d.spooled || !srv.gateOn() || !gatedTool(srv.cfg.Control.GateTools, r.Facts.ToolName) {
@@ -104,7 +95,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	// The tool request and its attention must be on disk before the hook
 	// is held: a hold for an event that is not durable would be answered by
 	// a command nobody can see.
-	if err := s.stream.Commit(); err != nil {
+	if err := s.Stream().Commit(); err != nil {
 		return s.notDurable(d, err)
 	}
 	h := &hold{attnID: ev.ID, toolReqID: rec.id, run: ev.Run, tool: r.Facts.ToolName, callID: r.Facts.ToolCallID,
@@ -115,8 +106,8 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	s.control.holds[h.attnID] = h
 	srv.metrics.holds.Inc()
 	h.timer = time.AfterFunc(timeout, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.Lock()
+		defer s.Unlock()
 		if s.control.holds[h.attnID] != h {
 			return
 		}
@@ -140,7 +131,7 @@ func gatedTool(tools []string, name string) bool {
 	return false
 }
 
-// release frees a held hook with reply. Callers hold s.mu.
+// release frees a held hook with reply. Callers hold the session's lock.
 func (s *session) release(h *hold, reply []byte) {
 	if s.control.holds[h.attnID] != h {
 		return
@@ -166,24 +157,17 @@ func (s *session) releaseHolds(d *delivery, why string) {
 
 // releaseAllHolds frees every held hook on shutdown.
 func (s *Server) releaseAllHolds() {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range sessions {
-		sess.mu.Lock()
+	s.core.Each(func(sess *session) {
 		if len(sess.control.holds) > 0 {
 			sess.releaseHolds(&delivery{at: s.cfg.Now()}, "adapter-stopping")
 		}
-		sess.mu.Unlock()
-	}
+	})
 }
 
 // instructReply delivers queued instructions on a UserPromptSubmit reply as
 // {"message": TEXT}, Kimi's one context-accepting reply surface (it adds the
-// text as a separate user message before the prompt). Callers hold s.mu.
+// text as a separate user message before the prompt). Callers hold the
+// session's lock.
 func (s *session) instructReply(d *delivery) outcome {
 	if len(s.control.instructions) == 0 || d.spooled {
 		return outcome{reply: emptyReply()}
@@ -208,105 +192,38 @@ func (s *session) dropInstructions(d *delivery) {
 	s.control.instructions = nil
 }
 
-// HandleCommand takes one control command routed by the relay. It answers
-// every command with one ack (control.accepted or control.rejected{reason})
-// in the command's session, dedupes on (source, id) and re-publishes the
-// recorded ack byte-identically on redelivery.
-func (s *Server) HandleCommand(_ context.Context, cmd *aep.Event) {
-	if cmd == nil || cmd.Session == "" {
-		return
-	}
-	key := ledger.KeyOf(cmd)
-	if !s.cmds.Claim(key) {
-		// Redelivered: answer with the recorded ack (same event, same
-		// position); while the decision is pending the one forthcoming ack
-		// answers every delivery.
-		if ack, _ := s.cmds.Get(key); ack != nil && s.cfg.Publisher != nil {
-			s.cfg.Publisher.Publish(ack)
-		}
-		s.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), "redelivered").Inc()
-		return
-	}
-	sess, err := s.lockSession(cmd.Session)
-	if err != nil {
-		s.log.Error("command for a session whose log cannot open", "session", sanitizeForLog(cmd.Session), "err", err)
-		return
-	}
-	defer sess.mu.Unlock()
-	d := &delivery{at: s.cfg.Now()}
-	reason, detail, apply := s.decide(sess, cmd)
-	m := mapping.ControlAccepted(s.cfg.Posture)
-	if reason != "" {
-		m = mapping.ControlRejected(reason, detail, s.cfg.Posture)
-	}
-	ack := sess.emit(d, m, emitOpts{cause: cmd.ID, noRun: true})
-	s.cmds.Put(key, ack)
-	outcomeLabel := "accepted"
-	if reason != "" {
-		outcomeLabel = "rejected_" + reason
-	}
-	s.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), outcomeLabel).Inc()
-	if apply != nil {
-		apply(d)
-	}
-}
-
-func cmdLabel(t string) string {
-	switch t {
-	case CmdRespond, CmdInstruct:
-		return t
-	}
-	return "other"
-}
-
-// decide validates a command and returns the rejection reason (empty to
-// accept) with a detail, and the action to run after the ack. Callers hold
-// sess.mu.
-func (s *Server) decide(sess *session, cmd *aep.Event) (reason, detail string, apply func(*delivery)) {
-	if !s.cfg.Control.Authenticated {
-		return "unauthorized", "control needs an authenticated relay binding (AEP_TOKEN)", nil
-	}
-	declared := false
-	for _, t := range s.accepts() {
-		if t == cmd.Type {
-			declared = true
-		}
-	}
-	if !declared {
-		return "unsupported", fmt.Sprintf("%s is not in this adapter's control.accepts", cmd.Type), nil
-	}
-	if err := aep.Validate(cmd); err != nil {
-		return "invalid", err.Error(), nil
-	}
+// decide judges a command the core found authenticated, accepted and
+// valid (emitter.Source.Decide). Callers hold the session's lock.
+func (s *session) decide(cmd *aep.Event) emitter.Verdict {
 	data, _ := cmd.DataMap()
 	switch cmd.Type {
 	case CmdRespond:
-		return sess.decideRespond(cmd, data)
+		return s.decideRespond(cmd, data)
 	case CmdInstruct:
-		return sess.decideInstruct(cmd, data)
+		return s.decideInstruct(cmd, data)
 	}
-	return "unsupported", "", nil
+	return emitter.Reject("unsupported", "")
 }
 
 // decideRespond answers a held gate (AEP-0008 text rules: text naming an
 // option's id or label is that option; other text never allows, it denies
 // with the text as the reason).
-func (s *session) decideRespond(cmd *aep.Event, data map[string]any) (string, string, func(*delivery)) {
+func (s *session) decideRespond(cmd *aep.Event, data map[string]any) emitter.Verdict {
 	h := s.control.holds[cmd.Subject]
 	if h == nil {
 		if s.perms[cmd.Subject] != nil || s.isObserved(cmd.Subject) {
-			return "refused", "this request is answered in Kimi's own UI (respond_via oob)", nil
+			return emitter.Reject("refused", "this request is answered in Kimi's own UI (respond_via oob)")
 		}
-		return "invalid", "no held request with this subject (it may have timed out or never existed)", nil
+		return emitter.Reject("invalid", "no held request with this subject (it may have timed out or never existed)")
 	}
 	answer, _ := data["answer"].(map[string]any)
 	option, _ := answer["option"].(string)
 	text, _ := answer["text"].(string)
 	if option == "" && text == "" {
-		return "invalid", "answer needs an option or text", nil
+		return emitter.Reject("invalid", "answer needs an option or text")
 	}
 	if option != "" && !validOption(option) {
-		return "invalid", fmt.Sprintf("unknown option %q (allow, allow_session, deny, cancel)", option), nil
+		return emitter.Reject("invalid", fmt.Sprintf("unknown option %q (allow, allow_session, deny, cancel)", option))
 	}
 	if option == "" {
 		if id, ok := aep.MatchOption(gateOptions(), text); ok {
@@ -317,7 +234,7 @@ func (s *session) decideRespond(cmd *aep.Event, data map[string]any) (string, st
 		}
 	}
 	by := cmd.Agent
-	return "", "", func(d *delivery) { s.answer(d, h, cmd, option, text, by) }
+	return emitter.Accept(func(at time.Time) { s.answer(&delivery{at: at}, h, cmd, option, text, by) })
 }
 
 func (s *session) isObserved(id string) bool {
@@ -378,20 +295,20 @@ func firstNonEmpty(a, b string) string {
 }
 
 // decideInstruct queues a steering instruction for the next prompt.
-func (s *session) decideInstruct(cmd *aep.Event, data map[string]any) (string, string, func(*delivery)) {
+func (s *session) decideInstruct(cmd *aep.Event, data map[string]any) emitter.Verdict {
 	text, _ := data["text"].(string)
 	text = strings.TrimSpace(text)
 	switch {
 	case text == "":
-		return "invalid", "instruct needs a non-empty text", nil
+		return emitter.Reject("invalid", "instruct needs a non-empty text")
 	case len([]rune(text)) > MaxInstructionChars:
-		return "invalid", fmt.Sprintf("instruction longer than %d characters", MaxInstructionChars), nil
+		return emitter.Reject("invalid", fmt.Sprintf("instruction longer than %d characters", MaxInstructionChars))
 	case len(s.control.instructions) >= MaxInstructions:
-		return "invalid", fmt.Sprintf("instruction queue full (%d queued)", MaxInstructions), nil
+		return emitter.Reject("invalid", fmt.Sprintf("instruction queue full (%d queued)", MaxInstructions))
 	case s.ended:
-		return "refused", "the session has ended", nil
+		return emitter.Reject("refused", "the session has ended")
 	}
-	return "", "", func(d *delivery) {
-		s.control.instructions = append(s.control.instructions, &instruction{text: text, cmdID: cmd.ID, at: d.at})
-	}
+	return emitter.Accept(func(at time.Time) {
+		s.control.instructions = append(s.control.instructions, &instruction{text: text, cmdID: cmd.ID, at: at})
+	})
 }

@@ -4,61 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 )
 
-// published records what the adapter publishes (the wire toward a relay).
-type published struct {
-	mu     sync.Mutex
-	events []*aep.Event
-}
-
-func (p *published) Publish(ev *aep.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.events = append(p.events, ev)
-}
-
-func (p *published) all() []*aep.Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*aep.Event(nil), p.events...)
-}
-
-func (p *published) find(typ string) []*aep.Event {
-	var out []*aep.Event
-	for _, e := range p.all() {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func controlServer(t *testing.T, c Control) (*Server, *published, string) {
+func controlServer(t *testing.T, c Control) (*Server, *emittertest.Recorder, string) {
 	t.Helper()
 	home := t.TempDir()
-	pub := &published{}
+	pub := &emittertest.Recorder{}
 	c.Authenticated = true
 	s := newTestServer(t, home, func(cfg *Config) { cfg.Publisher = pub; cfg.Control = c })
 	return s, pub, home
-}
-
-func command(t *testing.T, typ, session, subject string, data map[string]any) *aep.Event {
-	t.Helper()
-	e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Time: aep.FormatTime(time.Now()),
-		Source: "aep://ops/agent/dashboard", Agent: "dashboard", Session: session, Subject: subject, Capture: "redacted"}
-	if err := e.SetData(data); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 const (
@@ -68,7 +27,7 @@ const (
 
 // hold sends a PreToolUse and returns its pending reply and the gate's
 // attention request.
-func holdTool(t *testing.T, s *Server, pub *published) (<-chan outcome, *aep.Event) {
+func holdTool(t *testing.T, s *Server, pub *emittertest.Recorder) (<-chan outcome, *aep.Event) {
 	t.Helper()
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
 	out, _, err := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
@@ -78,7 +37,7 @@ func holdTool(t *testing.T, s *Server, pub *published) (<-chan outcome, *aep.Eve
 	if out.wait == nil {
 		t.Fatal("PreToolUse was not held")
 	}
-	reqs := pub.find("attention.requested")
+	reqs := pub.Find("attention.requested")
 	if len(reqs) != 1 {
 		t.Fatalf("%d attention requests", len(reqs))
 	}
@@ -125,7 +84,7 @@ func TestGateRequestShape(t *testing.T) {
 	if _, ok := d["expires_at"]; !ok {
 		t.Fatal("no expires_at")
 	}
-	if req.Cause != pub.find("tool.requested")[0].ID {
+	if req.Cause != pub.Find("tool.requested")[0].ID {
 		t.Fatal("gate request not caused by its tool.requested")
 	}
 }
@@ -145,32 +104,32 @@ func TestGateDenyBlocksWithReason(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s, pub, _ := controlServer(t, Control{Gate: true})
 			ch, req := holdTool(t, s, pub)
-			cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": c.answer})
+			cmd := emittertest.Command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": c.answer})
 			s.HandleCommand(context.Background(), cmd)
 			r := reply(t, ch)
 			hso, _ := r["hookSpecificOutput"].(map[string]any)
 			if hso["permissionDecision"] != "deny" || !strings.Contains(hso["permissionDecisionReason"].(string), c.reason) {
 				t.Fatalf("reply %v", r)
 			}
-			acks := pub.find("control.accepted")
+			acks := pub.Find("control.accepted")
 			if len(acks) != 1 || acks[0].Cause != cmd.ID {
 				t.Fatalf("acks %v", acks)
 			}
-			ans := pub.find("attention.answered")
+			ans := pub.Find("attention.answered")
 			ad, _ := ans[0].DataMap()
 			if ad["answer"].(map[string]any)["option"] != c.option || ad["via"] != "control" || ans[0].Subject != req.ID || ans[0].Cause != cmd.ID {
 				t.Fatalf("answered %v", ad)
 			}
-			res := pub.find("attention.resolved")
+			res := pub.Find("attention.resolved")
 			if len(res) != 1 || res[0].Subject != req.ID {
 				t.Fatalf("resolved %v", res)
 			}
-			den := pub.find("tool.denied")
+			den := pub.Find("tool.denied")
 			dd, _ := den[0].DataMap()
 			if len(den) != 1 || dd["by"] != "policy" || den[0].Cause != ans[0].ID {
 				t.Fatalf("denied %v", dd)
 			}
-			assertValidStream(t, pub.all())
+			assertValidStream(t, pub.All())
 		})
 	}
 }
@@ -179,11 +138,11 @@ func TestGateAllowIsNoObjection(t *testing.T) {
 	for _, answer := range []map[string]any{{"option": "allow"}, {"option": "allow_session"}, {"text": "Allow for this session"}} {
 		s, pub, _ := controlServer(t, Control{Gate: true})
 		ch, req := holdTool(t, s, pub)
-		s.HandleCommand(context.Background(), command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": answer}))
+		s.HandleCommand(context.Background(), emittertest.Command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": answer}))
 		if r := reply(t, ch); len(r) != 0 {
 			t.Fatalf("%v: allow replied %v, want no objection", answer, r)
 		}
-		if len(pub.find("tool.denied")) != 0 {
+		if len(pub.Find("tool.denied")) != 0 {
 			t.Fatal("allow denied the tool")
 		}
 	}
@@ -195,16 +154,16 @@ func TestGateTimeoutFailsOpen(t *testing.T) {
 	if r := reply(t, ch); len(r) != 0 {
 		t.Fatalf("timeout replied %v", r)
 	}
-	to := pub.find("attention.timeout")
+	to := pub.Find("attention.timeout")
 	if len(to) != 1 || to[0].Subject != req.ID {
 		t.Fatalf("timeout events %v", to)
 	}
 	// A late answer is refused, never applied.
-	cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "deny"}})
+	cmd := emittertest.Command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "deny"}})
 	s.HandleCommand(context.Background(), cmd)
-	rej := pub.find("control.rejected")
+	rej := pub.Find("control.rejected")
 	if len(rej) != 1 || rej[0].Cause != cmd.ID {
-		t.Fatalf("late answer: %v", types(pub.all()))
+		t.Fatalf("late answer: %v", types(pub.All()))
 	}
 }
 
@@ -229,11 +188,11 @@ func TestGateScopedByTool(t *testing.T) {
 func TestCommandDedupeAndUnsupported(t *testing.T) {
 	s, pub, _ := controlServer(t, Control{Gate: true})
 	ch, req := holdTool(t, s, pub)
-	cmd := command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "allow"}})
+	cmd := emittertest.Command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "allow"}})
 	s.HandleCommand(context.Background(), cmd)
 	reply(t, ch)
 	s.HandleCommand(context.Background(), cmd) // redelivery
-	acks := pub.find("control.accepted")
+	acks := pub.Find("control.accepted")
 	if len(acks) != 2 {
 		t.Fatalf("%d ack deliveries, want the recorded ack twice", len(acks))
 	}
@@ -242,22 +201,22 @@ func TestCommandDedupeAndUnsupported(t *testing.T) {
 	if string(a) != string(b) {
 		t.Fatalf("redelivered ack differs:\n%s\n%s", a, b)
 	}
-	if n := len(pub.find("attention.answered")); n != 1 {
+	if n := len(pub.Find("attention.answered")); n != 1 {
 		t.Fatalf("command applied %d times", n)
 	}
-	pause := command(t, "control.pause", gateSession, "", map[string]any{})
+	pause := emittertest.Command(t, "control.pause", gateSession, "", map[string]any{})
 	s.HandleCommand(context.Background(), pause)
-	rej := pub.find("control.rejected")
+	rej := pub.Find("control.rejected")
 	rd, _ := rej[0].DataMap()
 	if len(rej) != 1 || rd["reason"] != "unsupported" || rej[0].Cause != pause.ID {
 		t.Fatalf("undeclared command: %v", rd)
 	}
-	assertValidStream(t, pub.all())
+	assertValidStream(t, pub.All())
 }
 
 func TestNothingAcceptedWithoutToken(t *testing.T) {
 	home := t.TempDir()
-	pub := &published{}
+	pub := &emittertest.Recorder{}
 	s := newTestServer(t, home, func(cfg *Config) {
 		cfg.Publisher = pub
 		cfg.Control = Control{Gate: true, Instruct: true} // no relay token
@@ -269,9 +228,9 @@ func TestNothingAcceptedWithoutToken(t *testing.T) {
 	if out.wait != nil {
 		t.Fatal("held a hook nobody could answer")
 	}
-	cmd := command(t, CmdInstruct, gateSession, "", map[string]any{"text": "x"})
+	cmd := emittertest.Command(t, CmdInstruct, gateSession, "", map[string]any{"text": "x"})
 	s.HandleCommand(context.Background(), cmd)
-	rd, _ := pub.find("control.rejected")[0].DataMap()
+	rd, _ := pub.Find("control.rejected")[0].DataMap()
 	if rd["reason"] != "unauthorized" {
 		t.Fatalf("rejection %v", rd)
 	}
@@ -282,11 +241,11 @@ func TestInstructQueue(t *testing.T) {
 	sess := "ins"
 	start := `{"hook_event_name":"SessionStart","session_id":"ins","source":"startup"}`
 	s.ingest(&delivery{payload: []byte(start), at: time.Now()}, false)
-	c1 := command(t, CmdInstruct, sess, "", map[string]any{"text": "use the staging registry"})
-	c2 := command(t, CmdInstruct, sess, "", map[string]any{"text": "keep answers short"})
+	c1 := emittertest.Command(t, CmdInstruct, sess, "", map[string]any{"text": "use the staging registry"})
+	c2 := emittertest.Command(t, CmdInstruct, sess, "", map[string]any{"text": "keep answers short"})
 	s.HandleCommand(context.Background(), c1)
 	s.HandleCommand(context.Background(), c2)
-	if n := len(pub.find("control.accepted")); n != 2 {
+	if n := len(pub.Find("control.accepted")); n != 2 {
 		t.Fatalf("%d accepted", n)
 	}
 	out, _, _ := s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"ins","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
@@ -295,7 +254,7 @@ func TestInstructQueue(t *testing.T) {
 	if r["message"] != "use the staging registry\n\nkeep answers short" {
 		t.Fatalf("reply %q", out.reply)
 	}
-	del := pub.find("x.kimi-code.instruction.delivered")
+	del := pub.Find("x.kimi-code.instruction.delivered")
 	if len(del) != 2 || del[0].Cause != c1.ID || del[1].Cause != c2.ID {
 		t.Fatalf("delivered %v", types(del))
 	}
@@ -305,12 +264,12 @@ func TestInstructQueue(t *testing.T) {
 		t.Fatalf("second reply %q", out.reply)
 	}
 	// Caps: over-long text and a full queue are rejected invalid.
-	long := command(t, CmdInstruct, sess, "", map[string]any{"text": strings.Repeat("x", MaxInstructionChars+1)})
+	long := emittertest.Command(t, CmdInstruct, sess, "", map[string]any{"text": strings.Repeat("x", MaxInstructionChars+1)})
 	s.HandleCommand(context.Background(), long)
 	for i := 0; i < MaxInstructions+1; i++ {
-		s.HandleCommand(context.Background(), command(t, CmdInstruct, sess, "", map[string]any{"text": "n"}))
+		s.HandleCommand(context.Background(), emittertest.Command(t, CmdInstruct, sess, "", map[string]any{"text": "n"}))
 	}
-	rej := pub.find("control.rejected")
+	rej := pub.Find("control.rejected")
 	if len(rej) != 2 {
 		t.Fatalf("%d rejections, want the long one and the 21st", len(rej))
 	}
@@ -322,8 +281,8 @@ func TestInstructQueue(t *testing.T) {
 	}
 	// Session end drops what is still queued, one event per instruction.
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"SessionEnd","session_id":"ins","reason":"exit"}`), at: time.Now()}, false)
-	if n := len(pub.find("x.kimi-code.instruction.dropped")); n != MaxInstructions {
+	if n := len(pub.Find("x.kimi-code.instruction.dropped")); n != MaxInstructions {
 		t.Fatalf("%d dropped, want %d", n, MaxInstructions)
 	}
-	assertValidStream(t, pub.all())
+	assertValidStream(t, pub.All())
 }

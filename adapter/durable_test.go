@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 )
 
 // postDelivery sends one hook with a delivery id and returns status and body.
@@ -106,9 +106,11 @@ func TestNotDurableSpoolRecordStays(t *testing.T) {
 // stay under their bound, a session that comes back continues its seq, and
 // a session with a hook held at the gate is never evicted.
 func TestSessionCapAndLogHandles(t *testing.T) {
-	s, pub, home := controlServer(t, Control{Gate: true})
-	s.cfg.MaxSessions, s.cfg.MaxOpenLogs = 8, 4
-	s.handles = journal.NewHandles(s.cfg.MaxOpenLogs)
+	home, pub := t.TempDir(), &emittertest.Recorder{}
+	s := newTestServer(t, home, func(cfg *Config) {
+		cfg.Publisher, cfg.Control = pub, Control{Gate: true, Authenticated: true}
+		cfg.MaxSessions, cfg.MaxOpenLogs = 8, 4
+	})
 	held, _ := holdTool(t, s, pub)
 	start := func(id string) {
 		t.Helper()
@@ -122,7 +124,7 @@ func TestSessionCapAndLogHandles(t *testing.T) {
 		if n := len(s.SessionIDs()); n > 8 {
 			t.Fatalf("%d sessions in memory, cap 8", n)
 		}
-		if n := s.handles.Open(); n > 4 {
+		if n := s.core.OpenLogs(); n > 4 {
 			t.Fatalf("%d log files open, bound 4", n)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
@@ -43,7 +44,7 @@ func TestTornLogTailRepairedOnAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.closeAll()
+	s.core.CloseAll()
 	path := filepath.Join(logDir(home), LogFileName("torn"))
 	whole, _ := os.ReadFile(path)
 	lines := bytes.SplitAfter(whole, []byte("\n"))
@@ -82,7 +83,7 @@ func TestPlantedLinksStopTheAdapter(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			home := t.TempDir()
 			link := safefiletest.Plant(t, filepath.Join(kimiDir(home), name))
-			_, err := NewServer(Config{Home: home, Listen: "127.0.0.1:0"})
+			_, err := NewServer(Config{Config: emitter.Config{Home: home}, Listen: "127.0.0.1:0"})
 			if !errors.Is(err, safefile.ErrLink) || !strings.Contains(err.Error(), link.Path) {
 				t.Fatalf("err %v, want a refused link naming %s", err, link.Path)
 			}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
@@ -50,12 +49,6 @@ func ensureToken(home string) (string, error) {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
 	return tok, nil
-}
-
-// nextEpoch returns this adapter run's epoch (see journal.NextEpoch): it
-// never repeats for a session across restarts, even with a wiped home.
-func nextEpoch(home string, now time.Time) (int64, error) {
-	return journal.NextEpoch(filepath.Join(kimiDir(home), "epoch"), now)
 }
 
 // LogFileName returns the JSONL file name for a session (journal.FileName):

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -150,10 +151,7 @@ func newLifecycle(s *Server) *lifecycle {
 		bound:  map[string]procRef{},
 		away:   map[string]time.Time{},
 		health: statusGate{sent: ChannelUnavailable},
-		agent: journal.NewStream(journal.StreamConfig{
-			Source: aep.AgentSourceURI(s.cfg.Host, mapping.Agent), Agent: mapping.Agent,
-			Publisher: s.cfg.Publisher, Counters: s.metrics, Logger: s.log,
-		}),
+		agent:  s.core.AgentStream(),
 		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aepkimi_adapter_observed_ends_total", Help: "Sessions the adapter ended itself (Kimi exited or fell silent), by reason.",
 		}, []string{"reason"}),
@@ -210,13 +208,14 @@ func parseProc(pid int, start string) procRef {
 
 // afterDelivery records the process a delivery named and reports the
 // session online; it returns the process to watch (zero for none: an ended
-// session's late hooks name a process already gone). Callers hold s.mu.
+// session's late hooks name a process already gone). Callers hold the
+// session's lock.
 func (s *session) afterDelivery(d *delivery) procRef {
 	if s.ended {
 		return procRef{}
 	}
 	s.presence(mapping.PresenceOnline, s.srv.cfg.Now())
-	if !d.proc.valid() || s.id == UnknownSession {
+	if !d.proc.valid() || s.Key() == UnknownSession {
 		// The unknown session gathers hooks of any Kimi that sent no
 		// session id: no one process is its own.
 		return procRef{}
@@ -226,7 +225,7 @@ func (s *session) afterDelivery(d *delivery) procRef {
 }
 
 // presence reports the session's presence when it changed, rate-limited.
-// Callers hold s.mu.
+// Callers hold the session's lock.
 func (s *session) presence(state string, now time.Time) {
 	if s.life.presence.sent == "" {
 		s.life.presence.sent = mapping.PresenceOnline // a live session is online until it goes quiet
@@ -234,7 +233,7 @@ func (s *session) presence(state string, now time.Time) {
 	if !s.life.presence.next(state, now, s.srv.cfg.StatusInterval) {
 		return
 	}
-	s.stream.EmitAgent(journal.Entry{Event: mapping.Presence(state, s.srv.cfg.Posture), At: now})
+	s.Stream().EmitAgent(journal.Entry{Event: mapping.Presence(state, s.srv.cfg.Posture), At: now})
 }
 
 // chapterFor opens a new chapter when hooks come back to an ended session:
@@ -242,7 +241,7 @@ func (s *session) presence(state string, now time.Time) {
 // end was a timeout (the session was not over after all) or was observed
 // from a process and the hook comes from another one. A SessionStart from a
 // new process while the old one is found gone ends the old chapter first.
-// Callers hold s.mu.
+// Callers hold the session's lock.
 func (s *session) chapterFor(d *delivery, r *mapping.HookResult) {
 	hook := r.Facts.Hook
 	if !s.ended && hook == mapping.HookSessionStart && s.life.proc.valid() && d.proc.valid() &&
@@ -311,18 +310,13 @@ func (l *lifecycle) recoverLive() {
 		if id == "" {
 			continue
 		}
-		srv.mu.Lock()
-		_, known := srv.sessions[id] // touched already (by the spool)
-		srv.mu.Unlock()
-		sess, err := srv.lockSession(id)
-		if err != nil {
-			continue
-		}
+		known := srv.core.Has(id) // touched already (by the spool)
+		sess := srv.core.Lock(id)
 		live, proc := !sess.ended, sess.life.proc
 		if live && !known {
-			sess.lastHook = info.ModTime() // silence counts from its last write
+			sess.Touch(info.ModTime()) // silence counts from its last write
 		}
-		sess.mu.Unlock()
+		sess.Unlock()
 		if live && proc.valid() {
 			l.ensure(id, proc, true)
 		}
@@ -331,7 +325,7 @@ func (l *lifecycle) recoverLive() {
 
 // newChapter switches the session's stream to its next chapter's source.
 func (s *session) newChapter(d *delivery) {
-	s.stream.SetSource(journal.NextChapter(s.source, s.stream.Source()))
+	s.NextChapter()
 	s.ended, s.startedAt, s.runs = false, d.at, 0
 	s.life.observed = ""
 }
@@ -352,7 +346,7 @@ func (s *session) trackTask(f mapping.Facts) {
 	}
 }
 
-// drainScopes stops the subagents still running. Callers hold s.mu.
+// drainScopes stops the subagents still running. Callers hold the session's lock.
 func (s *session) drainScopes(d *delivery) {
 	for _, sc := range s.scopes {
 		if sc.started {
@@ -375,7 +369,7 @@ func (s *session) drainTasks(d *delivery) {
 }
 
 // observeEnd drains and ends a session Kimi did not end: normal when no run
-// was open, killed when one was, timeout for silence. Callers hold s.mu.
+// was open, killed when one was, timeout for silence. Callers hold the session's lock.
 func (s *session) observeEnd(d *delivery, how string) {
 	reason := mapping.EndNormal
 	switch {
@@ -388,7 +382,7 @@ func (s *session) observeEnd(d *delivery, how string) {
 	s.emitEnd(d, mapping.SessionEnded(reason, s.srv.cfg.Posture), emitOpts{ext: []journal.Ext{{Name: ExtObserved, Value: how}}})
 	s.life.observed = how
 	s.srv.life.ends.WithLabelValues(reason).Inc()
-	s.srv.log.Info("session ended without SessionEnd", "session", sanitizeForLog(s.id), "reason", reason, "observed", how)
+	s.srv.log.Info("session ended without SessionEnd", "session", emitter.Clip(s.Key()), "reason", reason, "observed", how)
 }
 
 // ensure binds session id to p, its Kimi process, watching p unless it
@@ -412,7 +406,7 @@ func (l *lifecycle) ensure(id string, p procRef, spooled bool) {
 			l.overCap.Inc()
 			if ok, n := l.capLog.allow(l.srv.cfg.Now(), BoundLogEvery); ok {
 				l.srv.log.Warn("Kimi processes watched at the cap (MaxWatches); the session falls back to silence",
-					"session", sanitizeForLog(id), "max_watches", l.srv.cfg.MaxWatches, "since_last_line", n)
+					"session", emitter.Clip(id), "max_watches", l.srv.cfg.MaxWatches, "since_last_line", n)
 			}
 			return
 		}
@@ -427,7 +421,7 @@ func (l *lifecycle) ensure(id string, p procRef, spooled bool) {
 				// A live hook whose Kimi this adapter cannot see: the hook
 				// runs in another pid namespace (a container sharing the
 				// network), or Kimi died as it fired. Only silence can tell.
-				l.srv.log.Debug("Kimi process not visible; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid)
+				l.srv.log.Debug("Kimi process not visible; the session falls back to silence", "session", emitter.Clip(id), "pid", p.pid)
 				return
 			}
 			// Kimi exited before its hooks got here (spooled while the
@@ -436,7 +430,7 @@ func (l *lifecycle) ensure(id string, p procRef, spooled bool) {
 			l.spawn(func() { l.endAfterGrace(p, w, l.srv.cfg.Now()) })
 		case err != nil:
 			l.unbindLocked(id)
-			l.srv.log.Debug("Kimi process not watchable; the session falls back to silence", "session", sanitizeForLog(id), "pid", p.pid, "err", err)
+			l.srv.log.Debug("Kimi process not watchable; the session falls back to silence", "session", emitter.Clip(id), "pid", p.pid, "err", err)
 			return
 		default:
 			w.stop = stop
@@ -504,7 +498,7 @@ func (l *lifecycle) evicted(id string, ended bool, lastHook time.Time) {
 		l.untracked.Inc()
 		if ok, n := l.untrackedLog.allow(l.srv.cfg.Now(), BoundLogEvery); ok {
 			l.srv.log.Warn("too many live sessions evicted from memory; this one ends only when touched again",
-				"session", sanitizeForLog(id), "max_evicted_live", MaxEvictedLive, "since_last_line", n)
+				"session", emitter.Clip(id), "max_evicted_live", MaxEvictedLive, "since_last_line", n)
 		}
 		return
 	}
@@ -574,15 +568,11 @@ func (l *lifecycle) endAfterGrace(p procRef, w *procWatch, at time.Time) {
 	l.mu.Unlock()
 	sort.Strings(ids)
 	for _, id := range ids {
-		sess, err := l.srv.lockSession(id)
-		if err != nil {
-			l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
-			continue
-		}
+		sess := l.srv.core.Lock(id)
 		if !sess.ended {
 			sess.observeEnd(&delivery{at: at}, ObservedProcess)
 		}
-		sess.mu.Unlock()
+		sess.Unlock()
 	}
 }
 
@@ -608,28 +598,19 @@ func (l *lifecycle) tick(rep ChannelReport) {
 	}
 	l.mu.Unlock()
 
-	l.srv.mu.Lock()
-	sessions := make([]*session, 0, len(l.srv.sessions))
-	for id, sess := range l.srv.sessions {
-		if !watched[id] {
-			sessions = append(sessions, sess)
+	l.srv.core.Each(func(sess *session) {
+		if watched[sess.Key()] || sess.ended {
+			return
 		}
-	}
-	l.srv.mu.Unlock()
-	for _, sess := range sessions {
-		sess.mu.Lock()
-		if !sess.ended && !sess.evicted && !sess.lastHook.IsZero() && sess.stream != nil {
-			switch quiet := now.Sub(sess.lastHook); {
-			case quiet >= cfg.IdleEnd:
-				sess.observeEnd(&delivery{at: now}, ObservedSilence)
-			case quiet >= cfg.StaleAfter:
-				sess.presence(mapping.PresenceOffline, now)
-			default:
-				sess.presence(mapping.PresenceOnline, now)
-			}
+		switch quiet := now.Sub(sess.LastActive()); {
+		case quiet >= cfg.IdleEnd:
+			sess.observeEnd(&delivery{at: now}, ObservedSilence)
+		case quiet >= cfg.StaleAfter:
+			sess.presence(mapping.PresenceOffline, now)
+		default:
+			sess.presence(mapping.PresenceOnline, now)
 		}
-		sess.mu.Unlock()
-	}
+	})
 	// An evicted session comes back from its log to end; one that was
 	// touched meanwhile is in memory and left to the pass above.
 	sort.Strings(silent)
@@ -648,14 +629,10 @@ func (l *lifecycle) endEvicted(id string, now time.Time) {
 	if !still || watched || now.Sub(last) < l.srv.cfg.IdleEnd {
 		return
 	}
-	sess, err := l.srv.lockSession(id)
-	if err != nil {
-		l.srv.log.Error("ending a session whose log cannot open", "session", sanitizeForLog(id), "err", err)
-		return
-	}
-	defer sess.mu.Unlock()
+	sess := l.srv.core.Lock(id)
+	defer sess.Unlock()
 	// A hook that brought it back meanwhile moved its last hook time.
-	if !sess.ended && now.Sub(sess.lastHook) >= l.srv.cfg.IdleEnd {
+	if !sess.ended && now.Sub(sess.LastActive()) >= l.srv.cfg.IdleEnd {
 		sess.observeEnd(&delivery{at: now}, ObservedSilence)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -64,10 +65,10 @@ func waitFor(t *testing.T, home, session string, within time.Duration, cond func
 
 func ended(ev []*aep.Event) bool { return count(ev, "session.ended") > 0 }
 
-func lifecycleServer(t *testing.T) (*Server, string, string, *published) {
+func lifecycleServer(t *testing.T) (*Server, string, string, *emittertest.Recorder) {
 	t.Helper()
 	home := t.TempDir()
-	pub := &published{}
+	pub := &emittertest.Recorder{}
 	s := newTestServer(t, home, func(c *Config) { c.Publisher = pub; c.ExitGrace = 100 * time.Millisecond })
 	return s, runServer(t, s), home, pub
 }
@@ -161,12 +162,9 @@ func TestResumeIsNewChapter(t *testing.T) {
 	}
 	// A restarted adapter goes on in the latest chapter.
 	s2 := newTestServer(t, home, nil)
-	sess, err := s2.lockSession(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, ended := sess.stream.Source(), sess.ended
-	sess.mu.Unlock()
+	sess := s2.core.Lock(sid)
+	src, ended := sess.Stream().Source(), sess.ended
+	sess.Unlock()
 	if src != base1+"/chapter/2" || !ended {
 		t.Fatalf("after a restart: source %s, ended %v", src, ended)
 	}
@@ -203,7 +201,7 @@ func TestGoneProcessEndsSession(t *testing.T) {
 // when hooks come back after all.
 func TestSilenceFallback(t *testing.T) {
 	home := t.TempDir()
-	pub := &published{}
+	pub := &emittertest.Recorder{}
 	clock := &testClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	s := newTestServer(t, home, func(c *Config) {
 		c.Publisher, c.Now = pub, clock.now
@@ -218,7 +216,7 @@ func TestSilenceFallback(t *testing.T) {
 	}
 	presence := func() []string {
 		var out []string
-		for _, e := range pub.find("agent.presence") {
+		for _, e := range pub.Find("agent.presence") {
 			d, _ := e.DataMap()
 			if e.Session != "" || e.Seq != nil || e.Source != aep.SourceURI("testhost", mapping.Agent, sid) {
 				t.Fatalf("presence is not agent-scoped on the session's source: %+v", e)
@@ -260,7 +258,7 @@ func TestSilenceFallback(t *testing.T) {
 // Channel state changes become agent.health, rate-limited, the latest state
 // reported last.
 func TestChannelHealthOnTheStream(t *testing.T) {
-	pub := &published{}
+	pub := &emittertest.Recorder{}
 	clock := &testClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	s := newTestServer(t, t.TempDir(), func(c *Config) { c.Publisher, c.Now, c.StatusInterval = pub, clock.now, 10*time.Second })
 	step := func(state string, after time.Duration) {
@@ -275,7 +273,7 @@ func TestChannelHealthOnTheStream(t *testing.T) {
 	step(ChannelStale, 10*time.Second) // the latest state, once the interval passed
 	step(ChannelStale, 10*time.Second)
 	var got []string
-	for _, e := range pub.find("agent.health") {
+	for _, e := range pub.Find("agent.health") {
 		d, _ := e.DataMap()
 		ch, _ := e.ExtString(ExtChannel)
 		if e.Session != "" || e.Seq != nil || e.Source != aep.AgentSourceURI("testhost", mapping.Agent) {

@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +20,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
-	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -38,12 +35,15 @@ const (
 	ChannelStopped     = "stopped"     // every session seen has ended
 )
 
-// Server is the adapter daemon.
+// Server is the adapter daemon: a source of sessions on the emitter core,
+// whose face toward the relay (epoch, hello declarations, commands) it
+// shows as its own.
 type Server struct {
+	emitter.Emitter
+	core    *emitter.Core[*session]
 	cfg     Config
 	log     *slog.Logger
 	token   string
-	epoch   int64
 	metrics *metrics
 
 	// turnHooks is set once any TurnStarted arrives: this Kimi has the 0.32+
@@ -51,10 +51,6 @@ type Server struct {
 	turnHooks atomic.Bool
 	anyHook   atomic.Bool
 
-	mu       sync.Mutex
-	sessions map[string]*session
-	// handles bounds the session logs open at once.
-	handles *journal.Handles
 	// notDurable paces the log line for hooks answered not-durable.
 	notDurable logPacer
 
@@ -67,9 +63,6 @@ type Server struct {
 	// stopping is closed when shutdown begins; held hooks release on it.
 	stopping chan struct{}
 	stopOnce sync.Once
-
-	// cmds records control command decisions for dedupe (AEP-0004 §3).
-	cmds ledger.Ledger
 
 	hard hardening
 
@@ -84,15 +77,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, stopping: make(chan struct{}), ready: make(chan struct{}),
-		handles: journal.NewHandles(cfg.MaxOpenLogs)}
-	if err := privateDirs(cfg.Home); err != nil {
+	s := &Server{cfg: cfg, log: cfg.Logger, stopping: make(chan struct{}), ready: make(chan struct{})}
+	if s.core, err = emitter.New(cfg.Config, s.spec(), source{s}); err != nil {
 		return nil, err
 	}
+	s.Emitter = s.core
 	if s.token, err = ensureToken(cfg.Home); err != nil {
-		return nil, err
-	}
-	if s.epoch, err = nextEpoch(cfg.Home, cfg.Now()); err != nil {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
@@ -106,16 +96,13 @@ func NewServer(cfg Config) (*Server, error) {
 // Ready is closed once Run has ingested the spool and serves hooks.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
-// Epoch is this adapter run's epoch.
-func (s *Server) Epoch() int64 { return s.epoch }
-
 // Handler serves /hook, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpguard.Hosts(s.cfg.AllowedHosts))
 	r.Post("/hook", s.serveHook)
 	r.Get("/healthz", s.serveHealth)
-	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	r.Handle("/metrics", promhttp.HandlerFor(s.core.Registry(), promhttp.HandlerOpts{}))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not-found", "endpoints: POST /hook, GET /healthz, GET /metrics")
 	})
@@ -133,8 +120,11 @@ func (s *Server) Listen() (net.Addr, error) { return s.web.Listen() }
 func (s *Server) Close() error { return s.web.Close() }
 
 // Run ingests the spool, serves until ctx is done, then shuts down in order:
-// stop intake, release held hooks (fail-open), flush logs.
-func (s *Server) Run(ctx context.Context) error {
+// stop intake, release held hooks (fail-open), close the logs, flush the
+// publisher (emitter.Core.Run).
+func (s *Server) Run(ctx context.Context) error { return s.core.Run(ctx, s.serve) }
+
+func (s *Server) serve(ctx context.Context) error {
 	// Spooled payloads go first, ahead of newer hooks of their sessions.
 	s.ingestSpool(0)
 	s.life.recoverLive()
@@ -142,7 +132,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.epoch, "home", s.cfg.Home,
+	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.Epoch(), "home", s.cfg.Home,
 		"capture", s.cfg.Posture.Capture.String(), "attention_capture", s.cfg.Posture.AttentionCapture.String(),
 		"gate", s.cfg.Control.Gate, "instruct", s.cfg.Control.Instruct)
 	errc, err := s.web.Serve()
@@ -153,9 +143,20 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	loopCtx, cancel := context.WithCancel(ctx)
 	wg.Add(1)
-	go func() { defer wg.Done(); s.spoolLoop(loopCtx) }()
+	go func() {
+		defer wg.Done()
+		emitter.Every(loopCtx, s.cfg.SpoolPoll, func() { s.ingestSpool(s.cfg.SpoolGrace) })
+	}()
 	wg.Add(1)
-	go func() { defer wg.Done(); s.housekeeping(loopCtx) }()
+	go func() {
+		defer wg.Done()
+		// Channel gauges, the sessions' presence and silent ends, then the
+		// core's idle eviction.
+		emitter.Every(loopCtx, HousekeepingInterval, func() {
+			s.life.tick(s.refreshChannel())
+			s.core.Sweep()
+		})
+	}()
 
 	select {
 	case <-ctx.Done():
@@ -173,23 +174,10 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	s.life.close()
 	s.ingestSpool(0) // anything spooled while we were stopping
-	s.closeAll()
 	if err != nil {
 		return fmt.Errorf("adapter: shutdown: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sess := range s.sessions {
-		sess.mu.Lock()
-		if err := sess.stream.Log().Close(); err != nil {
-			s.log.Error("closing a session log", "session", sess.id, "err", err)
-		}
-		sess.mu.Unlock()
-	}
 }
 
 type errorBody struct {
@@ -347,100 +335,13 @@ func (s *Server) ingest(d *delivery, spooled bool) (outcome, string, error) {
 	if id == "" {
 		id = UnknownSession
 	}
-	sess, err := s.lockSession(id)
-	if err != nil {
-		return outcome{}, r.Facts.Hook, err
-	}
+	sess := s.core.Lock(id)
 	out := sess.handle(d, r)
 	proc := sess.afterDelivery(d)
-	sess.mu.Unlock()
+	sess.Unlock()
 	s.life.ensure(id, proc, d.spooled)
 	s.anyHook.Store(true)
 	return out, r.Facts.Hook, nil
-}
-
-// lockSession returns the live state for id, locked, loading it (state
-// recovered from the log tail) on first touch. The caller unlocks it.
-func (s *Server) lockSession(id string) (*session, error) {
-	for {
-		s.mu.Lock()
-		sess, ok := s.sessions[id]
-		if !ok {
-			sess = newSession(s, id)
-			sess.lastHook = s.cfg.Now()
-			if last, ok := s.life.back(id); ok {
-				sess.lastHook = last // silence counts from its last hook, not its return
-			}
-			s.sessions[id] = sess
-			s.evictOverCap(sess)
-		}
-		s.mu.Unlock()
-		sess.mu.Lock()
-		if !sess.evicted {
-			sess.open()
-			return sess, nil
-		}
-		// Evicted between the lookup and the lock: take the fresh one.
-		sess.mu.Unlock()
-	}
-}
-
-// evictOverCap brings the sessions in memory back under MaxSessions,
-// longest-idle first, with an eighth of headroom so a flood of new sessions
-// scans once per many, not on each. A session busy right now (its lock
-// held), with parked or held hooks or queued instructions, stays. Callers
-// hold s.mu.
-func (s *Server) evictOverCap(keep *session) {
-	if len(s.sessions) <= s.cfg.MaxSessions {
-		return
-	}
-	target := s.cfg.MaxSessions - s.cfg.MaxSessions/8
-	type idle struct {
-		sess *session
-		last time.Time
-	}
-	var cands []idle
-	for _, sess := range s.sessions {
-		if sess == keep || !sess.mu.TryLock() {
-			continue
-		}
-		if sess.evictable() {
-			cands = append(cands, idle{sess, sess.lastHook})
-		}
-		sess.mu.Unlock()
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].last.Before(cands[j].last) })
-	for _, c := range cands {
-		if len(s.sessions) <= target {
-			break
-		}
-		if !c.sess.mu.TryLock() {
-			continue
-		}
-		if c.sess.evictable() {
-			s.evictLocked(c.sess)
-		}
-		c.sess.mu.Unlock()
-	}
-}
-
-// evictable reports whether the session holds nothing a reply waits on.
-// Callers hold sess.mu.
-func (sess *session) evictable() bool {
-	return len(sess.parked) == 0 && !sess.control.busy()
-}
-
-// evictLocked drops a session from memory; its log stays, and its state
-// comes back from the log's tail on its next hook. Callers hold s.mu and
-// sess.mu.
-func (s *Server) evictLocked(sess *session) {
-	if err := sess.stream.Log().Close(); err != nil {
-		s.log.Error("closing a session log", "session", sess.id, "err", err)
-	}
-	sess.evicted = true
-	delete(s.sessions, sess.id)
-	s.life.evicted(sess.id, sess.ended, sess.lastHook)
-	s.metrics.evicted.Inc()
 }
 
 // ingestSpool takes spooled records in spool order. Records younger than
@@ -510,47 +411,6 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 	return n
 }
 
-func (s *Server) spoolLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SpoolPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.ingestSpool(s.cfg.SpoolGrace)
-		}
-	}
-}
-
-// housekeeping refreshes channel gauges and evicts long-idle sessions.
-func (s *Server) housekeeping(ctx context.Context) {
-	t := time.NewTicker(HousekeepingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.life.tick(s.refreshChannel())
-			s.evictIdle()
-		}
-	}
-}
-
-func (s *Server) evictIdle() {
-	now := s.cfg.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sess := range s.sessions {
-		sess.mu.Lock()
-		if now.Sub(sess.lastHook) > s.cfg.IdleEvict && sess.evictable() {
-			s.evictLocked(sess)
-		}
-		sess.mu.Unlock()
-	}
-}
-
 // ChannelReport is the hook channel's health.
 type ChannelReport struct {
 	State    string         `json:"state"`
@@ -564,24 +424,16 @@ type ChannelReport struct {
 func (s *Server) Channel() ChannelReport {
 	now := s.cfg.Now()
 	counts := map[string]int{ChannelActive: 0, ChannelStale: 0, ChannelStopped: 0}
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range sessions {
-		sess.mu.Lock()
+	s.core.Each(func(sess *session) {
 		switch {
 		case sess.ended:
 			counts[ChannelStopped]++
-		case now.Sub(sess.lastHook) > s.cfg.StaleAfter:
+		case now.Sub(sess.LastActive()) > s.cfg.StaleAfter:
 			counts[ChannelStale]++
 		default:
 			counts[ChannelActive]++
 		}
-		sess.mu.Unlock()
-	}
+	})
 	state := ChannelUnavailable
 	switch {
 	case !s.anyHook.Load():
@@ -623,13 +475,8 @@ type Health struct {
 
 // HealthNow reports the adapter's health.
 func (s *Server) HealthNow() Health {
-	h := Health{OK: true, Relay: "none", Channel: s.refreshChannel(), Epoch: s.epoch, Control: s.accepts()}
-	if s.cfg.Publisher != nil {
-		h.Relay = "unknown"
-	}
-	if ps, ok := s.cfg.Publisher.(journal.PublisherStatus); ok {
-		h.Relay, h.Outbox = ps.State(), ps.OutboxDepth()
-	}
+	h := Health{OK: true, Channel: s.refreshChannel(), Epoch: s.Epoch(), Control: s.Accepts()}
+	h.Relay, h.Outbox = s.core.Relay()
 	if files, err := spool.List(spool.Dir(s.cfg.Home)); err == nil {
 		h.Spool = len(files)
 	}
@@ -642,26 +489,4 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // SessionIDs lists the sessions in memory, sorted.
-func (s *Server) SessionIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.sessions))
-	for id := range s.sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// sanitizeForLog keeps a vendor string printable in a log line.
-func sanitizeForLog(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 {
-			return '?'
-		}
-		return r
-	}, s)
-}
+func (s *Server) SessionIDs() []string { return s.core.Keys() }

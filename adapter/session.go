@@ -3,10 +3,10 @@ package adapter
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -31,24 +31,15 @@ type delivery struct {
 }
 
 // session is the per-session state: order, runs, scopes, pairs. Every field
-// is guarded by mu; the server's locks are never taken while holding it.
+// is guarded by the embedded emitter.Session's lock, which the core hands it
+// out with; its last sign of life (Touch) is its last hook.
 type session struct {
-	srv    *Server
-	id     string
-	source string
-
-	mu sync.Mutex
-	// evicted is set when the server dropped the session from memory; a
-	// caller that still holds it looks it up again.
-	evicted bool
-	// stream sequences, logs and publishes the session's events; nil until
-	// the session is first touched (open).
-	stream *journal.Stream
+	emitter.Session
+	srv *Server
 
 	startedAt  time.Time
 	runs       int
 	ended      bool
-	lastHook   time.Time
 	heartbeats bool
 
 	cur      *run
@@ -160,48 +151,12 @@ func (r *recent) add(id string) {
 	r.set[id] = true
 }
 
-// recoveryTail bounds how much of a session's log is read to recover its
-// state after a restart.
-const recoveryTail = 1 << 20
-
 const recentDeliveries = 2048
 
-func newSession(srv *Server, id string) *session {
-	return &session{
-		srv:      srv,
-		id:       id,
-		source:   aep.SourceURI(srv.cfg.Host, mapping.Agent, id),
-		turnRuns: map[string]string{},
-		tools:    map[string]*toolRec{},
-		perms:    map[string]*permRec{},
-		seen:     newRecent(recentDeliveries),
-	}
-}
-
-// open starts the session's stream on its log and folds the tail of the
-// existing log back into state, so a restarted adapter closes the run that
-// was open, pairs the tools that were in flight and recognises deliveries it
-// already logged. Callers hold s.mu.
-func (s *session) open() {
-	if s.stream != nil {
-		return
-	}
-	srv := s.srv
-	log := srv.handles.NewLog(logDir(srv.cfg.Home), s.id).OnRepair(srv.tornTail)
-	s.stream = journal.NewStream(journal.StreamConfig{
-		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: srv.epoch,
-		Log: log, Publisher: srv.cfg.Publisher, Counters: srv.metrics, Logger: srv.log,
-	})
-	last := ""
-	s.stream.Recover(recoveryTail, func(ev *aep.Event) {
-		last = ev.Source
-		s.fold(ev)
-	})
-	if journal.IsChapter(s.source, last) {
-		s.stream.SetSource(last) // a later chapter goes on
-	}
-}
-
+// fold takes one event of the session's log back into its state (the core
+// folds the log's tail on first touch), so a restarted adapter closes the
+// run that was open, pairs the tools that were in flight and recognises
+// deliveries it already logged. Callers hold the session's lock.
 func (s *session) fold(ev *aep.Event) {
 	if d, ok := ev.ExtString(ExtDelivery); ok {
 		s.seen.add(d)
@@ -256,9 +211,8 @@ type emitOpts struct {
 	ext   []journal.Ext
 }
 
-// emit puts one event on the session's stream (journal.Stream.Emit: the one
-// critical section), with the identity the session's state decides. Callers
-// hold s.mu.
+// emit puts one event on the session's stream, with the identity the
+// session's state decides. Callers hold the session's lock.
 func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 	e := journal.Entry{Event: m, At: d.at, Cause: o.cause, Subject: o.subject}
 	switch {
@@ -275,12 +229,12 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtSpooled, Value: true})
 	}
 	e.Ext = append(e.Ext, o.ext...)
-	return s.stream.Emit(e)
+	return s.Stream().Emit(e)
 }
 
-// handle applies one mapped hook to the session. Callers hold s.mu.
+// handle applies one mapped hook to the session. Callers hold the session's lock.
 func (s *session) handle(d *delivery, r *mapping.HookResult) outcome {
-	s.lastHook = s.srv.cfg.Now()
+	s.Touch(s.srv.cfg.Now())
 	if d.id != "" {
 		if s.seen.has(d.id) {
 			s.srv.metrics.duplicates.Inc()
@@ -319,8 +273,8 @@ func (s *session) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
 	s.parked = append(s.parked, p)
 	s.srv.metrics.parked.Inc()
 	time.AfterFunc(s.srv.cfg.ReorderWindow, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.Lock()
+		defer s.Unlock()
 		s.drainParked(true)
 	})
 	return p
@@ -372,7 +326,7 @@ func (s *session) readiness(r *mapping.HookResult) func() bool {
 
 // drainParked applies parked hooks that became ready and, when expired is
 // set, those whose window has passed (they proceed honestly without the
-// event they waited for). Callers hold s.mu.
+// event they waited for). Callers hold the session's lock.
 func (s *session) drainParked(expired bool) {
 	for progress := true; progress; {
 		progress = false
@@ -397,9 +351,9 @@ func (s *session) drainParked(expired bool) {
 // the hook's events reach the log in one append, whole or not at all. late
 // is set when a parked hook proceeds without the event it waited for.
 func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
-	s.stream.Begin()
+	s.Stream().Begin()
 	out := s.applyHook(d, r, late)
-	if err := s.stream.Commit(); err != nil {
+	if err := s.Stream().Commit(); err != nil {
 		return s.notDurable(d, err)
 	}
 	return out
@@ -408,7 +362,7 @@ func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 // notDurable answers a hook whose events did not reach the log. Nothing of
 // it was logged or published, so its delivery id is forgotten: kimi-hook
 // spools the payload on this answer and the spooled copy is taken again, as
-// a new hook against the session's state at that time. Callers hold s.mu.
+// a new hook against the session's state at that time. Callers hold the session's lock.
 func (s *session) notDurable(d *delivery, err error) outcome {
 	s.seen.forget(d.id)
 	return outcome{err: err}
@@ -754,7 +708,7 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 // drain closes everything a session left open at its end: held hooks are
 // released, queued instructions drop, open attention is dismissed (AEP-0002
 // §7.2), subagents and background tasks stop, and the open run drains as
-// cancelled. Callers hold s.mu.
+// cancelled. Callers hold the session's lock.
 func (s *session) drain(d *delivery) {
 	p := s.srv.cfg.Posture
 	s.releaseHolds(d, "session-ended")
@@ -775,7 +729,7 @@ func (s *session) drain(d *delivery) {
 }
 
 // emitEnd emits the session's one session.ended, with its duration and run
-// count. Callers hold s.mu.
+// count. Callers hold the session's lock.
 func (s *session) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
 	if !s.startedAt.IsZero() {
 		m = mapping.WithSessionSummary(m, d.at.Sub(s.startedAt).Milliseconds(), s.runs)
@@ -783,5 +737,5 @@ func (s *session) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
 	o.noRun = true
 	s.emit(d, m, o)
 	s.ended = true
-	s.srv.life.release(s.id) // the last session of a process releases its watch
+	s.srv.life.release(s.Key()) // the last session of a process releases its watch
 }

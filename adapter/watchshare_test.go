@@ -144,10 +144,7 @@ func TestEvictedSessionsStillEnd(t *testing.T) {
 	hook("ev-quiet", procRef{})
 	hook("ev-x", procRef{})
 	hook("ev-y", procRef{}) // evicts the two longest idle
-	s.mu.Lock()
-	_, w := s.sessions["ev-watched"]
-	_, q := s.sessions["ev-quiet"]
-	s.mu.Unlock()
+	w, q := s.core.Has("ev-watched"), s.core.Has("ev-quiet")
 	if w || q {
 		t.Fatalf("still in memory: ev-watched %v, ev-quiet %v", w, q)
 	}

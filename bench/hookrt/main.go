@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -111,8 +112,8 @@ func run(n int, nodeBin, hookBin string) error {
 	}
 
 	home := filepath.Join(tmp, "aep")
-	srv, err := adapter.NewServer(adapter.Config{Home: home, Listen: "127.0.0.1:0", Posture: mapping.DefaultPosture(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := adapter.NewServer(adapter.Config{Config: emitter.Config{Home: home, Posture: mapping.DefaultPosture(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0"})
 	if err != nil {
 		return err
 	}

@@ -67,10 +67,10 @@ func adapterCommand() command {
 	}
 }
 
-// adapterDaemon is the adapter wired to its relay emitter.
+// adapterDaemon is the adapter wired to its relay emitter, which the
+// adapter runs (emitter.Core.Run).
 type adapterDaemon struct {
-	srv     *adapter.Server
-	emitter *client.Emitter
+	srv *adapter.Server
 }
 
 // newAdapterDaemon builds the adapter and the emitter it publishes with.
@@ -116,7 +116,6 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	if err != nil {
 		return nil, fmt.Errorf("relay emitter: %w", err)
 	}
-	d.emitter = em
 	if !isNone(o.relayURL) {
 		cfg.Publisher = emitterPublisher{em}
 	}
@@ -126,21 +125,10 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	return d, nil
 }
 
-// run serves until ctx is done. The emitter outlives the adapter's intake so
-// the last events still reach the relay: intake stops, held hooks release,
-// logs flush, then the outbox flushes.
-func (d *adapterDaemon) run(ctx context.Context) error {
-	emCtx, stopEmitter := context.WithCancel(context.Background())
-	emDone := make(chan struct{})
-	go func() {
-		defer close(emDone)
-		d.emitter.Run(emCtx) //nolint:errcheck // it logs its own connection errors
-	}()
-	err := d.srv.Run(ctx)
-	stopEmitter()
-	<-emDone
-	return err
-}
+// run serves until ctx is done. The relay emitter outlives the adapter's
+// intake so the last events still reach the relay: intake stops, held hooks
+// release, logs flush, then the outbox flushes.
+func (d *adapterDaemon) run(ctx context.Context) error { return d.srv.Run(ctx) }
 
 // fdShare is the part of the process's file limit one kind of descriptor
 // may hold (session logs, process watches): the rest is for hook

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -49,8 +50,8 @@ func TestMain(m *testing.M) {
 // startAdapter runs a real adapter on loopback.
 func startAdapter(t *testing.T, home string) (*adapter.Server, string) {
 	t.Helper()
-	s, err := adapter.NewServer(adapter.Config{Home: home, Listen: "127.0.0.1:0", Posture: mapping.DefaultPosture(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SpoolPoll: 50 * time.Millisecond, SpoolGrace: 300 * time.Millisecond})
+	s, err := adapter.NewServer(adapter.Config{Config: emitter.Config{Home: home, Posture: mapping.DefaultPosture(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0", SpoolPoll: 50 * time.Millisecond, SpoolGrace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@
 package ledger
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -46,6 +47,26 @@ func (l *Ledger) Claim(k Key) bool {
 	}
 	l.putLocked(k, nil)
 	return true
+}
+
+// Release forgets k while its decision is still pending: a claim its owner
+// will not decide (the command named no session of this target) must not
+// leave every later delivery waiting on an ack that never comes. A recorded
+// ack stays.
+func (l *Ledger) Release(k Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ack, ok := l.acks[k]; !ok || ack != nil {
+		return
+	}
+	delete(l.acks, k)
+	// A claim being released is among the newest.
+	for i := len(l.order) - 1; i >= 0; i-- {
+		if l.order[i] == k {
+			l.order = slices.Delete(l.order, i, i+1)
+			break
+		}
+	}
 }
 
 // Put records the ack decided for k.

@@ -80,3 +80,37 @@ func TestOldestForgottenFirst(t *testing.T) {
 		t.Fatalf("holds %d acks / %d keys, want %d", len(l.acks), len(l.order), Size)
 	}
 }
+
+func TestReleaseForgetsOnlyPending(t *testing.T) {
+	var l Ledger
+	k := Key{"s", "c"}
+	l.Release(k) // unknown: nothing to do
+	if !l.Claim(k) {
+		t.Fatal("first claim refused")
+	}
+	l.Release(k)
+	if _, known := l.Get(k); known {
+		t.Fatal("a released claim is still known")
+	}
+	if !l.Claim(k) {
+		t.Fatal("a released claim cannot be claimed again")
+	}
+	ack := &aep.Event{ID: "01ACK"}
+	l.Put(k, ack)
+	l.Release(k)
+	if got, _ := l.Get(k); got != ack {
+		t.Fatalf("release dropped a recorded ack: %v", got)
+	}
+	// The order keeps one entry per key: filling the ledger evicts k on
+	// time, not later.
+	for i := range Size - 1 {
+		l.Put(Key{"s", strconv.Itoa(i)}, ack)
+	}
+	if _, known := l.Get(k); !known {
+		t.Fatal("k evicted early")
+	}
+	l.Put(Key{"s", "last"}, ack)
+	if _, known := l.Get(k); known {
+		t.Fatal("k outlived the bound")
+	}
+}
