@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -42,22 +43,22 @@ func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 
 // adapterCommand is `aep-kimi adapter`: hook intake -> AEP events -> logs
 // and relay.
-func adapterCommand() command {
-	return command{
-		name:    "adapter",
-		summary: "run the hook adapter: Kimi hooks -> AEP events, logs and relay",
-		forms:   []string{"[--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]"},
-		about:   "Takes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.",
-		env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
+func adapterCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "adapter",
+		Summary: "run the hook adapter: Kimi hooks -> AEP events, logs and relay",
+		Forms:   []string{"[--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]"},
+		About:   "Takes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.",
+		Env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
 			"AEP_REDACT_PII (1)", "AEP_KIMI_CONTROL", "AEP_KIMI_GATE_TOOLS", "AEP_ATTENTION_TIMEOUT_MS (50000)", "AEP_INSTRUCT",
 			fmt.Sprintf("AEP_KIMI_MAX_OPEN_LOGS (%d)", adapter.DefaultMaxOpenLogs),
 			fmt.Sprintf("AEP_KIMI_MAX_SESSIONS (%d)", adapter.DefaultMaxSessions),
 			fmt.Sprintf("AEP_KIMI_MAX_WATCHES (%d)", adapter.DefaultMaxWatches)},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o adapterOptions
 			o.flags(fs, getenv)
-			return func(ctx context.Context, _ []string, io stdio) int {
+			return func(ctx context.Context, _ []string) int {
 				log := newLogger(io.err, o.verbose)
 				return serveDaemon(ctx, "adapter", io, getenv, o.token, func(token string) (daemon, error) {
 					return newAdapterDaemon(o, token, getenv, log)

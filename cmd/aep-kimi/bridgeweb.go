@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -55,22 +56,22 @@ func kimiHome(getenv func(string) string) string {
 
 // bridgeWebCommand is `aep-kimi bridge-web`: kimi web sessions -> AEP
 // events.
-func bridgeWebCommand() command {
-	return command{
-		name:    "bridge-web",
-		summary: "follow kimi web (kap-server) sessions -> AEP events, logs and relay",
-		forms: []string{"[--listen 127.0.0.1:4323] [--mode companion|primary] [--kimi-home DIR]\n" +
+func bridgeWebCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "bridge-web",
+		Summary: "follow kimi web (kap-server) sessions -> AEP events, logs and relay",
+		Forms: []string{"[--listen 127.0.0.1:4323] [--mode companion|primary] [--kimi-home DIR]\n" +
 			"[--kap URL --kap-token-file F] [--relay URL|none] [--home DIR]"},
-		about: "Follows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP\n" +
+		About: "Follows `kimi web` (the kap-server) over its WebSocket and REST API and publishes its sessions as AEP\n" +
 			"events: per-session JSONL logs under HOME/logs/kimi-code-web and a relay.",
-		env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
+		Env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
 			"AEP_REDACT_PII (1)", "AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs)",
 			fmt.Sprintf("AEP_KIMI_WEB_MAX_OPEN_LOGS (%d)", bridgeweb.DefaultMaxOpenLogs)},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o bridgeWebOptions
 			o.flags(fs, getenv)
-			return func(ctx context.Context, _ []string, io stdio) int {
+			return func(ctx context.Context, _ []string) int {
 				log := newLogger(io.err, o.verbose)
 				return serveDaemon(ctx, "bridge-web", io, getenv, o.token, func(token string) (daemon, error) {
 					return newBridgeWebDaemon(o, token, getenv, log)

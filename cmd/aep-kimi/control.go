@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -92,27 +93,27 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 // respondCommand answers an attention request: aep-kimi respond --option
 // ID [--text T] SESSION [REQUEST_ID]. Without REQUEST_ID it answers the
 // session's one pending request.
-func respondCommand() command {
-	return command{
-		name:    "respond",
-		summary: "answer an agent's attention request through the relay",
-		forms:   []string{"[--relay URL] --option ID [--text T] SESSION [REQUEST_ID]"},
-		about: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
+func respondCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "respond",
+		Summary: "answer an agent's attention request through the relay",
+		Forms:   []string{"[--relay URL] --option ID [--text T] SESSION [REQUEST_ID]"},
+		About: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
 			"session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the\n" +
 			"full command for each request it shows.",
-		env: []string{"AEP_TOKEN"},
-		exit: senderExitCodes + "\n" +
+		Env: []string{"AEP_TOKEN"},
+		Exit: senderExitCodes + "\n" +
 			"Before sending, respond checks the target against the relay's replay: 5 unknown\n" +
 			"session, 6 unknown request, 7 nothing to answer (the request is closed or answered\n" +
 			"in Kimi itself, or the session has no pending request), 8 several pending (name one).",
-		examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID"},
-		nargs:    nargs{1, 2},
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID"},
+		Args:     cli.Args{Min: 1, Max: 2},
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o senderOptions
 			o.flags(fs, getenv)
 			option := fs.String("option", "", "the option id to answer with (e.g. allow, allow_session, deny, cancel; approved/rejected on kimi web)")
 			text := fs.String("text", "", "free text: a reason, or (alone) text naming an option")
-			return func(ctx context.Context, args []string, io stdio) int {
+			return func(ctx context.Context, args []string) int {
 				return runRespond(ctx, o, *option, *text, args, io)
 			}
 		},
@@ -216,21 +217,21 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 
 // cancelCommand cancels a session's run: aep-kimi cancel [--run RUN]
 // SESSION.
-func cancelCommand() command {
-	return command{
-		name:    "cancel",
-		summary: "cancel a session's run through the relay",
-		forms:   []string{"[--relay URL] [--run RUN] [--scope run|session] SESSION"},
-		env:     []string{"AEP_TOKEN"},
-		exit:    senderExitCodes,
-		nargs:   exactly(1),
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+func cancelCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "cancel",
+		Summary: "cancel a session's run through the relay",
+		Forms:   []string{"[--relay URL] [--run RUN] [--scope run|session] SESSION"},
+		Env:     []string{"AEP_TOKEN"},
+		Exit:    senderExitCodes,
+		Args:    cli.Exactly(1),
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o senderOptions
 			o.flags(fs, getenv)
 			run := fs.String("run", "", "the run to cancel (default: the target's current run)")
 			scope := fs.String("scope", "run", "run or session")
 			reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
-			return func(ctx context.Context, args []string, io stdio) int {
+			return func(ctx context.Context, args []string) int {
 				return runCancel(ctx, o, *run, *scope, *reason, args[0], io)
 			}
 		},
@@ -261,18 +262,18 @@ func runCancel(ctx context.Context, o senderOptions, run, scope, reason, session
 
 // instructCommand queues an instruction for a session's next prompt:
 // aep-kimi instruct SESSION TEXT.
-func instructCommand() command {
-	return command{
-		name:    "instruct",
-		summary: "queue an instruction for a session's next prompt",
-		forms:   []string{"[--relay URL] SESSION TEXT"},
-		env:     []string{"AEP_TOKEN"},
-		exit:    senderExitCodes,
-		nargs:   exactly(2),
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+func instructCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "instruct",
+		Summary: "queue an instruction for a session's next prompt",
+		Forms:   []string{"[--relay URL] SESSION TEXT"},
+		Env:     []string{"AEP_TOKEN"},
+		Exit:    senderExitCodes,
+		Args:    cli.Exactly(2),
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o senderOptions
 			o.flags(fs, getenv)
-			return func(ctx context.Context, args []string, io stdio) int {
+			return func(ctx context.Context, args []string) int {
 				return runInstruct(ctx, o, args[0], args[1], io)
 			}
 		},

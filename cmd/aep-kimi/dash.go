@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
@@ -25,24 +26,24 @@ const dashDrain = 2 * time.Second
 // dashCommand is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet
 // page fed from several relays, on its own loopback port, each session
 // labelled with its relay.
-func dashCommand() command {
-	return command{
-		name:    "dash",
-		summary: "serve the fleet page fed from several relays, on a loopback port",
-		forms:   []string{"--relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]"},
-		about: "Serves the fleet page fed from several relays (a laptop's and a team's) on a loopback port.\n" +
+func dashCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "dash",
+		Summary: "serve the fleet page fed from several relays, on a loopback port",
+		Forms:   []string{"--relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]"},
+		About: "Serves the fleet page fed from several relays (a laptop's and a team's) on a loopback port.\n" +
 			"The relays' tokens stay in this process; the page logs in with a fresh token of its own,\n" +
 			"carried after # in the URL printed at start.",
-		examples: []string{"aep-kimi dash --relay http://127.0.0.1:8787 --relay https://relay.example:8787,$HOME/.aep/team.token"},
-		nargs:    noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Examples: []string{"aep-kimi dash --relay http://127.0.0.1:8787 --relay https://relay.example:8787,$HOME/.aep/team.token"},
+		Args:     cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			listen := fs.String("listen", DefaultDashListen, "loopback address to serve the page on")
 			var relays []string
 			fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token)", func(s string) error {
 				relays = append(relays, s)
 				return nil
 			})
-			return func(ctx context.Context, _ []string, io stdio) int { return runDash(ctx, *listen, relays, getenv, io) }
+			return func(ctx context.Context, _ []string) int { return runDash(ctx, *listen, relays, getenv, io) }
 		},
 	}
 }

@@ -9,37 +9,38 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 )
 
 // exportCommand converts event streams through an AEP-0005 bridge, one
 // mode per bridge. Exit 0 when every input converted or was out of the
 // bridge's scope, 1 when an input was bad or unreadable, 2 for usage errors.
-func exportCommand() command {
-	return command{
-		name:    "export",
-		summary: "convert events to CloudEvents, OTLP or OCSF (AEP-0005 bridges)",
-		about: "Without --relay: converts JSONL (stdin, or FILEs; - is stdin) to one record per\n" +
+func exportCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "export",
+		Summary: "convert events to CloudEvents, OTLP or OCSF (AEP-0005 bridges)",
+		About: "Without --relay: converts JSONL (stdin, or FILEs; - is stdin) to one record per\n" +
 			"line on stdout (AEP-0005 bridges); skipped and bad inputs are counted on stderr.\n" +
 			"With --relay: follows the relay and delivers every event matching --filter,\n" +
 			"resuming after a restart from --state; progress on --metrics ADDR (/metrics).",
-		exit: "Exit 0 when every input converted or was out of the bridge's scope, 1 when an input was bad\n" +
+		Exit: "Exit 0 when every input converted or was out of the bridge's scope, 1 when an input was bad\n" +
 			"or unreadable (or the relay refused the subscription), 2 usage.",
-		modes: []command{
-			exportMode("ce", []string{"[--inverse] [FILE...]", "--relay URL --sink URL"}),
+		Modes: []cli.Command{
+			exportMode("ce", []string{"[--inverse] [FILE...]", "--relay URL --sink URL"}, getenv, io),
 			exportMode("otlp", []string{"[--max-capture LEVEL] [--service-name NAME] [FILE...]",
-				"--relay URL --endpoint http://HOST:4318 [--signal logs|traces|both] [--header K=V]..."}),
-			exportMode("ocsf", []string{"[--max-capture LEVEL] [FILE...]", "--relay URL (--out FILE | --sink URL)"}),
+				"--relay URL --endpoint http://HOST:4318 [--signal logs|traces|both] [--header K=V]..."}, getenv, io),
+			exportMode("ocsf", []string{"[--max-capture LEVEL] [FILE...]", "--relay URL (--out FILE | --sink URL)"}, getenv, io),
 		},
 	}
 }
 
 // exportMode is one bridge of `aep-kimi export`.
-func exportMode(mode string, forms []string) command {
-	return command{
-		name:  mode,
-		forms: forms,
-		nargs: anyArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+func exportMode(mode string, forms []string, getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:  mode,
+		Forms: forms,
+		Args:  cli.AnyArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			o := exportOptions{mode: mode, conv: export.Converter{MaxCapture: export.DefaultMaxCapture}}
 			o.maxCapture = export.DefaultMaxCapture.String()
 			o.live.register(fs, mode, getenv)
@@ -54,7 +55,7 @@ func exportMode(mode string, forms []string) command {
 				o.conv.Mode = export.ModeOCSF
 				fs.StringVar(&o.maxCapture, "max-capture", o.maxCapture, "capture ceiling: payloads above it are not exported (none, metadata, redacted, full)")
 			}
-			return func(ctx context.Context, files []string, io stdio) int { return runExport(ctx, &o, files, getenv, io) }
+			return func(ctx context.Context, files []string) int { return runExport(ctx, &o, files, getenv, io) }
 		},
 	}
 }

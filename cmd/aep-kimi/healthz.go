@@ -7,22 +7,24 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 )
 
 // healthzCommand checks the local daemons' /healthz (the container
 // HEALTHCHECK, and scripts): exit 0 when every URL answers 200, 1
 // otherwise.
-func healthzCommand() command {
-	return command{
-		name:    "healthz",
-		summary: "check the local daemons' /healthz (exit 1 when one is down)",
-		forms:   []string{"[--timeout D] [URL...]"},
-		about:   "Checks each URL (default: the relay and the adapter on their usual local ports) and prints its answer.",
-		exit:    "Exit 0 when every URL answers 200, 1 otherwise, 2 usage.",
-		nargs:   anyArgs,
-		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+func healthzCommand(getenv func(string) string, std stdio) cli.Command {
+	return cli.Command{
+		Name:    "healthz",
+		Summary: "check the local daemons' /healthz (exit 1 when one is down)",
+		Forms:   []string{"[--timeout D] [URL...]"},
+		About:   "Checks each URL (default: the relay and the adapter on their usual local ports) and prints its answer.",
+		Exit:    "Exit 0 when every URL answers 200, 1 otherwise, 2 usage.",
+		Args:    cli.AnyArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			timeout := fs.Duration("timeout", 2*time.Second, "per-request timeout")
-			return func(ctx context.Context, urls []string, std stdio) int { return runHealthz(ctx, *timeout, urls, std) }
+			return func(ctx context.Context, urls []string) int { return runHealthz(ctx, *timeout, urls, std) }
 		},
 	}
 }

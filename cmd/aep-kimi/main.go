@@ -3,40 +3,51 @@
 // open, healthz, quarantine, map, validate, export).
 //
 // Every command is one entry of the table below, built in its own file:
-// name, summary, usage, flags and what runs. This file only dispatches.
-// Exit codes: 0 ok, 1 failure, 2 usage.
+// name, summary, usage, flags and what runs (internal/cli parses, dispatches
+// and writes the usage from it). Exit codes: 0 ok, 1 failure, 2 usage.
 package main
 
 import (
 	"context"
-	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
+// prog is the binary's name in usage lines.
+const prog = "aep-kimi"
+
+// stdio is the process's standard streams, passed in so commands are
+// testable without touching globals.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
 // commands is the table of aep-kimi's commands, in the order the top-level
-// help lists them.
-func commands() []command {
-	return []command{
-		upCommand(),
-		relayCommand(),
-		adapterCommand(),
-		bridgeWebCommand(),
-		dashCommand(),
-		tailCommand(),
-		pendingCommand(),
-		respondCommand(),
-		instructCommand(),
-		cancelCommand(),
-		openCommand(),
-		healthzCommand(),
-		quarantineCommand(),
-		mapCommand(),
-		validateCommand(),
-		exportCommand(),
+// help lists them, reading getenv and std.
+func commands(getenv func(string) string, std stdio) []cli.Command {
+	return []cli.Command{
+		upCommand(getenv, std),
+		relayCommand(getenv, std),
+		adapterCommand(getenv, std),
+		bridgeWebCommand(getenv, std),
+		dashCommand(getenv, std),
+		tailCommand(getenv, std),
+		pendingCommand(getenv, std),
+		respondCommand(getenv, std),
+		instructCommand(getenv, std),
+		cancelCommand(getenv, std),
+		openCommand(getenv, std),
+		healthzCommand(getenv, std),
+		quarantineCommand(getenv, std),
+		mapCommand(getenv, std),
+		validateCommand(getenv, std),
+		exportCommand(getenv, std),
 	}
 }
 
@@ -50,25 +61,11 @@ func run(args []string, std stdio) int {
 	return runContext(ctx, args, std, os.Getenv)
 }
 
-// runContext dispatches args[0] to its command: no command prints the help
-// and exits 2, -h prints it and exits 0.
+// runContext runs the command args name.
 func runContext(ctx context.Context, args []string, std stdio, getenv func(string) string) int {
 	// Whatever a command prints may quote event data or input: no control
 	// character in it reaches the terminal raw.
 	std.out, std.err = consumer.NewWriter(std.out), consumer.NewWriter(std.err)
-	cmds := commands()
-	if len(args) == 0 || isHelp(args[0]) {
-		topUsage(std.out, cmds)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	for _, c := range cmds {
-		if c.name == args[0] {
-			return c.dispatch(ctx, c.name, args[1:], std, getenv)
-		}
-	}
-	fmt.Fprintf(std.err, "%s: unknown command %q (run %s --help)\n", prog, args[0], prog)
-	return 2
+	p := cli.Program{Name: prog, Commands: commands(getenv, std), Out: std.out, Err: std.err}
+	return p.Main(ctx, args)
 }

@@ -10,29 +10,30 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // mapCommand maps one hook payload (or, with --web, one kap-server frame)
 // read on stdin and prints the resulting AEP envelopes, one JSON line each,
 // with a placeholder identity (fresh ids, the current time, seq from 0).
-func mapCommand() command {
-	return command{
-		name:    "map",
-		summary: "map one hook payload (or kap frame) on stdin to AEP events",
-		forms:   []string{"[--capture LEVEL] [--attention-capture LEVEL] [--web --mode companion|primary] < payload.json"},
-		about: "Reads one hook payload (or, with --web, one kimi web frame) on stdin and prints the AEP events it maps to,\n" +
+func mapCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "map",
+		Summary: "map one hook payload (or kap frame) on stdin to AEP events",
+		Forms:   []string{"[--capture LEVEL] [--attention-capture LEVEL] [--web --mode companion|primary] < payload.json"},
+		About: "Reads one hook payload (or, with --web, one kimi web frame) on stdin and prints the AEP events it maps to,\n" +
 			"one JSON line each, with placeholder ids, the current time and seq from 0.",
-		examples: []string{`echo '{"hook_event_name":"Stop","session_id":"s1"}' | aep-kimi map`},
-		nargs:    noArgs,
-		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+		Examples: []string{`echo '{"hook_event_name":"Stop","session_id":"s1"}' | aep-kimi map`},
+		Args:     cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o mapOptions
 			fs.StringVar(&o.capture, "capture", "metadata", "capture ceiling: none, metadata, redacted or full")
 			fs.StringVar(&o.attention, "attention-capture", "", "capture ceiling for attention.* (default redacted, or none when --capture none)")
 			fs.BoolVar(&o.web, "web", false, "the input is one kimi web (kap-server) WebSocket frame, not a hook payload")
 			fs.StringVar(&o.mode, "mode", "companion", "with --web: companion or primary")
 			fs.BoolVar(&o.noPII, "no-pii", false, "do not redact emails and phone numbers at redacted")
-			return func(_ context.Context, _ []string, io stdio) int { return runMap(o, io) }
+			return func(_ context.Context, _ []string) int { return runMap(o, io) }
 		},
 	}
 }

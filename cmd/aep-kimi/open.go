@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -58,22 +59,22 @@ const OpenFileName = "open.html"
 // the desktop's opener when there is one. The opener gets the file's path,
 // not the URL: a command line is readable by every local user, the file
 // only by its owner.
-func openCommand() command {
-	return command{
-		name:    "open",
-		summary: "open the fleet page (the relay's web view) logged in",
-		forms:   []string{"[--relay URL] [--token-file F] [--home DIR] [--print]"},
-		about: "Opens the fleet page logged in: writes $AEP_HOME/" + OpenFileName + " (mode 0600), which sends the\n" +
+func openCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "open",
+		Summary: "open the fleet page (the relay's web view) logged in",
+		Forms:   []string{"[--relay URL] [--token-file F] [--home DIR] [--print]"},
+		About: "Opens the fleet page logged in: writes $AEP_HOME/" + OpenFileName + " (mode 0600), which sends the\n" +
 			"browser to the login URL, prints its path and opens it (xdg-open or open, when present).\n" +
 			"The token rides after # in that URL: browsers never send that part to a server; the page\n" +
 			"trades it for a session cookie and drops it from the address bar.",
-		env:   []string{"AEP_TOKEN"},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Env:  []string{"AEP_TOKEN"},
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			rc := relayClientFlags(fs, getenv)
 			home := fs.String("home", aepHome(getenv), "AEP home, where "+OpenFileName+" is written (env AEP_HOME)")
 			printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
-			return func(ctx context.Context, _ []string, io stdio) int {
+			return func(ctx context.Context, _ []string) int {
 				return runOpen(ctx, *rc, *home, *printOnly, getenv, io)
 			}
 		},

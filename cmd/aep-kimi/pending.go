@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -26,21 +27,21 @@ const (
 
 // pendingCommand is `aep-kimi pending`: the attention requests that wait
 // on a person across the fleet now, oldest first, from the relay's replay.
-func pendingCommand() command {
-	return command{
-		name:    "pending",
-		summary: "list the attention requests waiting on you across the fleet",
-		forms:   []string{"[--relay URL] [--token-file F]"},
-		about: "Lists the attention requests waiting on a person across every session the relay\n" +
+func pendingCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "pending",
+		Summary: "list the attention requests waiting on you across the fleet",
+		Forms:   []string{"[--relay URL] [--token-file F]"},
+		About: "Lists the attention requests waiting on a person across every session the relay\n" +
 			"holds, oldest first: session and title, request id, age, time left, prompt, options,\n" +
 			"and the command that answers each (or where to answer it). Answered, resolved and\n" +
 			"expired requests are left out.",
-		env:   []string{"AEP_TOKEN"},
-		exit:  "Exit 0 (also when nothing is pending), 1 when the relay cannot be read, 2 usage.",
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Env:  []string{"AEP_TOKEN"},
+		Exit: "Exit 0 (also when nothing is pending), 1 when the relay cannot be read, 2 usage.",
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			rc := relayClientFlags(fs, getenv)
-			return func(ctx context.Context, _ []string, io stdio) int { return runPending(ctx, *rc, getenv, io) }
+			return func(ctx context.Context, _ []string) int { return runPending(ctx, *rc, getenv, io) }
 		},
 	}
 }

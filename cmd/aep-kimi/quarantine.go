@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -35,12 +36,12 @@ type quarantinedFile struct {
 
 // quarantineCommand lists what aep-kimi set aside under its home rather
 // than drop: spool records the adapter could not ingest and torn log tails.
-func quarantineCommand() command {
-	return command{
-		name:    "quarantine",
-		summary: "list payloads and log tails set aside under the home, with why",
-		forms:   []string{"[--home DIR] [--json]"},
-		about: "Lists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.\n" +
+func quarantineCommand(getenv func(string) string, std stdio) cli.Command {
+	return cli.Command{
+		Name:    "quarantine",
+		Summary: "list payloads and log tails set aside under the home, with why",
+		Forms:   []string{"[--home DIR] [--json]"},
+		About: "Lists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.\n" +
 			fmt.Sprintf("  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", quarantineSpool) +
 			"             prompts and tool output, unredacted. The adapter keeps at most " +
 			fmt.Sprintf("%d MiB of them, none older than %s,\n", spool.QuarantineMaxBytes>>20, spool.QuarantineMaxAge) +
@@ -48,11 +49,11 @@ func quarantineCommand() command {
 			fmt.Sprintf("  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", quarantineTorn) +
 			"             append, next to the log as <session>.jsonl.torn-<time>. Kept until you delete it.\n" +
 			"Delete a file with rm once you have looked at it.",
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			home := fs.String("home", aepHome(getenv), "AEP home (env AEP_HOME)")
 			asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
-			return func(_ context.Context, _ []string, std stdio) int { return runQuarantine(*home, *asJSON, std) }
+			return func(_ context.Context, _ []string) int { return runQuarantine(*home, *asJSON, std) }
 		},
 	}
 }

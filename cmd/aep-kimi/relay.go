@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -17,24 +18,24 @@ import (
 // over the reference relay's environment (AEP_PORT, AEP_TOKEN, AEP_BUFFER,
 // AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH,
 // AEP_MAX_FROM) and ours (AEP_TOKEN_FILE, AEP_PUBLIC, AEP_ALLOWED_HOSTS).
-func relayCommand() command {
-	return command{
-		name:    "relay",
-		summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
-		forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]\n" +
+func relayCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "relay",
+		Summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
+		Forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]\n" +
 			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]"},
-		about: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
+		About: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
 			"AEP_TOKEN or AEP_TOKEN_FILE enables auth and control routing.\n\n" +
 			"Stores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps\n" +
 			"every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,\n" +
 			"with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream\n" +
 			"reaches the session's claimant through the relay it is connected to.\n\n" +
 			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.",
-		env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
+		Env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
 			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
 			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "GOMEMLIMIT"},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o relayOptions
 			fs.StringVar(&o.listen, "listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
 			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
@@ -45,7 +46,7 @@ func relayCommand() command {
 				"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
 			o.store.flags(fs, getenv)
 			fs.BoolVar(&o.verbose, "v", false, "log every request (debug level)")
-			return func(ctx context.Context, _ []string, io stdio) int { return runRelay(ctx, o, getenv, io) }
+			return func(ctx context.Context, _ []string) int { return runRelay(ctx, o, getenv, io) }
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -26,21 +27,21 @@ const (
 
 // tailCommand is `aep-kimi tail`: a terminal timeline of a relay's stream
 // over SSE, deduplicated on (source, id), resuming from a state file.
-func tailCommand() command {
-	return command{
-		name:    "tail",
-		summary: "follow a relay's event stream as a terminal timeline",
-		forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token T] [--once] [--no-color]"},
-		about: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
+func tailCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "tail",
+		Summary: "follow a relay's event stream as a terminal timeline",
+		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token T] [--once] [--no-color]"},
+		About: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
 			"Each row: time, agent, session (short id and title), position, type, and what happened\n" +
 			"(the tool and its arguments as far as the capture level carried them, outcomes,\n" +
 			"durations). Under an attention request: its id, options and expiry, and either the\n" +
 			"command that answers it, ready to paste (aep-kimi respond --option deny SESSION ID),\n" +
 			"or where to answer it (in Kimi itself). Colour only on a terminal, never with\n" +
 			"--no-color or NO_COLOR. See also: aep-kimi pending.",
-		env:   []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR"},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR"},
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o tailOptions
 			fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
 			fs.StringVar(&o.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
@@ -50,7 +51,7 @@ func tailCommand() command {
 			fs.StringVar(&o.token, "token", "", "bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")
 			fs.BoolVar(&o.noColor, "no-color", false, "never colour the output")
-			return func(ctx context.Context, _ []string, io stdio) int { return runTail(ctx, o, getenv, io) }
+			return func(ctx context.Context, _ []string) int { return runTail(ctx, o, getenv, io) }
 		},
 	}
 }

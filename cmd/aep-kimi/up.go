@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -36,18 +37,18 @@ type upOptions struct {
 
 // upCommand is `aep-kimi up`: the relay, the adapter and (unless
 // --web=false) the kimi web bridge, in one process sharing one token.
-func upCommand() command {
-	return command{
-		name:    "up",
-		summary: "run the relay, the hook adapter and the kimi web bridge together",
-		forms: []string{"[--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]\n" +
+func upCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "up",
+		Summary: "run the relay, the hook adapter and the kimi web bridge together",
+		Forms: []string{"[--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]\n" +
 			"[--store memory|jetstream ...] [--otlp URL]"},
-		about: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
+		About: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
 			"sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment\n" +
 			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h).",
-		env:   []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_INSTRUCT"},
-		nargs: noArgs,
-		flags: func(fs *flag.FlagSet, getenv func(string) string) runFunc {
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_INSTRUCT"},
+		Args: cli.NoArgs,
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o upOptions
 			fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
 			fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
@@ -59,7 +60,7 @@ func upCommand() command {
 			o.life.flags(fs, getenv)
 			o.otlp.flags(fs)
 			o.store.flags(fs, getenv)
-			return func(ctx context.Context, _ []string, io stdio) int {
+			return func(ctx context.Context, _ []string) int {
 				if err := upRun(ctx, o, getenv, io); err != nil {
 					fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
 					var ue usageError

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 )
 
 // update rewrites the golden files under testdata (usage, tail).
@@ -28,12 +30,12 @@ func usageEnv(t *testing.T) func(string) string {
 
 // helpCases is every usage text: the top level, each command and each
 // mode, by the arguments that print it.
-func helpCases() map[string][]string {
+func helpCases(getenv func(string) string) map[string][]string {
 	cases := map[string][]string{"aep-kimi": {"-h"}}
-	for _, c := range commands() {
-		cases[c.name] = []string{c.name, "-h"}
-		for _, m := range c.modes {
-			cases[c.name+"-"+m.name] = []string{c.name, m.name, "-h"}
+	for _, c := range commands(getenv, stdio{}) {
+		cases[c.Name] = []string{c.Name, "-h"}
+		for _, m := range c.Modes {
+			cases[c.Name+"-"+m.Name] = []string{c.Name, m.Name, "-h"}
 		}
 	}
 	return cases
@@ -44,7 +46,7 @@ func helpCases() map[string][]string {
 // rewrites them): -h prints it on stdout, nothing on stderr, and exits 0.
 func TestUsageGolden(t *testing.T) {
 	getenv := usageEnv(t)
-	for name, args := range helpCases() {
+	for name, args := range helpCases(getenv) {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := runContext(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errb}, getenv)
@@ -68,7 +70,7 @@ func TestUsageGolden(t *testing.T) {
 		})
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "usage", "*.txt"))
-	cases := helpCases()
+	cases := helpCases(getenv)
 	for _, f := range files {
 		if _, ok := cases[strings.TrimSuffix(filepath.Base(f), ".txt")]; !ok {
 			t.Errorf("%s belongs to no command", f)
@@ -78,24 +80,24 @@ func TestUsageGolden(t *testing.T) {
 
 // TestUsageFormsNameRealFlags keeps each usage line honest: every --flag a
 // form names is one the command defines, and every command has a summary
-// (modes excepted) and at least one form.
+// and at least one form (a command with modes: each mode).
 func TestUsageFormsNameRealFlags(t *testing.T) {
 	getenv := usageEnv(t)
 	flagRe := regexp.MustCompile(`(?:^|[\s\[(|])--?([a-z][a-z-]*)`)
-	var check func(path string, c command)
-	check = func(path string, c command) {
-		if len(c.modes) > 0 {
-			for _, m := range c.modes {
-				check(path+" "+m.name, m)
+	var check func(path string, c cli.Command)
+	check = func(path string, c cli.Command) {
+		if len(c.Modes) > 0 {
+			for _, m := range c.Modes {
+				check(path+" "+m.Name, m)
 			}
 			return
 		}
-		if len(c.forms) == 0 {
+		if len(c.Forms) == 0 {
 			t.Errorf("%s: no usage form", path)
 		}
-		fs := flag.NewFlagSet(path, flag.ContinueOnError)
-		c.flags(fs, getenv)
-		for _, f := range c.forms {
+		fs := c.FlagSet(path)
+		c.Flags(fs)
+		for _, f := range c.Forms {
 			for _, m := range flagRe.FindAllStringSubmatch(f, -1) {
 				if fs.Lookup(m[1]) == nil {
 					t.Errorf("%s: usage form %q names --%s, which the command does not define", path, f, m[1])
@@ -103,11 +105,11 @@ func TestUsageFormsNameRealFlags(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range commands() {
-		if c.summary == "" {
-			t.Errorf("%s: no summary", c.name)
+	for _, c := range commands(getenv, stdio{}) {
+		if c.Summary == "" {
+			t.Errorf("%s: no summary", c.Name)
 		}
-		check(c.name, c)
+		check(c.Name, c)
 	}
 }
 

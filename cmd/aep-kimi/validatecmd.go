@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -18,19 +19,19 @@ const maxLine = 16 << 20
 // validateCommand checks JSONL streams: every line's envelope and payload,
 // and the stream rules across the lines of each file. It prints one line
 // per violation and a summary, and exits 1 on any violation.
-func validateCommand() command {
-	return command{
-		name:    "validate",
-		summary: "check JSONL event streams against AEP 0.1",
-		forms:   []string{"[-q] FILE... (- for stdin)"},
-		about: "Checks every line's envelope and payload, and the stream rules across the lines of each file;\n" +
+func validateCommand(getenv func(string) string, io stdio) cli.Command {
+	return cli.Command{
+		Name:    "validate",
+		Summary: "check JSONL event streams against AEP 0.1",
+		Forms:   []string{"[-q] FILE... (- for stdin)"},
+		About: "Checks every line's envelope and payload, and the stream rules across the lines of each file;\n" +
 			"prints one line per violation and a summary.",
-		exit:     "Exit 0 when every event is valid, 1 on any violation or unreadable file, 2 usage.",
-		examples: []string{"aep-kimi validate ~/.aep/logs/kimi-code/*.jsonl"},
-		nargs:    nargs{1, -1},
-		flags: func(fs *flag.FlagSet, _ func(string) string) runFunc {
+		Exit:     "Exit 0 when every event is valid, 1 on any violation or unreadable file, 2 usage.",
+		Examples: []string{"aep-kimi validate ~/.aep/logs/kimi-code/*.jsonl"},
+		Args:     cli.Args{Min: 1, Max: -1},
+		Flags: func(fs *flag.FlagSet) cli.Run {
 			quiet := fs.Bool("q", false, "print only the summary")
-			return func(_ context.Context, files []string, io stdio) int { return runValidate(files, *quiet, io) }
+			return func(_ context.Context, files []string) int { return runValidate(files, *quiet, io) }
 		},
 	}
 }

@@ -15,41 +15,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
-
-const usage = `aep-setup registers the AEP hook shim (kimi-hook) in Kimi Code's config.toml.
-
-Usage:
-  aep-setup write kimi-code  [--home DIR] [--hook-cmd PATH] [--daemon URL] [--aep-home DIR]
-                             [--kimi PATH] [--kimi-version V] [--control] [--dry-run]
-  aep-setup remove kimi-code [--home DIR] [--dry-run]
-  aep-setup check kimi-code  [--home DIR] [--daemon URL] [--kimi PATH] [--kimi-version V]
-                             [--hook-cmd PATH] [--aep-home DIR] [--control]
-  aep-setup --help
-
-write   appends one fenced block of [[hooks]] tables (one per event the installed
-        Kimi accepts) to config.toml, or refreshes the block in place; backs the
-        file up first; writes nothing when the block is already current.
-remove  strips the block (and unfenced kimi-hook tables); the rest is byte-identical.
-check   reports the Kimi version, expected and registered events, the block's
-        state (absent/current/stale/unfenced), the adapter's reachability and
-        problems; exit 1 when there are problems.
-
-Flags:
-  --home DIR         Kimi home holding config.toml ($KIMI_CODE_HOME, else ~/.kimi-code)
-  --hook-cmd PATH    kimi-hook executable (default: next to aep-setup, else on PATH)
-  --daemon URL       adapter URL (default http://$AEP_KIMI_ADDR, else http://127.0.0.1:8398)
-  --aep-home DIR     AEP state directory passed to kimi-hook ($AEP_HOME, else ~/.aep)
-  --kimi PATH        kimi binary used to detect the version (default kimi on PATH)
-  --kimi-version V   skip detection; 0.32.0 and later get 20 events, older 16
-  --control          raise the PreToolUse timeout to fit the held permission gate
-                     (ceil($AEP_ATTENTION_TIMEOUT_MS/1000)+10 s, default 60;
-                     default on when $AEP_KIMI_CONTROL is 1 or true)
-  --dry-run          change nothing; print what would be written
-
-Exit codes: 0 ok, 1 refused/failed/problems found, 2 usage error.
-`
 
 // Exit codes.
 const (
@@ -101,37 +69,108 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		return fail(stderr, usagef("missing command: write, remove or check"))
+	p := cli.Program{Name: programName, Commands: commands(e, stdout, stderr), Out: stdout, Err: stderr}
+	return p.Main(ctx, args)
+}
+
+// commands is aep-setup's table: write, remove and check, each naming the
+// agent (kimi-code) with its flags before or after it.
+func commands(e env, stdout, stderr io.Writer) []cli.Command {
+	return []cli.Command{
+		{
+			Name:    "write",
+			Summary: "register the AEP hooks in Kimi's config.toml (or refresh them)",
+			Forms: []string{setup.AgentKimiCode + " [--home DIR] [--hook-cmd PATH] [--daemon URL] [--aep-home DIR]\n" +
+				"[--kimi PATH] [--kimi-version V] [--control] [--dry-run]"},
+			About: "Appends one fenced block of [[hooks]] tables (one per event the installed Kimi accepts) to\n" +
+				"config.toml, or refreshes the block in place; backs the file up first; writes nothing when\n" +
+				"the block is already current.",
+			Env:  []string{envKimiHome, envAEPHome, "AEP_KIMI_ADDR", envHoldMs, envControl, envPath},
+			Exit: exitCodes,
+			Examples: []string{"aep-setup write " + setup.AgentKimiCode,
+				"aep-setup write " + setup.AgentKimiCode + " --dry-run --kimi-version 2.1.0"},
+			Args: agentArgs, Interspersed: true,
+			Flags: func(fs *flag.FlagSet) cli.Run {
+				o := registerFlags(fs, "write", e)
+				return func(ctx context.Context, args []string) int {
+					return finish(stderr, checkAgent("write", args), func() error { return runWrite(ctx, *o, e, stdout, stderr) })
+				}
+			},
+		},
+		{
+			Name:     "remove",
+			Summary:  "remove the AEP hooks from Kimi's config.toml",
+			Forms:    []string{setup.AgentKimiCode + " [--home DIR] [--dry-run]"},
+			About:    "Strips the block (and unfenced kimi-hook tables); the rest of config.toml is byte-identical.",
+			Env:      []string{envKimiHome},
+			Exit:     exitCodes,
+			Examples: []string{"aep-setup remove " + setup.AgentKimiCode},
+			Args:     agentArgs, Interspersed: true,
+			Flags: func(fs *flag.FlagSet) cli.Run {
+				o := registerFlags(fs, "remove", e)
+				return func(ctx context.Context, args []string) int {
+					return finish(stderr, checkAgent("remove", args), func() error { return runRemove(ctx, *o, e, stdout) })
+				}
+			},
+		},
+		{
+			Name:    "check",
+			Summary: "report the hooks' registration, the Kimi version and the adapter's reachability",
+			Forms: []string{setup.AgentKimiCode + " [--home DIR] [--daemon URL] [--kimi PATH] [--kimi-version V]\n" +
+				"[--hook-cmd PATH] [--aep-home DIR] [--control]"},
+			About: "Reports the Kimi version, expected and registered events, the block's state\n" +
+				"(absent/current/stale/unfenced), the adapter's reachability and problems.",
+			Env:      []string{envKimiHome, envAEPHome, "AEP_KIMI_ADDR", envHoldMs, envControl, envPath},
+			Exit:     "Exit codes: 0 ok, 1 problems found (or failed), 2 usage error.",
+			Examples: []string{"aep-setup check " + setup.AgentKimiCode},
+			Args:     agentArgs, Interspersed: true,
+			Flags: func(fs *flag.FlagSet) cli.Run {
+				o := registerFlags(fs, "check", e)
+				return func(ctx context.Context, args []string) int {
+					err := checkAgent("check", args)
+					if err == nil && o.dryRun {
+						err = usagef("check: --dry-run does not apply (check never writes)")
+					}
+					if err != nil {
+						return fail(stderr, err)
+					}
+					ok, err := runCheck(ctx, *o, e, stdout, stderr)
+					if err != nil {
+						return fail(stderr, err)
+					}
+					if !ok {
+						return exitFailed
+					}
+					return exitOK
+				}
+			},
+		},
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+}
+
+// exitCodes is the exit codes of write and remove.
+const exitCodes = "Exit codes: 0 ok, 1 refused or failed, 2 usage error."
+
+// agentArgs is the agent name every command takes: its absence is reported
+// by checkAgent, which names the agents supported.
+var agentArgs = cli.Args{Min: 0, Max: 1}
+
+// checkAgent checks the positional agent name.
+func checkAgent(cmd string, args []string) error {
+	switch {
+	case len(args) == 0:
+		return usagef("%s: missing agent name (supported: %s)", cmd, setup.AgentKimiCode)
+	case args[0] != setup.AgentKimiCode:
+		return usagef("unknown agent %q (supported: %s)", args[0], setup.AgentKimiCode)
 	}
-	cmd := args[0]
-	if cmd != "write" && cmd != "remove" && cmd != "check" {
-		return fail(stderr, usagef("unknown command %q: use write, remove or check", cmd))
-	}
-	opts, err := parseArgs(cmd, args[1:], e)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	}
-	if err != nil {
-		return fail(stderr, err)
-	}
-	switch cmd {
-	case "write":
-		err = runWrite(ctx, opts, e, stdout, stderr)
-	case "remove":
-		err = runRemove(ctx, opts, e, stdout)
-	default:
-		var ok bool
-		ok, err = runCheck(ctx, opts, e, stdout, stderr)
-		if err == nil && !ok {
-			return exitFailed
-		}
+	return nil
+}
+
+// finish runs do unless err (a usage mistake) is set, and maps the outcome
+// to an exit code.
+func finish(stderr io.Writer, err error, do func() error) int {
+	if err == nil {
+		err = do()
 	}
 	if err != nil {
 		return fail(stderr, err)
@@ -139,59 +178,39 @@ func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// parseArgs accepts flags before and after the agent name.
-func parseArgs(cmd string, args []string, e env) (options, error) {
+// registerFlags registers cmd's flags on fs.
+func registerFlags(fs *flag.FlagSet, cmd string, e env) *options {
 	var o options
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.home, "home", "", "")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "")
-	if cmd != "remove" {
-		controlDefault := false
-		switch strings.ToLower(strings.TrimSpace(e.getenv(envControl))) {
-		case "1", "true", "yes", "on":
-			controlDefault = true
-		}
-		fs.StringVar(&o.hookCmd, "hook-cmd", "", "")
-		// The adapter's own AEP_KIMI_ADDR names where it listens; the hooks
-		// must point there too.
-		daemon := setup.DefaultDaemonURL
-		if addr := strings.TrimSpace(e.getenv("AEP_KIMI_ADDR")); addr != "" {
-			daemon = "http://" + addr
-		}
-		fs.StringVar(&o.daemon, "daemon", daemon, "")
-		fs.StringVar(&o.aepHome, "aep-home", "", "")
-		fs.StringVar(&o.kimi, "kimi", defaultKimiBin, "")
-		fs.StringVar(&o.kimiVersion, "kimi-version", "", "")
-		fs.BoolVar(&o.control, "control", controlDefault, "")
+	fs.StringVar(&o.home, "home", "", "Kimi home holding config.toml ($"+envKimiHome+", else ~/"+kimiHomeDir+")")
+	if cmd != "check" {
+		fs.BoolVar(&o.dryRun, "dry-run", false, "change nothing; print what would be written")
+	} else {
+		// check never writes; the flag is accepted only to say so.
+		fs.BoolVar(&o.dryRun, "dry-run", false, "not for check: it never writes")
 	}
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return o, err
-			}
-			return o, usagef("%s: %v", cmd, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
+	if cmd == "remove" {
+		return &o
 	}
-	switch {
-	case len(positional) == 0:
-		return o, usagef("%s: missing agent name (supported: %s)", cmd, setup.AgentKimiCode)
-	case positional[0] != setup.AgentKimiCode:
-		return o, usagef("unknown agent %q (supported: %s)", positional[0], setup.AgentKimiCode)
-	case len(positional) > 1:
-		return o, usagef("%s: unexpected argument %q", cmd, positional[1])
+	controlDefault := false
+	switch strings.ToLower(strings.TrimSpace(e.getenv(envControl))) {
+	case "1", "true", "yes", "on":
+		controlDefault = true
 	}
-	if cmd == "check" && o.dryRun {
-		return o, usagef("check: --dry-run does not apply (check never writes)")
+	fs.StringVar(&o.hookCmd, "hook-cmd", "", "kimi-hook executable (default: next to aep-setup, else on PATH)")
+	// The adapter's own AEP_KIMI_ADDR names where it listens; the hooks
+	// must point there too.
+	daemon := setup.DefaultDaemonURL
+	if addr := strings.TrimSpace(e.getenv("AEP_KIMI_ADDR")); addr != "" {
+		daemon = "http://" + addr
 	}
-	return o, nil
+	fs.StringVar(&o.daemon, "daemon", daemon, "adapter URL (default http://$AEP_KIMI_ADDR when it is set)")
+	fs.StringVar(&o.aepHome, "aep-home", "", "AEP state directory passed to kimi-hook ($"+envAEPHome+", else ~/"+aepHomeDir+")")
+	fs.StringVar(&o.kimi, "kimi", defaultKimiBin, "kimi binary used to detect the version (a bare name is looked up on PATH)")
+	fs.StringVar(&o.kimiVersion, "kimi-version", "", "skip detection; 0.32.0 and later get 20 events, older 16")
+	fs.BoolVar(&o.control, "control", controlDefault,
+		"raise the PreToolUse timeout to fit the held permission gate (ceil($"+envHoldMs+"/1000)+10 s, default 60; "+
+			"default on when $"+envControl+" is 1 or true)")
+	return &o
 }
 
 // kimiHome resolves --home, $KIMI_CODE_HOME, ~/.kimi-code to an absolute path.

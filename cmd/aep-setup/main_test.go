@@ -95,9 +95,21 @@ func TestHoldEnvMustBeANumber(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	e := testEnv(t, nil)
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"write", "-h"}, {"check", "kimi-code", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := runCLI(t, e, args...)
-		if r.code != exitOK || !strings.Contains(r.stdout, "aep-setup write kimi-code") || r.stderr != "" {
+		if r.code != exitOK || r.stderr != "" {
+			t.Errorf("%v: %+v", args, r)
+		}
+		for _, cmd := range []string{"write", "remove", "check"} {
+			if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
+				t.Errorf("%v: the help does not list %s:\n%s", args, cmd, r.stdout)
+			}
+		}
+	}
+	for _, args := range [][]string{{"write", "-h"}, {"remove", "--help"}, {"check", "kimi-code", "--help"}} {
+		r := runCLI(t, e, args...)
+		if r.code != exitOK || r.stderr != "" || !strings.HasPrefix(r.stdout, "usage: aep-setup "+args[0]+" kimi-code") ||
+			!strings.Contains(r.stdout, "-home string") {
 			t.Errorf("%v: %+v", args, r)
 		}
 	}
