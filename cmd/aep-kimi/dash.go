@@ -2,26 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
-
-// DefaultDashListen is where `aep-kimi dash` serves: loopback only.
-const DefaultDashListen = "127.0.0.1:8790"
-
-// dashDrain bounds the dash's shutdown: its open streams are proxies that
-// end with it.
-const dashDrain = 2 * time.Second
 
 // dashCommand is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet
 // page fed from several relays, on its own loopback port, each session
@@ -30,93 +20,91 @@ func dashCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "dash",
 		Summary: "serve the fleet page fed from several relays, on a loopback port",
-		Forms:   []string{"--relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR]"},
+		Forms:   []string{"--relay URL[,TOKEN_FILE] [--relay ...] [--listen ADDR] [--home DIR]"},
 		About: "Serves the fleet page fed from several relays (a laptop's and a team's) on a loopback port.\n" +
 			"The relays' tokens stay in this process; the page logs in with a fresh token of its own,\n" +
-			"carried after # in the URL printed at start.",
+			"carried after # in its login URL: printed at start when stdout is a terminal, else written\n" +
+			"to $AEP_HOME/" + fleetpage.DashOpenFileName + " (mode 0600), whose path is printed.\n\n" +
+			"A relay given without a token file gets AEP_TOKEN or $AEP_HOME/token only when it is on\n" +
+			"this machine (loopback); any other is read without a token unless its file is named.",
+		Env:      []string{"AEP_TOKEN"},
 		Examples: []string{"aep-kimi dash --relay http://127.0.0.1:8787 --relay https://relay.example:8787,$HOME/.aep/team.token"},
 		Args:     cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
-			listen := fs.String("listen", DefaultDashListen, "loopback address to serve the page on")
+			listen := fs.String("listen", fleetpage.DefaultDashListen, "loopback address to serve the page on")
+			home := fs.String("home", aepHome(getenv), "AEP home, where "+fleetpage.DashOpenFileName+" is written off a terminal (env AEP_HOME)")
 			var relays []string
-			fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token)", func(s string) error {
+			fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token, for a loopback URL only)", func(s string) error {
 				relays = append(relays, s)
 				return nil
 			})
-			return func(ctx context.Context, _ []string) int { return runDash(ctx, *listen, relays, getenv, io) }
+			return func(ctx context.Context, _ []string) int { return runDash(ctx, *listen, *home, relays, getenv, io) }
 		},
 	}
 }
 
 // runDash serves the dash until ctx is done.
-func runDash(ctx context.Context, listen string, relays []string, getenv func(string) string, io stdio) int {
+func runDash(ctx context.Context, listen, home string, relays []string, getenv func(string) string, io stdio) int {
 	if len(relays) == 0 {
 		fmt.Fprintln(io.err, "aep-kimi dash: give at least one --relay URL[,TOKEN_FILE]")
 		return 2
 	}
-	if !httpguard.LoopbackListen(listen) {
-		fmt.Fprintf(io.err, "aep-kimi dash: --listen %s is not loopback: the dash holds the relays' tokens and serves only this machine\n", listen)
-		return 2
-	}
-	ups, err := dashUpstreams(relays, getenv)
+	ups, err := dashUpstreams(relays, getenv, io.err)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
 	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
-		return 1
-	}
-	token := base64.RawURLEncoding.EncodeToString(b[:])
-	log := newLogger(io.err, false)
-	h, err := fleetpage.NewDash(fleetpage.Config{Token: token, Logger: log}, ups)
+	d, err := fleetpage.NewDashServer(listen, ups, newLogger(io.err, false))
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
 	}
-	ep := httpdrain.NewEndpoint("dash", listen, httpguard.Hosts(nil)(h))
-	addr, err := ep.Listen()
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
-		return 1
-	}
-	errc, err := ep.Serve()
-	if err != nil {
+	if err := d.Listen(); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(io.out, "aep-kimi dash: reading %d relay(s) (Ctrl-C to stop)\n", len(ups))
 	for _, u := range ups {
-		fmt.Fprintf(io.out, "  relay  %s\n", u.URL)
+		fmt.Fprintf(io.out, "  relay  %s\n", displayURL(u.URL))
 	}
-	fmt.Fprintf(io.out, "  page   %s\n", fleetpage.LoginURL("http://"+loopbackFor(addr), token))
-	select {
-	case err := <-errc:
+	// The login URL carries the dash's token: only a terminal sees it, a
+	// redirect or a log gets the path of a private file holding it.
+	if isTerminal(io.out) {
+		fmt.Fprintf(io.out, "  page   %s\n", d.LoginURL())
+	} else {
+		path, err := fleetpage.WriteLoginFile(home, fleetpage.DashOpenFileName, d.LoginURL())
+		if err != nil {
+			fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(io.out, "  page   %s   (log in: open %s, mode 0600)\n", d.URL(), path)
+	}
+	if err := d.Serve(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 1
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), dashDrain)
-	defer cancel()
-	if err := ep.Shutdown(sctx); err != nil {
-		_ = ep.Close() // the proxied streams end with the process
 	}
 	return 0
 }
 
-// dashUpstreams reads each --relay value: URL, or URL,TOKEN_FILE.
-func dashUpstreams(values []string, getenv func(string) string) ([]fleetpage.Upstream, error) {
+// dashUpstreams reads each --relay value: URL, or URL,TOKEN_FILE. A URL
+// without a file gets the local token (AEP_TOKEN, else $AEP_HOME/token)
+// only when it is on loopback; another host gets none, with a note.
+func dashUpstreams(values []string, getenv func(string) string, warn io.Writer) ([]fleetpage.Upstream, error) {
 	out := make([]fleetpage.Upstream, 0, len(values))
 	for _, v := range values {
 		u, file, _ := strings.Cut(v, ",")
-		u = strings.TrimSpace(u)
+		u, file = strings.TrimSpace(u), strings.TrimSpace(file)
 		if u == "" {
 			return nil, errors.New("--relay: empty URL")
 		}
-		tok, err := relayToken(getenv, strings.TrimSpace(file))
+		if file == "" && !httpguard.LoopbackURL(u) {
+			fmt.Fprintf(warn, "aep-kimi dash: %s is not on this machine: the local token is not sent there (read without one); name its token file to log in: --relay %s,TOKEN_FILE\n", displayURL(u), displayURL(u))
+			out = append(out, fleetpage.Upstream{URL: u})
+			continue
+		}
+		tok, err := relayToken(getenv, file)
 		if err != nil {
-			return nil, fmt.Errorf("--relay %s: %w", u, err)
+			return nil, fmt.Errorf("--relay %s: %w", displayURL(u), err)
 		}
 		out = append(out, fleetpage.Upstream{URL: u, Token: tok})
 	}

@@ -2,34 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"html"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
-
-// openerTimeout bounds the desktop opener (xdg-open, open): it hands the URL
-// to the browser and returns.
-const openerTimeout = 10 * time.Second
-
-// PageLoginFileName names the file under AEP_HOME that keeps the fleet
-// page's login generation: logins outlive a relay restart, a logout too.
-const PageLoginFileName = "page-login.key"
 
 // withPage gives the relay its fleet page, logging in with the relay's token
 // and keeping its login generation under home.
 func withPage(cfg *relay.Config, home string) error {
-	p, err := fleetpage.New(fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, PageLoginFileName)})
+	p, err := fleetpage.New(fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)})
 	if err != nil {
 		return err
 	}
@@ -49,10 +34,6 @@ func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient
 	return &rc
 }
 
-// OpenFileName names the file `aep-kimi open` hands the browser, under
-// AEP_HOME: a page that sends the browser on to the login URL.
-const OpenFileName = "open.html"
-
 // openCommand is `aep-kimi open`: write the fleet page's login URL (the
 // token in its fragment, which the browser never sends to a server) into a
 // private file under AEP_HOME that redirects to it, and open that file with
@@ -64,7 +45,7 @@ func openCommand(getenv func(string) string, io stdio) cli.Command {
 		Name:    "open",
 		Summary: "open the fleet page (the relay's web view) logged in",
 		Forms:   []string{"[--relay URL] [--token-file F] [--home DIR] [--print]"},
-		About: "Opens the fleet page logged in: writes $AEP_HOME/" + OpenFileName + " (mode 0600), which sends the\n" +
+		About: "Opens the fleet page logged in: writes $AEP_HOME/" + fleetpage.OpenFileName + " (mode 0600), which sends the\n" +
 			"browser to the login URL, prints its path and opens it (xdg-open or open, when present).\n" +
 			"The token rides after # in that URL: browsers never send that part to a server; the page\n" +
 			"trades it for a session cookie and drops it from the address bar.",
@@ -72,7 +53,7 @@ func openCommand(getenv func(string) string, io stdio) cli.Command {
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			rc := relayClientFlags(fs, getenv)
-			home := fs.String("home", aepHome(getenv), "AEP home, where "+OpenFileName+" is written (env AEP_HOME)")
+			home := fs.String("home", aepHome(getenv), "AEP home, where "+fleetpage.OpenFileName+" is written (env AEP_HOME)")
 			printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
 			return func(ctx context.Context, _ []string) int {
 				return runOpen(ctx, *rc, *home, *printOnly, getenv, io)
@@ -95,51 +76,14 @@ func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, g
 	}
 	target := u
 	if token != "" {
-		if target, err = writeOpenFile(home, u); err != nil {
+		if target, err = fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, u); err != nil {
 			fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
 			return 1
 		}
 	}
 	fmt.Fprintln(io.out, target)
-	opener := "xdg-open"
-	if runtime.GOOS == "darwin" {
-		opener = "open"
-	}
-	path, err := exec.LookPath(opener)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi open: no %s here: open the file above in a browser\n", opener)
-		return 0
-	}
-	octx, cancel := context.WithTimeout(ctx, openerTimeout)
-	defer cancel()
-	if err := exec.CommandContext(octx, path, target).Run(); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi open: %s failed (%v): open the file above in a browser\n", opener, err)
+	if err := fleetpage.Open(ctx, target); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi open: %v: open the file above in a browser\n", err)
 	}
 	return 0
-}
-
-// writeOpenFile writes home/open.html, mode 0600 in a private directory and
-// never through a link, as a page that replaces itself with loginURL, and
-// returns its path.
-func writeOpenFile(home, loginURL string) (string, error) {
-	if err := safefile.PrivateDir(home); err != nil {
-		return "", fmt.Errorf("AEP home: %w", err)
-	}
-	path, err := filepath.Abs(filepath.Join(home, OpenFileName))
-	if err != nil {
-		return "", err
-	}
-	f, err := safefile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", OpenFileName, err)
-	}
-	q := html.EscapeString(loginURL)
-	page := "<!doctype html>\n<meta charset=\"utf-8\">\n<meta name=\"referrer\" content=\"no-referrer\">\n" +
-		"<meta http-equiv=\"refresh\" content=\"0;url=" + q + "\">\n" +
-		"<title>aep-kimi fleet page</title>\n<a href=\"" + q + "\">Open the fleet page</a>\n"
-	_, werr := f.WriteString(page)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return "", fmt.Errorf("write %s: %w", OpenFileName, err)
-	}
-	return path, nil
 }

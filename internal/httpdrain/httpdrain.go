@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -177,4 +178,14 @@ func (e *Endpoint) Close() error {
 		}
 	}
 	return err
+}
+
+// LocalURL is the http:// URL that reaches a listener bound at a from this
+// machine: an unspecified address (0.0.0.0, ::) is reached on 127.0.0.1.
+func LocalURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + a.String()
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
 }

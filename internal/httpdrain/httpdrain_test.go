@@ -132,3 +132,19 @@ func TestEndpoint(t *testing.T) {
 		t.Fatalf("after Shutdown the serve channel yields (%v, %v), want closed", err, open)
 	}
 }
+
+func TestLocalURL(t *testing.T) {
+	for _, c := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8787}, "http://127.0.0.1:8787"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 1}, "http://127.0.0.1:1"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}, "http://127.0.0.1:2"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 3}, "http://[::1]:3"},
+	} {
+		if got := LocalURL(c.addr); got != c.want {
+			t.Errorf("LocalURL(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +39,13 @@ func LoopbackListen(addr string) bool {
 		host = addr
 	}
 	return loopbackHost(host)
+}
+
+// LoopbackURL reports whether a URL names a host on this machine's
+// loopback: where a client may send the local token without being told to.
+func LoopbackURL(raw string) bool {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	return err == nil && u.Host != "" && loopbackHost(u.Hostname())
 }
 
 // CheckExposure refuses a daemon that is reachable off this host (public, or

@@ -240,3 +240,24 @@ func TestReadBodyDeadlineCleared(t *testing.T) {
 		t.Fatalf("got %d %s", resp.StatusCode, b)
 	}
 }
+
+func TestLoopbackURL(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"http://127.0.0.1:8787":        true,
+		"http://localhost:8787/":       true,
+		"https://[::1]:8787":           true,
+		"http://127.8.9.1":             true,
+		"http://10.0.0.5:8787":         false,
+		"https://relay.example:8787":   false,
+		"http://127.0.0.1.nip.io:8787": false,
+		"http://[fe80::1%25eth0]:1":    false,
+		"http://user@127.0.0.1:8787":   true,
+		"127.0.0.1:8787":               false, // no scheme: not a URL
+		"":                             false,
+		"http://%zz":                   false,
+	} {
+		if got := LoopbackURL(raw); got != want {
+			t.Errorf("LoopbackURL(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+)
+
+// bannered is a running aep-kimi daemon whose standard output is a pipe or
+// a pseudo-terminal.
+type bannered struct {
+	cmd      *exec.Cmd
+	out, err *syncbuf.Buffer
+	done     chan struct{}
+}
+
+// startBannered runs `aep-kimi ARGS` with env, stdout on a pipe or (terminal)
+// a pseudo-terminal, and waits until stdout holds until. It is stopped
+// (SIGTERM) at the end of the test.
+func startBannered(t *testing.T, env []string, terminal bool, until string, args ...string) *bannered {
+	t.Helper()
+	b := &bannered{out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}, done: make(chan struct{})}
+	b.cmd = exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
+	b.cmd.Env, b.cmd.Stdout, b.cmd.Stderr = env, b.out, b.err
+	var slave *os.File
+	if terminal {
+		master, s, err := openPTY()
+		if err != nil {
+			t.Skip(err)
+		}
+		slave = s
+		b.cmd.Stdout = slave
+		go io.Copy(b.out, master) //nolint:errcheck // ends with EIO once the slave is gone
+		t.Cleanup(func() { master.Close() })
+	}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if slave != nil {
+		slave.Close()
+	}
+	go func() { b.cmd.Wait(); close(b.done) }() //nolint:errcheck // the exit is read from ProcessState
+	t.Cleanup(func() {
+		b.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may be gone
+		select {
+		case <-b.done:
+		case <-time.After(10 * time.Second):
+			b.cmd.Process.Kill() //nolint:errcheck // stuck
+			t.Errorf("aep-kimi %s did not stop on SIGTERM", args[0])
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(b.out.String(), until) {
+		select {
+		case <-b.done:
+			t.Fatalf("aep-kimi %s exited: %v\nstdout:\n%s\nstderr:\n%s", args[0], b.cmd.ProcessState, b.out.String(), b.err.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aep-kimi %s never printed %q:\nstdout:\n%s\nstderr:\n%s", args[0], until, b.out.String(), b.err.String())
+		}
+	}
+	// The rest of the banner follows the line waited for at once.
+	time.Sleep(100 * time.Millisecond)
+	return b
+}
+
+// homeWithToken is a fresh AEP home holding token as $AEP_HOME/token
+// (0600), the file `up` creates.
+func homeWithToken(t *testing.T, token string) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "aep")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+var loginFileLine = regexp.MustCompile(`open (\S+), mode 0600`)
+
+// The dash's own login token reaches its stdout only on a terminal: piped
+// (a log, a redirect), the banner names a private file holding the login
+// URL instead.
+func TestE2EDashLoginOnlyOnTerminal(t *testing.T) {
+	binaries(t)
+	if runtime.GOOS == "windows" {
+		t.Skip("no pseudo-terminal")
+	}
+	home := homeWithToken(t, "relay-token-0123456789abcdef")
+	env := cleanEnv(home)
+	args := []string{"dash", "--relay", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--home", home}
+
+	piped := startBannered(t, env, false, "  page", args...)
+	out := piped.out.String() + piped.err.String()
+	if strings.Contains(out, "#token=") {
+		t.Errorf("piped, the dash printed its login token:\n%s", out)
+	}
+	m := loginFileLine.FindStringSubmatch(piped.out.String())
+	if m == nil {
+		t.Fatalf("piped, the banner names no login file:\n%s", out)
+	}
+	if m[1] != filepath.Join(home, fleetpage.DashOpenFileName) {
+		t.Errorf("login file %s, want %s", m[1], filepath.Join(home, fleetpage.DashOpenFileName))
+	}
+	st, err := os.Stat(m[1])
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("login file %s: %v %v", m[1], st, err)
+	}
+	if page, _ := os.ReadFile(m[1]); !strings.Contains(string(page), "#token=") {
+		t.Errorf("the login file holds no login URL:\n%s", page)
+	}
+
+	tty := startBannered(t, env, true, "  page", args...)
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=\S{20,}`).MatchString(tty.out.String()) {
+		t.Errorf("on a terminal, the dash did not print its login URL:\n%s", tty.out.String())
+	}
+}
+
+// headerLog is a stand-in relay that records what each request carried.
+type headerLog struct {
+	mu   sync.Mutex
+	seen []string // "METHOD URL | Authorization"
+}
+
+func (h *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.seen = append(h.seen, r.Method+" "+r.URL.String()+" | "+r.Header.Get("Authorization")+" | "+r.URL.Query().Get("access_token"))
+	h.mu.Unlock()
+	http.Error(w, "not a relay", http.StatusServiceUnavailable)
+}
+
+func (h *headerLog) requests() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.seen...)
+}
+
+func serveOn(t *testing.T, host string, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// A dash reading a relay off this machine, given no token file for it,
+// never sends it the local token ($AEP_HOME/token): the relay sees the
+// page's requests with no credential, and the dash says how to name one.
+// A loopback relay beside it still gets the local token.
+func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
+	binaries(t)
+	const token = "local-relay-token-0123456789abcdef"
+	home := homeWithToken(t, token)
+	remote, local := &headerLog{}, &headerLog{}
+	remoteURL := serveOn(t, netaddr.NonLoopbackIPv4(t), remote)
+	localURL := serveOn(t, "127.0.0.1", local)
+
+	d := startBannered(t, cleanEnv(home), false, "  page",
+		"dash", "--relay", remoteURL, "--relay", localURL, "--listen", "127.0.0.1:0", "--home", home)
+	if warn := d.err.String(); !strings.Contains(warn, "--relay "+remoteURL+",TOKEN_FILE") {
+		t.Errorf("the dash did not say how to log in to %s:\n%s", remoteURL, warn)
+	}
+	// The login: the file the banner names (or, should the banner carry
+	// the URL itself, that URL: this test is about what the relays see).
+	login := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=\S+`).FindString(d.out.String())
+	if m := loginFileLine.FindStringSubmatch(d.out.String()); m != nil {
+		login = (&url.URL{Scheme: "file", Path: m[1]}).String()
+	}
+	if login == "" {
+		t.Fatalf("no login in the banner:\n%s", d.out.String())
+	}
+	b := browsertest.New(t, 1000, 700)
+	b.MustRun("open the dash", chromedp.Navigate(login))
+	deadline := time.Now().Add(20 * time.Second)
+	for len(remote.requests()) == 0 || len(local.requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never reached both relays through the dash: remote %q, local %q\ndash:\n%s%s",
+				remote.requests(), local.requests(), d.out.String(), d.err.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, r := range remote.requests() {
+		if strings.Contains(r, token) || !strings.HasSuffix(r, "|  | ") {
+			t.Errorf("the remote relay was sent a credential: %s", r)
+		}
+	}
+	for _, r := range local.requests() {
+		if !strings.Contains(r, "| Bearer "+token+" |") {
+			t.Errorf("the loopback relay was not sent the local token: %s", r)
+		}
+	}
+}

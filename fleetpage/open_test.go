@@ -1,0 +1,114 @@
+package fleetpage_test
+
+import (
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// The login file is private, redirects to the login URL, and is replaced
+// whole: a link planted at its path (symbolic or hard) is replaced, its
+// target untouched, and a reader racing the writes sees the old page or
+// the new one, never a torn or empty file.
+func TestWriteLoginFile(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	login := fleetpage.LoginURL("http://127.0.0.1:9", "tok&en")
+	path, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `content="0;url=http://127.0.0.1:9/#token=tok%26en"`) {
+		t.Errorf("the page does not redirect to the login URL:\n%s", page)
+	}
+	if st, _ := os.Stat(path); runtime.GOOS != "windows" && st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, plant := range map[string]func(string, string) error{"symlink": os.Symlink, "hard link": os.Link} {
+		os.Remove(path)
+		if err := plant(victim, path); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "keep" {
+			t.Errorf("%s: written through to its target: %q", name, b)
+		}
+		if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: %s is not a fresh regular file (%v)", name, path, err)
+		}
+	}
+
+	var stop atomic.Bool
+	var torn atomic.Value
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			b, err := os.ReadFile(path)
+			if err == nil && !strings.HasSuffix(string(b), "</a>\n") {
+				torn.Store(string(b))
+				return
+			}
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		if _, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if v := torn.Load(); v != nil {
+		t.Errorf("a reader saw a partial file: %q", v)
+	}
+}
+
+// TestOpenFileLogsIn opens the login file in Chromium: it lands on a real
+// relay's page, logged in, with no token left in the address bar.
+func TestOpenFileLogsIn(t *testing.T) {
+	const token = "open-file-token-0123456789"
+	home := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	page, err := fleetpage.New(fleetpage.Config{Token: token, Logger: log, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: token, Logger: log, Page: page})
+	path, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, fleetpage.LoginURL(srv.URL, token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := browsertest.New(t, 1000, 700)
+	b.MustRun("open the file", chromedp.Navigate((&url.URL{Scheme: "file", Path: path}).String()),
+		chromedp.WaitReady("#conn", chromedp.ByQuery)) // the redirect done
+	b.WaitJS("the page is live, logged in", `location.protocol === 'http:' && document.getElementById('conn').dataset.conn === 'live'`)
+	var href string
+	b.Eval("location", `location.href`, &href)
+	if strings.Contains(href, token) {
+		t.Errorf("the token stayed in the address bar: %s", href)
+	}
+}
