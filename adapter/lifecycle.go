@@ -43,9 +43,9 @@ const (
 	// ExtObserved marks a session.ended the adapter observed instead of Kimi
 	// reporting it (mapping.ExtObserved, shared with the bridge).
 	ExtObserved = mapping.ExtObserved
-	// ExtChannel carries the hook channel's state on agent.health, at every
-	// capture level (the event's detail is capture-gated).
-	ExtChannel = "kimichannel"
+	// ExtChannel carries the hook channel's state on agent.health
+	// (mapping.ExtChannel).
+	ExtChannel = mapping.ExtChannel
 	// ExtProc names the Kimi process on session.started ("PID@START"), so
 	// a restarted adapter can watch the process of a session it recovers,
 	// or find it gone.

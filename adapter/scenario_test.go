@@ -1,10 +1,18 @@
 package adapter
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
+
+// consumerStreams writes each capture's stream where the consumer fold's
+// golden cases read it: go test ./adapter/ -run TestCapturedScenarios -consumer-streams
+var consumerStreams = flag.Bool("consumer-streams", false,
+	"write each capture's event stream to ../relay/consumer/testdata/streams (the consumer fold's recorded cases)")
 
 // runsOf groups the run terminals by run id and checks each run has at most
 // one terminal (the stream validator does too) and returns them in order.
@@ -125,6 +133,9 @@ func TestCapturedScenarios(t *testing.T) {
 			if t.Failed() {
 				t.Logf("stream:\n%s", dump(ev))
 			}
+			if *consumerStreams && !t.Failed() {
+				writeConsumerStream(t, home, sessionOf(t, caps), c.name)
+			}
 		})
 	}
 }
@@ -165,5 +176,19 @@ func everyEventInRun(t *testing.T, ev []*aep.Event, typs ...string) {
 				t.Errorf("%s outside any run", e.Type)
 			}
 		}
+	}
+}
+
+// writeConsumerStream copies a session's log, as the adapter wrote it, to
+// the consumer package's recorded streams as capture-NAME.jsonl.
+func writeConsumerStream(t *testing.T, home, session, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(logDir(home), LogFileName(session)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join("..", "relay", "consumer", "testdata", "streams", "capture-"+name+".jsonl")
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -226,7 +226,7 @@ func TestBrowserFleet(t *testing.T) {
 
 	held, oob, orphan := aep.NewID(), aep.NewID(), aep.NewID()
 	em.send(
-		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"title": "fix the build", "gen_ai.request.model": "kimi-k2"}}),
+		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"label": "fix the build", "gen_ai.request.model": "kimi-k2"}}),
 		em.event("s1", "run.started", -1, map[string]any{"run": "r1"}),
 		em.event("s1", "tool.requested", -1, map[string]any{"run": "r1", "subject": "Shell", "data": map[string]any{"tool": map[string]any{"name": "Shell", "call_id": "c1"}}}),
 		em.event("s1", "delegation.subagent.started", -1, map[string]any{"run": "r1", "data": map[string]any{"child": map[string]any{"session": "s1-sub", "agent": "kimi-code"}, "agent_type": "coder"}}),

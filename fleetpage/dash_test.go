@@ -72,8 +72,8 @@ func TestBrowserDash(t *testing.T) {
 	relayB, _ := startRelay(t, testToken, fleetpage.Config{})
 	emA, emB := dialEmitter(t, relayA), dialEmitter(t, relayB)
 	held := aep.NewID()
-	emA.send(emA.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"title": "laptop work"}}))
-	emB.send(emB.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"title": "team work"}}),
+	emA.send(emA.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"label": "laptop work"}}))
+	emB.send(emB.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"label": "team work"}}),
 		emB.event("s1", "attention.requested", -1, permission(held, "control")))
 	dash := startDash(t, relayA, relayB)
 	nameA, nameB := hostOf(t, relayA), hostOf(t, relayB)

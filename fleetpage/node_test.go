@@ -14,8 +14,9 @@ import (
 )
 
 // TestStateConformance runs the page's state module through the consumer
-// conformance obligations over the golden corpus with Node's test runner
-// (the Node the Kimi harness installs: the page itself needs no Node).
+// conformance obligations over the golden corpus, and through the fold's
+// golden cases it shares with relay/consumer, with Node's test runner (the
+// Node the Kimi harness installs: the page itself needs no Node).
 func TestStateConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Node; skipped under -short")
@@ -39,7 +40,8 @@ func TestStateConformance(t *testing.T) {
 			t.Errorf("assets/%s does not parse: %v\n%s", f, err, out)
 		}
 	}
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", filepath.Join("testdata", "state.test.mjs"))
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec",
+		filepath.Join("testdata", "state.test.mjs"), filepath.Join("testdata", "fold.test.mjs"))
 	cmd.Env = append(os.Environ(), fixtures.Env+"="+corpus, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

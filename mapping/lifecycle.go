@@ -24,6 +24,11 @@ const (
 // idle limit passed without a hook).
 const ExtObserved = "kimiobserved"
 
+// ExtChannel is the extension attribute carrying the adapter's hook channel
+// state on agent.health, at every capture level (the event's detail is
+// capture-gated).
+const ExtChannel = "kimichannel"
+
 // How an end was observed (ExtObserved values).
 const (
 	ObservedProcess = "process"

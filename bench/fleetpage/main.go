@@ -185,7 +185,7 @@ func sessionEvents(i, n int) []map[string]any {
 	s := sessionID(i)
 	run := fmt.Sprintf("r-%04d", i)
 	evs := []map[string]any{event(s, 0, "session.started", map[string]any{"data": map[string]any{
-		"title": titles[i%len(titles)], "gen_ai.request.model": "kimi-k2-turbo"}})}
+		"label": titles[i%len(titles)], "gen_ai.request.model": "kimi-k2-turbo"}})}
 	evs = append(evs, event(s, 1, "run.started", map[string]any{"run": run}))
 	for len(evs) < n-2 {
 		tool := tools[(i+len(evs))%len(tools)]

@@ -163,35 +163,35 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, args 
 // printed): the named request when it waits, else the session's one
 // answerable pending request.
 func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (string, int) {
-	f, err := loadFleet(ctx, relayURL, token)
+	f, err := loadPending(ctx, relayURL, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return "", 1
 	}
-	s := f.sessions[session]
+	s := f.Session(session)
 	if s == nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: unknown session %q: the relay holds no attention requests or session events for it (see aep-kimi pending)\n", session)
 		return "", exitUnknownSession
 	}
 	now := time.Now()
 	if requestID != "" {
-		r := s.requests[requestID]
+		r := s.Request(requestID)
 		switch {
 		case r == nil:
-			fmt.Fprintf(io.err, "aep-kimi respond: unknown request %q: session %s has no attention request with that id (see aep-kimi pending)\n", requestID, session)
+			fmt.Fprintf(io.err, "aep-kimi respond: unknown request %q: session %s has no attention request with that id (see aep-kimi pending)\n", requestID, consumer.Line(session))
 			return "", exitUnknownRequest
-		case r.state(now) != "":
-			fmt.Fprintf(io.err, "aep-kimi respond: request %s no longer waits (%s)\n", requestID, r.state(now))
+		case r.Closed(now) != "":
+			fmt.Fprintf(io.err, "aep-kimi respond: request %s no longer waits (%s)\n", consumer.Line(requestID), r.Closed(now))
 			return "", exitNotPending
-		case !r.answerable:
-			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", consumer.Line(requestID), consumer.Line(r.where()))
+		case !r.Answerable():
+			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", consumer.Line(requestID), consumer.Line(r.Where()))
 			return "", exitNotPending
 		}
 		return requestID, 0
 	}
-	var answerable, elsewhere []*pendingRequest
-	for _, r := range f.pending(now, session) {
-		if r.answerable {
+	var answerable, elsewhere []*consumer.Request
+	for _, r := range f.Pending(now, session) {
+		if r.Answerable() {
 			answerable = append(answerable, r)
 		} else {
 			elsewhere = append(elsewhere, r)
@@ -199,19 +199,19 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 	}
 	switch {
 	case len(answerable) == 1:
-		return answerable[0].id, 0
+		return answerable[0].ID, 0
 	case len(answerable) > 1:
-		fmt.Fprintf(io.err, "aep-kimi respond: session %s has %d pending requests; name one:\n", session, len(answerable))
+		fmt.Fprintf(io.err, "aep-kimi respond: session %s has %d pending requests; name one:\n", consumer.Line(session), len(answerable))
 		for _, r := range answerable {
 			fmt.Fprintln(io.err)
-			writePending(io.err, f, r, now, "")
+			consumer.WritePending(io.err, f, r, now, "")
 		}
 		return "", exitSeveralPending
 	case len(elsewhere) > 0:
-		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", consumer.Line(session), consumer.Line(elsewhere[0].where()))
+		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", consumer.Line(session), consumer.Line(elsewhere[0].Where()))
 		return "", exitNotPending
 	}
-	fmt.Fprintf(io.err, "aep-kimi respond: session %s has no pending request\n", session)
+	fmt.Fprintf(io.err, "aep-kimi respond: session %s has no pending request\n", consumer.Line(session))
 	return "", exitNotPending
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -188,29 +187,5 @@ func TestRespondTargets(t *testing.T) {
 		if code, _, _ := runIn(t, "respond", append(base, bad...)...); code != 2 {
 			t.Errorf("args %q: exit %d, want 2", bad, code)
 		}
-	}
-}
-
-// The fleet state is derived per session in (epoch, seq) order whatever the
-// arrival order, and a duplicate delivery changes nothing.
-func TestFleetOrderAndDedupe(t *testing.T) {
-	now := time.Now()
-	seqs := map[string]int64{}
-	started := attnEvent(seqs, "s", "session.started", "", now, nil)
-	old := attnEvent(seqs, "s", "attention.requested", "Bash", now, gateData("old", now.Add(time.Minute)))
-	ended := attnEvent(seqs, "s", "session.ended", "", now, nil)
-	resumed := attnEvent(seqs, "s", "session.started", "", now, map[string]any{"label": "resumed"})
-	fresh := attnEvent(seqs, "s", "attention.requested", "Bash", now, gateData("fresh", now.Add(time.Minute)))
-	// A new epoch restarts seq: it still comes after everything in epoch 0.
-	next := attnEvent(map[string]int64{}, "s", "attention.answered", old.ID, now, nil)
-	next.Epoch = aep.Int64(1)
-	f := newFleet([]*aep.Event{next, fresh, resumed, fresh, ended, old, started, old})
-	got := f.pending(now)
-	if len(got) != 1 || got[0].id != fresh.ID || f.title("s") != "resumed" {
-		b, _ := json.Marshal(got)
-		t.Fatalf("pending %s, title %q", b, f.title("s"))
-	}
-	if st := f.sessions["s"].requests[old.ID].closed; st != "session ended" {
-		t.Fatalf("the request open at session.ended: %q", st)
 	}
 }

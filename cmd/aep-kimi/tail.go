@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
@@ -17,12 +15,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
-)
-
-// Tail defaults.
-const (
-	// tailSaveEvery bounds how stale the state file can be while running.
-	tailSaveEvery = time.Second
 )
 
 // tailCommand is `aep-kimi tail`: a terminal timeline of a relay's stream
@@ -96,72 +88,31 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 			fmt.Fprintf(io.err, "aep-kimi tail: %v (starting fresh)\n", err)
 		}
 	}
-	pr := &tailPrinter{w: io.out, color: useColor(o.noColor, getenv, io.out)}
-	if pr.color {
+	pr := &consumer.Printer{W: io.out, Color: useColor(o.noColor, getenv, io.out)}
+	if pr.Color {
 		// The colour codes are ours, and the printer passed every field
 		// through the sanitizer before colouring it.
-		pr.w = unwrapped(io.out)
+		pr.W = unwrapped(io.out)
 	}
 	if o.relayURL != envOr(getenv, "AEP_RELAY", DefaultRelayURL) {
-		pr.relayArg = displayURL(o.relayURL)
+		pr.RelayArg = displayURL(o.relayURL)
 	}
-	var lastSave time.Time
-	save := func(force bool) {
-		if !persist || (!force && time.Since(lastSave) < tailSaveEvery) {
-			return
-		}
-		lastSave = time.Now()
-		if err := state.Save(o.statePath); err != nil {
-			fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
-		}
+	cfg := consumer.FollowConfig{
+		Tail: client.TailConfig{URL: o.relayURL, Token: o.token, Filter: o.filter, Capture: o.capture,
+			From: fromReq, State: state, Live: !o.once},
+		Printer: pr,
+		Relay:   displayURL(o.relayURL),
+		Report:  func(msg string) { fmt.Fprintf(io.err, "aep-kimi tail: %s\n", msg) },
 	}
-	shown := displayURL(o.relayURL)
-	unreachable := false
-	t, err := client.NewTailer(client.TailConfig{
-		URL:     o.relayURL,
-		Token:   o.token,
-		Filter:  o.filter,
-		Capture: o.capture,
-		From:    fromReq,
-		State:   state,
-		Live:    !o.once,
-		OnEvent: func(ev *aep.Event) {
-			pr.print(ev)
-			save(false)
-		},
-		OnStatus: func(st client.TailStatus) {
-			switch st.Kind {
-			case client.TailUnreachable:
-				if !unreachable {
-					unreachable = true
-					fmt.Fprintf(io.err, "aep-kimi tail: relay %s unreachable (%v); retrying with backoff\n", shown, st.Err)
-				}
-			case client.TailConnected:
-				if unreachable {
-					unreachable = false
-					fmt.Fprintf(io.err, "aep-kimi tail: connected to %s\n", shown)
-				}
-			case client.TailExhausted:
-				pr.notice("replay exhausted: " + describeExhausted(st.Detail))
-			case client.TailEnded:
-				save(true)
-				if !o.once {
-					why := "stream ended"
-					if st.Detail != "" {
-						why = "relay ended the stream (" + st.Detail + ")"
-					}
-					fmt.Fprintf(io.err, "aep-kimi tail: %s; resuming\n", why)
-				}
-			}
-		},
-	})
+	if persist {
+		cfg.Save = func() error { return state.Save(o.statePath) }
+	}
+	f, err := consumer.NewFollower(cfg)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
 		return 2
 	}
-	err = t.Run(ctx)
-	save(true)
-	if err != nil {
+	if err := f.Run(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
 		return 1
 	}
@@ -201,12 +152,4 @@ func unwrapped(w io.Writer) io.Writer {
 		return sw.Unwrap()
 	}
 	return w
-}
-
-func describeExhausted(detail string) string {
-	session, earliest, ok := strings.Cut(detail, " ")
-	if !ok {
-		return detail
-	}
-	return fmt.Sprintf("session %s holds nothing older than %s; earlier events are gone from the relay", session, earliest)
 }

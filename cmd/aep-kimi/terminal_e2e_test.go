@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // terminalAttacks are what a prompt-injected model puts in a tool command to
@@ -41,10 +42,6 @@ func rawControl(out string, allowed ...string) string {
 	}
 	return ""
 }
-
-// ourColours are the only control sequences tail may send, and only on a
-// terminal.
-var ourColours = []string{ansiReset, ansiDim, ansiBold, ansiRed, ansiGreen, ansiYellow, ansiBlue, ansiMagenta, ansiCyan}
 
 // A hostile tool command, held at the gate, is printed by every command that
 // shows event data (pending, tail with and without colour, respond's
@@ -86,10 +83,10 @@ func TestE2ETerminalControlsEscaped(t *testing.T) {
 	if out, err := st.onTerminal(t, "tail", "--from", "all", "--once", "--state", "none"); err != nil {
 		t.Logf("tail on a terminal not checked: %v", err)
 	} else {
-		if !strings.Contains(out, ansiBold+ansiMagenta) || !strings.Contains(out, `\u202eexe.txt`) {
+		if !strings.Contains(out, "\x1b[1m\x1b[35mattention.requested") || !strings.Contains(out, `\u202eexe.txt`) {
 			t.Errorf("tail on a terminal is not coloured, or the command not escaped:\n%q", out)
 		}
-		check("tail (colour)", out, ourColours...)
+		check("tail (colour)", out, consumer.Colours...)
 	}
 
 	code, out = st.cli(t, "respond", "--option", "deny", session)

@@ -4,10 +4,10 @@
 // seq-less foreign events in arrival order among the owner's ordered events;
 // keep unknown types, agents and sessionless events; resolve cause edges.
 
-// Types that close an attention request (their subject names the request).
-const ATTENTION_CLOSERS = new Set([
-  'attention.answered', 'attention.resolved', 'attention.timeout', 'attention.cancelled', 'attention.expired',
-]);
+// The attention lifecycle (AEP-0002 §7): its events name the request in
+// subject; an answer is not the end (the emitter resolves it); the terminals
+// are resolved and timeout, and the first one holds.
+const ATTENTION_TERMINALS = { 'attention.resolved': 'resolved', 'attention.timeout': 'timeout' };
 const RUN_TERMINALS = { 'run.finished': 'finished', 'run.failed': 'failed', 'run.cancelled': 'cancelled' };
 
 // Fields that carry content only at capture redacted or full: below that the
@@ -221,7 +221,7 @@ export function session(state, id) {
   if (!l) return null;
   if (l.derived) return l.derived;
   const s = {
-    id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', model: '', started: null, ended: null, endReason: '',
+    id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
     parent: null, errors: [],
@@ -243,8 +243,7 @@ export function session(state, id) {
     s.lastEvent = ev;
     const t = ms(ev.time);
     if (t !== null && (s.lastTime === null || t > s.lastTime)) s.lastTime = t;
-    if (typeof d.title === 'string' && d.title) s.title = d.title;
-    if (typeof d['gen_ai.request.model'] === 'string') s.model = d['gen_ai.request.model'];
+    if (typeof d['gen_ai.request.model'] === 'string' && d['gen_ai.request.model']) s.model = d['gen_ai.request.model'];
     const r = runOf(ev);
     if (r) r.items.push(ev);
     const tid = taskId(ev);
@@ -272,25 +271,34 @@ export function session(state, id) {
     }
     switch (ev.type) {
       case 'session.started':
+        // A later session.started (a resumed session's new chapter) makes
+        // the session live again.
         s.started = ev.time;
+        s.ended = null;
+        s.endReason = '';
+        s.endedBy = null;
+        if (typeof d.label === 'string' && d.label) s.title = d.label;
+        if (typeof d.cwd === 'string' && d.cwd) s.cwd = d.cwd;
         if (d.parent) s.parent = d.parent;
         break;
       case 'session.ended':
         s.ended = ev.time;
         s.endReason = d.reason || '';
-        break;
-      case 'session.resumed':
-      case 'session.restarted':
-        s.ended = null;
+        s.endedBy = ev;
+        // The emitter closes its requests before the session ends (§7.2);
+        // any it left open wait on nobody now.
+        for (const a of s.attention.values()) {
+          if (!a.outcome) {
+            a.outcome = ev;
+            a.state = 'session_ended';
+          }
+        }
         break;
       case 'session.compacted':
         s.compactions++;
         break;
       case 'run.started':
-        if (r) {
-          r.state = 'open';
-          r.started = ev.time;
-        }
+        if (r && !r.started) r.started = ev.time;
         break;
       case 'tool.requested':
       case 'tool.started':
@@ -330,17 +338,41 @@ export function session(state, id) {
         if (d.fatal) s.failures++;
         break;
       case 'attention.requested':
+        if (s.attention.has(ev.id)) break;
         s.attention.set(ev.id, {
           id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
           options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
-          expiresAt: d.expires_at || null, state: 'pending', closedBy: null, answer: null, time: ev.time, subject: ev.subject || '',
+          expiresAt: d.expires_at || null, state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
         });
+        // Raised after the end (a late delivery): nobody is there to act on
+        // an answer.
+        if (s.endedBy) Object.assign(s.attention.get(ev.id), { state: 'session_ended', outcome: s.endedBy });
         break;
+      case 'attention.answered': {
+        const req = s.attention.get(ev.subject);
+        if (req && !req.answered && !req.outcome) {
+          req.answered = ev;
+          req.answer = d.answer && typeof d.answer === 'object' && !Array.isArray(d.answer) ? d.answer : null;
+          req.state = 'answered';
+        }
+        break;
+      }
+      case 'attention.resolved':
+      case 'attention.timeout': {
+        const req = s.attention.get(ev.subject);
+        if (req && !req.outcome) {
+          req.outcome = ev;
+          req.state = ATTENTION_TERMINALS[ev.type];
+        }
+        break;
+      }
       default:
         if (ev.type && ev.type.startsWith('progress.task.') && d.task && d.task.id) {
           s.tasks.set(d.task.id, { id: d.task.id, title: d.task.title || d.task.id, state: ev.type.slice('progress.task.'.length) });
         }
         if (ev.type in RUN_TERMINALS && r) {
+          // One terminal per run (AEP-0002 §2 convention 5): the first holds.
+          if (r.state !== 'open') break;
           r.state = RUN_TERMINALS[ev.type];
           r.ended = ev.time;
           r.duration = d.duration_ms ?? null;
@@ -354,21 +386,9 @@ export function session(state, id) {
           s.unknown++;
         }
     }
-    if (ATTENTION_CLOSERS.has(ev.type)) {
-      const req = s.attention.get(ev.subject) || s.attention.get(ev.cause);
-      if (req && req.state === 'pending') {
-        req.state = ev.type.slice('attention.'.length);
-        req.closedBy = ev;
-        if (d.answer) req.answer = d.answer;
-      } else if (req && d.answer && !req.answer) {
-        req.answer = d.answer;
-      }
-    }
   }
   for (const r of s.runs) if (r.state === 'open' && r.started) s.openRuns.push(r);
-  if (!s.ended) {
-    for (const a of s.attention.values()) if (a.state === 'pending') s.pending.push(a);
-  }
+  for (const a of s.attention.values()) if (a.state === 'pending') s.pending.push(a);
   l.derived = s;
   return s;
 }
@@ -434,4 +454,49 @@ export function summary(state) {
   const agents = {};
   for (const [a, list] of state.agents) agents[a] = list.length;
   return { version: state.version, sessions, agents };
+}
+
+// projection is the fold as JSON, the form relay/consumer's Go fold
+// (Projection) produces too: both are held to the same golden files. Absent
+// facts are left out rather than empty; times are the events' own strings;
+// runs are listed by id; a cause resolves within its session.
+export function projection(state) {
+  const text = (v) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const sessions = {};
+  for (const id of [...state.sessions.keys()].sort()) {
+    const s = session(state, id);
+    const l = state.sessions.get(id);
+    const mark = (ev, extra) => {
+      const c = typeof ev.cause === 'string' ? l.byId.get(ev.cause) : undefined;
+      return {
+        event: ev.id, type: ev.type, time: text(ev.time), ...extra,
+        cause: text(ev.cause), cause_type: c ? text(c.ev.type) : undefined, cause_agent: c ? text(c.ev.agent) : undefined,
+      };
+    };
+    const requests = [...s.attention.values()].map((a) => {
+      const d = data(a.ev);
+      const options = a.options.filter((o) => o && typeof o.id === 'string' && o.id !== '').map((o) => ({ id: o.id, label: text(o.label) }));
+      const ans = a.answered && data(a.answered);
+      return {
+        id: a.id, run: text(a.run), kind: text(d.kind), prompt: text(d.prompt), options: options.length ? options : undefined,
+        respond_via: a.respondVia ? a.respondVia.filter((v) => typeof v === 'string') : undefined, expires_at: text(d.expires_at),
+        requested: text(a.time), state: a.state, answer: a.answer && Object.keys(a.answer).length ? a.answer : undefined,
+        answered: a.answered ? mark(a.answered, { by: text(ans.by), via: text(ans.via) }) : undefined,
+        outcome: a.outcome
+          ? mark(a.outcome, { resolution: a.outcome.type in ATTENTION_TERMINALS ? text(data(a.outcome).resolution) : undefined })
+          : undefined,
+      };
+    });
+    const open = requests.filter((r) => !r.outcome).map((r) => r.id);
+    const runs = [...s.runs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((r) => ({
+      id: r.id, state: r.state, started: text(r.started), ended: text(r.ended),
+      duration_ms: typeof r.duration === 'number' ? r.duration : undefined, reason: text(r.reason),
+    }));
+    sessions[id] = {
+      agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), model: text(s.model), started: text(s.started),
+      ended: text(s.ended), end_reason: text(s.endReason), runs: runs.length ? runs : undefined,
+      requests: requests.length ? requests : undefined, open: open.length ? open : undefined,
+    };
+  }
+  return JSON.parse(JSON.stringify({ sessions }));
 }

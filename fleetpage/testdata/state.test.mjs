@@ -54,7 +54,9 @@ test('the mandatory types derive the full story', { skip }, () => {
   assert.deepEqual(runs, { r_0042: 'finished', r_0043: 'failed', r_0044: 'cancelled' });
   assert.ok(s.ended, 'session ended');
   const arcs = Object.fromEntries([...s.attention.values()].map((a) => [a.id, a.state]));
-  assert.equal(arcs['01JX9YB4RQ000000000000GOLD'], 'answered');
+  // Answered, then resolved by its emitter (AEP-0002 §7): the terminal is
+  // the resolution, and the answer is kept.
+  assert.equal(arcs['01JX9YB4RQ000000000000GOLD'], 'resolved');
   assert.ok(Object.values(arcs).includes('timeout'), 'the timed-out arc');
   assert.deepEqual(s.attention.get('01JX9YB4RQ000000000000GOLD').answer, { option: 'allow' });
   assert.equal(s.failures, 2, 'tool.failed and run.failed');
@@ -64,7 +66,7 @@ test('the mandatory types derive the full story', { skip }, () => {
   const form = S.session(st, 's_form');
   const req = [...form.attention.values()][0];
   assert.equal(req.kind, 'form');
-  assert.equal(req.state, 'answered');
+  assert.equal(req.state, 'resolved');
   assert.equal(req.answer.values.name, 'billing-api', 'the form answer is kept');
   assert.equal(S.inbox(st, Date.parse('2026-07-03T10:20:00Z')).length, 0, 'nothing pending at the end');
   assert.equal(S.group(s, Date.now(), 60000), 'ended');

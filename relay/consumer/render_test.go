@@ -1,8 +1,10 @@
-package main
+package consumer
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,28 +14,28 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 )
 
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/tail and testdata/fold")
+
 // goldenNow is the clock of the golden renderings: a minute after the
 // cases' events, so expiry countdowns are fixed.
 var goldenNow = time.Date(2026, 7, 3, 10, 14, 0, 0, time.UTC)
 
-// TestTailGolden pins tail's rendering of each event family: every
-// testdata/tail/CASE.jsonl renders (as on a non-terminal: no colour) to
-// CASE.golden. Run with -update to rewrite the golden files.
+// TestTailGolden pins the timeline rendering of each event family: every
+// testdata/tail/CASE.golden is testdata/streams/CASE.jsonl rendered without
+// colour. Run with -update to rewrite the golden files.
 func TestTailGolden(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("testdata", "tail", "*.jsonl"))
-	if err != nil || len(inputs) == 0 {
+	goldens, err := filepath.Glob(filepath.Join("testdata", "tail", "*.golden"))
+	if err != nil || len(goldens) == 0 {
 		t.Fatalf("no golden cases under testdata/tail (%v)", err)
 	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".jsonl")
+	for _, golden := range goldens {
+		name := strings.TrimSuffix(filepath.Base(golden), ".golden")
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			p := &tailPrinter{w: &out, color: useColor(false, func(string) string { return "" }, &out),
-				now: func() time.Time { return goldenNow }, loc: time.UTC}
-			for _, ev := range readEvents(t, in) {
-				p.print(ev)
+			p := &Printer{W: &out, Now: func() time.Time { return goldenNow }, Loc: time.UTC}
+			for _, ev := range readEvents(t, streamPath(name)) {
+				p.Print(ev)
 			}
-			golden := strings.TrimSuffix(in, ".jsonl") + ".golden"
 			if *update {
 				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
@@ -53,7 +55,9 @@ func TestTailGolden(t *testing.T) {
 	}
 }
 
-func readEvents(t *testing.T, path string) []*aep.Event {
+func streamPath(name string) string { return filepath.Join("testdata", "streams", name+".jsonl") }
+
+func readEvents(t testing.TB, path string) []*aep.Event {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -61,8 +65,9 @@ func readEvents(t *testing.T, path string) []*aep.Event {
 	}
 	var evs []*aep.Event
 	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		ev, err := aep.ParseEvent(sc.Bytes())
+		ev, err := aep.ParseEvent(append([]byte(nil), sc.Bytes()...)) // the event keeps its bytes; the scanner reuses them
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -71,10 +76,10 @@ func readEvents(t *testing.T, path string) []*aep.Event {
 	return evs
 }
 
-// On a terminal, results are green and failures red; --no-color and
-// NO_COLOR turn colour off even there, and a pipe never gets it.
+// On a terminal, results are green and failures red, and hostile text in
+// any field is escaped before the colour is added.
 func TestTailColours(t *testing.T) {
-	p := &tailPrinter{color: true}
+	p := &Printer{Color: true}
 	for _, c := range []struct {
 		typ, sev, data, colour, text string
 	}{
@@ -83,35 +88,25 @@ func TestTailColours(t *testing.T) {
 		{"run.finished", "", `{"duration_ms":61000}`, ansiGreen, "in 1m01s"},
 		{"run.failed", "error", `{"reason":"ProviderError"}`, ansiRed, "ProviderError"},
 		{"error.raised", "error", `{"message":"boom"}`, ansiRed, "boom"},
+		{"tool.requested", "", `{"tool":{"name":"Bash\u001b[2K"},"args":{"command":"a\u009b1A\u202e"}}`, "", `Bash\x1b[2K: a\u009b1A\u202e`},
 	} {
 		l := p.line(tailEvent("s", 3, c.typ, c.sev, c.data))
 		if !strings.Contains(l, c.colour+c.typ) || !strings.Contains(l, c.text) {
 			t.Errorf("%s: line %q lacks colour %q or text %q", c.typ, l, c.colour, c.text)
 		}
-	}
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == "NO_COLOR" {
-				return v
-			}
-			return ""
+		for _, code := range Colours {
+			l = strings.ReplaceAll(l, code, "")
+		}
+		if Line(l) != l {
+			t.Errorf("%s: a control sequence other than our colours in %q", c.typ, l)
 		}
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
-	if err != nil {
-		t.Logf("no terminal to check the positive case on: %v", err)
-	} else {
-		defer tty.Close()
-		if !useColor(false, env(""), tty) {
-			t.Error("no colour on a terminal")
-		}
-		if useColor(false, env("1"), tty) || useColor(true, env(""), tty) {
-			t.Error("colour on a terminal despite NO_COLOR or --no-color")
-		}
-	}
-	if useColor(false, env(""), &bytes.Buffer{}) {
-		t.Error("colour on a non-terminal")
-	}
+}
+
+func tailEvent(session string, seq int64, typ, sev, data string) *aep.Event {
+	return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: typ, Time: "2026-07-03T10:14:00.000Z",
+		Source: "aep://h/agent/kimi/session/" + session, Agent: "kimi", Session: session,
+		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: sev, Data: json.RawMessage(data)}
 }
 
 func TestHumanDuration(t *testing.T) {
@@ -124,7 +119,7 @@ func TestHumanDuration(t *testing.T) {
 		185 * time.Second:        "3m05s",
 		130 * time.Minute:        "2h10m",
 	} {
-		if got := humanDuration(d); got != want {
+		if got := HumanDuration(d); got != want {
 			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
 		}
 	}
@@ -133,12 +128,12 @@ func TestHumanDuration(t *testing.T) {
 // The pasted command survives the shell: plain ids stay bare, anything else
 // is single-quoted, and a tail on another relay repeats --relay.
 func TestRespondCommandQuoting(t *testing.T) {
-	r := request{session: "it's a/b c", id: "01JZ", options: []string{"allow", "deny"}}
-	if got, want := r.command("http://10.0.0.2:8787"), `aep-kimi respond --relay http://10.0.0.2:8787 --option deny 'it'\''s a/b c' 01JZ`; got != want {
+	r := &Request{Session: "it's a/b c", ID: "01JZ", Options: []Option{{ID: "allow"}, {ID: "deny"}}}
+	if got, want := r.Command("http://10.0.0.2:8787"), `aep-kimi respond --relay http://10.0.0.2:8787 --option deny 'it'\''s a/b c' 01JZ`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	r = request{session: "s", id: "r"}
-	if got, want := r.command(""), `aep-kimi respond --text 'your answer' s r`; got != want {
+	r = &Request{Session: "s", ID: "r"}
+	if got, want := r.Command(""), `aep-kimi respond --text 'your answer' s r`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

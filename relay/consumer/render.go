@@ -1,4 +1,4 @@
-package main
+package consumer
 
 import (
 	"encoding/json"
@@ -12,21 +12,22 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Rendering limits.
 const (
-	// tailSummaryRunes bounds a row's summary.
-	tailSummaryRunes = 100
-	// tailSessionRunes bounds the session column (short id and title).
-	tailSessionRunes = 24
+	// SummaryRunes bounds a row's summary and a pending request's prompt.
+	SummaryRunes = 100
+	// sessionRunes bounds the session column (short id and title).
+	sessionRunes = 24
 	// shortSessionRunes is how much of a session id the session column shows;
 	// the full id appears wherever it is meant to be pasted.
 	shortSessionRunes = 8
 )
 
-// ANSI colours, used only on a terminal.
+// ANSI colours, used only on a terminal, and only ever around text that went
+// through Line. Colours lists them all: nothing else a Printer writes is a
+// control sequence.
 const (
 	ansiReset   = "\x1b[0m"
 	ansiDim     = "\x1b[2m"
@@ -39,76 +40,84 @@ const (
 	ansiCyan    = "\x1b[36m"
 )
 
-// tailPrinter renders events as timeline rows. The zero value prints to
-// nothing useful; set w. It remembers session titles as they stream by.
-type tailPrinter struct {
-	w     io.Writer
-	color bool
-	// now is the clock for expiry countdowns (nil: time.Now); loc the zone
+// Colours are every control sequence a colouring Printer writes.
+var Colours = []string{ansiReset, ansiDim, ansiBold, ansiRed, ansiGreen, ansiYellow, ansiBlue, ansiMagenta, ansiCyan}
+
+// Printer renders events as timeline rows, one per event, with the lines
+// that say how to answer an attention request under it. Every field from
+// event data goes through Line before colour is added. Set W; the zero
+// values of the rest print without colour, on the local clock and zone.
+// It remembers session titles and epochs as they stream by.
+type Printer struct {
+	W     io.Writer
+	Color bool
+	// Now is the clock for expiry countdowns (nil: time.Now); Loc the zone
 	// of the time column (nil: local).
-	now func() time.Time
-	loc *time.Location
-	// relayArg is repeated as --relay in pasted commands when the tail
-	// follows a relay other than the one respond would default to.
-	relayArg string
+	Now func() time.Time
+	Loc *time.Location
+	// RelayArg is repeated as --relay in pasted commands when the stream
+	// comes from a relay other than the one respond would default to.
+	RelayArg string
 	titles   map[string]string
 	epochs   map[string]int64
 }
 
-func (p *tailPrinter) clock() time.Time {
-	if p.now != nil {
-		return p.now()
+func (p *Printer) clock() time.Time {
+	if p.Now != nil {
+		return p.Now()
 	}
 	return time.Now()
 }
 
-func (p *tailPrinter) paint(code, s string) string {
-	if !p.color || code == "" {
+func (p *Printer) paint(code, s string) string {
+	if !p.Color || code == "" {
 		return s
 	}
 	return code + s + ansiReset
 }
 
-func (p *tailPrinter) notice(msg string) {
-	fmt.Fprintln(p.w, p.paint(ansiYellow, "-- "+consumer.Line(msg)))
+// Notice prints a line about the stream itself (a new epoch, a replay that
+// lost events).
+func (p *Printer) Notice(msg string) {
+	fmt.Fprintln(p.W, p.paint(ansiYellow, "-- "+Line(msg)))
 }
 
-// print writes an event's row, and for an attention request the lines that
+// Print writes an event's row, and for an attention request the lines that
 // say how to answer it. The row shows seq alone; a session's new epoch (its
 // emitter restarted, seq starts over) gets a notice instead of a number in
 // every row.
-func (p *tailPrinter) print(ev *aep.Event) {
+func (p *Printer) Print(ev *aep.Event) {
 	if ev.Session != "" && ev.Seq != nil {
 		e := ev.EpochOrZero()
 		if last, seen := p.epochs[ev.Session]; seen && last != e {
-			p.notice(fmt.Sprintf("session %s: new epoch %d (its emitter restarted; seq starts over)", shortID(ev.Session), e))
+			p.Notice(fmt.Sprintf("session %s: new epoch %d (its emitter restarted; seq starts over)", shortID(ev.Session), e))
 		}
 		if p.epochs == nil {
 			p.epochs = map[string]int64{}
 		}
 		p.epochs[ev.Session] = e
 	}
-	fmt.Fprintln(p.w, p.line(ev))
+	fmt.Fprintln(p.W, p.line(ev))
 	for _, l := range p.detail(ev) {
-		fmt.Fprintln(p.w, l)
+		fmt.Fprintln(p.W, l)
 	}
 }
 
 // line is one timeline row: time, agent, session (short id and title), seq,
 // type, and what happened in words.
-func (p *tailPrinter) line(ev *aep.Event) string {
+func (p *Printer) line(ev *aep.Event) string {
 	data, _ := ev.DataMap()
 	if ev.Type == "session.started" && ev.Session != "" {
 		if title := str(data, "label"); title != "" {
 			if p.titles == nil {
 				p.titles = map[string]string{}
 			}
-			p.titles[ev.Session] = consumer.Line(oneLine(title))
+			p.titles[ev.Session] = Line(oneLine(title))
 		}
 	}
-	ts := consumer.Line(ev.Time)
+	ts := Line(ev.Time)
 	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
-		loc := p.loc
+		loc := p.Loc
 		if loc == nil {
 			loc = time.Local
 		}
@@ -116,7 +125,7 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 	}
 	session := "-"
 	if sid := rowSession(ev); sid != "" {
-		session = consumer.Line(shortID(sid))
+		session = Line(shortID(sid))
 		if title := p.titles[sid]; title != "" {
 			session += " " + title
 		}
@@ -127,8 +136,8 @@ func (p *tailPrinter) line(ev *aep.Event) string {
 	}
 	typeColor, dim := rowColor(ev)
 	line := fmt.Sprintf("%s  %-12s %-*s %-6s %s  %s",
-		p.paint(ansiDim, ts), clip(consumer.Line(ev.Agent), 12), tailSessionRunes, clip(session, tailSessionRunes), pos,
-		p.paint(typeColor, fmt.Sprintf("%-24s", consumer.Line(ev.Type))), clip(consumer.Line(oneLine(describe(ev, data))), tailSummaryRunes))
+		p.paint(ansiDim, ts), clip(Line(ev.Agent), 12), sessionRunes, clip(session, sessionRunes), pos,
+		p.paint(typeColor, fmt.Sprintf("%-24s", Line(ev.Type))), clip(Line(oneLine(describe(ev, data))), SummaryRunes))
 	line = strings.TrimRight(line, " ")
 	if dim {
 		return p.paint(ansiDim, line)
@@ -183,7 +192,7 @@ func describe(ev *aep.Event, data map[string]any) string {
 	}
 	took := func(prefix string) {
 		if d, ok := millis(data, "duration_ms"); ok {
-			add(prefix + humanDuration(d))
+			add(prefix + HumanDuration(d))
 		}
 	}
 	switch ev.Type {
@@ -247,12 +256,12 @@ func describe(ev *aep.Event, data map[string]any) string {
 		add(str(data, "resolution"))
 		add(parenthesized(str(data, "reason")))
 		if d, ok := millis(data, "latency_ms"); ok {
-			add("after " + humanDuration(d))
+			add("after " + HumanDuration(d))
 		}
 	case "attention.timeout":
 		s := "expired unanswered"
 		if d, ok := millis(data, "after_ms"); ok {
-			s += " after " + humanDuration(d)
+			s += " after " + HumanDuration(d)
 		}
 		add(s)
 	case "control.accepted":
@@ -283,113 +292,80 @@ func describe(ev *aep.Event, data map[string]any) string {
 // detail is the lines under an attention request: its id, options and
 // expiry, and the command that answers it, or where to answer it when the
 // request is informational here (AEP-0008 respond_via).
-func (p *tailPrinter) detail(ev *aep.Event) []string {
+func (p *Printer) detail(ev *aep.Event) []string {
 	if ev.Type != "attention.requested" {
 		return nil
 	}
 	data, _ := ev.DataMap()
-	req := parseRequest(ev, data)
+	req := newRequest(ev, data)
 	const indent = "              ↳ "
 	facts := []string{"request " + ev.ID}
-	if len(req.options) > 0 {
-		facts = append(facts, "options "+strings.Join(req.options, ", "))
+	if len(req.Options) > 0 {
+		facts = append(facts, "options "+strings.Join(req.OptionIDs(), ", "))
 	}
 	expired := false
-	if !req.expires.IsZero() {
-		left := req.expires.Sub(p.clock())
+	if !req.Deadline.IsZero() {
+		left := req.Deadline.Sub(p.clock())
 		if expired = left <= 0; expired {
-			facts = append(facts, "expired "+humanDuration(-left)+" ago")
+			facts = append(facts, "expired "+HumanDuration(-left)+" ago")
 		} else {
-			facts = append(facts, "expires in "+humanDuration(left))
+			facts = append(facts, "expires in "+HumanDuration(left))
 		}
 	}
-	out := []string{indent + consumer.Line(strings.Join(facts, " · "))}
+	out := []string{indent + Line(strings.Join(facts, " · "))}
 	switch {
 	case expired:
-	case req.answerable:
-		out = append(out, indent+p.paint(ansiBold, consumer.Line(req.command(p.relayArg))))
+	case req.Answerable():
+		out = append(out, indent+p.paint(ansiBold, Line(req.Command(p.RelayArg))))
 	default:
-		out = append(out, indent+consumer.Line("answer it "+req.where()+"; it cannot be answered from here"))
+		out = append(out, indent+Line("answer it "+req.Where()+"; it cannot be answered from here"))
 	}
 	return out
 }
 
-// request is what a person needs from an attention.requested to answer it.
-type request struct {
-	session, id string
-	options     []string
-	expires     time.Time
-	// answerable is true when respond_via lists control or is absent
-	// (AEP-0008: absent declares nothing, so sending stays honest).
-	answerable bool
-	via        []string
-}
-
-func parseRequest(ev *aep.Event, data map[string]any) request {
-	r := request{session: ev.Session, id: ev.ID, answerable: true}
-	if opts, ok := data["options"].([]any); ok {
-		for _, o := range opts {
-			if om, ok := o.(map[string]any); ok && str(om, "id") != "" {
-				r.options = append(r.options, str(om, "id"))
-			}
-		}
-	}
-	if t, err := time.Parse(time.RFC3339Nano, str(data, "expires_at")); err == nil {
-		r.expires = t
-	}
-	if via, ok := data["respond_via"].([]any); ok {
-		r.answerable = false
-		for _, v := range via {
-			if s, ok := v.(string); ok {
-				r.via = append(r.via, s)
-				r.answerable = r.answerable || s == "control"
-			}
-		}
-	}
-	return r
-}
-
-// command is the respond command that answers r, ready to paste: the
+// Command is the respond command that answers r, ready to paste: the
 // refusing option when offered (the safe default to show), else the first.
-func (r request) command(relayArg string) string {
+func (r *Request) Command(relayArg string) string {
 	args := []string{"aep-kimi", "respond"}
 	if relayArg != "" {
-		args = append(args, "--relay", shellQuote(relayArg))
+		args = append(args, "--relay", ShellQuote(relayArg))
 	}
-	if opt := r.suggested(); opt != "" {
-		args = append(args, "--option", shellQuote(opt))
+	if opt := r.Suggested(); opt != "" {
+		args = append(args, "--option", ShellQuote(opt))
 	} else {
 		args = append(args, "--text", "'your answer'")
 	}
-	return strings.Join(append(args, shellQuote(r.session), shellQuote(r.id)), " ")
+	return strings.Join(append(args, ShellQuote(r.Session), ShellQuote(r.ID)), " ")
 }
 
-func (r request) suggested() string {
+// Suggested is the option a pasted command offers: the refusing one when
+// there is one, else the first ("" without options).
+func (r *Request) Suggested() string {
 	for _, want := range []string{"deny", "reject", "rejected"} {
-		for _, o := range r.options {
-			if o == want {
-				return o
+		for _, o := range r.Options {
+			if o.ID == want {
+				return o.ID
 			}
 		}
 	}
-	if len(r.options) > 0 {
-		return r.options[0]
+	if len(r.Options) > 0 {
+		return r.Options[0].ID
 	}
 	return ""
 }
 
-// where says where an informational request is answered.
-func (r request) where() string {
-	for _, v := range r.via {
+// Where says where an informational request is answered.
+func (r *Request) Where() string {
+	for _, v := range r.RespondVia {
 		if v == "oob" {
 			return "in Kimi itself (respond_via oob)"
 		}
 	}
-	return "where the agent asks (respond_via " + strings.Join(r.via, ", ") + ")"
+	return "where the agent asks (respond_via " + strings.Join(r.RespondVia, ", ") + ")"
 }
 
-// shellQuote quotes s for a POSIX shell unless it is plainly safe.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell unless it is plainly safe.
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@%+=,", r))
 	}) < 0 {
@@ -485,7 +461,7 @@ func scalars(data map[string]any) string {
 		case json.Number:
 			v = x.String()
 			if d, ok := millis(data, k); ok && strings.HasSuffix(k, "_ms") {
-				k, v = strings.TrimSuffix(k, "_ms"), humanDuration(d)
+				k, v = strings.TrimSuffix(k, "_ms"), HumanDuration(d)
 			}
 		default:
 			continue
@@ -508,9 +484,9 @@ func millis(data map[string]any, key string) (time.Duration, bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
-// humanDuration renders d the way a person says it: 350ms, 4.2s, 49s,
+// HumanDuration renders d the way a person says it: 350ms, 4.2s, 49s,
 // 3m05s, 2h10m.
-func humanDuration(d time.Duration) string {
+func HumanDuration(d time.Duration) string {
 	if d >= 10*time.Second {
 		d = d.Round(time.Second) // 59.6s is 1m00s, not 60s
 	}
@@ -526,11 +502,6 @@ func humanDuration(d time.Duration) string {
 	}
 	d = d.Round(time.Minute)
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-}
-
-func str(m map[string]any, k string) string {
-	s, _ := m[k].(string)
-	return s
 }
 
 func firstOf(a, b string) string {

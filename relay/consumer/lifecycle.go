@@ -1,12 +1,12 @@
-package main
+package consumer
 
 import (
 	"net/url"
 	"strconv"
 	"strings"
 
-	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // sourceSession reads the session and chapter a source URI names
@@ -49,11 +49,11 @@ func lifecycleText(ev *aep.Event, add func(string)) {
 	if _, ch, ok := sourceSession(ev.Source); ok && ch > 1 && ev.Type == "session.started" {
 		add("chapter " + strconv.Itoa(ch))
 	}
-	if how, ok := ev.ExtString(adapter.ExtObserved); ok && ev.Type == "session.ended" {
+	if how, ok := ev.ExtString(mapping.ExtObserved); ok && ev.Type == "session.ended" {
 		switch how {
-		case adapter.ObservedProcess:
+		case mapping.ObservedProcess:
 			add("Kimi exited without SessionEnd")
-		case adapter.ObservedSilence:
+		case mapping.ObservedSilence:
 			add("silent past the idle limit")
 		default:
 			add("observed: " + how)
@@ -69,7 +69,7 @@ func agentText(ev *aep.Event, data map[string]any, add func(string)) {
 	case "agent.health":
 		add(str(data, "status"))
 		detail := str(data, "detail")
-		if ch, ok := ev.ExtString(adapter.ExtChannel); ok && detail == "" {
+		if ch, ok := ev.ExtString(mapping.ExtChannel); ok && detail == "" {
 			detail = "hook channel " + ch
 		}
 		add(detail)

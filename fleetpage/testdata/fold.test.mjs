@@ -1,0 +1,56 @@
+// The fold's golden cases, derived by the page's state module: every
+// relay/consumer/testdata/fold/NAME.json is the projection of
+// relay/consumer/testdata/streams/NAME.jsonl, or (NAME upstream) of the
+// upstream golden corpus. The Go fold (relay/consumer) is held to the same
+// files, so the two cannot drift.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as S from '../assets/state.js';
+
+const root = fileURLToPath(new URL('../../relay/consumer/testdata/', import.meta.url));
+const fixtures = process.env.AEP_FIXTURES;
+
+function jsonl(path) {
+  return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+}
+
+// input finds a case's events by the rule the Go test follows.
+function input(name) {
+  const stream = join(root, 'streams', `${name}.jsonl`);
+  if (existsSync(stream)) return jsonl(stream);
+  if (name === 'upstream') return fixtures ? jsonl(join(fixtures, 'fixtures', 'golden', 'golden.jsonl')) : null;
+  throw new Error(`golden fold/${name}.json names no case`);
+}
+
+function project(events) {
+  const st = S.newState();
+  for (const ev of events) S.apply(st, structuredClone(ev));
+  return { st, p: S.projection(st) };
+}
+
+const names = readdirSync(join(root, 'fold')).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort();
+
+test('there are golden fold cases', () => {
+  assert.ok(names.length >= 20, `only ${names.length} cases`);
+});
+
+for (const name of names) {
+  const events = input(name);
+  test(`fold ${name}`, { skip: events ? false : 'AEP_FIXTURES not set' }, () => {
+    const want = JSON.parse(readFileSync(join(root, 'fold', `${name}.json`), 'utf8'));
+    const { st, p } = project(events);
+    assert.deepStrictEqual(p, want);
+    // A duplicate replay changes nothing.
+    for (const ev of events) assert.equal(S.apply(st, structuredClone(ev)), false, `duplicate ${ev.id} refused`);
+    assert.deepStrictEqual(S.projection(st), want);
+    // Nor does the arrival order, but in a session where an emitter put two
+    // events at one position (surfaced as a conflict).
+    const reversed = project([...events].reverse()).p;
+    for (const [id, s] of Object.entries(want.sessions)) {
+      if (S.session(st, id).conflicts === 0) assert.deepStrictEqual(reversed.sessions[id], s, `reversed arrival changes ${id}`);
+    }
+  });
+}

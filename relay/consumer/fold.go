@@ -1,0 +1,488 @@
+package consumer
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+)
+
+// Fold is the state of a fleet derived from its events: sessions, their
+// runs, and the attention requests with their outcomes (AEP-0002 §7). It
+// keeps the AEP consumer obligations: events are deduplicated on (source,
+// id) and derived per session in (epoch, seq) order whatever their arrival;
+// an event without seq (a foreign emitter's: a command, attention.routed)
+// sits after the owner's latest event when it arrived. fleetpage's
+// assets/state.js derives the same state; both produce Projection, and the
+// golden cases under testdata/fold hold them to it.
+//
+// The zero value is an empty fold. A Fold is not safe for concurrent use.
+type Fold struct {
+	seen     map[string]bool
+	lanes    map[string]*lane
+	arrivals int
+}
+
+// lane is one session's events in derivation order, and what was derived
+// from a prefix of them.
+type lane struct {
+	id      string
+	records []*record
+	// byID resolves a bare id within the session (cause, the attention
+	// subject): the owner's sequenced event wins a collision.
+	byID      map[string]*record
+	lastPos   *wire.Position
+	taken     map[wire.Position]bool
+	conflicts int
+	derived   *Session
+	derivedN  int // records[:derivedN] are applied to derived
+}
+
+type record struct {
+	ev      *aep.Event
+	arrival int
+	key     *wire.Position // the event's position, or a seq-less event's anchor
+	seqless bool
+}
+
+// compare orders records: by position (a seq-less event by its anchor,
+// anchorless last), the owner's event before a seq-less one at one
+// position, then by arrival.
+func (a *record) compare(b *record) int {
+	switch {
+	case a.key != nil && b.key != nil:
+		if *a.key != *b.key {
+			if a.key.Less(*b.key) {
+				return -1
+			}
+			return 1
+		}
+	case a.key != nil:
+		return -1
+	case b.key != nil:
+		return 1
+	}
+	if a.seqless != b.seqless {
+		if a.seqless {
+			return 1
+		}
+		return -1
+	}
+	return a.arrival - b.arrival
+}
+
+// Add folds one event in. It returns false for a duplicate (same source and
+// id) or an event with no id; everything else is kept whatever its type.
+// Events without a session (agent.*) are deduplicated but hold no state here.
+func (f *Fold) Add(ev *aep.Event) bool {
+	if ev == nil || ev.ID == "" {
+		return false
+	}
+	if f.seen == nil {
+		f.seen, f.lanes = map[string]bool{}, map[string]*lane{}
+	}
+	key := ev.Source + "\n" + ev.ID
+	if f.seen[key] {
+		return false
+	}
+	f.seen[key] = true
+	rec := &record{ev: ev, arrival: f.arrivals, seqless: ev.Seq == nil}
+	f.arrivals++
+	if ev.Session == "" {
+		return true
+	}
+	l := f.lanes[ev.Session]
+	if l == nil {
+		l = &lane{id: ev.Session, byID: map[string]*record{}, taken: map[wire.Position]bool{}}
+		f.lanes[ev.Session] = l
+	}
+	l.add(rec)
+	return true
+}
+
+func (l *lane) add(rec *record) {
+	if prev := l.byID[rec.ev.ID]; prev == nil || !rec.seqless {
+		l.byID[rec.ev.ID] = rec
+	}
+	if rec.seqless {
+		rec.key = l.lastPos
+	} else {
+		pos := wire.Position{Epoch: rec.ev.EpochOrZero(), Seq: *rec.ev.Seq}
+		rec.key = &pos
+		// Two events at one position is an emitter fault: kept, and counted.
+		if l.taken[pos] {
+			l.conflicts++
+		}
+		l.taken[pos] = true
+		if l.lastPos == nil || l.lastPos.Less(pos) {
+			l.lastPos = &pos
+		}
+	}
+	// Insert in order: replay and resume put events between ones held.
+	i := len(l.records)
+	for i > 0 && l.records[i-1].compare(rec) > 0 {
+		i--
+	}
+	l.records = append(l.records, nil)
+	copy(l.records[i+1:], l.records[i:])
+	l.records[i] = rec
+	if i < l.derivedN {
+		l.derived, l.derivedN = nil, 0
+	}
+}
+
+// Session returns the derived state of one session, or nil when the fold
+// holds no event of it. The result is shared: it stays valid until the next
+// Add, and must not be modified.
+func (f *Fold) Session(id string) *Session {
+	l := f.lanes[id]
+	if l == nil {
+		return nil
+	}
+	if l.derived == nil {
+		l.derived = newSession(l)
+	}
+	for _, rec := range l.records[l.derivedN:] {
+		l.derived.apply(rec)
+	}
+	l.derivedN = len(l.records)
+	l.derived.Conflicts = l.conflicts
+	return l.derived
+}
+
+// Sessions lists the ids of the sessions the fold holds, sorted.
+func (f *Fold) Sessions() []string {
+	out := make([]string, 0, len(f.lanes))
+	for id := range f.lanes {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Pending lists the requests that wait on a person at now, oldest first:
+// neither answered nor closed, and not past their own deadline. With a
+// session given, only that session's.
+func (f *Fold) Pending(now time.Time, session ...string) []*Request {
+	ids := session
+	if len(ids) == 0 {
+		ids = f.Sessions()
+	}
+	var out []*Request
+	for _, id := range ids {
+		s := f.Session(id)
+		if s == nil {
+			continue
+		}
+		for _, r := range s.Requests {
+			if r.Status(now) == StatePending {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		if a.Session != b.Session {
+			return a.Session < b.Session
+		}
+		return a.ID < b.ID
+	})
+	return out
+}
+
+// Session is what one session's events say: who runs it, its title and
+// working directory, when it started and ended, its runs and its attention
+// requests.
+type Session struct {
+	ID string
+	// Agent is the owner: the agent of its first sequenced event.
+	Agent string
+	// Title is session.started's label, Cwd its cwd (both capture-gated),
+	// Model the last gen_ai.request.model seen.
+	Title, Cwd, Model string
+	// Started and Ended are the times of the last session.started and of
+	// the session.ended after it ("" while it lives): a resumed session
+	// (a new chapter) lives again.
+	Started, Ended string
+	EndReason      string
+	// Runs in order of their first event; Requests in order of request.
+	Runs     []*Run
+	Requests []*Request
+	// Conflicts counts positions claimed by two different events.
+	Conflicts int
+
+	lane     *lane
+	runs     map[string]*Run
+	requests map[string]*Request
+	endMark  Mark // the session.ended while Ended is set
+}
+
+// Run is one run's state.
+type Run struct {
+	ID string
+	// State is RunOpen until its first terminal, then the terminal's word.
+	State          string
+	Started, Ended string
+	DurationMS     json.Number
+	Reason         string
+}
+
+// Run states.
+const (
+	RunOpen      = "open"
+	RunFinished  = "finished"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+var runTerminals = map[string]string{"run.finished": RunFinished, "run.failed": RunFailed, "run.cancelled": RunCancelled}
+
+func newSession(l *lane) *Session {
+	return &Session{ID: l.id, lane: l, runs: map[string]*Run{}, requests: map[string]*Request{}}
+}
+
+// Event resolves a bare event id within the session (a cause, a subject),
+// or nil.
+func (s *Session) Event(id string) *aep.Event {
+	if r := s.lane.byID[id]; r != nil {
+		return r.ev
+	}
+	return nil
+}
+
+// Request returns the request with that id, or nil.
+func (s *Session) Request(id string) *Request { return s.requests[id] }
+
+// Open lists the requests without an outcome, in order of request.
+func (s *Session) Open() []*Request {
+	var out []*Request
+	for _, r := range s.Requests {
+		if r.Outcome == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Session) run(id string) *Run {
+	r := s.runs[id]
+	if r == nil {
+		r = &Run{ID: id, State: RunOpen}
+		s.runs[id] = r
+		s.Runs = append(s.Runs, r)
+	}
+	return r
+}
+
+// apply advances the session by one event in derivation order.
+func (s *Session) apply(rec *record) {
+	ev := rec.ev
+	data, _ := ev.DataMap()
+	if !rec.seqless && s.Agent == "" {
+		s.Agent = ev.Agent
+	}
+	if m := str(data, "gen_ai.request.model"); m != "" {
+		s.Model = m
+	}
+	var run *Run
+	if ev.Run != "" {
+		run = s.run(ev.Run)
+	}
+	switch ev.Type {
+	case "session.started":
+		s.Started, s.Ended, s.EndReason = ev.Time, "", ""
+		if t := str(data, "label"); t != "" {
+			s.Title = t
+		}
+		if c := str(data, "cwd"); c != "" {
+			s.Cwd = c
+		}
+	case "session.ended":
+		s.Ended, s.EndReason, s.endMark = ev.Time, str(data, "reason"), markOf(ev)
+		// The emitter closes its requests before the session ends
+		// (AEP-0002 §7.2); any it left open wait on nobody now.
+		for _, r := range s.Requests {
+			if r.Outcome == nil {
+				r.Outcome = &Outcome{Mark: s.endMark}
+			}
+		}
+	case "run.started":
+		if run != nil && run.Started == "" {
+			run.Started = ev.Time
+		}
+	case "run.finished", "run.failed", "run.cancelled":
+		// One terminal per run (AEP-0002 §2 convention 5): the first holds.
+		if run != nil && run.State == RunOpen {
+			run.State, run.Ended, run.Reason = runTerminals[ev.Type], ev.Time, str(data, "reason")
+			run.DurationMS, _ = data["duration_ms"].(json.Number)
+		}
+	case "attention.requested":
+		if s.requests[ev.ID] == nil {
+			r := newRequest(ev, data)
+			if s.Ended != "" {
+				// Raised after the end (a late delivery): nobody is there
+				// to act on an answer.
+				r.Outcome = &Outcome{Mark: s.endMark}
+			}
+			s.requests[r.ID] = r
+			s.Requests = append(s.Requests, r)
+		}
+	case "attention.answered":
+		// Lifecycle events name the request in subject (AEP-0002 §7.1).
+		// An answer is not the end: the emitter resolves it (§7.4).
+		if r := s.requests[ev.Subject]; r != nil && r.Answered == nil && r.Outcome == nil {
+			ans, _ := data["answer"].(map[string]any)
+			r.Answer = ans
+			r.Answered = &Answered{Mark: markOf(ev), By: str(data, "by"), Via: str(data, "via")}
+		}
+	case "attention.resolved", "attention.timeout":
+		// The terminals (§7.2); the first holds.
+		if r := s.requests[ev.Subject]; r != nil && r.Outcome == nil {
+			r.Outcome = &Outcome{Mark: markOf(ev), Resolution: str(data, "resolution")}
+		}
+	}
+}
+
+// Request is one attention request: what it asks, how it may be answered,
+// and what became of it.
+type Request struct {
+	ID, Session, Run string
+	Kind, Prompt     string
+	Options          []Option
+	// RespondVia is the request's respond_via, nil when absent (AEP-0008:
+	// absent declares nothing, so control delivery is offered).
+	RespondVia []string
+	// Time is the request's time and At the same parsed; ExpiresAt its
+	// expires_at and Deadline the same parsed (zero: none).
+	Time, ExpiresAt string
+	At, Deadline    time.Time
+	// Answer is the recorded answer (option, text, values) once answered.
+	Answer   map[string]any
+	Answered *Answered
+	// Outcome is the terminal (attention.resolved or attention.timeout),
+	// or the session.ended that left it open; nil while it is open.
+	Outcome *Outcome
+}
+
+// Option is one closed-choice answer.
+type Option struct {
+	ID    string `json:"id"`
+	Label string `json:"label,omitempty"`
+}
+
+// Mark is the event that moved a request on, and its cause: for an answer
+// or a resolution through control, the command (its type and agent say who
+// answered).
+type Mark struct {
+	Event, Type, Time, Cause string
+}
+
+// Answered is the attention.answered of a request: by whom (the responder's
+// label) and via which channel (control or oob).
+type Answered struct {
+	Mark
+	By, Via string
+}
+
+// Outcome is how a request closed; Resolution is attention.resolved's
+// (answered, auto or dismissed).
+type Outcome struct {
+	Mark
+	Resolution string
+}
+
+func markOf(ev *aep.Event) Mark {
+	return Mark{Event: ev.ID, Type: ev.Type, Time: ev.Time, Cause: ev.Cause}
+}
+
+// Request states, as Status and Projection report them.
+const (
+	StatePending  = "pending"  // waits on a person
+	StateAnswered = "answered" // answered, its emitter has not resolved it yet
+	StateResolved = "resolved"
+	StateTimeout  = "timeout"
+	// StateSessionEnded: its session ended with it open.
+	StateSessionEnded = "session_ended"
+	// StateExpired: past its own deadline with no terminal yet (Status only).
+	StateExpired = "expired"
+)
+
+func newRequest(ev *aep.Event, data map[string]any) *Request {
+	r := &Request{ID: ev.ID, Session: ev.Session, Run: ev.Run, Time: ev.Time,
+		Kind: str(data, "kind"), Prompt: str(data, "prompt"), ExpiresAt: str(data, "expires_at")}
+	r.At, _ = time.Parse(time.RFC3339Nano, ev.Time)
+	r.Deadline, _ = time.Parse(time.RFC3339Nano, r.ExpiresAt)
+	if opts, ok := data["options"].([]any); ok {
+		for _, o := range opts {
+			if om, ok := o.(map[string]any); ok && str(om, "id") != "" {
+				r.Options = append(r.Options, Option{ID: str(om, "id"), Label: str(om, "label")})
+			}
+		}
+	}
+	if via, ok := data["respond_via"].([]any); ok {
+		r.RespondVia = []string{}
+		for _, v := range via {
+			if s, ok := v.(string); ok {
+				r.RespondVia = append(r.RespondVia, s)
+			}
+		}
+	}
+	return r
+}
+
+// State is where the request stands in its lifecycle, whatever the clock.
+func (r *Request) State() string {
+	switch {
+	case r.Outcome == nil && r.Answered != nil:
+		return StateAnswered
+	case r.Outcome == nil:
+		return StatePending
+	case r.Outcome.Type == "attention.resolved":
+		return StateResolved
+	case r.Outcome.Type == "attention.timeout":
+		return StateTimeout
+	}
+	return StateSessionEnded
+}
+
+// Status is State at now: a pending request past its deadline is expired.
+func (r *Request) Status(now time.Time) string {
+	st := r.State()
+	if st == StatePending && !r.Deadline.IsZero() && !now.Before(r.Deadline) {
+		return StateExpired
+	}
+	return st
+}
+
+// Answerable reports whether the request may be answered through control:
+// respond_via lists control, or is absent.
+func (r *Request) Answerable() bool {
+	if r.RespondVia == nil {
+		return true
+	}
+	for _, v := range r.RespondVia {
+		if v == "control" {
+			return true
+		}
+	}
+	return false
+}
+
+// OptionIDs lists the options' ids.
+func (r *Request) OptionIDs() []string {
+	out := make([]string, len(r.Options))
+	for i, o := range r.Options {
+		out[i] = o.ID
+	}
+	return out
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}

@@ -1,0 +1,119 @@
+package consumer
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// Projection is the fold as JSON, the form fleetpage's state.js produces
+// too (its projection function), so the Go and the page's folds are held
+// to the same golden files. Absent facts are left out rather than empty;
+// times are the events' own strings; runs are listed by id.
+type Projection struct {
+	Sessions map[string]SessionProjection `json:"sessions"`
+}
+
+// SessionProjection is one session in a Projection.
+type SessionProjection struct {
+	Agent     string              `json:"agent,omitempty"`
+	Title     string              `json:"title,omitempty"`
+	Cwd       string              `json:"cwd,omitempty"`
+	Model     string              `json:"model,omitempty"`
+	Started   string              `json:"started,omitempty"`
+	Ended     string              `json:"ended,omitempty"`
+	EndReason string              `json:"end_reason,omitempty"`
+	Runs      []RunProjection     `json:"runs,omitempty"`
+	Requests  []RequestProjection `json:"requests,omitempty"`
+	// Open lists the requests without an outcome, in order of request.
+	Open []string `json:"open,omitempty"`
+}
+
+// RunProjection is one run in a Projection.
+type RunProjection struct {
+	ID         string      `json:"id"`
+	State      string      `json:"state"`
+	Started    string      `json:"started,omitempty"`
+	Ended      string      `json:"ended,omitempty"`
+	DurationMS json.Number `json:"duration_ms,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+}
+
+// RequestProjection is one attention request in a Projection.
+type RequestProjection struct {
+	ID         string          `json:"id"`
+	Run        string          `json:"run,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	Prompt     string          `json:"prompt,omitempty"`
+	Options    []Option        `json:"options,omitempty"`
+	RespondVia *[]string       `json:"respond_via,omitempty"`
+	ExpiresAt  string          `json:"expires_at,omitempty"`
+	Requested  string          `json:"requested,omitempty"`
+	State      string          `json:"state"`
+	Answer     map[string]any  `json:"answer,omitempty"`
+	Answered   *MarkProjection `json:"answered,omitempty"`
+	Outcome    *MarkProjection `json:"outcome,omitempty"`
+}
+
+// MarkProjection is the event that answered or closed a request, and what
+// caused it: the cause's type and agent say who answered.
+type MarkProjection struct {
+	Event      string `json:"event"`
+	Type       string `json:"type"`
+	Time       string `json:"time,omitempty"`
+	By         string `json:"by,omitempty"`
+	Via        string `json:"via,omitempty"`
+	Resolution string `json:"resolution,omitempty"`
+	Cause      string `json:"cause,omitempty"`
+	CauseType  string `json:"cause_type,omitempty"`
+	CauseAgent string `json:"cause_agent,omitempty"`
+}
+
+// Projection returns the fold as JSON-ready values.
+func (f *Fold) Projection() Projection {
+	p := Projection{Sessions: map[string]SessionProjection{}}
+	for _, id := range f.Sessions() {
+		p.Sessions[id] = f.Session(id).projection()
+	}
+	return p
+}
+
+func (s *Session) projection() SessionProjection {
+	sp := SessionProjection{Agent: s.Agent, Title: s.Title, Cwd: s.Cwd, Model: s.Model,
+		Started: s.Started, Ended: s.Ended, EndReason: s.EndReason}
+	for _, r := range s.Runs {
+		sp.Runs = append(sp.Runs, RunProjection{ID: r.ID, State: r.State, Started: r.Started, Ended: r.Ended,
+			DurationMS: r.DurationMS, Reason: r.Reason})
+	}
+	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
+	for _, r := range s.Requests {
+		rp := RequestProjection{ID: r.ID, Run: r.Run, Kind: r.Kind, Prompt: r.Prompt, Options: r.Options,
+			ExpiresAt: r.ExpiresAt, Requested: r.Time, State: r.State(), Answer: r.Answer}
+		if r.RespondVia != nil {
+			via := r.RespondVia
+			rp.RespondVia = &via
+		}
+		if a := r.Answered; a != nil {
+			m := s.markProjection(a.Mark)
+			m.By, m.Via = a.By, a.Via
+			rp.Answered = &m
+		}
+		if o := r.Outcome; o != nil {
+			m := s.markProjection(o.Mark)
+			m.Resolution = o.Resolution
+			rp.Outcome = &m
+		}
+		sp.Requests = append(sp.Requests, rp)
+		if r.Outcome == nil {
+			sp.Open = append(sp.Open, r.ID)
+		}
+	}
+	return sp
+}
+
+func (s *Session) markProjection(m Mark) MarkProjection {
+	mp := MarkProjection{Event: m.Event, Type: m.Type, Time: m.Time, Cause: m.Cause}
+	if c := s.Event(m.Cause); c != nil {
+		mp.CauseType, mp.CauseAgent = c.Type, c.Agent
+	}
+	return mp
+}
