@@ -80,6 +80,10 @@ const (
 	DefaultStream = "AEP"
 	// StoreDirName is the embedded store's directory under the AEP home.
 	StoreDirName = "relay"
+	// NATSCredsName is the file in the embedded store's directory holding
+	// the NATS user a second relay connects as when the embedded server
+	// listens (--nats-listen); generated on the first such start, 0600.
+	NATSCredsName = "nats.creds"
 	// DefaultDuplicateWindow is how long the stream remembers a Nats-Msg-Id:
 	// long enough for a batch whose acknowledgement timed out to be resent
 	// (DefaultPublishTimeout and the sender's backoff), and for two relays

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -33,7 +34,9 @@ import (
 const storeLockName = "relay.lock"
 
 // originHeader names the relay process that published a message, so its own
-// follower skips what it already admitted.
+// follower skips what it already admitted. It only tells apart processes
+// that share one identity (one credentials file): who sent a message is the
+// identity in its subject, which the server checked (see natsauth.go).
 const originHeader = "Aep-Relay"
 
 // indexHeader carries what the index needs of a stored event (see
@@ -48,10 +51,17 @@ type JetStreamConfig struct {
 	Dir string
 	// Listen, when set, is a client address the embedded server listens on
 	// (for a second relay or the nats CLI); empty means no port at all.
+	// Clients must authenticate: as the user in Dir's NATSCredsName,
+	// generated on the first start that listens.
 	Listen string
 	// URL is an external NATS server (or comma-separated cluster URLs).
+	// Without credentials (CredsFile, or a user in the URL) the store warns:
+	// whoever reaches that NATS can read and forge events.
 	URL string
-	// CredsFile is a NATS credentials file for URL.
+	// CredsFile is a NATS credentials file for URL: a creds file (user JWT
+	// and seed) or an nkey seed file, such as the NATSCredsName file an
+	// embedded store that listens generates. It may be a link; it must not
+	// be readable by others.
 	CredsFile string
 	// CAFile is a PEM CA bundle that verifies URL's TLS certificate.
 	CAFile string
@@ -96,9 +106,15 @@ type JetStreamBackend struct {
 	stream  jetstream.Stream
 	name    string
 	subject string // session subject prefix, ending in "."
-	live    string // core subject for live-only events
+	live    string // core subject prefix for live-only events, ending in "."
+	liveOut string // the live subject this relay publishes to: live + identity
 	origin  string
-	timeout time.Duration
+	// identity is this relay's name on the stream's subjects (see
+	// natsauth.go); credentialed says the NATS authenticated it, and then
+	// it routes no command from a relay the NATS did not.
+	identity     string
+	credentialed bool
+	timeout      time.Duration
 	// followBytes bounds one pull of the follower; see followBytes.
 	followBytes int
 
@@ -109,6 +125,9 @@ type JetStreamBackend struct {
 	private bool
 	// maxEvent is the largest event the stream takes (see MaxEventBytes).
 	maxEvent int64
+	// mixed says a private store holds messages with an identity in their
+	// subject (written while it listened), so its purges cover those too.
+	mixed bool
 
 	// Ingest is pipelined: batches are published one after another under
 	// pubMu, each taking the next ticket, and wait for their acks without
@@ -176,7 +195,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		log:         cfg.Logger,
 		name:        cfg.Stream,
 		subject:     "aep." + cfg.Stream + ".s.",
-		live:        "aep." + cfg.Stream + ".live",
+		live:        "aep." + cfg.Stream + ".live.",
 		origin:      ulid.Make().String(),
 		timeout:     DefaultPublishTimeout,
 		followBytes: followBytes,
@@ -223,7 +242,15 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		if err := b.lockDir(cfg.Dir); err != nil {
 			return err
 		}
+		auth, users, err := b.embeddedAuth(cfg)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, auth)
 		sopts := &server.Options{
+			// Every client authenticates, the relay's own in-process
+			// connection too (see embeddedUsers).
+			Nkeys:      users,
 			ServerName: "aep-kimi-relay",
 			JetStream:  true,
 			StoreDir:   cfg.Dir,
@@ -258,19 +285,41 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 			return fmt.Errorf("jetstream store: embedded server in %s did not start", cfg.Dir)
 		}
 		opts = append(opts, nats.InProcessServer(srv))
+		if cfg.Listen != "" {
+			b.log.Info("jetstream store: the embedded NATS listens; clients authenticate, a second relay with --nats-creds "+filepath.Join(cfg.Dir, NATSCredsName),
+				"nats_addr", cfg.Listen)
+		}
 	} else {
-		if cfg.CredsFile != "" {
-			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		b.identity = anonymousIdentity
+		switch id, ok := urlIdentity(url); {
+		case cfg.CredsFile != "":
+			auth, id, err := credentials(cfg.CredsFile)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, auth)
+			b.identity, b.credentialed = id, true
+		case ok:
+			b.identity, b.credentialed = id, true
 		}
 		if cfg.CAFile != "" {
 			opts = append(opts, nats.RootCAs(cfg.CAFile))
 		}
 	}
+	b.liveOut = b.live + b.identity
+	opts = append(opts, nats.CustomInboxPrefix(inboxPrefix(b.identity)))
 	nc, err := nats.Connect(url, opts...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return fmt.Errorf("jetstream store: connect: %w: pass the NATS user this relay may connect as with --nats-creds (another relay's embedded NATS: its $AEP_HOME/%s/%s)", err, StoreDirName, NATSCredsName)
+	}
 	if err != nil {
 		return fmt.Errorf("jetstream store: connect: %w", err)
 	}
 	b.nc = nc
+	if url != "" && (!b.credentialed || !nc.AuthRequired()) {
+		b.log.Warn("jetstream store: this NATS takes clients without credentials: anyone who can reach it can read and forge events and answer held calls; give it users and the relays --nats-creds",
+			"nats", urlHosts(url))
+	}
 	// What the server takes, less room for the subject and headers; the
 	// server refuses larger events before they reach the stream.
 	b.maxEvent = min(nc.MaxPayload()-headroom, MaxJetStreamEvent)
@@ -303,6 +352,28 @@ func (b *JetStreamBackend) lockDir(dir string) error {
 	return nil
 }
 
+// embeddedAuth sets up the embedded server's users: this relay's own, made
+// afresh in memory at each start, and, when the server listens, the second
+// relays' from Dir. It returns how this relay authenticates.
+func (b *JetStreamBackend) embeddedAuth(cfg JetStreamConfig) (nats.Option, []*server.NkeyUser, error) {
+	owner, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream store: NATS user: %w", err)
+	}
+	var peer nkeys.KeyPair
+	if cfg.Listen != "" {
+		if peer, err = peerKey(cfg.Dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	users, err := embeddedUsers(owner, peer, b.private)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.identity, b.credentialed = embeddedIdentity, true
+	return nkeyAuth(owner, users[0].Nkey), users, nil
+}
+
 func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig, mem *MemoryBackend) error {
 	// A private stream has no limits of its own: the index purges what it
 	// trims or evicts (a byte limit counts subjects and headers too, and
@@ -316,9 +387,11 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		perSubject, maxBytes = int64(mem.depth), mem.maxBytes*streamBytesFactor
 	}
 	scfg := jetstream.StreamConfig{
-		Name:              cfg.Stream,
-		Description:       "aep-kimi relay: AEP events, a subject per session",
-		Subjects:          []string{b.subject + "*"},
+		Name:        cfg.Stream,
+		Description: "aep-kimi relay: AEP events, a subject per session",
+		// A session's subject, then the publishing relay's identity; the
+		// first form is what stores written before identities hold.
+		Subjects:          []string{b.subject + "*", b.subject + "*.*"},
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
@@ -400,7 +473,7 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		// Nobody else can reach this server: there is nothing to follow.
 		it.Stop()
 	} else {
-		liveSub, err := b.nc.Subscribe(b.live, b.onLive)
+		liveSub, err := b.nc.Subscribe(b.live+"*", b.onLive)
 		if err != nil {
 			it.Stop()
 			stop()
@@ -480,7 +553,7 @@ func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.Messages
 // this relay published was admitted when it was. It returns the message's
 // stream sequence.
 func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
-	if jm.Headers().Get(originHeader) == b.origin {
+	if b.own(jm.Subject(), jm.Headers()) {
 		md, err := jm.Metadata()
 		if err != nil {
 			return 0
@@ -503,7 +576,8 @@ func (b *JetStreamBackend) admitRemote(jm jetstream.Msg) uint64 {
 // before the rebuild ends, so the envelope need not be parsed), else by
 // parsing the event.
 func (b *JetStreamBackend) decodeStored(jm jetstream.Msg, md *jetstream.MsgMetadata) *Message {
-	session, ok := b.subjectSession(jm.Subject())
+	session, sender, ok := b.subjectSession(jm.Subject())
+	b.mixed = b.mixed || sender != ""
 	if !ok {
 		m, _ := b.decode(jm)
 		return m
@@ -517,17 +591,26 @@ func (b *JetStreamBackend) decodeStored(jm jetstream.Msg, md *jetstream.MsgMetad
 	return m
 }
 
-// subjectSession is the session a stream subject names.
-func (b *JetStreamBackend) subjectSession(subject string) (string, bool) {
+// subjectSession is the session a stream subject names and the identity of
+// the relay that published it ("" in a store written before identities).
+func (b *JetStreamBackend) subjectSession(subject string) (session, sender string, ok bool) {
 	enc, ok := strings.CutPrefix(subject, b.subject)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
+	enc, sender, _ = strings.Cut(enc, ".")
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil || len(raw) == 0 {
-		return "", false
+		return "", "", false
 	}
-	return string(raw), true
+	return string(raw), sender, true
+}
+
+// own reports a message this relay published: its subject carries this
+// relay's identity, which the server let only this relay's credentials use,
+// and its header this process, among relays sharing those credentials.
+func (b *JetStreamBackend) own(subject string, h nats.Header) bool {
+	return lastToken(subject) == b.identity && h.Get(originHeader) == b.origin
 }
 
 // decode turns a stream message back into a Message by parsing its event;
@@ -551,7 +634,7 @@ func (b *JetStreamBackend) decode(jm jetstream.Msg) (*Message, uint64) {
 }
 
 func (b *JetStreamBackend) onLive(nm *nats.Msg) {
-	if nm.Header.Get(originHeader) == b.origin {
+	if b.own(nm.Subject, nm.Header) {
 		return
 	}
 	ev, err := aep.ParseEvent(nm.Data)
@@ -578,18 +661,34 @@ func (b *JetStreamBackend) queuePurge(session string, before uint64) {
 }
 
 func (b *JetStreamBackend) purge(ctx context.Context, p purge) {
-	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(b.sessionSubject(p.session)), jetstream.WithPurgeSequence(p.before)}
+	subjects := []string{b.sessionSubject(p.session)}
+	if b.mixed {
+		subjects = append(subjects, subjects[0]+".*")
+	}
 	pctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	if err := b.stream.Purge(pctx, opts...); err != nil {
-		b.log.Warn("jetstream store: purge of an evicted session failed", "session", p.session, "err", err)
-		return
+	for _, subject := range subjects {
+		if err := b.stream.Purge(pctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(p.before)); err != nil {
+			b.log.Warn("jetstream store: purge of an evicted session failed", "session", p.session, "err", err)
+			return
+		}
 	}
 	b.purged.Add(1)
 }
 
+// sessionSubject is a session's subject without a publisher's identity:
+// what a private store writes, and the prefix of what shared ones do.
 func (b *JetStreamBackend) sessionSubject(session string) string {
 	return b.subject + base64.RawURLEncoding.EncodeToString([]byte(session))
+}
+
+// storedSubject is the subject this relay stores a session's events on. A
+// private store has no other publisher, so its subjects name none.
+func (b *JetStreamBackend) storedSubject(session string) string {
+	if b.private {
+		return b.sessionSubject(session)
+	}
+	return b.subject + base64.RawURLEncoding.EncodeToString([]byte(session)) + "." + b.identity
 }
 
 // msgID is the Nats-Msg-Id of an event: its admission key (session, source,
@@ -660,7 +759,7 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 			if b.private {
 				continue
 			}
-			nm := &nats.Msg{Subject: b.live, Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
+			nm := &nats.Msg{Subject: b.liveOut, Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 			if err := b.nc.PublishMsg(nm); err != nil {
 				return nil, nil, err
 			}
@@ -719,7 +818,7 @@ func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Mess
 // storedMsg is the stream message that keeps m: on its session's subject,
 // with its admission key as the message id and its index header.
 func (b *JetStreamBackend) storedMsg(m *Message) *nats.Msg {
-	nm := &nats.Msg{Subject: b.sessionSubject(m.Session), Data: m.Raw, Header: nats.Header{
+	nm := &nats.Msg{Subject: b.storedSubject(m.Session), Data: m.Raw, Header: nats.Header{
 		originHeader:          []string{b.origin},
 		jetstream.MsgIDHeader: []string{msgID(m.Session, m.Source, m.ID)},
 	}}

@@ -17,10 +17,13 @@ import (
 )
 
 // Commands between relays on a shared stream. A relay whose sockets claim a
-// session subscribes to that session's route subject (in one queue group); a relay holding a
-// command for a session none of its sockets claims sends it there as a core
-// NATS request and gets the claimant relay's outcome back. Nobody
-// subscribed is an immediate no-route. The routing relay then stores the
+// session subscribes to that session's route subjects (in one queue group); a relay holding a
+// command for a session none of its sockets claims sends it to the route
+// subject that ends in its own identity, as a core NATS request, and gets
+// the claimant relay's outcome back. Nobody subscribed is an immediate
+// no-route. A relay the NATS authenticated takes routed commands only from
+// relays it authenticated too: the sender is the identity in the subject,
+// which the NATS let only the sender's credentials publish to. The routing relay then stores the
 // command like any other; the claimant relay, admitting it from the stream,
 // skips the claimant's own subscriptions, which already have it.
 
@@ -57,6 +60,8 @@ const routeQueue = "claimants"
 // arrived yet (a routing relay whose store failed never sends it).
 const maxRoutedPending = 4096
 
+// routeSubject is the prefix of a session's route subjects; the sender's
+// identity follows it.
 func (b *JetStreamBackend) routeSubject(session string) string {
 	return "aep." + b.name + ".route." + base64.RawURLEncoding.EncodeToString([]byte(session))
 }
@@ -120,7 +125,7 @@ func (b *JetStreamBackend) applyClaim(session string, claimed bool) {
 	case claimed && sub == nil:
 		// One queue group: were sockets on two relays to claim one session
 		// (an emitter fault), one of them gets each command, never both.
-		sub, err := b.nc.QueueSubscribe(b.routeSubject(session), routeQueue, b.onRoute)
+		sub, err := b.nc.QueueSubscribe(b.routeSubject(session)+".*", routeQueue, b.onRoute)
 		if err != nil {
 			b.log.Warn("jetstream store: commands for a claimed session cannot reach it from other relays", "session", session, "err", err)
 			return
@@ -134,6 +139,11 @@ func (b *JetStreamBackend) onRoute(nm *nats.Msg) {
 	reply := func(code, detail string) {
 		data, _ := json.Marshal(routeReply{Code: code, Detail: detail})
 		_ = nm.Respond(data)
+	}
+	if sender := lastToken(nm.Subject); b.credentialed && sender == anonymousIdentity {
+		b.log.Warn("jetstream store: a command routed by a relay without NATS credentials refused", "subject", nm.Subject)
+		reply(wire.CodeUnauthorized, "this relay takes routed commands only from relays with NATS credentials")
+		return
 	}
 	ev, err := aep.ParseEvent(nm.Data)
 	if err != nil || !aep.IsCommand(ev.Type) {
@@ -163,8 +173,7 @@ func (b *JetStreamBackend) RouteRemote(m *Message) (code, detail string) {
 	if b.private {
 		return wire.CodeNoRoute, noRoute
 	}
-	nm := &nats.Msg{Subject: b.routeSubject(m.Session), Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
-	resp, err := b.nc.RequestMsg(nm, DefaultRouteTimeout)
+	resp, err := b.nc.Request(b.routeSubject(m.Session)+"."+b.identity, m.Raw, DefaultRouteTimeout)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return wire.CodeNoRoute, noRoute + " on any relay"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
@@ -180,7 +182,8 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 }
 
 // Two relays on one NATS behind one name: the adapter publishes to relay A
-// (whose embedded NATS listens on loopback), a person asks relay B what
+// (whose embedded NATS listens on loopback; B connects with the credentials
+// A generated), a person asks relay B what
 // waits and answers there; B routes the answer to the adapter through A, and
 // the held hook's reply denies.
 func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
@@ -191,9 +194,12 @@ func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
 	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	st.relayURL = "http://" + aAddr
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + t.TempDir()},
+	aHome := t.TempDir()
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + aHome},
 		"relay", "--listen", aAddr, "--nats-listen", natsAddr)
-	startDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr},
+	// B joins A's NATS as the user A generated.
+	startDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr,
+		"AEP_NATS_CREDS=" + filepath.Join(aHome, relay.StoreDirName, relay.NATSCredsName)},
 		"relay", "--listen", bAddr)
 	st.withAdapter(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 
