@@ -158,61 +158,44 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, args 
 	return o.send(ctx, "respond", cmd, io)
 }
 
+// targetExit maps why respond has no target to its exit code.
+var targetExit = map[consumer.TargetProblem]int{
+	consumer.UnknownSession: exitUnknownSession,
+	consumer.UnknownRequest: exitUnknownRequest,
+	consumer.NotPending:     exitNotPending,
+	consumer.SeveralPending: exitSeveralPending,
+}
+
 // respondTarget checks a respond target against the relay's replay and
 // returns the request to answer, or "" and the exit code (the reason
-// printed): the named request when it waits, else the session's one
-// answerable pending request.
+// printed, with the candidates when several wait).
 func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (string, int) {
 	f, err := loadPending(ctx, relayURL, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return "", 1
 	}
-	s := f.Session(session)
-	if s == nil {
-		fmt.Fprintf(io.err, "aep-kimi respond: unknown session %q: the relay holds no attention requests or session events for it (see aep-kimi pending)\n", session)
-		return "", exitUnknownSession
-	}
 	now := time.Now()
-	if requestID != "" {
-		r := s.Request(requestID)
-		switch {
-		case r == nil:
-			fmt.Fprintf(io.err, "aep-kimi respond: unknown request %q: session %s has no attention request with that id (see aep-kimi pending)\n", requestID, consumer.Line(session))
-			return "", exitUnknownRequest
-		case r.Closed(now) != "":
-			fmt.Fprintf(io.err, "aep-kimi respond: request %s no longer waits (%s)\n", consumer.Line(requestID), r.Closed(now))
-			return "", exitNotPending
-		case !r.Answerable():
-			fmt.Fprintf(io.err, "aep-kimi respond: request %s cannot be answered from here: answer it %s\n", consumer.Line(requestID), consumer.Line(r.Where()))
-			return "", exitNotPending
-		}
-		return requestID, 0
-	}
-	var answerable, elsewhere []*consumer.Request
-	for _, r := range f.Pending(now, session) {
-		if r.Answerable() {
-			answerable = append(answerable, r)
-		} else {
-			elsewhere = append(elsewhere, r)
-		}
-	}
+	r, err := f.Target(session, requestID, now)
+	var te *consumer.TargetError
 	switch {
-	case len(answerable) == 1:
-		return answerable[0].ID, 0
-	case len(answerable) > 1:
-		fmt.Fprintf(io.err, "aep-kimi respond: session %s has %d pending requests; name one:\n", consumer.Line(session), len(answerable))
-		for _, r := range answerable {
+	case err == nil:
+		return r.ID, 0
+	case !errors.As(err, &te):
+		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
+		return "", 1
+	case te.Problem == consumer.UnknownSession || te.Problem == consumer.UnknownRequest:
+		fmt.Fprintf(io.err, "aep-kimi respond: %s (see aep-kimi pending)\n", te.Reason)
+	case te.Problem == consumer.SeveralPending:
+		fmt.Fprintf(io.err, "aep-kimi respond: %s:\n", te.Reason)
+		for _, c := range te.Candidates {
 			fmt.Fprintln(io.err)
-			consumer.WritePending(io.err, f, r, now, "")
+			consumer.WritePending(io.err, f, c, now, "")
 		}
-		return "", exitSeveralPending
-	case len(elsewhere) > 0:
-		fmt.Fprintf(io.err, "aep-kimi respond: session %s has no request answerable from here: answer it %s\n", consumer.Line(session), consumer.Line(elsewhere[0].Where()))
-		return "", exitNotPending
+	default:
+		fmt.Fprintf(io.err, "aep-kimi respond: %s\n", te.Reason)
 	}
-	fmt.Fprintf(io.err, "aep-kimi respond: session %s has no pending request\n", consumer.Line(session))
-	return "", exitNotPending
+	return "", targetExit[te.Problem]
 }
 
 // cancelCommand cancels a session's run: aep-kimi cancel [--run RUN]

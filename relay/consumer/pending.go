@@ -62,3 +62,68 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 		fmt.Fprintf(w, "  answer it %s\n", Line(r.Where()))
 	}
 }
+
+// TargetProblem names why there is no single request to answer.
+type TargetProblem int
+
+// Target problems.
+const (
+	UnknownSession TargetProblem = iota + 1
+	UnknownRequest
+	NotPending // closed, answered elsewhere only, or nothing waits
+	SeveralPending
+)
+
+// TargetError is Target's refusal: the problem, a one-line reason, and for
+// SeveralPending the candidates, oldest first.
+type TargetError struct {
+	Problem    TargetProblem
+	Reason     string
+	Candidates []*Request
+}
+
+func (e *TargetError) Error() string { return e.Reason }
+
+// Target picks the request an answer to session (and requestID, when
+// given) is meant for at now: the named request while it waits and may be
+// answered through control, else the session's one such pending request.
+// Anything else is a *TargetError saying why, its reason safe to print.
+func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error) {
+	refuse := func(p TargetProblem, format string, args ...any) (*Request, error) {
+		return nil, &TargetError{Problem: p, Reason: Line(fmt.Sprintf(format, args...))}
+	}
+	s := f.Session(session)
+	if s == nil {
+		return refuse(UnknownSession, "unknown session %q: the relay holds no attention requests or session events for it", session)
+	}
+	if requestID != "" {
+		r := s.Request(requestID)
+		switch {
+		case r == nil:
+			return refuse(UnknownRequest, "unknown request %q: session %s has no attention request with that id", requestID, session)
+		case r.Closed(now) != "":
+			return refuse(NotPending, "request %s no longer waits (%s)", requestID, r.Closed(now))
+		case !r.Answerable():
+			return refuse(NotPending, "request %s cannot be answered from here: answer it %s", requestID, r.Where())
+		}
+		return r, nil
+	}
+	var answerable, elsewhere []*Request
+	for _, r := range f.Pending(now, session) {
+		if r.Answerable() {
+			answerable = append(answerable, r)
+		} else {
+			elsewhere = append(elsewhere, r)
+		}
+	}
+	switch {
+	case len(answerable) == 1:
+		return answerable[0], nil
+	case len(answerable) > 1:
+		return nil, &TargetError{Problem: SeveralPending, Candidates: answerable,
+			Reason: Line(fmt.Sprintf("session %s has %d pending requests; name one", session, len(answerable)))}
+	case len(elsewhere) > 0:
+		return refuse(NotPending, "session %s has no request answerable from here: answer it %s", session, elsewhere[0].Where())
+	}
+	return refuse(NotPending, "session %s has no pending request", session)
+}
