@@ -15,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -265,9 +266,9 @@ func relayToken(getenv func(string) string, file string) (string, error) {
 		if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
 			return t, nil
 		}
-		return readHomeToken(filepath.Join(aepHome(getenv), TokenFileName))
+		return tokenfile.ReadHome(filepath.Join(aepHome(getenv), TokenFileName))
 	}
-	return readTokenFile(file, true)
+	return tokenfile.Read(file, true)
 }
 
 func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Logger {

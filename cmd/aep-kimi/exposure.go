@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -50,5 +51,5 @@ func serverToken(getenv func(string) string, file string) (string, error) {
 	if file == "" {
 		return "", nil
 	}
-	return readTokenFile(file, true)
+	return tokenfile.Read(file, true)
 }

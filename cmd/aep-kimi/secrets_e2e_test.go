@@ -215,3 +215,26 @@ func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
 		}
 	}
 }
+
+// `up` prints the page's login URL (it carries the relay token) only when
+// stdout is a terminal: piped into a log, a journal or a file, the banner
+// names aep-kimi open instead, and no line holds the token.
+func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
+	binaries(t)
+	const token = "up-relay-token-0123456789abcdef"
+	home := homeWithToken(t, token)
+	args := []string{"up", "--relay-listen", "127.0.0.1:0", "--adapter-listen", "127.0.0.1:0", "--web=false"}
+
+	piped := startBannered(t, cleanEnv(home), false, "aep-kimi tail", args...)
+	if out := piped.out.String() + piped.err.String(); strings.Contains(out, token) || strings.Contains(out, "#token=") {
+		t.Errorf("piped, up printed the relay token:\n%s", out)
+	}
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/\s.*aep-kimi open`).MatchString(piped.out.String()) {
+		t.Errorf("piped, the page line does not point at aep-kimi open:\n%s", piped.out.String())
+	}
+
+	tty := startBannered(t, cleanEnv(home), true, "aep-kimi tail", args...)
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.out.String()) {
+		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.out.String())
+	}
+}

@@ -1,0 +1,69 @@
+package station
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+)
+
+// Banner is what `aep-kimi up` says once everything is bound.
+type Banner struct {
+	// RelayAddr, AdapterURL are where the relay and the adapter listen;
+	// RelayURL reaches the relay from this machine (the page's base).
+	RelayAddr, RelayURL, AdapterURL string
+	// Token is the relay token; TokenFile where it is kept ("" when it
+	// came from AEP_TOKEN).
+	Token, TokenFile string
+	// HookToken and Logs are the adapter's hook token file and log
+	// directory.
+	HookToken, Logs string
+	Bridge          string // what the bridge does, or why it is off
+	Gate, Instruct  bool   // the control legs
+	Public          bool
+}
+
+// Write writes the banner to w. The page's login URL carries the relay
+// token, so it is written only when login is true (stdout is a terminal);
+// otherwise the page line points at `aep-kimi open`, and a log, a journal
+// or a redirect never holds the token.
+func (b Banner) Write(w io.Writer, login bool) {
+	tok := "AEP_TOKEN (from the environment)"
+	switch {
+	case b.Token == "":
+		tok = "none (" + b.TokenFile + " is empty): watch-only, control refused"
+	case b.TokenFile != "":
+		tok = b.TokenFile + " (0600)"
+	}
+	page := fleetpage.LoginURL(b.RelayURL, "") + "   the fleet page: aep-kimi open opens it logged in"
+	if login && b.Token != "" {
+		page = fleetpage.LoginURL(b.RelayURL, b.Token) + "   the fleet page (the part after # logs the browser in; aep-kimi open opens it)"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "aep-kimi up: running (Ctrl-C to stop)\n")
+	fmt.Fprintf(&sb, "  relay    http://%s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", b.RelayAddr, tok)
+	fmt.Fprintf(&sb, "  page     %s\n", page)
+	fmt.Fprintf(&sb, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", b.AdapterURL, b.HookToken, b.Logs)
+	fmt.Fprintf(&sb, "  bridge   %s\n", b.Bridge)
+	fmt.Fprintf(&sb, "  control  %s\n", b.control())
+	if b.Public {
+		fmt.Fprintf(&sb, "  WARNING  listening on all interfaces: put TLS in front for anything off this host\n")
+	}
+	fmt.Fprintf(&sb, "\nNext:\n")
+	fmt.Fprintf(&sb, "  1. register the hooks with Kimi:  aep-setup write kimi-code\n")
+	fmt.Fprintf(&sb, "  2. watch the stream:              aep-kimi tail\n")
+	io.WriteString(w, sb.String()) //nolint:errcheck // stdout gone: nothing to tell
+}
+
+func (b Banner) control() string {
+	gate := "off (AEP_KIMI_CONTROL=1 to hold tool calls for an answer)"
+	if b.Gate {
+		gate = "ON: PreToolUse held for an answer (aep-kimi respond)"
+	}
+	instruct := "off (AEP_INSTRUCT=1)"
+	if b.Instruct {
+		instruct = "ON (aep-kimi instruct)"
+	}
+	return "gate " + gate + "; instruct " + instruct
+}

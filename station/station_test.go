@@ -1,0 +1,89 @@
+package station
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// One intake component failing stops the others, then the collector,
+// which outlives them; the failure is what Supervise returns.
+func TestSuperviseStopsAllCollectorLast(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	boom := errors.New("boom")
+	err := Supervise(context.Background(),
+		Component{"collector", func(ctx context.Context) error { <-ctx.Done(); note("collector"); return nil }},
+		Component{"a", func(ctx context.Context) error { <-ctx.Done(); time.Sleep(20 * time.Millisecond); note("a"); return nil }},
+		Component{"b", func(context.Context) error { note("b"); return boom }},
+	)
+	if !errors.Is(err, boom) {
+		t.Fatalf("Supervise = %v, want boom", err)
+	}
+	if got := strings.Join(order, ","); got != "b,a,collector" {
+		t.Fatalf("stop order %s, want b,a,collector", got)
+	}
+	err = Supervise(context.Background(), Component{"collector", func(ctx context.Context) error { <-ctx.Done(); return nil }},
+		Component{"quiet", func(context.Context) error { return nil }})
+	if err == nil || !strings.Contains(err.Error(), "quiet stopped on its own") {
+		t.Fatalf("a component returning early: %v", err)
+	}
+}
+
+// Close releases the relay's listener and what each component bound, when
+// the station never runs.
+func TestCloseReleases(t *testing.T) {
+	srv, err := relay.NewServer(relay.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen(srv, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.RelayURL(), "http://127.0.0.1:") {
+		t.Fatalf("RelayURL %s", s.RelayURL())
+	}
+	released := false
+	s.Add(Component{Name: "x"}, func() { released = true })
+	addr := s.Addr().String()
+	s.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the relay's address is still held: %v", err)
+	}
+	ln.Close()
+	if !released {
+		t.Fatal("the component's release did not run")
+	}
+}
+
+// The banner carries the page's login (the token) only when asked to, for
+// a terminal; otherwise the page line points at aep-kimi open.
+func TestBannerLoginOnlyOnRequest(t *testing.T) {
+	b := Banner{RelayAddr: "127.0.0.1:8787", RelayURL: "http://127.0.0.1:8787", AdapterURL: "http://127.0.0.1:8398",
+		Token: "s3cret-token", TokenFile: "/home/op/.aep/token", HookToken: "/h", Logs: "/l", Bridge: "off"}
+	var piped, tty bytes.Buffer
+	b.Write(&piped, false)
+	b.Write(&tty, true)
+	if strings.Contains(piped.String(), "s3cret") || !strings.Contains(piped.String(), "page     http://127.0.0.1:8787/   the fleet page: aep-kimi open") {
+		t.Errorf("piped banner:\n%s", piped.String())
+	}
+	if !strings.Contains(tty.String(), "page     http://127.0.0.1:8787/#token=s3cret-token") {
+		t.Errorf("terminal banner:\n%s", tty.String())
+	}
+	for _, want := range []string{"token /home/op/.aep/token (0600)", "aep-setup write kimi-code", "aep-kimi tail"} {
+		if !strings.Contains(piped.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, piped.String())
+		}
+	}
+}
