@@ -23,7 +23,12 @@ func TestSuperviseStopsAllCollectorLast(t *testing.T) {
 	boom := errors.New("boom")
 	err := Supervise(context.Background(),
 		Component{"collector", func(ctx context.Context) error { <-ctx.Done(); note("collector"); return nil }},
-		Component{"a", func(ctx context.Context) error { <-ctx.Done(); time.Sleep(20 * time.Millisecond); note("a"); return nil }},
+		Component{"a", func(ctx context.Context) error {
+			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond)
+			note("a")
+			return nil
+		}},
 		Component{"b", func(context.Context) error { note("b"); return boom }},
 	)
 	if !errors.Is(err, boom) {
