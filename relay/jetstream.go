@@ -286,7 +286,7 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		}
 		opts = append(opts, nats.InProcessServer(srv))
 		if cfg.Listen != "" {
-			b.log.Info("jetstream store: the embedded NATS listens; clients authenticate, a second relay with --nats-creds "+filepath.Join(cfg.Dir, NATSCredsName),
+			b.log.Info("jetstream store: the embedded NATS listens for clients with credentials; a second relay joins with --nats-creds "+filepath.Join(cfg.Dir, NATSCredsName),
 				"nats_addr", cfg.Listen)
 		}
 	} else {

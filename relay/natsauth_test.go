@@ -144,9 +144,10 @@ func testOperator(t *testing.T, dir string) (creds string, op *jwt.OperatorClaim
 	return creds, op, res, sys
 }
 
-// natsUser makes a NATS user: its seed in a 0600 file in dir, and the
-// server's entry for it (no permissions of its own: the NATS of a user who
-// did not restrict them).
+// natsUser makes a NATS user: its seed in a 0600 file in dir, followed by
+// its public key as `nk -gen user -pubout` writes them, and the server's
+// entry for it (no permissions of its own: the NATS of a user who did not
+// restrict them).
 func natsUser(t testing.TB, dir, name string) (string, *server.NkeyUser) {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
@@ -156,7 +157,7 @@ func natsUser(t testing.TB, dir, name string) (string, *server.NkeyUser) {
 	seed, _ := kp.Seed()
 	pub, _ := kp.PublicKey()
 	path := filepath.Join(dir, name+".nk")
-	if err := os.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(string(seed)+"\n"+pub+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path, &server.NkeyUser{Nkey: pub}
