@@ -13,12 +13,10 @@ package adapter
 
 import (
 	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
-	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Defaults for Config. The environment names in brackets are the ones
@@ -176,10 +174,8 @@ type Config struct {
 // error for a missing Home or a negative duration.
 func (c Config) withDefaults() (Config, error) {
 	const component = "adapter config"
-	var err error
-	c.Config, err = c.Config.WithDefaults("adapter")
 	defaults.Set(&c.Listen, DefaultListen)
-	err = errors.Join(err,
+	err := errors.Join(
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
@@ -195,13 +191,7 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
 	)
-	return c, err
+	var cerr error
+	c.Config, cerr = c.Config.WithDefaults("adapter")
+	return c, errors.Join(cerr, err)
 }
-
-// Paths under an AEP home.
-func kimiDir(home string) string   { return filepath.Join(home, "kimi") }
-func logDir(home string) string    { return filepath.Join(home, "logs", mapping.Agent) }
-func tokenPath(home string) string { return filepath.Join(kimiDir(home), "hook.token") }
-
-// TokenPath is where the hook token lives for an AEP home.
-func TokenPath(home string) string { return tokenPath(home) }
