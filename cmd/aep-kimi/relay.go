@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -73,7 +74,7 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 		// The token came from its file: a replaced file replaces it, and
 		// ends what the old one opened.
 		file := o.tokenFile
-		cfg.TokenSource = func() (string, error) { return readTokenFile(file, true) }
+		cfg.TokenSource = func() (string, error) { return tokenfile.Read(file, true) }
 	}
 	if err == nil {
 		cfg.AllowedHosts, err = parseAllowedHosts(o.hostList)
