@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -78,15 +77,7 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 		fmt.Fprintf(io.out, "accepted %s (command %s)\n", cmd.Type, cmd.ID)
 		return exitAccepted
 	}
-	who := "target"
-	if res.Refused {
-		who = "relay"
-	}
-	msg := fmt.Sprintf("rejected by the %s: %s", who, res.Reason)
-	if res.Detail != "" {
-		msg += ": " + res.Detail
-	}
-	fmt.Fprintf(io.err, "aep-kimi %s: %s\n", name, consumer.Line(msg))
+	fmt.Fprintf(io.err, "aep-kimi %s: %s\n", name, consumer.Line(res.Rejection()))
 	return exitRejected
 }
 
@@ -122,39 +113,25 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runRespond checks the target and sends the answer.
 func runRespond(ctx context.Context, o senderOptions, option, text string, args []string, io stdio) int {
-	if option == "" && text == "" {
-		fmt.Fprintln(io.err, "aep-kimi respond: give --option, --text or both")
+	session, requestID := args[0], ""
+	if len(args) > 1 {
+		requestID = args[1]
+	}
+	// Built first, so a command that cannot be sent fails before any lookup.
+	cmd, err := client.Respond(session, requestID, option, text)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return 2
 	}
 	token, ok := o.token("respond", io)
 	if !ok {
 		return 2
 	}
-	session := args[0]
-	requestID := ""
-	if len(args) > 1 {
-		requestID = args[1]
-	}
 	requestID, code := respondTarget(ctx, o.relayURL, token, session, requestID, io)
 	if requestID == "" {
 		return code
 	}
-	answer := map[string]any{}
-	if option != "" {
-		answer["option"] = option
-	}
-	if text != "" {
-		answer["text"] = text
-	}
-	cmd, err := client.NewCommand("control.attention.respond", session, map[string]any{"answer": answer})
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
-		return 2
-	}
 	cmd.Subject, cmd.Cause = requestID, requestID
-	if text != "" {
-		cmd.Capture = aep.CaptureRedacted.String()
-	}
 	return o.send(ctx, "respond", cmd, io)
 }
 
@@ -212,7 +189,7 @@ func cancelCommand(getenv func(string) string, io stdio) cli.Command {
 			var o senderOptions
 			o.flags(fs, getenv)
 			run := fs.String("run", "", "the run to cancel (default: the target's current run)")
-			scope := fs.String("scope", "run", "run or session")
+			scope := fs.String("scope", client.ScopeRun, client.ScopeRun+" or "+client.ScopeSession)
 			reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
 			return func(ctx context.Context, args []string) int {
 				return runCancel(ctx, o, *run, *scope, *reason, args[0], io)
@@ -223,22 +200,10 @@ func cancelCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runCancel sends the cancel.
 func runCancel(ctx context.Context, o senderOptions, run, scope, reason, session string, io stdio) int {
-	if scope != "run" && scope != "session" {
-		fmt.Fprintf(io.err, "aep-kimi cancel: --scope %q: want run or session\n", scope)
-		return 2
-	}
-	data := map[string]any{"scope": scope}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	cmd, err := client.NewCommand("control.cancel", session, data)
+	cmd, err := client.Cancel(session, run, scope, reason)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi cancel: %v\n", err)
 		return 2
-	}
-	cmd.Run = run
-	if reason != "" {
-		cmd.Capture = aep.CaptureRedacted.String()
 	}
 	return o.send(ctx, "cancel", cmd, io)
 }
@@ -265,15 +230,10 @@ func instructCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runInstruct sends the instruction.
 func runInstruct(ctx context.Context, o senderOptions, session, text string, io stdio) int {
-	if strings.TrimSpace(text) == "" {
-		fmt.Fprintln(io.err, "aep-kimi instruct: the instruction text is empty")
-		return 2
-	}
-	cmd, err := client.NewCommand("x.kimi-code.control.instruct", session, map[string]any{"text": text})
+	cmd, err := client.Instruct(session, text)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi instruct: %v\n", err)
 		return 2
 	}
-	cmd.Capture = aep.CaptureRedacted.String()
 	return o.send(ctx, "instruct", cmd, io)
 }
