@@ -13,10 +13,13 @@ package adapter
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Defaults for Config. The environment names in brackets are the ones
@@ -45,6 +48,17 @@ const (
 	// DefaultHoldTimeout is how long the control gate holds a PreToolUse
 	// [AEP_ATTENTION_TIMEOUT_MS].
 	DefaultHoldTimeout = 50 * time.Second
+	// HookGiveUpMargin is how long before Kimi's hook timeout kimi-hook
+	// stops waiting for the adapter's reply (it then exits without an
+	// answer, and Kimi proceeds).
+	HookGiveUpMargin = 1500 * time.Millisecond
+	// GateReplyMargin is how long before kimi-hook stops waiting the gate
+	// answers an unanswered hold itself, so its answer (a deny) still
+	// reaches Kimi.
+	GateReplyMargin = 500 * time.Millisecond
+	// DefaultOnTimeout is what the gate does when nobody answers in time
+	// [AEP_KIMI_ON_TIMEOUT]: let Kimi proceed, Kimi's own fail-open default.
+	DefaultOnTimeout = mapping.OnExpiryAllow
 	// DefaultAckWindow is the control ack window declared at hello.
 	DefaultAckWindow = emitter.DefaultAckWindow
 	// HousekeepingInterval paces the channel-gauge refresh and the eviction
@@ -116,9 +130,17 @@ type Control struct {
 	Gate bool
 	// GateTools limits the gate to these tool names; empty means all.
 	GateTools []string
-	// HoldTimeout bounds one hold; on expiry the hook is released with no
-	// objection (fail-open).
+	// HoldTimeout bounds one hold; on expiry OnTimeout is applied. The hold
+	// never outlasts what Kimi waits: it is capped by KimiTimeout here and,
+	// per hook, by the wait kimi-hook declares.
 	HoldTimeout time.Duration
+	// OnTimeout is applied to a hold nobody answered by its deadline:
+	// "allow" lets Kimi proceed, "deny" denies the call (AEP_KIMI_ON_TIMEOUT;
+	// "" means DefaultOnTimeout).
+	OnTimeout string
+	// KimiTimeout is the PreToolUse timeout registered in Kimi's
+	// config.toml, read at start (0: not known).
+	KimiTimeout time.Duration
 	// Instruct enables the x.kimi-code.control.instruct queue (AEP_INSTRUCT=1).
 	Instruct bool
 	// AckWindow is declared at hello as ack_window_ms; zero means
@@ -174,8 +196,10 @@ type Config struct {
 // error for a missing Home or a negative duration.
 func (c Config) withDefaults() (Config, error) {
 	const component = "adapter config"
+	var err error
+	c.Config, err = c.Config.WithDefaults("adapter")
 	defaults.Set(&c.Listen, DefaultListen)
-	err := errors.Join(
+	err = errors.Join(err,
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
@@ -190,8 +214,71 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "MaxWatches", &c.MaxWatches, DefaultMaxWatches),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
 		defaults.Positive(component, "Control.HoldTimeout", &c.Control.HoldTimeout, DefaultHoldTimeout),
+		c.Control.check(),
 	)
-	var cerr error
-	c.Config, cerr = c.Config.WithDefaults("adapter")
-	return c, errors.Join(cerr, err)
+	defaults.Set(&c.Control.OnTimeout, DefaultOnTimeout)
+	return c, err
 }
+
+// check refuses an on-timeout choice the gate cannot apply, and a gate whose
+// registered Kimi timeout leaves no time to hold a call at all.
+func (c Control) check() error {
+	switch c.OnTimeout {
+	case "", mapping.OnExpiryAllow, mapping.OnExpiryDeny:
+	default:
+		return fmt.Errorf("adapter config: on-timeout %q: want allow or deny", c.OnTimeout)
+	}
+	if c.Gate && c.KimiTimeout > 0 && GateWindow(c.KimiTimeout) <= 0 {
+		return fmt.Errorf("the PreToolUse timeout registered with Kimi is %s, too short to hold a tool call for an answer: run `aep-setup write kimi-code --control`", c.KimiTimeout)
+	}
+	return nil
+}
+
+// GateWindow is the longest the gate may hold a PreToolUse whose registered
+// Kimi timeout is kimiTimeout: kimi-hook stops waiting HookGiveUpMargin
+// before Kimi's timeout, and the gate answers GateReplyMargin before that.
+// Not positive when kimiTimeout leaves no room.
+func GateWindow(kimiTimeout time.Duration) time.Duration {
+	return kimiTimeout - HookGiveUpMargin - GateReplyMargin
+}
+
+// NeededKimiTimeout is the smallest PreToolUse timeout, in whole seconds as
+// Kimi's config takes it, whose GateWindow holds hold.
+func NeededKimiTimeout(hold time.Duration) int {
+	need := hold + HookGiveUpMargin + GateReplyMargin
+	return int((need + time.Second - 1) / time.Second)
+}
+
+// Hold is the gate's longest hold: HoldTimeout, capped by the registered
+// Kimi timeout when known; capped reports that the cap applied.
+func (c Control) Hold() (hold time.Duration, capped bool) {
+	hold = c.HoldTimeout
+	if c.KimiTimeout > 0 {
+		if w := GateWindow(c.KimiTimeout); w < hold {
+			return max(w, 0), true
+		}
+	}
+	return hold, false
+}
+
+// gateDeadline is when a hold gives up waiting for an answer: the hold from
+// the hook's read time at, and never later than GateReplyMargin before the
+// moment kimi-hook stops waiting (its declared wait from arrival, when
+// known).
+func gateDeadline(at, arrived time.Time, hold, wait time.Duration) time.Time {
+	deadline := at.Add(hold)
+	if wait > 0 {
+		if stop := arrived.Add(wait - GateReplyMargin); stop.Before(deadline) {
+			deadline = stop
+		}
+	}
+	return deadline
+}
+
+// Paths under an AEP home.
+func kimiDir(home string) string   { return filepath.Join(home, "kimi") }
+func logDir(home string) string    { return filepath.Join(home, "logs", mapping.Agent) }
+func tokenPath(home string) string { return filepath.Join(kimiDir(home), "hook.token") }
+
+// TokenPath is where the hook token lives for an AEP home.
+func TokenPath(home string) string { return tokenPath(home) }

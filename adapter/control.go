@@ -75,7 +75,10 @@ type instruction struct {
 }
 
 // gate holds a PreToolUse for an answer when the gate is on for this tool.
-// Callers hold the session's lock.
+// The hold ends with an answer, at its deadline (the gate then applies its
+// on-timeout choice), or when the hook's connection ends first (Kimi stopped
+// waiting and proceeds): each end is on the stream at once. Callers hold the
+// session's lock.
 func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome {
 	srv := s.srv
 	if d.spooled || !srv.gateOn() || !gatedTool(srv.cfg.Control.GateTools, r.Facts.ToolName) {
@@ -86,8 +89,10 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 		return outcome{reply: emptyReply()}
 	default:
 	}
-	timeout := srv.cfg.Control.HoldTimeout
-	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(d.at.Add(timeout)), gateOptions())
+	longest, _ := srv.cfg.Control.Hold()
+	deadline := gateDeadline(d.at, d.arrived, longest, d.wait)
+	onExpiry := srv.cfg.Control.OnTimeout
+	m := mapping.GateRequest(r, srv.cfg.Posture, aep.FormatTime(deadline), onExpiry, gateOptions())
 	ev := s.emit(d, m, emitOpts{cause: rec.id})
 	if ev == nil {
 		return outcome{reply: emptyReply()}
@@ -105,18 +110,67 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 	}
 	s.control.holds[h.attnID] = h
 	srv.metrics.holds.Inc()
-	h.timer = time.AfterFunc(timeout, func() {
+	h.timer = time.AfterFunc(max(deadline.Sub(srv.cfg.Now()), 0), func() {
 		s.Lock()
 		defer s.Unlock()
-		if s.control.holds[h.attnID] != h {
+		s.expire(h, mapping.TimeoutDeadline, onExpiry)
+	})
+	gone := func() {
+		s.Lock()
+		defer s.Unlock()
+		s.expire(h, mapping.TimeoutHookEnded, mapping.OnExpiryAllow)
+	}
+	return outcome{wait: h.reply, gone: gone}
+}
+
+// expire ends a hold nobody answered: attention.timeout says why and what
+// was applied; a deny adds tool.denied by policy and tells the model why.
+// Callers hold the session's lock.
+func (s *session) expire(h *hold, why, onExpiry string) {
+	if s.control.holds[h.attnID] != h {
+		return // answered, or released already
+	}
+	srv := s.srv
+	p := srv.cfg.Posture
+	now := &delivery{at: srv.cfg.Now()}
+	after := now.at.Sub(h.at)
+	o := emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""}
+	timedOut := s.emit(now, mapping.AttentionTimeout(after.Milliseconds(), why, onExpiry, p), o)
+	srv.metrics.expired.WithLabelValues(why, onExpiry).Inc()
+	if onExpiry != mapping.OnExpiryDeny || timedOut == nil {
+		s.release(h, emptyReply()) // Kimi proceeds without an answer
+		return
+	}
+	cause := emitOpts{cause: timedOut.ID, run: h.run, noRun: h.run == ""}
+	s.emit(now, mapping.ToolDenied(h.tool, h.callID, mapping.DeniedByPolicy, p), cause)
+	reason := fmt.Sprintf("No answer within %s: denied by the aep-kimi gate (AEP_KIMI_ON_TIMEOUT=deny).", after.Round(time.Second))
+	s.release(h, denyReply(reason))
+}
+
+// proceededWithout closes the hold of a tool call whose result arrived
+// while it was still held: Kimi stopped waiting and ran it (its SIGTERM to
+// the hook and the hook's end can trail the tool's own hooks), so the
+// request expires before the result is recorded. Callers hold the session's
+// lock.
+func (s *session) proceededWithout(callID string) {
+	if callID == "" {
+		return
+	}
+	for _, h := range s.control.holds {
+		if h.callID == callID {
+			s.expire(h, mapping.TimeoutHookEnded, mapping.OnExpiryAllow)
 			return
 		}
-		now := &delivery{at: srv.cfg.Now()}
-		to := mapping.AttentionTimeout(timeout.Milliseconds(), srv.cfg.Posture)
-		s.emit(now, to, emitOpts{subject: h.attnID, cause: h.attnID, run: h.run, noRun: h.run == ""})
-		s.release(h, emptyReply()) // fail-open
-	})
-	return outcome{wait: h.reply}
+	}
+}
+
+// denyReply is the PreToolUse reply that blocks the call, with the reason
+// the model is shown.
+func denyReply(reason string) []byte {
+	reply, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
+		"permissionDecision": "deny", "permissionDecisionReason": reason,
+	}})
+	return reply
 }
 
 func gatedTool(tools []string, name string) bool {
@@ -281,10 +335,7 @@ func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by 
 		}
 		reason = fmt.Sprintf("%s by %s through aep-kimi.", verb, firstNonEmpty(by, "an operator"))
 	}
-	reply, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
-		"permissionDecision": "deny", "permissionDecisionReason": reason,
-	}})
-	s.release(h, reply)
+	s.release(h, denyReply(reason))
 }
 
 func firstNonEmpty(a, b string) string {

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +286,189 @@ func TestInstructQueue(t *testing.T) {
 		t.Fatalf("%d dropped, want %d", n, MaxInstructions)
 	}
 	assertValidStream(t, pub.All())
+}
+
+// waitPublished polls pub until it holds an event of typ, or fails.
+func waitPublished(t *testing.T, pub *emittertest.Recorder, typ string, within time.Duration) *aep.Event {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if evs := pub.Find(typ); len(evs) > 0 {
+			return evs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s: %v", typ, within, types(pub.All()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A held hook whose connection ends before any answer (Kimi killed kimi-hook
+// at its hook timeout) is recorded at once as expired, Kimi proceeding, over
+// a real socket; a late answer is then refused.
+func TestGateHookEndedRecordsProceed(t *testing.T) {
+	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
+	base := runServer(t, s)
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/hook", strings.NewReader(preTool))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	ask := waitPublished(t, pub, "attention.requested", 5*time.Second)
+	killed := time.Now()
+	cancel() // the hook process dies: its connection closes
+	<-done
+	to := waitPublished(t, pub, "attention.timeout", 2*time.Second)
+	if lag := time.Since(killed); lag > time.Second {
+		t.Fatalf("the proceed was recorded %s after the hook ended", lag)
+	}
+	d, _ := to.DataMap()
+	if to.Subject != ask.ID || d["reason"] != "hook-ended" || d["x-kimi-code-on-expiry"] != "allow" {
+		t.Fatalf("timeout %s %v", to.Subject, d)
+	}
+	if n := len(pub.Find("attention.resolved")) + len(pub.Find("tool.denied")); n != 0 {
+		t.Fatalf("a proceeding call was also resolved or denied: %v", types(pub.All()))
+	}
+	cmd := emittertest.Command(t, CmdRespond, gateSession, ask.ID, map[string]any{"answer": map[string]any{"option": "deny"}})
+	s.HandleCommand(context.Background(), cmd)
+	if rej := pub.Find("control.rejected"); len(rej) != 1 || rej[0].Cause != cmd.ID {
+		t.Fatalf("a late answer was not refused: %v", types(pub.All()))
+	}
+	// The tool's own result still pairs with its request.
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"PostToolUse","session_id":"gate-s","tool_name":"Bash","tool_input":{"command":"rm -rf build"},"tool_call_id":"call_g1","tool_output":""}`), at: time.Now()}, false)
+	if c := pub.Find("tool.completed"); len(c) != 1 || c[0].Cause != pub.Find("tool.requested")[0].ID {
+		t.Fatalf("tool result: %v", types(pub.All()))
+	}
+	assertValidStream(t, readLog(t, home, gateSession))
+}
+
+// With on-timeout deny, the gate answers deny itself at its deadline:
+// expired, denied by policy, and the model is told why.
+func TestGateDeadlineDenies(t *testing.T) {
+	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: 80 * time.Millisecond, OnTimeout: "deny"})
+	ch, req := holdTool(t, s, pub)
+	if d, _ := req.DataMap(); d["x-kimi-code-on-expiry"] != "deny" {
+		t.Fatalf("request does not say what happens at its deadline: %v", d)
+	}
+	r := reply(t, ch)
+	hso, _ := r["hookSpecificOutput"].(map[string]any)
+	if hso["permissionDecision"] != "deny" || !strings.Contains(hso["permissionDecisionReason"].(string), "AEP_KIMI_ON_TIMEOUT=deny") {
+		t.Fatalf("reply %v", r)
+	}
+	to := pub.Find("attention.timeout")
+	den := pub.Find("tool.denied")
+	if len(to) != 1 || len(den) != 1 || den[0].Cause != to[0].ID {
+		t.Fatalf("stream %v", types(pub.All()))
+	}
+	if d, _ := to[0].DataMap(); d["reason"] != "deadline" || d["x-kimi-code-on-expiry"] != "deny" {
+		t.Fatalf("timeout %v", d)
+	}
+	assertValidStream(t, readLog(t, home, gateSession))
+}
+
+// The gate's deadline stays inside the wait kimi-hook declares: the request
+// says so in expires_at, and the hold ends there.
+func TestGateDeadlineFromHookWait(t *testing.T) {
+	s, pub, _ := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
+	now := time.Now()
+	wait := GateReplyMargin + 150*time.Millisecond
+	out, _, err := s.ingest(&delivery{payload: []byte(preTool), at: now, arrived: now, wait: wait}, false)
+	if err != nil || out.wait == nil {
+		t.Fatalf("not held: %v", err)
+	}
+	req := pub.Find("attention.requested")[0]
+	d, _ := req.DataMap()
+	exp, _ := time.Parse(time.RFC3339Nano, d["expires_at"].(string))
+	if want := now.Add(150 * time.Millisecond); exp.Sub(want).Abs() > time.Millisecond {
+		t.Fatalf("expires_at %s, want %s", exp, want)
+	}
+	if r := reply(t, out.wait); len(r) != 0 {
+		t.Fatalf("reply %v", r)
+	}
+	if to := pub.Find("attention.timeout"); len(to) != 1 {
+		t.Fatalf("stream %v", types(pub.All()))
+	}
+}
+
+func TestGateArithmetic(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name          string
+		arrived       time.Duration // after at
+		hold, wait    time.Duration
+		wantAfterRead time.Duration
+	}{
+		{"no declared wait: the hold", 0, 50 * time.Second, 0, 50 * time.Second},
+		{"a short hook: its wait less the reply margin", 10 * time.Millisecond, 50 * time.Second, 8500 * time.Millisecond, 8010 * time.Millisecond},
+		{"a long hook: the hold", 0, 50 * time.Second, 58500 * time.Millisecond, 50 * time.Second},
+		{"a wait shorter than the margin: at once", 0, 50 * time.Second, 200 * time.Millisecond, -300 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := gateDeadline(at, at.Add(c.arrived), c.hold, c.wait).Sub(at); got != c.wantAfterRead {
+			t.Errorf("%s: deadline %s after the read, want %s", c.name, got, c.wantAfterRead)
+		}
+	}
+	if w := GateWindow(10 * time.Second); w != 8*time.Second {
+		t.Errorf("GateWindow(10s) = %s", w)
+	}
+	for hold, want := range map[time.Duration]int{50 * time.Second: 52, 8 * time.Second: 10, 8001 * time.Millisecond: 11, time.Millisecond: 3} {
+		if got := NeededKimiTimeout(hold); got != want {
+			t.Errorf("NeededKimiTimeout(%s) = %d, want %d", hold, got, want)
+		}
+		if GateWindow(time.Duration(NeededKimiTimeout(hold))*time.Second) < hold {
+			t.Errorf("NeededKimiTimeout(%s) does not hold it", hold)
+		}
+	}
+	for _, c := range []struct {
+		ctl    Control
+		want   time.Duration
+		capped bool
+	}{
+		{Control{HoldTimeout: 50 * time.Second}, 50 * time.Second, false},
+		{Control{HoldTimeout: 50 * time.Second, KimiTimeout: 60 * time.Second}, 50 * time.Second, false},
+		{Control{HoldTimeout: 50 * time.Second, KimiTimeout: 10 * time.Second}, 8 * time.Second, true},
+	} {
+		if got, capped := c.ctl.Hold(); got != c.want || capped != c.capped {
+			t.Errorf("%+v: Hold() = %s, %v", c.ctl, got, capped)
+		}
+	}
+	if err := (Control{Gate: true, KimiTimeout: 2 * time.Second}).check(); err == nil || !strings.Contains(err.Error(), "aep-setup write kimi-code --control") {
+		t.Errorf("a 2 s Kimi timeout: %v", err)
+	}
+	if err := (Control{OnTimeout: "maybe"}).check(); err == nil {
+		t.Error("on-timeout maybe accepted")
+	}
+}
+
+// A tool's result arriving while its call is still held (Kimi stopped
+// waiting and ran it before the hook's connection ended) expires the
+// request first: the stream never shows a tool finishing under an open
+// request.
+func TestGateResultWhileHeldExpiresFirst(t *testing.T) {
+	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
+	ch, req := holdTool(t, s, pub)
+	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"PostToolUse","session_id":"gate-s","tool_name":"Bash","tool_input":{"command":"rm -rf build"},"tool_call_id":"call_g1","tool_output":""}`), at: time.Now()}, false)
+	if r := reply(t, ch); len(r) != 0 {
+		t.Fatalf("reply %v", r)
+	}
+	all := pub.All()
+	var order []string
+	for _, e := range all {
+		if e.Type == "attention.timeout" || e.Type == "tool.completed" {
+			order = append(order, e.Type)
+		}
+	}
+	if strings.Join(order, ",") != "attention.timeout,tool.completed" || pub.Find("attention.timeout")[0].Subject != req.ID {
+		t.Fatalf("stream %v", types(all))
+	}
+	assertValidStream(t, readLog(t, home, gateSession))
 }

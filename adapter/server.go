@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
@@ -81,8 +85,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.token, err = ensureToken(cfg.Home); err != nil {
 		return nil, err
 	}
-	s.metrics = newMetrics(s.core.Metrics())
-	s.hard = newHardening(s.core.Metrics())
+	s.metrics = newMetrics(s)
+	s.hard = newHardening(s.metrics.reg)
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
 	s.life = newLifecycle(s)
 	s.web = httpdrain.NewEndpoint("adapter", cfg.Listen, s.Handler())
@@ -94,8 +98,18 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Handler serves /hook, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
-	return s.core.Handler(s.cfg.AllowedHosts, func() any { return s.HealthNow() },
-		emitter.Route{Method: http.MethodPost, Path: "/hook", Handler: s.serveHook})
+	r := chi.NewRouter()
+	r.Use(httpguard.Hosts(s.cfg.AllowedHosts))
+	r.Post("/hook", s.serveHook)
+	r.Get("/healthz", s.serveHealth)
+	r.Handle("/metrics", promhttp.HandlerFor(s.core.Registry(), promhttp.HandlerOpts{}))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not-found", "endpoints: POST /hook, GET /healthz, GET /metrics")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method-not-allowed", "POST /hook, GET /healthz, GET /metrics")
+	})
+	return r
 }
 
 // Listen binds the HTTP address; Run calls it when the caller has not.
@@ -121,6 +135,14 @@ func (s *Server) serve(ctx context.Context) error {
 	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.Epoch(), "home", s.cfg.Home,
 		"capture", s.cfg.Posture.Capture.String(), "attention_capture", s.cfg.Posture.AttentionCapture.String(),
 		"gate", s.cfg.Control.Gate, "instruct", s.cfg.Control.Instruct)
+	if g, ok := s.Gate(); ok {
+		s.log.Info("gate timing", "hold", time.Duration(g.EffectiveHoldMs)*time.Millisecond, "on_timeout", g.OnTimeout,
+			"kimi_timeout_s", g.KimiTimeoutS)
+		if g.EffectiveHoldMs < g.HoldMs {
+			s.log.Warn("the gate holds a tool call for less than configured: Kimi's PreToolUse timeout ends it first; run `aep-setup write kimi-code --control`",
+				"configured", time.Duration(g.HoldMs)*time.Millisecond, "kimi_timeout_s", g.KimiTimeoutS)
+		}
+	}
 	errc, err := s.web.Serve()
 	if err != nil {
 		return err
@@ -166,6 +188,17 @@ func (s *Server) serve(ctx context.Context) error {
 	return nil
 }
 
+type errorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorBody{Error: code, Detail: detail}) //nolint:errcheck // client gone
+}
+
 // errNotUTF8 refuses a hook payload that is not UTF-8.
 var errNotUTF8 = errors.New("hook payload is not valid UTF-8 (JSON text must be UTF-8)")
 
@@ -176,14 +209,14 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		s.metrics.badRequests.WithLabelValues("content-type").Inc()
-		emitter.WriteError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
 		return
 	}
 	auth := r.Header.Get("Authorization")
 	want := "Bearer " + s.token
 	if subtle.ConstantTimeCompare([]byte(auth), []byte(want)) != 1 {
 		s.metrics.badRequests.WithLabelValues("unauthorized").Inc()
-		emitter.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
 		return
 	}
 	body, err := httpguard.ReadBody(w, r, mapping.MaxPayloadBytes, s.cfg.BodyTimeout)
@@ -191,19 +224,19 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.metrics.badRequests.WithLabelValues("too-large").Inc()
-			emitter.WriteError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
 			return
 		}
 		if errors.Is(err, httpguard.ErrBodyTimeout) {
 			s.metrics.badRequests.WithLabelValues("timeout").Inc()
-			emitter.WriteError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
+			writeError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
 			return
 		}
 		s.metrics.badRequests.WithLabelValues("read").Inc()
-		emitter.WriteError(w, http.StatusBadRequest, "bad-request", "could not read the body")
+		writeError(w, http.StatusBadRequest, "bad-request", "could not read the body")
 		return
 	}
-	d := &delivery{payload: body, at: now, proc: procFromRequest(r)}
+	d := &delivery{payload: body, at: now, arrived: now, proc: procFromRequest(r), wait: hookWait(r.Header.Get("X-Kimi-Hook-Wait-Ms"))}
 	if id := r.Header.Get("X-Kimi-Hook-Delivery"); validDeliveryID(id) {
 		d.id = id
 	}
@@ -213,13 +246,16 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	out, hook, err := s.ingest(d, false)
 	if err != nil {
 		s.metrics.badRequests.WithLabelValues("payload").Inc()
-		emitter.WriteError(w, http.StatusBadRequest, "invalid-payload", err.Error())
+		writeError(w, http.StatusBadRequest, "invalid-payload", err.Error())
 		return
 	}
 	if out.wait != nil {
 		select {
 		case out = <-out.wait:
 		case <-r.Context().Done():
+			if out.gone != nil {
+				out.gone()
+			}
 			out = outcome{reply: emptyReply()}
 		}
 	}
@@ -230,13 +266,27 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		// writes) the payload in its spool on any answer but 200.
 		s.metrics.notDurable.Inc()
 		s.logNotDurable(out.err)
-		emitter.WriteError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
+		writeError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
 		return
 	}
 	reply := out.reply
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
 	w.Write(reply) //nolint:errcheck // kimi-hook gone: it spools
+}
+
+// maxHookWait bounds the wait kimi-hook declares: Kimi's longest hook
+// timeout.
+const maxHookWait = 600 * time.Second
+
+// hookWait reads X-Kimi-Hook-Wait-Ms, the time kimi-hook waits for the reply
+// from now on; 0 when absent or out of range.
+func hookWait(v string) time.Duration {
+	ms, err := strconv.Atoi(v)
+	if err != nil || ms <= 0 || time.Duration(ms)*time.Millisecond > maxHookWait {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func validDeliveryID(id string) bool {
@@ -439,18 +489,60 @@ func (s *Server) refreshChannel() ChannelReport {
 
 // Health is the /healthz body.
 type Health struct {
-	emitter.Health
+	OK      bool          `json:"ok"`
+	Relay   string        `json:"relay"`
 	Channel ChannelReport `json:"channel"`
+	Epoch   int64         `json:"epoch"`
+	Outbox  int           `json:"relay_outbox,omitempty"`
 	Spool   int           `json:"spool_backlog"`
+	Control []string      `json:"control,omitempty"`
+	Gate    *GateReport   `json:"gate,omitempty"`
+}
+
+// GateReport is the held gate's timing, so `aep-setup check` can compare it
+// with the PreToolUse timeout Kimi has registered.
+type GateReport struct {
+	// HoldMs is the configured longest hold; EffectiveHoldMs what is left
+	// of it under the Kimi timeout read at start.
+	HoldMs          int64 `json:"hold_ms"`
+	EffectiveHoldMs int64 `json:"effective_hold_ms"`
+	// OnTimeout is applied when nobody answers: allow or deny.
+	OnTimeout string `json:"on_timeout"`
+	// KimiTimeoutS is the PreToolUse timeout read from Kimi's config.toml at
+	// start (absent: not known); NeedsKimiTimeoutS the one HoldMs needs.
+	KimiTimeoutS      int `json:"kimi_timeout_s,omitempty"`
+	NeedsKimiTimeoutS int `json:"needs_kimi_timeout_s"`
+}
+
+// Gate reports the held gate's timing; ok is false when the gate is off.
+func (s *Server) Gate() (GateReport, bool) {
+	if !s.gateOn() {
+		return GateReport{}, false
+	}
+	c := s.cfg.Control
+	hold, _ := c.Hold()
+	return GateReport{
+		HoldMs: c.HoldTimeout.Milliseconds(), EffectiveHoldMs: hold.Milliseconds(), OnTimeout: c.OnTimeout,
+		KimiTimeoutS: int(c.KimiTimeout / time.Second), NeedsKimiTimeoutS: NeededKimiTimeout(c.HoldTimeout),
+	}, true
 }
 
 // HealthNow reports the adapter's health.
 func (s *Server) HealthNow() Health {
-	h := Health{Health: s.core.Health(), Channel: s.refreshChannel()}
+	h := Health{OK: true, Channel: s.refreshChannel(), Epoch: s.Epoch(), Control: s.Accepts()}
+	if g, ok := s.Gate(); ok {
+		h.Gate = &g
+	}
+	h.Relay, h.Outbox = s.core.Relay()
 	if files, err := spool.List(spool.Dir(s.cfg.Home)); err == nil {
 		h.Spool = len(files)
 	}
 	return h
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(s.HealthNow()) //nolint:errcheck // client gone
 }
 
 // SessionIDs lists the sessions in memory, sorted.

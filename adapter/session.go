@@ -28,6 +28,10 @@ type delivery struct {
 	spooled bool
 	// proc is the local Kimi process the hook served (zero: unknown).
 	proc procRef
+	// arrived is when the delivery reached the adapter, and wait how long
+	// its kimi-hook waits for a reply from then on (0: not declared).
+	arrived time.Time
+	wait    time.Duration
 }
 
 // session is the per-session state: order, runs, scopes, pairs. Every field
@@ -108,6 +112,9 @@ type outcome struct {
 	reply []byte
 	wait  <-chan outcome
 	err   error
+	// gone is called when the hook's connection ends while waiting: its
+	// kimi-hook was killed or gave up, so no answer can reach Kimi any more.
+	gone func()
 }
 
 // emptyReply is the reply that changes nothing for Kimi; fresh each time,
@@ -393,6 +400,7 @@ func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outco
 	case mapping.HookPreToolUse:
 		return s.toolRequested(d, r)
 	case mapping.HookPostToolUse, mapping.HookPostToolUseFailure:
+		s.proceededWithout(r.Facts.ToolCallID)
 		s.toolFinished(d, r)
 	case mapping.HookPermissionRequest:
 		s.permissionRequested(d, r, nil)

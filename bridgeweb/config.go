@@ -2,13 +2,17 @@ package bridgeweb
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -44,7 +48,7 @@ const (
 	// DefaultRESTTimeout bounds one REST call.
 	DefaultRESTTimeout = 5 * time.Second
 	// DefaultAckWindow is the control ack window declared at hello.
-	DefaultAckWindow = emitter.DefaultAckWindow
+	DefaultAckWindow = 10 * time.Second
 	// DefaultReadLimit bounds one WebSocket message; frames above
 	// mapping.MaxPayloadBytes are refused as bad frames, not as a broken
 	// connection.
@@ -56,7 +60,7 @@ const (
 	// DefaultMaxOpenLogs bounds the session log files open at once, as the
 	// hook adapter does; the others reopen (append mode) on their next
 	// event [AEP_KIMI_WEB_MAX_OPEN_LOGS].
-	DefaultMaxOpenLogs = emitter.DefaultMaxOpenLogs
+	DefaultMaxOpenLogs = journal.DefaultMaxOpenLogs
 	// DefaultDrainTimeout bounds the shutdown wait for /healthz and /metrics
 	// requests in flight.
 	DefaultDrainTimeout = 5 * time.Second
@@ -82,17 +86,12 @@ type Control struct {
 	// Authenticated says commands reach the bridge over an authenticated
 	// relay binding (a relay token is set); without it nothing is accepted.
 	Authenticated bool
-	// AckWindow is declared at hello as ack_window_ms; zero means
-	// DefaultAckWindow.
+	// AckWindow is declared at hello as ack_window_ms.
 	AckWindow time.Duration
 }
 
 // Config is everything the bridge needs; only cmd reads the environment.
-// The embedded emitter.Config holds what every source has: the home (logs
-// under Home/logs/kimi-code-web, the epoch under Home/kimi/web-epoch), host,
-// posture, publisher, collectors, log bound, logger and clock.
 type Config struct {
-	emitter.Config
 	// Listen is the HTTP address for /healthz and /metrics.
 	Listen string
 	// AllowedHosts are the names besides loopback a request's Host may carry
@@ -100,6 +99,9 @@ type Config struct {
 	AllowedHosts []string
 	// Mode is companion (default) or primary.
 	Mode mapping.Mode
+	// Home is the AEP home: logs under Home/logs/kimi-code-web, the epoch
+	// under Home/kimi/web-epoch.
+	Home string
 	// KimiHome is KIMI_CODE_HOME: the instance registry and server.token.
 	KimiHome string
 	// KapURL, when set, is the kap-server to connect to instead of
@@ -111,7 +113,17 @@ type Config struct {
 	// skipped (SkipRemote). A fixed KapURL is the operator's choice either
 	// way.
 	AllowRemoteKap bool
-	Control        Control
+	// Host names this machine in source URIs.
+	Host string
+	// Posture is the capture posture and redaction pipeline.
+	Posture mapping.Posture
+	// Publisher sends events to a relay; nil runs without one. It may
+	// implement journal.PublisherStatus to report its health.
+	Publisher journal.Publisher
+	Control   Control
+	// Collectors are registered on /metrics next to the bridge's own (the
+	// relay emitter's, for one).
+	Collectors []prometheus.Collector
 
 	DiscoveryPoll, StaleInstance    time.Duration
 	BackoffMin, BackoffMax          time.Duration
@@ -120,7 +132,12 @@ type Config struct {
 	DormantRetry, RESTTimeout       time.Duration
 	ReadLimit                       int64
 	DrainTimeout                    time.Duration
-	HTTPClient                      *http.Client
+	// MaxOpenLogs bounds the session log files open at once.
+	MaxOpenLogs int
+	HTTPClient  *http.Client
+	Logger      *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 	// PIDAlive tests a registry record's pid; nil means kill(pid, 0).
 	PIDAlive func(pid int) bool
 }
@@ -130,21 +147,25 @@ type Config struct {
 // value.
 func (c Config) withDefaults() (Config, error) {
 	const component = "bridgeweb config"
-	var cerr error
-	c.Config, cerr = c.Config.WithDefaults("bridgeweb")
-	defaults.Set(&c.Listen, DefaultListen)
+	if c.Home == "" {
+		return c, errors.New("bridgeweb: Config.Home is required")
+	}
 	if c.KimiHome == "" && c.KapURL == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return c, errors.Join(cerr, errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)"))
+			return c, errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)")
 		}
 		c.KimiHome = filepath.Join(h, DefaultKimiHome)
 	}
 	if c.KapTokenFile == "" {
 		if c.KimiHome == "" {
-			return c, errors.Join(cerr, errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome"))
+			return c, errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome")
 		}
 		c.KapTokenFile = TokenPath(c.KimiHome)
+	}
+	defaults.Set(&c.Listen, DefaultListen)
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
 	}
 	err := errors.Join(
 		defaults.Positive(component, "DiscoveryPoll", &c.DiscoveryPoll, DefaultDiscoveryPoll),
@@ -158,9 +179,20 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "RESTTimeout", &c.RESTTimeout, DefaultRESTTimeout),
 		defaults.Positive(component, "ReadLimit", &c.ReadLimit, DefaultReadLimit),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
+		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
+		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
 	)
 	defaults.Set(&c.HTTPClient, &http.Client{})
-	return c, errors.Join(cerr, err)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Posture.Redactor == nil {
+		c.Posture.Redactor = &aep.Redactor{}
+	}
+	return c, err
 }
 
 // AcceptsFor lists the command types a bridge declares at hello: both verbs

@@ -15,7 +15,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -197,7 +196,14 @@ func (l *link) watch(ctx context.Context, kc kapClient, stop context.CancelCause
 
 // retryDormant re-subscribes the sessions the server had not loaded.
 func (l *link) retryDormant(ctx context.Context) {
-	emitter.Every(ctx, l.b.cfg.DormantRetry, func() {
+	t := time.NewTicker(l.b.cfg.DormantRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		l.mu.Lock()
 		var ids []string
 		for sid, st := range l.subs {
@@ -209,7 +215,7 @@ func (l *link) retryDormant(ctx context.Context) {
 		if len(ids) > 0 {
 			l.subscribe(ctx, ids)
 		}
-	})
+	}
 }
 
 // start subscribes what the bridge should follow: every listed session,
@@ -226,8 +232,8 @@ func (l *link) start(ctx context.Context, listed []string) {
 	for _, id := range ids {
 		seen[id] = true
 	}
-	for _, id := range l.b.core.Keys() {
-		if !seen[id] && !l.b.archived(id) {
+	for _, id := range l.b.knownSessions() {
+		if !seen[id] && !l.b.session(id).isArchived() {
 			ids = append(ids, id)
 		}
 	}
@@ -259,12 +265,13 @@ func (l *link) subscribe(ctx context.Context, ids []string) {
 			}
 			l.f.gmu.Unlock()
 		} else {
-			s := l.b.lock(sid)
+			s := l.b.session(sid)
+			s.mu.Lock()
 			seq, epoch, ok = s.cur.position()
 			if ok {
 				s.cur.syncing = true
 			}
-			s.Unlock()
+			s.mu.Unlock()
 		}
 		if ok {
 			cursors[sid] = pos{seq, epoch}
@@ -367,7 +374,7 @@ func (l *link) handle(ctx context.Context, data []byte) {
 		m.kapErrors.Inc()
 		code, _ := integer(f.Payload, "code")
 		fatal, _ := f.Payload["fatal"].(bool)
-		l.b.log.Warn("kap-server error frame", "code", code, "msg", emitter.Clip(str(f.Payload, "msg")), "fatal", fatal)
+		l.b.log.Warn("kap-server error frame", "code", code, "msg", clip(str(f.Payload, "msg")), "fatal", fatal)
 	default:
 		if !f.HasSeq || f.SessionID == "" {
 			m.frames.WithLabelValues(frameOther).Inc()
@@ -413,10 +420,11 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 		l.runGlobal(ctx, steps)
 		return
 	}
-	s := l.b.lock(sid)
+	s := l.b.session(sid)
+	s.mu.Lock()
 	s.owner = l.f
 	s.take(f)
-	s.Unlock()
+	s.mu.Unlock()
 }
 
 // follow subscribes a session first seen in a broadcast.
@@ -429,11 +437,12 @@ func (l *link) follow(ctx context.Context, f mapping.Frame) {
 		}
 		l.f.gmu.Unlock()
 	} else {
-		s := l.b.lock(sid)
+		s := l.b.session(sid)
+		s.mu.Lock()
 		if !s.cur.known {
 			s.cur.set(f.Epoch, f.Seq-1)
 		}
-		s.Unlock()
+		s.mu.Unlock()
 	}
 	l.subscribe(ctx, []string{sid})
 }
@@ -455,7 +464,8 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 			l.b.metrics.globalDrops.Inc()
 			continue
 		}
-		s := l.b.lock(target)
+		s := l.b.session(target)
+		s.mu.Lock()
 		at := s.frameTime(f)
 		s.reopen(at)
 		for _, ev := range mapping.MapFrame(f, l.b.cfg.Mode, l.b.cfg.Posture).Events {
@@ -465,8 +475,10 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 		}
 		s.archived = true
 		s.owner = nil
-		s.closeLog()
-		s.Unlock()
+		if err := s.stream.Log().Close(); err != nil {
+			l.b.log.Error("closing a session log", "session", s.id, "err", err)
+		}
+		s.mu.Unlock()
 		l.unsubscribe(ctx, target)
 	}
 }
@@ -513,7 +525,8 @@ func (l *link) onAck(ctx context.Context, f mapping.Frame) {
 			l.runGlobal(ctx, steps)
 			continue
 		}
-		s := l.b.lock(sid)
+		s := l.b.session(sid)
+		s.mu.Lock()
 		if live {
 			// Loaded by this server: when it stops, the session ends.
 			s.owner = l.f
@@ -522,7 +535,7 @@ func (l *link) onAck(ctx context.Context, f mapping.Frame) {
 			s.cur.set(epoch, seq)
 		}
 		s.run(s.cur.settle())
-		s.Unlock()
+		s.mu.Unlock()
 	}
 	l.publishCounts()
 }
@@ -550,11 +563,12 @@ func (l *link) onResync(f mapping.Frame) {
 		}
 		return
 	}
-	s := l.b.lock(sid)
+	s := l.b.session(sid)
+	s.mu.Lock()
 	if g := s.cur.resync(reason, cur, epoch); g != nil {
 		s.emitGap(*g)
 	}
-	s.Unlock()
+	s.mu.Unlock()
 }
 
 func strSet(v any) map[string]bool {
@@ -566,4 +580,18 @@ func strSet(v any) map[string]bool {
 		}
 	}
 	return out
+}
+
+// clip keeps a vendor string short and printable in a log line.
+func clip(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	out := []rune(s)
+	for i, r := range out {
+		if r < 0x20 {
+			out[i] = '?'
+		}
+	}
+	return string(out)
 }

@@ -449,10 +449,11 @@ func permissionPrompt(m map[string]any, p Posture, level aep.Capture, subject st
 
 // GateRequest builds the answerable attention.requested for a PreToolUse
 // held at the adapter's opt-in control gate: kind permission, respond_via
-// control, expiring at expiresAt. At metadata the prompt is synthesized from
+// control, expiring at expiresAt, when onExpiry (DataOnExpiry) is applied
+// unless someone answers first. At metadata the prompt is synthesized from
 // structure; at redacted+ it names the tool and summarises its input through
 // the pipeline. options are the answers the caller can honour.
-func GateRequest(r *HookResult, p Posture, expiresAt string, options []aep.Option) Event {
+func GateRequest(r *HookResult, p Posture, expiresAt, onExpiry string, options []aep.Option) Event {
 	e := newEvent(p, "attention.requested", aep.SeverityNotice)
 	tool := toolName(r.payload)
 	e.Subject = tool
@@ -464,6 +465,9 @@ func GateRequest(r *HookResult, p Posture, expiresAt string, options []aep.Optio
 	e.Data["respond_via"] = []any{"control"}
 	if expiresAt != "" {
 		e.Data["expires_at"] = expiresAt
+		if onExpiry != "" {
+			e.Data[DataOnExpiry] = onExpiry
+		}
 	}
 	e.Data["options"] = aep.OptionsData(options, e.Capture)
 	return e

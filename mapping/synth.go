@@ -80,10 +80,42 @@ func AttentionResolved(resolution string, latencyMs int64, reason string, p Post
 	return e
 }
 
-// AttentionTimeout says a held request was not answered within afterMs.
-func AttentionTimeout(afterMs int64, p Posture) Event {
+// DataOnExpiry names the vendor field (AEP-0002 payloads are open; AEP has
+// no field for a request's default outcome) saying what an answerable
+// request turns into when nobody answers it: on attention.requested, what
+// happens at expires_at; on attention.timeout, what was applied. Its value
+// is the option applied: OnExpiryAllow (Kimi proceeds, its own permission
+// flow still applies) or OnExpiryDeny.
+const DataOnExpiry = "x-kimi-code-on-expiry"
+
+// What a held request turns into when nobody answers it (DataOnExpiry).
+const (
+	OnExpiryAllow = "allow"
+	OnExpiryDeny  = "deny"
+)
+
+// Why a held request expired unanswered (attention.timeout's reason).
+const (
+	// TimeoutDeadline: the gate's own deadline passed; it applied its
+	// on-expiry choice just before Kimi would have stopped waiting.
+	TimeoutDeadline = "deadline"
+	// TimeoutHookEnded: Kimi stopped waiting first (its hook timeout killed
+	// the hook, or the turn was interrupted): it proceeds without an answer.
+	TimeoutHookEnded = "hook-ended"
+)
+
+// AttentionTimeout says a held request expired unanswered after afterMs
+// (AEP-0002: the terminal for a request nobody answered in time): reason
+// says whose clock ran out, onExpiry what was applied ("" leaves both out).
+func AttentionTimeout(afterMs int64, reason, onExpiry string, p Posture) Event {
 	e := newEvent(p, "attention.timeout", aep.SeverityNotice)
-	e.Data["after_ms"] = afterMs
+	e.Data["after_ms"] = max(afterMs, 0)
+	if reason != "" {
+		e.Data["reason"] = reason
+	}
+	if onExpiry != "" {
+		e.Data[DataOnExpiry] = onExpiry
+	}
 	return e
 }
 

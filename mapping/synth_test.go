@@ -35,6 +35,7 @@ type synthArgs struct {
 	KapEpoch     string       `json:"kap_epoch"`
 	NextKapEpoch string       `json:"next_kap_epoch"`
 	ExpiresAt    string       `json:"expires_at"`
+	OnExpiry     string       `json:"on_expiry"`
 	Options      []aep.Option `json:"options"`
 	DurationMs   int64        `json:"duration_ms"`
 	Runs         int          `json:"runs"`
@@ -95,7 +96,9 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	"AttentionResolved": func(a synthArgs, p Posture) (Event, error) {
 		return AttentionResolved(a.Resolution, a.LatencyMs, a.Reason, p), nil
 	},
-	"AttentionTimeout": func(a synthArgs, p Posture) (Event, error) { return AttentionTimeout(a.AfterMs, p), nil },
+	"AttentionTimeout": func(a synthArgs, p Posture) (Event, error) {
+		return AttentionTimeout(a.AfterMs, a.Reason, a.OnExpiry, p), nil
+	},
 	"AttentionAnsweredByControl": func(a synthArgs, p Posture) (Event, error) {
 		return AttentionAnsweredByControl(a.Option, a.Text, a.By, p), nil
 	},
@@ -120,7 +123,7 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 		if err != nil {
 			return Event{}, err
 		}
-		return GateRequest(r, p, a.ExpiresAt, a.Options), nil
+		return GateRequest(r, p, a.ExpiresAt, a.OnExpiry, a.Options), nil
 	},
 	"WithDuration": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return WithDuration(e, a.DurationMs) })

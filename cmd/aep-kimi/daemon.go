@@ -5,10 +5,9 @@ import (
 	"fmt"
 )
 
-// daemon is a long-running component wired to its relay emitter (a source
-// of sessions: the adapter, the bridge).
+// daemon is a long-running component wired to its relay emitter.
 type daemon interface {
-	Run(ctx context.Context) error
+	run(ctx context.Context) error
 }
 
 // serveDaemon reads the relay token, builds a daemon with it and runs it
@@ -24,7 +23,7 @@ func serveDaemon(ctx context.Context, name string, io stdio, getenv func(string)
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return 2
 	}
-	if err := d.Run(ctx); err != nil {
+	if err := d.run(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return 1
 	}

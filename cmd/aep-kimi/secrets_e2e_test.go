@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -237,64 +236,5 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 	tty := startBannered(t, cleanEnv(home), true, "aep-kimi tail", args...)
 	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.out.String()) {
 		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.out.String())
-	}
-}
-
-// `export --token-file F` follows a token-protected relay with the token
-// kept in a private file (one readable by others is refused, exit 2 with
-// one line); `--token T`, which puts the token on the command line where
-// every local user can read it, still works but warns.
-func TestE2EExportTokenFile(t *testing.T) {
-	binaries(t)
-	const token = "export-relay-token-0123456789abcdef"
-	rport := freePort(t)
-	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
-	home := t.TempDir()
-	startDaemon(t, relayURL, cleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
-	postBatch(t, relayURL, token, [][]byte{jsEvent(t, "tf", 0)})
-
-	tokenFile := filepath.Join(t.TempDir(), "relay.token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	follow := func(auth ...string) (stderr string, delivered bool) {
-		t.Helper()
-		var mu sync.Mutex
-		n := 0
-		sink := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			n++
-			mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		args := append([]string{"export", "ce", "--relay", relayURL, "--sink", sink, "--state", "none"}, auth...)
-		e := startBannered(t, cleanEnv(home), false, "", args...)
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			mu.Lock()
-			got := n
-			mu.Unlock()
-			if got > 0 {
-				return e.err.String(), true
-			}
-			select {
-			case <-e.done:
-				return e.err.String(), false
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		return e.err.String(), false
-	}
-	if stderr, ok := follow("--token-file", tokenFile); !ok || strings.Contains(stderr, "warning") {
-		t.Errorf("--token-file: delivered %v; stderr:\n%s", ok, stderr)
-	}
-	if stderr, ok := follow("--token", token); !ok || !strings.Contains(stderr, "--token puts the relay token on the command line") {
-		t.Errorf("--token: delivered %v, want a delivery and a warning; stderr:\n%s", ok, stderr)
-	}
-	if err := os.Chmod(tokenFile, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if msg := runRefused(t, cleanEnv(home), "export", "ce", "--relay", relayURL, "--sink", "http://127.0.0.1:9", "--token-file", tokenFile); !strings.Contains(msg, "readable by others") {
-		t.Errorf("a world-readable --token-file: %s", msg)
 	}
 }

@@ -111,7 +111,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
 		return usageError{err}
 	}
-	if err := withPage(&rcfg, o.home, getenv); err != nil {
+	if err := withPage(&rcfg, o.home); err != nil {
 		return usageError{err}
 	}
 	o.store.home = o.home
@@ -136,22 +136,22 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if ao.listen == "" {
 		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
-	ad, err := newAdapter(ao, token, getenv, log.With("component", "adapter"))
+	ad, err := newAdapterDaemon(ao, token, getenv, log.With("component", "adapter"))
 	if err != nil {
 		return usageError{err}
 	}
-	aaddr, err := ad.Listen()
+	aaddr, err := ad.srv.Listen()
 	if err != nil {
 		return err
 	}
-	stn.Add(station.Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
+	stn.Add(station.Component{Name: "adapter", Run: ad.run}, func() { ad.srv.Close() })
 	o.bridge.opts.allowedHosts = o.allowedHosts
 	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
 		return usageError{err}
 	}
 	if br != nil {
-		stn.Add(station.Component{Name: "bridge", Run: br.Run}, nil)
+		stn.Add(station.Component{Name: "bridge", Run: br.run}, nil)
 	}
 	if exp != nil {
 		exp.Relay, exp.Token = relayURL, token

@@ -49,7 +49,8 @@ const (
 	// hardCap bounds what is read from stdin at all.
 	hardCap = 64 << 20
 	// margin is kept between our wait and Kimi's timeout, so kimi-hook
-	// spools and exits before Kimi kills it.
+	// spools and exits before Kimi kills it (the adapter's
+	// HookGiveUpMargin: its gate answers before we stop waiting).
 	margin = 1500 * time.Millisecond
 	// awaitedCap bounds the wait of an awaited hook the adapter never holds:
 	// the adapter answers those at once, so a longer wait means it is stuck.
@@ -73,13 +74,19 @@ type options struct {
 }
 
 func main() {
-	// First: a group SIGTERM at turn end must not kill us mid-delivery.
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	// First: a group SIGTERM at turn end must not kill us mid-delivery. It
+	// is caught rather than ignored: to an awaited hook it says that Kimi
+	// stopped waiting.
+	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, term)
 	os.Exit(0)
 }
 
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
+// run forwards one hook. term delivers the SIGTERM Kimi sends the hook's
+// process group (nil: never).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, term <-chan os.Signal) {
 	opts, err := parseArgs(args)
 	if err != nil {
 		// Still never break the agent: note it and deliver with defaults.
@@ -106,13 +113,31 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) {
 		// Kimi waits for this reply (a decision or an instruction may ride
 		// it) and kills the hook only on its own timeout, which the wait
 		// budget stays under.
-		reply, reason := d.post(opts.budget(event))
-		if reason != "" {
-			d.spool(reason, stderr)
-			return
+		type result struct {
+			reply  []byte
+			reason string
 		}
-		if out := decisionOutput(reply); out != nil {
-			stdout.Write(out)
+		done := make(chan result, 1)
+		go func() {
+			reply, reason := d.post(opts.budget(event))
+			done <- result{reply, reason}
+		}()
+		select {
+		case r := <-done:
+			if r.reason != "" {
+				d.spool(r.reason, stderr)
+				return
+			}
+			if out := decisionOutput(r.reply); out != nil {
+				stdout.Write(out)
+			}
+		case <-term:
+			// Kimi stopped waiting (its hook timeout, an interrupted turn)
+			// and goes on without our answer. Leaving now ends the
+			// connection, so a held gate learns it at once rather than at
+			// the SIGKILL 100 ms later; the spool keeps the payload in case
+			// the adapter never took it.
+			d.spool("abandoned", stderr)
 		}
 		return
 	}
@@ -236,6 +261,8 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 	path := strings.TrimSuffix(u.Path, "/") + "/hook"
 	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", path, u.Host, len(d.payload))
 	fmt.Fprintf(&req, "X-Kimi-Hook-Delivery: %s\r\nX-Kimi-Hook-Time: %s\r\n", d.id, d.at.UTC().Format(time.RFC3339Nano))
+	// How long we wait for the reply from now: a held gate answers before.
+	fmt.Fprintf(&req, "X-Kimi-Hook-Wait-Ms: %d\r\n", time.Until(deadline).Milliseconds())
 	if d.pid > 0 {
 		fmt.Fprintf(&req, "X-Kimi-Hook-Pid: %d\r\nX-Kimi-Hook-Pid-Start: %s\r\n", d.pid, d.pidStart)
 	}

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -47,11 +49,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startAdapter runs a real adapter on loopback.
-func startAdapter(t *testing.T, home string) (*adapter.Server, string) {
+// startAdapter runs a real adapter on loopback; mod adjusts its config.
+func startAdapter(t *testing.T, home string, mod ...func(*adapter.Config)) (*adapter.Server, string) {
 	t.Helper()
-	s, err := adapter.NewServer(adapter.Config{Config: emitter.Config{Home: home, Posture: mapping.DefaultPosture(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0", SpoolPoll: 50 * time.Millisecond, SpoolGrace: 300 * time.Millisecond})
+	cfg := adapter.Config{Config: emitter.Config{Home: home, Posture: mapping.DefaultPosture(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0", SpoolPoll: 50 * time.Millisecond, SpoolGrace: 300 * time.Millisecond}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := adapter.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +294,79 @@ func TestNotDurableReplySpools(t *testing.T) {
 	lines := logLines(t, home, session)
 	if !strings.Contains(strings.Join(lines, "\n"), `"type":"session.started"`) {
 		t.Fatalf("log: %v", lines)
+	}
+}
+
+// kimi-hook declares how long it waits, and the adapter's gate answers
+// within it: with a minute's hold and on-timeout deny, a hook whose Kimi
+// timeout is 3 s gets the gate's deny before it would give up, and the
+// margins agree.
+func TestGateAnswersWithinTheHookWait(t *testing.T) {
+	if margin != adapter.HookGiveUpMargin {
+		t.Fatalf("kimi-hook gives up %s before Kimi's timeout, the adapter assumes %s", margin, adapter.HookGiveUpMargin)
+	}
+	home := t.TempDir()
+	pub := &emittertest.Recorder{}
+	_, base := startAdapter(t, home, func(c *adapter.Config) {
+		c.Publisher = pub
+		c.Control = adapter.Control{Gate: true, Authenticated: true, HoldTimeout: time.Minute, OnTimeout: "deny"}
+	})
+	pre := `{"hook_event_name":"PreToolUse","session_id":"kh-gate","tool_name":"Bash","tool_input":{"command":"rm -rf build"},"tool_call_id":"c1"}`
+	start := time.Now()
+	out, _, code := hook(t, base, home, pre, "--timeout", "3")
+	took := time.Since(start)
+	if code != 0 || !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Fatalf("exit %d, stdout %q after %s: the gate's deny never reached the hook", code, out, took)
+	}
+	if limit := 3*time.Second - margin; took >= limit {
+		t.Fatalf("the hook took %s, past the %s it waits", took, limit)
+	}
+	if files, _ := spool.List(spool.Dir(home)); len(files) != 0 {
+		t.Fatalf("the hook gave up and spooled: %v", files)
+	}
+}
+
+// Kimi stops waiting for a held PreToolUse with a SIGTERM to the hook's
+// group (its hook timeout, an interrupted turn): kimi-hook leaves at once,
+// so the adapter records the request expired while Kimi proceeds, without
+// waiting for the SIGKILL that follows 100 ms later.
+func TestHeldHookLeavesOnSIGTERM(t *testing.T) {
+	home := t.TempDir()
+	pub := &emittertest.Recorder{}
+	_, base := startAdapter(t, home, func(c *adapter.Config) {
+		c.Publisher = pub
+		c.Control = adapter.Control{Gate: true, Authenticated: true, HoldTimeout: time.Minute}
+	})
+	pre := `{"hook_event_name":"PreToolUse","session_id":"kh-term","tool_name":"Bash","tool_input":{"command":"ls"},"tool_call_id":"c1"}`
+	cmd := exec.Command("/bin/sh", "-c", "'"+hookBinary(t)+"' --daemon "+base+" --home '"+home+"' --timeout 60")
+	cmd.Stdin = strings.NewReader(pre)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	kimiharness.OwnGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL); <-exited })
+	waitFor(t, "the held request", func() bool { return len(pub.Find("attention.requested")) == 1 })
+	sent := time.Now()
+	kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(time.Second):
+		t.Fatal("kimi-hook went on waiting after Kimi's SIGTERM")
+	}
+	pub.Wait(t, "the expiry", func(evs []*aep.Event) bool {
+		for _, e := range evs {
+			if e.Type == "attention.timeout" {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("SIGTERM to the recorded expiry: %s", time.Since(sent))
+	if out.Len() != 0 {
+		t.Fatalf("printed %q for a Kimi that stopped listening", out.String())
 	}
 }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/mapping"
+)
+
+// kimiTimeoutGap is how close to Kimi's own hook timeout an unanswered hold
+// must be on the stream as proceeding (issue 24: within 2 s).
+const kimiTimeoutGap = 2 * time.Second
+
+// bashScript is a print-mode session whose first answer calls Bash once per
+// command, then closes.
+func bashScript(t testing.TB, commands ...string) string {
+	calls := make([]any, len(commands))
+	for i, c := range commands {
+		calls[i] = map[string]any{"name": "Bash", "arguments": map[string]any{"command": c}}
+	}
+	return writeScript(t, map[string]any{
+		"prompt":    "Run the commands.",
+		"responses": []any{map[string]any{"tool_calls": calls}, map[string]any{"text": "done"}},
+	})
+}
+
+// gateKimiHome writes a Kimi home for the mock serving script, with the hooks
+// registered by hooks (TOML appended to the provider config); it returns the
+// home, a working directory and the mock.
+func gateKimiHome(t testing.TB, script, hooks string) (home, work string, mock *kimiharness.Mock) {
+	t.Helper()
+	mock = kimiharness.StartMock(t, script)
+	home, work = t.TempDir(), t.TempDir()
+	kimiharness.WriteConfig(t, home, mock.Port, "")
+	f, err := os.OpenFile(filepath.Join(home, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(hooks); err != nil {
+		t.Fatal(err)
+	}
+	return home, work, mock
+}
+
+// hooksTOML registers hookCmd for every event with timeout seconds, except
+// PreToolUse, which Kimi gives preTimeout seconds while kimi-hook is told
+// hookTimeout: a registration where Kimi kills the hook before it gives up.
+func hooksTOML(hookCmd string, timeout, preTimeout, hookTimeout int) string {
+	var b strings.Builder
+	for _, ev := range mapping.HooksKimi0_32() {
+		to, kt := timeout, timeout
+		if ev == mapping.HookPreToolUse {
+			to, kt = preTimeout, hookTimeout
+		}
+		fmt.Fprintf(&b, "\n[[hooks]]\nevent = %q\ncommand = %q\ntimeout = %d\n", ev, fmt.Sprintf("%s --timeout %d", hookCmd, kt), to)
+	}
+	return b.String()
+}
+
+// printKimi runs `kimi -p` with the script's prompt in work against home.
+func printKimi(t testing.TB, kimi, home, work, prompt string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := kimiharness.Print(ctx, kimi, home, work, prompt)
+	if err != nil {
+		t.Fatalf("kimi -p: %v\n%s", err, out)
+	}
+	return out
+}
+
+func eventTime(t testing.TB, e *aep.Event) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, e.Time)
+	if err != nil {
+		t.Fatalf("event %s time %q: %v", e.ID, e.Time, err)
+	}
+	return at
+}
+
+// byID indexes events; position gives each one's place in the log.
+func positions(ev []*aep.Event) map[string]int {
+	pos := map[string]int{}
+	for i, e := range ev {
+		pos[e.ID] = i
+	}
+	return pos
+}
+
+// Kimi kills a held hook at its own timeout (here 5 s, while kimi-hook was
+// told 60 s, so neither it nor the gate gives up first): each unanswered
+// request is on the stream as expired, Kimi proceeding, at the moment its
+// hook dies, and each tool's own completion follows. Three calls: each
+// request closes with its own hook, none waits for the session's end.
+func TestE2EGateHookKilledProceeds(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	const kimiTimeout = 5 * time.Second
+	st := startStack(t, "AEP_KIMI_CONTROL=1") // the default hold, 50 s
+	dir := t.TempDir()
+	markers := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")}
+	script := bashScript(t, "touch "+markers[0], "touch "+markers[1], "touch "+markers[2])
+	hookCmd := fmt.Sprintf("%s --daemon %s --home %s", filepath.Join(binaries(t), "kimi-hook"), st.hookTo, st.home)
+	home, work, _ := gateKimiHome(t, script, hooksTOML(hookCmd, 10, int(kimiTimeout/time.Second), 60))
+	printKimi(t, kimi, home, work, "Run the commands.")
+	st.waitQuiet(t)
+	for _, m := range markers {
+		if _, err := os.Stat(m); err != nil {
+			t.Fatalf("a tool did not run after its hook was killed: %v", err)
+		}
+	}
+	name, _, ev := st.oneSession(t)
+	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
+	pos := positions(ev)
+	var ended *aep.Event
+	requests, expiries, completions := map[string]*aep.Event{}, map[string]*aep.Event{}, map[string]*aep.Event{}
+	for _, e := range ev {
+		switch e.Type {
+		case "attention.requested":
+			requests[e.ID] = e
+		case "attention.timeout":
+			expiries[e.Subject] = e
+		case "tool.completed":
+			completions[e.Cause] = e
+		case "session.ended":
+			ended = e
+		case "attention.resolved":
+			t.Fatalf("a request was resolved (%v) instead of expiring with its hook", dataOf(e))
+		}
+	}
+	if len(requests) != 3 || len(expiries) != 3 || len(completions) != 3 || ended == nil {
+		t.Fatalf("stream %v", typeCounts(ev))
+	}
+	for id, req := range requests {
+		to := expiries[id]
+		if to == nil {
+			t.Fatalf("request %s never expired", id)
+		}
+		d := dataOf(to)
+		if d["reason"] != mapping.TimeoutHookEnded || d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
+			t.Fatalf("expiry %v", d)
+		}
+		// Kimi's timeout runs from the hook's start, which is the request's
+		// time (kimi-hook's read of its stdin) give or take its start-up.
+		kimiGaveUp := eventTime(t, req).Add(kimiTimeout)
+		lag := eventTime(t, to).Sub(kimiGaveUp)
+		t.Logf("request %s: Kimi's timeout to the recorded proceed: %s", id, lag)
+		if lag < -500*time.Millisecond || lag > kimiTimeoutGap {
+			t.Fatalf("the proceed was recorded %s from Kimi's timeout", lag)
+		}
+		tool := completions[req.Cause]
+		if tool == nil || pos[tool.ID] < pos[to.ID] {
+			for _, e := range ev {
+				t.Logf("%s %s %s subject=%s cause=%s %v", e.Time, e.ID, e.Type, e.Subject, e.Cause, dataOf(e))
+			}
+			t.Fatalf("the tool's completion does not follow its request's expiry: %v", typeCounts(ev))
+		}
+		if pos[to.ID] > pos[ended.ID] {
+			t.Fatal("a request stayed open until the session ended")
+		}
+	}
+}
+
+// heldHookGroup runs kimi-hook with a held PreToolUse in its own process
+// group, as Kimi spawns hooks; kill ends it the way Kimi's hook timeout
+// does (SIGTERM to the group, SIGKILL 100 ms later).
+func (st *stack) heldHookGroup(t *testing.T, session, callID, command string) (kill func()) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"hook_event_name": "PreToolUse", "session_id": session,
+		"tool_name": "Bash", "tool_input": map[string]any{"command": command}, "tool_call_id": callID})
+	cmd := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", st.hookTo, "--home", st.home, "--timeout", "60")
+	cmd.Stdin = bytes.NewReader(b)
+	kimiharness.OwnGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	kill = func() {
+		kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
+		time.Sleep(100 * time.Millisecond)
+		kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL)
+		<-done
+	}
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			kill()
+		}
+	})
+	return kill
+}
+
+// When Kimi kills a held hook, `pending` stops listing its request at once
+// and `tail` shows it expired with Kimi proceeding.
+func TestE2EGateKilledHookLeavesPending(t *testing.T) {
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	session := "term-" + strings.ToLower(aep.NewID())
+	kill := st.heldHookGroup(t, session, "call_1", "rm -rf /tmp/gone")
+	st.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf /tmp/gone") }, "pending")
+	killed := time.Now()
+	kill()
+	st.waitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
+	t.Logf("pending dropped the request %s after the hook was killed", time.Since(killed))
+	if lag := time.Since(killed); lag > kimiTimeoutGap {
+		t.Fatalf("pending listed the request for %s after its hook died", lag)
+	}
+	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "attention.timeout") },
+		"tail", "--from", "all", "--once", "--state", "none")
+	if !strings.Contains(out, "expired unanswered") {
+		t.Fatalf("tail does not show the expiry:\n%s", out)
+	}
+}
