@@ -366,7 +366,7 @@ func (b *JetStreamBackend) embeddedAuth(cfg JetStreamConfig) (nats.Option, []*se
 			return nil, nil, err
 		}
 	}
-	users, err := embeddedUsers(owner, peer, b.private)
+	users, err := embeddedUsers(owner, peer)
 	if err != nil {
 		return nil, nil, err
 	}

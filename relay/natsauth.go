@@ -30,8 +30,9 @@ import (
 // stored events go to aep.<stream>.s.<session>.<identity>, live-only events
 // to aep.<stream>.live.<identity>, routed commands to
 // aep.<stream>.route.<session>.<identity>. The embedded server takes no
-// client without credentials, and lets each of its users publish only to
-// subjects ending in that user's identity; a receiver reads the sender from
+// client without credentials, and lets a second relay publish only to
+// subjects ending in its own identity (the relay running the server, in
+// process, publishes as embeddedIdentity); a receiver reads the sender from
 // the subject, which the server checked, never from a header the sender
 // wrote. On an external NATS the identity comes from the relay's
 // credentials and that NATS's permissions decide who may use it.
@@ -204,27 +205,24 @@ func urlHosts(urls string) string {
 
 // embeddedUsers are the embedded server's users: the relay itself (owner,
 // in process) and, when the server listens, the second relays' user (peer).
-// Each may publish only to subjects ending in its own identity, receive only
-// its own inbox, and use the JetStream API; a peer may not delete or purge
-// the stream or its messages. A private store writes session subjects
-// without an identity (nobody else can connect), so its owner may too.
-func embeddedUsers(owner, peer nkeys.KeyPair, private bool) ([]*server.NkeyUser, error) {
+// The peer may publish only to subjects ending in its own identity, receive
+// only its own inbox, and use the JetStream API but not to delete or purge
+// the stream or its messages. The owner is this process: it needs no
+// limits, and without them the server checks none of its publishes, so
+// the store's hot path costs what it did before authentication.
+func embeddedUsers(owner, peer nkeys.KeyPair) ([]*server.NkeyUser, error) {
 	pub, err := owner.PublicKey()
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: NATS user: %w", err)
 	}
-	p := relayPermissions(embeddedIdentity)
-	if private {
-		p.Publish.Allow = append(p.Publish.Allow, "aep.*.s.*")
-	}
-	users := []*server.NkeyUser{{Nkey: pub, Permissions: p}}
+	users := []*server.NkeyUser{{Nkey: pub}}
 	if peer == nil {
 		return users, nil
 	}
 	if pub, err = peer.PublicKey(); err != nil {
 		return nil, fmt.Errorf("jetstream store: NATS user: %w", err)
 	}
-	p = relayPermissions(pub)
+	p := relayPermissions(pub)
 	p.Publish.Deny = []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>"}
 	return append(users, &server.NkeyUser{Nkey: pub, Permissions: p}), nil
 }
