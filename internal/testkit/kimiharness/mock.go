@@ -80,7 +80,7 @@ func ScenarioFile(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(root, "internal", "kimiharness", "testdata", "scenarios", name+".json")
+	p := filepath.Join(root, "internal", "testkit", "kimiharness", "testdata", "scenarios", name+".json")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("no scenario %q: %v", name, err)
 	}
