@@ -1,6 +1,8 @@
 package fleetpage
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,8 +10,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Upstream is one relay a dash reads: a label, its base URL and its token.
@@ -21,10 +28,26 @@ type Upstream struct {
 // under: /r/{index}/stream, /r/{index}/socket.
 const dashPrefix = "/r/"
 
+// Bounds of the dash's socket proxy.
+const (
+	// dashHelloTimeout bounds the wait for the page's hello.
+	dashHelloTimeout = 10 * time.Second
+	// dashPageMessage bounds one message from the page: commands and
+	// subscriptions, never events.
+	dashPageMessage = 1 << 20
+	// dashRelayMessage bounds one message from a relay: its largest event.
+	dashRelayMessage = 64 << 20
+	// dashWriteTimeout bounds one write to either side.
+	dashWriteTimeout = 10 * time.Second
+)
+
 // NewDash serves the page fed from several relays (aep-kimi dash). The page
 // logs in with cfg.Token, the dash's own; each relay's token stays in this
 // process: a logged-in browser reaches relay i's /stream and /socket under
-// /r/{i}/ on the dash's origin, and the proxy adds the bearer token there.
+// /r/{i}/ on the dash's origin, and the dash adds the bearer token there.
+// Streams are proxied as they are; sockets message by message, so the
+// page's hello proves its login here, and the dash's login ending (logout,
+// expiry) closes them with a closing frame.
 func NewDash(cfg Config, relays []Upstream) (http.Handler, error) {
 	if len(relays) == 0 {
 		return nil, errors.New("dash: no relays")
@@ -32,7 +55,7 @@ func NewDash(cfg Config, relays []Upstream) (http.Handler, error) {
 	if httpguard.TrimToken(cfg.Token) == "" {
 		return nil, errors.New("dash: the page needs its own login token")
 	}
-	proxies := make([]http.Handler, len(relays))
+	d := &dash{ups: make([]dashUpstream, len(relays))}
 	cfg.Relays = make([]RelayRef, len(relays))
 	names := map[string]bool{}
 	for i, up := range relays {
@@ -49,48 +72,80 @@ func NewDash(cfg Config, relays []Upstream) (http.Handler, error) {
 		}
 		names[name] = true
 		cfg.Relays[i] = RelayRef{Name: name, Base: dashPrefix + strconv.Itoa(i)}
-		proxies[i] = upstreamProxy(u, httpguard.TrimToken(up.Token))
+		tok := httpguard.TrimToken(up.Token)
+		ws := *u
+		ws.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
+		ws.Path += "/socket"
+		d.ups[i] = dashUpstream{stream: upstreamProxy(u, tok), socket: ws.String(), token: tok}
 	}
 	page, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rest, ok := strings.CutPrefix(r.URL.Path, dashPrefix)
-		if !ok {
-			page.ServeHTTP(w, r)
-			return
-		}
-		idx, path, _ := strings.Cut(rest, "/")
-		i, err := strconv.Atoi(idx)
-		if err != nil || i < 0 || i >= len(proxies) || (path != "stream" && path != "socket") {
-			httpguard.WriteError(w, http.StatusNotFound, "not-found", "no such relay endpoint: /r/{index}/stream or /r/{index}/socket")
-			return
-		}
-		if !page.Admits(r) {
-			httpguard.WriteError(w, http.StatusUnauthorized, "unauthorized", "log in to the dash page first (its URL carries the login after #)")
-			return
-		}
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + path
-		r2.URL.RawPath = ""
-		proxies[i].ServeHTTP(w, r2)
-	}), nil
+	d.page = page
+	return d, nil
 }
 
-// upstreamProxy forwards a logged-in browser's stream or socket to one relay
-// as a plain client with that relay's token: the browser's cookie and origin
-// stay here.
+type dash struct {
+	page *Page
+	ups  []dashUpstream
+}
+
+type dashUpstream struct {
+	stream http.Handler // the relay's /stream, proxied
+	socket string       // the relay's /socket URL
+	token  string
+}
+
+func (d *dash) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, dashPrefix)
+	if !ok {
+		d.page.ServeHTTP(w, r)
+		return
+	}
+	idx, path, _ := strings.Cut(rest, "/")
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 || i >= len(d.ups) || (path != "stream" && path != "socket") {
+		httpguard.WriteError(w, http.StatusNotFound, "not-found", "no such relay endpoint: /r/{index}/stream or /r/{index}/socket")
+		return
+	}
+	socket := path == "socket"
+	var bind func(string) bool
+	lease, ok := d.page.reg.Admit(func(tx *credreg.Tx) (credreg.Credential, bool) {
+		cred, b, ok := d.page.Admit(tx, r, socket)
+		bind = b
+		return cred, ok
+	})
+	if !ok {
+		httpguard.WriteError(w, http.StatusUnauthorized, "unauthorized", "log in to the dash page first (its URL carries the login after #)")
+		return
+	}
+	defer lease.Release()
+	if socket {
+		d.ups[i].proxySocket(w, r, lease, bind)
+		return
+	}
+	// The stream ends with the login: cancelling the proxied request
+	// aborts the response.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer lease.AfterEnd(cancel)()
+	r2 := r.Clone(ctx)
+	r2.URL.Path = "/stream"
+	r2.URL.RawPath = ""
+	d.ups[i].stream.ServeHTTP(w, r2)
+}
+
+// upstreamProxy forwards a logged-in browser's stream to one relay as a
+// plain client with that relay's token: the browser's cookie, origin and
+// login secret stay here.
 func upstreamProxy(target *url.URL, token string) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			h := pr.Out.Header
-			for _, k := range []string{"Cookie", "Origin", "Referer", "Authorization", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest"} {
-				h.Del(k)
-			}
+			stripBrowser(pr.Out.Header)
 			if token != "" {
-				h.Set("Authorization", "Bearer "+token)
+				pr.Out.Header.Set("Authorization", "Bearer "+token)
 			}
 		},
 		FlushInterval: -1, // SSE: every event as it comes
@@ -98,4 +153,129 @@ func upstreamProxy(target *url.URL, token string) http.Handler {
 			httpguard.WriteError(w, http.StatusBadGateway, "relay-unreachable", "the relay did not answer: "+err.Error())
 		},
 	}
+}
+
+// stripBrowser removes what a browser's request carries that is the
+// dash's, not the relay's.
+func stripBrowser(h http.Header) {
+	for _, k := range []string{"Cookie", "Origin", "Referer", "Authorization", BindHeader, "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest"} {
+		h.Del(k)
+	}
+}
+
+// proxySocket carries a logged-in browser's socket to the relay message by
+// message. The page's hello must prove its login when the upgrade could
+// not (bind); it goes on to the relay without its credentials, behind the
+// relay's token. The login ending closes the page's side with a closing
+// frame naming why.
+func (u dashUpstream) proxySocket(w http.ResponseWriter, r *http.Request, lease *credreg.Lease, bind func(string) bool) {
+	page, err := websocket.Accept(w, r, nil) // the page's own origin only
+	if err != nil {
+		return
+	}
+	defer page.CloseNow() //nolint:errcheck // closed below when it matters
+	page.SetReadLimit(dashPageMessage)
+	// Until the hello is through, the login ending just cuts the socket
+	// (reading under a cancelled context closes it); from then on the
+	// page is told why.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	hctx, hcancel := context.WithTimeout(ctx, dashHelloTimeout)
+	defer hcancel()
+	stop := lease.AfterEnd(hcancel)
+	defer stop()
+	refuse := func(code, detail string) {
+		wctx, done := context.WithTimeout(ctx, dashWriteTimeout)
+		defer done()
+		_ = page.Write(wctx, websocket.MessageText, wire.Encode(&wire.Error{Code: code, Detail: detail}))
+		_ = page.Close(websocket.StatusPolicyViolation, code)
+	}
+	typ, hello, err := page.Read(hctx)
+	if err != nil {
+		return
+	}
+	f, _ := wire.Parse(hello)
+	h, _ := f.(*wire.Hello)
+	switch {
+	case typ != websocket.MessageText || h == nil:
+		refuse(wire.CodeHelloRequired, "the first frame on a socket must be hello")
+		return
+	case bind != nil && (h.Auth == nil || !bind(h.Auth.Login)):
+		refuse(wire.CodeUnauthorized, "the hello does not carry this browser's login (reload the page, or open the dash's URL again)")
+		return
+	}
+	hdr := http.Header{}
+	if u.token != "" {
+		hdr.Set("Authorization", "Bearer "+u.token)
+	}
+	relay, _, err := websocket.Dial(hctx, u.socket, &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		if !lease.Ended() {
+			refuse(wire.CodeNoRoute, "the relay did not answer")
+		}
+		return
+	}
+	defer relay.CloseNow() //nolint:errcheck // closed below when it matters
+	relay.SetReadLimit(dashRelayMessage)
+	if relay.Write(hctx, websocket.MessageText, withoutAuth(hello)) != nil {
+		return
+	}
+	stop()
+	done := make(chan struct{}, 2)
+	go func() { pump(ctx, relay, page, lease); done <- struct{}{} }()
+	go func() { pump(ctx, page, relay, lease); done <- struct{}{} }()
+	select {
+	case <-done:
+		_ = page.Close(websocket.StatusGoingAway, "relay connection ended")
+	case <-lease.Done():
+		closeRevoked(ctx, page, lease)
+	}
+	_ = relay.Close(websocket.StatusNormalClosure, "")
+	cancel()
+	<-done
+	<-done
+}
+
+// pump copies messages from one side to the other until either fails or
+// the login ends; a message read once it has ended is dropped.
+func pump(ctx context.Context, dst, src *websocket.Conn, lease *credreg.Lease) {
+	for {
+		typ, b, err := src.Read(ctx)
+		if err != nil || lease.Ended() {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, dashWriteTimeout)
+		err = dst.Write(wctx, typ, b)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// closeRevoked ends a socket whose login ended with a closing frame naming
+// why (AEP-0003 §3.5.4; the dash holds no positions: the page keeps its own).
+func closeRevoked(ctx context.Context, c *websocket.Conn, lease *credreg.Lease) {
+	ctx, cancel := context.WithTimeout(ctx, dashWriteTimeout)
+	defer cancel()
+	_ = c.Write(ctx, websocket.MessageText, wire.Encode(&wire.Closing{Reason: lease.Reason(), Delivered: []wire.Delivered{}}))
+	_ = c.Close(websocket.StatusPolicyViolation, lease.Reason())
+}
+
+// withoutAuth is a hello without its auth member: the page's login is the
+// dash's, never the relay's.
+func withoutAuth(hello []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(hello, &m) != nil {
+		return hello
+	}
+	if _, ok := m["auth"]; !ok {
+		return hello
+	}
+	delete(m, "auth")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return hello
+	}
+	return b
 }

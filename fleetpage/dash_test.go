@@ -1,6 +1,8 @@
 package fleetpage_test
 
 import (
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -41,21 +43,15 @@ func TestDashRefusesWithoutLogin(t *testing.T) {
 	if code := status(t, dash, req{path: "/r/7/stream"}); code != http.StatusNotFound {
 		t.Errorf("no such relay: %d, want 404", code)
 	}
-	res := do(t, dash, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + dashToken + `"}`, origin: dash})
-	var c *http.Cookie
-	for _, k := range res.Cookies() {
-		if k.Name == fleetpage.CookieName {
-			c = k
-		}
-	}
-	if c == nil {
-		t.Fatalf("dash login: %d, no cookie", res.StatusCode)
-	}
-	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all", cookie: c, origin: dash}); code != http.StatusOK {
+	c := dashLogin(t, dash)
+	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all", login: c, origin: dash}); code != http.StatusOK {
 		t.Errorf("dash stream logged in: %d, want 200", code)
 	}
-	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all", cookie: c, origin: "http://evil.example"}); code != http.StatusUnauthorized {
+	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all", login: c, origin: "http://evil.example"}); code != http.StatusUnauthorized {
 		t.Errorf("dash stream from a foreign origin: %d, want 401", code)
+	}
+	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all", cookie: c.cookie, origin: dash}); code != http.StatusUnauthorized {
+		t.Errorf("dash stream with the cookie alone: %d, want 401", code)
 	}
 	// The relay's own token does not log in to the dash.
 	if code := status(t, dash, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: dash}); code != http.StatusForbidden {
@@ -96,6 +92,24 @@ func TestBrowserDash(t *testing.T) {
 	emB.send(emB.event("s1", "control.accepted", -1, map[string]any{"cause": cmdID}),
 		emB.event("s1", "attention.answered", -1, map[string]any{"subject": held, "data": map[string]any{"answer": map[string]any{"option": "deny"}}}))
 	b.WaitJS("settled through the dash", `document.querySelector('`+sel("data-attention", held)+`') === null`)
+}
+
+// dashLogin logs in to the dash at base as its page does.
+func dashLogin(t *testing.T, base string) *login {
+	t.Helper()
+	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + dashToken + `"}`, origin: base})
+	b, _ := io.ReadAll(res.Body)
+	var body struct {
+		Login string `json:"login"`
+	}
+	_ = json.Unmarshal(b, &body)
+	for _, k := range res.Cookies() {
+		if k.Name == cookieName(base) && body.Login != "" {
+			return &login{cookie: k, secret: body.Login}
+		}
+	}
+	t.Fatalf("dash login: %d %s", res.StatusCode, b)
+	return nil
 }
 
 func hostOf(t *testing.T, base string) string {

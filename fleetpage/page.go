@@ -5,17 +5,34 @@
 // The page logs in without the token ever reaching a server log or a URL the
 // server sees: the operator opens a URL carrying the token in its fragment,
 // the page POSTs it to /app/login and receives an HttpOnly, SameSite=Strict
-// session cookie. The relay admits that cookie on /stream and /socket only
-// from its own origin (Admits).
+// session cookie and, in the answer's body, the login's bound secret. The
+// relay admits the cookie on /stream and /socket only from its own origin
+// and only with that secret (Admit).
+//
+// The secret is what a stolen cookie lacks. Browsers scope cookies by host,
+// not port: a page on another port of the same host (another local user's
+// listener) receives the cookie with every request the browser makes to
+// it. The page keeps the secret in its tab's session storage, which is
+// scoped by origin, port included, and presents it in a header on every
+// request (BindHeader) and in its socket's hello; a request with the
+// cookie alone is refused. A reload keeps the tab's secret; a new tab logs
+// in again through the URL. Each server's cookie is named after the
+// address it is reached at (CookieName), so two servers on one host, a
+// relay and a dash, never overwrite each other's.
 //
 // A login is a random id held in a bounded server-side map with its expiry.
 // The cookie carries the id, the expiry and a MAC keyed by the relay token
 // and a login generation: 32 random bytes kept in Config.LoginsFile (mode
-// 0600). A relay restarted with the same token and file takes its browsers
-// back without a new login (the page resumes its stream); a new token ends
-// them. Logging out makes a new generation, durably, before it answers: it
-// ends every browser's login to this relay, across restarts, with nothing
-// to remember per login. Without a file the generation lives for one run.
+// 0600). The bound secret is a MAC of the id under the same key. A relay
+// restarted with the same token and file takes its browsers back without a
+// new login (the page resumes its stream); a new token ends them. Logging
+// out makes a new generation, durably, before it answers: it ends every
+// browser's login to this relay, across restarts, with nothing to remember
+// per login. Without a file the generation lives for one run.
+//
+// Every stream and socket a login opened is tied to it in the credential
+// registry (Config.Credentials): a logout, the login's expiry, a new token
+// (Rekey) or a replaced logins file ends them at once.
 package fleetpage
 
 import (
@@ -35,11 +52,13 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
+	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
@@ -54,8 +73,17 @@ const (
 	DefaultSessionTTL = 12 * time.Hour
 	// DefaultMaxLogins bounds the logins held; past it the oldest is dropped.
 	DefaultMaxLogins = 64
-	// CookieName names the session cookie.
-	CookieName = "aep_fleet"
+	// DefaultLoginBurst is how many login attempts one client address may
+	// make at once; past it, one more per DefaultLoginEvery.
+	DefaultLoginBurst = 10
+	// DefaultLoginEvery paces login attempts past the burst.
+	DefaultLoginEvery = 6 * time.Second
+	// CookiePrefix begins every session cookie's name (CookieName).
+	CookiePrefix = "aep_fleet_"
+	// BindHeader carries a login's bound secret on the page's requests.
+	BindHeader = "AEP-Login"
+	// LoginGroup is the credential group of the page's logins.
+	LoginGroup = "page-login"
 	// maxLoginBody bounds a login request: a token and a little JSON.
 	maxLoginBody = 4 << 10
 	loginTimeout = 5 * time.Second
@@ -70,6 +98,14 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxLogins bounds the logins held.
 	MaxLogins int
+	// LoginBurst and LoginEvery rate-limit login attempts per client
+	// address: LoginBurst at once, then one per LoginEvery.
+	LoginBurst int
+	LoginEvery time.Duration
+	// Credentials ties each connection a login admits to it; nil means a
+	// registry of the page's own (Page.Credentials), which the relay
+	// serving the page then shares.
+	Credentials *credreg.Registry
 	// LoginsFile keeps the login generation across restarts; it is created
 	// mode 0600, in a private directory, and replaced on logout. Empty: a
 	// generation per run, so a restart ends every login.
@@ -93,10 +129,17 @@ type RelayRef struct {
 // Page serves the fleet page and its login, and tells the relay which
 // browsers it logged in.
 type Page struct {
-	cfg    Config
-	static http.Handler
+	cfg     Config
+	static  http.Handler
+	reg     *credreg.Registry
+	limiter *loginLimiter
 
+	// Changed only under the registry's lock (credreg.Registry.Update) and
+	// mu, so an admission sees a login state whole, and a change ends the
+	// connections of the logins it ends before any new one is admitted.
 	mu     sync.Mutex
+	token  string
+	gen    []byte               // the login generation (LoginsFile)
 	key    []byte               // MAC key for cookies, from the token and the generation
 	logins map[string]time.Time // session id -> expiry
 	ended  map[string]time.Time // ids logged out or evicted -> their expiry
@@ -104,9 +147,12 @@ type Page struct {
 
 // New builds a Page.
 func New(cfg Config) (*Page, error) {
+	const component = "fleet page config"
 	err := errors.Join(
-		defaults.Positive("fleet page config", "SessionTTL", &cfg.SessionTTL, DefaultSessionTTL),
-		defaults.Positive("fleet page config", "MaxLogins", &cfg.MaxLogins, DefaultMaxLogins),
+		defaults.Positive(component, "SessionTTL", &cfg.SessionTTL, DefaultSessionTTL),
+		defaults.Positive(component, "MaxLogins", &cfg.MaxLogins, DefaultMaxLogins),
+		defaults.Positive(component, "LoginBurst", &cfg.LoginBurst, DefaultLoginBurst),
+		defaults.Positive(component, "LoginEvery", &cfg.LoginEvery, DefaultLoginEvery),
 	)
 	if err != nil {
 		return nil, err
@@ -116,19 +162,26 @@ func New(cfg Config) (*Page, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Credentials == nil {
+		cfg.Credentials = &credreg.Registry{Now: cfg.Now}
+	}
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{cfg: cfg, static: http.FileServerFS(sub),
+	p := &Page{cfg: cfg, static: http.FileServerFS(sub), reg: cfg.Credentials,
+		limiter: newLoginLimiter(cfg.LoginBurst, cfg.LoginEvery), token: cfg.Token,
 		logins: make(map[string]time.Time), ended: make(map[string]time.Time)}
 	gen, err := p.loadGeneration()
 	if err != nil {
 		return nil, err
 	}
-	p.key = p.keyFor(gen)
+	p.gen, p.key = gen, p.keyFor(gen)
 	return p, nil
 }
+
+// Credentials is the registry the page's logins are held in.
+func (p *Page) Credentials() *credreg.Registry { return p.reg }
 
 const generationLen = 32
 
@@ -170,17 +223,77 @@ func newGeneration(volatile bool, path string) ([]byte, error) {
 	return gen, nil
 }
 
+// keyFor is the cookie key for gen under the current token. p.mu is held
+// (or p is not yet shared).
 func (p *Page) keyFor(gen []byte) []byte {
-	mac := hmac.New(sha256.New, []byte(p.cfg.Token))
+	mac := hmac.New(sha256.New, []byte(p.token))
 	mac.Write([]byte("aep-kimi fleet page login v2\x00"))
 	mac.Write(gen)
 	return mac.Sum(nil)
 }
 
-func (p *Page) macKey() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.key
+// Rekey adopts token when it differs from the page's (the relay's token
+// file was replaced; empty keeps the current one) and re-reads LoginsFile,
+// adopting a generation another process wrote there or writing a new one
+// when the file is gone. Either change ends every login and the
+// connections they opened. The relay calls it on every poll of its token.
+func (p *Page) Rekey(token string) error {
+	token = httpguard.TrimToken(token)
+	var ferr error
+	p.reg.Update(func(tx *credreg.Tx) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.token == "" {
+			return // watch-only: no logins to key
+		}
+		reason := ""
+		if token != "" && token != p.token {
+			p.token, reason = token, credreg.ReasonTokenChanged
+		}
+		if p.cfg.LoginsFile != "" {
+			gen, changed, err := p.fileGenerationLocked()
+			if err != nil {
+				ferr = err
+			} else if changed {
+				p.gen = gen
+				if reason == "" {
+					reason = credreg.ReasonKeyRotated
+				}
+			}
+		}
+		if reason == "" {
+			return
+		}
+		p.key = p.keyFor(p.gen)
+		clear(p.logins)
+		clear(p.ended)
+		if n := tx.End(reason, credreg.InGroup(LoginGroup)); n > 0 || reason == credreg.ReasonTokenChanged {
+			p.cfg.Logger.Info("fleet page: every browser login ended", "reason", reason, "connections", n)
+		}
+	})
+	return ferr
+}
+
+// fileGenerationLocked reads LoginsFile and reports whether it holds
+// another generation than the page's: one written there by someone else,
+// or, when the file is gone or unreadable as a generation, a new one it
+// writes. p.mu is held.
+func (p *Page) fileGenerationLocked() ([]byte, bool, error) {
+	b, err := safefile.ReadFile(p.cfg.LoginsFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("fleet page logins file: %w", err)
+	}
+	if err == nil && len(b) == 2*generationLen {
+		gen, derr := hex.DecodeString(string(b))
+		if derr == nil {
+			return gen, !hmac.Equal(gen, p.gen), nil
+		}
+	}
+	gen, err := newGeneration(false, p.cfg.LoginsFile)
+	if err != nil {
+		return nil, false, err
+	}
+	return gen, true, nil
 }
 
 // ServeHTTP serves GET / and /app/* (the files), POST /app/login and
@@ -250,30 +363,99 @@ func SameOrigin(r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host)
 }
 
-// Admits reports whether r carries a live login cookie from this origin.
-func (p *Page) Admits(r *http.Request) bool {
-	if !SameOrigin(r) {
+// browserSameOrigin is SameOrigin for a request that carries a cookie: it
+// must also carry Origin or Sec-Fetch-Site, as a browser does, so a plain
+// client replaying a cookie it took is refused even before its secret is
+// checked.
+func browserSameOrigin(r *http.Request) bool {
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
 		return false
 	}
-	c, err := r.Cookie(CookieName)
-	if err != nil || p.cfg.Token == "" {
-		return false
+	return SameOrigin(r)
+}
+
+// CookieName is the session cookie's name on the server reached at host
+// (the request's Host): the relay and a dash on one machine, or two relays,
+// each have their own.
+func CookieName(host string) string {
+	sum := sha256.Sum256([]byte("aep-kimi fleet cookie\x00" + strings.ToLower(host)))
+	return CookiePrefix + hex.EncodeToString(sum[:6])
+}
+
+// Admit checks r's login: its cookie, from the page's own origin, and the
+// secret bound to it, in BindHeader. A socket upgrade cannot carry the
+// header (browsers add none to one): with socket set and no header, the
+// login is admitted pending its hello, and bind reports whether the secret
+// the hello brings is the login's; the socket must be refused unless it
+// is. Admit runs under the registry's lock: tx is the registry's.
+func (p *Page) Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, bind func(secret string) bool, ok bool) {
+	id, exp, ok := p.admit(tx, r, socket)
+	if !ok {
+		return credreg.Credential{}, nil, false
 	}
-	id, exp, ok := p.open(c.Value)
-	if !ok || !p.cfg.Now().Before(exp) {
-		return false
+	cred = credreg.Credential{ID: "login:" + hex.EncodeToString([]byte(id)), Group: LoginGroup, Expires: exp}
+	if r.Header.Get(BindHeader) == "" {
+		bind = func(secret string) bool { return p.bound(id, secret) }
+	}
+	return cred, bind, true
+}
+
+// admit is Admit's check: the login's id and expiry. A request without
+// the bound secret passes only as a socket upgrade.
+func (p *Page) admit(tx *credreg.Tx, r *http.Request, socket bool) (string, time.Time, bool) {
+	if !browserSameOrigin(r) {
+		return "", time.Time{}, false
+	}
+	c, err := r.Cookie(CookieName(r.Host))
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	secret := r.Header.Get(BindHeader)
+	if secret == "" && !socket {
+		return "", time.Time{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.token == "" {
+		return "", time.Time{}, false
+	}
+	id, exp, ok := p.openLocked(c.Value)
+	if !ok || !p.cfg.Now().Before(exp) {
+		return "", time.Time{}, false
+	}
+	if secret != "" && !hmac.Equal([]byte(secret), []byte(p.bindingLocked(id))) {
+		return "", time.Time{}, false
+	}
 	if _, gone := p.ended[id]; gone {
-		return false
+		return "", time.Time{}, false
 	}
 	if _, held := p.logins[id]; !held {
 		// Sealed by this token but not held: a login from before a
 		// restart. Take it back.
-		p.rememberLocked(id, exp)
+		p.rememberLocked(tx, id, exp)
 	}
-	return true
+	return id, exp, true
+}
+
+// bound reports whether secret is the bound secret of login id under the
+// current key, and the login still held.
+func (p *Page) bound(id, secret string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, held := p.logins[id]; !held || secret == "" {
+		return false
+	}
+	return hmac.Equal([]byte(secret), []byte(p.bindingLocked(id)))
+}
+
+// bindingLocked is the secret bound to login id: a MAC of the id under the
+// current key, so a logout or a new token ends it with the cookie. p.mu is
+// held.
+func (p *Page) bindingLocked(id string) string {
+	m := hmac.New(sha256.New, p.key)
+	m.Write([]byte("aep-kimi fleet page binding\x00"))
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 const (
@@ -281,23 +463,25 @@ const (
 	expLen = 8
 )
 
-// seal renders a cookie value: id, expiry and their MAC.
-func (p *Page) seal(id []byte, exp time.Time) string {
+// sealLocked renders a cookie value: id, expiry and their MAC. p.mu is
+// held.
+func (p *Page) sealLocked(id []byte, exp time.Time) string {
 	b := make([]byte, 0, idLen+expLen+sha256.Size)
 	b = append(b, id...)
 	b = binary.BigEndian.AppendUint64(b, uint64(exp.Unix()))
-	m := hmac.New(sha256.New, p.macKey())
+	m := hmac.New(sha256.New, p.key)
 	m.Write(b)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(b))
 }
 
-// open checks a cookie value's MAC and returns its id and expiry.
-func (p *Page) open(v string) (string, time.Time, bool) {
+// openLocked checks a cookie value's MAC and returns its id and expiry.
+// p.mu is held.
+func (p *Page) openLocked(v string) (string, time.Time, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil || len(b) != idLen+expLen+sha256.Size {
 		return "", time.Time{}, false
 	}
-	m := hmac.New(sha256.New, p.macKey())
+	m := hmac.New(sha256.New, p.key)
 	m.Write(b[:idLen+expLen])
 	if !hmac.Equal(m.Sum(nil), b[idLen+expLen:]) {
 		return "", time.Time{}, false
@@ -309,8 +493,17 @@ func (p *Page) open(v string) (string, time.Time, bool) {
 type authReply struct {
 	// Required is false for a relay without a token (watch-only).
 	Required bool `json:"required"`
-	// LoggedIn says this browser holds a live login.
+	// LoggedIn says this browser holds a live login and presented its
+	// bound secret.
 	LoggedIn bool `json:"logged_in"`
+	// Login is the bound secret, in the login's answer only.
+	Login string `json:"login,omitempty"`
+}
+
+func (p *Page) required() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.token != ""
 }
 
 func (p *Page) auth(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +511,9 @@ func (p *Page) auth(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", "GET /app/auth")
 		return
 	}
-	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: p.Admits(r)})
+	var in bool
+	p.reg.Update(func(tx *credreg.Tx) { _, _, in = p.admit(tx, r, false) })
+	writeJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: in})
 }
 
 // pagePost admits a POST from the page's own origin, else answers the
@@ -339,8 +534,16 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 	if !pagePost(w, r, "login") {
 		return
 	}
-	if p.cfg.Token == "" {
+	if !p.required() {
 		httpguard.WriteError(w, http.StatusConflict, "no-token", "this relay has no token: it is watch-only and needs no login")
+		return
+	}
+	if ok, wait := p.limiter.allow(r.RemoteAddr, time.Now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		p.cfg.Logger.Warn("fleet page login attempts limited", "remote", r.RemoteAddr, "retry_after_s", secs)
+		httpguard.WriteError(w, http.StatusTooManyRequests, "too-many-logins",
+			fmt.Sprintf("too many login attempts from this address: try again in %d s", secs))
 		return
 	}
 	body, err := httpguard.ReadBody(w, r, maxLoginBody, loginTimeout)
@@ -356,31 +559,39 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := httpguard.TrimToken(req.Token)
-	if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(p.cfg.Token)) != 1 {
-		p.cfg.Logger.Info("fleet page login refused", "remote", r.RemoteAddr)
-		httpguard.WriteError(w, http.StatusForbidden, "forbidden", "that token is not this relay's")
-		return
-	}
 	id := make([]byte, idLen)
 	if _, err := rand.Read(id); err != nil {
 		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "no randomness for a session id")
 		return
 	}
 	exp := p.cfg.Now().Add(p.cfg.SessionTTL).Truncate(time.Second)
-	p.mu.Lock()
-	p.rememberLocked(string(id), exp)
-	p.mu.Unlock()
+	var cookie, secret string
+	p.reg.Update(func(tx *credreg.Tx) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(p.token)) != 1 {
+			return
+		}
+		p.rememberLocked(tx, string(id), exp)
+		cookie, secret = p.sealLocked(id, exp), p.bindingLocked(string(id))
+	})
+	if cookie == "" {
+		p.cfg.Logger.Info("fleet page login refused", "remote", r.RemoteAddr)
+		httpguard.WriteError(w, http.StatusForbidden, "forbidden", "that token is not this relay's")
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: p.seal(id, exp), Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
+		Name: CookieName(r.Host), Value: cookie, Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true})
+	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret})
 }
 
 // rememberLocked holds a login, dropping expired ones and, past MaxLogins,
-// ending the one closest to expiry. p.mu is held.
-func (p *Page) rememberLocked(id string, exp time.Time) {
+// ending the one closest to expiry and its connections. p.mu and the
+// registry's lock (tx) are held.
+func (p *Page) rememberLocked(tx *credreg.Tx, id string, exp time.Time) {
 	now := p.cfg.Now()
 	for _, m := range []map[string]time.Time{p.logins, p.ended} {
 		for k, e := range m {
@@ -393,6 +604,7 @@ func (p *Page) rememberLocked(id string, exp time.Time) {
 		k, e := soonest(p.logins)
 		delete(p.logins, k)
 		p.endLocked(k, e)
+		tx.End(credreg.ReasonEvicted, credreg.ByID("login:"+hex.EncodeToString([]byte(k))))
 	}
 	p.logins[id] = exp
 }
@@ -422,26 +634,37 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 	if !pagePost(w, r, "logout") {
 		return
 	}
-	gone := &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+	gone := &http.Cookie{Name: CookieName(r.Host), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)}
-	// Only a browser logged in may end the logins: a stale cookie (or none)
-	// just clears itself.
-	if p.cfg.Token != "" && p.Admits(r) {
-		gen, err := newGeneration(p.cfg.LoginsFile == "", p.cfg.LoginsFile)
-		if err != nil {
-			p.cfg.Logger.Error("fleet page logout not kept", "err", err)
-			httpguard.WriteError(w, http.StatusInternalServerError, "internal", "the logout could not be kept; the login still stands")
+	// Only a browser logged in, with its bound secret, may end the logins:
+	// a stale cookie (or none) just clears itself.
+	var err error
+	ended := -1
+	p.reg.Update(func(tx *credreg.Tx) {
+		if _, _, in := p.admit(tx, r, false); !in {
 			return
 		}
 		p.mu.Lock()
-		p.key = p.keyFor(gen)
+		defer p.mu.Unlock()
+		var gen []byte
+		if gen, err = newGeneration(p.cfg.LoginsFile == "", p.cfg.LoginsFile); err != nil {
+			return
+		}
+		p.gen, p.key = gen, p.keyFor(gen)
 		clear(p.logins)
 		clear(p.ended)
-		p.mu.Unlock()
-		p.cfg.Logger.Info("fleet page logout: every browser login ended", "remote", r.RemoteAddr)
+		ended = tx.End(credreg.ReasonLoggedOut, credreg.InGroup(LoginGroup))
+	})
+	if err != nil {
+		p.cfg.Logger.Error("fleet page logout not kept", "err", err)
+		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "the logout could not be kept; the login still stands")
+		return
+	}
+	if ended >= 0 {
+		p.cfg.Logger.Info("fleet page logout: every browser login ended", "remote", r.RemoteAddr, "connections", ended)
 	}
 	http.SetCookie(w, gone)
-	writeJSON(w, http.StatusOK, authReply{Required: p.cfg.Token != "", LoggedIn: false})
+	writeJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: false})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

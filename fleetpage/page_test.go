@@ -3,6 +3,7 @@ package fleetpage_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -42,7 +43,15 @@ type req struct {
 	method, path, body string
 	origin, site       string
 	cookie             *http.Cookie
+	login              *login // its cookie and its bound secret
 	header             map[string]string
+}
+
+// login is a browser's login: the cookie and the secret the page keeps in
+// its tab.
+type login struct {
+	cookie *http.Cookie
+	secret string
 }
 
 func do(t *testing.T, base string, r req) *http.Response {
@@ -63,6 +72,10 @@ func do(t *testing.T, base string, r req) *http.Response {
 	if r.cookie != nil {
 		hr.AddCookie(r.cookie)
 	}
+	if r.login != nil {
+		hr.AddCookie(r.login.cookie)
+		hr.Header.Set(fleetpage.BindHeader, r.login.secret)
+	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
 	}
@@ -74,22 +87,34 @@ func do(t *testing.T, base string, r req) *http.Response {
 	return res
 }
 
-func loginCookie(t *testing.T, base string) *http.Cookie {
+// cookieName is the session cookie's name on the server at base.
+func cookieName(base string) string { return fleetpage.CookieName(strings.TrimPrefix(base, "http://")) }
+
+func loginCookie(t *testing.T, base string) *login {
 	t.Helper()
 	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: base, site: "same-origin"})
+	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("login: %d %s", res.StatusCode, b)
 	}
+	var body struct {
+		Login string `json:"login"`
+	}
+	if json.Unmarshal(b, &body) != nil || len(body.Login) < 32 {
+		t.Fatalf("login answered no bound secret: %s", b)
+	}
 	for _, c := range res.Cookies() {
-		if c.Name == fleetpage.CookieName {
+		if c.Name == cookieName(base) {
 			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == "" || c.Path != "/" {
 				t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", c)
 			}
-			return c
+			if strings.Contains(c.Value, body.Login) {
+				t.Fatal("the cookie carries the bound secret")
+			}
+			return &login{cookie: c, secret: body.Login}
 		}
 	}
-	t.Fatal("login set no session cookie")
+	t.Fatalf("login set no session cookie named %s", cookieName(base))
 	return nil
 }
 
@@ -126,22 +151,29 @@ func TestPageServedWithoutToken(t *testing.T) {
 
 func TestCookieOnlySameOrigin(t *testing.T) {
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
-	c := loginCookie(t, base)
+	l := loginCookie(t, base)
+	other := loginCookie(t, base)
+	c := l.cookie
 	cases := []struct {
 		name string
 		r    req
 		want int
 	}{
-		{"same origin", req{cookie: c, origin: base, site: "same-origin"}, http.StatusOK},
-		{"same-origin GET without Origin", req{cookie: c, site: "same-origin"}, http.StatusOK},
-		{"foreign Origin", req{cookie: c, origin: "http://evil.example"}, http.StatusUnauthorized},
-		{"foreign port", req{cookie: c, origin: "http://127.0.0.1:1"}, http.StatusUnauthorized},
-		{"cross-site fetch", req{cookie: c, site: "cross-site"}, http.StatusUnauthorized},
-		{"same-site other origin", req{cookie: c, site: "same-site"}, http.StatusUnauthorized},
-		{"null Origin", req{cookie: c, origin: "null"}, http.StatusUnauthorized},
-		{"cookie does not open discovery", req{cookie: c, path: "/events", origin: base}, http.StatusUnauthorized},
-		{"cookie does not open ingest", req{cookie: c, method: http.MethodPost, path: "/events", body: "{}", origin: base}, http.StatusUnauthorized},
-		{"forged cookie", req{cookie: &http.Cookie{Name: fleetpage.CookieName, Value: "forged"}, origin: base}, http.StatusUnauthorized},
+		{"same origin", req{login: l, origin: base, site: "same-origin"}, http.StatusOK},
+		{"same-origin GET without Origin", req{login: l, site: "same-origin"}, http.StatusOK},
+		{"cookie and secret, neither Origin nor Sec-Fetch-Site", req{login: l}, http.StatusUnauthorized},
+		{"cookie without its secret", req{cookie: c, origin: base, site: "same-origin"}, http.StatusUnauthorized},
+		{"cookie with another login's secret", req{cookie: c, origin: base, site: "same-origin", header: map[string]string{fleetpage.BindHeader: other.secret}}, http.StatusUnauthorized},
+		{"secret without the cookie", req{origin: base, site: "same-origin", header: map[string]string{fleetpage.BindHeader: l.secret}}, http.StatusUnauthorized},
+		{"foreign Origin", req{login: l, origin: "http://evil.example"}, http.StatusUnauthorized},
+		{"foreign port", req{login: l, origin: "http://127.0.0.1:1"}, http.StatusUnauthorized},
+		{"cross-site fetch", req{login: l, site: "cross-site"}, http.StatusUnauthorized},
+		{"same-site other origin", req{login: l, site: "same-site"}, http.StatusUnauthorized},
+		{"null Origin", req{login: l, origin: "null"}, http.StatusUnauthorized},
+		{"cookie does not open discovery", req{login: l, path: "/events", origin: base}, http.StatusUnauthorized},
+		{"cookie does not open ingest", req{login: l, method: http.MethodPost, path: "/events", body: "{}", origin: base}, http.StatusUnauthorized},
+		{"forged cookie", req{cookie: &http.Cookie{Name: cookieName(base), Value: "forged"}, origin: base, header: map[string]string{fleetpage.BindHeader: l.secret}}, http.StatusUnauthorized},
+		{"the cookie under another server's name", req{cookie: &http.Cookie{Name: cookieName("http://127.0.0.1:1"), Value: c.Value}, origin: base, header: map[string]string{fleetpage.BindHeader: l.secret}}, http.StatusUnauthorized},
 	}
 	for _, tc := range cases {
 		if got := status(t, base, tc.r); got != tc.want {
@@ -151,9 +183,11 @@ func TestCookieOnlySameOrigin(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dial := func(origin string) error {
+	dial := func(origin, auth string) error {
 		h := http.Header{}
-		h.Set("Origin", origin)
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
 		h.Set("Cookie", c.Name+"="+c.Value)
 		conn, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
 		if err != nil {
@@ -163,7 +197,7 @@ func TestCookieOnlySameOrigin(t *testing.T) {
 			return err
 		}
 		defer conn.CloseNow() //nolint:errcheck // test
-		if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"t","instance":"t"},"capabilities":{}}`)); err != nil {
+		if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"t","instance":"t"},"capabilities":{}`+auth+`}`)); err != nil {
 			return err
 		}
 		_, b, err := conn.Read(ctx)
@@ -175,11 +209,21 @@ func TestCookieOnlySameOrigin(t *testing.T) {
 		}
 		return nil
 	}
-	if err := dial(base); err != nil {
-		t.Errorf("socket from the page's origin: %v", err)
+	withSecret := `,"auth":{"login":"` + l.secret + `"}`
+	if err := dial(base, withSecret); err != nil {
+		t.Errorf("socket from the page's origin with its login: %v", err)
 	}
-	if err := dial("http://evil.example"); err == nil {
-		t.Error("socket from a foreign origin with the cookie was accepted")
+	for name, tc := range map[string]struct{ origin, auth string }{
+		"foreign origin":                 {"http://evil.example", withSecret},
+		"no Origin":                      {"", withSecret},
+		"hello without the login":        {base, ""},
+		"hello with another login":       {base, `,"auth":{"login":"` + other.secret + `"}`},
+		"hello with a malformed auth":    {base, `,"auth":"` + l.secret + `"`},
+		"hello with the cookie as login": {base, `,"auth":{"login":"` + c.Value + `"}`},
+	} {
+		if err := dial(tc.origin, tc.auth); err == nil {
+			t.Errorf("socket with the cookie, %s: accepted", name)
+		}
 	}
 }
 
@@ -217,24 +261,29 @@ func TestLoginRefusals(t *testing.T) {
 func TestLogout(t *testing.T) {
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	c := loginCookie(t, base)
-	if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusOK {
+	if code := status(t, base, req{login: c, origin: base}); code != http.StatusOK {
 		t.Fatalf("before logout: %d", code)
 	}
-	if code := status(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: "http://evil.example"}); code != http.StatusForbidden {
+	if code := status(t, base, req{method: http.MethodPost, path: "/app/logout", login: c, origin: "http://evil.example"}); code != http.StatusForbidden {
 		t.Errorf("logout from a foreign origin: %d, want 403", code)
 	}
-	res := do(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: base})
+	// The cookie alone (a stolen one) clears itself but ends nothing.
+	do(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c.cookie, origin: base})
+	if code := status(t, base, req{login: c, origin: base}); code != http.StatusOK {
+		t.Fatalf("a logout with the cookie alone ended the login: %d", code)
+	}
+	res := do(t, base, req{method: http.MethodPost, path: "/app/logout", login: c, origin: base})
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("logout: %d", res.StatusCode)
 	}
 	cleared := false
 	for _, k := range res.Cookies() {
-		cleared = cleared || (k.Name == fleetpage.CookieName && k.MaxAge < 0)
+		cleared = cleared || (k.Name == cookieName(base) && k.MaxAge < 0)
 	}
 	if !cleared {
 		t.Error("logout did not clear the cookie")
 	}
-	if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusUnauthorized {
+	if code := status(t, base, req{login: c, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("after logout the old cookie: %d, want 401", code)
 	}
 }
@@ -250,18 +299,18 @@ func TestLoginExpiresAndIsBounded(t *testing.T) {
 	second := loginCookie(t, base)
 	tick()
 	third := loginCookie(t, base)
-	if code := status(t, base, req{cookie: first, origin: base}); code != http.StatusUnauthorized {
+	if code := status(t, base, req{login: first, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("login past MaxLogins kept the oldest: %d", code)
 	}
-	for _, c := range []*http.Cookie{second, third} {
-		if code := status(t, base, req{cookie: c, origin: base}); code != http.StatusOK {
+	for _, c := range []*login{second, third} {
+		if code := status(t, base, req{login: c, origin: base}); code != http.StatusOK {
 			t.Errorf("recent login refused: %d", code)
 		}
 	}
 	mu.Lock()
 	now = now.Add(time.Hour + time.Second)
 	mu.Unlock()
-	if code := status(t, base, req{cookie: third, origin: base}); code != http.StatusUnauthorized {
+	if code := status(t, base, req{login: third, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("expired login accepted: %d", code)
 	}
 }
@@ -269,15 +318,15 @@ func TestLoginExpiresAndIsBounded(t *testing.T) {
 func TestTokenNeverLogged(t *testing.T) {
 	base, logs := startRelay(t, testToken, fleetpage.Config{})
 	c := loginCookie(t, base)
-	status(t, base, req{cookie: c, origin: base})
+	status(t, base, req{login: c, origin: base})
 	status(t, base, req{path: "/stream?live=0&access_token=" + testToken})
 	do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `x"}`, origin: base})
-	do(t, base, req{method: http.MethodPost, path: "/app/logout", cookie: c, origin: base})
+	do(t, base, req{method: http.MethodPost, path: "/app/logout", login: c, origin: base})
 	out := logs.String()
 	if !strings.Contains(out, "fleet page login") {
 		t.Fatalf("the log holds no login line (is debug logging on?):\n%s", out)
 	}
-	for _, secret := range []string{testToken, c.Value} {
+	for _, secret := range []string{testToken, c.cookie.Value, c.secret} {
 		if strings.Contains(out, secret) {
 			t.Errorf("a secret reached the log:\n%s", out)
 		}
@@ -310,16 +359,23 @@ func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
 	first, _ := startRelay(t, testToken, cfg)
 	c := loginCookie(t, first)
 	again, _ := startRelay(t, testToken, cfg)
-	if code := status(t, again, req{cookie: c, origin: again}); code != http.StatusOK {
+	// A browser keeps one cookie per host: the restarted relay, on another
+	// port here, is handed it under its own name.
+	moved := func(l *login, base string) *login {
+		k := *l.cookie
+		k.Name = cookieName(base)
+		return &login{cookie: &k, secret: l.secret}
+	}
+	if code := status(t, again, req{login: moved(c, again), origin: again}); code != http.StatusOK {
 		t.Errorf("a relay restarted with the same token refused the login: %d", code)
 	}
 	other, _ := startRelay(t, testToken+"-rotated", cfg)
-	if code := status(t, other, req{cookie: c, origin: other}); code != http.StatusUnauthorized {
+	if code := status(t, other, req{login: moved(c, other), origin: other}); code != http.StatusUnauthorized {
 		t.Errorf("a relay with a new token admitted the old login: %d", code)
 	}
-	tampered := *c
-	tampered.Value = c.Value[:len(c.Value)-2] + "AA"
-	if code := status(t, again, req{cookie: &tampered, origin: again}); code != http.StatusUnauthorized {
+	tampered := moved(c, again)
+	tampered.cookie.Value = c.cookie.Value[:len(c.cookie.Value)-2] + "AA"
+	if code := status(t, again, req{login: tampered, origin: again}); code != http.StatusUnauthorized {
 		t.Errorf("a tampered cookie: %d", code)
 	}
 }
@@ -335,27 +391,32 @@ func TestLogoutOutlivesRestart(t *testing.T) {
 		t.Fatalf("logins file: %v %v, want mode 0600", st, err)
 	}
 	again, _ := startRelay(t, testToken, cfg)
-	if code := status(t, again, req{cookie: a, origin: again}); code != http.StatusOK {
+	moved := func(l *login, base string) *login {
+		k := *l.cookie
+		k.Name = cookieName(base)
+		return &login{cookie: &k, secret: l.secret}
+	}
+	if code := status(t, again, req{login: moved(a, again), origin: again}); code != http.StatusOK {
 		t.Fatalf("a login after a restart: %d, want 200", code)
 	}
-	if code := status(t, again, req{method: http.MethodPost, path: "/app/logout", cookie: a, origin: again}); code != http.StatusOK {
+	if code := status(t, again, req{method: http.MethodPost, path: "/app/logout", login: moved(a, again), origin: again}); code != http.StatusOK {
 		t.Fatalf("logout: %d", code)
 	}
-	if code := status(t, again, req{cookie: b, origin: again}); code != http.StatusUnauthorized {
+	if code := status(t, again, req{login: moved(b, again), origin: again}); code != http.StatusUnauthorized {
 		t.Errorf("another browser's login after logout: %d, want 401 (logout ends every login)", code)
 	}
 	restarted, _ := startRelay(t, testToken, cfg)
-	for name, c := range map[string]*http.Cookie{"logged out": a, "other": b} {
-		if code := status(t, restarted, req{cookie: c, origin: restarted}); code != http.StatusUnauthorized {
+	for name, c := range map[string]*login{"logged out": a, "other": b} {
+		if code := status(t, restarted, req{login: moved(c, restarted), origin: restarted}); code != http.StatusUnauthorized {
 			t.Errorf("the %s cookie after logout and restart: %d, want 401", name, code)
 		}
 	}
 	c := loginCookie(t, restarted)
-	if code := status(t, restarted, req{cookie: c, origin: restarted}); code != http.StatusOK {
+	if code := status(t, restarted, req{login: c, origin: restarted}); code != http.StatusOK {
 		t.Errorf("a fresh login after the restart: %d", code)
 	}
 	volatile, _ := startRelay(t, testToken, fleetpage.Config{})
-	if code := status(t, volatile, req{cookie: c, origin: volatile}); code != http.StatusUnauthorized {
+	if code := status(t, volatile, req{login: moved(c, volatile), origin: volatile}); code != http.StatusUnauthorized {
 		t.Errorf("a relay without a logins file took a login from another run: %d", code)
 	}
 }
@@ -372,7 +433,7 @@ func TestCookieSecureBehindTLSProxy(t *testing.T) {
 			origin: base, site: "same-origin", header: map[string]string{"X-Forwarded-Proto": tc.proto}})
 		var got *http.Cookie
 		for _, c := range res.Cookies() {
-			if c.Name == fleetpage.CookieName {
+			if c.Name == cookieName(base) {
 				got = c
 			}
 		}

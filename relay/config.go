@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
@@ -58,6 +59,16 @@ const (
 	DefaultDrainTimeout = 5 * time.Second
 	// DefaultHelloTimeout bounds the wait for a socket's first frame.
 	DefaultHelloTimeout = 10 * time.Second
+	// DefaultMaxConnections caps the streams and sockets open at once,
+	// emitters' included; past it a new one is refused with 503
+	// [AEP_MAX_CONNECTIONS].
+	DefaultMaxConnections = 256
+	// DefaultTokenPoll paces re-reading Config.TokenSource and the page's
+	// login key: a replaced token or key ends what the old one admitted
+	// within about this long.
+	DefaultTokenPoll = 500 * time.Millisecond
+	// connRetryAfter is the Retry-After a refused connection is given.
+	connRetryAfter = 5
 	// wsIngestBytes bounds the events one socket has read but the store
 	// has not yet taken; wsMaxIngestBatch caps one hand-over.
 	wsIngestBytes    = 4 << 20
@@ -172,6 +183,20 @@ type Config struct {
 	DrainTimeout time.Duration
 	// HelloTimeout bounds the wait for a socket's hello.
 	HelloTimeout time.Duration
+	// MaxConnections caps the streams and sockets open at once.
+	MaxConnections int
+	// TokenSource, when set, is read every TokenPoll while the relay
+	// serves (a token file): a new token replaces Token, and every stream
+	// and socket the old one admitted ends at once, the page's logins and
+	// theirs with it. An empty or failing read keeps the token in force
+	// (logged): a relay never turns watch-only while it runs.
+	TokenSource func() (string, error)
+	// TokenPoll paces TokenSource and the page's Rekey.
+	TokenPoll time.Duration
+	// Credentials ties every stream and socket to the credential that
+	// admitted it (the token, a page login); nil means the page's
+	// registry, or a new one without a page.
+	Credentials *credreg.Registry
 	// AllowedOrigins are extra host patterns (path.Match syntax) whose
 	// browsers may open the socket; same-origin and non-browser clients are
 	// always allowed.
@@ -194,9 +219,18 @@ type Config struct {
 // Page is a web page the relay serves, with its own browser login.
 type Page interface {
 	http.Handler
-	// Admits reports whether r comes from a browser the page logged in,
-	// from the relay's own origin.
-	Admits(r *http.Request) bool
+	// Admit checks whether r comes from a browser the page logged in, from
+	// the relay's own origin, and returns the login's credential. It runs
+	// under the registry's lock (tx). With socket set the login may be
+	// admitted pending its hello: bind is then set, and the socket is
+	// refused unless bind accepts the secret the hello carries.
+	Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, bind func(secret string) bool, ok bool)
+	// Credentials is the registry the page's logins are held in; the relay
+	// shares it.
+	Credentials() *credreg.Registry
+	// Rekey takes the relay's token (a new one ends every login) and
+	// re-reads the page's own key, ending every login when it changed.
+	Rekey(token string) error
 }
 
 // withDefaults returns c with every zero field set to its default, or an
@@ -219,6 +253,8 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "BufferBytes", &c.BufferBytes, DefaultBufferBytes),
+		defaults.Positive(component, "MaxConnections", &c.MaxConnections, DefaultMaxConnections),
+		defaults.Positive(component, "TokenPoll", &c.TokenPoll, DefaultTokenPoll),
 	)
 	if err != nil {
 		return c, err
@@ -230,6 +266,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("relay config: BufferBytes (%d) must hold at least one largest event (MaxBody, %d)", c.BufferBytes, c.MaxBody)
 	}
 	c.Token = httpguard.TrimToken(c.Token)
+	switch {
+	case c.Page != nil && c.Credentials == nil:
+		c.Credentials = c.Page.Credentials()
+	case c.Page != nil && c.Credentials != c.Page.Credentials():
+		return c, errors.New("relay config: the page and the relay must share one credential registry (leave Credentials nil)")
+	case c.Credentials == nil:
+		c.Credentials = &credreg.Registry{}
+	}
 	defaults.Set(&c.Instance, "aep-kimi-relay")
 	defaults.Set(&c.Logger, slog.New(slog.DiscardHandler))
 	return c, nil

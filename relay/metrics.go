@@ -40,6 +40,7 @@ type metrics struct {
 	deliveries  *prometheus.CounterVec
 	drops       *prometheus.CounterVec
 	connections *prometheus.GaugeVec
+	refused     *prometheus.CounterVec
 	subs        prometheus.Gauge
 	commands    *prometheus.CounterVec
 	latency     prometheus.Histogram
@@ -72,6 +73,10 @@ func newMetrics(b Backend) *metrics {
 		Name: "aepkimi_relay_connections",
 		Help: "Open consumer and emitter connections, by binding (ws, sse).",
 	}, []string{"binding"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aepkimi_relay_connections_refused_total",
+		Help: "Streams and sockets refused because the relay already served its limit of them (AEP_MAX_CONNECTIONS), by binding (ws, sse).",
+	}, []string{"binding"})
 	m.subs = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "aepkimi_relay_subscriptions",
 		Help: "Live subscriptions (one per SSE stream, any number per socket).",
@@ -85,7 +90,7 @@ func newMetrics(b Backend) *metrics {
 		Help:    "Ingest to write latency of live deliveries (one sample per write batch).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 	})
-	m.reg.MustRegister(m.ingest, m.deliveries, m.drops, m.connections, m.subs, m.commands, m.latency,
+	m.reg.MustRegister(m.ingest, m.deliveries, m.drops, m.connections, m.refused, m.subs, m.commands, m.latency,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -112,6 +117,8 @@ func newMetrics(b Backend) *metrics {
 	m.dropDisc = m.drops.WithLabelValues(dropDisconnect)
 	m.deliverSSE = m.deliveries.WithLabelValues(bindingSSE)
 	m.deliverWS = m.deliveries.WithLabelValues(bindingWS)
+	m.refused.WithLabelValues(bindingSSE)
+	m.refused.WithLabelValues(bindingWS)
 	for _, binding := range []string{bindingHTTP, bindingWS} {
 		for _, r := range []string{resultBuffered, resultDuplicate, resultLiveOnly, resultRejected} {
 			m.ingest.WithLabelValues(binding, r)

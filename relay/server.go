@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -49,6 +52,12 @@ type Server struct {
 	sockets     sync.WaitGroup // socket handlers: hijacked, so http.Server.Shutdown does not wait for them
 	nSSE        atomic.Int64
 	nWS         atomic.Int64
+	nConns      atomic.Int64 // streams and sockets holding a MaxConnections slot
+	// token is the bearer token in force (Config.Token, then what
+	// TokenSource reads); changed only under the credential registry's lock.
+	token  atomic.Pointer[string]
+	creds  *credreg.Registry
+	tokErr string // the last TokenSource failure logged; the poller's own
 	// remote carries commands to and from other relays on a shared store.
 	remote RemoteRouter
 	// maxEvent is the largest single event taken: MaxBody, or less when the
@@ -70,6 +79,8 @@ func NewServer(cfg Config) (*Server, error) {
 		drainCh: make(chan struct{}),
 	}
 	s.drainCtx, s.stopDrainFn = context.WithCancel(context.Background())
+	s.token.Store(&cfg.Token)
+	s.creds = cfg.Credentials
 	if s.backend == nil {
 		s.backend = NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
 	}
@@ -81,6 +92,10 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 	}
 	s.metrics = newMetrics(s.backend)
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "aepkimi_relay_connections_limit",
+		Help: "The most streams and sockets served at once (AEP_MAX_CONNECTIONS).",
+	}, func() float64 { return float64(cfg.MaxConnections) }))
 	s.control = newControlRouter(cfg.MaxSessions)
 	if rr, ok := s.backend.(RemoteRouter); ok {
 		s.remote = rr
@@ -148,6 +163,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("relay listening", "addr", ln.Addr().String(), "posture", posture,
 		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions,
 		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","))
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchCredentials(wctx) }()
+	defer func() { stopWatch(); <-watched }()
 	hs := httpdrain.NewServer(s.handler)
 	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -204,41 +223,85 @@ func (s *Server) draining() bool {
 	}
 }
 
+// tokenCredential names the bearer token as a credential (ID and group).
+const tokenCredential = "token"
+
 // authenticate checks the bearer token (header, or access_token query for
-// browser clients) and strips access_token from the request so nothing
-// downstream can log or echo it (AEP-0003 §8.1).
+// browser clients) or the page's login, and strips access_token from the
+// request so nothing downstream can log or echo it (AEP-0003 §8.1). What it
+// admits holds a lease on its credential for the request's life: a stream
+// or socket ends when the credential does.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, fromQuery := bearer(r)
 		if fromQuery {
 			r = stripAccessToken(r)
 		}
-		if s.cfg.Token != "" {
-			if tok == "" && s.pageAdmits(r) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			if tok == "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="aep"`)
-				writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
-				return
-			}
-			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
-				writeError(w, http.StatusForbidden, wire.CodeForbidden, "invalid bearer token")
-				return
-			}
+		if s.cfg.Token == "" {
+			next.ServeHTTP(w, r) // watch-only: nothing to hold
+			return
 		}
-		next.ServeHTTP(w, r)
+		var bind func(string) bool
+		status := http.StatusUnauthorized
+		lease, ok := s.creds.Admit(func(tx *credreg.Tx) (credreg.Credential, bool) {
+			if tok != "" {
+				if subtle.ConstantTimeCompare([]byte(tok), []byte(*s.token.Load())) != 1 {
+					status = http.StatusForbidden
+					return credreg.Credential{}, false
+				}
+				return credreg.Credential{ID: tokenCredential, Group: tokenCredential}, true
+			}
+			if s.cfg.Page == nil || (r.URL.Path != "/stream" && r.URL.Path != "/socket") {
+				return credreg.Credential{}, false // the cookie opens only the consuming bindings
+			}
+			cred, b, ok := s.cfg.Page.Admit(tx, r, r.URL.Path == "/socket")
+			bind = b
+			return cred, ok
+		})
+		switch {
+		case !ok && status == http.StatusForbidden:
+			writeError(w, http.StatusForbidden, wire.CodeForbidden, "invalid bearer token")
+			return
+		case !ok:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aep"`)
+			writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+			return
+		}
+		defer lease.Release()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &admission{lease: lease, bind: bind})))
 	})
 }
 
-// pageAdmits reports whether r is a logged-in browser of the relay's page
-// on one of the two consuming bindings, the only endpoints its cookie opens.
-func (s *Server) pageAdmits(r *http.Request) bool {
-	if s.cfg.Page == nil || (r.URL.Path != "/stream" && r.URL.Path != "/socket") {
-		return false
+type admissionKey struct{}
+
+// admission is what authenticate admitted a request with. The nil
+// admission is a watch-only relay's: nothing ends it.
+type admission struct {
+	lease *credreg.Lease
+	// bind, when set, must accept the secret a socket's hello carries
+	// (a page login whose upgrade could not present it).
+	bind func(secret string) bool
+}
+
+func admissionOf(r *http.Request) *admission {
+	a, _ := r.Context().Value(admissionKey{}).(*admission)
+	return a
+}
+
+// done is closed when the credential ends; nil (never) without one.
+func (a *admission) done() <-chan struct{} {
+	if a == nil {
+		return nil
 	}
-	return s.cfg.Page.Admits(r)
+	return a.lease.Done()
+}
+
+// ended says why the credential ended, or "" while it stands.
+func (a *admission) ended() string {
+	if a == nil {
+		return ""
+	}
+	return a.lease.Reason()
 }
 
 // authorized reports whether r carries the token (always true without one).
@@ -247,7 +310,81 @@ func (s *Server) authorized(r *http.Request) bool {
 		return true
 	}
 	tok, _ := bearer(r)
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(*s.token.Load())) == 1
+}
+
+// watchCredentials polls the token source and the page's key until ctx
+// ends (see Config.TokenSource).
+func (s *Server) watchCredentials(ctx context.Context) {
+	if s.cfg.Token == "" || (s.cfg.TokenSource == nil && s.cfg.Page == nil) {
+		return
+	}
+	t := time.NewTicker(s.cfg.TokenPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.pollCredentials()
+		}
+	}
+}
+
+func (s *Server) pollCredentials() {
+	tok := *s.token.Load()
+	if src := s.cfg.TokenSource; src != nil {
+		next, err := src()
+		next = httpguard.TrimToken(next)
+		problem := ""
+		switch {
+		case err != nil:
+			problem = err.Error()
+		case next == "":
+			problem = "the token source is empty"
+		case next != tok:
+			s.setToken(next)
+			tok = next
+		}
+		if problem != s.tokErr && problem != "" {
+			s.log.Warn("relay token not re-read; the token in force stays", "err", problem)
+		}
+		s.tokErr = problem
+	}
+	if s.cfg.Page != nil {
+		if err := s.cfg.Page.Rekey(tok); err != nil {
+			s.log.Warn("fleet page login key not re-read", "err", err)
+		}
+	}
+}
+
+// setToken puts tok in force and ends every connection the old token
+// admitted.
+func (s *Server) setToken(tok string) {
+	n := 0
+	s.creds.Update(func(tx *credreg.Tx) {
+		s.token.Store(&tok)
+		n = tx.End(credreg.ReasonTokenChanged, credreg.InGroup(tokenCredential))
+	})
+	s.log.Info("relay token replaced: the connections the old one admitted are closed", "connections", n)
+}
+
+// takeConn holds one of the MaxConnections slots for a stream or socket,
+// or answers 503 and counts the refusal.
+func (s *Server) takeConn(w http.ResponseWriter, binding string) (release func(), ok bool) {
+	for {
+		n := s.nConns.Load()
+		if n >= int64(s.cfg.MaxConnections) {
+			s.metrics.refused.WithLabelValues(binding).Inc()
+			w.Header().Set("Retry-After", strconv.Itoa(connRetryAfter))
+			writeError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded,
+				fmt.Sprintf("this relay already serves %d streams and sockets, its limit (AEP_MAX_CONNECTIONS); try again later", s.cfg.MaxConnections))
+			return nil, false
+		}
+		if s.nConns.CompareAndSwap(n, n+1) {
+			return func() { s.nConns.Add(-1) }, true
+		}
+	}
 }
 
 func bearer(r *http.Request) (token string, fromQuery bool) {

@@ -21,6 +21,7 @@ const sseBatch = 1024
 var (
 	errDraining = errors.New("relay draining")
 	errOverflow = errors.New("consumer too slow")
+	errRevoked  = errors.New("credential ended")
 )
 
 // streamParams is a parsed subscription request, shared by SSE and the
@@ -40,6 +41,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
+	release, ok := s.takeConn(w, bindingSSE)
+	if !ok {
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	var p streamParams
 	var err error
@@ -108,7 +114,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context()}
+	adm := admissionOf(r)
+	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context(), revoked: adm.done()}
 	if err := sw.run(live); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// A write stalled past WriteTimeout: the consumer is cut off
@@ -120,6 +127,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			_, _ = out.WriteString(": shutting-down\n\n")
 		case errors.Is(err, errOverflow):
 			_, _ = out.WriteString(": slow-consumer: stream ended so nothing at notice or above is lost; resume from the last id\n\n")
+		case errors.Is(err, errRevoked):
+			_, _ = out.WriteString(": " + adm.ended() + "\n\n")
 		}
 		_ = out.Flush()
 	}
@@ -148,6 +157,7 @@ type sseWriter struct {
 	out     *bufio.Writer
 	sub     *subscription
 	ctx     context.Context
+	revoked <-chan struct{} // closed when the credential that admitted the stream ends
 	scratch []byte
 }
 
@@ -204,6 +214,8 @@ func (sw *sseWriter) run(live bool) error {
 			return errOverflow
 		case <-s.drainCh:
 			return errDraining
+		case <-sw.revoked:
+			return errRevoked
 		case <-sw.ctx.Done():
 			return sw.ctx.Err()
 		}
@@ -225,6 +237,8 @@ func (sw *sseWriter) replay(r Replay) error {
 				return errDraining
 			case <-sw.sub.q.over:
 				return errOverflow
+			case <-sw.revoked:
+				return errRevoked
 			default:
 			}
 		}

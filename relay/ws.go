@@ -37,6 +37,7 @@ type wsConn struct {
 	q      *outQueue
 	ctx    context.Context
 	cancel context.CancelFunc
+	adm    *admission // what admitted the socket; nil on a watch-only relay
 
 	// Set by the hello, before anything else can see the socket.
 	role       string
@@ -71,6 +72,11 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUpgradeRequired, "upgrade-required", "GET /socket is the WebSocket binding; use /stream for SSE")
 		return
 	}
+	release, ok := s.takeConn(w, bindingWS)
+	if !ok {
+		return
+	}
+	defer release()
 	cw := &corkWriter{ResponseWriter: w}
 	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
 	if err != nil || cw.conn == nil {
@@ -86,6 +92,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 		q:      newOutQueue(s.cfg.QueueSize, s.metrics),
 		ctx:    ctx,
 		cancel: cancel,
+		adm:    admissionOf(r),
 		cork:   cw.conn,
 		claims: make(map[string]uint64),
 		subs:   make(map[string]*subscription),
@@ -175,6 +182,12 @@ func (c *wsConn) hello() bool {
 	s := c.srv
 	hctx, cancel := context.WithTimeout(c.ctx, s.cfg.HelloTimeout)
 	stop := context.AfterFunc(s.drainCtx, cancel)
+	if c.adm != nil {
+		// A credential ending before the hello cuts the socket: it has
+		// been sent nothing yet.
+		stopRevoked := c.adm.lease.AfterEnd(cancel)
+		defer stopRevoked()
+	}
 	typ, data, err := c.c.Read(hctx)
 	stop()
 	cancel()
@@ -194,6 +207,11 @@ func (c *wsConn) hello() bool {
 	if !h.Offers(aep.Version) {
 		c.fatal(&wire.Error{Code: wire.CodeVersion, Versions: []string{aep.Version},
 			Detail: fmt.Sprintf("no common version: this relay speaks %s", aep.Version)}, websocket.StatusPolicyViolation)
+		return false
+	}
+	if c.adm != nil && c.adm.bind != nil && (h.Auth == nil || !c.adm.bind(h.Auth.Login)) {
+		c.fatal(&wire.Error{Code: wire.CodeUnauthorized,
+			Detail: "this browser's login cookie came without its login: the page's hello carries it (reload the page, or open the login URL again)"}, websocket.StatusPolicyViolation)
 		return false
 	}
 	c.role, c.agent, c.instance = h.Role, h.Identity.Agent, h.Identity.Instance
@@ -240,6 +258,9 @@ func (c *wsConn) reader() {
 // frame dispatches one text frame: an event when its type has a dot, a
 // frame otherwise; unknown frame types are ignored (AEP-0003 §2).
 func (c *wsConn) frame(data []byte) {
+	if c.adm.ended() != "" {
+		return // the credential ended: the writer is closing the socket
+	}
 	f, err := wire.Parse(data)
 	if err != nil {
 		c.sendError(&wire.Error{Code: wire.CodeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
@@ -326,6 +347,13 @@ func (c *wsConn) ingester() {
 		items, ok := c.ingest.take(wsMaxIngestBatch)
 		if !ok {
 			return
+		}
+		if c.adm.ended() != "" {
+			// Read before the credential ended, acted on after: a
+			// command or event from a credential that no longer stands
+			// goes nowhere.
+			c.ingest.done(items)
+			continue
 		}
 		if fn := items[0].fn; fn != nil {
 			fn()
@@ -458,6 +486,9 @@ func (c *wsConn) writer() {
 			case errors.Is(err, errOverflow):
 				c.closeWith("slow-consumer", websocket.StatusTryAgainLater)
 				return
+			case errors.Is(err, errRevoked):
+				c.closeWith(c.adm.ended(), websocket.StatusPolicyViolation)
+				return
 			case errors.Is(err, errClosing):
 				return
 			default:
@@ -469,6 +500,9 @@ func (c *wsConn) writer() {
 			return
 		case <-s.drainCh:
 			c.closeWith("shutting-down", websocket.StatusGoingAway)
+			return
+		case <-c.adm.done():
+			c.closeWith(c.adm.ended(), websocket.StatusPolicyViolation)
 			return
 		case <-c.ctx.Done():
 			return
@@ -530,6 +564,9 @@ func (c *wsConn) write(b []byte) error {
 }
 
 func (c *wsConn) handle(it outItem) error {
+	if c.adm.ended() != "" {
+		return errRevoked // nothing more goes out once the credential ends
+	}
 	switch {
 	case it.replay != nil:
 		return c.replay(it.sub, it.replay)
@@ -583,6 +620,8 @@ func (c *wsConn) replay(sub *subscription, r Replay) error {
 				return errDraining
 			case <-c.q.over:
 				return errOverflow
+			case <-c.adm.done():
+				return errRevoked
 			default:
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
@@ -12,9 +14,18 @@ import (
 )
 
 // withPage gives the relay its fleet page, logging in with the relay's token
-// and keeping its login generation under home.
-func withPage(cfg *relay.Config, home string) error {
-	p, err := fleetpage.New(fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)})
+// and keeping its login generation under home. AEP_LOGIN_TTL sets how long
+// a browser login lasts.
+func withPage(cfg *relay.Config, home string, getenv func(string) string) error {
+	pcfg := fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)}
+	if v := strings.TrimSpace(getenv("AEP_LOGIN_TTL")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("AEP_LOGIN_TTL=%q is not a duration of a second or more (e.g. 12h, 30m)", v)
+		}
+		pcfg.SessionTTL = d
+	}
+	p, err := fleetpage.New(pcfg)
 	if err != nil {
 		return err
 	}

@@ -11,18 +11,20 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // relayCommand is `aep-kimi relay`: the collector/relay daemon. Flags win
 // over the reference relay's environment (AEP_PORT, AEP_TOKEN, AEP_BUFFER,
 // AEP_BUFFER_BYTES, AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH,
-// AEP_MAX_FROM) and ours (AEP_TOKEN_FILE, AEP_PUBLIC, AEP_ALLOWED_HOSTS).
+// AEP_MAX_FROM) and ours (AEP_TOKEN_FILE, AEP_PUBLIC, AEP_ALLOWED_HOSTS,
+// AEP_MAX_CONNECTIONS, AEP_LOGIN_TTL).
 func relayCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "relay",
 		Summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
-		Forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N]\n" +
+		Forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N] [--max-connections N]\n" +
 			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]"},
 		About: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
 			"AEP_TOKEN or AEP_TOKEN_FILE enables auth and control routing.\n\n" +
@@ -32,7 +34,7 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"reaches the session's claimant through the relay it is connected to.\n\n" +
 			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.",
 		Env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
-			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
+			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_MAX_CONNECTIONS", "AEP_LOGIN_TTL", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
 			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "GOMEMLIMIT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
@@ -41,6 +43,7 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
 			fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
 			fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
+			fs.IntVar(&o.maxConns, "max-connections", 0, fmt.Sprintf("most streams and sockets served at once, emitters' included; more are refused with 503 (env AEP_MAX_CONNECTIONS, default %d)", relay.DefaultMaxConnections))
 			allowedHostsFlag(fs, &o.hostList, getenv)
 			fs.StringVar(&o.store.home, "home", aepHome(getenv),
 				"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
@@ -56,6 +59,7 @@ type relayOptions struct {
 	listen, tokenFile, hostList string
 	public, verbose             bool
 	bufferBytes                 int64
+	maxConns                    int
 	store                       storeOptions
 }
 
@@ -65,6 +69,12 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 	cfg, err := relayConfigFromEnv(getenv)
 	if err == nil {
 		cfg.Token, err = serverToken(getenv, o.tokenFile)
+	}
+	if err == nil && cfg.Token != "" && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" {
+		// The token came from its file: a replaced file replaces it, and
+		// ends what the old one opened.
+		file := o.tokenFile
+		cfg.TokenSource = func() (string, error) { return tokenfile.Read(file, true) }
 	}
 	if err == nil {
 		cfg.AllowedHosts, err = parseAllowedHosts(o.hostList)
@@ -85,6 +95,9 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 	if o.bufferBytes > 0 {
 		cfg.BufferBytes = o.bufferBytes
 	}
+	if o.maxConns != 0 {
+		cfg.MaxConnections = o.maxConns
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = relay.DefaultListen
 	}
@@ -97,7 +110,7 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
-	if err := withPage(&cfg, st.home); err != nil {
+	if err := withPage(&cfg, st.home, getenv); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
@@ -136,6 +149,7 @@ func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
 		{"AEP_MAX_SESSIONS", &cfg.MaxSessions},
 		{"AEP_MAX_BATCH", &cfg.MaxBatch},
 		{"AEP_MAX_FROM", &cfg.MaxFrom},
+		{"AEP_MAX_CONNECTIONS", &cfg.MaxConnections},
 	}); err != nil {
 		return cfg, err
 	}

@@ -111,7 +111,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
 		return usageError{err}
 	}
-	if err := withPage(&rcfg, o.home); err != nil {
+	if err := withPage(&rcfg, o.home, getenv); err != nil {
 		return usageError{err}
 	}
 	o.store.home = o.home

@@ -65,6 +65,44 @@ function notice(text) {
 
 // --- login ------------------------------------------------------------------
 
+// The login's bound secret lives in this tab's session storage, which is
+// this origin's alone (another port's page cannot read it): the cookie
+// without it opens nothing. A reload keeps it; a new tab logs in again.
+const LOGIN_KEY = 'aep-fleet-login';
+const LOGIN_HEADER = 'AEP-Login';
+// Closing reasons that mean this browser's login ended.
+const LOGIN_ENDED = new Set(['logged-out', 'login-expired', 'login-key-rotated', 'token-changed', 'login-evicted']);
+
+function loginSecret() {
+  try {
+    return sessionStorage.getItem(LOGIN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+function setLoginSecret(v) {
+  try {
+    if (v) sessionStorage.setItem(LOGIN_KEY, v);
+    else sessionStorage.removeItem(LOGIN_KEY);
+  } catch {
+    // storage refused: the login lasts as long as this page
+  }
+}
+
+// authed is fetch's options for a request to the page's own origin that
+// presents the login.
+function authed(opts = {}) {
+  const s = loginSecret();
+  return { ...opts, credentials: 'same-origin', headers: { ...(opts.headers || {}), ...(s ? { [LOGIN_HEADER]: s } : {}) } };
+}
+
+async function authState() {
+  const r = await fetch('/app/auth', authed());
+  if (!r.ok) return null;
+  return r.json();
+}
+
 async function login() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
   if (m) {
@@ -74,24 +112,35 @@ async function login() {
     const r = await fetch('/app/login', {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }), credentials: 'same-origin',
     });
+    const body = await r.json().catch(() => ({}));
     if (!r.ok) {
-      const body = await r.json().catch(() => ({}));
-      return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${body.detail || 'the token in the URL is not this relay\'s'}. Run aep-kimi open for a fresh URL.` };
+      const why = r.status === 429 ? 'Too many login attempts: wait a little and open the URL again.'
+        : `${body.detail || 'the token in the URL is not this relay\'s'}. Run aep-kimi open for a fresh URL.`;
+      return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${why}` };
     }
+    setLoginSecret(body.login);
   }
-  const r = await fetch('/app/auth', { credentials: 'same-origin' });
-  if (!r.ok) return { ok: false, why: `The relay did not answer the login check (${r.status}).` };
-  const a = await r.json();
+  const a = await authState();
+  if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
   if (a.required && !a.logged_in) {
-    return { ok: false, why: 'Not connected: this relay needs its token and this browser is not logged in. Open the URL that aep-kimi up or aep-kimi open prints (it carries the token after #, which never reaches a server).' };
+    setLoginSecret('');
+    return { ok: false, why: 'Not connected: this relay needs its token and this tab is not logged in. Open the URL that aep-kimi up or aep-kimi open prints (it carries the token after #, which never reaches a server).' };
   }
   if (!a.required) $('relay-note').textContent = 'watch-only relay (no token): answers are refused';
   return { ok: true };
 }
 
 async function logout() {
-  await fetch('/app/logout', { method: 'POST', credentials: 'same-origin' });
+  await fetch('/app/logout', authed({ method: 'POST' }));
+  setLoginSecret('');
+  loggedOut('Logged out. Open the URL that aep-kimi open prints to log in again.');
+}
+
+// loggedOut stops every connection: this tab's login is gone.
+let stopped = false;
+function loggedOut(text) {
+  stopped = true;
   for (const c of conns.values()) {
     const ws = c.sock;
     c.sock = null;
@@ -99,23 +148,27 @@ async function logout() {
     if (ws) ws.close(1000, 'logout');
   }
   setAllConn('login-needed', 'logged out');
-  notice('Logged out. Open the URL that aep-kimi open prints to log in again.');
+  notice(text);
   $('logout').hidden = true;
 }
 
 // --- connection ------------------------------------------------------------
 
 function connect(c) {
+  if (stopped) return;
   setConn(c, c.ever ? 'reconnecting' : 'connecting', c.ever ? 'reconnecting' : 'connecting');
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const ws = new WebSocket(`${proto}//${location.host}${c.base}/socket`);
   c.sock = ws;
   const resumed = c.ever;
   ws.onopen = () => {
-    ws.send(JSON.stringify({
+    const hello = {
       type: 'hello', versions: ['0.1'], role: 'consumer',
       identity: { agent: PAGE_AGENT, instance: `${location.host}/${Math.random().toString(36).slice(2, 10)}` }, capabilities: {},
-    }));
+    };
+    const secret = loginSecret();
+    if (secret) hello.auth = { login: secret };
+    ws.send(JSON.stringify(hello));
   };
   ws.onmessage = (m) => {
     let f;
@@ -139,9 +192,19 @@ function connect(c) {
 
 // probe explains a socket that never opened: a lapsed login reads 401.
 async function probe() {
-  const a = await fetch('/app/auth', { credentials: 'same-origin' }).then((r) => r.json()).catch(() => null);
+  const a = await authState().catch(() => null);
   if (a && a.required && !a.logged_in) {
     notice('Not connected: the login lapsed or was never made. Open the URL that aep-kimi open prints.');
+  }
+}
+
+// loginEnded handles a socket closed because a login ended: this tab's,
+// or, under a dash, a relay's token (the dash's own login may stand).
+async function loginEnded(reason) {
+  const a = await authState().catch(() => null);
+  if (a && a.required && !a.logged_in) {
+    setLoginSecret('');
+    loggedOut(`Logged out (${reason}). Open the URL that aep-kimi open prints to log in again.`);
   }
 }
 
@@ -219,6 +282,7 @@ function frame(c, ws, f, resumed) {
       break;
     case 'closing':
       setConn(c, 'reconnecting', `relay closing (${f.reason || 'shutdown'})`);
+      if (LOGIN_ENDED.has(f.reason)) loginEnded(f.reason);
       break;
     default:
   }
@@ -232,7 +296,7 @@ async function replay(c, filter, each) {
   let q = 'live=0&from=all';
   if (Object.keys(filter).length > 0) q += `&filter=${encodeURIComponent(JSON.stringify(filter))}`;
   try {
-    const r = await fetch(`${c.base}/stream?${q}`, { credentials: 'same-origin' });
+    const r = await fetch(`${c.base}/stream?${q}`, authed());
     if (!r.ok || !r.body) return;
     const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';

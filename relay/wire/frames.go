@@ -61,11 +61,22 @@ type Unknown struct{ Type string }
 
 // Hello opens a socket in each direction (AEP-0003 §4).
 type Hello struct {
+	// Auth carries credentials a browser cannot put in the upgrade's
+	// headers; it is this relay's extension, never sent by the relay.
+	Auth         *HelloAuth   `json:"auth,omitempty"`
 	Capabilities Capabilities `json:"capabilities"`
 	Identity     Identity     `json:"identity"`
 	Role         string       `json:"role,omitempty"`
 	Type         string       `json:"type"`
 	Versions     []string     `json:"versions"`
+}
+
+// HelloAuth is a hello's credentials.
+type HelloAuth struct {
+	// Login is the fleet page login's bound secret: its cookie admitted
+	// the upgrade, the secret proves the page holding it is the one that
+	// logged in.
+	Login string `json:"login,omitempty"`
 }
 
 // Identity names the party behind a socket; Agent is required of emitters.
@@ -279,6 +290,10 @@ func parseHello(data []byte) *Hello {
 		h.Role = String(raw)
 	}
 	_ = json.Unmarshal(m["identity"], &h.Identity)
+	if raw := m["auth"]; len(raw) > 0 && raw[0] == '{' {
+		h.Auth = &HelloAuth{}
+		_ = json.Unmarshal(raw, h.Auth)
+	}
 	var caps map[string]json.RawMessage
 	_ = json.Unmarshal(m["capabilities"], &caps)
 	c := &h.Capabilities
