@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -21,7 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // Who may speak on the stream, and as whom.
@@ -60,7 +57,7 @@ var identityRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // is refused.
 func peerKey(dir string) (nkeys.KeyPair, error) {
 	path := filepath.Join(dir, NATSCredsName)
-	data, err := readSecret(path, false)
+	data, err := tokenfile.ReadSecret(path, false, "NATS credentials")
 	if errors.Is(err, fs.ErrNotExist) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -76,7 +73,7 @@ func peerKey(dir string) (nkeys.KeyPair, error) {
 		return kp, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: NATS credentials: %w", err)
+		return nil, fmt.Errorf("jetstream store: %w", err)
 	}
 	kp, err := nkeys.ParseDecoratedUserNKey(data)
 	if err != nil {
@@ -98,41 +95,13 @@ func seedFile(seed []byte) []byte {
 	return b.Bytes()
 }
 
-// readSecret reads a credentials file that only its owner may read. follow
-// says whether a link at path is read where it points (a file the operator
-// names may live in a secret mount) or refused (the file the relay keeps in
-// its own directory).
-func readSecret(path string, follow bool) ([]byte, error) {
-	open := safefile.OpenFile
-	if follow {
-		open = os.OpenFile
-	}
-	f, err := open(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: safefile.ErrNotRegular}
-	}
-	// Windows reports no such modes (access is by ACL).
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
-	}
-	return io.ReadAll(f)
-}
-
 // credentials reads a credentials file for an external NATS: a NATS creds
 // file (user JWT and seed) or an nkey seed file, such as the one the
 // embedded server generates. The identity is the user's public key.
 func credentials(path string) (nats.Option, string, error) {
-	data, err := readSecret(path, true)
+	data, err := tokenfile.ReadSecret(path, true, "NATS credentials")
 	if err != nil {
-		return nil, "", fmt.Errorf("jetstream store: NATS credentials: %w", err)
+		return nil, "", fmt.Errorf("jetstream store: %w", err)
 	}
 	kp, err := nkeys.ParseDecoratedUserNKey(data)
 	if err != nil {

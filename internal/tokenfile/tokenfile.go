@@ -2,7 +2,8 @@
 // the relay token `aep-kimi up` keeps under the AEP home and the files an
 // operator names (--token-file, AEP_TOKEN_FILE). A token file must not be
 // readable by others; its token is trimmed as every server and client
-// trims it.
+// trims it. Other secrets read the same way (NATS credentials) use
+// ReadSecret.
 package tokenfile
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,27 +29,41 @@ const newTokenBytes = 32
 // names may well be a link into a secret mount) or refused
 // (safefile.ErrLink: the files aep-kimi keeps in its home).
 func Read(path string, follow bool) (string, error) {
+	b, err := ReadSecret(path, follow, "token file")
+	if err != nil {
+		return "", err
+	}
+	return httpguard.TrimToken(string(b)), nil
+}
+
+// ReadSecret reads a file holding a secret (what, in errors: "token
+// file"), which must not be readable by others, as Read does, and returns
+// its bytes unchanged.
+func ReadSecret(path string, follow bool, what string) ([]byte, error) {
 	open := safefile.OpenFile
 	if follow {
 		open = os.OpenFile
 	}
 	f, err := open(path, os.O_RDONLY, 0)
 	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", what, &fs.PathError{Op: "open", Path: path, Err: safefile.ErrNotRegular})
 	}
 	if othersMayRead(st) {
-		return "", fmt.Errorf("token file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
+		return nil, fmt.Errorf("%s %s is readable by others (mode %v): chmod 600 it", what, path, st.Mode().Perm())
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return httpguard.TrimToken(string(b)), nil
+	return b, nil
 }
 
 // ReadHome reads a token aep-kimi keeps under its home, never through a
