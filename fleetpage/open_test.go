@@ -45,7 +45,11 @@ func TestWriteLoginFile(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, plant := range map[string]func(string, string) error{"symlink": os.Symlink, "hard link": os.Link} {
+	for _, c := range []struct {
+		name  string
+		plant func(string, string) error
+	}{{"hard link", os.Link}, {"symlink", os.Symlink}} {
+		name, plant := c.name, c.plant
 		os.Remove(path)
 		if err := plant(victim, path); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -236,5 +237,137 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 	tty := startBannered(t, cleanEnv(home), true, "aep-kimi tail", args...)
 	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.out.String()) {
 		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.out.String())
+	}
+}
+
+// `export --token-file F` follows a token-protected relay with the token
+// kept in a private file (one readable by others is refused, exit 2 with
+// one line); `--token T`, which puts the token on the command line where
+// every local user can read it, still works but warns.
+func TestE2EExportTokenFile(t *testing.T) {
+	binaries(t)
+	const token = "export-relay-token-0123456789abcdef"
+	rport := freePort(t)
+	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
+	home := t.TempDir()
+	startDaemon(t, relayURL, cleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	postBatch(t, relayURL, token, [][]byte{jsEvent(t, "tf", 0)})
+
+	tokenFile := filepath.Join(t.TempDir(), "relay.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	follow := func(auth ...string) (stderr string, delivered bool) {
+		t.Helper()
+		var mu sync.Mutex
+		n := 0
+		sink := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		args := append([]string{"export", "ce", "--relay", relayURL, "--sink", sink, "--state", "none"}, auth...)
+		e := startBannered(t, cleanEnv(home), false, "", args...)
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			got := n
+			mu.Unlock()
+			if got > 0 {
+				return e.err.String(), true
+			}
+			select {
+			case <-e.done:
+				return e.err.String(), false
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		return e.err.String(), false
+	}
+	if stderr, ok := follow("--token-file", tokenFile); !ok || strings.Contains(stderr, "warning") {
+		t.Errorf("--token-file: delivered %v; stderr:\n%s", ok, stderr)
+	}
+	if stderr, ok := follow("--token", token); !ok || !strings.Contains(stderr, "--token puts the relay token on the command line") {
+		t.Errorf("--token: delivered %v, want a delivery and a warning; stderr:\n%s", ok, stderr)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msg := runRefused(t, cleanEnv(home), "export", "ce", "--relay", relayURL, "--sink", "http://127.0.0.1:9", "--token-file", tokenFile); !strings.Contains(msg, "readable by others") {
+		t.Errorf("a world-readable --token-file: %s", msg)
+	}
+}
+
+// `aep-kimi open` replaces $AEP_HOME/open.html whole: a symbolic or hard
+// link planted at its path is replaced, never written through (the page
+// holds the token), and a reader racing repeated runs sees the old page or
+// the new one, never a torn or empty file.
+func TestE2EOpenFileReplacedAtomically(t *testing.T) {
+	bin := binaries(t)
+	const token = "open-relay-token-0123456789abcdef"
+	home := homeWithToken(t, token)
+	noOpener := t.TempDir() // PATH without xdg-open or open
+	env := append(cleanEnv(home), "PATH="+noOpener)
+	open := func() {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "aep-kimi"), "open", "--relay", "http://127.0.0.1:9", "--home", home)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("aep-kimi open: %v\n%s", err, out)
+		}
+	}
+	path := filepath.Join(home, fleetpage.OpenFileName)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		plant func(string, string) error
+	}{{"hard link", os.Link}, {"symlink", os.Symlink}} {
+		name, plant := c.name, c.plant
+		os.Remove(path)
+		if err := plant(victim, path); err != nil {
+			t.Fatal(err)
+		}
+		open()
+		if b, _ := os.ReadFile(victim); string(b) != "keep" {
+			t.Errorf("%s: open wrote through it: the target now holds %q", name, b)
+		}
+		if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %s is not a fresh private file: %v %v", name, path, st, err)
+		}
+	}
+
+	var stop sync.WaitGroup
+	done := make(chan struct{})
+	torn := make(chan string, 1)
+	stop.Add(1)
+	go func() {
+		defer stop.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(string(b), "</a>\n") {
+				select {
+				case torn <- string(b):
+				default:
+				}
+			}
+		}
+	}()
+	for range 40 {
+		open()
+	}
+	close(done)
+	stop.Wait()
+	select {
+	case b := <-torn:
+		t.Errorf("a reader saw a partial open.html: %q", b)
+	default:
 	}
 }
