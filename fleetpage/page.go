@@ -564,13 +564,23 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "no randomness for a session id")
 		return
 	}
-	exp := p.cfg.Now().Add(p.cfg.SessionTTL).Truncate(time.Second)
+	now := p.cfg.Now()
+	exp := now.Add(p.cfg.SessionTTL).Truncate(time.Second)
 	var cookie, secret string
 	p.reg.Update(func(tx *credreg.Tx) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(p.token)) != 1 {
 			return
+		}
+		// A browser already logged in (another tab) keeps its login: a
+		// new cookie would leave the other tab's secret bound to none.
+		if c, err := r.Cookie(CookieName(r.Host)); err == nil {
+			if held, hexp, ok := p.openLocked(c.Value); ok && now.Before(hexp) {
+				if _, gone := p.ended[held]; !gone {
+					id, exp = []byte(held), hexp
+				}
+			}
 		}
 		p.rememberLocked(tx, string(id), exp)
 		cookie, secret = p.sealLocked(id, exp), p.bindingLocked(string(id))
@@ -581,7 +591,7 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName(r.Host), Value: cookie, Path: "/", Expires: exp, MaxAge: int(p.cfg.SessionTTL / time.Second),
+		Name: CookieName(r.Host), Value: cookie, Path: "/", Expires: exp, MaxAge: int(exp.Sub(now) / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
@@ -592,6 +602,10 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 // ending the one closest to expiry and its connections. p.mu and the
 // registry's lock (tx) are held.
 func (p *Page) rememberLocked(tx *credreg.Tx, id string, exp time.Time) {
+	if _, held := p.logins[id]; held {
+		p.logins[id] = exp
+		return
+	}
 	now := p.cfg.Now()
 	for _, m := range []map[string]time.Time{p.logins, p.ended} {
 		for k, e := range m {

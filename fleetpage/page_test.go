@@ -227,6 +227,32 @@ func TestCookieOnlySameOrigin(t *testing.T) {
 	}
 }
 
+// A browser that logs in again (another tab, with the login URL) keeps its
+// login: the first tab's secret still opens the stream.
+func TestLoginAgainKeepsTheLogin(t *testing.T) {
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	first := loginCookie(t, base)
+	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: base, cookie: first.cookie})
+	var body struct{ Login string }
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	if res.StatusCode != http.StatusOK || body.Login != first.secret {
+		t.Errorf("a second login with the cookie: %d, secret kept %v", res.StatusCode, body.Login == first.secret)
+	}
+	for _, c := range res.Cookies() {
+		if c.Value != first.cookie.Value {
+			t.Error("a second login replaced the browser's cookie")
+		}
+	}
+	if code := status(t, base, req{login: first, origin: base}); code != http.StatusOK {
+		t.Errorf("the first tab after the second login: %d", code)
+	}
+	// A wrong token with the cookie is still refused, and the cookie alone
+	// logs nothing in.
+	if code := status(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"nope"}`, origin: base, cookie: first.cookie}); code != http.StatusForbidden {
+		t.Errorf("a wrong token with a live cookie: %d, want 403", code)
+	}
+}
+
 func TestLoginRefusals(t *testing.T) {
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	cases := []struct {

@@ -161,7 +161,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		posture = "authenticated: bearer token required, control routing on"
 	}
 	s.log.Info("relay listening", "addr", ln.Addr().String(), "posture", posture,
-		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions,
+		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions, "max_connections", s.cfg.MaxConnections,
 		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","))
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})

@@ -145,4 +145,13 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 		chromedp.Poll(`document.getElementById('conn').dataset.conn === 'login-needed'`, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Errorf("a new tab without the login URL: %v, want login-needed", err)
 	}
+	// Logging in there keeps the browser's login: the first tab stays in.
+	if err := chromedp.Run(tctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token)),
+		chromedp.Poll(pageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Errorf("the new tab's login: %v", err)
+	}
+	b.MustRun("reload the first tab", chromedp.Navigate(base+"/"))
+	if !within(b, pageIsLive, 20*time.Second) {
+		t.Error("a login in a second tab logged the first one out")
+	}
 }
