@@ -15,8 +15,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
-	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // exportCommand converts event streams through an AEP-0005 bridge, one
@@ -169,7 +167,7 @@ func runExportLive(ctx context.Context, mode string, conv export.Converter, l *l
 			return fail("--filter: %v", err)
 		}
 	}
-	token, err := l.relayToken(getenv, io)
+	token, err := commandLineToken(getenv, l.tokenFile, l.token, "export", io)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -193,23 +191,6 @@ func runExportLive(ctx context.Context, mode string, conv export.Converter, l *l
 		return 1
 	}
 	return 0
-}
-
-// relayToken is the token to follow the relay with: --token-file (which
-// must not be readable by others), else --token with a warning (a command
-// line is readable by every local user), else the usual sources.
-func (l *liveFlags) relayToken(getenv func(string) string, io stdio) (string, error) {
-	tok := httpguard.TrimToken(l.token)
-	switch {
-	case l.tokenFile != "" && tok != "":
-		return "", errors.New("--token and --token-file exclude each other")
-	case l.tokenFile != "":
-		return tokenfile.Read(l.tokenFile, true)
-	case tok != "":
-		fmt.Fprintln(io.err, "aep-kimi export: warning: --token puts the relay token on the command line, where every local user can read it; use --token-file")
-		return tok, nil
-	}
-	return relayToken(getenv, getenv("AEP_TOKEN_FILE"))
 }
 
 // headerFlag collects repeated K=V flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -97,4 +100,22 @@ func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, g
 		fmt.Fprintf(io.err, "aep-kimi open: %v: open the file above in a browser\n", err)
 	}
 	return 0
+}
+
+// commandLineToken is the relay token of a command that takes both
+// --token-file and --token: the file (which must not be readable by
+// others), else --token with a warning (a command line is readable by
+// every local user), else AEP_TOKEN, AEP_TOKEN_FILE or $AEP_HOME/token.
+func commandLineToken(getenv func(string) string, file, token, name string, io stdio) (string, error) {
+	tok := httpguard.TrimToken(token)
+	switch {
+	case file != "" && tok != "":
+		return "", errors.New("--token and --token-file exclude each other")
+	case file != "":
+		return tokenfile.Read(file, true)
+	case tok != "":
+		fmt.Fprintf(io.err, "aep-kimi %s: warning: --token puts the relay token on the command line, where every local user can read it; use --token-file\n", name)
+		return tok, nil
+	}
+	return relayToken(getenv, getenv("AEP_TOKEN_FILE"))
 }

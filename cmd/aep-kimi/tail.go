@@ -11,7 +11,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -23,7 +22,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "tail",
 		Summary: "follow a relay's event stream as a terminal timeline",
-		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token T] [--once] [--no-color]"},
+		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token-file F] [--once] [--no-color]"},
 		About: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
 			"Each row: time, agent, session (short id and title), position, type, and what happened\n" +
 			"(the tool and its arguments as far as the capture level carried them, outcomes,\n" +
@@ -40,7 +39,8 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.capture, "capture", "", "capture ceiling: none, metadata, redacted or full")
 			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
 			fs.StringVar(&o.statePath, "state", filepath.Join(aepHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
-			fs.StringVar(&o.token, "token", "", "bearer token (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
+			fs.StringVar(&o.tokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
+			fs.StringVar(&o.token, "token", "", "bearer token: deprecated, a command line is readable by every local user (use --token-file)")
 			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")
 			fs.BoolVar(&o.noColor, "no-color", false, "never colour the output")
 			return func(ctx context.Context, _ []string) int { return runTail(ctx, o, getenv, io) }
@@ -50,20 +50,17 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 
 // tailOptions is `aep-kimi tail`'s flag surface.
 type tailOptions struct {
-	relayURL, filter, capture, from, statePath, token string
-	once, noColor                                     bool
+	relayURL, filter, capture, from, statePath, token, tokenFile string
+	once, noColor                                                bool
 }
 
 // runTail follows the relay until ctx is done (or, with --once, until the
 // replay ends).
 func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io stdio) int {
-	if o.token = httpguard.TrimToken(o.token); o.token == "" {
-		t, err := relayToken(getenv, getenv("AEP_TOKEN_FILE"))
-		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
-			return 2
-		}
-		o.token = t
+	token, err := commandLineToken(getenv, o.tokenFile, o.token, "tail", io)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
+		return 2
 	}
 	if _, err := aep.ParseFilter([]byte(o.filter)); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: --filter: %v\n", err)
@@ -98,7 +95,7 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 		pr.RelayArg = displayURL(o.relayURL)
 	}
 	cfg := consumer.FollowConfig{
-		Tail: client.TailConfig{URL: o.relayURL, Token: o.token, Filter: o.filter, Capture: o.capture,
+		Tail: client.TailConfig{URL: o.relayURL, Token: token, Filter: o.filter, Capture: o.capture,
 			From: fromReq, State: state, Live: !o.once},
 		Printer: pr,
 		Relay:   displayURL(o.relayURL),

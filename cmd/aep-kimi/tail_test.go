@@ -89,6 +89,10 @@ func TestTailTimelineAndResume(t *testing.T) {
 
 func TestTailErrors(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
+	wrong := filepath.Join(t.TempDir(), "wrong.token")
+	if err := os.WriteFile(wrong, []byte("nope"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -98,7 +102,7 @@ func TestTailErrors(t *testing.T) {
 		{"bad filter", []string{"--filter", `{"seq":1}`}, 2, "--filter"},
 		{"bad capture", []string{"--capture", "all"}, 2, "--capture"},
 		{"bad from", []string{"--from", "yesterday"}, 2, "--from"},
-		{"wrong token", []string{"--relay", srv.URL, "--token", "nope", "--once", "--state", "none"}, 1, "403"},
+		{"wrong token", []string{"--relay", srv.URL, "--token-file", wrong, "--once", "--state", "none"}, 1, "403"},
 		{"stray argument", []string{"extra"}, 2, "unexpected argument"},
 	}
 	for _, tc := range cases {
@@ -133,5 +137,35 @@ func TestTailUnreachableSaysSoOnce(t *testing.T) {
 	}
 	if strings.Contains(errb.String(), "sekrit") || strings.Contains(errb.String(), "pw@") {
 		t.Fatalf("credentials echoed: %s", errb.String())
+	}
+}
+
+// tail reads the relay token from --token-file (a file readable by others
+// is refused); --token still works but warns that a command line is
+// readable by every local user.
+func TestTailTokenFile(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: "tail-token-0123456789"})
+	tailPost(t, srv, tailEvent("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`))
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("tail-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--relay", srv.URL, "--from", "all", "--once", "--state", "none"}
+	code, out, errOut := tailRun(t, append(base, "--token-file", file)...)
+	if code != 0 || !strings.Contains(out, "tool.requested") || errOut != "" {
+		t.Fatalf("--token-file: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = tailRun(t, append(base, "--token", "tail-token-0123456789")...)
+	if code != 0 || !strings.Contains(out, "tool.requested") || !strings.Contains(errOut, "warning: --token puts the relay token on the command line") {
+		t.Fatalf("--token: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := tailRun(t, append(base, "--token-file", file)...); code != 2 || !strings.Contains(errOut, "readable by others") {
+		t.Fatalf("a world-readable --token-file: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := tailRun(t, append(base, "--token-file", file, "--token", "x")...); code != 2 || !strings.Contains(errOut, "exclude each other") {
+		t.Fatalf("both: exit %d, stderr %q", code, errOut)
 	}
 }
