@@ -14,7 +14,6 @@ package adapter
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
@@ -196,10 +195,8 @@ type Config struct {
 // error for a missing Home or a negative duration.
 func (c Config) withDefaults() (Config, error) {
 	const component = "adapter config"
-	var err error
-	c.Config, err = c.Config.WithDefaults("adapter")
 	defaults.Set(&c.Listen, DefaultListen)
-	err = errors.Join(err,
+	err := errors.Join(
 		defaults.Positive(component, "ReorderWindow", &c.ReorderWindow, DefaultReorderWindow),
 		defaults.Positive(component, "BodyTimeout", &c.BodyTimeout, DefaultBodyTimeout),
 		defaults.Positive(component, "StaleAfter", &c.StaleAfter, DefaultStaleAfter),
@@ -217,7 +214,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Control.check(),
 	)
 	defaults.Set(&c.Control.OnTimeout, DefaultOnTimeout)
-	return c, err
+	var cerr error
+	c.Config, cerr = c.Config.WithDefaults("adapter")
+	return c, errors.Join(cerr, err)
 }
 
 // check refuses an on-timeout choice the gate cannot apply, and a gate whose
@@ -274,11 +273,3 @@ func gateDeadline(at, arrived time.Time, hold, wait time.Duration) time.Time {
 	}
 	return deadline
 }
-
-// Paths under an AEP home.
-func kimiDir(home string) string   { return filepath.Join(home, "kimi") }
-func logDir(home string) string    { return filepath.Join(home, "logs", mapping.Agent) }
-func tokenPath(home string) string { return filepath.Join(kimiDir(home), "hook.token") }
-
-// TokenPath is where the hook token lives for an AEP home.
-func TokenPath(home string) string { return tokenPath(home) }

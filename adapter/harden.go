@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 )
 
@@ -21,22 +22,15 @@ type hardening struct {
 	lastPrune time.Time
 }
 
-func newHardening(reg *prometheus.Registry) hardening {
+func newHardening(r emitter.Metrics) hardening {
 	h := hardening{
-		quarantineBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "aepkimi_adapter_spool_quarantine_bytes", Help: "Bytes of raw (unredacted) payloads kept in the spool quarantine.",
-		}),
-		quarantineFiles: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "aepkimi_adapter_spool_quarantine_records", Help: "Records kept in the spool quarantine.",
-		}),
-		quarantinePruned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aepkimi_adapter_spool_quarantine_pruned_total", Help: "Quarantined spool records removed, by bound (age, bytes).",
-		}, []string{"bound"}),
+		quarantineBytes:  r.Gauge("spool_quarantine_bytes", "Bytes of raw (unredacted) payloads kept in the spool quarantine."),
+		quarantineFiles:  r.Gauge("spool_quarantine_records", "Records kept in the spool quarantine."),
+		quarantinePruned: r.CounterVec("spool_quarantine_pruned_total", "Quarantined spool records removed, by bound (age, bytes).", "bound"),
 	}
 	for _, b := range []string{"age", "bytes"} {
 		h.quarantinePruned.WithLabelValues(b)
 	}
-	reg.MustRegister(h.quarantineBytes, h.quarantineFiles, h.quarantinePruned)
 	return h
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // ensureToken returns the hook token, creating it (0600, in a 0700 dir) on
@@ -54,3 +55,11 @@ func ensureToken(home string) (string, error) {
 // LogFileName returns the JSONL file name for a session (journal.FileName):
 // reversible, safe for any session string, still readable.
 func LogFileName(session string) string { return journal.FileName(session) }
+
+// Paths under an AEP home.
+func kimiDir(home string) string   { return filepath.Join(home, "kimi") }
+func logDir(home string) string    { return filepath.Join(home, "logs", mapping.Agent) }
+func tokenPath(home string) string { return filepath.Join(kimiDir(home), "hook.token") }
+
+// TokenPath is where the hook token lives for an AEP home.
+func TokenPath(home string) string { return tokenPath(home) }

@@ -152,27 +152,23 @@ func newLifecycle(s *Server) *lifecycle {
 		away:   map[string]time.Time{},
 		health: statusGate{sent: ChannelUnavailable},
 		agent:  s.core.AgentStream(),
-		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aepkimi_adapter_observed_ends_total", Help: "Sessions the adapter ended itself (Kimi exited or fell silent), by reason.",
-		}, []string{"reason"}),
-		overCap: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aepkimi_adapter_watch_cap_fallbacks_total", Help: "Sessions whose Kimi process was not watched because MaxWatches processes already were; they fall back to silence.",
-		}),
-		untracked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aepkimi_adapter_evicted_untracked_total", Help: "Live sessions evicted while the table of evicted live sessions was full: they end only when touched again.",
-		}),
 	}
-	gauge := func(name, help string, n func() int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+	r := s.core.Metrics()
+	l.ends = r.CounterVec("observed_ends_total", "Sessions the adapter ended itself (Kimi exited or fell silent), by reason.", "reason")
+	l.overCap = r.Counter("watch_cap_fallbacks_total",
+		"Sessions whose Kimi process was not watched because MaxWatches processes already were; they fall back to silence.")
+	l.untracked = r.Counter("evicted_untracked_total",
+		"Live sessions evicted while the table of evicted live sessions was full: they end only when touched again.")
+	gauge := func(name, help string, n func() int) {
+		r.GaugeFunc(name, help, func() float64 {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			return float64(n())
 		})
 	}
-	s.metrics.reg.MustRegister(l.ends, l.overCap, l.untracked,
-		gauge("aepkimi_adapter_watched_processes", "Kimi processes watched for their exit.", func() int { return len(l.procs) }),
-		gauge("aepkimi_adapter_watched_sessions", "Sessions bound to a watched Kimi process (in memory or evicted).", func() int { return len(l.bound) }),
-		gauge("aepkimi_adapter_evicted_live_sessions", "Sessions evicted from memory before they ended, still tracked for their end.", func() int { return len(l.away) }))
+	gauge("watched_processes", "Kimi processes watched for their exit.", func() int { return len(l.procs) })
+	gauge("watched_sessions", "Sessions bound to a watched Kimi process (in memory or evicted).", func() int { return len(l.bound) })
+	gauge("evicted_live_sessions", "Sessions evicted from memory before they ended, still tracked for their end.", func() int { return len(l.away) })
 	return l
 }
 

@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
@@ -85,8 +81,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.token, err = ensureToken(cfg.Home); err != nil {
 		return nil, err
 	}
-	s.metrics = newMetrics(s)
-	s.hard = newHardening(s.metrics.reg)
+	s.metrics = newMetrics(s.core.Metrics())
+	s.hard = newHardening(s.core.Metrics())
 	s.metrics.channel.WithLabelValues(ChannelUnavailable).Set(1)
 	s.life = newLifecycle(s)
 	s.web = httpdrain.NewEndpoint("adapter", cfg.Listen, s.Handler())
@@ -98,18 +94,8 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Handler serves /hook, /healthz and /metrics.
 func (s *Server) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Use(httpguard.Hosts(s.cfg.AllowedHosts))
-	r.Post("/hook", s.serveHook)
-	r.Get("/healthz", s.serveHealth)
-	r.Handle("/metrics", promhttp.HandlerFor(s.core.Registry(), promhttp.HandlerOpts{}))
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not-found", "endpoints: POST /hook, GET /healthz, GET /metrics")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method-not-allowed", "POST /hook, GET /healthz, GET /metrics")
-	})
-	return r
+	return s.core.Handler(s.cfg.AllowedHosts, func() any { return s.HealthNow() },
+		emitter.Route{Method: http.MethodPost, Path: "/hook", Handler: s.serveHook})
 }
 
 // Listen binds the HTTP address; Run calls it when the caller has not.
@@ -188,17 +174,6 @@ func (s *Server) serve(ctx context.Context) error {
 	return nil
 }
 
-type errorBody struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(errorBody{Error: code, Detail: detail}) //nolint:errcheck // client gone
-}
-
 // errNotUTF8 refuses a hook payload that is not UTF-8.
 var errNotUTF8 = errors.New("hook payload is not valid UTF-8 (JSON text must be UTF-8)")
 
@@ -209,14 +184,14 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		s.metrics.badRequests.WithLabelValues("content-type").Inc()
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
+		emitter.WriteError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
 		return
 	}
 	auth := r.Header.Get("Authorization")
 	want := "Bearer " + s.token
 	if subtle.ConstantTimeCompare([]byte(auth), []byte(want)) != 1 {
 		s.metrics.badRequests.WithLabelValues("unauthorized").Inc()
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
+		emitter.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
 		return
 	}
 	body, err := httpguard.ReadBody(w, r, mapping.MaxPayloadBytes, s.cfg.BodyTimeout)
@@ -224,16 +199,16 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.metrics.badRequests.WithLabelValues("too-large").Inc()
-			writeError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
+			emitter.WriteError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
 			return
 		}
 		if errors.Is(err, httpguard.ErrBodyTimeout) {
 			s.metrics.badRequests.WithLabelValues("timeout").Inc()
-			writeError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
+			emitter.WriteError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
 			return
 		}
 		s.metrics.badRequests.WithLabelValues("read").Inc()
-		writeError(w, http.StatusBadRequest, "bad-request", "could not read the body")
+		emitter.WriteError(w, http.StatusBadRequest, "bad-request", "could not read the body")
 		return
 	}
 	d := &delivery{payload: body, at: now, arrived: now, proc: procFromRequest(r), wait: hookWait(r.Header.Get("X-Kimi-Hook-Wait-Ms"))}
@@ -246,7 +221,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	out, hook, err := s.ingest(d, false)
 	if err != nil {
 		s.metrics.badRequests.WithLabelValues("payload").Inc()
-		writeError(w, http.StatusBadRequest, "invalid-payload", err.Error())
+		emitter.WriteError(w, http.StatusBadRequest, "invalid-payload", err.Error())
 		return
 	}
 	if out.wait != nil {
@@ -266,7 +241,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		// writes) the payload in its spool on any answer but 200.
 		s.metrics.notDurable.Inc()
 		s.logNotDurable(out.err)
-		writeError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
+		emitter.WriteError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
 		return
 	}
 	reply := out.reply
@@ -489,13 +464,9 @@ func (s *Server) refreshChannel() ChannelReport {
 
 // Health is the /healthz body.
 type Health struct {
-	OK      bool          `json:"ok"`
-	Relay   string        `json:"relay"`
+	emitter.Health
 	Channel ChannelReport `json:"channel"`
-	Epoch   int64         `json:"epoch"`
-	Outbox  int           `json:"relay_outbox,omitempty"`
 	Spool   int           `json:"spool_backlog"`
-	Control []string      `json:"control,omitempty"`
 	Gate    *GateReport   `json:"gate,omitempty"`
 }
 
@@ -529,20 +500,14 @@ func (s *Server) Gate() (GateReport, bool) {
 
 // HealthNow reports the adapter's health.
 func (s *Server) HealthNow() Health {
-	h := Health{OK: true, Channel: s.refreshChannel(), Epoch: s.Epoch(), Control: s.Accepts()}
+	h := Health{Health: s.core.Health(), Channel: s.refreshChannel()}
 	if g, ok := s.Gate(); ok {
 		h.Gate = &g
 	}
-	h.Relay, h.Outbox = s.core.Relay()
 	if files, err := spool.List(spool.Dir(s.cfg.Home)); err == nil {
 		h.Spool = len(files)
 	}
 	return h
-}
-
-func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(s.HealthNow()) //nolint:errcheck // client gone
 }
 
 // SessionIDs lists the sessions in memory, sorted.

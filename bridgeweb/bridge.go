@@ -2,45 +2,35 @@ package bridgeweb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
-	"github.com/aep-kimi/aep-kimi/internal/ledger"
-	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Bridge is the bridge-web daemon: it follows every live kap-server of its
 // instance registry (or one fixed URL) and publishes their sessions as AEP
-// events.
+// events. It is a source of sessions on the emitter core (sessions keyed by
+// kap session id), whose face toward the relay (epoch, hello declarations,
+// commands) it shows as its own.
 type Bridge struct {
+	emitter.Emitter
+	core    *emitter.Core[*session]
 	cfg     Config
 	log     *slog.Logger
-	epoch   int64
 	metrics *metrics
 	newID   func() string
-
-	mu       sync.Mutex
-	sessions map[string]*session // by kap session id
-	// handles bounds the session logs open at once.
-	handles *journal.Handles
 
 	// fmu guards followers: one per kap-server followed now.
 	fmu       sync.Mutex
@@ -61,9 +51,6 @@ type Bridge struct {
 	web *httpdrain.Endpoint
 
 	ready chan struct{}
-	cmds  ledger.Ledger
-
-	tornTails *prometheus.CounterVec
 }
 
 // activeLink is the connection control commands go through.
@@ -79,16 +66,13 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}, followers: map[*follower]bool{}, ready: make(chan struct{}),
-		newID: aep.NewID, reported: map[string]bool{}, handles: journal.NewHandles(cfg.MaxOpenLogs)}
-	if err := privateDirs(cfg.Home); err != nil {
+	b := &Bridge{cfg: cfg, log: cfg.Logger, followers: map[*follower]bool{}, ready: make(chan struct{}),
+		newID: aep.NewID, reported: map[string]bool{}}
+	if b.core, err = emitter.New(cfg.Config, b.spec(), source{b}); err != nil {
 		return nil, err
 	}
-	if b.epoch, err = nextEpoch(cfg.Home, cfg.Now()); err != nil {
-		return nil, err
-	}
-	b.metrics = newMetrics(b)
-	b.tornTails = newTornTails(b.metrics.reg)
+	b.Emitter = b.core
+	b.metrics = newMetrics(b.core.Metrics())
 	b.setState(KapDiscovering, "", nil)
 	b.web = httpdrain.NewEndpoint("bridge-web", cfg.Listen, b.Handler())
 	return b, nil
@@ -96,15 +80,6 @@ func NewBridge(cfg Config) (*Bridge, error) {
 
 // Ready is closed once Run serves /healthz.
 func (b *Bridge) Ready() <-chan struct{} { return b.ready }
-
-// Epoch is this bridge run's epoch.
-func (b *Bridge) Epoch() int64 { return b.epoch }
-
-// Accepts lists the command types declared at hello.
-func (b *Bridge) Accepts() []string { return AcceptsFor(b.cfg.Mode, b.cfg.Control) }
-
-// AckWindow is the ack window declared at hello.
-func (b *Bridge) AckWindow() time.Duration { return b.cfg.Control.AckWindow }
 
 func (b *Bridge) controlOn() bool {
 	return len(b.Accepts()) > 0
@@ -115,13 +90,16 @@ func (b *Bridge) Listen() (net.Addr, error) { return b.web.Listen() }
 
 // Run serves /healthz and /metrics and follows the kap-server until ctx is
 // done: discover, connect, subscribe, map; on any loss, back off and start
-// over (a restarted server is found again through the registry).
-func (b *Bridge) Run(ctx context.Context) error {
+// over (a restarted server is found again through the registry). The
+// publisher runs around it (emitter.Core.Run).
+func (b *Bridge) Run(ctx context.Context) error { return b.core.Run(ctx, b.serve) }
+
+func (b *Bridge) serve(ctx context.Context) error {
 	addr, err := b.Listen()
 	if err != nil {
 		return err
 	}
-	b.log.Info("bridge-web listening", "addr", addr.String(), "mode", b.cfg.Mode.String(), "epoch", b.epoch,
+	b.log.Info("bridge-web listening", "addr", addr.String(), "mode", b.cfg.Mode.String(), "epoch", b.Epoch(),
 		"home", b.cfg.Home, "kimi_home", b.cfg.KimiHome, "kap", b.cfg.KapURL, "control", b.Accepts())
 	errc, err := b.web.Serve()
 	if err != nil {
@@ -137,7 +115,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	hkDone := make(chan struct{})
 	go func() {
 		defer close(hkDone)
-		b.housekeeping(followCtx)
+		// Quiet sessions' logs close (DefaultIdleClose).
+		emitter.Every(followCtx, DefaultIdleClose/10, b.core.Sweep)
 	}()
 	select {
 	case <-ctx.Done():
@@ -149,7 +128,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.DrainTimeout)
 	defer stop()
 	serr := b.web.Shutdown(shutCtx)
-	b.closeAll()
 	if err != nil {
 		return fmt.Errorf("bridge-web: serve: %w", err)
 	}
@@ -157,51 +135,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge-web: shutdown: %w", serr)
 	}
 	return nil
-}
-
-func (b *Bridge) closeAll() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, s := range b.sessions {
-		s.mu.Lock()
-		if err := s.stream.Log().Close(); err != nil {
-			b.log.Error("closing a session log", "session", s.id, "err", err)
-		}
-		s.mu.Unlock()
-	}
-}
-
-// housekeeping closes the logs of sessions gone quiet.
-func (b *Bridge) housekeeping(ctx context.Context) {
-	t := time.NewTicker(DefaultIdleClose / 10)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.closeIdle(b.cfg.Now().Add(-DefaultIdleClose))
-		}
-	}
-}
-
-// closeIdle closes the log of every session with no event since before.
-func (b *Bridge) closeIdle(before time.Time) {
-	b.mu.Lock()
-	sessions := make([]*session, 0, len(b.sessions))
-	for _, s := range b.sessions {
-		sessions = append(sessions, s)
-	}
-	b.mu.Unlock()
-	for _, s := range sessions {
-		s.mu.Lock()
-		if s.lastAt.Before(before) {
-			if err := s.stream.Log().Close(); err != nil {
-				b.log.Error("closing an idle session log", "session", s.id, "err", err)
-			}
-		}
-		s.mu.Unlock()
-	}
 }
 
 // follow follows the fixed KapURL, or every live server of the instance
@@ -336,23 +269,15 @@ func (b *Bridge) recount() {
 // session.endObserved) and returns how many it ended. Its follower has
 // stopped: no frame of that server is mapped after this.
 func (b *Bridge) endInstance(f *follower, at time.Time) int {
-	b.mu.Lock()
-	sessions := make([]*session, 0, len(b.sessions))
-	for _, s := range b.sessions {
-		sessions = append(sessions, s)
-	}
-	b.mu.Unlock()
 	n := 0
-	for _, s := range sessions {
-		s.mu.Lock()
+	b.core.Each(func(s *session) {
 		if s.owner == f {
 			s.owner = nil
 			if s.endObserved(at) {
 				n++
 			}
 		}
-		s.mu.Unlock()
-	}
+	})
 	return n
 }
 
@@ -429,70 +354,13 @@ func (b *Bridge) publishState() {
 	}
 }
 
-// session returns the state of a kap session, loading it (the cursor and
-// open pairs recovered from its log) on first touch.
-func (b *Bridge) session(kap string) *session {
-	b.mu.Lock()
-	s, ok := b.sessions[kap]
-	if !ok {
-		s = newSession(b, kap)
-		b.sessions[kap] = s
-	}
-	b.mu.Unlock()
-	if !ok {
-		s.mu.Lock()
-		s.recover()
-		s.mu.Unlock()
-	}
-	return s
-}
-
-// lookup returns a loaded session by its AEP session name, nil if unknown.
-func (b *Bridge) lookup(aepSession string) *session {
-	kap := aepSession
-	if b.cfg.Mode == mapping.Companion {
-		var ok bool
-		if kap, ok = strings.CutSuffix(aepSession, CompanionSuffix); !ok {
-			return nil
-		}
-	}
-	if kap == "" || kap == mapping.GlobalSession {
-		return nil
-	}
-	return b.session(kap)
-}
-
-// knownSessions lists the sessions the bridge holds state for.
-func (b *Bridge) knownSessions() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.sessions))
-	for id := range b.sessions {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
+// lock returns a kap session's state, locked, loading it (the cursor and
+// open pairs recovered from its log) on first touch. The caller unlocks it.
+func (b *Bridge) lock(kap string) *session { return b.core.Lock(kap) }
 
 // Handler serves /healthz and /metrics.
 func (b *Bridge) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Use(httpguard.Hosts(b.cfg.AllowedHosts))
-	r.Get("/healthz", b.serveHealth)
-	r.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{}))
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not-found", "endpoints: GET /healthz, GET /metrics")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method-not-allowed", "GET /healthz, GET /metrics")
-	})
-	return r
-}
-
-func writeError(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": code, "detail": detail}) //nolint:errcheck // client gone
+	return b.core.Handler(b.cfg.AllowedHosts, func() any { return b.HealthNow() })
 }
 
 // KapHealth is one kap connection's part of /healthz.
@@ -509,7 +377,7 @@ type KapHealth struct {
 
 // Health is the /healthz body.
 type Health struct {
-	OK   bool   `json:"ok"`
+	emitter.Health
 	Mode string `json:"mode"`
 	// Kap is the newest server followed (or, with none, the registry's
 	// state); Instances lists every server followed.
@@ -517,28 +385,12 @@ type Health struct {
 	Instances        []KapHealth `json:"instances,omitempty"`
 	SessionsFollowed int64       `json:"sessions_followed"`
 	SessionsDormant  int64       `json:"sessions_dormant"`
-	Relay            string      `json:"relay"`
-	Outbox           int         `json:"relay_outbox,omitempty"`
-	Epoch            int64       `json:"epoch"`
-	Control          []string    `json:"control"`
 }
 
 // HealthNow reports the bridge's health. ok means the daemon runs; whether
 // it currently follows a kap-server is kap.state.
 func (b *Bridge) HealthNow() Health {
 	kh, all := b.kapHealth()
-	h := Health{OK: true, Mode: b.cfg.Mode.String(), Kap: kh, Instances: all, SessionsFollowed: b.followed.Load(),
-		SessionsDormant: b.dormant.Load(), Relay: "none", Epoch: b.epoch, Control: b.Accepts()}
-	if b.cfg.Publisher != nil {
-		h.Relay = "unknown"
-	}
-	if ps, ok := b.cfg.Publisher.(journal.PublisherStatus); ok {
-		h.Relay, h.Outbox = ps.State(), ps.OutboxDepth()
-	}
-	return h
-}
-
-func (b *Bridge) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(b.HealthNow()) //nolint:errcheck // client gone
+	return Health{Health: b.core.Health(), Mode: b.cfg.Mode.String(), Kap: kh, Instances: all,
+		SessionsFollowed: b.followed.Load(), SessionsDormant: b.dormant.Load()}
 }

@@ -19,43 +19,11 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
-
-// published records what the bridge publishes (the wire toward a relay).
-type published struct {
-	mu     sync.Mutex
-	events []*aep.Event
-	bytes  [][]byte
-}
-
-func (p *published) Publish(ev *aep.Event) {
-	b, _ := ev.Bytes()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.events = append(p.events, ev)
-	p.bytes = append(p.bytes, b)
-}
-
-func (p *published) all() []*aep.Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*aep.Event(nil), p.events...)
-}
-
-func (p *published) wait(t *testing.T, what string, cond func([]*aep.Event) bool) []*aep.Event {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if evs := p.all(); cond(evs) {
-			return evs
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; published: %v", what, typesOf(p.all()))
-	return nil
-}
 
 func typesOf(evs []*aep.Event) []string {
 	var out []string
@@ -276,7 +244,7 @@ func frame(sid, epoch string, seq int64, typ string, payload map[string]any) map
 
 type testBridge struct {
 	*Bridge
-	pub      *published
+	pub      *emittertest.Recorder
 	logs     *syncbuf.Buffer
 	done     chan error
 	stopOnce sync.Once
@@ -305,11 +273,11 @@ func startBridge(t *testing.T, k *fakeKap, mode mapping.Mode, tokenFile string, 
 		tokenFile = filepath.Join(t.TempDir(), "token")
 		os.WriteFile(tokenFile, []byte(k.token+"\n"), 0o600)
 	}
-	tb := &testBridge{pub: &published{}, logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
+	tb := &testBridge{pub: &emittertest.Recorder{}, logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cfg := Config{
-		Listen: "127.0.0.1:0", Mode: mode, Home: home, KapURL: k.srv.URL, KapTokenFile: tokenFile,
-		Host: "test", Posture: mapping.DefaultPosture(), Publisher: tb.pub,
-		Logger:        slog.New(slog.NewTextHandler(tb.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Config: emitter.Config{Home: home, Host: "test", Posture: mapping.DefaultPosture(), Publisher: tb.pub,
+			Logger: slog.New(slog.NewTextHandler(tb.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+		Listen: "127.0.0.1:0", Mode: mode, KapURL: k.srv.URL, KapTokenFile: tokenFile,
 		DiscoveryPoll: 20 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		ProbeInterval: 50 * time.Millisecond, DormantRetry: 100 * time.Millisecond,
 	}
@@ -407,7 +375,7 @@ func TestBridgeFollowsResumesAndReportsGaps(t *testing.T) {
 	kc.ack(t, sub2, nil, map[string][2]any{"s2": {2, "B"}})
 	kc.send(t, frame("s2", "B", 3, "session.meta.updated", nil))
 
-	tb.pub.wait(t, "s2 seq 3", func(evs []*aep.Event) bool {
+	tb.pub.Wait(t, "s2 seq 3", func(evs []*aep.Event) bool {
 		for _, e := range evs {
 			if e.Session == "s2.web" && kapSeq(e) == 3 {
 				return true
@@ -437,7 +405,7 @@ func TestBridgeFollowsResumesAndReportsGaps(t *testing.T) {
 	kc.send(t, frame("s2", "B", 1504, "turn.started", nil))
 	kc.send(t, frame("s1", "A", 9, "turn.started", nil))
 
-	evs := tb.pub.wait(t, "s1 seq 9 and s2 seq 1504", func(evs []*aep.Event) bool {
+	evs := tb.pub.Wait(t, "s1 seq 9 and s2 seq 1504", func(evs []*aep.Event) bool {
 		n := 0
 		for _, e := range evs {
 			if (e.Session == "s1.web" && kapSeq(e) == 9) || (e.Session == "s2.web" && kapSeq(e) == 1504) {
@@ -588,7 +556,7 @@ func TestBridgeRetriesDormantSessions(t *testing.T) {
 	}
 	kc.ack(t, retry, nil, map[string][2]any{"s1": {10, "A"}})
 	kc.send(t, frame("s1", "A", 11, "turn.started", nil))
-	tb.pub.wait(t, "s1 after it woke", func(evs []*aep.Event) bool { return len(evs) == 1 && kapSeq(evs[0]) == 11 })
+	tb.pub.Wait(t, "s1 after it woke", func(evs []*aep.Event) bool { return len(evs) == 1 && kapSeq(evs[0]) == 11 })
 }
 
 // A bridge restarted resumes each session from the position its own log
@@ -601,8 +569,8 @@ func TestBridgeRecoversItsCursorFromTheLog(t *testing.T) {
 	kc.ack(t, kc.next(t, "subscribe"), nil, map[string][2]any{"s1": {0, "A"}, "__global__": {0, "G"}})
 	kc.send(t, frame("s1", "A", 1, "turn.started", map[string]any{"turnId": 0, "origin": map[string]any{"kind": "user"}}))
 	kc.send(t, frame("s1", "A", 2, "tool.call.started", map[string]any{"turnId": 0, "toolCallId": "c1", "name": "Bash", "args": map[string]any{}}))
-	tb.pub.wait(t, "the tool request", func(evs []*aep.Event) bool { return len(evs) == 2 })
-	first := tb.pub.all()
+	tb.pub.Wait(t, "the tool request", func(evs []*aep.Event) bool { return len(evs) == 2 })
+	first := tb.pub.All()
 
 	// A second bridge on the same home, the first one stopped.
 	tb.stop(t)
@@ -616,7 +584,7 @@ func TestBridgeRecoversItsCursorFromTheLog(t *testing.T) {
 	kc2.send(t, frame("s1", "A", 4, "turn.ended", map[string]any{"turnId": 0, "reason": "completed"}))
 	kc2.ack(t, sub, nil, map[string][2]any{"s1": {4, "A"}, "__global__": {0, "G"}})
 	kc2.send(t, frame(mapping.GlobalSession, "G", 1, "event.session.archived", map[string]any{"sessionId": "s1"}))
-	evs := tb2.pub.wait(t, "the result, the run's end and the archive", func(evs []*aep.Event) bool { return len(evs) == 3 })
+	evs := tb2.pub.Wait(t, "the result, the run's end and the archive", func(evs []*aep.Event) bool { return len(evs) == 3 })
 	if evs[0].Type != "tool.completed" || evs[0].Cause != first[1].ID || evs[0].Run != first[0].Run {
 		t.Errorf("recovered pairing: %s cause %s run %s", evs[0].Type, evs[0].Cause, evs[0].Run)
 	}

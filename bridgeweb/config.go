@@ -2,17 +2,13 @@ package bridgeweb
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -48,7 +44,7 @@ const (
 	// DefaultRESTTimeout bounds one REST call.
 	DefaultRESTTimeout = 5 * time.Second
 	// DefaultAckWindow is the control ack window declared at hello.
-	DefaultAckWindow = 10 * time.Second
+	DefaultAckWindow = emitter.DefaultAckWindow
 	// DefaultReadLimit bounds one WebSocket message; frames above
 	// mapping.MaxPayloadBytes are refused as bad frames, not as a broken
 	// connection.
@@ -60,7 +56,7 @@ const (
 	// DefaultMaxOpenLogs bounds the session log files open at once, as the
 	// hook adapter does; the others reopen (append mode) on their next
 	// event [AEP_KIMI_WEB_MAX_OPEN_LOGS].
-	DefaultMaxOpenLogs = journal.DefaultMaxOpenLogs
+	DefaultMaxOpenLogs = emitter.DefaultMaxOpenLogs
 	// DefaultDrainTimeout bounds the shutdown wait for /healthz and /metrics
 	// requests in flight.
 	DefaultDrainTimeout = 5 * time.Second
@@ -86,12 +82,17 @@ type Control struct {
 	// Authenticated says commands reach the bridge over an authenticated
 	// relay binding (a relay token is set); without it nothing is accepted.
 	Authenticated bool
-	// AckWindow is declared at hello as ack_window_ms.
+	// AckWindow is declared at hello as ack_window_ms; zero means
+	// DefaultAckWindow.
 	AckWindow time.Duration
 }
 
 // Config is everything the bridge needs; only cmd reads the environment.
+// The embedded emitter.Config holds what every source has: the home (logs
+// under Home/logs/kimi-code-web, the epoch under Home/kimi/web-epoch), host,
+// posture, publisher, collectors, log bound, logger and clock.
 type Config struct {
+	emitter.Config
 	// Listen is the HTTP address for /healthz and /metrics.
 	Listen string
 	// AllowedHosts are the names besides loopback a request's Host may carry
@@ -99,9 +100,6 @@ type Config struct {
 	AllowedHosts []string
 	// Mode is companion (default) or primary.
 	Mode mapping.Mode
-	// Home is the AEP home: logs under Home/logs/kimi-code-web, the epoch
-	// under Home/kimi/web-epoch.
-	Home string
 	// KimiHome is KIMI_CODE_HOME: the instance registry and server.token.
 	KimiHome string
 	// KapURL, when set, is the kap-server to connect to instead of
@@ -113,17 +111,7 @@ type Config struct {
 	// skipped (SkipRemote). A fixed KapURL is the operator's choice either
 	// way.
 	AllowRemoteKap bool
-	// Host names this machine in source URIs.
-	Host string
-	// Posture is the capture posture and redaction pipeline.
-	Posture mapping.Posture
-	// Publisher sends events to a relay; nil runs without one. It may
-	// implement journal.PublisherStatus to report its health.
-	Publisher journal.Publisher
-	Control   Control
-	// Collectors are registered on /metrics next to the bridge's own (the
-	// relay emitter's, for one).
-	Collectors []prometheus.Collector
+	Control        Control
 
 	DiscoveryPoll, StaleInstance    time.Duration
 	BackoffMin, BackoffMax          time.Duration
@@ -132,12 +120,7 @@ type Config struct {
 	DormantRetry, RESTTimeout       time.Duration
 	ReadLimit                       int64
 	DrainTimeout                    time.Duration
-	// MaxOpenLogs bounds the session log files open at once.
-	MaxOpenLogs int
-	HTTPClient  *http.Client
-	Logger      *slog.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	HTTPClient                      *http.Client
 	// PIDAlive tests a registry record's pid; nil means kill(pid, 0).
 	PIDAlive func(pid int) bool
 }
@@ -147,25 +130,21 @@ type Config struct {
 // value.
 func (c Config) withDefaults() (Config, error) {
 	const component = "bridgeweb config"
-	if c.Home == "" {
-		return c, errors.New("bridgeweb: Config.Home is required")
-	}
+	var cerr error
+	c.Config, cerr = c.Config.WithDefaults("bridgeweb")
+	defaults.Set(&c.Listen, DefaultListen)
 	if c.KimiHome == "" && c.KapURL == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return c, errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)")
+			return c, errors.Join(cerr, errors.New("bridgeweb: Config.KimiHome is required (no home directory to default from)"))
 		}
 		c.KimiHome = filepath.Join(h, DefaultKimiHome)
 	}
 	if c.KapTokenFile == "" {
 		if c.KimiHome == "" {
-			return c, errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome")
+			return c, errors.Join(cerr, errors.New("bridgeweb: a fixed KapURL needs KapTokenFile or KimiHome"))
 		}
 		c.KapTokenFile = TokenPath(c.KimiHome)
-	}
-	defaults.Set(&c.Listen, DefaultListen)
-	if c.Host == "" {
-		c.Host, _ = os.Hostname()
 	}
 	err := errors.Join(
 		defaults.Positive(component, "DiscoveryPoll", &c.DiscoveryPoll, DefaultDiscoveryPoll),
@@ -179,20 +158,9 @@ func (c Config) withDefaults() (Config, error) {
 		defaults.Positive(component, "RESTTimeout", &c.RESTTimeout, DefaultRESTTimeout),
 		defaults.Positive(component, "ReadLimit", &c.ReadLimit, DefaultReadLimit),
 		defaults.Positive(component, "DrainTimeout", &c.DrainTimeout, DefaultDrainTimeout),
-		defaults.Positive(component, "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs),
-		defaults.Positive(component, "Control.AckWindow", &c.Control.AckWindow, DefaultAckWindow),
 	)
 	defaults.Set(&c.HTTPClient, &http.Client{})
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Posture.Redactor == nil {
-		c.Posture.Redactor = &aep.Redactor{}
-	}
-	return c, err
+	return c, errors.Join(cerr, err)
 }
 
 // AcceptsFor lists the command types a bridge declares at hello: both verbs

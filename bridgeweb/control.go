@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/ledger"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -45,83 +44,38 @@ func vendorDecision(option string) (decision, scope string) {
 	return "rejected", ""
 }
 
-// HandleCommand takes one control command routed by the relay. Every command
-// gets exactly one ack (control.accepted or control.rejected{reason}) in the
-// command's session with cause = the command's id; a redelivered command is
-// answered with the recorded ack, byte-identically, never decided twice.
-// An accepted command has already been carried out on the kap-server; its
-// outcome is emitted when the server's broadcast shows it.
-func (b *Bridge) HandleCommand(ctx context.Context, cmd *aep.Event) {
-	if cmd == nil || cmd.Session == "" {
-		return
+// unsupported says why a command type the bridge does not accept now is
+// refused (emitter.Spec.Unsupported).
+func (b *Bridge) unsupported(typ string) string {
+	switch {
+	case typ != CmdRespond && typ != CmdCancel:
+		return fmt.Sprintf("%s is not a command bridge-web knows", typ)
+	case b.cfg.Mode != mapping.Primary:
+		return "bridge-web in companion mode accepts no commands: the hook adapter owns this session's control"
 	}
-	key := ledger.KeyOf(cmd)
-	if ack, known := b.cmds.Get(key); known {
-		if ack != nil && b.cfg.Publisher != nil {
-			b.cfg.Publisher.Publish(ack) // same event, same position
-		}
-		b.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), "redelivered").Inc()
-		return
-	}
-	s := b.lookup(cmd.Session)
-	if s == nil {
-		// Not a session this bridge publishes: the relay routes by claim,
-		// so this only happens to a command sent to the wrong target.
-		b.log.Warn("command for a session this bridge does not publish", "type", clip(cmd.Type), "session", clip(cmd.Session))
-		return
-	}
-	if !b.cmds.Claim(key) {
-		return // a concurrent delivery owns the decision; its ack answers both
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	reason, detail := b.decide(ctx, s, cmd)
-	m := mapping.ControlAccepted(b.cfg.Posture)
-	if reason != "" {
-		m = mapping.ControlRejected(reason, detail, b.cfg.Posture)
-	}
-	ack := s.emit(draft{id: b.newID(), ev: m, cause: cmd.ID}, b.cfg.Now(), -1, "")
-	b.cmds.Put(key, ack)
-	outcome := "accepted"
-	if reason != "" {
-		outcome = "rejected_" + reason
-	}
-	b.metrics.commands.WithLabelValues(cmdLabel(cmd.Type), outcome).Inc()
-	b.log.Info("control command", "type", cmdLabel(cmd.Type), "id", clip(cmd.ID), "session", s.id, "outcome", outcome)
+	return "control is off (AEP_KIMI_WEB_CONTROL=1 turns it on)"
 }
 
-// decide checks a command and, when it can be honoured, carries it out on
-// the kap-server. It returns the rejection reason ("" to accept) and a
-// detail. Callers hold s.mu, so the broadcast showing the outcome is mapped
-// after the ack.
-func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) (reason, detail string) {
-	if !b.cfg.Control.Authenticated {
-		return "unauthorized", "control needs an authenticated relay binding (AEP_TOKEN)"
-	}
-	if !slices.Contains(b.Accepts(), cmd.Type) {
-		switch {
-		case cmd.Type != CmdRespond && cmd.Type != CmdCancel:
-			return "unsupported", fmt.Sprintf("%s is not a command bridge-web knows", cmd.Type)
-		case b.cfg.Mode != mapping.Primary:
-			return "unsupported", "bridge-web in companion mode accepts no commands: the hook adapter owns this session's control"
-		}
-		return "unsupported", "control is off (AEP_KIMI_WEB_CONTROL=1 turns it on)"
-	}
-	if err := aep.Validate(cmd); err != nil {
-		return "invalid", err.Error()
-	}
+// decide carries out a command the core found authenticated, accepted and
+// valid on the kap-server, when it can be honoured (emitter.Source.Decide).
+// The outcome is emitted when the server's broadcast shows it: the caller
+// holds s's lock, so that broadcast is mapped after the ack.
+func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) emitter.Verdict {
 	data, _ := cmd.DataMap()
 	var al *activeLink
 	if s.owner != nil {
 		al = s.owner.active.Load()
 	}
+	var reason, detail string
 	switch cmd.Type {
 	case CmdRespond:
-		return b.respond(ctx, s, al, cmd, data)
+		reason, detail = b.respond(ctx, s, al, cmd, data)
 	case CmdCancel:
-		return b.cancel(ctx, s, al, cmd, data)
+		reason, detail = b.cancel(ctx, s, al, cmd, data)
+	default:
+		reason = "unsupported"
 	}
-	return "unsupported", ""
+	return emitter.Verdict{Reason: reason, Detail: detail}
 }
 
 // respond posts an approval decision. AEP-0008: text naming an option is
@@ -165,7 +119,7 @@ func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *a
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RESTTimeout)
 	defer cancel()
-	ok, err := al.kap.decideApproval(rctx, s.kap, ask.vendorID, body)
+	ok, err := al.kap.decideApproval(rctx, s.kap(), ask.vendorID, body)
 	if err != nil {
 		return "busy", kapFailure(err)
 	}
@@ -199,14 +153,14 @@ func (b *Bridge) cancel(ctx context.Context, s *session, al *activeLink, cmd *ae
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.RESTTimeout)
 	defer cancel()
-	prompt, err := al.kap.activePrompt(rctx, s.kap)
+	prompt, err := al.kap.activePrompt(rctx, s.kap())
 	if err != nil {
 		return "busy", kapFailure(err)
 	}
 	if prompt == "" {
 		return "invalid", "the kap-server has no prompt running"
 	}
-	aborted, err := al.kap.abortPrompt(rctx, s.kap, prompt)
+	aborted, err := al.kap.abortPrompt(rctx, s.kap(), prompt)
 	if err != nil {
 		return "busy", kapFailure(err)
 	}
@@ -224,7 +178,7 @@ func kapFailure(err error) string {
 	case errors.Is(err, ErrUnauthorized):
 		return "the kap-server refused the bridge's token"
 	case errors.As(err, &ke):
-		return fmt.Sprintf("the kap-server answered %d: %s", ke.Code, clip(ke.Msg))
+		return fmt.Sprintf("the kap-server answered %d: %s", ke.Code, emitter.Clip(ke.Msg))
 	}
 	return "the kap-server did not answer"
 }

@@ -5,24 +5,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
-
-func command(t *testing.T, typ, session, subject string, data map[string]any) *aep.Event {
-	t.Helper()
-	e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Time: aep.FormatTime(time.Now()),
-		Source: "aep://ops/agent/dashboard", Agent: "dashboard", Session: session, Subject: subject, Capture: "redacted"}
-	if err := e.SetData(data); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
 
 // controlStack is a primary bridge with control on, connected to a scripted
 // kap-server, with one turn running and one approval pending.
@@ -49,7 +36,7 @@ func newControlStack(t *testing.T, edit func(*Config)) *controlStack {
 	cs.send(t, "turn.started", map[string]any{"turnId": 0, "promptId": "msg_1", "origin": map[string]any{"kind": "user"}})
 	cs.send(t, "event.approval.requested", map[string]any{"approval_id": "approval_1", "tool_call_id": "c1",
 		"tool_name": "Bash", "action": "Running: echo hi", "expires_at": "2026-11-30T12:00:00.000Z", "turn_id": 0})
-	evs := tb.pub.wait(t, "the request", func(evs []*aep.Event) bool { return len(evs) == 2 })
+	evs := tb.pub.Wait(t, "the request", func(evs []*aep.Event) bool { return len(evs) == 2 })
 	cs.req = evs[1]
 	return cs
 }
@@ -63,7 +50,7 @@ func (cs *controlStack) send(t *testing.T, typ string, payload map[string]any) {
 func (cs *controlStack) ack(t *testing.T, cmd *aep.Event) *aep.Event {
 	t.Helper()
 	cs.tb.HandleCommand(context.Background(), cmd)
-	for _, e := range cs.tb.pub.all() {
+	for _, e := range cs.tb.pub.All() {
 		if (e.Type == "control.accepted" || e.Type == "control.rejected") && e.Cause == cmd.ID {
 			return e
 		}
@@ -107,7 +94,7 @@ func TestRespond(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cs := newControlStack(t, nil)
-			cmd := command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": c.answer})
+			cmd := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": c.answer})
 			ack := cs.ack(t, cmd)
 			if got := reasonOf(ack); got != c.want {
 				t.Fatalf("ack %s, want %s", got, c.want)
@@ -136,7 +123,7 @@ func TestRespond(t *testing.T) {
 				resolved["feedback"] = p["feedback"]
 			}
 			cs.send(t, "event.approval.resolved", resolved)
-			evs := cs.tb.pub.wait(t, "the outcome", func(evs []*aep.Event) bool { return len(evs) == 5 })
+			evs := cs.tb.pub.Wait(t, "the outcome", func(evs []*aep.Event) bool { return len(evs) == 5 })
 			answered, res := evs[3], evs[4]
 			ad, _ := answered.DataMap()
 			ans, _ := ad["answer"].(map[string]any)
@@ -164,7 +151,7 @@ func orEmpty(v any) any {
 func TestRespondRefusals(t *testing.T) {
 	t.Run("unknown subject", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		if r := reasonOf(cs.ack(t, command(t, CmdRespond, "s1", "nope", map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "invalid" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdRespond, "s1", "nope", map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "invalid" {
 			t.Errorf("ack %s", r)
 		}
 	})
@@ -173,13 +160,13 @@ func TestRespondRefusals(t *testing.T) {
 		cs.k.mu.Lock()
 		cs.k.resolved = true
 		cs.k.mu.Unlock()
-		if r := reasonOf(cs.ack(t, command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "invalid" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "invalid" {
 			t.Errorf("ack %s", r)
 		}
 	})
 	t.Run("no relay token: nothing accepted", func(t *testing.T) {
 		cs := newControlStack(t, func(c *Config) { c.Control.Authenticated = false })
-		if r := reasonOf(cs.ack(t, command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "unauthorized" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "unauthorized" {
 			t.Errorf("ack %s", r)
 		}
 		if len(cs.posted()) != 0 {
@@ -195,31 +182,30 @@ func TestRespondRefusals(t *testing.T) {
 		if rv := fmt.Sprint(d["respond_via"]); rv != "[oob]" || d["options"] != nil {
 			t.Errorf("request without control: respond_via %s options %v", rv, d["options"])
 		}
-		if r := reasonOf(cs.ack(t, command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "unsupported" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "unsupported" {
 			t.Errorf("ack %s", r)
 		}
 	})
 	t.Run("undeclared command", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		if r := reasonOf(cs.ack(t, command(t, "control.pause", "s1", "", map[string]any{}))); r != "unsupported" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, "control.pause", "s1", "", map[string]any{}))); r != "unsupported" {
 			t.Errorf("ack %s", r)
 		}
 	})
 	t.Run("redelivery re-publishes the recorded ack byte-identically", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		cmd := command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}})
+		cmd := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "approved"}})
 		first := cs.ack(t, cmd)
 		firstBytes, _ := first.Bytes()
 		cs.tb.HandleCommand(context.Background(), cmd)
-		cs.tb.pub.mu.Lock()
-		last := cs.tb.pub.bytes[len(cs.tb.pub.bytes)-1]
+		evs := cs.tb.pub.All()
+		last, _ := evs[len(evs)-1].Bytes()
 		n := 0
-		for _, b := range cs.tb.pub.bytes {
-			if bytes.Equal(b, firstBytes) {
+		for _, e := range evs {
+			if b, _ := e.Bytes(); bytes.Equal(b, firstBytes) {
 				n++
 			}
 		}
-		cs.tb.pub.mu.Unlock()
 		if !bytes.Equal(last, firstBytes) || n != 2 {
 			t.Errorf("redelivery published %s (%d copies)", last, n)
 		}
@@ -237,9 +223,9 @@ func TestCompanionAcceptsNothing(t *testing.T) {
 	if len(tb.Accepts()) != 0 {
 		t.Fatalf("companion accepts %v", tb.Accepts())
 	}
-	cmd := command(t, CmdCancel, "s1.web", "", map[string]any{"scope": "run"})
+	cmd := emittertest.Command(t, CmdCancel, "s1.web", "", map[string]any{"scope": "run"})
 	tb.HandleCommand(context.Background(), cmd)
-	evs := tb.pub.wait(t, "the nack", func(evs []*aep.Event) bool { return len(evs) == 1 })
+	evs := tb.pub.Wait(t, "the nack", func(evs []*aep.Event) bool { return len(evs) == 1 })
 	if evs[0].Type != "control.rejected" || reasonOf(evs[0]) != "unsupported" || evs[0].Session != "s1.web" {
 		t.Errorf("%s %s in %s", evs[0].Type, reasonOf(evs[0]), evs[0].Session)
 	}
@@ -251,13 +237,13 @@ func TestCompanionAcceptsNothing(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Run("scope session is refused", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		if r := reasonOf(cs.ack(t, command(t, CmdCancel, "s1", "", map[string]any{"scope": "session"}))); r != "refused" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdCancel, "s1", "", map[string]any{"scope": "session"}))); r != "refused" {
 			t.Errorf("ack %s", r)
 		}
 	})
 	t.Run("another run than the running one", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		cmd := command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"})
+		cmd := emittertest.Command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"})
 		cmd.Run = "not-this-run"
 		cmd.ClearRaw()
 		if r := reasonOf(cs.ack(t, cmd)); r != "invalid" {
@@ -266,7 +252,7 @@ func TestCancel(t *testing.T) {
 	})
 	t.Run("no prompt running on the server", func(t *testing.T) {
 		cs := newControlStack(t, nil)
-		if r := reasonOf(cs.ack(t, command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"}))); r != "invalid" {
+		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"}))); r != "invalid" {
 			t.Errorf("ack %s", r)
 		}
 	})
@@ -275,7 +261,7 @@ func TestCancel(t *testing.T) {
 		cs.k.mu.Lock()
 		cs.k.active = "msg_1"
 		cs.k.mu.Unlock()
-		cmd := command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"})
+		cmd := emittertest.Command(t, CmdCancel, "s1", "", map[string]any{"scope": "run"})
 		cmd.Run = cs.req.Run
 		cmd.ClearRaw()
 		if r := reasonOf(cs.ack(t, cmd)); r != "accepted" {
@@ -289,7 +275,7 @@ func TestCancel(t *testing.T) {
 		}
 		cs.send(t, "event.approval.resolved", map[string]any{"approval_id": "approval_1", "decision": "cancelled"})
 		cs.send(t, "turn.ended", map[string]any{"turnId": 0, "reason": "cancelled", "durationMs": 1234})
-		evs := cs.tb.pub.wait(t, "the run's end", func(evs []*aep.Event) bool { return len(evs) == 5 })
+		evs := cs.tb.pub.Wait(t, "the run's end", func(evs []*aep.Event) bool { return len(evs) == 5 })
 		dismissed, end := evs[3], evs[4]
 		dd, _ := dismissed.DataMap()
 		if dismissed.Type != "attention.resolved" || dd["resolution"] != "dismissed" || dismissed.Subject != cs.req.ID {

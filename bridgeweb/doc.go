@@ -86,6 +86,8 @@
 // REST decision: approved, approved for the session, or rejected with the
 // free text as feedback; AEP-0008 text rules) and control.cancel scope run
 // (the running prompt's abort); scope session is refused. Otherwise its
-// hello accepts nothing. Outcomes are taken from the kap broadcasts, never
-// assumed. Neither the relay token nor the kap token is ever logged.
+// hello accepts nothing. The command protocol (dedupe, one ack per command,
+// redelivery) is the emitter core's; the bridge only decides. Outcomes are
+// taken from the kap broadcasts, never assumed. Neither the relay token nor
+// the kap token is ever logged.
 package bridgeweb

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -15,12 +17,26 @@ import (
 // whatever the server sends, what the bridge publishes is well formed. (It
 // fails the input after the frame path returns: failing inside Publish
 // would unwind with the session's lock held.)
-type checkingPublisher struct{ bad *[]string }
+type checkingPublisher struct {
+	mu  sync.Mutex
+	bad []string
+}
 
-func (p checkingPublisher) Publish(ev *aep.Event) {
+func (p *checkingPublisher) Publish(ev *aep.Event) {
 	if err := aep.Validate(ev); err != nil {
-		*p.bad = append(*p.bad, fmt.Sprintf("%s: %v", ev.Type, err))
+		p.mu.Lock()
+		p.bad = append(p.bad, fmt.Sprintf("%s: %v", ev.Type, err))
+		p.mu.Unlock()
 	}
+}
+
+// take returns what was recorded since the last take.
+func (p *checkingPublisher) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bad := p.bad
+	p.bad = nil
+	return bad
 }
 
 // FuzzFrame feeds arbitrary bytes, one frame per line, through the bridge's
@@ -45,13 +61,15 @@ func FuzzFrame(f *testing.F) {
 	f.Add([]byte("not json\n{}\n\x00\n[]"), true)
 
 	bridges := map[bool]*Bridge{}
+	pub := &checkingPublisher{}
 	for _, primary := range []bool{false, true} {
 		mode := mapping.Companion
 		if primary {
 			mode = mapping.Primary
 		}
-		b, err := NewBridge(Config{Home: f.TempDir(), KimiHome: f.TempDir(), Mode: mode, Host: "fuzz",
-			Control: Control{Enabled: true, Authenticated: true}, Logger: slog.New(slog.DiscardHandler)})
+		b, err := NewBridge(Config{Config: emitter.Config{Home: f.TempDir(), Host: "fuzz", Publisher: pub,
+			Logger: slog.New(slog.DiscardHandler)}, KimiHome: f.TempDir(), Mode: mode,
+			Control: Control{Enabled: true, Authenticated: true}})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -59,17 +77,13 @@ func FuzzFrame(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, primary bool) {
 		b := bridges[primary]
-		var bad []string
-		b.cfg.Publisher = checkingPublisher{&bad}
+		pub.take()
 		// Keep the state bounded across inputs.
-		b.mu.Lock()
-		if len(b.sessions) > 64 {
-			b.mu.Unlock()
-			b.closeAll()
-			b.mu.Lock()
-			b.sessions = map[string]*session{}
+		if keys := b.core.Keys(); len(keys) > 64 {
+			for _, k := range keys {
+				b.core.Evict(k)
+			}
 		}
-		b.mu.Unlock()
 		l := newLink(newFollower(b, Instance{}), func(context.Context, []byte) error { return nil })
 		l.subs["s1"] = subLive
 		l.subs[mapping.GlobalSession] = subLive
@@ -78,7 +92,7 @@ func FuzzFrame(f *testing.F) {
 		for _, line := range bytes.Split(data, []byte("\n")) {
 			l.handle(context.Background(), line)
 		}
-		for _, msg := range bad {
+		for _, msg := range pub.take() {
 			t.Errorf("published an invalid event: %s", msg)
 		}
 	})

@@ -2,6 +2,7 @@ package bridgeweb
 
 import (
 	"errors"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"net"
 	"net/http"
@@ -120,7 +121,7 @@ func TestBridgeRefusesRemoteInstance(t *testing.T) {
 func TestBridgeRefusesLinkedEpoch(t *testing.T) {
 	home := t.TempDir()
 	link := safefiletest.Plant(t, epochPath(home))
-	_, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Listen: "127.0.0.1:0"})
+	_, err := NewBridge(Config{Config: emitter.Config{Home: home}, KimiHome: t.TempDir(), Listen: "127.0.0.1:0"})
 	if !errors.Is(err, safefile.ErrLink) || !strings.Contains(err.Error(), link.Path) {
 		t.Fatalf("err %v, want a refused link naming %s", err, link.Path)
 	}

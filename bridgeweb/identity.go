@@ -3,9 +3,7 @@ package bridgeweb
 import (
 	"net/url"
 	"path/filepath"
-	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -35,10 +33,4 @@ func SourceURI(host, kapSession string) string {
 	}
 	return "aep://" + url.PathEscape(host) + "/agent/" + url.PathEscape(mapping.Agent) +
 		"/web/session/" + url.PathEscape(kapSession)
-}
-
-// nextEpoch returns this bridge run's epoch from its own counter (see
-// journal.NextEpoch), apart from the hook adapter's.
-func nextEpoch(home string, now time.Time) (int64, error) {
-	return journal.NextEpoch(epochPath(home), now)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -196,14 +197,7 @@ func (l *link) watch(ctx context.Context, kc kapClient, stop context.CancelCause
 
 // retryDormant re-subscribes the sessions the server had not loaded.
 func (l *link) retryDormant(ctx context.Context) {
-	t := time.NewTicker(l.b.cfg.DormantRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	emitter.Every(ctx, l.b.cfg.DormantRetry, func() {
 		l.mu.Lock()
 		var ids []string
 		for sid, st := range l.subs {
@@ -215,7 +209,7 @@ func (l *link) retryDormant(ctx context.Context) {
 		if len(ids) > 0 {
 			l.subscribe(ctx, ids)
 		}
-	}
+	})
 }
 
 // start subscribes what the bridge should follow: every listed session,
@@ -232,8 +226,8 @@ func (l *link) start(ctx context.Context, listed []string) {
 	for _, id := range ids {
 		seen[id] = true
 	}
-	for _, id := range l.b.knownSessions() {
-		if !seen[id] && !l.b.session(id).isArchived() {
+	for _, id := range l.b.core.Keys() {
+		if !seen[id] && !l.b.archived(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -265,13 +259,12 @@ func (l *link) subscribe(ctx context.Context, ids []string) {
 			}
 			l.f.gmu.Unlock()
 		} else {
-			s := l.b.session(sid)
-			s.mu.Lock()
+			s := l.b.lock(sid)
 			seq, epoch, ok = s.cur.position()
 			if ok {
 				s.cur.syncing = true
 			}
-			s.mu.Unlock()
+			s.Unlock()
 		}
 		if ok {
 			cursors[sid] = pos{seq, epoch}
@@ -374,7 +367,7 @@ func (l *link) handle(ctx context.Context, data []byte) {
 		m.kapErrors.Inc()
 		code, _ := integer(f.Payload, "code")
 		fatal, _ := f.Payload["fatal"].(bool)
-		l.b.log.Warn("kap-server error frame", "code", code, "msg", clip(str(f.Payload, "msg")), "fatal", fatal)
+		l.b.log.Warn("kap-server error frame", "code", code, "msg", emitter.Clip(str(f.Payload, "msg")), "fatal", fatal)
 	default:
 		if !f.HasSeq || f.SessionID == "" {
 			m.frames.WithLabelValues(frameOther).Inc()
@@ -420,11 +413,10 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 		l.runGlobal(ctx, steps)
 		return
 	}
-	s := l.b.session(sid)
-	s.mu.Lock()
+	s := l.b.lock(sid)
 	s.owner = l.f
 	s.take(f)
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // follow subscribes a session first seen in a broadcast.
@@ -437,12 +429,11 @@ func (l *link) follow(ctx context.Context, f mapping.Frame) {
 		}
 		l.f.gmu.Unlock()
 	} else {
-		s := l.b.session(sid)
-		s.mu.Lock()
+		s := l.b.lock(sid)
 		if !s.cur.known {
 			s.cur.set(f.Epoch, f.Seq-1)
 		}
-		s.mu.Unlock()
+		s.Unlock()
 	}
 	l.subscribe(ctx, []string{sid})
 }
@@ -464,8 +455,7 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 			l.b.metrics.globalDrops.Inc()
 			continue
 		}
-		s := l.b.session(target)
-		s.mu.Lock()
+		s := l.b.lock(target)
 		at := s.frameTime(f)
 		s.reopen(at)
 		for _, ev := range mapping.MapFrame(f, l.b.cfg.Mode, l.b.cfg.Posture).Events {
@@ -475,10 +465,8 @@ func (l *link) runGlobal(ctx context.Context, steps []step) {
 		}
 		s.archived = true
 		s.owner = nil
-		if err := s.stream.Log().Close(); err != nil {
-			l.b.log.Error("closing a session log", "session", s.id, "err", err)
-		}
-		s.mu.Unlock()
+		s.closeLog()
+		s.Unlock()
 		l.unsubscribe(ctx, target)
 	}
 }
@@ -525,8 +513,7 @@ func (l *link) onAck(ctx context.Context, f mapping.Frame) {
 			l.runGlobal(ctx, steps)
 			continue
 		}
-		s := l.b.session(sid)
-		s.mu.Lock()
+		s := l.b.lock(sid)
 		if live {
 			// Loaded by this server: when it stops, the session ends.
 			s.owner = l.f
@@ -535,7 +522,7 @@ func (l *link) onAck(ctx context.Context, f mapping.Frame) {
 			s.cur.set(epoch, seq)
 		}
 		s.run(s.cur.settle())
-		s.mu.Unlock()
+		s.Unlock()
 	}
 	l.publishCounts()
 }
@@ -563,12 +550,11 @@ func (l *link) onResync(f mapping.Frame) {
 		}
 		return
 	}
-	s := l.b.session(sid)
-	s.mu.Lock()
+	s := l.b.lock(sid)
 	if g := s.cur.resync(reason, cur, epoch); g != nil {
 		s.emitGap(*g)
 	}
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 func strSet(v any) map[string]bool {
@@ -580,18 +566,4 @@ func strSet(v any) map[string]bool {
 		}
 	}
 	return out
-}
-
-// clip keeps a vendor string short and printable in a log line.
-func clip(s string) string {
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	out := []rune(s)
-	for i, r := range out {
-		if r < 0x20 {
-			out[i] = '?'
-		}
-	}
-	return string(out)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -486,8 +488,8 @@ func BenchmarkFramePath(b *testing.B) {
 	sid := capturedSession(b, frames)
 	for _, mode := range []mapping.Mode{mapping.Companion, mapping.Primary} {
 		b.Run(mode.String(), func(b *testing.B) {
-			br, err := NewBridge(Config{Home: b.TempDir(), KimiHome: b.TempDir(), Mode: mode, Host: "h",
-				Publisher: &published{}, Logger: slog.New(slog.DiscardHandler)})
+			br, err := NewBridge(Config{Config: emitter.Config{Home: b.TempDir(), Host: "h", Publisher: &emittertest.Recorder{},
+				Logger: slog.New(slog.DiscardHandler)}, KimiHome: b.TempDir(), Mode: mode})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -503,10 +505,7 @@ func BenchmarkFramePath(b *testing.B) {
 					l.handle(context.Background(), bytes.ReplaceAll(f, []byte(sid), []byte(id)))
 					n++
 				}
-				br.mu.Lock()
-				br.sessions[id].stream.Log().Close()
-				delete(br.sessions, id)
-				br.mu.Unlock()
+				br.core.Evict(id)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/frame")
 		})

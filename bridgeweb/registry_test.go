@@ -194,7 +194,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 	kc1.ack(t, kc1.next(t, "subscribe"), nil, map[string][2]any{"s1": {0, "A"}})
 	kc1.send(t, frame("s1", "A", 1, "turn.started", map[string]any{"turnId": "0"}))
 	kc1.send(t, frame("s1", "A", 2, "event.approval.requested", map[string]any{"approval_id": "ap-1", "tool_name": "Bash"}))
-	tb.pub.wait(t, "s1's request", func(evs []*aep.Event) bool { return typeCount(evs, "attention.requested") == 1 })
+	tb.pub.Wait(t, "s1's request", func(evs []*aep.Event) bool { return typeCount(evs, "attention.requested") == 1 })
 
 	// A second server next to it.
 	pids.set(202, true)
@@ -203,7 +203,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 	// It has not loaded s1 (which the bridge asks every server for).
 	kc2.ack(t, kc2.next(t, "subscribe"), []string{"s1"}, map[string][2]any{"s2": {0, "B"}})
 	kc2.send(t, frame("s2", "B", 1, "session.meta.updated", nil))
-	tb.pub.wait(t, "s2's frame", func(evs []*aep.Event) bool {
+	tb.pub.Wait(t, "s2's frame", func(evs []*aep.Event) bool {
 		for _, e := range evs {
 			if e.Session == "s2" {
 				return true
@@ -217,7 +217,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 
 	// The first is killed mid-run; its record stays behind.
 	pids.set(101, false)
-	evs := tb.pub.wait(t, "s1 ended", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 1 })
+	evs := tb.pub.Wait(t, "s1 ended", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 1 })
 	var s1 []*aep.Event
 	for _, e := range evs {
 		if e.Session == "s1" {
@@ -245,7 +245,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 
 	// The second shuts down: its record goes, no run was open.
 	os.Remove(filepath.Join(InstancesDir(home), "two.json"))
-	evs = tb.pub.wait(t, "s2 ended", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 2 })
+	evs = tb.pub.Wait(t, "s2 ended", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 2 })
 	last := evs[len(evs)-1]
 	if last.Session != "s2" || last.Type != "session.ended" || dataMap(last)["reason"] != mapping.EndNormal || !observed(last) {
 		t.Errorf("s2's end: %s %s %v", last.Session, last.Type, dataMap(last))
@@ -265,7 +265,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 	}
 	kc3.ack(t, sub, nil, map[string][2]any{"s1": {2, "A"}})
 	kc3.send(t, frame("s1", "A", 3, "turn.started", map[string]any{"turnId": "1"}))
-	evs = tb.pub.wait(t, "s1's new run", func(evs []*aep.Event) bool { return typeCount(evs, "run.started") == 2 })
+	evs = tb.pub.Wait(t, "s1's new run", func(evs []*aep.Event) bool { return typeCount(evs, "run.started") == 2 })
 	if got := strings.Join(typesOf(evs[len(evs)-2:]), ","); got != "session.started,run.started" {
 		t.Errorf("s1 comes back with %s", got)
 	}
@@ -279,7 +279,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 		t.Errorf("new chapter's source %s", chapter)
 	}
 	pids.set(303, false)
-	evs = tb.pub.wait(t, "s1's second end", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 3 })
+	evs = tb.pub.Wait(t, "s1's second end", func(evs []*aep.Event) bool { return typeCount(evs, "session.ended") == 3 })
 	if got := strings.Join(typesOf(evs[len(evs)-2:]), ","); got != "run.cancelled,session.ended" || evs[len(evs)-1].Source != chapter {
 		t.Errorf("second end %s in %s", got, evs[len(evs)-1].Source)
 	}
@@ -295,11 +295,12 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := b2.session("s1")
-	if !s.ended || len(s.m.runs) != 0 || s.stream.Source() != chapter {
-		t.Errorf("recovered s1: ended %v, runs %d, source %s", s.ended, len(s.m.runs), s.stream.Source())
+	s := b2.lock("s1")
+	if !s.ended || len(s.m.runs) != 0 || s.Stream().Source() != chapter {
+		t.Errorf("recovered s1: ended %v, runs %d, source %s", s.ended, len(s.m.runs), s.Stream().Source())
 	}
-	b2.closeAll()
+	s.Unlock()
+	b2.core.CloseAll()
 }
 
 // In companion mode the hook adapter owns the core lifecycle: a stopped
@@ -316,9 +317,9 @@ func TestCompanionEndsWithItsOwnTerminal(t *testing.T) {
 	kc := <-k.conns
 	kc.ack(t, kc.next(t, "subscribe"), nil, map[string][2]any{"s1": {0, "A"}})
 	kc.send(t, frame("s1", "A", 1, "turn.started", nil))
-	tb.pub.wait(t, "the turn", func(evs []*aep.Event) bool { return len(evs) == 1 })
+	tb.pub.Wait(t, "the turn", func(evs []*aep.Event) bool { return len(evs) == 1 })
 	os.Remove(filepath.Join(InstancesDir(home), "one.json"))
-	evs := tb.pub.wait(t, "the end", func(evs []*aep.Event) bool { return len(evs) == 2 })
+	evs := tb.pub.Wait(t, "the end", func(evs []*aep.Event) bool { return len(evs) == 2 })
 	e := evs[1]
 	if e.Type != mapping.WebEndedType || e.Session != "s1.web" || dataMap(e)["reason"] != mapping.EndKilled || !observed(e) {
 		t.Errorf("companion end %s %s %v", e.Type, e.Session, dataMap(e))

@@ -2,28 +2,23 @@ package bridgeweb
 
 import (
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// session is one kap session as the bridge publishes it. Every field is
-// guarded by mu; its stream (journal.Stream.Emit) is the one critical
-// section where seq assignment, the log append and the publish happen.
+// session is one kap session as the bridge publishes it, keyed by its kap
+// session id. Every field is guarded by the embedded emitter.Session's
+// lock, which the core hands it out with; its last sign of life (Touch) is
+// its last event.
 type session struct {
-	b      *Bridge
-	kap    string // kap session id
-	id     string // AEP session
-	source string
-
-	mu     sync.Mutex
-	stream *journal.Stream
-	m      *machine
-	cur    cursor
-	lastAt time.Time
+	emitter.Session
+	b   *Bridge
+	m   *machine
+	cur cursor
 	// archived is set once the kap-server archived (or deleted) the
 	// session: it is not re-subscribed on a new connection.
 	archived bool
@@ -34,46 +29,20 @@ type session struct {
 	ended bool
 }
 
-func (s *session) isArchived() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// archived reports whether the kap-server archived kap's session.
+func (b *Bridge) archived(kap string) bool {
+	s := b.lock(kap)
+	defer s.Unlock()
 	return s.archived
 }
 
-func newSession(b *Bridge, kap string) *session {
-	s := &session{
-		b:      b,
-		kap:    kap,
-		id:     SessionName(b.cfg.Mode, kap),
-		source: SourceURI(b.cfg.Host, kap),
-		m:      newMachine(b.cfg.Mode, b.cfg.Posture, b.controlOn(), b.newID),
-	}
-	s.stream = journal.NewStream(journal.StreamConfig{
-		Source: s.source, Agent: mapping.Agent, Session: s.id, Epoch: b.epoch,
-		Log: b.handles.NewLog(LogDir(b.cfg.Home), s.id).OnRepair(b.tornTail), Publisher: b.cfg.Publisher,
-		Counters: b.metrics, Logger: b.log, NewID: b.newID,
-	})
-	return s
-}
+// kap is the kap session id.
+func (s *session) kap() string { return s.Key() }
 
-// recoveryTail bounds how much of a session's log is read after a restart.
-const recoveryTail = 1 << 20
-
-// recover folds the tail of the session's log back into state: the kap
-// position the bridge had reached (so the subscribe resumes there) and the
-// runs, tools and asks that were open.
-// A session that ended and started again goes on in its latest chapter.
-func (s *session) recover() {
-	last := ""
-	s.stream.Recover(recoveryTail, func(ev *aep.Event) {
-		last = ev.Source
-		s.fold(ev)
-	})
-	if journal.IsChapter(s.source, last) {
-		s.stream.SetSource(last)
-	}
-}
-
+// fold takes one event of the session's log back into its state (the core
+// folds the log's tail on first touch): the kap position the bridge had
+// reached (so the subscribe resumes there) and the runs, tools and asks
+// that were open.
 func (s *session) fold(ev *aep.Event) {
 	switch ev.Type {
 	case "session.ended":
@@ -94,7 +63,7 @@ func (s *session) fold(ev *aep.Event) {
 }
 
 // take runs one durable frame through the cursor and maps what is ready.
-// Callers hold s.mu.
+// Callers hold the session's lock.
 func (s *session) take(f mapping.Frame) {
 	s.archived = false
 	steps, dup := s.cur.offer(f)
@@ -105,7 +74,7 @@ func (s *session) take(f mapping.Frame) {
 	s.run(steps)
 }
 
-// run maps cursor steps in order. Callers hold s.mu.
+// run maps cursor steps in order. Callers hold the session's lock.
 func (s *session) run(steps []step) {
 	if len(steps) > 0 {
 		s.reopen(s.b.cfg.Now())
@@ -128,7 +97,7 @@ func (s *session) mapFrame(f mapping.Frame) {
 	if n := s.m.stale - before; n > 0 {
 		s.b.metrics.staleRuns.Add(float64(n))
 		s.b.log.Warn("kap turn started while the previous one never ended (a gap); its run is left without a terminal",
-			"session", s.id)
+			"session", s.Name())
 	}
 }
 
@@ -146,7 +115,7 @@ func (s *session) frameTime(f mapping.Frame) time.Time {
 func (s *session) emitGap(g gap) {
 	ev := mapping.WebGap(g.reason, g.from, g.to, g.epoch, g.nextEpoch, s.b.cfg.Posture)
 	s.b.metrics.gaps.WithLabelValues(gapLabel(g.reason)).Inc()
-	s.b.log.Warn("kap frames lost: reporting a gap", "session", s.id, "reason", g.reason, "from_seq", g.from, "to_seq", g.to)
+	s.b.log.Warn("kap frames lost: reporting a gap", "session", s.Name(), "reason", g.reason, "from_seq", g.from, "to_seq", g.to)
 	s.emit(draft{id: s.b.newID(), ev: ev}, s.b.cfg.Now(), g.at, g.nextEpoch)
 }
 
@@ -158,20 +127,20 @@ func gapLabel(r string) string {
 	return "other"
 }
 
-// emit puts one event on the session's stream (journal.Stream.Emit: the one
-// critical section) with the bridge's extensions. kapSeq and kapEpoch name
-// the kap position it came from (kapSeq < 0: none). Callers hold s.mu.
+// emit puts one event on the session's stream with the bridge's
+// extensions. kapSeq and kapEpoch name the kap position it came from
+// (kapSeq < 0: none). Callers hold the session's lock.
 func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *aep.Event {
 	if !aep.ValidType(d.ev.Type) {
 		// A vendor frame name the mapping could not force into the type
 		// grammar: the moment stays visible, under a name that is legal.
 		s.b.metrics.badFrames.WithLabelValues("bad_type").Inc()
-		s.b.log.Warn("kap frame type is not expressible as an AEP type; emitted as "+UnrecognizedType, "type", clip(d.ev.Type))
+		s.b.log.Warn("kap frame type is not expressible as an AEP type; emitted as "+UnrecognizedType, "type", emitter.Clip(d.ev.Type))
 		d.ev = mapping.WebUnrecognized(s.b.cfg.Posture)
 	}
 	e := journal.Entry{Event: d.ev, ID: d.id, At: at, Run: d.run, Cause: d.cause, Subject: d.subject}
 	if s.b.cfg.Mode == mapping.Companion {
-		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSession, Value: s.kap})
+		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSession, Value: s.kap()})
 	}
 	if kapSeq >= 0 && kapEpoch != "" {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSeq, Value: kapSeq}, journal.Ext{Name: ExtKimiEpoch, Value: kapEpoch})
@@ -182,9 +151,9 @@ func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *ae
 	if d.observed {
 		e.Ext = append(e.Ext, journal.Ext{Name: mapping.ExtObserved, Value: mapping.ObservedProcess})
 	}
-	ev := s.stream.Emit(e)
+	ev := s.Stream().Emit(e)
 	if ev != nil {
-		s.lastAt = s.b.cfg.Now()
+		s.Touch(s.b.cfg.Now())
 	}
 	return ev
 }
@@ -197,7 +166,7 @@ func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *ae
 // hook adapter owns the core lifecycle, so the bridge's own stream ({sid}.web)
 // ends with the extension terminal WebEnded instead. It reports whether it
 // ended anything (false when the session had already ended). Callers hold
-// s.mu.
+// the session's lock.
 func (s *session) endObserved(at time.Time) bool {
 	if s.ended {
 		return false
@@ -218,24 +187,31 @@ func (s *session) endObserved(at time.Time) bool {
 	s.emit(draft{id: s.b.newID(), ev: ev, observed: true}, at, -1, "")
 	s.ended = true
 	s.b.metrics.sessionsEnded.WithLabelValues(reason).Inc()
-	if err := s.stream.Log().Close(); err != nil {
-		s.b.log.Error("closing a session log", "session", s.id, "err", err)
-	}
+	s.closeLog()
 	return true
+}
+
+// closeLog closes the log of a session that will be quiet (ended,
+// archived); it reopens on its next event. Callers hold the session's lock.
+func (s *session) closeLog() {
+	if err := s.Stream().Log().Close(); err != nil {
+		s.b.log.Error("closing a session log", "session", s.Name(), "err", err)
+	}
 }
 
 // reopen starts a new chapter of a session seen again after its end (a
 // restarted kimi web loaded it). In primary mode that is the hook adapter's
 // convention: the next chapter's source (journal.NextChapter), its positions
 // continuing, opened by session.started with trigger resume, so no consumer
-// sees events after session.ended without a new start. Callers hold s.mu.
+// sees events after session.ended without a new start. Callers hold the
+// session's lock.
 func (s *session) reopen(at time.Time) {
 	if !s.ended {
 		return
 	}
 	s.ended = false
 	if s.b.cfg.Mode == mapping.Primary {
-		s.stream.SetSource(journal.NextChapter(s.source, s.stream.Source()))
+		s.NextChapter()
 		s.emit(draft{id: s.b.newID(), ev: mapping.SessionResumed(s.b.cfg.Posture)}, at, -1, "")
 	}
 }

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-func offlineBridge(t *testing.T, mode mapping.Mode, home string) (*Bridge, *published) {
+func offlineBridge(t *testing.T, mode mapping.Mode, home string) (*Bridge, *emittertest.Recorder) {
 	t.Helper()
-	pub := &published{}
-	b, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Mode: mode, Host: "h", Publisher: pub,
-		Logger: slog.New(slog.DiscardHandler)})
+	pub := &emittertest.Recorder{}
+	b, err := NewBridge(Config{Config: emitter.Config{Home: home, Host: "h", Publisher: pub,
+		Logger: slog.New(slog.DiscardHandler)}, KimiHome: t.TempDir(), Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,19 +32,18 @@ func xEvent(typ string) mapping.Event {
 // An idle session's log is closed and reopens, appending, on the next event.
 func TestIdleLogReopens(t *testing.T) {
 	b, _ := offlineBridge(t, mapping.Companion, t.TempDir())
-	s := b.session("k1")
-	s.mu.Lock()
+	s := b.lock("k1")
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 1, "A")
-	s.mu.Unlock()
-	b.closeIdle(time.Now().Add(time.Hour))
-	if s.stream.Log().IsOpen() {
+	s.Unlock()
+	b.core.CloseIdle(time.Now().Add(time.Hour))
+	if s.Stream().Log().IsOpen() {
 		t.Fatal("idle log still open")
 	}
-	s.mu.Lock()
+	s.Lock()
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.c")}, time.Now(), 2, "A")
-	s.mu.Unlock()
-	b.closeAll()
-	raw, err := os.ReadFile(s.stream.Log().Path())
+	s.Unlock()
+	b.core.CloseAll()
+	raw, err := os.ReadFile(s.Stream().Log().Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,10 @@ func TestIdleLogReopens(t *testing.T) {
 // A frame name that cannot be an AEP type still lands, under a legal name.
 func TestUnexpressibleFrameType(t *testing.T) {
 	b, pub := offlineBridge(t, mapping.Companion, t.TempDir())
-	s := b.session("k1")
-	s.mu.Lock()
+	s := b.lock("k1")
 	s.emit(draft{ev: xEvent("x.kimi-code.web.turn.startp_\u0570")}, time.Now(), 1, "A")
-	s.mu.Unlock()
-	evs := pub.all()
+	s.Unlock()
+	evs := pub.All()
 	if len(evs) != 1 || evs[0].Type != UnrecognizedType {
 		t.Fatalf("%v", typesOf(evs))
 	}
@@ -71,17 +71,18 @@ func TestUnexpressibleFrameType(t *testing.T) {
 func TestRecoverPosition(t *testing.T) {
 	home := t.TempDir()
 	b, _ := offlineBridge(t, mapping.Companion, home)
-	s := b.session("k1")
-	s.mu.Lock()
+	s := b.lock("k1")
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 7, "A")
 	s.emitGap(gap{reason: GapBufferOverflow, from: 8, to: 2000, epoch: "A", nextEpoch: "A", at: 2000})
 	s.emit(draft{ev: xEvent("control.accepted")}, time.Now(), -1, "") // no kap position
-	s.mu.Unlock()
-	b.closeAll()
+	s.Unlock()
+	b.core.CloseAll()
 
 	b2, _ := offlineBridge(t, mapping.Companion, home)
-	s2 := b2.session("k1")
-	if seq, epoch, ok := s2.cur.position(); !ok || seq != 2000 || epoch != "A" {
+	s2 := b2.lock("k1")
+	seq, epoch, ok := s2.cur.position()
+	s2.Unlock()
+	if !ok || seq != 2000 || epoch != "A" {
 		t.Errorf("recovered %d@%s (%v)", seq, epoch, ok)
 	}
 	if b2.Epoch() <= b.Epoch() {
@@ -94,8 +95,8 @@ func TestRecoverPosition(t *testing.T) {
 func TestOpenLogsBounded(t *testing.T) {
 	const max, n = 4, 40
 	home := t.TempDir()
-	b, err := NewBridge(Config{Home: home, KimiHome: t.TempDir(), Mode: mapping.Companion, Host: "h",
-		MaxOpenLogs: max, Logger: slog.New(slog.DiscardHandler)})
+	b, err := NewBridge(Config{Config: emitter.Config{Home: home, Host: "h", MaxOpenLogs: max,
+		Logger: slog.New(slog.DiscardHandler)}, KimiHome: t.TempDir(), Mode: mapping.Companion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,34 +104,36 @@ func TestOpenLogsBounded(t *testing.T) {
 	for round := int64(1); round <= 2; round++ {
 		for i := 0; i < n; i++ {
 			if round == 1 {
-				sessions = append(sessions, b.session(fmt.Sprintf("k%d", i)))
+				s := b.lock(fmt.Sprintf("k%d", i))
+				s.Unlock()
+				sessions = append(sessions, s)
 			}
 			s := sessions[i]
-			s.mu.Lock()
+			s.Lock()
 			s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), round, "A")
-			s.mu.Unlock()
+			s.Unlock()
 			open := 0
 			for _, s := range sessions {
-				if s.stream.Log().IsOpen() {
+				if s.Stream().Log().IsOpen() {
 					open++
 				}
 			}
-			if open > max || b.handles.Open() != open {
-				t.Fatalf("%d logs open (%d counted), bound %d", open, b.handles.Open(), max)
+			if open > max || b.core.OpenLogs() != open {
+				t.Fatalf("%d logs open (%d counted), bound %d", open, b.core.OpenLogs(), max)
 			}
 		}
 	}
-	b.closeAll()
+	b.core.CloseAll()
 	for _, s := range sessions {
-		raw, err := os.ReadFile(s.stream.Log().Path())
+		raw, err := os.ReadFile(s.Stream().Log().Path())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c := bytes.Count(raw, []byte("\n")); c != 2 {
-			t.Fatalf("%s: %d lines, want 2", s.id, c)
+			t.Fatalf("%s: %d lines, want 2", s.Name(), c)
 		}
 	}
-	mfs, err := b.metrics.reg.Gather()
+	mfs, err := b.core.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,10 +133,27 @@ func (c *Core[S]) AckWindow() time.Duration { return c.spec.AckWindow }
 // OpenLogs is the number of session log files open now.
 func (c *Core[S]) OpenLogs() int { return c.handles.Open() }
 
-// Relay is the publisher's state and outbox depth for /healthz: "none"
-// without one, "unknown" for one that does not report
-// (journal.PublisherStatus).
-func (c *Core[S]) Relay() (state string, outbox int) {
+// Health is what every source reports on /healthz: that it runs, its relay
+// link, its epoch and the commands it accepts. A source's health embeds it.
+type Health struct {
+	OK bool `json:"ok"`
+	// Relay is the publisher's state ("none" without one, "unknown" for
+	// one that does not report: journal.PublisherStatus); Outbox its depth.
+	Relay   string   `json:"relay"`
+	Outbox  int      `json:"relay_outbox,omitempty"`
+	Epoch   int64    `json:"epoch"`
+	Control []string `json:"control"`
+}
+
+// Health is the source's health as far as the core knows it.
+func (c *Core[S]) Health() Health {
+	h := Health{OK: true, Epoch: c.epoch, Control: c.Accepts()}
+	h.Relay, h.Outbox = c.relay()
+	return h
+}
+
+// relay is the publisher's state and outbox depth.
+func (c *Core[S]) relay() (state string, outbox int) {
 	if ps, ok := c.cfg.Publisher.(journal.PublisherStatus); ok {
 		return ps.State(), ps.OutboxDepth()
 	}

@@ -7,8 +7,55 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 )
 
-// metrics lives in a private registry, one per source, which the source
-// registers its own metrics on (Core.Registry).
+// Metrics makes a source's metrics on its private registry (no global
+// state, one set per source), each named aepkimi_<Spec.Name>_<name> and
+// registered as it is made.
+type Metrics struct {
+	reg *prometheus.Registry
+	ns  string
+}
+
+// Counter is a new counter.
+func (m Metrics) Counter(name, help string) prometheus.Counter {
+	return register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: m.ns + name, Help: help}))
+}
+
+// CounterVec is a new counter with labels.
+func (m Metrics) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: m.ns + name, Help: help}, labels))
+}
+
+// Gauge is a new gauge.
+func (m Metrics) Gauge(name, help string) prometheus.Gauge {
+	return register(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: m.ns + name, Help: help}))
+}
+
+// GaugeVec is a new gauge with labels.
+func (m Metrics) GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(m.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: m.ns + name, Help: help}, labels))
+}
+
+// GaugeFunc is a gauge read from f at each scrape.
+func (m Metrics) GaugeFunc(name, help string, f func() float64) {
+	register(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.ns + name, Help: help}, f))
+}
+
+// CounterFunc is a counter read from f at each scrape.
+func (m Metrics) CounterFunc(name, help string, f func() float64) {
+	register(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.ns + name, Help: help}, f))
+}
+
+// Histogram is a new histogram with the given buckets.
+func (m Metrics) Histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return register(m.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: m.ns + name, Help: help, Buckets: buckets}))
+}
+
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	reg.MustRegister(c)
+	return c
+}
+
+// metrics are the ones every source has.
 type metrics struct {
 	reg        *prometheus.Registry
 	events     *prometheus.CounterVec
@@ -21,58 +68,45 @@ type metrics struct {
 }
 
 func newMetrics[S Member](c *Core[S]) *metrics {
-	ns := "aepkimi_" + c.spec.Name + "_"
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, col := range c.cfg.Collectors {
+		reg.MustRegister(col)
+	}
+	r := Metrics{reg: reg, ns: "aepkimi_" + c.spec.Name + "_"}
 	m := &metrics{
-		reg:        prometheus.NewRegistry(),
+		reg:        reg,
 		eventLabel: c.spec.EventLabel,
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: ns + "events_total", Help: "AEP events emitted, by type (a bounded set: the rest count as other or as their family).",
-		}, []string{"type"}),
-		logErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: ns + "log_errors_total", Help: "Failed JSONL log appends.",
-		}),
-		logRecover: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: ns + "log_recovery_incomplete_total", Help: "Session logs whose recovery passed over unparsable lines or could not be read to the end.",
-		}),
-		tornTails: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: ns + "log_torn_tails_total",
-			Help: "Session logs found ending in a partial line when opened, by what was done (cut: moved to a .torn- file; completed).",
-		}, []string{"action"}),
-		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: ns + "commands_total", Help: "Control commands by type and outcome.",
-		}, []string{"type", "outcome"}),
-		evicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: ns + "sessions_evicted_total", Help: "Sessions dropped from memory (idle, or over the session cap); their state comes back from the log.",
-		}),
+		events:     r.CounterVec("events_total", "AEP events emitted, by type (a bounded set: the rest count as other or as their family).", "type"),
+		logErrors:  r.Counter("log_errors_total", "Failed JSONL log appends."),
+		logRecover: r.Counter("log_recovery_incomplete_total", "Session logs whose recovery passed over unparsable lines or could not be read to the end."),
+		tornTails: r.CounterVec("log_torn_tails_total",
+			"Session logs found ending in a partial line when opened, by what was done (cut: moved to a .torn- file; completed).", "action"),
+		commands: r.CounterVec("commands_total", "Control commands by type and outcome.", "type", "outcome"),
+		evicted:  r.Counter("sessions_evicted_total", "Sessions dropped from memory (idle, or over the session cap); their state comes back from the log."),
 	}
 	for _, a := range []string{journal.RepairCut, journal.RepairCompleted} {
 		m.tornTails.WithLabelValues(a)
 	}
-	m.reg.MustRegister(m.events, m.logErrors, m.logRecover, m.tornTails, m.commands, m.evicted,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: ns + "open_logs", Help: "Session log files open (bounded by the handle cap).",
-		}, func() float64 { return float64(c.handles.Open()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: ns + "relay_outbox_depth", Help: "Events waiting in the relay outbox.",
-		}, func() float64 { _, n := c.Relay(); return float64(n) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: ns + "relay_drops_total", Help: "Events the relay outbox dropped (debug/info first).",
-		}, func() float64 {
-			if ps, ok := c.cfg.Publisher.(journal.PublisherStatus); ok {
-				return float64(ps.Drops())
-			}
-			return 0
-		}))
-	for _, col := range c.cfg.Collectors {
-		m.reg.MustRegister(col)
-	}
+	r.GaugeFunc("open_logs", "Session log files open (bounded by the handle cap).", func() float64 { return float64(c.handles.Open()) })
+	r.GaugeFunc("relay_outbox_depth", "Events waiting in the relay outbox.", func() float64 { _, n := c.relay(); return float64(n) })
+	r.CounterFunc("relay_drops_total", "Events the relay outbox dropped (debug/info first).", func() float64 {
+		if ps, ok := c.cfg.Publisher.(journal.PublisherStatus); ok {
+			return float64(ps.Drops())
+		}
+		return 0
+	})
 	return m
 }
 
-// Registry is the source's metrics registry: the core's metrics are on it,
-// the source registers its own and serves it on /metrics.
+// Registry is the source's metrics registry, to serve on /metrics: the
+// core's metrics, the source's own (Metrics) and Config.Collectors.
 func (c *Core[S]) Registry() *prometheus.Registry { return c.metrics.reg }
+
+// Metrics makes the source's own metrics on its registry.
+func (c *Core[S]) Metrics() Metrics {
+	return Metrics{reg: c.metrics.reg, ns: "aepkimi_" + c.spec.Name + "_"}
+}
 
 // Emitted, AppendFailed and RecoveryIncomplete count for the session
 // streams (journal.Counters).

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,9 +15,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
-	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // DefaultRelayURL is where the daemons publish unless told otherwise.
@@ -62,21 +58,17 @@ func adapterCommand(getenv func(string) string, io stdio) cli.Command {
 			return func(ctx context.Context, _ []string) int {
 				log := newLogger(io.err, o.verbose)
 				return serveDaemon(ctx, "adapter", io, getenv, o.token, func(token string) (daemon, error) {
-					return newAdapterDaemon(o, token, getenv, log)
+					return newAdapter(o, token, getenv, log)
 				})
 			}
 		},
 	}
 }
 
-// adapterDaemon is the adapter wired to its relay emitter, which the
-// adapter runs (emitter.Core.Run).
-type adapterDaemon struct {
-	srv *adapter.Server
-}
-
-// newAdapterDaemon builds the adapter and the emitter it publishes with.
-func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string, log *slog.Logger) (*adapterDaemon, error) {
+// newAdapter builds the adapter wired to the relay emitter it publishes
+// with and runs (emitter.Core.Run): the emitter outlives the adapter's
+// intake so the last events still reach the relay.
+func newAdapter(o adapterOptions, token string, getenv func(string) string, log *slog.Logger) (*adapter.Server, error) {
 	cfg, err := adapterConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -97,40 +89,22 @@ func newAdapterDaemon(o adapterOptions, token string, getenv func(string) string
 	if cfg.Control.Gate && !cfg.Control.Authenticated {
 		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
 	}
-	d := &adapterDaemon{}
-	host, _ := os.Hostname()
-	ec := client.EmitterConfig{
-		URL:      o.relayURL,
-		Token:    token,
-		Agent:    mapping.Agent,
-		Instance: fmt.Sprintf("%s/adapter/%d", host, os.Getpid()),
-		Emits:    []string{"session", "run", "tool", "attention", "delegation", "progress", "control", "agent"},
-		Capture:  []string{"none", "metadata", "redacted"},
-		Logger:   log.With("component", "emitter"),
-		OnCommand: func(ctx context.Context, ev *aep.Event) {
-			d.srv.HandleCommand(ctx, ev)
-		},
-	}
+	h := sourceHello{role: "adapter", metrics: "aepkimi_adapter",
+		emits: []string{"session", "run", "tool", "attention", "delegation", "progress", "control", "agent"}}
 	if cfg.Control.Authenticated {
-		ec.Control = &wire.Control{Accepts: adapter.AcceptsFor(cfg.Control), AckWindowMS: int(cfg.Control.AckWindow.Milliseconds())}
+		h.control = helloControl(adapter.AcceptsFor(cfg.Control), cfg.Control.AckWindow)
 	}
-	em, err := client.NewEmitter(ec)
+	bind, err := relayEmitter(&cfg.Config, o.relayURL, token, h, log)
 	if err != nil {
-		return nil, fmt.Errorf("relay emitter: %w", err)
-	}
-	if !isNone(o.relayURL) {
-		cfg.Publisher = emitterPublisher{em}
-	}
-	if d.srv, err = adapter.NewServer(cfg); err != nil {
 		return nil, err
 	}
-	return d, nil
+	srv, err := adapter.NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	bind(srv)
+	return srv, nil
 }
-
-// run serves until ctx is done. The relay emitter outlives the adapter's
-// intake so the last events still reach the relay: intake stops, held hooks
-// release, logs flush, then the outbox flushes.
-func (d *adapterDaemon) run(ctx context.Context) error { return d.srv.Run(ctx) }
 
 // fdShare is the part of the process's file limit one kind of descriptor
 // may hold (session logs, process watches): the rest is for hook
@@ -152,13 +126,6 @@ func fdShareBound(what string, configured, def int, limit uint64, log *slog.Logg
 	log.Info(what+" bounded by the file limit", "bound", bound, "file_limit", limit)
 	return bound
 }
-
-// emitterPublisher lets the adapter report the emitter's health.
-type emitterPublisher struct{ *client.Emitter }
-
-func (p emitterPublisher) State() string    { return string(p.Emitter.State()) }
-func (p emitterPublisher) OutboxDepth() int { return p.Stats().Outbox }
-func (p emitterPublisher) Drops() uint64    { return p.Stats().Dropped }
 
 // adapterConfigFromEnv reads the adapter's capture, redaction and control
 // environment.

@@ -5,16 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // bridgeWebOptions is bridge-web's flag and environment surface.
@@ -74,20 +71,16 @@ func bridgeWebCommand(getenv func(string) string, io stdio) cli.Command {
 			return func(ctx context.Context, _ []string) int {
 				log := newLogger(io.err, o.verbose)
 				return serveDaemon(ctx, "bridge-web", io, getenv, o.token, func(token string) (daemon, error) {
-					return newBridgeWebDaemon(o, token, getenv, log)
+					return newBridgeWeb(o, token, getenv, log)
 				})
 			}
 		},
 	}
 }
 
-// bridgeWebDaemon is the bridge wired to its relay emitter.
-type bridgeWebDaemon struct {
-	bridge  *bridgeweb.Bridge
-	emitter *client.Emitter
-}
-
-func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) string, log *slog.Logger) (*bridgeWebDaemon, error) {
+// newBridgeWeb builds the bridge wired to the relay emitter it publishes
+// with and runs (emitter.Core.Run).
+func newBridgeWeb(o bridgeWebOptions, token string, getenv func(string) string, log *slog.Logger) (*bridgeweb.Bridge, error) {
 	mode, err := mapping.ParseMode(o.mode)
 	if err != nil {
 		return nil, fmt.Errorf("--mode: %w", err)
@@ -105,9 +98,9 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 		return nil, err
 	}
 	cfg := bridgeweb.Config{
-		Listen: o.listen, Mode: mode, Home: o.home, KimiHome: o.kimiHome, AllowedHosts: hosts,
-		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, Posture: acfg.Posture, Logger: log,
-		AllowRemoteKap: o.allowRemoteKap,
+		Config: emitter.Config{Home: o.home, Posture: acfg.Posture, Logger: log},
+		Listen: o.listen, Mode: mode, KimiHome: o.kimiHome, AllowedHosts: hosts,
+		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, AllowRemoteKap: o.allowRemoteKap,
 	}
 	if err := envPositiveInts(getenv, []envInt{{"AEP_KIMI_WEB_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}}); err != nil {
 		return nil, err
@@ -121,52 +114,21 @@ func newBridgeWebDaemon(o bridgeWebOptions, token string, getenv func(string) st
 	case cfg.Control.Enabled && !cfg.Control.Authenticated:
 		log.Warn("AEP_KIMI_WEB_CONTROL is set but no relay token: control stays off (control needs an authenticated relay binding)")
 	}
-	d := &bridgeWebDaemon{}
-	host, _ := os.Hostname()
-	ec := client.EmitterConfig{
-		URL:      o.relayURL,
-		Token:    token,
-		Agent:    mapping.Agent,
-		Instance: fmt.Sprintf("%s/bridge-web/%d", host, os.Getpid()),
-		Capture:  []string{"none", "metadata", "redacted"},
-		Logger:   log.With("component", "emitter"),
-		// The hello declares what the bridge accepts, nothing when control
-		// is off, so the relay refuses commands on its behalf.
-		Control: &wire.Control{Accepts: bridgeweb.AcceptsFor(mode, cfg.Control),
-			AckWindowMS: int(bridgeweb.DefaultAckWindow.Milliseconds())},
-		OnCommand: func(ctx context.Context, ev *aep.Event) {
-			d.bridge.HandleCommand(ctx, ev)
-		},
-	}
+	// The hello always declares what the bridge accepts: nothing when
+	// control is off.
+	h := sourceHello{role: "bridge-web", metrics: "aepkimi_bridgeweb",
+		control: helloControl(bridgeweb.AcceptsFor(mode, cfg.Control), cfg.Control.AckWindow)}
 	if mode == mapping.Primary {
-		ec.Emits = []string{"run", "tool", "attention", "session", "control"}
+		h.emits = []string{"run", "tool", "attention", "session", "control"}
 	}
-	em, err := client.NewEmitter(ec)
+	bind, err := relayEmitter(&cfg.Config, o.relayURL, token, h, log)
 	if err != nil {
-		return nil, fmt.Errorf("relay emitter: %w", err)
-	}
-	d.emitter = em
-	if !isNone(o.relayURL) {
-		cfg.Publisher = emitterPublisher{em}
-		cfg.Collectors = append(cfg.Collectors, em.Collector("aepkimi_bridgeweb"))
-	}
-	if d.bridge, err = bridgeweb.NewBridge(cfg); err != nil {
 		return nil, err
 	}
-	return d, nil
-}
-
-// run serves until ctx is done; the emitter outlives the bridge so its last
-// events still reach the relay.
-func (d *bridgeWebDaemon) run(ctx context.Context) error {
-	emCtx, stopEmitter := context.WithCancel(context.Background())
-	emDone := make(chan struct{})
-	go func() {
-		defer close(emDone)
-		d.emitter.Run(emCtx) //nolint:errcheck // it logs its own connection errors
-	}()
-	err := d.bridge.Run(ctx)
-	stopEmitter()
-	<-emDone
-	return err
+	b, err := bridgeweb.NewBridge(cfg)
+	if err != nil {
+		return nil, err
+	}
+	bind(b)
+	return b, nil
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 )
 
-// daemon is a long-running component wired to its relay emitter.
+// daemon is a long-running component wired to its relay emitter (a source
+// of sessions: the adapter, the bridge).
 type daemon interface {
-	run(ctx context.Context) error
+	Run(ctx context.Context) error
 }
 
 // serveDaemon reads the relay token, builds a daemon with it and runs it
@@ -23,7 +24,7 @@ func serveDaemon(ctx context.Context, name string, io stdio, getenv func(string)
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return 2
 	}
-	if err := d.run(ctx); err != nil {
+	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return 1
 	}

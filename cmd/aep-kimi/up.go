@@ -136,22 +136,22 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if ao.listen == "" {
 		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
-	ad, err := newAdapterDaemon(ao, token, getenv, log.With("component", "adapter"))
+	ad, err := newAdapter(ao, token, getenv, log.With("component", "adapter"))
 	if err != nil {
 		return usageError{err}
 	}
-	aaddr, err := ad.srv.Listen()
+	aaddr, err := ad.Listen()
 	if err != nil {
 		return err
 	}
-	stn.Add(station.Component{Name: "adapter", Run: ad.run}, func() { ad.srv.Close() })
+	stn.Add(station.Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
 	o.bridge.opts.allowedHosts = o.allowedHosts
 	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
 		return usageError{err}
 	}
 	if br != nil {
-		stn.Add(station.Component{Name: "bridge", Run: br.run}, nil)
+		stn.Add(station.Component{Name: "bridge", Run: br.Run}, nil)
 	}
 	if exp != nil {
 		exp.Relay, exp.Token = relayURL, token

@@ -39,7 +39,7 @@ func (b *bridgeChoice) start(home, relayURL, token string, getenv func(string) s
 	found := err == nil
 	o := b.opts
 	o.home, o.relayURL = home, relayURL
-	d, err := newBridgeWebDaemon(o, token, getenv, log)
+	d, err := newBridgeWeb(o, token, getenv, log)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+)
+
+// sourceHello is what a source of sessions (the adapter, the bridge)
+// declares to the relay.
+type sourceHello struct {
+	// role names it in the hello's instance ("adapter", "bridge-web");
+	// metrics is the namespace of the relay emitter's metrics on its
+	// /metrics ("aepkimi_adapter").
+	role, metrics string
+	// emits is declared when set.
+	emits []string
+	// control is declared when set: the commands accepted, nothing when
+	// control is off, so the relay refuses commands on the source's behalf.
+	control *wire.Control
+}
+
+// helloControl is a control declaration: the types accepted and the ack
+// window (zero: the default every source uses).
+func helloControl(accepts []string, ackWindow time.Duration) *wire.Control {
+	return &wire.Control{Accepts: accepts, AckWindowMS: int(cmp.Or(ackWindow, emitter.DefaultAckWindow).Milliseconds())}
+}
+
+// relayEmitter builds the relay emitter a source publishes with and sets it
+// as the source's publisher (unless relayURL is none); the source runs it
+// (emitter.Core.Run). The relay's commands go to the source bind names
+// once it is built, before it runs.
+func relayEmitter(cfg *emitter.Config, relayURL, token string, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
+	var target emitter.Emitter
+	host, _ := os.Hostname()
+	em, err := client.NewEmitter(client.EmitterConfig{
+		URL:      relayURL,
+		Token:    token,
+		Agent:    mapping.Agent,
+		Instance: fmt.Sprintf("%s/%s/%d", host, h.role, os.Getpid()),
+		Emits:    h.emits,
+		Capture:  []string{"none", "metadata", "redacted"},
+		Control:  h.control,
+		Logger:   log.With("component", "emitter"),
+		// Commands flow only while the source runs, after bind.
+		OnCommand: func(ctx context.Context, ev *aep.Event) { target.HandleCommand(ctx, ev) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("relay emitter: %w", err)
+	}
+	if !isNone(relayURL) {
+		cfg.Publisher = emitterPublisher{em}
+		cfg.Collectors = append(cfg.Collectors, em.Collector(h.metrics))
+	}
+	return func(e emitter.Emitter) { target = e }, nil
+}
+
+// emitterPublisher lets a source report the relay emitter's health
+// (journal.PublisherStatus) and run it (emitter.Runner).
+type emitterPublisher struct{ *client.Emitter }
+
+func (p emitterPublisher) State() string    { return string(p.Emitter.State()) }
+func (p emitterPublisher) OutboxDepth() int { return p.Stats().Outbox }
+func (p emitterPublisher) Drops() uint64    { return p.Stats().Dropped }
