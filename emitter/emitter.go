@@ -12,7 +12,9 @@
 //     with the recorded ack;
 //   - the publisher's lifetime (Run): it starts before the source's intake
 //     and stops after every log is closed;
-//   - the metrics every source has (events, log errors, commands, logs).
+//   - what every source serves and counts: /healthz and /metrics (Handler,
+//     Health) and the metrics every source has, on the registry its own
+//     join (Metrics).
 //
 // A source supplies its mapping (Source: what a session is and how its log
 // folds back into it) and its decide (Source.Decide); it may keep its
