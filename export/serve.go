@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,4 +160,31 @@ func (c Converter) convertFile(name string, stdin io.Reader, out io.Writer, bad 
 		r = f
 	}
 	return c.Run(r, out, func(line int, msg string) { bad(name, line, msg) })
+}
+
+// Headers is a repeatable K=V flag naming HTTP headers for every request
+// to a receiver; K=@FILE reads V from FILE, keeping a credential out of
+// the process arguments.
+type Headers map[string]string
+
+func (h *Headers) String() string { return "" }
+
+// Set adds one K=V.
+func (h *Headers) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return errors.New("want K=V")
+	}
+	if name, ok := strings.CutPrefix(val, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		val = strings.TrimSpace(string(b))
+	}
+	if *h == nil {
+		*h = make(Headers)
+	}
+	(*h)[strings.TrimSpace(k)] = val
+	return nil
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -52,5 +53,26 @@ func TestConvertFilesCountsAndReports(t *testing.T) {
 		func(name string, err error) { unreadable = append(unreadable, name) })
 	if n.In != 1 || n.Bad != 1 || len(bad) != 1 || bad[0] != "-" || len(unreadable) != 1 || unreadable[0] != "/nonexistent/x.jsonl" {
 		t.Fatalf("counts %+v, bad %v, unreadable %v", n, bad, unreadable)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	file := t.TempDir() + "/auth"
+	if err := os.WriteFile(file, []byte("Basic c2VjcmV0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var h Headers
+	for _, v := range []string{"X-A=1", "Authorization=@" + file, " X-B =two=2"} {
+		if err := h.Set(v); err != nil {
+			t.Fatalf("Set(%q): %v", v, err)
+		}
+	}
+	if h["X-A"] != "1" || h["Authorization"] != "Basic c2VjcmV0" || h["X-B"] != "two=2" {
+		t.Fatalf("headers %v", h)
+	}
+	for _, bad := range []string{"novalue", "=v", "K=@/nonexistent/file"} {
+		if err := h.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted", bad)
+		}
 	}
 }

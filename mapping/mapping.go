@@ -45,6 +45,30 @@ func DefaultPosture() Posture {
 	return Posture{Capture: aep.CaptureMetadata, AttentionCapture: aep.CaptureRedacted}
 }
 
+// ParsePosture builds a posture from capture level names (a flag's or an
+// environment variable's): an unset attention level is redacted, except
+// under an explicit capture none.
+func ParsePosture(capture, attention string, ro aep.RedactOptions) (Posture, error) {
+	p := DefaultPosture()
+	c, err := aep.ParseCapture(capture)
+	if err != nil {
+		return p, err
+	}
+	p.Capture = c
+	switch {
+	case attention != "":
+		a, err := aep.ParseCapture(attention)
+		if err != nil {
+			return p, fmt.Errorf("attention capture: %w", err)
+		}
+		p.AttentionCapture = a
+	case c == aep.CaptureNone:
+		p.AttentionCapture = aep.CaptureNone
+	}
+	p.Redactor = aep.NewRedactor(ro)
+	return p, nil
+}
+
 // Level returns the capture level an event of type typ is mapped at.
 func (p Posture) Level(typ string) aep.Capture {
 	if strings.HasPrefix(typ, "attention.") {

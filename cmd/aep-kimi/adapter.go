@@ -14,7 +14,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // DefaultRelayURL is where the daemons publish unless told otherwise.
@@ -56,7 +58,7 @@ func adapterCommand(getenv func(string) string, io stdio) cli.Command {
 			var o adapterOptions
 			o.flags(fs, getenv)
 			return func(ctx context.Context, _ []string) int {
-				log := newLogger(io.err, o.verbose)
+				log := logging.New(io.err, o.verbose)
 				return serveDaemon(ctx, "adapter", io, getenv, o.token, func(token string) (daemon, error) {
 					return newAdapter(o, token, getenv, log)
 				})
@@ -145,7 +147,7 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 			ro.SecretValues = append(ro.SecretValues, v)
 		}
 	}
-	p, err := postureFrom(getenv("AEP_CAPTURE"), getenv("AEP_CAPTURE_ATTENTION"), ro)
+	p, err := mapping.ParsePosture(getenv("AEP_CAPTURE"), getenv("AEP_CAPTURE_ATTENTION"), ro)
 	if err != nil {
 		return cfg, err
 	}
@@ -236,12 +238,4 @@ func relayToken(getenv func(string) string, file string) (string, error) {
 		return tokenfile.ReadHome(filepath.Join(aepHome(getenv), TokenFileName))
 	}
 	return tokenfile.Read(file, true)
-}
-
-func newLogger(w interface{ Write([]byte) (int, error) }, verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(newComponentHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})))
 }

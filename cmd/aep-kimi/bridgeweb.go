@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -69,7 +70,7 @@ func bridgeWebCommand(getenv func(string) string, io stdio) cli.Command {
 			var o bridgeWebOptions
 			o.flags(fs, getenv)
 			return func(ctx context.Context, _ []string) int {
-				log := newLogger(io.err, o.verbose)
+				log := logging.New(io.err, o.verbose)
 				return serveDaemon(ctx, "bridge-web", io, getenv, o.token, func(token string) (daemon, error) {
 					return newBridgeWeb(o, token, getenv, log)
 				})

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/logging"
 )
 
 // dashCommand is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet
@@ -54,7 +55,7 @@ func runDash(ctx context.Context, listen, home string, relays []string, getenv f
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
 	}
-	d, err := fleetpage.NewDashServer(listen, ups, newLogger(io.err, false))
+	d, err := fleetpage.NewDashServer(listen, ups, logging.New(io.err, false))
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,7 +50,7 @@ type exportOptions struct {
 type liveFlags struct {
 	relay, token, tokenFile, filter, state, metrics string
 	sink                                            export.SinkConfig
-	headers                                         headerFlag
+	headers                                         export.Headers
 	fs                                              *flag.FlagSet
 }
 
@@ -193,35 +190,10 @@ func runExportLive(ctx context.Context, mode string, conv export.Converter, l *l
 	return 0
 }
 
-// headerFlag collects repeated K=V flags.
-type headerFlag map[string]string
-
-func (h *headerFlag) String() string { return "" }
-
-func (h *headerFlag) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(k) == "" {
-		return errors.New("want K=V")
-	}
-	if name, ok := strings.CutPrefix(val, "@"); ok {
-		// K=@FILE keeps a credential out of the process arguments.
-		b, err := os.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		val = strings.TrimSpace(string(b))
-	}
-	if *h == nil {
-		*h = make(headerFlag)
-	}
-	(*h)[strings.TrimSpace(k)] = val
-	return nil
-}
-
 // upOTLP is `up --otlp`: the OTLP exporter beside the other components.
 type upOTLP struct {
 	endpoint, signal, maxCapture string
-	headers                      headerFlag
+	headers                      export.Headers
 }
 
 func (u *upOTLP) flags(fs *flag.FlagSet) {

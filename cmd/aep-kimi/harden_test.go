@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
@@ -65,8 +66,8 @@ func TestQuarantineCommand(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 	code, out, _ = runCmd(t, nil, "quarantine", "--home", home, "--json")
-	var first quarantinedFile
-	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &first) != nil || first.Size <= 11 || first.Kind != quarantineSpool {
+	var first adapter.Quarantined
+	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &first) != nil || first.Size <= 11 || first.Kind != adapter.QuarantineSpool {
 		t.Fatalf("json: exit %d %q", code, out)
 	}
 	if code, help, _ := runCmd(t, nil, "quarantine", "-h"); code != 0 || !strings.Contains(help, "unredacted") {

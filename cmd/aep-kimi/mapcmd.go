@@ -46,7 +46,7 @@ type mapOptions struct {
 
 // runMap maps stdin.
 func runMap(o mapOptions, io stdio) int {
-	posture, err := postureFrom(o.capture, o.attention, aep.RedactOptions{Home: homeDir(), NoPII: o.noPII})
+	posture, err := mapping.ParsePosture(o.capture, o.attention, aep.RedactOptions{Home: homeDir(), NoPII: o.noPII})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
 		return 2
@@ -104,29 +104,6 @@ func runMap(o mapOptions, io stdio) int {
 		fmt.Fprintf(io.out, "%s\n", b)
 	}
 	return 0
-}
-
-// postureFrom builds a mapping posture from flag or environment strings.
-// An unset attention level is redacted, except under an explicit none.
-func postureFrom(capture, attention string, ro aep.RedactOptions) (mapping.Posture, error) {
-	p := mapping.DefaultPosture()
-	c, err := aep.ParseCapture(capture)
-	if err != nil {
-		return p, err
-	}
-	p.Capture = c
-	switch {
-	case attention != "":
-		a, err := aep.ParseCapture(attention)
-		if err != nil {
-			return p, fmt.Errorf("attention capture: %w", err)
-		}
-		p.AttentionCapture = a
-	case c == aep.CaptureNone:
-		p.AttentionCapture = aep.CaptureNone
-	}
-	p.Redactor = aep.NewRedactor(ro)
-	return p, nil
 }
 
 var errTooLarge = errors.New("input too large")

@@ -5,34 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
-
-// Kinds of quarantined file.
-const (
-	quarantineSpool = "spool"     // a hook payload the adapter could not ingest (raw)
-	quarantineTorn  = "torn-tail" // a partial last line cut from a session log
-)
-
-// quarantinedFile is one line of `aep-kimi quarantine`.
-type quarantinedFile struct {
-	Kind     string    `json:"kind"`
-	Path     string    `json:"path"`
-	Size     int64     `json:"size"`
-	Modified time.Time `json:"modified"`
-	AgeS     int64     `json:"age_s"`
-	Reason   string    `json:"reason"`
-}
 
 // quarantineCommand lists what aep-kimi set aside under its home rather
 // than drop: spool records the adapter could not ingest and torn log tails.
@@ -42,11 +22,11 @@ func quarantineCommand(getenv func(string) string, std stdio) cli.Command {
 		Summary: "list payloads and log tails set aside under the home, with why",
 		Forms:   []string{"[--home DIR] [--json]"},
 		About: "Lists the files aep-kimi set aside instead of dropping them, oldest first: path, size, age, reason.\n" +
-			fmt.Sprintf("  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", quarantineSpool) +
+			fmt.Sprintf("  %-9s  a hook payload the adapter could not ingest, under HOME/kimi/spool/quarantine. It is RAW:\n", adapter.QuarantineSpool) +
 			"             prompts and tool output, unredacted. The adapter keeps at most " +
 			fmt.Sprintf("%d MiB of them, none older than %s,\n", spool.QuarantineMaxBytes>>20, spool.QuarantineMaxAge) +
 			"             removing the oldest first.\n" +
-			fmt.Sprintf("  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", quarantineTorn) +
+			fmt.Sprintf("  %-9s  the partial last line of a session log (a crash or a full disk), cut off before the next\n", adapter.QuarantineTorn) +
 			"             append, next to the log as <session>.jsonl.torn-<time>. Kept until you delete it.\n" +
 			"Delete a file with rm once you have looked at it.",
 		Args: cli.NoArgs,
@@ -60,7 +40,7 @@ func quarantineCommand(getenv func(string) string, std stdio) cli.Command {
 
 // runQuarantine prints the list.
 func runQuarantine(home string, asJSON bool, std stdio) int {
-	files, err := listQuarantine(home, time.Now())
+	files, err := adapter.ListQuarantined(home, time.Now())
 	if err != nil {
 		fmt.Fprintf(std.err, "aep-kimi quarantine: %v\n", err)
 		return 1
@@ -83,34 +63,4 @@ func runQuarantine(home string, asJSON bool, std stdio) int {
 	}
 	tw.Flush()
 	return 0
-}
-
-// listQuarantine gathers both kinds, oldest first.
-func listQuarantine(home string, now time.Time) ([]quarantinedFile, error) {
-	qs, err := spool.ListQuarantine(spool.Dir(home))
-	if err != nil {
-		return nil, err
-	}
-	var out []quarantinedFile
-	for _, q := range qs {
-		out = append(out, quarantinedFile{Kind: quarantineSpool, Path: q.Path, Size: q.Size, Modified: q.ModTime, Reason: q.Reason})
-	}
-	torn, err := filepath.Glob(filepath.Join(home, "logs", "*", "*"+journal.TornSuffix+"*"))
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range torn {
-		st, err := os.Lstat(p)
-		if err != nil || !st.Mode().IsRegular() {
-			continue
-		}
-		log := filepath.Base(p[:strings.LastIndex(p, journal.TornSuffix)])
-		out = append(out, quarantinedFile{Kind: quarantineTorn, Path: p, Size: st.Size(), Modified: st.ModTime(),
-			Reason: "partial last line cut from " + log})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Modified.Before(out[j].Modified) })
-	for i := range out {
-		out[i].AgeS = int64(max(now.Sub(out[i].Modified), 0) / time.Second)
-	}
-	return out, nil
 }

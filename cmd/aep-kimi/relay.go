@@ -4,13 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -105,11 +105,7 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = logging.New(io.err, o.verbose)
 	if err := withPage(&cfg, st.home, getenv); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/station"
@@ -75,7 +76,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 type usageError struct{ error }
 
 func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
-	log := newLogger(io.err, o.verbose)
+	log := logging.New(io.err, o.verbose)
 	exp, err := o.otlp.exporter(o.home, log.With("component", "otlp-export"))
 	if err != nil {
 		return usageError{err}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -12,9 +11,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
-
-// maxLine bounds one JSONL line (an event); the relay's default body cap.
-const maxLine = 16 << 20
 
 // validateCommand checks JSONL streams: every line's envelope and payload,
 // and the stream rules across the lines of each file. It prints one line
@@ -50,7 +46,7 @@ func runValidate(files []string, quiet bool, io stdio) int {
 		bad += len(vs)
 		if !quiet {
 			for _, v := range vs {
-				fmt.Fprintf(io.out, "%s:%d: %s\n", consumer.Line(name), v.line, consumer.Line(v.Error()))
+				fmt.Fprintf(io.out, "%s:%d: %s\n", consumer.Line(name), v.Line, consumer.Line(v.Error()))
 			}
 		}
 	}
@@ -65,50 +61,16 @@ func runValidate(files []string, quiet bool, io stdio) int {
 	return 0
 }
 
-type lineViolation struct {
-	line int
-	aep.Violation
-}
-
-// validateFile reads one JSONL stream and returns its event count and
-// violations; err is for a file that cannot be read at all.
-func validateFile(name string, stdin io.Reader) (int, []lineViolation, error) {
-	var r io.Reader = stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer f.Close()
-		r = f
+// validateFile reads one JSONL stream ("-": stdin) and returns its event
+// count and violations; err is for a file that cannot be read at all.
+func validateFile(name string, stdin io.Reader) (int, []aep.LineViolation, error) {
+	if name == "-" {
+		return aep.ValidateJSONL(stdin)
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	var sv aep.StreamValidator
-	var out []lineViolation
-	n, line := 0, 0
-	for sc.Scan() {
-		line++
-		b := sc.Bytes()
-		if len(b) == 0 {
-			out = append(out, lineViolation{line, aep.Violation{Rule: "AEP-0003 §3.1", Msg: "blank line (JSONL carries one event per line, no blank lines)"}})
-			continue
-		}
-		n++
-		e, err := aep.ParseEvent(b)
-		if err != nil {
-			out = append(out, lineViolation{line, aep.Violation{Rule: "AEP-0001 §5", Msg: err.Error()}})
-			continue
-		}
-		vs := aep.ValidateEnvelope(e)
-		vs = append(vs, aep.ValidatePayload(e)...)
-		vs = append(vs, sv.Add(e)...)
-		for _, v := range vs {
-			out = append(out, lineViolation{line, v})
-		}
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, nil, err
 	}
-	if err := sc.Err(); err != nil {
-		return n, out, fmt.Errorf("line %d: %w", line+1, err)
-	}
-	return n, out, nil
+	defer f.Close()
+	return aep.ValidateJSONL(f)
 }

@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 
 func TestLoggerNamesComponentOnce(t *testing.T) {
 	var b bytes.Buffer
-	log := newLogger(&b, false)
+	log := New(&b, false)
 	log.With("component", "adapter").With("k", "v").With("component", "emitter").Info("hello", "n", 1)
 	log.With("component", "relay").Info("plain")
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")

@@ -1,9 +1,22 @@
-package main
+// Package logging makes the daemons' loggers: text lines on one writer, at
+// info or (verbose) debug level, with nested component names joined into
+// one attribute.
+package logging
 
 import (
 	"context"
+	"io"
 	"log/slog"
 )
+
+// New is a text logger writing to w at info level, or debug when verbose.
+func New(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(newComponentHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})))
+}
 
 // componentKey names the attribute that says which part of a daemon logs.
 const componentKey = "component"
