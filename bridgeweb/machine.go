@@ -273,6 +273,10 @@ func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent stri
 		rec.options = true
 	}
 	d.ev = mapping.Offered(ev, expires, options)
+	if rec.options {
+		// Offered for control: made readable by the relay's rules.
+		d.ev = mapping.ToolAsked(d.ev, f, m.posture)
+	}
 	if rec.vendorID != "" {
 		m.asks[rec.vendorID] = rec
 		m.byReq[rec.reqID] = rec

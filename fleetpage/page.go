@@ -343,25 +343,8 @@ func overTLS(r *http.Request) bool {
 }
 
 // SameOrigin reports whether a browser request comes from a page of the
-// origin it is addressed to: an Origin header, when present, must name this
-// Host; a browser's Sec-Fetch-Site, when present, must say same-origin.
-// Browsers send one or the other on every request a foreign page can make
-// with this origin's cookie, so a forged cross-site request fails here even
-// where SameSite did not stop it.
-func SameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return false
-	}
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	u, err := url.Parse(o)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return strings.EqualFold(u.Host, r.Host)
-}
+// origin it is addressed to (httpguard.SameOrigin).
+func SameOrigin(r *http.Request) bool { return httpguard.SameOrigin(r) }
 
 // browserSameOrigin is SameOrigin for a request that carries a cookie: it
 // must also carry Origin or Sec-Fetch-Site, as a browser does, so a plain

@@ -3,7 +3,6 @@ package mapping
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
@@ -243,7 +242,9 @@ func hookMapperFor(name string) hookMapper {
 
 // mapSessionStart: session.started with the vendor's source as trigger. The
 // 2.1.0 payload adds client_type and model, carried as client.name and
-// gen_ai.request.model (structural). cwd is a workstation path: never.
+// gen_ai.request.model (structural). cwd is a workstation path: content, so
+// it rides at redacted (through the pipeline) and full, as the registry
+// gates it; the relay's rules read a session's project from it.
 func mapSessionStart(m map[string]any, p Posture) []Event {
 	e := newEvent(p, "session.started", aep.SeverityNotice)
 	if s := str(m, "source"); s != "" {
@@ -257,6 +258,9 @@ func mapSessionStart(m map[string]any, p Posture) []Event {
 	}
 	if label, ok := p.text(e.Capture, str(m, "session_title")); ok {
 		e.Data["label"] = label
+	}
+	if cwd, ok := p.text(e.Capture, str(m, "cwd")); ok {
+		e.Data["cwd"] = cwd
 	}
 	return []Event{e}
 }
@@ -450,16 +454,18 @@ func permissionPrompt(m map[string]any, p Posture, level aep.Capture, subject st
 // GateRequest builds the answerable attention.requested for a PreToolUse
 // held at the adapter's opt-in control gate: kind permission, respond_via
 // control, expiring at expiresAt, when onExpiry (DataOnExpiry) is applied
-// unless someone answers first. At metadata the prompt is synthesized from
-// structure; at redacted+ it names the tool and summarises its input through
-// the pipeline. options are the answers the caller can honour.
+// unless someone answers first; the tool named in subject and data.tool
+// (structural). At metadata the prompt is synthesized from structure; at
+// redacted+ it is ToolPrompt: the tool and its argument text, through the
+// pipeline. options are the answers the caller can honour.
 func GateRequest(r *HookResult, p Posture, expiresAt, onExpiry string, options []aep.Option) Event {
 	e := newEvent(p, "attention.requested", aep.SeverityNotice)
 	tool := toolName(r.payload)
 	e.Subject = tool
 	e.Data["kind"] = "permission"
+	e.Data["tool"] = toolRef(r.payload)
 	e.Data["prompt"] = aep.SynthesizePrompt(Agent, "permission", tool)
-	if s, ok := p.text(e.Capture, "Kimi wants to use "+tool+inputSummary(r.payload["tool_input"])); ok {
+	if s, ok := p.text(e.Capture, ToolPrompt(tool, ArgsSummary(r.payload["tool_input"]))); ok {
 		e.Data["prompt"] = s
 	}
 	e.Data["respond_via"] = []any{"control"}
@@ -471,42 +477,6 @@ func GateRequest(r *HookResult, p Posture, expiresAt, onExpiry string, options [
 	}
 	e.Data["options"] = aep.OptionsData(options, e.Capture)
 	return e
-}
-
-// inputSummary is ArgsSummary as a prompt suffix (": SUMMARY"), or "".
-func inputSummary(in any) string {
-	if s := ArgsSummary(in); s != "" {
-		return ": " + s
-	}
-	return ""
-}
-
-// ArgsSummary is a one-line view of a tool's input: the field a person
-// would want first (a command, a path, a URL), else compact JSON, cut short.
-// It returns "" for an input that is not a non-empty object.
-func ArgsSummary(in any) string {
-	const limit = 240
-	m, ok := in.(map[string]any)
-	if !ok || len(m) == 0 {
-		return ""
-	}
-	s := ""
-	for _, k := range []string{"command", "file_path", "path", "url", "pattern", "query", "description", "prompt"} {
-		if v, ok := m[k].(string); ok && v != "" {
-			s = v
-			break
-		}
-	}
-	if s == "" {
-		if b, err := aep.Canonical(m); err == nil {
-			s = string(b)
-		}
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > limit {
-		s = string(r[:limit]) + "…"
-	}
-	return s
 }
 
 // mapPermissionResult: the observed answer. approved/rejected ->

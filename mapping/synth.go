@@ -262,6 +262,30 @@ func Offered(e Event, expiresAt string, options []aep.Option) Event {
 	return e.with("options", aep.OptionsData(options, e.Capture)).with("respond_via", []any{"control"})
 }
 
+// ToolAsked makes an approval the bridge offers for control readable the
+// way the hook gate's request is: the tool in data.tool (structural) and, at
+// redacted and above, the prompt as ToolPrompt over the frame's display of
+// the tool's input, in place of Kimi's own action line, so a rule (and a
+// person) reads the same text on both surfaces. A frame without a tool name
+// leaves e as it is; one without a display keeps the prompt.
+func ToolAsked(e Event, f Frame, p Posture) Event {
+	tool := firstStr(f.Payload, "tool_name", "toolName")
+	if tool == "" {
+		return e
+	}
+	ref := map[string]any{"name": tool}
+	if id := firstStr(f.Payload, "tool_call_id", "toolCallId"); id != "" {
+		ref["call_id"] = id
+	}
+	e = e.with("tool", ref)
+	if args := ArgsSummary(f.Payload["tool_input_display"]); args != "" {
+		if s, ok := p.text(e.Capture, ToolPrompt(tool, args)); ok {
+			e = e.with("prompt", s)
+		}
+	}
+	return e
+}
+
 // ViaControl marks an answer as the outcome of a command: via control, the
 // sender as by (when known) and the declared option the command applied.
 func ViaControl(e Event, option, by string) Event {

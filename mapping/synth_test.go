@@ -140,6 +140,13 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	"Offered": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return Offered(e, a.ExpiresAt, a.Options) })
 	},
+	"ToolAsked": func(a synthArgs, p Posture) (Event, error) {
+		f, err := ParseFrame(a.Frame)
+		if err != nil {
+			return Event{}, err
+		}
+		return decorated(a, p, func(e Event) Event { return ToolAsked(e, f, p) })
+	},
 	"ViaControl": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return ViaControl(e, a.Option, a.By) })
 	},

@@ -10,6 +10,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // Defaults for Config. The environment names in brackets are the reference
@@ -214,6 +215,10 @@ type Config struct {
 	// it carries its own login), and a browser it admits reaches /stream
 	// and /socket without the bearer token.
 	Page Page
+	// Rules, when set, are the fleet's rules: the relay answers the
+	// permission requests they decide (on an authenticated relay), serves
+	// them at /rules, and reloads their file while it runs (Run, Serve).
+	Rules *rules.Book
 }
 
 // Page is a web page the relay serves, with its own browser login.

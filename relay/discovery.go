@@ -63,7 +63,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.backend.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{
+	h := map[string]any{
 		"ok":           true,
 		"sessions":     st.Sessions,
 		"events":       st.Events,
@@ -72,5 +72,9 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		"subscribers":  st.Subscribers,
 		"connections":  s.nSSE.Load() + s.nWS.Load(),
 		"uptime_s":     int64(time.Since(s.started).Seconds()),
-	})
+	}
+	if r := s.rulesHealth(); r != nil {
+		h["rules"] = r
+	}
+	writeJSON(w, http.StatusOK, h)
 }

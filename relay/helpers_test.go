@@ -115,11 +115,14 @@ func do(t testing.TB, srv *relaytest.Server, method, path string, body []byte, h
 		req.Header.Set("Authorization", "Bearer "+srv.Token)
 	}
 	for k, v := range hdr {
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "":
 			req.Header.Del(k)
-			continue
+		default:
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -63,6 +63,8 @@ type Server struct {
 	// maxEvent is the largest single event taken: MaxBody, or less when the
 	// store carries less (see EventLimiter).
 	maxEvent int64
+	// rules is the rules' state; nil without Config.Rules.
+	rules *ruleState
 }
 
 // NewServer validates cfg, fills defaults and builds the server.
@@ -96,6 +98,7 @@ func NewServer(cfg Config) (*Server, error) {
 		Name: "aepkimi_relay_connections_limit",
 		Help: "The most streams and sockets served at once (AEP_MAX_CONNECTIONS).",
 	}, func() float64 { return float64(cfg.MaxConnections) }))
+	s.rules = newRuleState(s)
 	s.control = newControlRouter(cfg.MaxSessions)
 	if rr, ok := s.backend.(RemoteRouter); ok {
 		s.remote = rr
@@ -138,6 +141,10 @@ func (s *Server) routes() http.Handler {
 		r.Get("/stream", s.serveStream)
 		r.Get("/socket", s.serveSocket)
 		r.Get("/metrics", s.metrics.handler().ServeHTTP)
+		if s.cfg.Rules != nil {
+			r.HandleFunc("/rules", s.serveRules)
+			r.HandleFunc("/rules/*", s.serveRules)
+		}
 	})
 	return r
 }
@@ -164,9 +171,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions, "max_connections", s.cfg.MaxConnections,
 		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","))
 	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); s.watchCredentials(wctx) }()
-	defer func() { stopWatch(); <-watched }()
+	var watchers sync.WaitGroup
+	watchers.Go(func() { s.watchCredentials(wctx) })
+	if s.cfg.Rules != nil {
+		watchers.Go(func() { s.cfg.Rules.Watch(wctx) })
+	}
+	defer func() { stopWatch(); watchers.Wait() }()
 	hs := httpdrain.NewServer(s.handler)
 	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }

@@ -179,7 +179,7 @@ func newStack(t testing.TB, relayEnv ...string) *stack {
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
 	rport := freePort(t)
 	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.relay = startDaemon(t, st.relayURL, append([]string{"AEP_TOKEN=" + st.token}, relayEnv...), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	st.relay = startDaemon(t, st.relayURL, append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, relayEnv...), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
 	return st
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // withPage gives the relay its fleet page, logging in with the relay's token
@@ -34,6 +35,11 @@ func withPage(cfg *relay.Config, home string, getenv func(string) string) error 
 	}
 	cfg.Page = p
 	return nil
+}
+
+// withRules gives the relay the fleet's rules, kept in home.
+func withRules(cfg *relay.Config, home string) {
+	cfg.Rules = rules.Open(rules.Config{Path: filepath.Join(home, rules.FileName), Logger: cfg.Logger.With("component", "rules")})
 }
 
 // relayClient is what a command that reads a relay needs: its URL and

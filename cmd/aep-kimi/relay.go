@@ -13,6 +13,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // relayCommand is `aep-kimi relay`: the collector/relay daemon. Flags win
@@ -28,6 +29,8 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]"},
 		About: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
 			"AEP_TOKEN or AEP_TOKEN_FILE enables auth and control routing.\n\n" +
+			"Rules in $AEP_HOME/" + rules.FileName + " answer permission requests for the whole fleet (see aep-kimi rules);\n" +
+			"the file is reloaded when it changes.\n\n" +
 			"Stores: memory keeps the replay buffer in this process and loses it on restart. jetstream keeps\n" +
 			"every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,\n" +
 			"with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream\n" +
@@ -110,6 +113,7 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return 2
 	}
+	withRules(&cfg, st.home)
 	closeStore, err := st.open(ctx, &cfg)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)

@@ -115,6 +115,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	if err := withPage(&rcfg, o.home, getenv); err != nil {
 		return usageError{err}
 	}
+	withRules(&rcfg, o.home)
 	o.store.home = o.home
 	closeStore, err := o.store.open(ctx, &rcfg)
 	if err != nil {

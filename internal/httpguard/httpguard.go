@@ -204,3 +204,24 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	}
 	return buf.Bytes(), err
 }
+
+// SameOrigin reports whether a browser request comes from a page of the
+// origin it is addressed to: an Origin header, when present, must name this
+// Host; a browser's Sec-Fetch-Site, when present, must say same-origin.
+// Browsers send one or the other on every request a foreign page can make,
+// so a forged cross-site request fails here even where SameSite did not stop
+// it. A client that is not a browser sends neither and passes.
+func SameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}

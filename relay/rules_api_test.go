@@ -1,0 +1,164 @@
+package relay_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/rules"
+)
+
+var jsonCT = map[string]string{"Content-Type": "application/json"}
+
+func withHeaders(base map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+func TestRulesAPI(t *testing.T) {
+	book := rulesBook(t)
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
+	add := do(t, srv, "POST", "/rules", []byte(`{"effect":"deny","tool":"Bash","args":"rm -rf *","note":"never"}`), jsonCT)
+	if add.status != 201 {
+		t.Fatalf("add: %d %s", add.status, add.body)
+	}
+	var added struct{ Rule rules.Rule }
+	if err := json.Unmarshal(add.body, &added); err != nil || added.Rule.ID == "" || added.Rule.Effect != rules.Deny {
+		t.Fatalf("add answered %s", add.body)
+	}
+	list := do(t, srv, "GET", "/rules", nil, nil)
+	var l rules.Listing
+	if err := json.Unmarshal(list.body, &l); err != nil || list.status != 200 || len(l.Rules) != 1 || !l.Status.OK || l.Rules[0].ID != added.Rule.ID {
+		t.Fatalf("list: %d %s", list.status, list.body)
+	}
+	test := do(t, srv, "POST", "/rules/test", []byte(`{"tool":"Bash","args":"rm -rf ./build"}`), jsonCT)
+	if test.status != 200 || !strings.Contains(string(test.body), `"effect":"deny"`) || !strings.Contains(string(test.body), `"trace"`) {
+		t.Fatalf("test: %d %s", test.status, test.body)
+	}
+	noArgs := do(t, srv, "POST", "/rules/test", []byte(`{"tool":"Bash"}`), jsonCT)
+	if !strings.Contains(string(noArgs.body), "carries no argument text") {
+		t.Fatalf("rules test does not say the rule needs argument text: %s", noArgs.body)
+	}
+	if rm := do(t, srv, "DELETE", "/rules/"+added.Rule.ID, nil, nil); rm.status != 200 {
+		t.Fatalf("remove: %d %s", rm.status, rm.body)
+	}
+	if rm := do(t, srv, "DELETE", "/rules/"+added.Rule.ID, nil, nil); rm.status != 404 || rm.json(t)["error"] != rules.CodeNotFound {
+		t.Fatalf("remove twice: %d %s", rm.status, rm.body)
+	}
+}
+
+// Bad input gets a status and a JSON error body, never a change.
+func TestRulesAPIBadInput(t *testing.T) {
+	book := rulesBook(t)
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
+	cases := []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		status                   int
+		code                     string
+	}{
+		{"invalid rule", "POST", "/rules", `{"effect":"allwo","tool":"Bash"}`, jsonCT, 400, rules.CodeInvalidRule},
+		{"no tool", "POST", "/rules", `{"effect":"allow"}`, jsonCT, 400, rules.CodeInvalidRule},
+		{"bad glob", "POST", "/rules", `{"effect":"allow","tool":"Bash","args":"x\\"}`, jsonCT, 400, rules.CodeInvalidRule},
+		{"unknown member", "POST", "/rules", `{"effect":"allow","tool":"Bash","arg":"x"}`, jsonCT, 400, rules.CodeInvalidJSON},
+		{"not json", "POST", "/rules", `{effect`, jsonCT, 400, rules.CodeInvalidJSON},
+		{"two objects", "POST", "/rules", `{"effect":"allow","tool":"Bash"}{}`, jsonCT, 400, rules.CodeInvalidJSON},
+		{"media type", "POST", "/rules", `{"effect":"allow","tool":"Bash"}`, map[string]string{"Content-Type": "text/plain"}, 415, rules.CodeMedia},
+		{"too large", "POST", "/rules", `{"note":"` + strings.Repeat("x", 70<<10) + `"}`, jsonCT, 413, rules.CodeTooLarge},
+		{"method", "PUT", "/rules", ``, jsonCT, 405, "method-not-allowed"},
+		{"no such path", "GET", "/rules/a/b", ``, nil, 404, rules.CodeNotFound},
+		{"probe without tool", "POST", "/rules/test", `{"args":"x"}`, jsonCT, 400, rules.CodeInvalidJSON},
+		{"probe bad capture", "POST", "/rules/test", `{"tool":"Bash","capture":"most"}`, jsonCT, 400, rules.CodeInvalidJSON},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, srv, c.method, c.path, []byte(c.body), c.hdr)
+			if r.status != c.status || r.json(t)["error"] != c.code {
+				t.Fatalf("%d %s, want %d %s", r.status, r.body, c.status, c.code)
+			}
+		})
+	}
+	if book.Set().Len() != 0 {
+		t.Fatal("a refused request changed the rules")
+	}
+}
+
+// Attacks: changing rules without the token, with a wrong one, from a
+// foreign origin (a page in the operator's browser), or through a
+// rebinding Host is refused, and nothing changes; a watch-only relay
+// takes no changes at all.
+func TestRulesAPIRefusesStrangers(t *testing.T) {
+	book := rulesBook(t)
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
+	body := []byte(`{"effect":"allow","tool":"*"}`)
+	cases := []struct {
+		name   string
+		hdr    map[string]string
+		status int
+	}{
+		{"no token", withHeaders(jsonCT, "Authorization", ""), 401},
+		{"wrong token", withHeaders(jsonCT, "Authorization", "Bearer nope"), 403},
+		{"foreign origin", withHeaders(jsonCT, "Origin", "https://evil.example"), 403},
+		{"cross-site fetch", withHeaders(jsonCT, "Sec-Fetch-Site", "cross-site"), 403},
+		{"rebinding host", withHeaders(jsonCT, "Host", "evil.example"), 421},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, srv, "POST", "/rules", body, c.hdr)
+			if r.status != c.status {
+				t.Fatalf("status %d %s, want %d", r.status, r.body, c.status)
+			}
+			if _, ok := r.json(t)["error"]; !ok {
+				t.Fatalf("no JSON error: %s", r.body)
+			}
+		})
+	}
+	// The same origin, as the relay's own page would send it, is taken.
+	same := do(t, srv, "POST", "/rules", body, withHeaders(jsonCT, "Origin", srv.URL, "Sec-Fetch-Site", "same-origin"))
+	if same.status != 201 {
+		t.Fatalf("same origin: %d %s", same.status, same.body)
+	}
+	if n := book.Set().Len(); n != 1 {
+		t.Fatalf("%d rules: a refused request changed them", n)
+	}
+	if _, err := os.Stat(book.Path()); err != nil {
+		t.Fatal(err)
+	}
+
+	watchOnly := relaytest.RunServer(t, relay.Config{Rules: rulesBook(t)})
+	if r := do(t, watchOnly, "POST", "/rules", body, jsonCT); r.status != 403 {
+		t.Fatalf("a watch-only relay took a change: %d %s", r.status, r.body)
+	}
+	if r := do(t, watchOnly, "GET", "/rules", nil, nil); r.status != 200 {
+		t.Fatalf("a watch-only relay's rules cannot be read: %d", r.status)
+	}
+}
+
+// A bad rules file keeps the last good rules and says why on /healthz,
+// to an authorized reader only.
+func TestRulesHealthz(t *testing.T) {
+	book := rulesBook(t, issueRules...)
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
+	if err := os.WriteFile(book.Path(), []byte(`{"version":1,"rules":[{"id":"x"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bad file seen", func() bool { return !book.Status().OK })
+	h := do(t, srv, "GET", "/healthz", nil, nil).json(t)
+	r, _ := h["rules"].(map[string]any)
+	if r == nil || r["ok"] != false || r["rules"] != float64(3) || !strings.Contains(r["error"].(string), "effect is missing") {
+		t.Fatalf("healthz: %v", h)
+	}
+	anon := do(t, srv, "GET", "/healthz", nil, map[string]string{"Authorization": ""}).json(t)
+	if _, leaked := anon["rules"]; leaked {
+		t.Fatalf("an anonymous /healthz shows the rules: %v", anon)
+	}
+}

@@ -1,0 +1,221 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+)
+
+// The rules HTTP API, which the relay serves behind its token:
+//
+//	GET    /rules          {"status": Status, "rules": [Listed]}
+//	POST   /rules          a Rule without id (or with one) -> 201 {"rule": Rule}
+//	DELETE /rules/{id}     -> 200 {"removed": Rule}
+//	POST   /rules/test     a Probe -> 200 {"verdict": Verdict}
+//
+// Errors are {"error": code, "detail": text} with these codes.
+const (
+	CodeInvalidRule = "invalid-rule"
+	CodeInvalidJSON = "invalid-json"
+	CodeRulesFile   = "rules-file"
+	CodeNotFound    = "not-found"
+	CodeTooLarge    = "payload-too-large"
+	CodeMedia       = "unsupported-media-type"
+	CodeBodyTimeout = "body-timeout"
+)
+
+// APIPath is where the relay serves the API.
+const APIPath = "/rules"
+
+// bodyTimeout bounds reading one API body.
+const bodyTimeout = 10 * time.Second
+
+// maxAPIBody bounds one API body: one rule, or one probe.
+const maxAPIBody = 64 << 10
+
+// Probe is a request to try the rules on: `rules test`. Args and Project
+// absent mean the request does not carry them; Capture, when set, is the
+// capture level the request would have (below redacted it carries neither).
+type Probe struct {
+	Tool    string  `json:"tool"`
+	Args    *string `json:"args,omitempty"`
+	Project *string `json:"project,omitempty"`
+	Agent   string  `json:"agent,omitempty"`
+	Capture string  `json:"capture,omitempty"`
+}
+
+// Request is the request a probe describes.
+func (p Probe) Request() (Request, error) {
+	if strings.TrimSpace(p.Tool) == "" {
+		return Request{}, errors.New("tool is missing")
+	}
+	req := Request{Tool: p.Tool, Agent: p.Agent}
+	level := aep.CaptureFull
+	if p.Capture != "" {
+		var err error
+		if level, err = aep.ParseCapture(p.Capture); err != nil {
+			return Request{}, fmt.Errorf("capture %q: want none, metadata, redacted or full", p.Capture)
+		}
+	}
+	if p.Args != nil && *p.Args != "" && level >= aep.CaptureRedacted {
+		req.Args, req.ArgsCarried = *p.Args, true
+		req.ArgsCut = strings.HasSuffix(*p.Args, "…")
+	}
+	if p.Project != nil && *p.Project != "" && level >= aep.CaptureRedacted {
+		req.Project, req.ProjectKnown = *p.Project, true
+	}
+	return req, nil
+}
+
+// API serves a Book over HTTP. The caller authenticates and guards the
+// requests (the relay's token, Host and Origin checks).
+type API struct{ Book *Book }
+
+// ServeHTTP routes the API's paths (APIPath and below).
+func (a API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, APIPath)
+	switch {
+	case rest == "" || rest == "/":
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			a.list(w)
+		case http.MethodPost:
+			a.add(w, r)
+		default:
+			methodNotAllowed(w, "GET, POST")
+		}
+	case rest == "/test":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, "POST")
+			return
+		}
+		a.test(w, r)
+	case strings.HasPrefix(rest, "/") && !strings.Contains(rest[1:], "/"):
+		if r.Method != http.MethodDelete {
+			methodNotAllowed(w, "DELETE")
+			return
+		}
+		a.remove(w, rest[1:])
+	default:
+		httpguard.WriteError(w, http.StatusNotFound, CodeNotFound, "no such rules endpoint (GET/POST /rules, DELETE /rules/ID, POST /rules/test)")
+	}
+}
+
+// Listing is GET /rules's answer.
+type Listing struct {
+	Status Status   `json:"status"`
+	Rules  []Listed `json:"rules"`
+}
+
+func (a API) list(w http.ResponseWriter) {
+	rules := a.Book.List()
+	if rules == nil {
+		rules = []Listed{}
+	}
+	writeJSON(w, http.StatusOK, Listing{Status: a.Book.Status(), Rules: rules})
+}
+
+func (a API) add(w http.ResponseWriter, r *http.Request) {
+	var in Rule
+	if !readJSON(w, r, &in) {
+		return
+	}
+	out, err := a.Book.Add(in)
+	if err != nil {
+		writeBookError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
+}
+
+func (a API) remove(w http.ResponseWriter, id string) {
+	gone, err := a.Book.Remove(id)
+	if err != nil {
+		writeBookError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]Rule{"removed": gone})
+}
+
+func (a API) test(w http.ResponseWriter, r *http.Request) {
+	var p Probe
+	if !readJSON(w, r, &p) {
+		return
+	}
+	req, err := p.Request()
+	if err != nil {
+		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]Verdict{"verdict": a.Book.Evaluate(req, true)})
+}
+
+func writeBookError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidRule, err.Error())
+	case errors.Is(err, ErrNotFound):
+		httpguard.WriteError(w, http.StatusNotFound, CodeNotFound, err.Error())
+	default:
+		httpguard.WriteError(w, http.StatusConflict, CodeRulesFile, err.Error())
+	}
+}
+
+// readJSON reads one bounded JSON object body into v, strictly; false
+// means the error is answered.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		httpguard.WriteError(w, http.StatusUnsupportedMediaType, CodeMedia, "Content-Type must be application/json")
+		return false
+	}
+	body, err := httpguard.ReadBody(w, r, maxAPIBody, bodyTimeout)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			httpguard.WriteError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", maxAPIBody))
+		case errors.Is(err, httpguard.ErrBodyTimeout):
+			httpguard.WriteError(w, http.StatusRequestTimeout, CodeBodyTimeout, err.Error())
+		default:
+			httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, "could not read the request body")
+		}
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, jsonError(body, err).Error())
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, "text after the JSON object")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", "allowed: "+allow)
+}
