@@ -31,8 +31,8 @@ type adapterOptions struct {
 }
 
 func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.listen, "listen", envOr(getenv, "AEP_KIMI_ADDR", adapter.DefaultListen), "hook intake address (env AEP_KIMI_ADDR)")
-	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
+	fs.StringVar(&o.listen, "listen", cli.EnvOr(getenv, "AEP_KIMI_ADDR", adapter.DefaultListen), "hook intake address (env AEP_KIMI_ADDR)")
+	fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
@@ -139,7 +139,7 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 			names = append(names, n)
 		}
 	}
-	ro := aep.RedactOptions{Home: homeDir(), SecretNames: names, NoPII: !envBool(getenv, "AEP_REDACT_PII", true)}
+	ro := aep.RedactOptions{Home: homeDir(), SecretNames: names, NoPII: !cli.EnvBool(getenv, "AEP_REDACT_PII", true)}
 	// A configured name's value, where this process can see it, is a secret
 	// value too (AEP-0003 §9.4 b).
 	for _, n := range names {
@@ -152,8 +152,8 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 		return cfg, err
 	}
 	cfg.Posture = p
-	cfg.Control.Gate = envBool(getenv, "AEP_KIMI_CONTROL", false)
-	cfg.Control.Instruct = envBool(getenv, "AEP_INSTRUCT", false)
+	cfg.Control.Gate = cli.EnvBool(getenv, "AEP_KIMI_CONTROL", false)
+	cfg.Control.Instruct = cli.EnvBool(getenv, "AEP_INSTRUCT", false)
 	for _, t := range strings.Split(getenv("AEP_KIMI_GATE_TOOLS"), ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			cfg.Control.GateTools = append(cfg.Control.GateTools, t)
@@ -166,54 +166,13 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 		}
 		cfg.Control.HoldTimeout = time.Duration(ms) * time.Millisecond
 	}
-	if err := envPositiveInts(getenv, []envInt{
-		{"AEP_KIMI_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}, {"AEP_KIMI_MAX_SESSIONS", &cfg.MaxSessions},
-		{"AEP_KIMI_MAX_WATCHES", &cfg.MaxWatches},
+	if err := cli.EnvPositiveInts(getenv, []cli.EnvInt{
+		{Name: "AEP_KIMI_MAX_OPEN_LOGS", Dst: &cfg.MaxOpenLogs}, {Name: "AEP_KIMI_MAX_SESSIONS", Dst: &cfg.MaxSessions},
+		{Name: "AEP_KIMI_MAX_WATCHES", Dst: &cfg.MaxWatches},
 	}); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := strings.TrimSpace(getenv(key)); v != "" {
-		return v
-	}
-	return def
-}
-
-// envInt names an integer setting and where it goes.
-type envInt struct {
-	env string
-	dst *int
-}
-
-// envPositiveInts sets each dst whose variable is set; a value that is not a
-// positive integer is an error naming the variable.
-func envPositiveInts(getenv func(string) string, ints []envInt) error {
-	for _, e := range ints {
-		v := strings.TrimSpace(getenv(e.env))
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("%s=%q is not a positive integer", e.env, v)
-		}
-		*e.dst = n
-	}
-	return nil
-}
-
-// envBool reads 1/true/yes/on and 0/false/no/off; anything else is def.
-func envBool(getenv func(string) string, key string, def bool) bool {
-	switch strings.ToLower(strings.TrimSpace(getenv(key))) {
-	case "1", "true", "yes", "on":
-		return true
-	case "0", "false", "no", "off":
-		return false
-	}
-	return def
 }
 
 func isNone(url string) bool { u := strings.TrimSpace(url); return u == "" || u == "none" }

@@ -25,12 +25,12 @@ type bridgeWebOptions struct {
 }
 
 func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.listen, "listen", envOr(getenv, "AEP_KIMI_WEB_ADDR", bridgeweb.DefaultListen), "/healthz and /metrics address (env AEP_KIMI_WEB_ADDR)")
-	fs.StringVar(&o.mode, "mode", envOr(getenv, "AEP_KIMI_WEB_MODE", "companion"), "companion (x.kimi-code.web.* only, next to the hook adapter) or primary (core types) (env AEP_KIMI_WEB_MODE)")
+	fs.StringVar(&o.listen, "listen", cli.EnvOr(getenv, "AEP_KIMI_WEB_ADDR", bridgeweb.DefaultListen), "/healthz and /metrics address (env AEP_KIMI_WEB_ADDR)")
+	fs.StringVar(&o.mode, "mode", cli.EnvOr(getenv, "AEP_KIMI_WEB_MODE", "companion"), "companion (x.kimi-code.web.* only, next to the hook adapter) or primary (core types) (env AEP_KIMI_WEB_MODE)")
 	fs.StringVar(&o.kimiHome, "kimi-home", kimiHome(getenv), "Kimi's home: the kap-server instance registry and server.token (env KIMI_CODE_HOME)")
 	fs.StringVar(&o.kapURL, "kap", getenv("AEP_KIMI_KAP_URL"), "a fixed kap-server URL instead of discovery (env AEP_KIMI_KAP_URL)")
 	fs.StringVar(&o.kapTokenFile, "kap-token-file", getenv("AEP_KIMI_KAP_TOKEN_FILE"), "the kap-server token file (default KIMI_HOME/server.token; env AEP_KIMI_KAP_TOKEN_FILE)")
-	fs.StringVar(&o.relayURL, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
+	fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
@@ -40,7 +40,7 @@ func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 
 // allowRemoteKapFlag is bridge-web's and up's --allow-remote-kap.
 func allowRemoteKapFlag(fs *flag.FlagSet, v *bool, getenv func(string) string) {
-	fs.BoolVar(v, "allow-remote-kap", envBool(getenv, "AEP_KIMI_WEB_ALLOW_REMOTE_KAP", false),
+	fs.BoolVar(v, "allow-remote-kap", cli.EnvBool(getenv, "AEP_KIMI_WEB_ALLOW_REMOTE_KAP", false),
 		"follow a kimi web instance record naming a non-loopback host, sending it the kap token; off, such records are skipped (env AEP_KIMI_WEB_ALLOW_REMOTE_KAP)")
 }
 
@@ -103,11 +103,11 @@ func newBridgeWeb(o bridgeWebOptions, token string, getenv func(string) string, 
 		Listen: o.listen, Mode: mode, KimiHome: o.kimiHome, AllowedHosts: hosts,
 		KapURL: o.kapURL, KapTokenFile: o.kapTokenFile, AllowRemoteKap: o.allowRemoteKap,
 	}
-	if err := envPositiveInts(getenv, []envInt{{"AEP_KIMI_WEB_MAX_OPEN_LOGS", &cfg.MaxOpenLogs}}); err != nil {
+	if err := cli.EnvPositiveInts(getenv, []cli.EnvInt{{Name: "AEP_KIMI_WEB_MAX_OPEN_LOGS", Dst: &cfg.MaxOpenLogs}}); err != nil {
 		return nil, err
 	}
 	cfg.MaxOpenLogs = fdShareBound("open session logs", cfg.MaxOpenLogs, bridgeweb.DefaultMaxOpenLogs, fileLimit(), log)
-	cfg.Control.Enabled = envBool(getenv, "AEP_KIMI_WEB_CONTROL", false)
+	cfg.Control.Enabled = cli.EnvBool(getenv, "AEP_KIMI_WEB_CONTROL", false)
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	switch {
 	case cfg.Control.Enabled && mode != mapping.Primary:

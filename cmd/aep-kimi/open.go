@@ -49,7 +49,7 @@ type relayClient struct{ url, tokenFile string }
 // relayClientFlags registers --relay and --token-file.
 func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient {
 	var rc relayClient
-	fs.StringVar(&rc.url, "relay", envOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	fs.StringVar(&rc.url, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&rc.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	return &rc
 }

@@ -50,7 +50,7 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 		return 0
 	}
 	relayArg := ""
-	if rc.url != envOr(getenv, "AEP_RELAY", DefaultRelayURL) {
+	if rc.url != cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL) {
 		relayArg = displayURL(rc.url)
 	}
 	if len(reqs) == 1 {

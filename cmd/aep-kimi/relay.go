@@ -43,7 +43,7 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o relayOptions
 			fs.StringVar(&o.listen, "listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
-			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
+			fs.BoolVar(&o.public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
 			fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
 			fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
 			fs.IntVar(&o.maxConns, "max-connections", 0, fmt.Sprintf("most streams and sockets served at once, emitters' included; more are refused with 503 (env AEP_MAX_CONNECTIONS, default %d)", relay.DefaultMaxConnections))
@@ -93,7 +93,7 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 	case o.listen != "":
 		cfg.Listen = o.listen
 	case o.public:
-		cfg.Listen = net.JoinHostPort("0.0.0.0", envOr(getenv, "AEP_PORT", "8787"))
+		cfg.Listen = net.JoinHostPort("0.0.0.0", cli.EnvOr(getenv, "AEP_PORT", "8787"))
 	}
 	if o.bufferBytes > 0 {
 		cfg.BufferBytes = o.bufferBytes
@@ -144,12 +144,12 @@ func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
 		cfg.Listen = net.JoinHostPort("127.0.0.1", p)
 	}
 	cfg.Token = httpguard.TrimToken(getenv("AEP_TOKEN"))
-	if err := envPositiveInts(getenv, []envInt{
-		{"AEP_BUFFER", &cfg.Buffer},
-		{"AEP_MAX_SESSIONS", &cfg.MaxSessions},
-		{"AEP_MAX_BATCH", &cfg.MaxBatch},
-		{"AEP_MAX_FROM", &cfg.MaxFrom},
-		{"AEP_MAX_CONNECTIONS", &cfg.MaxConnections},
+	if err := cli.EnvPositiveInts(getenv, []cli.EnvInt{
+		{Name: "AEP_BUFFER", Dst: &cfg.Buffer},
+		{Name: "AEP_MAX_SESSIONS", Dst: &cfg.MaxSessions},
+		{Name: "AEP_MAX_BATCH", Dst: &cfg.MaxBatch},
+		{Name: "AEP_MAX_FROM", Dst: &cfg.MaxFrom},
+		{Name: "AEP_MAX_CONNECTIONS", Dst: &cfg.MaxConnections},
 	}); err != nil {
 		return cfg, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -26,19 +27,19 @@ type storeOptions struct {
 }
 
 func (o *storeOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.store, "store", envOr(getenv, "AEP_STORE", relay.DefaultStore),
+	fs.StringVar(&o.store, "store", cli.EnvOr(getenv, "AEP_STORE", relay.DefaultStore),
 		"where the replay buffer lives: memory (lost on restart) or jetstream (durable; env AEP_STORE)")
 	fs.StringVar(&o.url, "nats", getenv("AEP_NATS_URL"),
 		"jetstream on an external NATS at this URL (comma-separated for a cluster) instead of the embedded one (env AEP_NATS_URL)")
 	fs.StringVar(&o.creds, "nats-creds", getenv("AEP_NATS_CREDS"),
 		"NATS credentials file for --nats: a creds file or an nkey seed, e.g. another relay's $AEP_HOME/relay/"+relay.NATSCredsName+" to join its --nats-listen (env AEP_NATS_CREDS)")
 	fs.StringVar(&o.ca, "nats-ca", getenv("AEP_NATS_CA"), "PEM CA file that verifies the TLS certificate of --nats (env AEP_NATS_CA)")
-	fs.StringVar(&o.stream, "nats-stream", envOr(getenv, "AEP_NATS_STREAM", relay.DefaultStream),
+	fs.StringVar(&o.stream, "nats-stream", cli.EnvOr(getenv, "AEP_NATS_STREAM", relay.DefaultStream),
 		"JetStream stream name; relays on one NATS with the same name share history (env AEP_NATS_STREAM)")
 	fs.StringVar(&o.natsListen, "nats-listen", "",
 		"let the embedded NATS listen for clients on this loopback address, e.g. for a second relay's --nats (default: no port at all); clients authenticate with $AEP_HOME/relay/"+relay.NATSCredsName+", generated on first use")
 	fs.IntVar(&o.replicas, "nats-replicas", 1, "stream replicas when --nats is a JetStream cluster")
-	fs.StringVar(&o.sync, "store-sync", envOr(getenv, "AEP_STORE_SYNC", storeSyncInterval),
+	fs.StringVar(&o.sync, "store-sync", cli.EnvOr(getenv, "AEP_STORE_SYNC", storeSyncInterval),
 		"when the embedded store flushes to disk: interval (every "+relay.DefaultSyncInterval.String()+"; an admitted event survives a relay crash at once, a power loss after the flush) or always (every write; survives both, far slower) (env AEP_STORE_SYNC)")
 }
 

@@ -50,7 +50,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
 			fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
 			fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
-			fs.BoolVar(&o.public, "public", envBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
+			fs.BoolVar(&o.public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
 			allowedHostsFlag(fs, &o.allowedHosts, getenv)
 			fs.BoolVar(&o.verbose, "v", false, "debug logging")
 			o.bridge.flags(fs, getenv)
@@ -106,7 +106,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
 	relayAddr := o.relayListen
 	if relayAddr == "" {
-		relayAddr = net.JoinHostPort(host, envOr(getenv, "AEP_PORT", "8787"))
+		relayAddr = net.JoinHostPort(host, cli.EnvOr(getenv, "AEP_PORT", "8787"))
 	}
 	// The one token guards all three: any of them off loopback needs it.
 	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
@@ -136,7 +136,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 
 	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts, life: o.life}
 	if ao.listen == "" {
-		ao.listen = envOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
+		ao.listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
 	ad, err := newAdapter(ao, token, getenv, log.With("component", "adapter"))
 	if err != nil {
@@ -162,7 +162,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	station.Banner{
 		RelayAddr: stn.Addr().String(), RelayURL: relayURL, AdapterURL: "http://" + aaddr.String(),
 		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.home), Logs: filepath.Join(o.home, "logs", "kimi-code"),
-		Bridge: bridgeNote, Gate: envBool(getenv, "AEP_KIMI_CONTROL", false), Instruct: envBool(getenv, "AEP_INSTRUCT", false),
+		Bridge: bridgeNote, Gate: cli.EnvBool(getenv, "AEP_KIMI_CONTROL", false), Instruct: cli.EnvBool(getenv, "AEP_INSTRUCT", false),
 		Public: o.public,
 	}.Write(io.out, isTerminal(io.out))
 	return stn.Run(ctx)

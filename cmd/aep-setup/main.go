@@ -191,23 +191,18 @@ func registerFlags(fs *flag.FlagSet, cmd string, e env) *options {
 	if cmd == "remove" {
 		return &o
 	}
-	controlDefault := false
-	switch strings.ToLower(strings.TrimSpace(e.getenv(envControl))) {
-	case "1", "true", "yes", "on":
-		controlDefault = true
-	}
 	fs.StringVar(&o.hookCmd, "hook-cmd", "", "kimi-hook executable (default: next to aep-setup, else on PATH)")
 	// The adapter's own AEP_KIMI_ADDR names where it listens; the hooks
 	// must point there too.
 	daemon := setup.DefaultDaemonURL
-	if addr := strings.TrimSpace(e.getenv("AEP_KIMI_ADDR")); addr != "" {
+	if addr := cli.EnvOr(e.getenv, "AEP_KIMI_ADDR", ""); addr != "" {
 		daemon = "http://" + addr
 	}
 	fs.StringVar(&o.daemon, "daemon", daemon, "adapter URL (default http://$AEP_KIMI_ADDR when it is set)")
 	fs.StringVar(&o.aepHome, "aep-home", "", "AEP state directory passed to kimi-hook ($"+envAEPHome+", else ~/"+aepHomeDir+")")
 	fs.StringVar(&o.kimi, "kimi", defaultKimiBin, "kimi binary used to detect the version (a bare name is looked up on PATH)")
 	fs.StringVar(&o.kimiVersion, "kimi-version", "", "skip detection; 0.32.0 and later get 20 events, older 16")
-	fs.BoolVar(&o.control, "control", controlDefault,
+	fs.BoolVar(&o.control, "control", cli.EnvBool(e.getenv, envControl, false),
 		"raise the PreToolUse timeout to fit the held permission gate (ceil($"+envHoldMs+"/1000)+10 s, default 60; "+
 			"default on when $"+envControl+" is 1 or true)")
 	return &o
