@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // dashCommand is `aep-kimi dash --relay URL[,TOKEN_FILE] ...`: the fleet
@@ -66,11 +67,11 @@ func runDash(ctx context.Context, listen, home string, relays []string, getenv f
 	}
 	fmt.Fprintf(io.out, "aep-kimi dash: reading %d relay(s) (Ctrl-C to stop)\n", len(ups))
 	for _, u := range ups {
-		fmt.Fprintf(io.out, "  relay  %s\n", displayURL(u.URL))
+		fmt.Fprintf(io.out, "  relay  %s\n", consumer.DisplayURL(u.URL))
 	}
 	// The login URL carries the dash's token: only a terminal sees it, a
 	// redirect or a log gets the path of a private file holding it.
-	if isTerminal(io.out) {
+	if consumer.IsTerminal(io.out) {
 		fmt.Fprintf(io.out, "  page   %s\n", d.LoginURL())
 	} else {
 		path, err := fleetpage.WriteLoginFile(home, fleetpage.DashOpenFileName, d.LoginURL())
@@ -99,13 +100,13 @@ func dashUpstreams(values []string, getenv func(string) string, warn io.Writer) 
 			return nil, errors.New("--relay: empty URL")
 		}
 		if file == "" && !httpguard.LoopbackURL(u) {
-			fmt.Fprintf(warn, "aep-kimi dash: %s is not on this machine: the local token is not sent there (read without one); name its token file to log in: --relay %s,TOKEN_FILE\n", displayURL(u), displayURL(u))
+			fmt.Fprintf(warn, "aep-kimi dash: %s is not on this machine: the local token is not sent there (read without one); name its token file to log in: --relay %s,TOKEN_FILE\n", consumer.DisplayURL(u), consumer.DisplayURL(u))
 			out = append(out, fleetpage.Upstream{URL: u})
 			continue
 		}
 		tok, err := relayToken(getenv, file)
 		if err != nil {
-			return nil, fmt.Errorf("--relay %s: %w", displayURL(u), err)
+			return nil, fmt.Errorf("--relay %s: %w", consumer.DisplayURL(u), err)
 		}
 		out = append(out, fleetpage.Upstream{URL: u, Token: tok})
 	}

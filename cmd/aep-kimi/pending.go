@@ -51,7 +51,7 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 	}
 	relayArg := ""
 	if rc.url != cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL) {
-		relayArg = displayURL(rc.url)
+		relayArg = consumer.DisplayURL(rc.url)
 	}
 	if len(reqs) == 1 {
 		fmt.Fprintln(io.out, "1 request waits on you:")
@@ -70,7 +70,7 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 func loadPending(ctx context.Context, base, token string) (*consumer.Fold, error) {
 	f, err := consumer.LoadPending(ctx, base, token)
 	if err != nil {
-		return nil, fmt.Errorf("relay %s: %w", displayURL(base), err)
+		return nil, fmt.Errorf("relay %s: %w", consumer.DisplayURL(base), err)
 	}
 	return f, nil
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/url"
-	"os"
 	"path/filepath"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -85,20 +82,20 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 			fmt.Fprintf(io.err, "aep-kimi tail: %v (starting fresh)\n", err)
 		}
 	}
-	pr := &consumer.Printer{W: io.out, Color: useColor(o.noColor, getenv, io.out)}
+	pr := &consumer.Printer{W: io.out, Color: consumer.UseColor(o.noColor, getenv, io.out)}
 	if pr.Color {
 		// The colour codes are ours, and the printer passed every field
 		// through the sanitizer before colouring it.
-		pr.W = unwrapped(io.out)
+		pr.W = consumer.Unwrapped(io.out)
 	}
 	if o.relayURL != cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL) {
-		pr.RelayArg = displayURL(o.relayURL)
+		pr.RelayArg = consumer.DisplayURL(o.relayURL)
 	}
 	cfg := consumer.FollowConfig{
 		Tail: client.TailConfig{URL: o.relayURL, Token: token, Filter: o.filter, Capture: o.capture,
 			From: fromReq, State: state, Live: !o.once},
 		Printer: pr,
-		Relay:   displayURL(o.relayURL),
+		Relay:   consumer.DisplayURL(o.relayURL),
 		Report:  func(msg string) { fmt.Fprintf(io.err, "aep-kimi tail: %s\n", msg) },
 	}
 	if persist {
@@ -114,39 +111,4 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 		return 1
 	}
 	return 0
-}
-
-// displayURL drops credentials and the query (which may carry an
-// access_token) from a URL before it is printed.
-func displayURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable relay URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
-
-// useColor reports whether to colour output to w: only on a terminal, and
-// never with --no-color or NO_COLOR set (any value, per no-color.org).
-func useColor(noColor bool, getenv func(string) string, w io.Writer) bool {
-	return !noColor && getenv("NO_COLOR") == "" && isTerminal(w)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := unwrapped(w).(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// unwrapped is w without the sanitizing layer run adds to every command's
-// output.
-func unwrapped(w io.Writer) io.Writer {
-	if sw, ok := w.(*consumer.Writer); ok {
-		return sw.Unwrap()
-	}
-	return w
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/station"
 )
 
@@ -164,7 +165,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.home), Logs: filepath.Join(o.home, "logs", "kimi-code"),
 		Bridge: bridgeNote, Gate: cli.EnvBool(getenv, "AEP_KIMI_CONTROL", false), Instruct: cli.EnvBool(getenv, "AEP_INSTRUCT", false),
 		Public: o.public,
-	}.Write(io.out, isTerminal(io.out))
+	}.Write(io.out, consumer.IsTerminal(io.out))
 	return stn.Run(ctx)
 }
 

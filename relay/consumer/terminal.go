@@ -1,0 +1,46 @@
+package consumer
+
+import (
+	"io"
+	"net/url"
+	"os"
+)
+
+// Unwrapped is w without the sanitizing layer of a Writer: for output the
+// caller made safe itself (colour codes around sanitized fields).
+func Unwrapped(w io.Writer) io.Writer {
+	if sw, ok := w.(*Writer); ok {
+		return sw.Unwrap()
+	}
+	return w
+}
+
+// IsTerminal reports whether w (under any Writer) is a terminal: where
+// colour may go, and where a secret a person asked to see may be shown
+// rather than left in a log.
+func IsTerminal(w io.Writer) bool {
+	f, ok := Unwrapped(w).(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// UseColor reports whether to colour output to w: only on a terminal, and
+// never with noColor (--no-color) or NO_COLOR set (any value, per
+// no-color.org), which getenv reads.
+func UseColor(noColor bool, getenv func(string) string, w io.Writer) bool {
+	return !noColor && getenv("NO_COLOR") == "" && IsTerminal(w)
+}
+
+// DisplayURL is a relay URL fit to print: without credentials, query (which
+// may carry an access_token) or fragment.
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable relay URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
