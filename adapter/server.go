@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/periodic"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -139,14 +140,14 @@ func (s *Server) serve(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		emitter.Every(loopCtx, s.cfg.SpoolPoll, func() { s.ingestSpool(s.cfg.SpoolGrace) })
+		periodic.Every(loopCtx, s.cfg.SpoolPoll, func() { s.ingestSpool(s.cfg.SpoolGrace) })
 	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		// Channel gauges, the sessions' presence and silent ends, then the
 		// core's idle eviction.
-		emitter.Every(loopCtx, HousekeepingInterval, func() {
+		periodic.Every(loopCtx, HousekeepingInterval, func() {
 			s.life.tick(s.refreshChannel())
 			s.core.Sweep()
 		})

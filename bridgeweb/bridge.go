@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/internal/periodic"
 )
 
 // Bridge is the bridge-web daemon: it follows every live kap-server of its
@@ -116,7 +117,7 @@ func (b *Bridge) serve(ctx context.Context) error {
 	go func() {
 		defer close(hkDone)
 		// Quiet sessions' logs close (DefaultIdleClose).
-		emitter.Every(followCtx, DefaultIdleClose/10, b.core.Sweep)
+		periodic.Every(followCtx, DefaultIdleClose/10, b.core.Sweep)
 	}()
 	select {
 	case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/internal/periodic"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -197,7 +198,7 @@ func (l *link) watch(ctx context.Context, kc kapClient, stop context.CancelCause
 
 // retryDormant re-subscribes the sessions the server had not loaded.
 func (l *link) retryDormant(ctx context.Context) {
-	emitter.Every(ctx, l.b.cfg.DormantRetry, func() {
+	periodic.Every(ctx, l.b.cfg.DormantRetry, func() {
 		l.mu.Lock()
 		var ids []string
 		for sid, st := range l.subs {

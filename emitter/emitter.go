@@ -193,18 +193,3 @@ func (c *Core[S]) Run(ctx context.Context, serve func(context.Context) error) er
 	}
 	return err
 }
-
-// Every calls fn every d until ctx is done: a source's periodic work
-// (housekeeping, polling).
-func Every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/periodic"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -329,16 +330,7 @@ func (s *Server) watchCredentials(ctx context.Context) {
 	if s.cfg.Token == "" || (s.cfg.TokenSource == nil && s.cfg.Page == nil) {
 		return
 	}
-	t := time.NewTicker(s.cfg.TokenPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.pollCredentials()
-		}
-	}
+	periodic.Every(ctx, s.cfg.TokenPoll, s.pollCredentials)
 }
 
 func (s *Server) pollCredentials() {
