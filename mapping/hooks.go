@@ -314,15 +314,8 @@ func mapStopFailure(m map[string]any, p Posture) []Event {
 		reason = "error"
 	}
 	e.Data["reason"] = reason
-	errInfo := map[string]any{}
-	if typ != "" {
-		errInfo["type"] = typ
-	}
-	if msg, ok := p.text(e.Capture, str(m, "error_message")); ok {
-		errInfo["message"] = msg
-	}
-	if len(errInfo) > 0 {
-		e.Data["error"] = errInfo
+	if info := e.errorData(p, typ, str(m, "error_message")); len(info) > 0 {
+		e.Data["error"] = info
 	}
 	return []Event{e}
 }
@@ -335,14 +328,6 @@ func mapInterrupt(_ map[string]any, p Posture) []Event {
 	return []Event{e}
 }
 
-func toolRef(m map[string]any) map[string]any {
-	ref := map[string]any{"name": toolName(m)}
-	if id := str(m, "tool_call_id"); id != "" {
-		ref["call_id"] = id
-	}
-	return ref
-}
-
 func toolName(m map[string]any) string {
 	if n := str(m, "tool_name"); n != "" {
 		return n
@@ -353,49 +338,16 @@ func toolName(m map[string]any) string {
 // mapPreToolUse: tool.requested with the digest of the original arguments;
 // the arguments themselves at redacted (through the pipeline) and full.
 func mapPreToolUse(m map[string]any, p Posture) []Event {
-	e := newEvent(p, "tool.requested", aep.SeverityInfo)
-	e.Subject = toolName(m)
-	e.Data["tool"] = toolRef(m)
-	if in, ok := m["tool_input"]; ok && in != nil {
-		if d, err := aep.Digest(in); err == nil {
-			e.Data["args_digest"] = d
-		}
-		if args, ok := in.(map[string]any); ok {
-			if v, ok := p.value(e.Capture, args); ok {
-				e.Data["args_redacted"] = v
-			}
-			if e.Capture == aep.CaptureFull {
-				e.Data["args"] = args
-			}
-		}
-	}
+	e := toolEvent(p, "tool.requested", aep.SeverityInfo, toolName(m), str(m, "tool_call_id"))
+	e.putArgs(p, m["tool_input"])
 	return []Event{e}
 }
 
 // mapPostToolUse: tool.completed with the result digest; Kimi already slices
 // tool_output to 2000 characters.
 func mapPostToolUse(m map[string]any, p Posture) []Event {
-	e := newEvent(p, "tool.completed", aep.SeverityInfo)
-	e.Subject = toolName(m)
-	e.Data["tool"] = toolRef(m)
-	if out, ok := m["tool_output"]; ok && out != nil {
-		if d, err := aep.Digest(out); err == nil {
-			e.Data["result_digest"] = d
-		}
-		switch v := out.(type) {
-		case string:
-			if s, ok := p.text(e.Capture, v); ok {
-				e.Data["result_redacted"] = s
-			}
-		case map[string]any:
-			if r, ok := p.value(e.Capture, v); ok {
-				e.Data["result_redacted"] = r
-			}
-		}
-		if e.Capture == aep.CaptureFull {
-			e.Data["result"] = out
-		}
-	}
+	e := toolEvent(p, "tool.completed", aep.SeverityInfo, toolName(m), str(m, "tool_call_id"))
+	e.putResult(p, m["tool_output"])
 	return []Event{e}
 }
 
@@ -403,26 +355,15 @@ func mapPostToolUse(m map[string]any, p Posture) []Event {
 // 2.1.0 sends {code, message, retryable}: the name, else the code, is the
 // structural error.type; the message rides at redacted+.
 func mapPostToolUseFailure(m map[string]any, p Posture) []Event {
-	e := newEvent(p, "tool.failed", aep.SeverityWarning)
-	e.Subject = toolName(m)
-	e.Data["tool"] = toolRef(m)
-	errInfo := map[string]any{}
-	var msg string
+	e := toolEvent(p, "tool.failed", aep.SeverityWarning, toolName(m), str(m, "tool_call_id"))
+	var typ, msg string
 	switch v := m["error"].(type) {
 	case map[string]any:
-		if t := str(v, "name"); t != "" {
-			errInfo["type"] = t
-		} else if t := str(v, "code"); t != "" {
-			errInfo["type"] = t
-		}
-		msg = str(v, "message")
+		typ, msg = firstStr(v, "name", "code"), str(v, "message")
 	case string:
 		msg = v
 	}
-	if s, ok := p.text(e.Capture, msg); ok {
-		errInfo["message"] = s
-	}
-	e.Data["error"] = errInfo
+	e.Data["error"] = e.errorData(p, typ, msg)
 	return []Event{e}
 }
 
@@ -459,11 +400,9 @@ func permissionPrompt(m map[string]any, p Posture, level aep.Capture, subject st
 // redacted+ it is ToolPrompt: the tool and its argument text, through the
 // pipeline. options are the answers the caller can honour.
 func GateRequest(r *HookResult, p Posture, expiresAt, onExpiry string, options []aep.Option) Event {
-	e := newEvent(p, "attention.requested", aep.SeverityNotice)
 	tool := toolName(r.payload)
-	e.Subject = tool
+	e := toolEvent(p, "attention.requested", aep.SeverityNotice, tool, str(r.payload, "tool_call_id"))
 	e.Data["kind"] = "permission"
-	e.Data["tool"] = toolRef(r.payload)
 	e.Data["prompt"] = aep.SynthesizePrompt(Agent, "permission", tool)
 	if s, ok := p.text(e.Capture, ToolPrompt(tool, ArgsSummary(r.payload["tool_input"]))); ok {
 		e.Data["prompt"] = s

@@ -149,13 +149,7 @@ func ToolDenied(tool, callID, by string, p Posture) Event {
 	if tool == "" {
 		tool = "unknown"
 	}
-	ref := map[string]any{"name": tool}
-	if callID != "" {
-		ref["call_id"] = callID
-	}
-	e := newEvent(p, "tool.denied", aep.SeverityNotice)
-	e.Subject = tool
-	e.Data["tool"] = ref
+	e := toolEvent(p, "tool.denied", aep.SeverityNotice, tool, callID)
 	e.Data["by"] = by
 	return e
 }
@@ -273,11 +267,7 @@ func ToolAsked(e Event, f Frame, p Posture) Event {
 	if tool == "" {
 		return e
 	}
-	ref := map[string]any{"name": tool}
-	if id := firstStr(f.Payload, "tool_call_id", "toolCallId"); id != "" {
-		ref["call_id"] = id
-	}
-	e = e.with("tool", ref)
+	e = e.with("tool", toolRef(tool, firstStr(f.Payload, "tool_call_id", "toolCallId")))
 	if args := ArgsSummary(f.Payload["tool_input_display"]); args != "" {
 		if s, ok := p.text(e.Capture, ToolPrompt(tool, args)); ok {
 			e = e.with("prompt", s)

@@ -238,14 +238,7 @@ func mapTurnEndedFrame(f Frame, p Posture) []Event {
 		}
 		e.Data["reason"] = snakeCase(reason)
 		if em := obj(f.Payload, "error"); em != nil {
-			info := map[string]any{}
-			if t := firstStr(em, "name", "code"); t != "" {
-				info["type"] = t
-			}
-			if s, ok := p.text(e.Capture, str(em, "message")); ok {
-				info["message"] = s
-			}
-			if len(info) > 0 {
+			if info := e.errorData(p, firstStr(em, "name", "code"), str(em, "message")); len(info) > 0 {
 				e.Data["error"] = info
 			}
 		}
@@ -255,70 +248,28 @@ func mapTurnEndedFrame(f Frame, p Posture) []Event {
 
 // mapToolCallStartedFrame: tool.requested, opening the pair by call id.
 func mapToolCallStartedFrame(f Frame, p Posture) []Event {
-	e := newEvent(p, "tool.requested", aep.SeverityInfo)
 	name := str(f.Payload, "name")
 	if name == "" {
 		name = "unknown"
 	}
-	e.Subject = name
-	ref := map[string]any{"name": name}
-	if id := str(f.Payload, "toolCallId"); id != "" {
-		ref["call_id"] = id
-	}
-	e.Data["tool"] = ref
-	if args, ok := f.Payload["args"]; ok && args != nil {
-		if d, err := aep.Digest(args); err == nil {
-			e.Data["args_digest"] = d
-		}
-		if am, ok := args.(map[string]any); ok {
-			if v, ok := p.value(e.Capture, am); ok {
-				e.Data["args_redacted"] = v
-			}
-			if e.Capture == aep.CaptureFull {
-				e.Data["args"] = am
-			}
-		}
-	}
+	e := toolEvent(p, "tool.requested", aep.SeverityInfo, name, str(f.Payload, "toolCallId"))
+	e.putArgs(p, f.Payload["args"])
 	return []Event{e}
 }
 
 // WebToolResult maps a tool.result frame once the bridge has paired it with
 // its tool.call.started: tool.completed, or tool.failed when isError.
 func WebToolResult(f Frame, toolName string, p Posture) Event {
-	ref := map[string]any{"name": toolName}
-	if id := str(f.Payload, "toolCallId"); id != "" {
-		ref["call_id"] = id
-	}
+	callID := str(f.Payload, "toolCallId")
 	out := f.Payload["output"]
 	if boolean(f.Payload, "isError") {
-		e := newEvent(p, "tool.failed", aep.SeverityWarning)
-		e.Subject = toolName
-		e.Data["tool"] = ref
-		info := map[string]any{}
-		if s, ok := out.(string); ok {
-			if t, ok := p.text(e.Capture, s); ok {
-				info["message"] = t
-			}
-		}
-		e.Data["error"] = info
+		e := toolEvent(p, "tool.failed", aep.SeverityWarning, toolName, callID)
+		msg, _ := out.(string)
+		e.Data["error"] = e.errorData(p, "", msg)
 		return e
 	}
-	e := newEvent(p, "tool.completed", aep.SeverityInfo)
-	e.Subject = toolName
-	e.Data["tool"] = ref
-	if out != nil {
-		if d, err := aep.Digest(out); err == nil {
-			e.Data["result_digest"] = d
-		}
-		if s, ok := out.(string); ok {
-			if t, ok := p.text(e.Capture, s); ok {
-				e.Data["result_redacted"] = t
-			}
-		}
-		if e.Capture == aep.CaptureFull {
-			e.Data["result"] = out
-		}
-	}
+	e := toolEvent(p, "tool.completed", aep.SeverityInfo, toolName, callID)
+	e.putResult(p, out)
 	return e
 }
 
