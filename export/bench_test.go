@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
-	"google.golang.org/protobuf/proto"
 )
 
 // benchEvents is a run's worth of typical events: tool calls with
@@ -193,7 +194,7 @@ func BenchmarkLive(b *testing.B) {
 				b.StopTimer()
 				srv := relaytest.RunServer(b, relay.Config{Token: testToken})
 				for i := 0; i < n; i += 1000 {
-					postEventsTB(b, srv, events[i:i+1000]...)
+					srv.Post(b, events[i:i+1000]...)
 				}
 				tg := c.make(b)
 				ctx, cancel := context.WithCancel(context.Background())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 const testToken = "export-test-token-0123456789abcdef"
@@ -31,37 +32,6 @@ const waitFor = 10 * time.Second
 func startRelay(t *testing.T) *relaytest.Server {
 	t.Helper()
 	return relaytest.RunServer(t, relay.Config{Token: testToken})
-}
-
-func postEvents(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
-	t.Helper()
-	postEventsTB(t, srv, evs...)
-}
-
-func postEventsTB(t testing.TB, srv *relaytest.Server, evs ...*aep.Event) {
-	t.Helper()
-	var body bytes.Buffer
-	for _, e := range evs {
-		b, err := e.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		body.Write(b)
-		body.WriteByte('\n')
-	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/events", &body)
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	req.Header.Set("AEP-Version", "0.1")
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST /events: HTTP %d %s", resp.StatusCode, b)
-	}
 }
 
 // ev builds a positioned event of session s at seq n, run r.
@@ -140,7 +110,7 @@ func TestLiveOTLPResume(t *testing.T) {
 		ev("s1", "r1", 2, "tool.completed", "Bash", `{"tool":{"name":"Bash","call_id":"c1"},"status":"success","gen_ai.usage.input_tokens":5}`),
 		ev("s1", "r1", 3, "run.finished", "", `{"status":"success"}`),
 	}
-	postEvents(t, srv, first...)
+	srv.Post(t, first...)
 	stop := runLive(t, newLive())
 	waitUntil(t, "the first four log records", func() bool { return len(rcv.Logs()) >= 4 })
 	waitUntil(t, "the run's two spans", func() bool { return len(rcv.Spans()) >= 2 })
@@ -192,7 +162,7 @@ func TestLiveOTLPResume(t *testing.T) {
 		ev("s2", "r9", 0, "run.started", "", ""),
 		ev("s2", "r9", 1, "run.finished", "", ""),
 	}
-	postEvents(t, srv, later...)
+	srv.Post(t, later...)
 	stop = runLive(t, newLive())
 	waitUntil(t, "all seven log records", func() bool { return len(rcv.Logs()) >= 7 })
 	// Give a duplicate the chance to show before counting.
@@ -241,7 +211,7 @@ func TestLiveCE(t *testing.T) {
 	}))
 	defer hs.Close()
 	in := []*aep.Event{ev("c1", "r1", 0, "run.started", "", `{"trigger":"user"}`), ev("c1", "r1", 1, "run.finished", "", "")}
-	postEvents(t, srv, in...)
+	srv.Post(t, in...)
 	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: &PostSink{URL: hs.URL, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
 	waitUntil(t, "two CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
 	stop()
@@ -265,7 +235,7 @@ func TestLiveOCSFFile(t *testing.T) {
 		in = append(in, ev("o1", "r1", int64(2*i), "tool.requested", "Bash", fmt.Sprintf(`{"tool":{"name":"Bash","call_id":"c%d"}}`, i)))
 		in = append(in, ev("o1", "r1", int64(2*i+1), "progress.status", "", `{"message":"x"}`))
 	}
-	postEvents(t, srv, in...)
+	srv.Post(t, in...)
 	sink := &FileSink{Path: out, Conv: Converter{Mode: ModeOCSF, MaxCapture: DefaultMaxCapture}, MaxBytes: 1500, Keep: 10}
 	defer sink.Close()
 	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: sink, BatchSize: 1})

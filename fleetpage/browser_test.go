@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -165,24 +166,11 @@ func (e *emitter) send(evs ...map[string]any) {
 // post sends events by HTTP, as kimi-hook's adapter does after a restart.
 func post(t *testing.T, base string, evs ...map[string]any) {
 	t.Helper()
-	var b strings.Builder
-	for _, ev := range evs {
-		line, _ := json.Marshal(ev)
-		b.Write(line)
-		b.WriteByte('\n')
+	lines := make([][]byte, len(evs))
+	for i, ev := range evs {
+		lines[i], _ = json.Marshal(ev)
 	}
-	req, _ := http.NewRequest(http.MethodPost, base+"/events", strings.NewReader(b.String()))
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.Header.Set("AEP-Version", "0.1")
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		t.Fatalf("POST /events: %d", res.StatusCode)
-	}
+	relaytest.PostLines(t, base, testToken, lines...)
 }
 
 // command waits for the next command routed to the emitter.

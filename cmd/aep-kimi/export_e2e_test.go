@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
 // TestE2EJaeger sends a real Kimi session (the subagent scenario: a run, a
@@ -141,27 +142,13 @@ func TestE2EExportKill9(t *testing.T) {
 	rcv := exporttest.NewReceiver(0)
 	defer rcv.Close()
 	post := func(session string, n int) {
-		var body strings.Builder
+		evs := make([]*aep.Event, n)
 		for i := range n {
-			e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
+			evs[i] = &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
 				Source: "aep://t/agent/tester/session/" + session, Agent: "tester", Session: session,
 				Seq: aep.Int64(int64(i)), Epoch: aep.Int64(0), Data: []byte(`{"message":"step"}`)}
-			b, _ := e.MarshalJSON()
-			body.Write(b)
-			body.WriteByte('\n')
 		}
-		req, _ := http.NewRequest(http.MethodPost, relayURL+"/events", strings.NewReader(body.String()))
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("AEP-Version", aep.Version)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /events: HTTP %d", resp.StatusCode)
-		}
+		relaytest.Post(t, relayURL, token, evs...)
 	}
 	const first, second = 8000, 500
 	post("k1", first)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -31,25 +31,6 @@ func jsEvent(t testing.TB, session string, seq int64) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// postBatch POSTs NDJSON lines and fails unless the relay accepted them.
-func postBatch(t testing.TB, base, token string, lines [][]byte) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/events", bytes.NewReader(append(bytes.Join(lines, []byte{'\n'}), '\n')))
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	req.Header.Set("AEP-Version", aep.Version)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		t.Fatalf("POST: %d %s", resp.StatusCode, b.String())
-	}
 }
 
 // replayIDs reads the relay's whole replay (from=all, live=0) and returns
@@ -127,7 +108,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 					lines = append(lines, jsEvent(t, s, int64(i-1))) // a redelivery
 				}
 			}
-			postBatch(t, base, token, lines)
+			relaytest.PostLines(t, base, token, lines...)
 		}
 	}
 	post(0, perSession/2)

@@ -73,7 +73,7 @@ func fleetFixture(t *testing.T) pendingFixture {
 		attnEvent(seqs, "sd", "session.ended", "", now, map[string]any{"reason": "normal"}))
 	add(req("two-1", "se", 3*time.Second, gateData("Kimi wants to use Bash: a", now.Add(time.Minute))),
 		req("two-2", "se", 2*time.Second, gateData("Kimi wants to use Bash: b", now.Add(time.Minute))))
-	tailPost(t, srv, evs...)
+	srv.Post(t, evs...)
 	return pendingFixture{srv: srv, tokenFile: tokenFile, ids: ids}
 }
 

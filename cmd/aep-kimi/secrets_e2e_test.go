@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -251,7 +252,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
 	home := t.TempDir()
 	startDaemon(t, relayURL, cleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
-	postBatch(t, relayURL, token, [][]byte{jsEvent(t, "tf", 0)})
+	relaytest.PostLines(t, relayURL, token, jsEvent(t, "tf", 0))
 
 	tokenFile := filepath.Join(t.TempDir(), "relay.token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {

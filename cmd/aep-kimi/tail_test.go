@@ -3,16 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -22,39 +20,12 @@ func tailRun(t *testing.T, args ...string) (int, string, string) {
 	return runIn(t, "tail", args...)
 }
 
-func tailPost(t *testing.T, srv *relaytest.Server, evs ...*aep.Event) {
-	t.Helper()
-	var body bytes.Buffer
-	for _, e := range evs {
-		b, _ := e.MarshalJSON()
-		body.Write(append(b, '\n'))
-	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/events", &body)
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	req.Header.Set("AEP-Version", "0.1")
-	req.Header.Set("Authorization", "Bearer "+srv.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST: HTTP %d", resp.StatusCode)
-	}
-}
-
-func tailEvent(session string, seq int64, typ, sev, data string) *aep.Event {
-	return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: typ, Time: "2026-07-03T10:14:00.000Z",
-		Source: "aep://h/agent/kimi/session/" + session, Agent: "kimi", Session: session,
-		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: sev, Data: json.RawMessage(data)}
-}
-
 func TestTailTimelineAndResume(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
 	state := filepath.Join(t.TempDir(), "tail-state.json")
-	tailPost(t, srv,
-		tailEvent("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`),
-		tailEvent("s1", 1, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Shell:\nrm -rf build?"}`),
+	srv.Post(t,
+		aeptest.Event("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`),
+		aeptest.Event("s1", 1, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Shell:\nrm -rf build?"}`),
 	)
 	code, out, errOut := tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
 	if code != 0 {
@@ -80,7 +51,7 @@ func TestTailTimelineAndResume(t *testing.T) {
 		}
 	}
 	// A second run resumes from the state file: only the new event shows.
-	tailPost(t, srv, tailEvent("s1", 2, "run.finished", "info", `{"status":"success"}`))
+	srv.Post(t, aeptest.Event("s1", 2, "run.finished", "info", `{"status":"success"}`))
 	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "run.finished") {
 		t.Fatalf("resumed run (exit %d):\n%s", code, out)
@@ -145,7 +116,7 @@ func TestTailUnreachableSaysSoOnce(t *testing.T) {
 // readable by every local user.
 func TestTailTokenFile(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: "tail-token-0123456789"})
-	tailPost(t, srv, tailEvent("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`))
+	srv.Post(t, aeptest.Event("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`))
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte("tail-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)

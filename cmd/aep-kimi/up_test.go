@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -102,10 +103,6 @@ func TestUpJetStreamKeepsHistory(t *testing.T) {
 	o.store.store = relay.StoreJetStream
 	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
 		Source: "aep://test/agent/up/session/s-up", Agent: "up", Session: "s-up", Seq: aep.Int64(0), Epoch: aep.Int64(0)}
-	line, err := ev.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := "http://" + o.relayListen
 	for run := range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -114,7 +111,7 @@ func TestUpJetStreamKeepsHistory(t *testing.T) {
 		go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
 		waitHealthy(t, base+"/healthz", done, &out)
 		if run == 0 {
-			postBatch(t, base, "up-test-token", [][]byte{line})
+			relaytest.Post(t, base, "up-test-token", ev)
 		}
 		if got := replayIDs(t, base, "up-test-token")["s-up"]; len(got) != 1 || got[0] != ev.ID {
 			t.Fatalf("run %d replays %v, want the event the first run admitted\n%s", run+1, got, out.String())

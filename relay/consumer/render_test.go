@@ -3,7 +3,6 @@ package consumer
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/tail and testdata/fold")
@@ -90,7 +90,7 @@ func TestTailColours(t *testing.T) {
 		{"error.raised", "error", `{"message":"boom"}`, ansiRed, "boom"},
 		{"tool.requested", "", `{"tool":{"name":"Bash\u001b[2K"},"args":{"command":"a\u009b1A\u202e"}}`, "", `Bash\x1b[2K: a\u009b1A\u202e`},
 	} {
-		l := p.line(tailEvent("s", 3, c.typ, c.sev, c.data))
+		l := p.line(aeptest.Event("s", 3, c.typ, c.sev, c.data))
 		if !strings.Contains(l, c.colour+c.typ) || !strings.Contains(l, c.text) {
 			t.Errorf("%s: line %q lacks colour %q or text %q", c.typ, l, c.colour, c.text)
 		}
@@ -101,12 +101,6 @@ func TestTailColours(t *testing.T) {
 			t.Errorf("%s: a control sequence other than our colours in %q", c.typ, l)
 		}
 	}
-}
-
-func tailEvent(session string, seq int64, typ, sev, data string) *aep.Event {
-	return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: typ, Time: "2026-07-03T10:14:00.000Z",
-		Source: "aep://h/agent/kimi/session/" + session, Agent: "kimi", Session: session,
-		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: sev, Data: json.RawMessage(data)}
 }
 
 func TestHumanDuration(t *testing.T) {

@@ -1,7 +1,8 @@
-// Package aeptest holds comparisons of AEP values for tests.
+// Package aeptest holds comparisons and builders of AEP values for tests.
 package aeptest
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -22,4 +23,15 @@ func Canon(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// EventTime is the time of every event Event builds.
+const EventTime = "2026-07-03T10:14:00.000Z"
+
+// Event is event seq (epoch 0) of kimi's session, at EventTime, of type typ
+// with severity sev ("" for info) and data (JSON text).
+func Event(session string, seq int64, typ, sev, data string) *aep.Event {
+	return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: typ, Time: EventTime,
+		Source: "aep://h/agent/kimi/session/" + session, Agent: "kimi", Session: session,
+		Seq: aep.Int64(seq), Epoch: aep.Int64(0), Severity: sev, Data: json.RawMessage(data)}
 }

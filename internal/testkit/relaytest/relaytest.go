@@ -3,10 +3,14 @@
 package relaytest
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -64,4 +68,54 @@ func (s *Server) Shutdown() error {
 	}
 	close(s.done)
 	return err
+}
+
+// Post sends evs to the relay as one NDJSON batch and fails the test unless
+// the relay accepts them (202).
+func (s *Server) Post(t testing.TB, evs ...*aep.Event) {
+	t.Helper()
+	Post(t, s.URL, s.Token, evs...)
+}
+
+// Post sends evs to the relay at base (with token, when set) as one NDJSON
+// batch and fails the test unless the relay accepts them (202).
+func Post(t testing.TB, base, token string, evs ...*aep.Event) {
+	t.Helper()
+	lines := make([][]byte, len(evs))
+	for i, e := range evs {
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines[i] = b
+	}
+	PostLines(t, base, token, lines...)
+}
+
+// PostLines is Post for events already encoded, one a line.
+func PostLines(t testing.TB, base, token string, lines ...[]byte) {
+	t.Helper()
+	var body bytes.Buffer
+	for _, l := range lines {
+		body.Write(l)
+		body.WriteByte('\n')
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/events", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", aep.Version)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		t.Fatalf("POST /events: HTTP %d %s", resp.StatusCode, b)
+	}
 }
