@@ -16,6 +16,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/periodic"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
@@ -114,18 +115,7 @@ func (b *Book) Path() string { return b.cfg.Path }
 func (b *Book) Set() *Set { return b.live.Load().set }
 
 // Watch reloads the file whenever it changes, until ctx ends.
-func (b *Book) Watch(ctx context.Context) {
-	t := time.NewTicker(b.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.Reload()
-		}
-	}
-}
+func (b *Book) Watch(ctx context.Context) { periodic.Every(ctx, b.cfg.Poll, b.Reload) }
 
 // Reload reads the file if it changed since the last look and has stayed
 // as it is since the look before: a file being written in place is read

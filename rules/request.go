@@ -150,3 +150,67 @@ func containsString(list []any, s string) bool {
 	}
 	return false
 }
+
+// Scopes of a rule saved from an answer.
+const (
+	// ScopeProject: the session's project (its working directory and
+	// everything under it).
+	ScopeProject = "project"
+	// ScopeAll: every project.
+	ScopeAll = "all"
+)
+
+// Always turns an answer to this request into a rule that gives the same
+// answer from now on: the option's effect (allow, or deny for a refusing
+// option), this tool and agent, args the pattern ("*" or "" for any
+// arguments), and for ScopeProject the session's working directory cwd.
+// It refuses a pattern that would not even match this request's own
+// argument text, and a project scope without a known directory.
+func (a Asked) Always(option, pattern, scope, cwd string) (Rule, error) {
+	r := Rule{Tool: a.Tool, Agent: a.Agent, Note: "saved from an answer to request " + a.ID}
+	switch strings.ToLower(option) {
+	case "allow", "allow_session", "approved", "approve", "approved_session", "approve_session":
+		r.Effect = Allow
+	case "deny", "rejected", "reject", "cancel":
+		r.Effect = Deny
+	case "":
+		return Rule{}, fmt.Errorf("a rule needs the answer as an option (--option), not free text")
+	default:
+		return Rule{}, fmt.Errorf("option %q is neither an allow nor a deny", option)
+	}
+	if pattern != "*" {
+		r.Args = pattern
+	}
+	if r.Args != "" {
+		p, err := Compile(r.Args, false)
+		if err != nil {
+			return Rule{}, fmt.Errorf("pattern %q: %w", r.Args, err)
+		}
+		match := p.Match
+		if r.Effect == Allow {
+			match = p.Safe
+		}
+		switch {
+		case !a.ArgsCarried:
+			return Rule{}, fmt.Errorf("this request carries no argument text (captured below redacted), so a rule on its arguments would never match: use '*' for any arguments")
+		case !a.ArgsCut && !match(a.Args):
+			return Rule{}, fmt.Errorf("pattern %q does not match this request's own arguments (%s)", r.Args, a.Args)
+		}
+	}
+	switch scope {
+	case ScopeProject, "":
+		if cwd == "" {
+			return Rule{}, fmt.Errorf("the session's working directory is not on the stream (its adapter captures below redacted): save it for every project instead (scope %s)", ScopeAll)
+		}
+		r.Project = escapeGlob(cwd)
+	case ScopeAll:
+	default:
+		return Rule{}, fmt.Errorf("scope %q: want %s or %s", scope, ScopeProject, ScopeAll)
+	}
+	probe := r
+	probe.ID = "new"
+	if _, err := check(probe, 0); err != nil {
+		return Rule{}, err
+	}
+	return r, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // Exit codes of the command senders. respond checks its target against the
@@ -88,31 +89,45 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "respond",
 		Summary: "answer an agent's attention request through the relay",
-		Forms:   []string{"[--relay URL] --option ID [--text T] SESSION [REQUEST_ID]"},
+		Forms:   []string{"[--relay URL] --option ID [--text T] [--always PATTERN [--scope project|all]] SESSION [REQUEST_ID]"},
 		About: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
 			"session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the\n" +
-			"full command for each request it shows.",
+			"full command for each request it shows.\n\n" +
+			"--always also saves the answer as a rule (see aep-kimi rules), so the next request of\n" +
+			"this tool whose arguments match PATTERN (a glob; '*' for any) is answered the same way\n" +
+			"at once, in this session's project (--scope project, the default) or in every one.\n" +
+			"pending proposes a pattern for each request. The rule is saved once the answer is accepted.",
 		Env: []string{"AEP_TOKEN"},
 		Exit: senderExitCodes + "\n" +
 			"Before sending, respond checks the target against the relay's replay: 5 unknown\n" +
 			"session, 6 unknown request, 7 nothing to answer (the request is closed or answered\n" +
-			"in Kimi itself, or the session has no pending request), 8 several pending (name one).",
-		Examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID"},
-		Args:     cli.Args{Min: 1, Max: 2},
+			"in Kimi itself, or the session has no pending request), 8 several pending (name one).\n" +
+			"With --always, a rule that cannot be made from the answer is 2 before anything is sent,\n" +
+			"and one the relay refuses to save after the answer was accepted is 1.",
+		Examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID",
+			"aep-kimi respond --option allow --always 'go test *' SESSION REQUEST_ID"},
+		Args: cli.Args{Min: 1, Max: 2},
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o senderOptions
 			o.flags(fs, getenv)
 			option := fs.String("option", "", "the option id to answer with (e.g. allow, allow_session, deny, cancel; approved/rejected on kimi web)")
 			text := fs.String("text", "", "free text: a reason, or (alone) text naming an option")
+			var a alwaysOptions
+			fs.StringVar(&a.pattern, "always", "", "also save the answer as a rule for this tool's requests whose arguments match this glob ('*': any)")
+			fs.StringVar(&a.scope, "scope", rules.ScopeProject, "the saved rule's reach: project (this session's working directory and below) or all")
 			return func(ctx context.Context, args []string) int {
-				return runRespond(ctx, o, *option, *text, args, io)
+				return runRespond(ctx, o, *option, *text, a, args, io)
 			}
 		},
 	}
 }
 
-// runRespond checks the target and sends the answer.
-func runRespond(ctx context.Context, o senderOptions, option, text string, args []string, io stdio) int {
+// alwaysOptions are respond's flags for saving the answer as a rule.
+type alwaysOptions struct{ pattern, scope string }
+
+// runRespond checks the target, makes the rule --always asks for, sends
+// the answer and, once it is accepted, saves the rule.
+func runRespond(ctx context.Context, o senderOptions, option, text string, a alwaysOptions, args []string, io stdio) int {
 	session, requestID := args[0], ""
 	if len(args) > 1 {
 		requestID = args[1]
@@ -127,12 +142,36 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, args 
 	if !ok {
 		return 2
 	}
-	requestID, code := respondTarget(ctx, o.relayURL, token, session, requestID, io)
-	if requestID == "" {
+	f, req, code := respondTarget(ctx, o.relayURL, token, session, requestID, io)
+	if req == nil {
 		return code
 	}
-	cmd.Subject, cmd.Cause = requestID, requestID
-	return o.send(ctx, "respond", cmd, io)
+	var rule *rules.Rule
+	if a.pattern != "" {
+		s := f.Session(session)
+		asked, ok := rules.ReadRequest(s.Event(req.ID))
+		if !ok {
+			fmt.Fprintf(io.err, "aep-kimi respond: --always: request %s is not a tool permission request a rule can answer\n", consumer.Line(req.ID))
+			return 2
+		}
+		r, err := asked.Always(option, a.pattern, a.scope, s.Cwd)
+		if err != nil {
+			fmt.Fprintf(io.err, "aep-kimi respond: --always: %s\n", consumer.Line(err.Error()))
+			return 2
+		}
+		rule = &r
+	}
+	cmd.Subject, cmd.Cause = req.ID, req.ID
+	if code := o.send(ctx, "respond", cmd, io); code != exitAccepted || rule == nil {
+		return code
+	}
+	added, err := rules.Client{Base: o.relayURL, Token: token}.Add(ctx, *rule)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi respond: answered, but the rule was not saved: %s\n", consumer.Line(err.Error()))
+		return 1
+	}
+	fmt.Fprintf(io.out, "saved rule %s: %s\n", added.ID, rules.Describe(added))
+	return exitAccepted
 }
 
 // targetExit maps why respond has no target to its exit code.
@@ -144,23 +183,23 @@ var targetExit = map[consumer.TargetProblem]int{
 }
 
 // respondTarget checks a respond target against the relay's replay and
-// returns the request to answer, or "" and the exit code (the reason
-// printed, with the candidates when several wait).
-func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (string, int) {
+// returns the fold and the request to answer, or a nil request and the exit
+// code (the reason printed, with the candidates when several wait).
+func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (*consumer.Fold, *consumer.Request, int) {
 	f, err := loadPending(ctx, relayURL, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
-		return "", 1
+		return nil, nil, 1
 	}
 	now := time.Now()
 	r, err := f.Target(session, requestID, now)
 	var te *consumer.TargetError
 	switch {
 	case err == nil:
-		return r.ID, 0
+		return f, r, 0
 	case !errors.As(err, &te):
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
-		return "", 1
+		return nil, nil, 1
 	case te.Problem == consumer.UnknownSession || te.Problem == consumer.UnknownRequest:
 		fmt.Fprintf(io.err, "aep-kimi respond: %s (see aep-kimi pending)\n", te.Reason)
 	case te.Problem == consumer.SeveralPending:
@@ -172,7 +211,7 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 	default:
 		fmt.Fprintf(io.err, "aep-kimi respond: %s\n", te.Reason)
 	}
-	return "", targetExit[te.Problem]
+	return nil, nil, targetExit[te.Problem]
 }
 
 // cancelCommand cancels a session's run: aep-kimi cancel [--run RUN]

@@ -1,5 +1,5 @@
 // Command aep-kimi runs the aep-kimi daemons (up, relay, adapter,
-// bridge-web, dash) and tools (tail, pending, respond, instruct, cancel,
+// bridge-web, dash) and tools (tail, pending, respond, rules, instruct, cancel,
 // open, healthz, quarantine, map, validate, export).
 //
 // Every command is one entry of the table below, built in its own file:
@@ -40,6 +40,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		tailCommand(getenv, std),
 		pendingCommand(getenv, std),
 		respondCommand(getenv, std),
+		rulesCommand(getenv, std),
 		instructCommand(getenv, std),
 		cancelCommand(getenv, std),
 		openCommand(getenv, std),

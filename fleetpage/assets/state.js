@@ -9,6 +9,13 @@
 // are resolved and timeout, and the first one holds.
 const ATTENTION_TERMINALS = { 'attention.resolved': 'resolved', 'attention.timeout': 'timeout' };
 const RUN_TERMINALS = { 'run.finished': 'finished', 'run.failed': 'failed', 'run.cancelled': 'cancelled' };
+// A command whose agent starts so was sent by a relay's rule (rules.AgentPrefix).
+const RULE_AGENT = 'rule:';
+
+// ruleOf is the rule id an agent (or an answer's by) names, or ''.
+export function ruleOf(agent) {
+  return typeof agent === 'string' && agent.startsWith(RULE_AGENT) ? agent.slice(RULE_AGENT.length) : '';
+}
 
 // Fields that carry content only at capture redacted or full: below that the
 // page says "gated at capture" rather than invent them.
@@ -236,6 +243,7 @@ export function session(state, id) {
     }
     return r;
   };
+  const refused = new Set(); // command ids the emitter rejected
   for (const rec of l.events) {
     const ev = rec.ev;
     const d = data(ev);
@@ -343,6 +351,7 @@ export function session(state, id) {
           id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
           options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
           expiresAt: d.expires_at || null, state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
+          rule: null, ruled: null,
         });
         // Raised after the end (a late delivery): nobody is there to act on
         // an answer.
@@ -354,9 +363,38 @@ export function session(state, id) {
           req.answered = ev;
           req.answer = d.answer && typeof d.answer === 'object' && !Array.isArray(d.answer) ? d.answer : null;
           req.state = 'answered';
+          // The emitter names the rule whose answer it applied.
+          if (!req.rule && ruleOf(d.by)) req.rule = ruleOf(d.by);
         }
         break;
       }
+      case 'control.attention.respond': {
+        // A rule's answer (its sender is rule:<id>): the request is
+        // answered from here on, though its emitter has yet to say so; it
+        // never waits on a person. A person's command changes nothing until
+        // the emitter answers.
+        const req = s.attention.get(ev.subject);
+        const rule = ruleOf(ev.agent);
+        if (rule && req && !refused.has(ev.id) && !req.rule && !req.answered && !req.outcome) {
+          req.rule = rule;
+          req.ruled = ev;
+          req.state = 'answered';
+        }
+        break;
+      }
+      case 'control.rejected':
+        // The emitter refused a rule's answer: the request waits on a
+        // person again. Remembered, so the refusal holds whichever of the
+        // two is derived first.
+        refused.add(ev.cause);
+        for (const req of s.attention.values()) {
+          if (req.ruled && req.ruled.id === ev.cause && !req.answered) {
+            req.rule = null;
+            req.ruled = null;
+            if (!req.outcome) req.state = 'pending';
+          }
+        }
+        break;
       case 'attention.resolved':
       case 'attention.timeout': {
         const req = s.attention.get(ev.subject);
@@ -481,6 +519,7 @@ export function projection(state) {
         id: a.id, run: text(a.run), kind: text(d.kind), prompt: text(d.prompt), options: options.length ? options : undefined,
         respond_via: a.respondVia ? a.respondVia.filter((v) => typeof v === 'string') : undefined, expires_at: text(d.expires_at),
         requested: text(a.time), state: a.state, answer: a.answer && Object.keys(a.answer).length ? a.answer : undefined,
+        rule: text(a.rule),
         answered: a.answered ? mark(a.answered, { by: text(ans.by), via: text(ans.via) }) : undefined,
         outcome: a.outcome
           ? mark(a.outcome, { resolution: a.outcome.type in ATTENTION_TERMINALS ? text(data(a.outcome).resolution) : undefined })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // Fold is the state of a fleet derived from its events: sessions, their
@@ -219,7 +220,9 @@ type Session struct {
 	lane     *lane
 	runs     map[string]*Run
 	requests map[string]*Request
-	endMark  Mark // the session.ended while Ended is set
+	endMark  Mark                // the session.ended while Ended is set
+	ruled    map[string]*Request // a rule's command id -> the request it answers
+	refused  map[string]bool     // command ids the emitter rejected
 }
 
 // Run is one run's state.
@@ -243,7 +246,7 @@ const (
 var runTerminals = map[string]string{"run.finished": RunFinished, "run.failed": RunFailed, "run.cancelled": RunCancelled}
 
 func newSession(l *lane) *Session {
-	return &Session{ID: l.id, lane: l, runs: map[string]*Run{}, requests: map[string]*Request{}}
+	return &Session{ID: l.id, lane: l, runs: map[string]*Run{}, requests: map[string]*Request{}, ruled: map[string]*Request{}, refused: map[string]bool{}}
 }
 
 // Event resolves a bare event id within the session (a cause, a subject),
@@ -339,6 +342,28 @@ func (s *Session) apply(rec *record) {
 			ans, _ := data["answer"].(map[string]any)
 			r.Answer = ans
 			r.Answered = &Answered{Mark: markOf(ev), By: str(data, "by"), Via: str(data, "via")}
+			if id, ok := rules.RuleOfAgent(r.Answered.By); ok && r.Rule == "" {
+				r.Rule = id // the emitter names the rule whose answer it applied
+			}
+		}
+	case rules.CommandType:
+		// A rule's answer (its sender is rule:<id>): the request is
+		// answered from here on, though its emitter has yet to say so; it
+		// never waits on a person. A person's command changes nothing
+		// until the emitter answers.
+		id, ok := rules.RuleOfAgent(ev.Agent)
+		if r := s.requests[ev.Subject]; ok && !s.refused[ev.ID] && r != nil && r.Rule == "" && r.Answered == nil && r.Outcome == nil {
+			r.Rule, r.Ruled = id, markOf(ev)
+			s.ruled[ev.ID] = r
+		}
+	case "control.rejected":
+		// The emitter refused the rule's answer: the request waits on a
+		// person again. Remembered, so the refusal holds whichever of the
+		// two the fold derives first.
+		s.refused[ev.Cause] = true
+		if r := s.ruled[ev.Cause]; r != nil && r.Answered == nil {
+			r.Rule, r.Ruled = "", Mark{}
+			delete(s.ruled, ev.Cause)
 		}
 	case "attention.resolved", "attention.timeout":
 		// The terminals (§7.2); the first holds.
@@ -364,6 +389,11 @@ type Request struct {
 	// Answer is the recorded answer (option, text, values) once answered.
 	Answer   map[string]any
 	Answered *Answered
+	// Rule is the id of the rule that answered the request and Ruled its
+	// command, from the command on (before the emitter's own answer); ""
+	// when no rule did, or the emitter refused the rule's answer.
+	Rule  string
+	Ruled Mark
 	// Outcome is the terminal (attention.resolved or attention.timeout),
 	// or the session.ended that left it open; nil while it is open.
 	Outcome *Outcome
@@ -403,7 +433,7 @@ func markOf(ev *aep.Event) Mark {
 // Request states, as Status and Projection report them.
 const (
 	StatePending  = "pending"  // waits on a person
-	StateAnswered = "answered" // answered, its emitter has not resolved it yet
+	StateAnswered = "answered" // answered (by a person, or a rule's command), its emitter has not resolved it yet
 	StateResolved = "resolved"
 	StateTimeout  = "timeout"
 	// StateSessionEnded: its session ended with it open.
@@ -438,7 +468,7 @@ func newRequest(ev *aep.Event, data map[string]any) *Request {
 // State is where the request stands in its lifecycle, whatever the clock.
 func (r *Request) State() string {
 	switch {
-	case r.Outcome == nil && r.Answered != nil:
+	case r.Outcome == nil && (r.Answered != nil || r.Rule != ""):
 		return StateAnswered
 	case r.Outcome == nil:
 		return StatePending

@@ -199,7 +199,7 @@ func checkCoherent(t *testing.T, s *Session) {
 		switch {
 		case open[r.ID] != (r.Outcome == nil):
 			t.Errorf("%s: open %v with outcome %v", r.ID, open[r.ID], r.Outcome)
-		case (st == StateAnswered) != (r.Answered != nil && r.Outcome == nil):
+		case (st == StateAnswered) != ((r.Answered != nil || r.Rule != "") && r.Outcome == nil):
 			t.Errorf("%s: state %s, answered %v, outcome %v", r.ID, st, r.Answered, r.Outcome)
 		case r.Answered != nil && r.Answered.Event == "":
 			t.Errorf("%s: answered by no event", r.ID)
@@ -344,5 +344,30 @@ func BenchmarkFold(b *testing.B) {
 	for b.Loop() {
 		f := fold(evs)
 		f.Projection()
+	}
+}
+
+// A request a rule answered never waits on a person, from the rule's
+// command on; one whose rule answer the emitter refused waits again, and a
+// person's command changes nothing until the emitter answers.
+func TestFoldRuleAnswered(t *testing.T) {
+	f := fold(readEvents(t, filepath.Join("testdata", "streams", "attention-rule.jsonl")))
+	now, _ := time.Parse(time.RFC3339, "2026-07-03T11:01:00Z")
+	var pending []string
+	for _, r := range f.Pending(now) {
+		pending = append(pending, strings.TrimLeft(strings.TrimPrefix(r.ID, "01JZRULEREQ"), "0"))
+	}
+	if got := strings.Join(pending, ","); got != "3,4,5" {
+		t.Fatalf("pending %s, want 3,4,5 (1 and 2 were answered by rules)", got)
+	}
+	s := f.Session(f.Sessions()[0])
+	if r := s.Request("01JZRULEREQ000000000000002"); r.Rule != "rmrf" || r.State() != StateAnswered || r.Ruled.Event != "01JZRULECMD000000000000002" {
+		t.Fatalf("request 2: rule %q state %s", r.Rule, r.State())
+	}
+	if r := s.Request("01JZRULEREQ000000000000003"); r.Rule != "" {
+		t.Fatalf("a refused rule answer still marks request 3: %q", r.Rule)
+	}
+	if _, err := f.Target(s.ID, "01JZRULEREQ000000000000002", now); err == nil {
+		t.Fatal("respond may target a request a rule answered")
 	}
 }

@@ -5,11 +5,15 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // PendingFilter asks a relay for what the attention state needs: the
-// attention lifecycle, and session starts (titles, chapters) and ends.
-const PendingFilter = `{"type":["attention.*","session.started","session.ended"]}`
+// attention lifecycle, session starts (titles, chapters) and ends, and the
+// answers rules sent (and their refusals), which take a request off the
+// list before its emitter records the answer.
+const PendingFilter = `{"type":["attention.*","session.started","session.ended","control.attention.respond","control.rejected"]}`
 
 // Closed says in a word why a request no longer waits on a person at now,
 // or "" while it does: answered (whatever its resolution), the resolution
@@ -58,6 +62,9 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 	fmt.Fprintf(w, "  %s\n", Line(strings.Join(facts, " · ")))
 	if r.Answerable() {
 		fmt.Fprintf(w, "  %s\n", Line(r.Command(relayArg)))
+		if always := alwaysCommand(f, r, relayArg); always != "" {
+			fmt.Fprintf(w, "  always: %s\n", Line(always))
+		}
 	} else {
 		fmt.Fprintf(w, "  answer it %s\n", Line(r.Where()))
 	}
@@ -126,4 +133,34 @@ func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error
 		return refuse(NotPending, "session %s has no request answerable from here: answer it %s", session, elsewhere[0].Where())
 	}
 	return refuse(NotPending, "session %s has no pending request", session)
+}
+
+// alwaysCommand is the respond command that allows the request and saves
+// the answer as a rule with the pattern rules.Propose makes of its
+// argument text, or "" when no rule could answer such a request.
+func alwaysCommand(f *Fold, r *Request, relayArg string) string {
+	s := f.Session(r.Session)
+	if s == nil {
+		return ""
+	}
+	asked, ok := rules.ReadRequest(s.Event(r.ID))
+	option := asked.Option(rules.Allow)
+	if !ok || option == "" {
+		return ""
+	}
+	pattern := "*"
+	if asked.ArgsCarried {
+		if p := rules.Propose(asked.Args); p != "" {
+			pattern = p
+		}
+	}
+	args := []string{"aep-kimi", "respond"}
+	if relayArg != "" {
+		args = append(args, "--relay", ShellQuote(relayArg))
+	}
+	args = append(args, "--option", ShellQuote(option), "--always", ShellQuote(pattern))
+	if s.Cwd == "" {
+		args = append(args, "--scope", rules.ScopeAll)
+	}
+	return strings.Join(append(args, ShellQuote(r.Session), ShellQuote(r.ID)), " ")
 }

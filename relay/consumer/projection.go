@@ -40,18 +40,20 @@ type RunProjection struct {
 
 // RequestProjection is one attention request in a Projection.
 type RequestProjection struct {
-	ID         string          `json:"id"`
-	Run        string          `json:"run,omitempty"`
-	Kind       string          `json:"kind,omitempty"`
-	Prompt     string          `json:"prompt,omitempty"`
-	Options    []Option        `json:"options,omitempty"`
-	RespondVia *[]string       `json:"respond_via,omitempty"`
-	ExpiresAt  string          `json:"expires_at,omitempty"`
-	Requested  string          `json:"requested,omitempty"`
-	State      string          `json:"state"`
-	Answer     map[string]any  `json:"answer,omitempty"`
-	Answered   *MarkProjection `json:"answered,omitempty"`
-	Outcome    *MarkProjection `json:"outcome,omitempty"`
+	ID         string         `json:"id"`
+	Run        string         `json:"run,omitempty"`
+	Kind       string         `json:"kind,omitempty"`
+	Prompt     string         `json:"prompt,omitempty"`
+	Options    []Option       `json:"options,omitempty"`
+	RespondVia *[]string      `json:"respond_via,omitempty"`
+	ExpiresAt  string         `json:"expires_at,omitempty"`
+	Requested  string         `json:"requested,omitempty"`
+	State      string         `json:"state"`
+	Answer     map[string]any `json:"answer,omitempty"`
+	// Rule is the id of the rule whose command answered the request.
+	Rule     string          `json:"rule,omitempty"`
+	Answered *MarkProjection `json:"answered,omitempty"`
+	Outcome  *MarkProjection `json:"outcome,omitempty"`
 }
 
 // MarkProjection is the event that answered or closed a request, and what
@@ -87,7 +89,7 @@ func (s *Session) projection() SessionProjection {
 	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
 	for _, r := range s.Requests {
 		rp := RequestProjection{ID: r.ID, Run: r.Run, Kind: r.Kind, Prompt: r.Prompt, Options: r.Options,
-			ExpiresAt: r.ExpiresAt, Requested: r.Time, State: r.State(), Answer: r.Answer}
+			ExpiresAt: r.ExpiresAt, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule}
 		if r.RespondVia != nil {
 			via := r.RespondVia
 			rp.RespondVia = &via
