@@ -2,13 +2,12 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // The identity a NATS URL's credentials give: the user, or a name derived
@@ -57,7 +56,7 @@ func TestJetStreamPrivatePurgesWhatItWroteListening(t *testing.T) {
 			}
 		}
 	}
-	js := open(fmt.Sprintf("127.0.0.1:%d", kimiharness.FreePort(t)))
+	js := open(netaddr.FreeAddr(t))
 	ingest(js, 0, 20)
 	js.Close()
 	js = open("")

@@ -29,7 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -168,7 +168,7 @@ func natsUser(t testing.TB, dir, name string) (string, *server.NkeyUser) {
 func listeningStore(t *testing.T) (*relay.JetStreamBackend, string, string, *syncbuf.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", kimiharness.FreePort(t))
+	addr := netaddr.FreeAddr(t)
 	logs := &syncbuf.Buffer{}
 	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir, Listen: addr, Logger: newTestLogger(logs)})
 	if err != nil {
@@ -384,7 +384,7 @@ func TestEmbeddedNATSIdentityEnforced(t *testing.T) {
 // may read is refused too.
 func TestNATSCredentialsFileRefused(t *testing.T) {
 	open := func(dir string) error {
-		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", kimiharness.FreePort(t))})
+		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir, Listen: netaddr.FreeAddr(t)})
 		if err == nil {
 			b.Close()
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -168,7 +168,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forms a three-node JetStream cluster; skipped under -short")
 	}
-	ports := []int{kimiharness.FreePort(t), kimiharness.FreePort(t), kimiharness.FreePort(t)}
+	ports := []int{netaddr.FreePort(t), netaddr.FreePort(t), netaddr.FreePort(t)}
 	var routes []*url.URL
 	for _, p := range ports {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})

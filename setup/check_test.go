@@ -3,7 +3,6 @@ package setup
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // writeScript creates an executable shell script.
@@ -150,12 +151,7 @@ func TestCheckStates(t *testing.T) {
 }
 
 func TestCheckAdapterDownIsNotAProblem(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there now
+	url := "http://" + netaddr.FreeAddr(t) // nothing listens there
 
 	cfg := testConfig(t.TempDir())
 	cfg.HookCmd = writeScript(t, t.TempDir(), HookCmdName, "exit 0\n")

@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // webScript is the mock model for these tests: a tool call needing approval
@@ -69,7 +70,7 @@ func startWebStackOn(t *testing.T, relayEnv []string, mode string, env ...string
 	kimiharness.WriteWebConfig(t, ws.khome, mock.Port)
 	ws.web = kimiharness.StartWeb(t, kimi, ws.khome, ws.work)
 	ws.stack = newStack(t, relayEnv...)
-	ws.addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ws.addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	ws.env = append([]string{"AEP_TOKEN=" + ws.token, "AEP_HOME=" + ws.home, "KIMI_CODE_HOME=" + ws.khome}, env...)
 	ws.startBridge(t)
 	return ws
@@ -534,7 +535,7 @@ func TestE2EBridgeWebWrongToken(t *testing.T) {
 	web := kimiharness.StartWeb(t, kimi, khome, t.TempDir())
 	tokenFile := filepath.Join(t.TempDir(), "kap.token")
 	os.WriteFile(tokenFile, []byte("not-the-token\n"), 0o600)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	ws := &webStack{addr: addr}
 	ws.bridge = startDaemon(t, "http://"+addr, []string{"AEP_HOME=" + home}, "bridge-web", "--listen", addr,
 		"--kimi-home", khome, "--kap-token-file", tokenFile, "--relay", "none")

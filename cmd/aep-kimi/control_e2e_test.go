@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
@@ -223,7 +224,7 @@ func countType(logs map[string][]byte, typ string) int {
 // AEP_TOKEN is watch-only and refuses it toward the sender.
 func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 	home := t.TempDir()
-	rport, aport := freePort(t), freePort(t)
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	relayURL := "http://127.0.0.1:" + itoa(rport)
 	startDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+itoa(rport))
 	adapterURL := "http://127.0.0.1:" + itoa(aport)

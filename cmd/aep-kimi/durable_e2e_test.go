@@ -22,6 +22,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // floodFileLimit is the open-file limit the flooded adapter runs under: far
@@ -60,7 +61,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	sessions := envCount("AEP_FLOOD_SESSIONS", 3000)
 	invented := envCount("AEP_FLOOD_INVENTED", 2000)
 	const maxSessions = 500
-	port := freePort(t)
+	port := netaddr.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	base := "http://" + addr
 	// The shell lowers its own limit (soft and hard) and execs the adapter,

@@ -28,6 +28,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -65,8 +66,6 @@ func binaries(t testing.TB) string {
 	}
 	return binDir
 }
-
-func freePort(t testing.TB) int { return kimiharness.FreePort(t) }
 
 // proc is a running aep-kimi subcommand.
 type proc struct {
@@ -106,7 +105,7 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
 		d.stop(t)
 	})
 	deadline := time.Now().Add(20 * time.Second)
-	// The port came from freePort: another test's daemon may have taken it
+	// The port came from netaddr.FreePort: another test's daemon may have taken it
 	// meanwhile and be the one answering, so this daemon must also say it
 	// listens there.
 	// (It may listen on all interfaces for a loopback base: match the port.)
@@ -177,7 +176,7 @@ func startStack(t testing.TB, adapterEnv ...string) *stack {
 func newStack(t testing.TB, relayEnv ...string) *stack {
 	t.Helper()
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport := freePort(t)
+	rport := netaddr.FreePort(t)
 	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
 	st.relay = startDaemon(t, st.relayURL, append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, relayEnv...), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
 	return st
@@ -186,7 +185,7 @@ func newStack(t testing.TB, relayEnv ...string) *stack {
 // withAdapter starts the stack's adapter with adapterEnv added.
 func (st *stack) withAdapter(t testing.TB, adapterEnv ...string) *stack {
 	t.Helper()
-	st.adapterPort = freePort(t)
+	st.adapterPort = netaddr.FreePort(t)
 	st.adapterEnv = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, adapterEnv...)
 	st.startAdapter(t)
 	return st

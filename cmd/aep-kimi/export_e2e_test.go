@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
@@ -29,7 +30,7 @@ func TestE2EJaeger(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	j := jaegertest.Start(t)
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := freePort(t), freePort(t)
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
 	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
 	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up",
@@ -136,7 +137,7 @@ func TestE2EExportKill9(t *testing.T) {
 		t.Skip("end-to-end: builds the binaries")
 	}
 	token := "e2e-" + aep.NewID()
-	rport := freePort(t)
+	rport := netaddr.FreePort(t)
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
 	startDaemon(t, relayURL, []string{"AEP_TOKEN=" + token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
 	rcv := exporttest.NewReceiver(0)
@@ -153,7 +154,7 @@ func TestE2EExportKill9(t *testing.T) {
 	const first, second = 8000, 500
 	post("k1", first)
 	state := filepath.Join(t.TempDir(), "export-state.json")
-	mport := freePort(t)
+	mport := netaddr.FreePort(t)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mport)
 	start := func() *proc {
 		return startDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,

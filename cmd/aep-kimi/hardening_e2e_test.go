@@ -26,6 +26,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // cleanEnv is the environment with every variable that names a token or a
@@ -78,7 +79,7 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := itoa(freePort(t))
+	port := itoa(netaddr.FreePort(t))
 	anyIf := "0.0.0.0:" + port
 	cases := []struct {
 		name string
@@ -115,7 +116,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	}
 	home := t.TempDir()
 	const secret = "0123456789abcdef-e2e"
-	port := itoa(freePort(t))
+	port := itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public")
 	for _, c := range []struct {
@@ -151,7 +152,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	}
 
 	// A blank AEP_TOKEN on loopback is no token: watch-only, said so.
-	port2 := itoa(freePort(t))
+	port2 := itoa(netaddr.FreePort(t))
 	p := startDaemon(t, "http://127.0.0.1:"+port2, cleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
 	if !strings.Contains(p.logs.String(), "watch-only") {
 		t.Errorf("blank token not reported as watch-only:\n%s", p.logs.String())
@@ -185,7 +186,7 @@ func TestE2EForeignHostRefused(t *testing.T) {
 		t.Skip("e2e: builds and runs the binaries")
 	}
 	home := t.TempDir()
-	rport, aport, bport := freePort(t), freePort(t), freePort(t)
+	rport, aport, bport := netaddr.FreePort(t), netaddr.FreePort(t), netaddr.FreePort(t)
 	raddr, aaddr, baddr := "127.0.0.1:"+itoa(rport), "127.0.0.1:"+itoa(aport), "127.0.0.1:"+itoa(bport)
 	// Watch-only relay: exactly what a rebinding page would read.
 	startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_ALLOWED_HOSTS=relay.test"), "relay", "--listen", raddr)
@@ -250,7 +251,7 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 		t.Skip("e2e: builds and runs the binaries")
 	}
 	home := t.TempDir()
-	raddr, aaddr := "127.0.0.1:"+itoa(freePort(t)), "127.0.0.1:"+itoa(freePort(t))
+	raddr, aaddr := "127.0.0.1:"+itoa(netaddr.FreePort(t)), "127.0.0.1:"+itoa(netaddr.FreePort(t))
 	startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
 	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	event := func(session string) string {
@@ -332,7 +333,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	}
 	const conns = 30
 	home := t.TempDir()
-	raddr, aaddr := "127.0.0.1:"+itoa(freePort(t)), "127.0.0.1:"+itoa(freePort(t))
+	raddr, aaddr := "127.0.0.1:"+itoa(netaddr.FreePort(t)), "127.0.0.1:"+itoa(netaddr.FreePort(t))
 	relayP := startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
 	adapterP := startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	tok, err := os.ReadFile(adapter.TokenPath(home))
@@ -410,7 +411,7 @@ func TestE2ERelayByteBudget(t *testing.T) {
 	}
 	const budget, body = 4 << 20, 1 << 20
 	home := t.TempDir()
-	raddr := "127.0.0.1:" + itoa(freePort(t))
+	raddr := "127.0.0.1:" + itoa(netaddr.FreePort(t))
 	const token = "budget-token-0123456789"
 	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+itoa(budget), "AEP_MAX_BODY="+itoa(body)),
 		"relay", "--listen", raddr)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -69,7 +70,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 	binaries(t)
 	home := t.TempDir()
 	token := "e2e-" + aep.NewID()
-	port := freePort(t)
+	port := netaddr.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	env := []string{"AEP_TOKEN=" + token, "AEP_HOME=" + home}
 	args := []string{"relay", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", "jetstream"}
@@ -171,9 +172,9 @@ func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	st.relayURL = "http://" + aAddr
 	aHome := t.TempDir()
 	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + aHome},

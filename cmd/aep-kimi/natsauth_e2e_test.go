@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -108,11 +109,11 @@ func natsInfo(t *testing.T, addr string) map[string]any {
 // steers through the first, as before.
 func TestE2ENATSListenerAttacks(t *testing.T) {
 	binaries(t)
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	natsURL := "nats://" + natsAddr
 	aHome := t.TempDir()
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	st.relayURL = "http://" + aAddr
 	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + aHome},
 		"relay", "--listen", aAddr, "--nats-listen", natsAddr)
@@ -298,7 +299,7 @@ func TestE2EExternalNATSWithoutCredentialsWarns(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	r := startDaemon(t, "http://"+addr, []string{"AEP_TOKEN=e2e-" + aep.NewID(), "AEP_HOME=" + t.TempDir()},
 		"relay", "--listen", addr, "--store", "jetstream", "--nats", ns.ClientURL())
 	if logs := r.logs.String(); !strings.Contains(logs, "anyone who can reach it can read and forge events and answer held calls") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -82,7 +83,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	if err := os.Symlink(kimi, filepath.Join(kimiDir, "kimi")); err != nil {
 		t.Fatal(err)
 	}
-	rport, aport := freePort(t), freePort(t)
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	gocache, _ := exec.Command("go", "env", "GOCACHE").Output()
 	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
 	env := []string{
@@ -96,7 +97,7 @@ func TestREADMEQuickstart(t *testing.T) {
 		// environment, so the test never fights a running aep-kimi.
 		fmt.Sprintf("AEP_PORT=%d", rport),
 		fmt.Sprintf("AEP_KIMI_ADDR=127.0.0.1:%d", aport),
-		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", freePort(t)),
+		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", netaddr.FreePort(t)),
 		fmt.Sprintf("AEP_RELAY=http://127.0.0.1:%d", rport),
 		"KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1",
 	}

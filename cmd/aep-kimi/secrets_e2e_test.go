@@ -248,7 +248,7 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 func TestE2EExportTokenFile(t *testing.T) {
 	binaries(t)
 	const token = "export-relay-token-0123456789abcdef"
-	rport := freePort(t)
+	rport := netaddr.FreePort(t)
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
 	home := t.TempDir()
 	startDaemon(t, relayURL, cleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -89,12 +89,7 @@ func TestTailErrors(t *testing.T) {
 // An unreachable relay is reported once, without credentials, while the
 // tail keeps retrying until it is stopped.
 func TestTailUnreachableSaysSoOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := netaddr.FreeAddr(t)
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()

@@ -11,22 +11,11 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
-
-// freeAddr is a loopback address nothing listens on (bound, then released).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // upFixture is `aep-kimi up` on fresh loopback ports with the bridge forced
 // on, its environment and home in temp directories.
@@ -34,11 +23,11 @@ func upFixture(t *testing.T) (upOptions, func(string) string) {
 	t.Helper()
 	env := map[string]string{"AEP_TOKEN": "up-test-token", "KIMI_CODE_HOME": t.TempDir()}
 	getenv := func(k string) string { return env[k] }
-	o := upOptions{home: t.TempDir(), relayListen: freeAddr(t), adapterListen: freeAddr(t)}
+	o := upOptions{home: t.TempDir(), relayListen: netaddr.FreeAddr(t), adapterListen: netaddr.FreeAddr(t)}
 	o.bridge.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
 	o.store.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
 	o.bridge.force = true
-	o.bridge.opts.listen = freeAddr(t)
+	o.bridge.opts.listen = netaddr.FreeAddr(t)
 	return o, getenv
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -272,7 +273,7 @@ func tokenRelay(t *testing.T, env ...string) (base, home, tokenFile, token strin
 	token = "e2e-" + aep.NewID()
 	tokenFile = filepath.Join(home, "relay.token")
 	writeToken(t, tokenFile, token)
-	port := itoa(freePort(t))
+	port := itoa(netaddr.FreePort(t))
 	base = "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, append([]string{"AEP_TOKEN_FILE=" + tokenFile}, env...)...), "relay", "--listen", "127.0.0.1:"+port)
 	return base, home, tokenFile, token
@@ -287,7 +288,7 @@ func startDash(t *testing.T, relayURL, relayToken string) (base, token string) {
 	if err := os.WriteFile(tokFile, []byte(relayToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := itoa(freePort(t))
+	port := itoa(netaddr.FreePort(t))
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "dash", "--listen", "127.0.0.1:"+port, "--relay", relayURL+","+tokFile)
 	cmd.Env = cleanEnv(home)
 	out := &syncbuf.Buffer{}
@@ -557,7 +558,7 @@ func TestE2EConnectionCap(t *testing.T) {
 	}
 	home := t.TempDir()
 	token := "e2e-" + aep.NewID()
-	port := itoa(freePort(t))
+	port := itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+token, "AEP_MAX_CONNECTIONS=99"), "relay", "--listen", "127.0.0.1:"+port, "--max-connections", "3")
 	first := openStream(t, base+"/stream", bearer(token))

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -38,12 +39,12 @@ func TestE2EUpFollowsKimiWebAsItComesAndGoes(t *testing.T) {
 	ws := &webStack{stack: &stack{token: "e2e-" + aep.NewID()}, kimi: kimi, mode: "primary",
 		home: t.TempDir(), khome: t.TempDir(), work: t.TempDir()}
 	kimiharness.WriteWebConfig(t, ws.khome, mock.Port)
-	rport := freePort(t)
+	rport := netaddr.FreePort(t)
 	ws.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	ws.addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ws.addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	env := []string{"AEP_TOKEN=" + ws.token, "AEP_HOME=" + ws.home, "KIMI_CODE_HOME=" + ws.khome}
 	ws.bridge = startDaemon(t, "http://"+ws.addr, env, "up", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport),
-		"--adapter-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--bridge-listen", ws.addr, "--mode", "primary")
+		"--adapter-listen", fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t)), "--bridge-listen", ws.addr, "--mode", "primary")
 	if h := ws.health(t); h.Kap.State != bridgeweb.KapDiscovering {
 		t.Fatalf("up with no kimi web: %+v", h)
 	}

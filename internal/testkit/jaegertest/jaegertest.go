@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
@@ -86,16 +86,6 @@ type Jaeger struct {
 	OTLP, Query string
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // Start runs Jaeger on free loopback ports until the test ends, building it
 // first when EnvBuild allows; otherwise a missing binary skips the test.
 func Start(t testing.TB) *Jaeger {
@@ -107,7 +97,7 @@ func Start(t testing.TB) *Jaeger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otlp, query, queryGRPC, health := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	otlp, query, queryGRPC, health := netaddr.FreeAddr(t), netaddr.FreeAddr(t), netaddr.FreeAddr(t), netaddr.FreeAddr(t)
 	cfg := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
   pipelines:

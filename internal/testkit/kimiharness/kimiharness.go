@@ -8,7 +8,6 @@ package kimiharness
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,15 +178,4 @@ func RunPrint(t testing.TB, kimi, path, hookCmd string, timeout time.Duration) P
 	defer cancel()
 	r.Output, r.Err = Print(ctx, kimi, r.Home, r.Work, s.Prompt)
 	return r
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
 // screenTimeout bounds each wait for text on the TUI's screen.
@@ -25,7 +27,7 @@ func StartTUI(t testing.TB, kimi, home, workdir string) *TUI {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("skipping: the TUI runner needs tmux, which is not installed")
 	}
-	u := &TUI{socket: fmt.Sprintf("aep-kimi-%d", FreePort(t))}
+	u := &TUI{socket: fmt.Sprintf("aep-kimi-%d", netaddr.FreePort(t))}
 	var env []string
 	for _, kv := range kimiEnv(home) {
 		env = append(env, shellQuote(kv))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -38,7 +39,7 @@ type Web struct {
 // the test.
 func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	t.Helper()
-	asked := FreePort(t)
+	asked := netaddr.FreePort(t)
 	w := &Web{Home: home, Workdir: workdir, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	w.cmd.Dir = workdir

@@ -1,9 +1,10 @@
-// Package netaddr finds addresses of this machine for tests that need a
-// host off loopback.
+// Package netaddr finds addresses for tests: a loopback port nothing
+// listens on, and this machine's address off loopback.
 package netaddr
 
 import (
 	"net"
+	"strconv"
 	"testing"
 )
 
@@ -23,4 +24,29 @@ func NonLoopbackIPv4(t testing.TB) string {
 	}
 	t.Skip("no non-loopback IPv4 address on this machine")
 	return ""
+}
+
+// FreeAddr is a loopback address (127.0.0.1:port) nothing listened on when
+// it was picked: for a daemon to bind, or for a peer that is not there.
+// Another process may take it meanwhile; a test that starts a daemon there
+// checks the daemon says it listens on it.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// FreePort is FreeAddr's port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(FreeAddr(t))
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
