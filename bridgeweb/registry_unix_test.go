@@ -40,10 +40,10 @@ func TestRegistryProcessIdentity(t *testing.T) {
 
 	a := start()
 	writeInstance(t, home, "a", instance(a.Process.Pid, 5001, now, now))
-	poll("a appears", "a:"+itoa(a.Process.Pid), "")
+	poll("a appears", "a:"+strconv.Itoa(a.Process.Pid), "")
 	a.Process.Kill() //nolint:errcheck // reaped below
 	a.Wait()         //nolint:errcheck // killed
-	poll("a's process exited, its record stays", "", "a:"+itoa(a.Process.Pid))
+	poll("a's process exited, its record stays", "", "a:"+strconv.Itoa(a.Process.Pid))
 
 	// A zombie: exited, not reaped.
 	z := exec.Command("sh", "-c", "exit 0")
@@ -70,11 +70,9 @@ func TestRegistryProcessIdentity(t *testing.T) {
 	// Another process on the same pid reads as another start time.
 	b := start()
 	writeInstance(t, home, "b", instance(b.Process.Pid, 5003, now, now))
-	poll("b appears", "b:"+itoa(b.Process.Pid), "")
+	poll("b appears", "b:"+strconv.Itoa(b.Process.Pid), "")
 	for k := range r.starts {
 		r.starts[k] = "a start time that is not b's"
 	}
-	poll("b's pid now names another process", "", "b:"+itoa(b.Process.Pid))
+	poll("b's pid now names another process", "", "b:"+strconv.Itoa(b.Process.Pid))
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

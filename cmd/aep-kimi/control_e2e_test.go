@@ -225,10 +225,10 @@ func countType(logs map[string][]byte, typ string) int {
 func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 	home := t.TempDir()
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	relayURL := "http://127.0.0.1:" + itoa(rport)
-	startDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+itoa(rport))
-	adapterURL := "http://127.0.0.1:" + itoa(aport)
-	startDaemon(t, adapterURL, []string{"AEP_HOME=" + home, "AEP_INSTRUCT=1", "AEP_TOKEN="}, "adapter", "--listen", "127.0.0.1:"+itoa(aport), "--relay", relayURL)
+	relayURL := "http://127.0.0.1:" + strconv.Itoa(rport)
+	startDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+strconv.Itoa(rport))
+	adapterURL := "http://127.0.0.1:" + strconv.Itoa(aport)
+	startDaemon(t, adapterURL, []string{"AEP_HOME=" + home, "AEP_INSTRUCT=1", "AEP_TOKEN="}, "adapter", "--listen", "127.0.0.1:"+strconv.Itoa(aport), "--relay", relayURL)
 	// A session the adapter owns on the relay.
 	hook := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", adapterURL, "--home", home)
 	hook.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","session_id":"nt","source":"startup"}`)
@@ -249,5 +249,3 @@ func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 		t.Fatalf("the command reached the adapter:\n%s", b)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

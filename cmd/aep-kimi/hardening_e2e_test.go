@@ -79,7 +79,7 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := itoa(netaddr.FreePort(t))
+	port := strconv.Itoa(netaddr.FreePort(t))
 	anyIf := "0.0.0.0:" + port
 	cases := []struct {
 		name string
@@ -116,7 +116,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	}
 	home := t.TempDir()
 	const secret = "0123456789abcdef-e2e"
-	port := itoa(netaddr.FreePort(t))
+	port := strconv.Itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public")
 	for _, c := range []struct {
@@ -152,7 +152,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	}
 
 	// A blank AEP_TOKEN on loopback is no token: watch-only, said so.
-	port2 := itoa(netaddr.FreePort(t))
+	port2 := strconv.Itoa(netaddr.FreePort(t))
 	p := startDaemon(t, "http://127.0.0.1:"+port2, cleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
 	if !strings.Contains(p.logs.String(), "watch-only") {
 		t.Errorf("blank token not reported as watch-only:\n%s", p.logs.String())
@@ -187,7 +187,7 @@ func TestE2EForeignHostRefused(t *testing.T) {
 	}
 	home := t.TempDir()
 	rport, aport, bport := netaddr.FreePort(t), netaddr.FreePort(t), netaddr.FreePort(t)
-	raddr, aaddr, baddr := "127.0.0.1:"+itoa(rport), "127.0.0.1:"+itoa(aport), "127.0.0.1:"+itoa(bport)
+	raddr, aaddr, baddr := "127.0.0.1:"+strconv.Itoa(rport), "127.0.0.1:"+strconv.Itoa(aport), "127.0.0.1:"+strconv.Itoa(bport)
 	// Watch-only relay: exactly what a rebinding page would read.
 	startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_ALLOWED_HOSTS=relay.test"), "relay", "--listen", raddr)
 	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
@@ -233,7 +233,7 @@ func TestE2EForeignHostRefused(t *testing.T) {
 		t.Error("a hook with a foreign Host reached the session log")
 	}
 	// Loopback names and the operator's names still work.
-	for _, host := range []string{raddr, "localhost:" + itoa(rport), "[::1]:" + itoa(rport), "relay.test", "RELAY.test:443"} {
+	for _, host := range []string{raddr, "localhost:" + strconv.Itoa(rport), "[::1]:" + strconv.Itoa(rport), "relay.test", "RELAY.test:443"} {
 		if code, body := rawStatus(t, raddr, "GET", "/healthz", host, "", ""); code != 200 {
 			t.Errorf("relay /healthz with Host %s: %d %s", host, code, body)
 		}
@@ -251,7 +251,7 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 		t.Skip("e2e: builds and runs the binaries")
 	}
 	home := t.TempDir()
-	raddr, aaddr := "127.0.0.1:"+itoa(netaddr.FreePort(t)), "127.0.0.1:"+itoa(netaddr.FreePort(t))
+	raddr, aaddr := "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t)), "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t))
 	startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
 	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	event := func(session string) string {
@@ -333,7 +333,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	}
 	const conns = 30
 	home := t.TempDir()
-	raddr, aaddr := "127.0.0.1:"+itoa(netaddr.FreePort(t)), "127.0.0.1:"+itoa(netaddr.FreePort(t))
+	raddr, aaddr := "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t)), "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t))
 	relayP := startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
 	adapterP := startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	tok, err := os.ReadFile(adapter.TokenPath(home))
@@ -411,11 +411,11 @@ func TestE2ERelayByteBudget(t *testing.T) {
 	}
 	const budget, body = 4 << 20, 1 << 20
 	home := t.TempDir()
-	raddr := "127.0.0.1:" + itoa(netaddr.FreePort(t))
+	raddr := "127.0.0.1:" + strconv.Itoa(netaddr.FreePort(t))
 	const token = "budget-token-0123456789"
-	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+itoa(budget), "AEP_MAX_BODY="+itoa(body)),
+	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+strconv.Itoa(budget), "AEP_MAX_BODY="+strconv.Itoa(body)),
 		"relay", "--listen", raddr)
-	if !strings.Contains(p.logs.String(), "buffer_bytes="+itoa(budget)) {
+	if !strings.Contains(p.logs.String(), "buffer_bytes="+strconv.Itoa(budget)) {
 		t.Errorf("start-up log does not show the byte budget:\n%s", p.logs.String())
 	}
 	pad := strings.Repeat("x", 900<<10)

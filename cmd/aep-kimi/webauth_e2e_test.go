@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,7 +274,7 @@ func tokenRelay(t *testing.T, env ...string) (base, home, tokenFile, token strin
 	token = "e2e-" + aep.NewID()
 	tokenFile = filepath.Join(home, "relay.token")
 	writeToken(t, tokenFile, token)
-	port := itoa(netaddr.FreePort(t))
+	port := strconv.Itoa(netaddr.FreePort(t))
 	base = "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, append([]string{"AEP_TOKEN_FILE=" + tokenFile}, env...)...), "relay", "--listen", "127.0.0.1:"+port)
 	return base, home, tokenFile, token
@@ -288,7 +289,7 @@ func startDash(t *testing.T, relayURL, relayToken string) (base, token string) {
 	if err := os.WriteFile(tokFile, []byte(relayToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := itoa(netaddr.FreePort(t))
+	port := strconv.Itoa(netaddr.FreePort(t))
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "dash", "--listen", "127.0.0.1:"+port, "--relay", relayURL+","+tokFile)
 	cmd.Env = cleanEnv(home)
 	out := &syncbuf.Buffer{}
@@ -558,7 +559,7 @@ func TestE2EConnectionCap(t *testing.T) {
 	}
 	home := t.TempDir()
 	token := "e2e-" + aep.NewID()
-	port := itoa(netaddr.FreePort(t))
+	port := strconv.Itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
 	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+token, "AEP_MAX_CONNECTIONS=99"), "relay", "--listen", "127.0.0.1:"+port, "--max-connections", "3")
 	first := openStream(t, base+"/stream", bearer(token))
@@ -639,7 +640,7 @@ func TestE2ELoginRateLimited(t *testing.T) {
 	}
 	tried := 0
 	for ; tried < 50; tried++ {
-		if res := post("guess-" + itoa(tried)); res.StatusCode != http.StatusForbidden {
+		if res := post("guess-" + strconv.Itoa(tried)); res.StatusCode != http.StatusForbidden {
 			break
 		}
 	}
