@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 func controlServer(t *testing.T, c Control) (*Server, *emittertest.Recorder, string) {
@@ -291,16 +292,11 @@ func TestInstructQueue(t *testing.T) {
 // waitPublished polls pub until it holds an event of typ, or fails.
 func waitPublished(t *testing.T, pub *emittertest.Recorder, typ string, within time.Duration) *aep.Event {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if evs := pub.Find(typ); len(evs) > 0 {
-			return evs[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s: %v", typ, within, types(pub.All()))
-		}
-		time.Sleep(5 * time.Millisecond)
+	var evs []*aep.Event
+	if !poll.Until(within, func() bool { evs = pub.Find(typ); return len(evs) > 0 }) {
+		t.Fatalf("no %s within %s: %v", typ, within, types(pub.All()))
 	}
+	return evs[0]
 }
 
 // A held hook whose connection ends before any answer (Kimi killed kimi-hook

@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -50,17 +51,11 @@ func postHook(t *testing.T, base, token string, payload []byte, p procRef) {
 // waitFor polls the session log until cond holds, and returns the log.
 func waitFor(t *testing.T, home, session string, within time.Duration, cond func([]*aep.Event) bool) []*aep.Event {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ev := readLog(t, home, session)
-		if cond(ev) {
-			return ev
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s:\n%s", within, dump(ev))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var ev []*aep.Event
+	if !poll.Until(within, func() bool { ev = readLog(t, home, session); return cond(ev) }) {
+		t.Fatalf("not within %s:\n%s", within, dump(ev))
 	}
+	return ev
 }
 
 func ended(ev []*aep.Event) bool { return count(ev, "session.ended") > 0 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -495,12 +496,10 @@ func TestBridgeLetsGoOfAStoppedServer(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the bridge kept the connection to a stopped server")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(tb.metric(t, "aepkimi_bridgeweb_kap_connect_errors_total"), `reason="server_gone"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("no server_gone metric")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool {
+		return strings.Contains(tb.metric(t, "aepkimi_bridgeweb_kap_connect_errors_total"), `reason="server_gone"`)
+	}) {
+		t.Fatal("no server_gone metric")
 	}
 }
 
@@ -511,12 +510,8 @@ func TestBridgeWrongToken(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("wrong-token\n"), 0o600)
 	tb := startBridge(t, k, mapping.Companion, tokenFile, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for tb.HealthNow().Kap.State != KapUnauthorized {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %+v", tb.HealthNow().Kap)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return tb.HealthNow().Kap.State == KapUnauthorized }) {
+		t.Fatalf("state %+v", tb.HealthNow().Kap)
 	}
 	if m := tb.metric(t, "aepkimi_bridgeweb_kap_connect_errors_total"); !strings.Contains(m, `reason="unauthorized"`) {
 		t.Errorf("metric: %s", m)
@@ -531,12 +526,8 @@ func TestBridgeWrongToken(t *testing.T) {
 	os.WriteFile(tokenFile, []byte("right-token\n"), 0o600)
 	kc := <-k.conns
 	kc.ack(t, kc.next(t, "subscribe"), nil, nil)
-	deadline = time.Now().Add(5 * time.Second)
-	for tb.HealthNow().Kap.State != KapConnected {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %+v", tb.HealthNow().Kap)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return tb.HealthNow().Kap.State == KapConnected }) {
+		t.Fatalf("state %+v", tb.HealthNow().Kap)
 	}
 }
 

@@ -2,8 +2,6 @@ package bridgeweb
 
 import (
 	"errors"
-	"github.com/aep-kimi/aep-kimi/emitter"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -86,19 +87,14 @@ func TestBridgeRefusesRemoteInstance(t *testing.T) {
 			c.KapURL, c.KimiHome, c.AllowRemoteKap = "", kimiHome, allow
 			c.PIDAlive = func(int) bool { return true }
 		})
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if allow && withToken.Load() > 0 {
-				break
+		if !poll.Until(10*time.Second, func() bool {
+			if allow {
+				return withToken.Load() > 0
 			}
-			if !allow && strings.Contains(tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"), `reason="non-loopback-host"} 1`) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("allow=%v: requests %d, with token %d, metrics %s", allow, requests.Load(), withToken.Load(),
-					tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"))
-			}
-			time.Sleep(20 * time.Millisecond)
+			return strings.Contains(tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"), `reason="non-loopback-host"} 1`)
+		}) {
+			t.Fatalf("allow=%v: requests %d, with token %d, metrics %s", allow, requests.Load(), withToken.Load(),
+				tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"))
 		}
 		if !allow {
 			if n := requests.Load(); n != 0 {

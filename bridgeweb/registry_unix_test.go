@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/procinfo"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // The real liveness checks, on real processes: a server whose process
@@ -19,7 +20,7 @@ func TestRegistryProcessIdentity(t *testing.T) {
 	home := t.TempDir()
 	now := time.Now()
 	r := registry{kimiHome: home, staleAfter: DefaultStaleInstance}
-	poll := func(what, appeared, gone string) {
+	check := func(what, appeared, gone string) {
 		t.Helper()
 		ch, err := r.poll(now)
 		if err != nil {
@@ -40,10 +41,10 @@ func TestRegistryProcessIdentity(t *testing.T) {
 
 	a := start()
 	writeInstance(t, home, "a", instance(a.Process.Pid, 5001, now, now))
-	poll("a appears", "a:"+strconv.Itoa(a.Process.Pid), "")
+	check("a appears", "a:"+strconv.Itoa(a.Process.Pid), "")
 	a.Process.Kill() //nolint:errcheck // reaped below
 	a.Wait()         //nolint:errcheck // killed
-	poll("a's process exited, its record stays", "", "a:"+strconv.Itoa(a.Process.Pid))
+	check("a's process exited, its record stays", "", "a:"+strconv.Itoa(a.Process.Pid))
 
 	// A zombie: exited, not reaped.
 	z := exec.Command("sh", "-c", "exit 0")
@@ -51,28 +52,24 @@ func TestRegistryProcessIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer z.Wait() //nolint:errcheck // reaped at the end
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if info, err := procinfo.Read(z.Process.Pid); err == nil && info.Exited {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the child never became a zombie")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool {
+		info, err := procinfo.Read(z.Process.Pid)
+		return err == nil && info.Exited
+	}) {
+		t.Fatal("the child never became a zombie")
 	}
 	if !pidAlive(z.Process.Pid) {
 		t.Fatal("kill(pid, 0) no longer answers for a zombie: the check below proves nothing")
 	}
 	writeInstance(t, home, "z", instance(z.Process.Pid, 5002, now, now))
-	poll("a zombie's record", "", "")
+	check("a zombie's record", "", "")
 
 	// Another process on the same pid reads as another start time.
 	b := start()
 	writeInstance(t, home, "b", instance(b.Process.Pid, 5003, now, now))
-	poll("b appears", "b:"+strconv.Itoa(b.Process.Pid), "")
+	check("b appears", "b:"+strconv.Itoa(b.Process.Pid), "")
 	for k := range r.starts {
 		r.starts[k] = "a start time that is not b's"
 	}
-	poll("b's pid now names another process", "", "b:"+strconv.Itoa(b.Process.Pid))
+	check("b's pid now names another process", "", "b:"+strconv.Itoa(b.Process.Pid))
 }

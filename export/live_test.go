@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -55,17 +56,6 @@ func logIDs(rcv *exporttest.Receiver) []string {
 		ids = append(ids, kvMap(lr.Attributes)["aep.event_id"].(string))
 	}
 	return ids
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // tlog sends exporter logs to the test log.
@@ -112,12 +102,12 @@ func TestLiveOTLPResume(t *testing.T) {
 	}
 	srv.Post(t, first...)
 	stop := runLive(t, newLive())
-	waitUntil(t, "the first four log records", func() bool { return len(rcv.Logs()) >= 4 })
-	waitUntil(t, "the run's two spans", func() bool { return len(rcv.Spans()) >= 2 })
+	poll.Must(t, waitFor, "the first four log records", func() bool { return len(rcv.Logs()) >= 4 })
+	poll.Must(t, waitFor, "the run's two spans", func() bool { return len(rcv.Spans()) >= 2 })
 	// Delivery is at least once: stopped between the receiver's ack and the
 	// saved position, the exporter would send that batch again. Stop it once
 	// the position is saved, so a duplicate here can only be a resume bug.
-	waitUntil(t, "the first run's position saved", func() bool {
+	poll.Must(t, waitFor, "the first run's position saved", func() bool {
 		st, err := client.LoadTailState(state)
 		if err != nil {
 			return false
@@ -164,7 +154,7 @@ func TestLiveOTLPResume(t *testing.T) {
 	}
 	srv.Post(t, later...)
 	stop = runLive(t, newLive())
-	waitUntil(t, "all seven log records", func() bool { return len(rcv.Logs()) >= 7 })
+	poll.Must(t, waitFor, "all seven log records", func() bool { return len(rcv.Logs()) >= 7 })
 	// Give a duplicate the chance to show before counting.
 	time.Sleep(200 * time.Millisecond)
 	stop()
@@ -213,7 +203,7 @@ func TestLiveCE(t *testing.T) {
 	in := []*aep.Event{ev("c1", "r1", 0, "run.started", "", `{"trigger":"user"}`), ev("c1", "r1", 1, "run.finished", "", "")}
 	srv.Post(t, in...)
 	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: &PostSink{URL: hs.URL, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
-	waitUntil(t, "two CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
+	poll.Must(t, waitFor, "two CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
 	stop()
 	for i, e := range in {
 		a, _ := e.MarshalJSON()
@@ -248,7 +238,7 @@ func TestLiveOCSFFile(t *testing.T) {
 		}
 		return n
 	}
-	waitUntil(t, "six OCSF records", func() bool { return count() >= 6 })
+	poll.Must(t, waitFor, "six OCSF records", func() bool { return count() >= 6 })
 	stop()
 	if n := count(); n != 6 {
 		t.Errorf("%d records, want 6 (progress.status has no OCSF class)", n)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -236,7 +237,7 @@ func TestEmitterReconnect(t *testing.T) {
 		}
 		return sameSet(ids, want)
 	}
-	if !pollUntil(waitShort, held) {
+	if !poll.Until(waitShort, held) {
 		t.Fatalf("new relay holds %v, want %v (stats %+v)", ids, want, e.Stats())
 	}
 	c := helloWS(t, srv, "consumer", nil, "c")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,7 +15,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -424,23 +425,10 @@ func (w *wsClient) eventFrames(t testing.TB, n int) []wsFrame {
 	return out
 }
 
+// eventually fails the test unless cond holds within waitShort.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	if !pollUntil(waitShort, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// pollUntil reports whether cond held within d.
-func pollUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
+	poll.Must(t, waitShort, what, cond)
 }
 
 // newTestLogger logs at debug level into w; read w only after the server

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -54,7 +55,7 @@ func sharedRelay(t testing.TB, natsURL string, replicas int) *relaytest.Server {
 	var b *relay.JetStreamBackend
 	var err error
 	// A fresh cluster places a replicated stream once every peer reports in.
-	pollUntil(30*time.Second, func() bool {
+	poll.Until(30*time.Second, func() bool {
 		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100})
 		return err == nil
 	})
@@ -183,7 +184,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 		}
 		urls += ns.ClientURL()
 	}
-	if !pollUntil(30*time.Second, func() bool {
+	if !poll.Until(30*time.Second, func() bool {
 		return slices.ContainsFunc(nodes, func(ns *server.Server) bool { return ns.JetStreamIsLeader() })
 	}) {
 		t.Fatal("the JetStream cluster elected no leader")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 )
 
@@ -26,7 +27,7 @@ func TestLinkedHookTokenIsNotUsed(t *testing.T) {
 		t.Fatalf("exit %d out %q", code, out)
 	}
 	link.Untouched(t)
-	waitFor(t, "the spooled payload's event", func() bool {
+	poll.Must(t, hookWait, "the spooled payload's event", func() bool {
 		files, _ := spool.List(spool.Dir(home))
 		lines := logLines(t, home, "kh1")
 		return len(files) == 0 && len(lines) == 1 && strings.Contains(lines[0], `"kimispooled":true`)

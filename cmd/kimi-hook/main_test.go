@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -110,16 +111,8 @@ func logLines(t *testing.T, home, session string) []string {
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second) // generous: CI machines can be loaded
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// hookWait bounds every wait: generous, CI machines can be loaded.
+const hookWait = 20 * time.Second
 
 const startPayload = `{"hook_event_name":"SessionStart","session_id":"kh1","cwd":"/tmp","client_type":"kimi_code_cli","source":"startup"}`
 
@@ -217,7 +210,7 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the write-ahead record", func() bool {
+		poll.Must(t, hookWait, "the write-ahead record", func() bool {
 			now, _ := spool.List(spool.Dir(home))
 			for _, f := range now {
 				if !slices.Contains(before, f) {
@@ -231,7 +224,7 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 		kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL)
 		cmd.Wait()
 	}
-	waitFor(t, "every killed hook's payload, once", func() bool {
+	poll.Must(t, hookWait, "every killed hook's payload, once", func() bool {
 		files, _ := spool.List(spool.Dir(home))
 		return len(logLines(t, home, "kill")) == n && len(files) == 0
 	})
@@ -287,7 +280,7 @@ func TestNotDurableReplySpools(t *testing.T) {
 	if err := os.Remove(logPath); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the spool to drain into the log", func() bool {
+	poll.Must(t, hookWait, "the spool to drain into the log", func() bool {
 		files, _ := spool.List(spool.Dir(home))
 		return len(files) == 0 && len(logLines(t, home, session)) == 2
 	})
@@ -349,7 +342,7 @@ func TestHeldHookLeavesOnSIGTERM(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL); <-exited })
-	waitFor(t, "the held request", func() bool { return len(pub.Find("attention.requested")) == 1 })
+	poll.Must(t, hookWait, "the held request", func() bool { return len(pub.Find("attention.requested")) == 1 })
 	sent := time.Now()
 	kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
 	select {

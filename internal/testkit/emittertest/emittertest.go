@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // CommandSource is the source of the commands Command builds: an operator's
@@ -66,14 +67,11 @@ func (r *Recorder) Find(typ string) []*aep.Event {
 // it fails the test after five seconds, naming what it waited for.
 func (r *Recorder) Wait(t testing.TB, what string, cond func([]*aep.Event) bool) []*aep.Event {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if evs := r.All(); cond(evs) {
-			return evs
-		}
-		time.Sleep(5 * time.Millisecond)
+	var evs []*aep.Event
+	if poll.Until(5*time.Second, func() bool { evs = r.All(); return cond(evs) }) {
+		return evs
 	}
-	evs := r.All()
+	evs = r.All()
 	types := make([]string, len(evs))
 	for i, e := range evs {
 		types[i] = e.Type
