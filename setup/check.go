@@ -2,6 +2,7 @@ package setup
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,10 +74,13 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 // against what Write would produce from cfg, the events registered, whether
 // Kimi would accept the hooks section, whether the hook program exists, and
 // whether the adapter answers GET <daemon>/healthz within
-// cfg.HealthTimeout (reported, never a
-// problem: the adapter may simply not be running yet). An empty cfg.HookCmd
-// means "compare against the registered kimi-hook path".
+// cfg.HealthTimeout (reported, never a problem: the adapter may simply not be
+// running yet). When the adapter's gate is on, the registration expected is
+// the --control one for its hold, and a PreToolUse timeout shorter than the
+// gate needs is a problem. An empty cfg.HookCmd means "compare against the
+// registered kimi-hook path".
 func Check(ctx context.Context, cfg Config) Report {
+	holdSet := cfg.HoldMs != 0
 	cfg, err := cfg.withDefaults()
 	r := Report{
 		KimiVersion: cfg.KimiVersion,
@@ -91,16 +95,50 @@ func Check(ctx context.Context, cfg Config) Report {
 		r.KimiVersion = ""
 		r.Notes = append(r.Notes, fmt.Sprintf("Kimi version unknown: expecting the safe %d events", BaseEventCount))
 	}
-	r.checkFile(cfg)
-	r.DaemonReachable, r.DaemonStatus = probeHealth(ctx, cfg)
+	var gate *AdapterGate
+	r.DaemonReachable, r.DaemonStatus, gate = probeHealth(ctx, cfg)
+	if gate != nil {
+		// The running adapter holds tool calls: the registration it needs
+		// is the --control one, for its hold.
+		cfg.Control = true
+		if !holdSet {
+			cfg.HoldMs = int(gate.HoldMs)
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("the adapter's gate is on (holds a tool call up to %s, then %s): expecting the --control registration",
+			time.Duration(gate.HoldMs)*time.Millisecond, gate.OnTimeout))
+	}
+	r.checkFile(cfg, gate)
 	return r
+}
+
+// AdapterGate is the gate timing the adapter reports on /healthz ("gate").
+type AdapterGate struct {
+	HoldMs            int64  `json:"hold_ms"`
+	OnTimeout         string `json:"on_timeout"`
+	NeedsKimiTimeoutS int    `json:"needs_kimi_timeout_s"`
+}
+
+// WriteCommand is the command that registers what cfg describes: with
+// --control when the gate is on, and the hold it needs when that is not the
+// default.
+func WriteCommand(cfg Config) string {
+	cmd := "aep-setup write " + AgentKimiCode
+	if !cfg.Control {
+		return cmd
+	}
+	cmd += " --control"
+	if cfg.HoldMs > 0 && cfg.HoldMs != DefaultAttentionTimeoutMs {
+		cmd = fmt.Sprintf("AEP_ATTENTION_TIMEOUT_MS=%d %s", cfg.HoldMs, cmd)
+	}
+	return cmd
 }
 
 func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
-func (r *Report) checkFile(cfg Config) {
+func (r *Report) checkFile(cfg Config, gate *AdapterGate) {
+	fix := "`" + WriteCommand(cfg) + "`"
 	if err := cfg.validateHome(); err != nil {
 		r.problem("%v", err)
 		return
@@ -113,7 +151,7 @@ func (r *Report) checkFile(cfg Config) {
 		return
 	}
 	if !cur.exists {
-		r.problem("%s does not exist: run `aep-setup write kimi-code`", cur.path)
+		r.problem("%s does not exist: run %s", cur.path, fix)
 		return
 	}
 	l, err := analyze(cur.data)
@@ -156,14 +194,24 @@ func (r *Report) checkFile(cfg Config) {
 	}
 	switch r.State {
 	case StateAbsent:
-		r.problem("no AEP hooks are registered: run `aep-setup write kimi-code`")
+		r.problem("no AEP hooks are registered: run %s", fix)
 	case StateUnfenced:
-		r.problem("the AEP hooks lost their fence lines (a Kimi settings save re-serializes config.toml): run `aep-setup write kimi-code` to re-fence them")
+		r.problem("the AEP hooks lost their fence lines (a Kimi settings save re-serializes config.toml): run %s to re-fence them", fix)
 	case StateStale:
 		if block != nil {
 			r.StateDetail = staleDetail(cfg, got, len(l.blocks))
 		}
-		r.problem("the aep-setup block is stale (%s): run `aep-setup write kimi-code`", r.StateDetail)
+		r.problem("the aep-setup block is stale (%s): run %s", r.StateDetail, fix)
+	}
+	if pre, ok := got[mapping.HookPreToolUse]; ok && gate != nil {
+		t, isInt := pre.timeout.(int64)
+		if !isInt {
+			t = KimiDefaultHookTimeout
+		}
+		if int(t) < gate.NeedsKimiTimeoutS {
+			r.problem("the adapter's gate holds a tool call up to %s, but Kimi's PreToolUse timeout is %ds (it needs %ds), so Kimi stops waiting first: run %s",
+				time.Duration(gate.HoldMs)*time.Millisecond, t, gate.NeedsKimiTimeoutS, fix)
+		}
 	}
 	for _, p := range r.HookPrograms {
 		if err := checkExecutable(p); err != nil {
@@ -252,22 +300,30 @@ func checkExecutable(p string) error {
 	return nil
 }
 
-// probeHealth GETs <daemon>/healthz within the health timeout.
-func probeHealth(ctx context.Context, cfg Config) (bool, string) {
+// probeHealth GETs <daemon>/healthz within the health timeout; gate is
+// the adapter's gate report when it holds tool calls.
+func probeHealth(ctx context.Context, cfg Config) (ok bool, status string, gate *AdapterGate) {
 	url := strings.TrimRight(cfg.DaemonURL, "/") + HealthPath
 	ctx, cancel := context.WithTimeout(ctx, cfg.HealthTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), nil
 	}
 	resp, err := cfg.HTTPClient.Do(req)
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), nil
 	}
 	defer resp.Body.Close()
+	var body struct {
+		Gate *AdapterGate `json:"gate"`
+	}
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body) == nil &&
+		body.Gate != nil && body.Gate.HoldMs > 0 {
+		gate = body.Gate
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return true, resp.Status
+	return true, resp.Status, gate
 }
 
 // WriteText prints the report for a person, one fact a line.

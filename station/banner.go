@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 )
@@ -20,8 +21,22 @@ type Banner struct {
 	// directory.
 	HookToken, Logs string
 	Bridge          string // what the bridge does, or why it is off
-	Gate, Instruct  bool   // the control legs
+	Control         Control
 	Public          bool
+}
+
+// Control is the banner's view of the control legs.
+type Control struct {
+	// Gate is on when tool calls are held for an answer: up to Hold, then
+	// OnTimeout (allow or deny) applies. KimiTimeout is set when Kimi's
+	// registered PreToolUse timeout shortened the hold.
+	Gate        bool
+	Hold        time.Duration
+	OnTimeout   string
+	KimiTimeout time.Duration
+	Instruct    bool
+	// Setup is the command that registers the hooks these legs need.
+	Setup string
 }
 
 // Write writes the banner to w. The page's login URL carries the relay
@@ -46,23 +61,34 @@ func (b Banner) Write(w io.Writer, login bool) {
 	fmt.Fprintf(&sb, "  page     %s\n", page)
 	fmt.Fprintf(&sb, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", b.AdapterURL, b.HookToken, b.Logs)
 	fmt.Fprintf(&sb, "  bridge   %s\n", b.Bridge)
-	fmt.Fprintf(&sb, "  control  %s\n", b.control())
+	fmt.Fprintf(&sb, "  control  %s\n", b.Control.line())
 	if b.Public {
 		fmt.Fprintf(&sb, "  WARNING  listening on all interfaces: put TLS in front for anything off this host\n")
 	}
 	fmt.Fprintf(&sb, "\nNext:\n")
-	fmt.Fprintf(&sb, "  1. register the hooks with Kimi:  aep-setup write kimi-code\n")
+	setupCmd := b.Control.Setup
+	if setupCmd == "" {
+		setupCmd = "aep-setup write kimi-code"
+	}
+	fmt.Fprintf(&sb, "  1. register the hooks with Kimi:  %s\n", setupCmd)
 	fmt.Fprintf(&sb, "  2. watch the stream:              aep-kimi tail\n")
 	io.WriteString(w, sb.String()) //nolint:errcheck // stdout gone: nothing to tell
 }
 
-func (b Banner) control() string {
-	gate := "off (AEP_KIMI_CONTROL=1 to hold tool calls for an answer)"
-	if b.Gate {
-		gate = "ON: PreToolUse held for an answer (aep-kimi respond)"
+func (c Control) line() string {
+	gate := "off (--control or AEP_KIMI_CONTROL=1 to hold tool calls for an answer)"
+	if c.Gate {
+		then := "then Kimi runs it (--on-timeout allow)"
+		if c.OnTimeout == "deny" {
+			then = "then it is denied (--on-timeout deny)"
+		}
+		gate = fmt.Sprintf("ON: each tool call held up to %s for an answer (aep-kimi respond), %s", c.Hold.Round(100*time.Millisecond), then)
+		if c.KimiTimeout > 0 {
+			gate += fmt.Sprintf("; Kimi's PreToolUse timeout (%s) cuts the hold short: %s", c.KimiTimeout, c.Setup)
+		}
 	}
 	instruct := "off (AEP_INSTRUCT=1)"
-	if b.Instruct {
+	if c.Instruct {
 		instruct = "ON (aep-kimi instruct)"
 	}
 	return "gate " + gate + "; instruct " + instruct

@@ -92,3 +92,33 @@ func TestBannerLoginOnlyOnRequest(t *testing.T) {
 		}
 	}
 }
+
+// With the gate on, the banner says how long a call is held, what happens
+// then, and that the hooks need the --control registration; a hold that
+// Kimi's registered timeout cut short says so, with the fix.
+func TestBannerGate(t *testing.T) {
+	b := Banner{RelayAddr: "127.0.0.1:8787", RelayURL: "http://127.0.0.1:8787", AdapterURL: "http://127.0.0.1:8398",
+		Token: "t", TokenFile: "/f", HookToken: "/h", Logs: "/l", Bridge: "off",
+		Control: Control{Gate: true, Hold: 50 * time.Second, OnTimeout: "deny", Setup: "aep-setup write kimi-code --control"}}
+	var out bytes.Buffer
+	b.Write(&out, false)
+	for _, want := range []string{"held up to 50s", "then it is denied (--on-timeout deny)",
+		"1. register the hooks with Kimi:  aep-setup write kimi-code --control\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, out.String())
+		}
+	}
+	b.Control = Control{Gate: true, Hold: 8 * time.Second, OnTimeout: "allow", KimiTimeout: 10 * time.Second, Setup: "aep-setup write kimi-code --control"}
+	out.Reset()
+	b.Write(&out, false)
+	if !strings.Contains(out.String(), "held up to 8s for an answer (aep-kimi respond), then Kimi runs it") ||
+		!strings.Contains(out.String(), "Kimi's PreToolUse timeout (10s) cuts the hold short: aep-setup write kimi-code --control") {
+		t.Errorf("capped banner:\n%s", out.String())
+	}
+	b.Control = Control{}
+	out.Reset()
+	b.Write(&out, false)
+	if !strings.Contains(out.String(), "gate off (--control or AEP_KIMI_CONTROL=1") || !strings.Contains(out.String(), "Kimi:  aep-setup write kimi-code\n") {
+		t.Errorf("gate off:\n%s", out.String())
+	}
+}

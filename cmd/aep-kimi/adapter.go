@@ -28,6 +28,7 @@ type adapterOptions struct {
 	allowedHosts                  string
 	verbose                       bool
 	life                          lifecycleOptions
+	gate                          gateOptions
 }
 
 func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
@@ -37,6 +38,8 @@ func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	allowedHostsFlag(fs, &o.allowedHosts, getenv)
 	o.life.flags(fs, getenv)
+	o.gate.flags(fs, getenv)
+	fs.StringVar(&o.gate.kimiHome, "kimi-home", o.gate.kimiHome, "Kimi's home, whose config.toml says how long Kimi waits for a held tool call (env KIMI_CODE_HOME)")
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 }
 
@@ -46,10 +49,11 @@ func adapterCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "adapter",
 		Summary: "run the hook adapter: Kimi hooks -> AEP events, logs and relay",
-		Forms:   []string{"[--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F]"},
+		Forms:   []string{"[--listen ADDR] [--relay URL|none] [--home DIR] [--token-file F] [--control [--on-timeout allow|deny]]"},
 		About:   "Takes Kimi hook payloads from kimi-hook (POST /hook), writes per-session JSONL logs and publishes to a relay.",
 		Env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
-			"AEP_REDACT_PII (1)", "AEP_KIMI_CONTROL", "AEP_KIMI_GATE_TOOLS", "AEP_ATTENTION_TIMEOUT_MS (50000)", "AEP_INSTRUCT",
+			"AEP_REDACT_PII (1)", "AEP_KIMI_CONTROL", "AEP_KIMI_ON_TIMEOUT (allow)", "AEP_KIMI_GATE_TOOLS", "AEP_ATTENTION_TIMEOUT_MS (50000)",
+			"KIMI_CODE_HOME", "AEP_INSTRUCT",
 			fmt.Sprintf("AEP_KIMI_MAX_OPEN_LOGS (%d)", adapter.DefaultMaxOpenLogs),
 			fmt.Sprintf("AEP_KIMI_MAX_SESSIONS (%d)", adapter.DefaultMaxSessions),
 			fmt.Sprintf("AEP_KIMI_MAX_WATCHES (%d)", adapter.DefaultMaxWatches)},
@@ -87,9 +91,12 @@ func newAdapter(o adapterOptions, token string, getenv func(string) string, log 
 	}
 	cfg.MaxOpenLogs = fdShareBound("open session logs", cfg.MaxOpenLogs, adapter.DefaultMaxOpenLogs, fileLimit(), log)
 	cfg.MaxWatches = fdShareBound("watched Kimi processes", cfg.MaxWatches, adapter.DefaultMaxWatches, fileLimit(), log)
+	if err := o.gate.apply(&cfg, log); err != nil {
+		return nil, err
+	}
 	cfg.Control.Authenticated = token != "" && !isNone(o.relayURL)
 	if cfg.Control.Gate && !cfg.Control.Authenticated {
-		log.Warn("AEP_KIMI_CONTROL is set but no relay token: the gate stays off (control needs an authenticated relay binding)")
+		log.Warn("the gate is asked for (--control, AEP_KIMI_CONTROL) but there is no relay token: it stays off (control needs an authenticated relay binding)")
 	}
 	h := sourceHello{role: "adapter", metrics: "aepkimi_adapter",
 		emits: []string{"session", "run", "tool", "attention", "delegation", "progress", "control", "agent"}}
@@ -152,7 +159,6 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 		return cfg, err
 	}
 	cfg.Posture = p
-	cfg.Control.Gate = cli.EnvBool(getenv, "AEP_KIMI_CONTROL", false)
 	cfg.Control.Instruct = cli.EnvBool(getenv, "AEP_INSTRUCT", false)
 	for _, t := range strings.Split(getenv("AEP_KIMI_GATE_TOOLS"), ",") {
 		if t = strings.TrimSpace(t); t != "" {

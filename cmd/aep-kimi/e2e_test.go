@@ -186,7 +186,9 @@ func newStack(t testing.TB, relayEnv ...string) *stack {
 func (st *stack) withAdapter(t testing.TB, adapterEnv ...string) *stack {
 	t.Helper()
 	st.adapterPort = netaddr.FreePort(t)
-	st.adapterEnv = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, adapterEnv...)
+	// Kimi's home is the test's own (no registration unless a test writes
+	// one), never the user's.
+	st.adapterEnv = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "KIMI_CODE_HOME=" + t.TempDir()}, adapterEnv...)
 	st.startAdapter(t)
 	return st
 }

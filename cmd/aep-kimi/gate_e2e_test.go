@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -221,5 +222,159 @@ func TestE2EGateKilledHookLeavesPending(t *testing.T) {
 		"tail", "--from", "all", "--once", "--state", "none")
 	if !strings.Contains(out, "expired unanswered") {
 		t.Fatalf("tail does not show the expiry:\n%s", out)
+	}
+}
+
+// setupCLI runs aep-setup with args and returns its exit code and output.
+func setupCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "aep-setup"), args...)
+	cmd.Env = append(os.Environ(), "AEP_KIMI_CONTROL=", "AEP_ATTENTION_TIMEOUT_MS=")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+// Control in one step, with the hooks registered the plain way first (the
+// trap of issue 24): `up --control` reads the 10 s PreToolUse timeout from
+// Kimi's config.toml, holds a call 8 s at most and says so, and names
+// `aep-setup write kimi-code --control`; `aep-setup check` fails on the
+// mismatch until that is run. The unanswered call is on the stream as
+// proceeding when its request said it would (expires_at), before Kimi's
+// own timeout, and the tool's completion follows.
+func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	marker := filepath.Join(t.TempDir(), "ran")
+	mock := kimiharness.StartMock(t, markerScript(t, marker))
+	home, work := t.TempDir(), t.TempDir()
+	kimiharness.WriteWebConfig(t, home, mock.Port)
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
+	if code, out := setupCLI(t, write...); code != 0 {
+		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
+	}
+	up := startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up", "--control",
+		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+		"--web=false", "--kimi-home", home)
+	st.relay = up
+	banner := up.logs.String()
+	for _, want := range []string{"gate ON: each tool call held up to 8s", "then Kimi runs it",
+		"Kimi's PreToolUse timeout (10s) cuts the hold short", "1. register the hooks with Kimi:  aep-setup write kimi-code --control\n"} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("up's banner lacks %q:\n%s", want, banner)
+		}
+	}
+	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
+	code, out := setupCLI(t, check...)
+	if code != 1 || !strings.Contains(out, "Kimi's PreToolUse timeout is 10s") || !strings.Contains(out, "run `aep-setup write kimi-code --control`") {
+		t.Fatalf("aep-setup check with the gate on and a 10 s registration: exit %d\n%s", code, out)
+	}
+
+	printKimi(t, kimi, home, work, "Create the marker file.")
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the tool did not run after nobody answered")
+	}
+	_, _, ev := st.oneSession(t)
+	pos := positions(ev)
+	var req, to, done *aep.Event
+	for _, e := range ev {
+		switch e.Type {
+		case "attention.requested":
+			req = e
+		case "attention.timeout":
+			to = e
+		case "tool.completed":
+			done = e
+		}
+	}
+	if req == nil || to == nil || done == nil || to.Subject != req.ID || pos[done.ID] < pos[to.ID] {
+		t.Fatalf("stream %v", typeCounts(ev))
+	}
+	if d := dataOf(to); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
+		t.Fatalf("expiry %v", d)
+	}
+	if d := dataOf(req); d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
+		t.Fatalf("the request does not say what happens at its deadline: %v", d)
+	}
+	expires, _ := time.Parse(time.RFC3339Nano, dataOf(req)["expires_at"].(string))
+	proceeded := eventTime(t, to)
+	kimiGaveUp := eventTime(t, req).Add(10 * time.Second)
+	t.Logf("announced deadline to the recorded proceed: %s; Kimi's timeout to the recorded proceed: %s",
+		proceeded.Sub(expires), proceeded.Sub(kimiGaveUp))
+	if late := proceeded.Sub(expires); late < 0 || late > 500*time.Millisecond {
+		t.Fatalf("the proceed was recorded %s from the deadline the request announced", late)
+	}
+	if lag := proceeded.Sub(kimiGaveUp); lag > 0 || lag < -kimiTimeoutGap-200*time.Millisecond {
+		t.Fatalf("the proceed was recorded %s from Kimi's timeout", lag)
+	}
+
+	if code, out := setupCLI(t, append(write, "--control")...); code != 0 {
+		t.Fatalf("aep-setup write --control: exit %d\n%s", code, out)
+	}
+	if code, out := setupCLI(t, check...); code != 0 {
+		t.Fatalf("aep-setup check after the fix: exit %d\n%s", code, out)
+	}
+}
+
+// With --on-timeout deny the gate answers deny itself just before Kimi
+// stops waiting: the tool does not run, the stream says it expired and was
+// denied by policy, and the model is told why.
+func TestE2EGateOnTimeoutDeny(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
+	marker := filepath.Join(t.TempDir(), "ran")
+	run := scenario(t, kimi, markerScript(t, marker), st.hookCmd(t))
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the tool ran although nobody answered and the gate denies at its deadline")
+	}
+	_, _, ev := st.oneSession(t)
+	c := typeCounts(ev)
+	if c["attention.timeout"] != 1 || c["tool.denied"] != 1 || c["tool.failed"] != 1 || c["tool.completed"] != 0 {
+		t.Fatalf("stream %v", c)
+	}
+	for _, e := range ev {
+		if e.Type == "attention.timeout" {
+			if d := dataOf(e); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryDeny {
+				t.Fatalf("expiry %v", d)
+			}
+		}
+	}
+	if reqs := run.Mock.Requests(t); !strings.Contains(strings.Join(reqs, "\n"), "AEP_KIMI_ON_TIMEOUT=deny") {
+		t.Fatal("the model was not told why the call was denied")
+	}
+}
+
+// The page shows a waiting call's time left with what happens at zero,
+// counting down, and drops the request the moment Kimi stops waiting for it
+// (in Chromium, against the real relay and adapter).
+func TestE2EPageCountdown(t *testing.T) {
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	b := st.openPage(t)
+	kill := st.heldHookGroup(t, "page-"+strings.ToLower(aep.NewID()), "call_1", "rm -rf /tmp/page")
+	const countdown = `((document.querySelector('[data-attention] [data-countdown]') || {}).textContent || '')`
+	b.WaitJS("the countdown on the waiting call", countdown+`.match(/^ · denied in \d+s$/) !== null`)
+	const secs = `Number((` + countdown + `.match(/(\d+)s$/) || [])[1])`
+	var first int
+	b.Eval("the countdown", secs, &first)
+	if first > 45 || first < 30 {
+		t.Fatalf("the countdown starts at %ds of a 45 s hold", first)
+	}
+	b.WaitJS("the countdown ticks down", fmt.Sprintf(`%s < %d`, secs, first))
+	killed := time.Now()
+	kill()
+	b.WaitJS("the request leaves the inbox", `document.querySelector('[data-attention]') === null`)
+	t.Logf("the page dropped the request %s after the hook was killed", time.Since(killed))
+	if lag := time.Since(killed); lag > kimiTimeoutGap {
+		t.Fatalf("the page showed the request for %s after its hook died", lag)
 	}
 }

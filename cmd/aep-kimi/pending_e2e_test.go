@@ -88,7 +88,7 @@ func TestE2EPendingThenRespondSession(t *testing.T) {
 	if m == nil {
 		t.Fatalf("pending does not name the session, its title and the request:\n%s", out)
 	}
-	for _, want := range []string{"1 request waits on you", "options allow, allow_session, deny, cancel", "s left",
+	for _, want := range []string{"1 request waits on you", "options allow, allow_session, deny, cancel", "· runs anyway in ",
 		"aep-kimi respond --option deny " + session + " " + m[1]} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("pending lacks %q:\n%s", want, out)
@@ -134,7 +134,7 @@ func TestE2ETailPastedCommandAnswers(t *testing.T) {
 			pasted = append(pasted, append([]string{"respond"}, strings.Fields(cmd)...))
 		}
 	}
-	if len(pasted) != 2 || !strings.Contains(out, "options allow, allow_session, deny, cancel · expires in") {
+	if len(pasted) != 2 || !strings.Contains(out, "options allow, allow_session, deny, cancel · runs anyway in") {
 		t.Fatalf("tail shows %d answer commands:\n%s", len(pasted), out)
 	}
 	code, msg := st.cli(t, "respond", "--option", "deny", session)

@@ -31,6 +31,7 @@ type upOptions struct {
 	life                             lifecycleOptions
 	otlp                             upOTLP
 	store                            storeOptions
+	gate                             gateOptions
 }
 
 // upCommand is `aep-kimi up`: the relay, the adapter and (unless
@@ -40,11 +41,11 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 		Name:    "up",
 		Summary: "run the relay, the hook adapter and the kimi web bridge together",
 		Forms: []string{"[--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]\n" +
-			"[--store memory|jetstream ...] [--otlp URL]"},
+			"[--store memory|jetstream ...] [--otlp URL] [--control [--on-timeout allow|deny]]"},
 		About: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
 			"sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment\n" +
 			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h).",
-		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_INSTRUCT"},
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_KIMI_ON_TIMEOUT", "AEP_INSTRUCT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o upOptions
@@ -58,6 +59,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 			o.life.flags(fs, getenv)
 			o.otlp.flags(fs)
 			o.store.flags(fs, getenv)
+			o.gate.flags(fs, getenv)
 			return func(ctx context.Context, _ []string) int {
 				if err := upRun(ctx, o, getenv, io); err != nil {
 					fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
@@ -135,7 +137,8 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	defer stn.Close() // what is bound, if up stops short of running
 	relayURL := stn.RelayURL()
 
-	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts, life: o.life}
+	o.gate.kimiHome = o.bridge.opts.kimiHome // up's one --kimi-home
+	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts, life: o.life, gate: o.gate}
 	if ao.listen == "" {
 		ao.listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
@@ -163,7 +166,7 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	station.Banner{
 		RelayAddr: stn.Addr().String(), RelayURL: relayURL, AdapterURL: "http://" + aaddr.String(),
 		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.home), Logs: filepath.Join(o.home, "logs", "kimi-code"),
-		Bridge: bridgeNote, Gate: cli.EnvBool(getenv, "AEP_KIMI_CONTROL", false), Instruct: cli.EnvBool(getenv, "AEP_INSTRUCT", false),
+		Bridge: bridgeNote, Control: bannerGate(ad, cli.EnvBool(getenv, "AEP_INSTRUCT", false)),
 		Public: o.public,
 	}.Write(io.out, consumer.IsTerminal(io.out))
 	return stn.Run(ctx)

@@ -119,7 +119,9 @@ func commands(e env, stdout, stderr io.Writer) []cli.Command {
 			Forms: []string{setup.AgentKimiCode + " [--home DIR] [--daemon URL] [--kimi PATH] [--kimi-version V]\n" +
 				"[--hook-cmd PATH] [--aep-home DIR] [--control]"},
 			About: "Reports the Kimi version, expected and registered events, the block's state\n" +
-				"(absent/current/stale/unfenced), the adapter's reachability and problems.",
+				"(absent/current/stale/unfenced), the adapter's reachability and problems. When the adapter's\n" +
+				"gate is on, the --control registration for its hold is expected, and a PreToolUse timeout\n" +
+				"too short for the hold is a problem.",
 			Env:      []string{envKimiHome, envAEPHome, "AEP_KIMI_ADDR", envHoldMs, envControl, envPath},
 			Exit:     "Exit codes: 0 ok, 1 problems found (or failed), 2 usage error.",
 			Examples: []string{"aep-setup check " + setup.AgentKimiCode},

@@ -9,9 +9,14 @@
 //
 // Kimi kills PostToolUse/PostToolUseFailure hooks (SIGTERM to the process
 // group, SIGKILL 100 ms later) when the turn ends, sometimes 35 ms after they
-// start. So kimi-hook ignores SIGTERM from its first instruction, and a hook
+// start. So kimi-hook catches SIGTERM from its first instruction, and a hook
 // whose reply Kimi ignores (fire-and-forget) writes its payload ahead to the
-// spool before delivering it: a kill at any point loses nothing.
+// spool before delivering it: a kill at any point loses nothing. To an
+// awaited hook (a held PreToolUse) the same SIGTERM means Kimi stopped
+// waiting (its hook timeout, an interrupted turn): it leaves at once, so the
+// adapter sees the connection end then. Each delivery says how long
+// kimi-hook waits for the reply (X-Kimi-Hook-Wait-Ms), so a held gate can
+// answer inside it.
 //
 // It links only the standard library pieces it needs (no net/http), because
 // Kimi spawns it for every hook and its start-up time is the hook's cost.

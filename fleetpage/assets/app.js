@@ -668,8 +668,10 @@ function renderRequest(req, now) {
   const prompt = req.prompt !== null && req.prompt !== undefined
     ? String(req.prompt)
     : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
+  const left = S.countdown(req, now);
   const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, 'data-reach': r.kind, tabindex: '0' },
-    el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`),
+    el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`,
+      left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : ''),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');
   if (how === 'elsewhere') {
@@ -746,7 +748,19 @@ function since(fromMs, now, suffix = '') {
   return el('span', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined }, age(fromMs, now) + suffix);
 }
 
+// tickCountdowns keeps each waiting request's time left current, with what
+// happens at zero.
+function tickCountdowns() {
+  const now = Date.now();
+  for (const n of $('inbox').querySelectorAll('[data-countdown]')) {
+    const left = S.countdown({ expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null }, now);
+    const t = left ? ` · ${left}` : '';
+    if (n.textContent !== t) n.textContent = t;
+  }
+}
+
 function tickAges() {
+  tickCountdowns();
   if (!ui.selected) return;
   const now = Date.now();
   for (const n of $('session-pane').querySelectorAll('[data-since]')) {

@@ -350,7 +350,8 @@ export function session(state, id) {
         s.attention.set(ev.id, {
           id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
           options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
-          expiresAt: d.expires_at || null, state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
+          expiresAt: d.expires_at || null, onExpiry: ON_EXPIRY.includes(d[ON_EXPIRY_FIELD]) ? d[ON_EXPIRY_FIELD] : null,
+          state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
           rule: null, ruled: null,
         });
         // Raised after the end (a late delivery): nobody is there to act on
@@ -446,6 +447,34 @@ export function answerable(req) {
   return 'control';
 }
 
+// ON_EXPIRY_FIELD is the vendor field an emitter sets on a request to say
+// what it applies at expires_at when nobody answers: one of ON_EXPIRY
+// (allow: the call runs anyway; deny).
+export const ON_EXPIRY_FIELD = 'x-kimi-code-on-expiry';
+const ON_EXPIRY = ['allow', 'deny'];
+
+// countdown is the time a pending request has left at now with what happens
+// then: 'runs anyway in 38s', 'denied in 38s', '38s left' when the request
+// does not say, null without a deadline.
+export function countdown(req, now) {
+  const e = req.expiresAt ? ms(req.expiresAt) : null;
+  if (e === null) return null;
+  const left = duration(Math.max(0, e - now));
+  if (req.onExpiry === 'allow') return `runs anyway in ${left}`;
+  if (req.onExpiry === 'deny') return `denied in ${left}`;
+  return `${left} left`;
+}
+
+// duration is a span in the terminal tools' units: whole seconds under a
+// minute, then minutes and seconds, then hours and minutes.
+function duration(d) {
+  const s = Math.round(d / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  const m = Math.round(s / 60);
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}
+
 // expired reports whether a pending request's own deadline has passed.
 export function expired(req, now) {
   const e = req.expiresAt ? ms(req.expiresAt) : null;
@@ -518,7 +547,7 @@ export function projection(state) {
       return {
         id: a.id, run: text(a.run), kind: text(d.kind), prompt: text(d.prompt), options: options.length ? options : undefined,
         respond_via: a.respondVia ? a.respondVia.filter((v) => typeof v === 'string') : undefined, expires_at: text(d.expires_at),
-        requested: text(a.time), state: a.state, answer: a.answer && Object.keys(a.answer).length ? a.answer : undefined,
+        on_expiry: a.onExpiry || undefined, requested: text(a.time), state: a.state, answer: a.answer && Object.keys(a.answer).length ? a.answer : undefined,
         rule: text(a.rule),
         answered: a.answered ? mark(a.answered, { by: text(ans.by), via: text(ans.via) }) : undefined,
         outcome: a.outcome

@@ -54,3 +54,18 @@ for (const name of names) {
     }
   });
 }
+
+// A waiting request shows the time it has left and what happens then, as
+// the terminal tools do; one that does not say keeps the plain time left.
+test('countdown says what happens at zero', () => {
+  const { st } = project(input('attention-gate-expiry'));
+  const now = Date.parse('2026-07-03T10:14:00.000Z');
+  const open = S.inbox(st, now);
+  assert.equal(open.length, 1);
+  assert.equal(S.countdown(open[0], now), 'denied in 38s');
+  assert.equal(S.countdown({ ...open[0], onExpiry: 'allow' }, now), 'runs anyway in 38s');
+  assert.equal(S.countdown({ ...open[0], onExpiry: null }, now), '38s left');
+  assert.equal(S.countdown({ ...open[0], onExpiry: 'allow' }, now + 120000), 'runs anyway in 0s');
+  assert.equal(S.countdown({ expiresAt: '2026-07-03T11:30:30.000Z', onExpiry: 'deny' }, now), 'denied in 1h17m');
+  assert.equal(S.countdown({ expiresAt: null, onExpiry: 'deny' }, now), null);
+});

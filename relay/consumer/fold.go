@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -386,6 +387,10 @@ type Request struct {
 	// expires_at and Deadline the same parsed (zero: none).
 	Time, ExpiresAt string
 	At, Deadline    time.Time
+	// OnExpiry is what its emitter applies at Deadline when nobody answers
+	// (mapping.DataOnExpiry): mapping.OnExpiryAllow (the call runs anyway)
+	// or mapping.OnExpiryDeny; "" when the request does not say.
+	OnExpiry string
 	// Answer is the recorded answer (option, text, values) once answered.
 	Answer   map[string]any
 	Answered *Answered
@@ -447,6 +452,9 @@ func newRequest(ev *aep.Event, data map[string]any) *Request {
 		Kind: str(data, "kind"), Prompt: str(data, "prompt"), ExpiresAt: str(data, "expires_at")}
 	r.At, _ = time.Parse(time.RFC3339Nano, ev.Time)
 	r.Deadline, _ = time.Parse(time.RFC3339Nano, r.ExpiresAt)
+	if v := str(data, mapping.DataOnExpiry); v == mapping.OnExpiryAllow || v == mapping.OnExpiryDeny {
+		r.OnExpiry = v
+	}
 	if opts, ok := data["options"].([]any); ok {
 		for _, o := range opts {
 			if om, ok := o.(map[string]any); ok && str(om, "id") != "" {

@@ -371,3 +371,36 @@ func TestFoldRuleAnswered(t *testing.T) {
 		t.Fatal("respond may target a request a rule answered")
 	}
 }
+
+// A request that says what happens at its deadline shows it with the time
+// left, in the pending block and through Countdown; one that does not
+// keeps the plain time left.
+func TestCountdownSaysWhatHappens(t *testing.T) {
+	f := fold(readEvents(t, streamPath("attention-gate-expiry")))
+	now := time.Date(2026, 7, 3, 10, 14, 0, 0, time.UTC)
+	open := f.Pending(now)
+	if len(open) != 1 || open[0].Session != "gate-open-3" {
+		t.Fatalf("pending %v", open)
+	}
+	r := open[0]
+	if got := r.Countdown(now); got != "denied in 38s" {
+		t.Fatalf("Countdown %q", got)
+	}
+	var b bytes.Buffer
+	WritePending(&b, f, r, now, "")
+	if !strings.Contains(b.String(), "waiting 10s · denied in 38s · options allow") {
+		t.Fatalf("pending block:\n%s", b.String())
+	}
+	r.OnExpiry = "allow"
+	if got := r.Countdown(now); got != "runs anyway in 38s" {
+		t.Fatalf("Countdown %q", got)
+	}
+	r.OnExpiry = ""
+	if got := r.Countdown(now); got != "38s left" {
+		t.Fatalf("Countdown %q", got)
+	}
+	r.Deadline = time.Time{}
+	if got := r.Countdown(now); got != "no deadline" {
+		t.Fatalf("Countdown %q", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -36,6 +37,32 @@ func (r *Request) Closed(now time.Time) string {
 	return "session ended"
 }
 
+// Fate is what happens to r at its deadline when nobody answers: "runs
+// anyway", "denied", or "" when the request does not say.
+func (r *Request) Fate() string {
+	switch r.OnExpiry {
+	case mapping.OnExpiryAllow:
+		return "runs anyway"
+	case mapping.OnExpiryDeny:
+		return "denied"
+	}
+	return ""
+}
+
+// Countdown is the time r has left at now with what happens then: "runs
+// anyway in 38s", "denied in 38s", "38s left" when the request does not
+// say, "no deadline" without one.
+func (r *Request) Countdown(now time.Time) string {
+	if r.Deadline.IsZero() {
+		return "no deadline"
+	}
+	left := HumanDuration(max(r.Deadline.Sub(now), 0))
+	if f := r.Fate(); f != "" {
+		return f + " in " + left
+	}
+	return left + " left"
+}
+
 // WritePending prints one pending request as a block: who asks, what, how
 // long it has waited and has left, and how to answer it (the command, with
 // relayArg as its --relay when not empty).
@@ -50,12 +77,7 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 		prompt += " (" + r.Kind + ")"
 	}
 	fmt.Fprintf(w, "  %s\n", clip(Line(oneLine(prompt)), SummaryRunes))
-	facts := []string{"waiting " + HumanDuration(max(now.Sub(r.At), 0))}
-	if r.Deadline.IsZero() {
-		facts = append(facts, "no deadline")
-	} else {
-		facts = append(facts, HumanDuration(r.Deadline.Sub(now))+" left")
-	}
+	facts := []string{"waiting " + HumanDuration(max(now.Sub(r.At), 0)), r.Countdown(now)}
 	if len(r.Options) > 0 {
 		facts = append(facts, "options "+strings.Join(r.OptionIDs(), ", "))
 	}

@@ -47,6 +47,7 @@ type RequestProjection struct {
 	Options    []Option       `json:"options,omitempty"`
 	RespondVia *[]string      `json:"respond_via,omitempty"`
 	ExpiresAt  string         `json:"expires_at,omitempty"`
+	OnExpiry   string         `json:"on_expiry,omitempty"`
 	Requested  string         `json:"requested,omitempty"`
 	State      string         `json:"state"`
 	Answer     map[string]any `json:"answer,omitempty"`
@@ -89,7 +90,7 @@ func (s *Session) projection() SessionProjection {
 	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
 	for _, r := range s.Requests {
 		rp := RequestProjection{ID: r.ID, Run: r.Run, Kind: r.Kind, Prompt: r.Prompt, Options: r.Options,
-			ExpiresAt: r.ExpiresAt, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule}
+			ExpiresAt: r.ExpiresAt, OnExpiry: r.OnExpiry, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule}
 		if r.RespondVia != nil {
 			via := r.RespondVia
 			rp.RespondVia = &via

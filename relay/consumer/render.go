@@ -264,6 +264,7 @@ func describe(ev *aep.Event, data map[string]any) string {
 			s += " after " + HumanDuration(d)
 		}
 		add(s)
+		add(expiryOutcome(data))
 	case "control.accepted":
 		add("command " + firstOf(ev.Cause, "?"))
 	case "control.rejected":
@@ -308,6 +309,8 @@ func (p *Printer) detail(ev *aep.Event) []string {
 		left := req.Deadline.Sub(p.clock())
 		if expired = left <= 0; expired {
 			facts = append(facts, "expired "+HumanDuration(-left)+" ago")
+		} else if req.Fate() != "" {
+			facts = append(facts, req.Countdown(p.clock()))
 		} else {
 			facts = append(facts, "expires in "+HumanDuration(left))
 		}
@@ -502,6 +505,22 @@ func HumanDuration(d time.Duration) string {
 	}
 	d = d.Round(time.Minute)
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// expiryOutcome says what an attention.timeout applied: the call ran anyway
+// (and whether Kimi stopped waiting first) or was denied; "" when the event
+// does not say.
+func expiryOutcome(data map[string]any) string {
+	switch str(data, mapping.DataOnExpiry) {
+	case mapping.OnExpiryDeny:
+		return "denied"
+	case mapping.OnExpiryAllow:
+		if str(data, "reason") == mapping.TimeoutHookEnded {
+			return "Kimi stopped waiting: runs anyway"
+		}
+		return "runs anyway"
+	}
+	return ""
 }
 
 func firstOf(a, b string) string {
