@@ -216,18 +216,24 @@ func prepare(req Request) *prepared {
 		p.args = newText(req.Args)
 		p.argPieces, p.argSeps = splitText(p.args.rs)
 	}
-	if req.ProjectKnown {
-		seen := map[string]bool{}
-		for _, d := range [2]string{req.Project, foldHome(req.Project)} {
+	return p
+}
+
+// projectDirs lists the project's directory and those above it in both
+// spellings, worked out on the first project rule that asks.
+func (p *prepared) projectDirs() []text {
+	if p.dirs == nil {
+		p.dirs = []text{}
+		for i, d := range [2]string{p.Project, foldHome(p.Project)} {
+			if i == 1 && d == p.Project {
+				break
+			}
 			for _, a := range ancestors(d) {
-				if !seen[a] {
-					seen[a] = true
-					p.dirs = append(p.dirs, newText(a))
-				}
+				p.dirs = append(p.dirs, newText(a))
 			}
 		}
 	}
-	return p
+	return p.dirs
 }
 
 // test checks one rule against req: matched, missed, or unknowable (a
@@ -270,7 +276,7 @@ func (c *compiled) test(req *prepared, explain bool) (Outcome, string) {
 		switch {
 		case !req.ProjectKnown:
 			unknown = append(unknown, "the session's working directory is not on the stream (capture below redacted)")
-		case !c.inProject(req.dirs):
+		case !c.inProject(req.projectDirs()):
 			return Missed, why(func() string { return fmt.Sprintf("project %q is not under %q", req.Project, c.Project) })
 		}
 	}

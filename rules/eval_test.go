@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 func mustSet(t testing.TB, rules ...Rule) *Set {
@@ -193,6 +195,50 @@ func BenchmarkEvaluate1000Mixed(b *testing.B) {
 	for b.Loop() {
 		if v := s.Evaluate(req, false); v.Effect != Allow {
 			b.Fatal(v)
+		}
+	}
+}
+
+// BenchmarkEvaluate1 is one rule: the evaluation's fixed cost.
+func BenchmarkEvaluate1(b *testing.B) {
+	s := mustSet(b, Rule{ID: "last", Effect: Deny, Tool: "Bash", Args: "rm -rf *"})
+	req := bash("rm -rf ./build")
+	req.Project, req.ProjectKnown = "/home/ann/src/aep-kimi", true
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := s.Evaluate(req, false); v.Effect != Deny {
+			b.Fatal(v)
+		}
+	}
+}
+
+// BenchmarkParseRequest is the baseline: parsing the gate's request, as the
+// relay does for every event it admits, rules or not.
+func BenchmarkParseRequest(b *testing.B) {
+	raw, err := gateAsk(&testing.T{}, "rm -rf ./build", aep.CaptureRedacted).Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := aep.ParseEvent(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadRequest is what the relay adds before evaluating: reading
+// the request's data as rules see it.
+func BenchmarkReadRequest(b *testing.B) {
+	raw, err := gateAsk(&testing.T{}, "rm -rf ./build", aep.CaptureRedacted).Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, _ := aep.ParseEvent(raw)
+		if _, ok := ReadRequest(ev); !ok {
+			b.Fatal("not a request")
 		}
 	}
 }
