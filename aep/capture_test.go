@@ -3,12 +3,8 @@ package aep
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 // decodeJSON decodes generic JSON the way DataMap does (numbers exact).
@@ -307,104 +303,6 @@ func TestFormValuesError(t *testing.T) {
 				t.Errorf("unexpected error: %v", err)
 			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
 				t.Errorf("error %v, want one containing %q", err, c.wantErr)
-			}
-		})
-	}
-}
-
-// --- fixtures/downlevel and fixtures/capture-gating ---------------------------------
-
-func readCases(t *testing.T, rel string, into any) {
-	t.Helper()
-	dir := fixtures.Require(t)
-	b, err := os.ReadFile(filepath.Join(dir, "fixtures", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(into); err != nil {
-		t.Fatalf("%s: %v", rel, err)
-	}
-}
-
-func TestDownlevelFixtures(t *testing.T) {
-	var corpus struct {
-		Cases []struct {
-			Name          string          `json:"name"`
-			Ceiling       string          `json:"ceiling"`
-			Event         json.RawMessage `json:"event"`
-			ExpectCapture string          `json:"expect_capture"`
-			ExpectData    json.RawMessage `json:"expect_data"`
-		} `json:"cases"`
-	}
-	readCases(t, "downlevel/cases.json", &corpus)
-	if len(corpus.Cases) == 0 {
-		t.Fatal("no downlevel cases")
-	}
-	for _, c := range corpus.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			e := mustEvent(t, string(c.Event))
-			ceiling, err := ParseCapture(c.Ceiling)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := Downlevel(e, ceiling)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := out.CaptureLevel().String(); got != c.ExpectCapture {
-				t.Errorf("capture %s, want %s", got, c.ExpectCapture)
-			}
-			if string(c.ExpectData) == "null" {
-				if out.Data != nil {
-					t.Errorf("data %s, want none", out.Data)
-				}
-			} else {
-				got, err := CanonicalRaw(out.Data)
-				if err != nil {
-					t.Fatalf("result data %s: %v", out.Data, err)
-				}
-				want, _ := CanonicalRaw(c.ExpectData)
-				if string(got) != string(want) {
-					t.Errorf("data\n got %s\nwant %s", got, want)
-				}
-			}
-			if vs := ValidatePayload(out); len(vs) > 0 {
-				t.Errorf("down-leveled event fails payload validation: %v", vs)
-			}
-		})
-	}
-}
-
-func TestCaptureGatingFixtures(t *testing.T) {
-	var corpus struct {
-		Cases []struct {
-			Name    string         `json:"name"`
-			Fields  []any          `json:"fields"`
-			Values  map[string]any `json:"values"`
-			Ceiling string         `json:"ceiling"`
-			Expect  map[string]any `json:"expect"`
-		} `json:"cases"`
-	}
-	readCases(t, "capture-gating/cases.json", &corpus)
-	if len(corpus.Cases) == 0 {
-		t.Fatal("no capture-gating cases")
-	}
-	for _, c := range corpus.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			ceiling, err := ParseCapture(c.Ceiling)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := GateFormValues(c.Fields, c.Values, ceiling, nil)
-			if g, w := canonString(t, got), canonString(t, c.Expect); g != w {
-				t.Errorf("got %s want %s", g, w)
-			}
-			// The redaction-neutral samples survive the real pipeline too.
-			var r Redactor
-			if g, w := canonString(t, GateFormValues(c.Fields, c.Values, ceiling, r.Text)), canonString(t, c.Expect); g != w {
-				t.Errorf("with the redaction pipeline: got %s want %s", g, w)
 			}
 		})
 	}

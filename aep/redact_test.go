@@ -2,13 +2,9 @@ package aep
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 func TestRedactTextRules(t *testing.T) {
@@ -189,82 +185,6 @@ func jsonEqual(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(ca) == string(cb)
-}
-
-// --- fixtures/redaction/cases.json -------------------------------------------------
-
-type redactionCase struct {
-	Name           string         `json:"name"`
-	Opts           map[string]any `json:"opts"`
-	Input          any            `json:"input"`
-	MustContain    []string       `json:"must_contain"`
-	MustNotContain []string       `json:"must_not_contain"`
-}
-
-// fixtureRedactor maps a case's opts the way the corpus runners do: home is
-// pinned to a nonexistent directory unless the case sets one.
-func fixtureRedactor(t *testing.T, opts map[string]any) *Redactor {
-	o := RedactOptions{Home: "/nonexistent-home"}
-	for k, v := range opts {
-		switch k {
-		case "home":
-			o.Home, _ = v.(string)
-		case "secretValues":
-			for _, s := range v.([]any) {
-				o.SecretValues = append(o.SecretValues, s.(string))
-			}
-		case "pii":
-			o.NoPII = v == false
-		default:
-			t.Fatalf("unknown redaction option %q", k)
-		}
-	}
-	return NewRedactor(o)
-}
-
-func TestRedactionFixtures(t *testing.T) {
-	dir := fixtures.Require(t)
-	b, err := os.ReadFile(filepath.Join(dir, "fixtures", "redaction", "cases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus struct {
-		Text  []redactionCase `json:"text_cases"`
-		Value []redactionCase `json:"value_cases"`
-	}
-	if err := json.Unmarshal(b, &corpus); err != nil {
-		t.Fatal(err)
-	}
-	if len(corpus.Text) == 0 || len(corpus.Value) == 0 {
-		t.Fatal("redaction corpus has no cases")
-	}
-	check := func(t *testing.T, c redactionCase, out string) {
-		for _, s := range c.MustContain {
-			if !strings.Contains(out, s) {
-				t.Errorf("output %q lacks %q", out, s)
-			}
-		}
-		for _, s := range c.MustNotContain {
-			if strings.Contains(out, s) {
-				t.Errorf("output %q still contains %q", out, s)
-			}
-		}
-	}
-	for _, c := range corpus.Text {
-		t.Run("text/"+c.Name, func(t *testing.T) {
-			out := fixtureRedactor(t, c.Opts).Text(c.Input.(string))
-			check(t, c, out)
-		})
-	}
-	for _, c := range corpus.Value {
-		t.Run("value/"+c.Name, func(t *testing.T) {
-			out, err := json.Marshal(fixtureRedactor(t, c.Opts).Value(c.Input))
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, c, string(out))
-		})
-	}
 }
 
 // --- fuzzing and benchmarks ------------------------------------------------------------

@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -75,8 +75,21 @@ func TestGoldenValid(t *testing.T) {
 			if err := aep.Validate(e); err != nil {
 				t.Errorf("golden event invalid: %v", err)
 			}
+			if vs := aep.ValidatePayload(e); len(vs) > 0 {
+				t.Errorf("payload violations: %v", vs)
+			}
 			if vs := sv.Add(e); len(vs) > 0 {
 				t.Errorf("stream rules: %v", vs)
+			}
+			// Every golden event survives every hop ceiling cleanly.
+			for c := aep.CaptureNone; c <= aep.CaptureFull; c++ {
+				out, err := aep.Downlevel(e, c)
+				if err != nil {
+					t.Fatalf("Downlevel(%s): %v", c, err)
+				}
+				if vs := aep.ValidatePayload(out); len(vs) > 0 {
+					t.Errorf("after Downlevel(%s): %v", c, vs)
+				}
 			}
 			// Byte identity: the parsed event keeps its wire bytes, and a
 			// re-serialization is the same JSON value.
@@ -119,6 +132,12 @@ func TestInvalidRejected(t *testing.T) {
 			events := parseAll(t, raws)
 			if events == nil {
 				return // rejected at parse: a wrong JSON type on a core attribute
+			}
+			// A payload-schema case must be caught by ValidatePayload itself.
+			if c.Event != nil && (strings.Contains(c.Rule, "payload schema") || strings.Contains(c.Rule, "field_spec")) {
+				if vs := aep.ValidatePayload(events[0]); len(vs) == 0 {
+					t.Errorf("ValidatePayload accepts a %s violation", c.Rule)
+				}
 			}
 			if len(streamErrors(events)) == 0 {
 				t.Errorf("violates %s but validated", c.Rule)
@@ -178,6 +197,9 @@ func TestDownlevel(t *testing.T) {
 		} `json:"cases"`
 	}
 	load(t, dir, "downlevel/cases.json", &corpus)
+	if len(corpus.Cases) == 0 {
+		t.Fatal("no downlevel cases")
+	}
 	for _, c := range corpus.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			e, err := aep.ParseEvent(c.Event)
@@ -195,13 +217,22 @@ func TestDownlevel(t *testing.T) {
 			if out.Capture != c.ExpectCapture {
 				t.Errorf("capture %q, want %q", out.Capture, c.ExpectCapture)
 			}
+			if got := out.CaptureLevel().String(); got != c.ExpectCapture {
+				t.Errorf("capture level %s, want %s", got, c.ExpectCapture)
+			}
+			if vs := aep.ValidatePayload(out); len(vs) > 0 {
+				t.Errorf("down-leveled event fails payload validation: %v", vs)
+			}
 			if string(c.ExpectData) == "null" {
 				if out.Data != nil {
 					t.Errorf("data %s, want none", out.Data)
 				}
 				return
 			}
-			got, _ := aep.CanonicalRaw(out.Data)
+			got, err := aep.CanonicalRaw(out.Data)
+			if err != nil {
+				t.Fatalf("result data %s: %v", out.Data, err)
+			}
 			want, _ := aep.CanonicalRaw(c.ExpectData)
 			if !bytes.Equal(got, want) {
 				t.Errorf("data\n got %s\nwant %s", got, want)
@@ -226,8 +257,10 @@ func redactorFor(t *testing.T, raw json.RawMessage) *aep.Redactor {
 		PII          *bool    `json:"pii"`
 	}
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &o); err != nil {
-			t.Fatal(err)
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields() // an option this runner does not know would be ignored
+		if err := dec.Decode(&o); err != nil {
+			t.Fatalf("redaction options %s: %v", raw, err)
 		}
 	}
 	opts := aep.RedactOptions{Home: "/nonexistent-home", SecretValues: o.SecretValues}
@@ -261,6 +294,9 @@ func TestRedaction(t *testing.T) {
 		Value []redactionCase `json:"value_cases"`
 	}
 	load(t, dir, "redaction/cases.json", &corpus)
+	if len(corpus.Text) == 0 || len(corpus.Value) == 0 {
+		t.Fatal("redaction corpus has no cases")
+	}
 	for _, c := range corpus.Text {
 		t.Run("text/"+c.Name, func(t *testing.T) {
 			var in string
@@ -299,6 +335,9 @@ func TestCaptureGating(t *testing.T) {
 		} `json:"cases"`
 	}
 	load(t, dir, "capture-gating/cases.json", &corpus)
+	if len(corpus.Cases) == 0 {
+		t.Fatal("no capture-gating cases")
+	}
 	red := aep.NewRedactor(aep.RedactOptions{Home: "/nonexistent-home"})
 	for _, c := range corpus.Cases {
 		t.Run(c.Name, func(t *testing.T) {
@@ -306,9 +345,12 @@ func TestCaptureGating(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := aep.GateFormValues(c.Fields, c.Values, ceiling, red.Text)
-			if g, w := aeptest.Canon(t, got), aeptest.Canon(t, c.Expect); g != w {
+			if g, w := aeptest.Canon(t, aep.GateFormValues(c.Fields, c.Values, ceiling, nil)), aeptest.Canon(t, c.Expect); g != w {
 				t.Errorf("got %s want %s", g, w)
+			}
+			// The redaction-neutral samples survive the real pipeline too.
+			if g, w := aeptest.Canon(t, aep.GateFormValues(c.Fields, c.Values, ceiling, red.Text)), aeptest.Canon(t, c.Expect); g != w {
+				t.Errorf("with the redaction pipeline: got %s want %s", g, w)
 			}
 		})
 	}
