@@ -4,10 +4,8 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -51,25 +49,12 @@ func streamErrors(events []*aep.Event) []aep.Violation {
 }
 
 func TestGoldenValid(t *testing.T) {
-	dir := fixtures.Require(t)
-	f, err := os.Open(filepath.Join(dir, "fixtures", "golden", "golden.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var sv aep.StreamValidator
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	n := 0
-	for sc.Scan() {
-		line := append([]byte(nil), sc.Bytes()...)
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		n++
+	lines := fixtures.Lines(t, fixtures.Require(t), filepath.Join("fixtures", "golden", "golden.jsonl"))
+	for i, line := range lines {
 		e, err := aep.ParseEvent(line)
 		if err != nil {
-			t.Fatalf("line %d: %v", n, err)
+			t.Fatalf("line %d: %v", i+1, err)
 		}
 		t.Run(e.Type+"/"+e.ID, func(t *testing.T) {
 			if err := aep.Validate(e); err != nil {
@@ -104,8 +89,8 @@ func TestGoldenValid(t *testing.T) {
 			}
 		})
 	}
-	if n < 60 {
-		t.Fatalf("golden corpus has only %d events", n)
+	if len(lines) < 60 {
+		t.Fatalf("golden corpus has only %d events", len(lines))
 	}
 }
 
@@ -356,58 +341,18 @@ func TestCaptureGating(t *testing.T) {
 	}
 }
 
-// kimiFixture is the kimi-code mapping pin file.
-type kimiFixture struct {
-	Hooks    map[string]pinCase `json:"hooks"`
-	Fallback pinCase            `json:"fallback"`
-	WSModes  struct {
-		Modes map[string]struct {
-			Input     json.RawMessage `json:"input"`
-			Companion *pinExpect      `json:"companion"`
-			Primary   *pinExpect      `json:"primary"`
-		} `json:"modes"`
-	} `json:"ws_modes"`
-}
-
-type pinCase struct {
-	Input    json.RawMessage `json:"input"`
-	Expected *pinExpect      `json:"expected"`
-}
-
-type pinExpect struct {
-	Type    string         `json:"type"`
-	Data    map[string]any `json:"data"`
-	Subject *string        `json:"subject"`
-}
-
-// comparable reduces a mapping to the pinned facts: type, data and subject.
+// pinned is what a pin fixes of a mapped event (nil: none).
 func pinned(t *testing.T, m *mapping.Event) string {
+	t.Helper()
 	if m == nil {
-		return "null"
+		return (*aeptest.Pin)(nil).Canon(t)
 	}
-	v := map[string]any{"type": m.Type, "data": m.Data}
-	if m.Subject != "" {
-		v["subject"] = m.Subject
-	}
-	return aeptest.Canon(t, v)
-}
-
-func expected(t *testing.T, e *pinExpect) string {
-	if e == nil {
-		return "null"
-	}
-	v := map[string]any{"type": e.Type, "data": e.Data}
-	if e.Subject != nil {
-		v["subject"] = *e.Subject
-	}
-	return aeptest.Canon(t, v)
+	return aeptest.PinOf(m.Type, m.Data, m.Subject).Canon(t)
 }
 
 func TestKimiHookPins(t *testing.T) {
-	dir := fixtures.Require(t)
-	var fx kimiFixture
-	load(t, dir, "mappings/kimi-code.json", &fx)
-	cases := map[string]pinCase{"fallback": fx.Fallback}
+	fx := aeptest.ReadKimiPins(t)
+	cases := map[string]aeptest.PinCase{"fallback": fx.Fallback}
 	for k, v := range fx.Hooks {
 		cases[k] = v
 	}
@@ -430,7 +375,7 @@ func TestKimiHookPins(t *testing.T) {
 			if len(r.Events) != 1 {
 				t.Fatalf("mapped to %d events, pins expect one", len(r.Events))
 			}
-			if got, want := pinned(t, &r.Events[0]), expected(t, c.Expected); got != want {
+			if got, want := pinned(t, &r.Events[0]), c.Expected.Canon(t); got != want {
 				t.Errorf("\n got %s\nwant %s", got, want)
 			}
 		})
@@ -448,9 +393,7 @@ func TestKimiHookPins(t *testing.T) {
 }
 
 func TestKimiWebPins(t *testing.T) {
-	dir := fixtures.Require(t)
-	var fx kimiFixture
-	load(t, dir, "mappings/kimi-code.json", &fx)
+	fx := aeptest.ReadKimiPins(t)
 	names := make([]string, 0, len(fx.WSModes.Modes))
 	for k := range fx.WSModes.Modes {
 		names = append(names, k)
@@ -475,7 +418,7 @@ func TestKimiWebPins(t *testing.T) {
 				if len(r.Events) == 1 {
 					got = &r.Events[0]
 				}
-				if g, w := pinned(t, got), expected(t, want); g != w {
+				if g, w := pinned(t, got), want.Canon(t); g != w {
 					t.Errorf("\n got %s\nwant %s", g, w)
 				}
 			})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
@@ -33,35 +34,13 @@ func runIn(t *testing.T, name string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-type pin struct {
-	Type    string         `json:"type"`
-	Data    map[string]any `json:"data"`
-	Subject *string        `json:"subject"`
-}
-
-func pinString(t *testing.T, p *pin) string {
-	t.Helper()
-	if p == nil {
-		return ""
-	}
-	v := map[string]any{"type": p.Type, "data": p.Data}
-	if p.Subject != nil {
-		v["subject"] = *p.Subject
-	}
-	b, err := aep.Canonical(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // mapOutput reduces `aep-kimi map` output to the pinned facts, checking each
 // line is a valid envelope on the way.
 func mapOutput(t *testing.T, out string) string {
 	t.Helper()
 	out = strings.TrimSpace(out)
 	if out == "" {
-		return ""
+		return (*aeptest.Pin)(nil).Canon(t)
 	}
 	lines := strings.Split(out, "\n")
 	if len(lines) != 1 {
@@ -75,37 +54,11 @@ func mapOutput(t *testing.T, out string) string {
 		t.Fatalf("map printed an invalid envelope: %v\n%s", err, lines[0])
 	}
 	data, _ := e.DataMap()
-	p := &pin{Type: e.Type, Data: data}
-	if e.Subject != "" {
-		p.Subject = &e.Subject
-	}
-	return pinString(t, p)
+	return aeptest.PinOf(e.Type, data, e.Subject).Canon(t)
 }
 
 func TestMapReproducesKimiPins(t *testing.T) {
-	dir := fixtures.Require(t)
-	b, err := os.ReadFile(filepath.Join(dir, "fixtures", "mappings", "kimi-code.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx struct {
-		Hooks map[string]struct {
-			Input    json.RawMessage `json:"input"`
-			Expected *pin            `json:"expected"`
-		} `json:"hooks"`
-		WSModes struct {
-			Modes map[string]struct {
-				Input     json.RawMessage `json:"input"`
-				Companion *pin            `json:"companion"`
-				Primary   *pin            `json:"primary"`
-			} `json:"modes"`
-		} `json:"ws_modes"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&fx); err != nil {
-		t.Fatal(err)
-	}
+	fx := aeptest.ReadKimiPins(t)
 	names := make([]string, 0, len(fx.Hooks))
 	for n := range fx.Hooks {
 		names = append(names, n)
@@ -118,19 +71,19 @@ func TestMapReproducesKimiPins(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			if got, want := mapOutput(t, out), pinString(t, c.Expected); got != want {
+			if got, want := mapOutput(t, out), c.Expected.Canon(t); got != want {
 				t.Errorf("\n got %s\nwant %s", got, want)
 			}
 		})
 	}
 	for name, c := range fx.WSModes.Modes {
-		for mode, want := range map[string]*pin{"companion": c.Companion, "primary": c.Primary} {
+		for mode, want := range map[string]*aeptest.Pin{"companion": c.Companion, "primary": c.Primary} {
 			t.Run("web/"+mode+"/"+name, func(t *testing.T) {
 				code, out, errOut := runCmd(t, c.Input, "map", "--web", "--mode", mode)
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
-				if got, w := mapOutput(t, out), pinString(t, want); got != w {
+				if got, w := mapOutput(t, out), want.Canon(t); got != w {
 					t.Errorf("\n got %s\nwant %s", got, w)
 				}
 			})
