@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -16,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -41,54 +40,14 @@ func TestWriteLoginFile(t *testing.T) {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
 
-	victim := filepath.Join(t.TempDir(), "victim")
-	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name  string
-		plant func(string, string) error
-	}{{"hard link", os.Link}, {"symlink", os.Symlink}} {
-		name, plant := c.name, c.plant
-		os.Remove(path)
-		if err := plant(victim, path); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if b, _ := os.ReadFile(victim); string(b) != "keep" {
-			t.Errorf("%s: written through to its target: %q", name, b)
-		}
-		if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
-			t.Errorf("%s: %s is not a fresh regular file (%v)", name, path, err)
-		}
-	}
-
-	var stop atomic.Bool
-	var torn atomic.Value
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			b, err := os.ReadFile(path)
-			if err == nil && !strings.HasSuffix(string(b), "</a>\n") {
-				torn.Store(string(b))
-				return
-			}
-		}
-	}()
-	for i := 0; i < 300; i++ {
+	write := func() {
+		t.Helper()
 		if _, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
-	if v := torn.Load(); v != nil {
-		t.Errorf("a reader saw a partial file: %q", v)
-	}
+	safefiletest.Replaced(t, path, 0, write)
+	safefiletest.NeverTorn(t, path, 300, write, func(b []byte) bool { return strings.HasSuffix(string(b), "</a>\n") })
 }
 
 // TestOpenFileLogsIn opens the login file in Chromium: it lands on a real

@@ -23,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -319,56 +320,6 @@ func TestE2EOpenFileReplacedAtomically(t *testing.T) {
 		}
 	}
 	path := filepath.Join(home, fleetpage.OpenFileName)
-	victim := filepath.Join(t.TempDir(), "victim")
-	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name  string
-		plant func(string, string) error
-	}{{"hard link", os.Link}, {"symlink", os.Symlink}} {
-		name, plant := c.name, c.plant
-		os.Remove(path)
-		if err := plant(victim, path); err != nil {
-			t.Fatal(err)
-		}
-		open()
-		if b, _ := os.ReadFile(victim); string(b) != "keep" {
-			t.Errorf("%s: open wrote through it: the target now holds %q", name, b)
-		}
-		if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %s is not a fresh private file: %v %v", name, path, st, err)
-		}
-	}
-
-	var stop sync.WaitGroup
-	done := make(chan struct{})
-	torn := make(chan string, 1)
-	stop.Add(1)
-	go func() {
-		defer stop.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(string(b), "</a>\n") {
-				select {
-				case torn <- string(b):
-				default:
-				}
-			}
-		}
-	}()
-	for range 40 {
-		open()
-	}
-	close(done)
-	stop.Wait()
-	select {
-	case b := <-torn:
-		t.Errorf("a reader saw a partial open.html: %q", b)
-	default:
-	}
+	safefiletest.Replaced(t, path, 0o600, open)
+	safefiletest.NeverTorn(t, path, 40, open, func(b []byte) bool { return strings.HasSuffix(string(b), "</a>\n") })
 }

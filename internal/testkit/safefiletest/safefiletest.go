@@ -1,11 +1,13 @@
-// Package safefiletest plants links where aep-kimi keeps its files, for
-// tests that assert a link is refused and its target left alone.
+// Package safefiletest attacks the files aep-kimi keeps: it plants links
+// where they live, for tests that assert a link is refused (or replaced)
+// and its target left alone, and races readers against their writers.
 package safefiletest
 
 import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -48,5 +50,74 @@ func (l Link) Untouched(t testing.TB) {
 	}
 	if st, err := os.Lstat(l.Path); err != nil || st.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("link %s replaced: %v", l.Path, err)
+	}
+}
+
+// Replaced plants a hard link, then a symbolic one, at path to a file
+// outside it, calls write after each, and fails the test unless write
+// replaced the link with a fresh regular file (of mode perm, when not 0)
+// and left the target as it was.
+func Replaced(t testing.TB, path string, perm os.FileMode, write func()) {
+	t.Helper()
+	target := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		plant func(string, string) error
+	}{{"hard link", os.Link}, {"symlink", os.Symlink}} {
+		os.Remove(path)
+		if err := c.plant(target, path); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		write()
+		if b, _ := os.ReadFile(target); string(b) != "keep" {
+			t.Errorf("%s: written through to its target: %q", c.name, b)
+		}
+		switch st, err := os.Lstat(path); {
+		case err != nil || !st.Mode().IsRegular():
+			t.Errorf("%s: %s is not a fresh regular file (%v)", c.name, path, err)
+		case perm != 0 && st.Mode().Perm() != perm:
+			t.Errorf("%s: %s has mode %v, want %v", c.name, path, st.Mode().Perm(), perm)
+		}
+	}
+}
+
+// NeverTorn calls write n times while a reader reads path as fast as it
+// can, and fails the test if the reader ever saw a file that is not whole
+// (a torn or empty one): what replaces a file must replace it at once.
+func NeverTorn(t testing.TB, path string, n int, write func(), whole func([]byte) bool) {
+	t.Helper()
+	done := make(chan struct{})
+	torn := make(chan []byte, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if b, err := os.ReadFile(path); err == nil && !whole(b) {
+				select {
+				case torn <- b:
+				default:
+				}
+				return
+			}
+		}
+	}()
+	for range n {
+		write()
+	}
+	close(done)
+	wg.Wait()
+	select {
+	case b := <-torn:
+		t.Errorf("a reader saw a partial %s: %q", filepath.Base(path), b)
+	default:
 	}
 }
