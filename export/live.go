@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/backoff"
-	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Live exporter defaults.
@@ -108,8 +110,9 @@ func (l *Live) Run(ctx context.Context) error {
 	if m == nil {
 		m = NewMetrics(prometheus.NewRegistry(), "")
 	}
-	batchSize := orDefault(l.BatchSize, DefaultBatchSize)
-	queue := orDefault(l.Queue, DefaultQueue)
+	batchSize, queue := l.BatchSize, l.Queue
+	defaults.SetPositive(&batchSize, DefaultBatchSize)
+	defaults.SetPositive(&queue, DefaultQueue)
 	load := func() (*client.TailState, error) {
 		if l.StatePath == "" {
 			return client.NewTailState(), nil
@@ -240,13 +243,6 @@ func (l *Live) deliver(ctx context.Context, batch []*aep.Event, committed *clien
 		}
 	}
 	return true
-}
-
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // statusError classifies an HTTP response: nil for 2xx, retryable for 408,

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
 // post sends one body and classifies the answer (see statusError).
@@ -251,9 +253,7 @@ func (s *FileSink) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	max := s.MaxBytes
-	if max <= 0 {
-		max = DefaultRotateBytes
-	}
+	defaults.SetPositive(&max, DefaultRotateBytes)
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -295,9 +295,7 @@ func (s *FileSink) open() error {
 // rotate shifts FILE.k to FILE.k+1 (dropping the oldest), FILE to FILE.1.
 func (s *FileSink) rotate() error {
 	keep := s.Keep
-	if keep <= 0 {
-		keep = DefaultRotateKeep
-	}
+	defaults.SetPositive(&keep, DefaultRotateKeep)
 	if err := s.f.Close(); err != nil {
 		return err
 	}

@@ -34,3 +34,12 @@ func Positive[T Number](component, field string, v *T, d T) error {
 	}
 	return nil
 }
+
+// SetPositive gives *v the default d unless it is positive: for the knobs
+// of a client or a sink, where zero and below both mean "the default"
+// rather than a mistake to refuse.
+func SetPositive[T Number](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}

@@ -46,3 +46,13 @@ func TestPositive(t *testing.T) {
 		t.Errorf("negative int: err %v", err)
 	}
 }
+
+func TestSetPositive(t *testing.T) {
+	for _, c := range []struct{ in, want time.Duration }{{0, time.Second}, {-time.Second, time.Second}, {2 * time.Second, 2 * time.Second}} {
+		d := c.in
+		SetPositive(&d, time.Second)
+		if d != c.want {
+			t.Errorf("SetPositive(%v) = %v, want %v", c.in, d, c.want)
+		}
+	}
+}

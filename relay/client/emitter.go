@@ -20,6 +20,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -175,27 +176,17 @@ func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 		return nil, errors.New("emitter: Agent is required (the hello identity)")
 	}
 	c := &e.cfg
-	setInt := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setInt(&c.Outbox, DefaultOutbox)
-	setInt(&c.Resend, DefaultResend)
-	setInt(&c.LiveSessions, DefaultLiveSessions)
-	setInt(&c.HTTPBatch, DefaultHTTPBatch)
-	setInt(&c.CommandQueue, DefaultCommandQueue)
-	setDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setDur(&c.BackoffMin, DefaultBackoffMin)
-	setDur(&c.BackoffMax, DefaultBackoffMax)
-	setDur(&c.Timeout, DefaultEmitterTimeout)
-	setDur(&c.PingInterval, DefaultEmitterPing)
-	setDur(&c.Liveness, DefaultEmitterLiveness)
-	setDur(&c.FlushTimeout, DefaultFlushTimeout)
+	defaults.SetPositive(&c.Outbox, DefaultOutbox)
+	defaults.SetPositive(&c.Resend, DefaultResend)
+	defaults.SetPositive(&c.LiveSessions, DefaultLiveSessions)
+	defaults.SetPositive(&c.HTTPBatch, DefaultHTTPBatch)
+	defaults.SetPositive(&c.CommandQueue, DefaultCommandQueue)
+	defaults.SetPositive(&c.BackoffMin, DefaultBackoffMin)
+	defaults.SetPositive(&c.BackoffMax, DefaultBackoffMax)
+	defaults.SetPositive(&c.Timeout, DefaultEmitterTimeout)
+	defaults.SetPositive(&c.PingInterval, DefaultEmitterPing)
+	defaults.SetPositive(&c.Liveness, DefaultEmitterLiveness)
+	defaults.SetPositive(&c.FlushTimeout, DefaultFlushTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}

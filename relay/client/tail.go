@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -126,15 +127,9 @@ func NewTailer(cfg TailConfig) (*Tailer, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
-	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = DefaultBackoffMin
-	}
-	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = DefaultBackoffMax
-	}
-	if cfg.Dedupe <= 0 {
-		cfg.Dedupe = DefaultTailDedupe
-	}
+	defaults.SetPositive(&cfg.BackoffMin, DefaultBackoffMin)
+	defaults.SetPositive(&cfg.BackoffMax, DefaultBackoffMax)
+	defaults.SetPositive(&cfg.Dedupe, DefaultTailDedupe)
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(*aep.Event) {}
 	}
