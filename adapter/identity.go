@@ -1,8 +1,6 @@
 package adapter
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -41,11 +40,10 @@ func ensureToken(home string) (string, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("hook token: %w", err)
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	tok, err := tokenfile.Random(tokenfile.NewTokenBytes)
+	if err != nil {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
-	tok := base64.RawURLEncoding.EncodeToString(b[:])
 	if err := atomicfile.Write(path, []byte(tok+"\n"), atomicfile.Options{Perm: 0o600}); err != nil {
 		return "", fmt.Errorf("hook token: %w", err)
 	}

@@ -2,14 +2,13 @@ package fleetpage
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // DefaultDashListen is where a dash serves: loopback only.
@@ -37,11 +36,10 @@ func NewDashServer(listen string, relays []Upstream, log *slog.Logger) (*DashSer
 	if !httpguard.LoopbackListen(listen) {
 		return nil, fmt.Errorf("--listen %s is not loopback: the dash holds the relays' tokens and serves only this machine", listen)
 	}
-	var b [dashTokenBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	token, err := tokenfile.Random(dashTokenBytes)
+	if err != nil {
 		return nil, err
 	}
-	token := base64.RawURLEncoding.EncodeToString(b[:])
 	h, err := NewDash(Config{Token: token, Logger: log}, relays)
 	if err != nil {
 		return nil, err

@@ -21,8 +21,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
-// newTokenBytes is the entropy of a token Create makes.
-const newTokenBytes = 32
+// NewTokenBytes is the entropy of a token Create makes.
+const NewTokenBytes = 32
 
 // Read reads the token in path; an empty file is no token. follow says
 // whether a link at path is read where it points (a file the operator
@@ -82,19 +82,29 @@ func Create(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	var b [newTokenBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	tok, err := Random(NewTokenBytes)
+	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
 	f, err := safefile.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	_, werr := f.WriteString(base64.RawURLEncoding.EncodeToString(b[:]) + "\n")
+	_, werr := f.WriteString(tok + "\n")
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	return werr
+}
+
+// Random is a fresh token of n random bytes, URL-safe base64 without
+// padding: what every token aep-kimi makes looks like.
+func Random(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // othersMayRead reports a token file whose Unix mode lets others read it.
