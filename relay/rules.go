@@ -254,25 +254,13 @@ func (s *Server) historyCwd(session string) string {
 	if err != nil {
 		return ""
 	}
-	var r Replay
-	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: filter,
-		From: wire.From{Positions: []wire.Resume{{Session: session, Position: wire.Position{Seq: -1}}}}}, replayTaker{&r})
-	if err != nil {
-		return ""
-	}
-	cancel()
 	cwd := ""
-	ctx, stop := context.WithTimeout(context.Background(), time.Second)
-	defer stop()
-	_ = r.Each(ctx, func(m *Message) error { // best effort: an error leaves it unknown
-		if ev, err := m.Envelope(); err == nil {
-			if data, _ := ev.DataMap(); data != nil {
-				if c, _ := data["cwd"].(string); c != "" {
-					cwd = c
-				}
+	s.eachHeld(session, filter, func(ev *aep.Event) {
+		if data, _ := ev.DataMap(); data != nil {
+			if c, _ := data["cwd"].(string); c != "" {
+				cwd = c
 			}
 		}
-		return nil
 	})
 	return cwd
 }
@@ -312,7 +300,51 @@ func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): rules answer nothing and cannot be changed")
 		return
 	}
-	rules.API{Book: s.cfg.Rules}.ServeHTTP(w, r)
+	rules.API{Book: s.cfg.Rules, Request: s.heldRequest}.ServeHTTP(w, r)
+}
+
+// heldRequest finds an attention request in the session's history, as
+// rules read it, with the session's working directory.
+func (s *Server) heldRequest(session, id string) (rules.Asked, string, bool) {
+	filter, err := aep.NewFilter(map[string]any{"session": session, "type": "attention.requested"})
+	if err != nil {
+		return rules.Asked{}, "", false
+	}
+	var asked rules.Asked
+	found := false
+	s.eachHeld(session, filter, func(ev *aep.Event) {
+		if ev.ID == id {
+			asked, found = rules.ReadRequest(ev)
+		}
+	})
+	if !found {
+		return rules.Asked{}, "", false
+	}
+	cwd := ""
+	if s.rules != nil {
+		cwd, _ = s.sessionCwd(session)
+	}
+	return asked, cwd, true
+}
+
+// eachHeld calls fn for each event of session's history the filter
+// selects, in order; it reads what the store holds now and no more.
+func (s *Server) eachHeld(session string, filter *aep.Filter, fn func(*aep.Event)) {
+	var r Replay
+	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: filter,
+		From: wire.From{Positions: []wire.Resume{{Session: session, Position: wire.Position{Seq: -1}}}}}, replayTaker{&r})
+	if err != nil {
+		return
+	}
+	cancel()
+	ctx, stop := context.WithTimeout(context.Background(), time.Second)
+	defer stop()
+	_ = r.Each(ctx, func(m *Message) error { // best effort: an error ends the reading
+		if ev, err := m.Envelope(); err == nil {
+			fn(ev)
+		}
+		return nil
+	})
 }
 
 // ruleCollector reports each rule's uses on /metrics, labelled by rule id:

@@ -162,3 +162,42 @@ func TestRulesHealthz(t *testing.T) {
 		t.Fatalf("an anonymous /healthz shows the rules: %v", anon)
 	}
 }
+
+// An answer becomes a rule through the relay: propose reads the held
+// request (its tool, argument text and project), always saves what an
+// answer to it makes, refusing a pattern that does not match it.
+func TestRulesAPIFromAnswer(t *testing.T) {
+	book := rulesBook(t)
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
+	tgt := gateTarget(t, srv, "s-ans")
+	start := mkEvent("s-ans", 1, withType("session.started"), withSeverity("notice"), withData(`{"cwd":"/home/ann/src/aep-kimi"}`))
+	start.Agent, start.Source, start.Capture = "kimi-code", "aep://test/agent/kimi-code", "redacted"
+	ask := askEvent("s-ans", 2, "go test ./...", "redacted")
+	tgt.send(t, start)
+	tgt.send(t, ask)
+	syncWS(t, tgt)
+	ref := `{"session":"s-ans","request":"` + ask.ID + `"}`
+	p := do(t, srv, "POST", "/rules/propose", []byte(ref), jsonCT)
+	var prop rules.Proposal
+	if err := json.Unmarshal(p.body, &prop); err != nil || p.status != 200 || prop.Pattern != "go test *" || prop.Project != "/home/ann/src/aep-kimi" ||
+		prop.Tool != "Bash" || prop.Allow != "allow" || prop.Args != "go test ./..." {
+		t.Fatalf("propose: %d %s", p.status, p.body)
+	}
+	bad := do(t, srv, "POST", "/rules/always", []byte(`{"session":"s-ans","request":"`+ask.ID+`","option":"allow","pattern":"git *","scope":"project"}`), jsonCT)
+	if bad.status != 400 || !strings.Contains(string(bad.body), "does not match") || book.Set().Len() != 0 {
+		t.Fatalf("always with a pattern that misses: %d %s", bad.status, bad.body)
+	}
+	ok := do(t, srv, "POST", "/rules/always", []byte(`{"session":"s-ans","request":"`+ask.ID+`","option":"allow","pattern":"go test *","scope":"project"}`), jsonCT)
+	var saved struct{ Rule rules.Rule }
+	if err := json.Unmarshal(ok.body, &saved); err != nil || ok.status != 201 || saved.Rule.Project != "/home/ann/src/aep-kimi" || saved.Rule.Args != "go test *" {
+		t.Fatalf("always: %d %s", ok.status, ok.body)
+	}
+	for _, body := range []string{`{"session":"s-ans","request":"nope"}`, `{"session":"nope","request":"` + ask.ID + `"}`, `{}`} {
+		if r := do(t, srv, "POST", "/rules/propose", []byte(body), jsonCT); r.status != 404 || r.json(t)["error"] != rules.CodeNotFound {
+			t.Fatalf("propose %s: %d %s", body, r.status, r.body)
+		}
+	}
+	if r := do(t, srv, "POST", "/rules/always", []byte(ref), withHeaders(jsonCT, "Origin", "https://evil.example")); r.status != 403 {
+		t.Fatalf("always from a foreign origin: %d", r.status)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/periodic"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // ErrDrainTimeout is returned by Run and Serve when connections did not
@@ -262,8 +263,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				}
 				return credreg.Credential{ID: tokenCredential, Group: tokenCredential}, true
 			}
-			if s.cfg.Page == nil || (r.URL.Path != "/stream" && r.URL.Path != "/socket") {
-				return credreg.Credential{}, false // the cookie opens only the consuming bindings
+			if s.cfg.Page == nil || !pagePath(r.URL.Path) {
+				return credreg.Credential{}, false // the cookie opens only the consuming bindings and the rules
 			}
 			cred, b, ok := s.cfg.Page.Admit(tx, r, r.URL.Path == "/socket")
 			bind = b
@@ -281,6 +282,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		defer lease.Release()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &admission{lease: lease, bind: bind})))
 	})
+}
+
+// pagePath reports whether a logged-in page may reach path with its cookie:
+// the consuming bindings, and the rules (whose view it shows, and which
+// an answer can turn into one; the Origin checks still apply).
+func pagePath(path string) bool {
+	return path == "/stream" || path == "/socket" || path == rules.APIPath || strings.HasPrefix(path, rules.APIPath+"/")
 }
 
 type admissionKey struct{}

@@ -21,6 +21,8 @@ import (
 //	POST   /rules          a Rule without id (or with one) -> 201 {"rule": Rule}
 //	DELETE /rules/{id}     -> 200 {"removed": Rule}
 //	POST   /rules/test     a Probe -> 200 {"verdict": Verdict}
+//	POST   /rules/propose  a RequestRef -> 200 a Proposal: the rule an answer to that request would make
+//	POST   /rules/always   an AlwaysBody -> 201 {"rule": Rule}: that rule, saved (Asked.Always)
 //
 // Errors are {"error": code, "detail": text} with these codes.
 const (
@@ -78,7 +80,45 @@ func (p Probe) Request() (Request, error) {
 
 // API serves a Book over HTTP. The caller authenticates and guards the
 // requests (the relay's token, Host and Origin checks).
-type API struct{ Book *Book }
+type API struct {
+	Book *Book
+	// Request finds an attention request the caller holds, as rules read
+	// it, and its session's working directory ("" when the stream never
+	// said it); ok false when there is no such request a rule could
+	// answer. nil: the propose and always endpoints find nothing.
+	Request func(session, id string) (a Asked, cwd string, ok bool)
+}
+
+// RequestRef names a held attention request.
+type RequestRef struct {
+	Session string `json:"session"`
+	Request string `json:"request"`
+}
+
+// Proposal is the rule an answer to a request would make by default: its
+// tool and agent, a pattern for its argument text (Propose; "*" when the
+// request carries none), and its session's directory for scope project
+// ("" when the stream never said it).
+type Proposal struct {
+	Tool        string `json:"tool"`
+	Agent       string `json:"agent,omitempty"`
+	Args        string `json:"args,omitempty"`
+	ArgsCarried bool   `json:"args_carried"`
+	Pattern     string `json:"pattern"`
+	Project     string `json:"project,omitempty"`
+	// Allow and Deny are the request's options that carry out each effect
+	// ("" when it offers none).
+	Allow string `json:"allow,omitempty"`
+	Deny  string `json:"deny,omitempty"`
+}
+
+// AlwaysBody asks for the rule an answer makes (Asked.Always).
+type AlwaysBody struct {
+	RequestRef
+	Option  string `json:"option"`
+	Pattern string `json:"pattern"`
+	Scope   string `json:"scope"`
+}
 
 // ServeHTTP routes the API's paths (APIPath and below).
 func (a API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -93,12 +133,19 @@ func (a API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			methodNotAllowed(w, "GET, POST")
 		}
-	case rest == "/test":
+	case rest == "/test" || rest == "/propose" || rest == "/always":
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, "POST")
 			return
 		}
-		a.test(w, r)
+		switch rest {
+		case "/test":
+			a.test(w, r)
+		case "/propose":
+			a.propose(w, r)
+		default:
+			a.always(w, r)
+		}
 	case strings.HasPrefix(rest, "/") && !strings.Contains(rest[1:], "/"):
 		if r.Method != http.MethodDelete {
 			methodNotAllowed(w, "DELETE")
@@ -157,6 +204,60 @@ func (a API) test(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]Verdict{"verdict": a.Book.Evaluate(req, true)})
+}
+
+// find reads a RequestRef body and looks the request up; false means the
+// error is answered.
+func (a API) find(w http.ResponseWriter, r *http.Request, ref *RequestRef, body any) (Asked, string, bool) {
+	if !readJSON(w, r, body) {
+		return Asked{}, "", false
+	}
+	var asked Asked
+	var cwd string
+	ok := a.Request != nil && ref.Session != "" && ref.Request != ""
+	if ok {
+		asked, cwd, ok = a.Request(ref.Session, ref.Request)
+	}
+	if !ok {
+		httpguard.WriteError(w, http.StatusNotFound, CodeNotFound, "no tool permission request with that session and id is held here")
+	}
+	return asked, cwd, ok
+}
+
+func (a API) propose(w http.ResponseWriter, r *http.Request) {
+	var ref RequestRef
+	asked, cwd, ok := a.find(w, r, &ref, &ref)
+	if !ok {
+		return
+	}
+	p := Proposal{Tool: asked.Tool, Agent: asked.Agent, ArgsCarried: asked.ArgsCarried, Pattern: "*", Project: cwd,
+		Allow: asked.Option(Allow), Deny: asked.Option(Deny)}
+	if asked.ArgsCarried {
+		p.Args = asked.Args
+		if pat := Propose(asked.Args); pat != "" {
+			p.Pattern = pat
+		}
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (a API) always(w http.ResponseWriter, r *http.Request) {
+	var body AlwaysBody
+	asked, cwd, ok := a.find(w, r, &body.RequestRef, &body)
+	if !ok {
+		return
+	}
+	rule, err := asked.Always(body.Option, body.Pattern, body.Scope, cwd)
+	if err != nil {
+		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidRule, err.Error())
+		return
+	}
+	out, err := a.Book.Add(rule)
+	if err != nil {
+		writeBookError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
 }
 
 func writeBookError(w http.ResponseWriter, err error) {

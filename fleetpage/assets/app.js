@@ -23,6 +23,7 @@ const ui = {
   agentsSeen: new Set(),
   commands: new Map(), // command id -> {request}
   notes: new Map(), // attention id -> latest settlement note
+  proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
 };
 // conns holds one connection per relay, by its name ('' for the relay that
 // serves the page).
@@ -636,11 +637,13 @@ function renderInbox(now) {
       fresh._sig = sig;
       if (node) {
         const hadFocus = node.contains(document.activeElement);
-        const typed = node.querySelector('[data-reply]');
-        const keep = typed ? typed.value : '';
+        const kept = [...node.querySelectorAll('[data-reply], [data-always-pattern], [data-always-scope]')].filter((e) => e.dataset.edited);
         node.replaceWith(fresh);
-        const input = fresh.querySelector('[data-reply]');
-        if (input) input.value = keep;
+        for (const old of kept) {
+          const key = ['data-reply', 'data-always-pattern', 'data-always-scope'].find((k) => old.hasAttribute(k));
+          const input = fresh.querySelector(`[${key}]`);
+          if (input) Object.assign(input, { value: old.value }).dataset.edited = '1';
+        }
         if (hadFocus) fresh.focus();
       }
       node = fresh;
@@ -658,7 +661,8 @@ function renderInbox(now) {
 function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected].join('|');
+  const p = ui.proposals.get(req.id);
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : ''].join('|');
 }
 
 function renderRequest(req, now) {
@@ -691,7 +695,7 @@ function renderRequest(req, now) {
     opts.append(el('button', { type: 'button', 'data-option': o.id, 'aria-keyshortcuts': i < 9 ? String(i + 1) : undefined, onclick: () => answer(req, { option: o.id }) },
       o.label || o.id));
   });
-  const input = el('input', { type: 'text', 'data-reply': true, 'aria-label': 'Free-text reply', placeholder: 'Reply in words' });
+  const input = el('input', { type: 'text', 'data-reply': true, 'aria-label': 'Free-text reply', placeholder: 'Reply in words', oninput: (e) => { e.target.dataset.edited = '1'; } });
   const form = el('div', { class: 'reply' }, input,
     el('button', { type: 'button', class: 'send', onclick: () => { if (input.value.trim()) answer(req, { text: input.value.trim() }); } }, 'Send reply'));
   input.addEventListener('keydown', (e) => {
@@ -703,9 +707,128 @@ function renderRequest(req, now) {
   if (canCancel) {
     form.append(el('button', { type: 'button', 'data-cancel': req.run, onclick: () => cancelRun(req) }, 'Cancel the run'));
   }
+  const always = alwaysForm(req, s);
+  if (always) li.append(always);
   const note = ui.notes.get(req.id);
   if (note) li.append(el('p', { class: 'status', 'data-note': true }, note));
   return li;
+}
+
+// --- rules -------------------------------------------------------------------
+
+const RULES_MS = 10000; // how often the rules view refreshes its counts
+
+// rulesAPI calls the relay's rules API (its own relay only: the page's
+// login opens it, same origin).
+async function rulesAPI(path, method = 'GET', body) {
+  const res = await fetch(`/rules${path}`, authed({
+    method,
+    headers: body ? { 'Content-Type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  }));
+  let out = null;
+  try {
+    out = await res.json();
+  } catch {
+    // a body that is not JSON: the status says it
+  }
+  if (!res.ok) {
+    const err = new Error((out && out.detail) || `HTTP ${res.status}`);
+    err.status = res.status;
+    throw err;
+  }
+  return out;
+}
+
+// ownRelay reports whether req's relay serves this page (the rules are its).
+function ownRelay(req) {
+  const c = conns.get(req.origin);
+  return c && !c.base;
+}
+
+// alwaysForm is "Allow, and always allow PATTERN in PROJECT": an answer
+// that becomes a rule, the pattern the relay proposes, editable. The rule
+// is saved first (the relay refuses a pattern that does not match this
+// request's own arguments); the allow is sent once it is.
+function alwaysForm(req, s) {
+  if (!ownRelay(req)) return null;
+  const p = ui.proposals.get(req.id);
+  if (p === undefined) {
+    ui.proposals.set(req.id, 'asking');
+    rulesAPI('/propose', 'POST', { session: req.session, request: req.id })
+      .then((got) => ui.proposals.set(req.id, got.allow ? got : null))
+      .catch(() => ui.proposals.set(req.id, null))
+      .finally(scheduleRender);
+    return null;
+  }
+  if (!p || p === 'asking') return null;
+  const mark = (e) => { e.target.dataset.edited = '1'; };
+  const pattern = el('input', { type: 'text', value: p.pattern, 'data-always-pattern': true, 'aria-label': 'Pattern over the arguments (* for any)', oninput: mark });
+  const dir = p.project ? p.project.replace(/\/+$/, '').split('/').pop() || p.project : '';
+  const scope = el('select', { 'data-always-scope': true, 'aria-label': 'Where the rule applies', oninput: mark },
+    el('option', { value: 'project', disabled: !p.project, title: p.project || "the session's directory is not on the stream (capture below redacted)" }, dir ? `in ${dir}/` : 'in this project (unknown)'),
+    el('option', { value: 'all' }, 'in every project'));
+  scope.value = p.project ? 'project' : 'all';
+  const save = el('button', {
+    type: 'button', 'data-always': req.id,
+    onclick: async () => {
+      try {
+        const out = await rulesAPI('/always', 'POST', { session: req.session, request: req.id, option: p.allow, pattern: pattern.value.trim(), scope: scope.value });
+        answer(req, { option: p.allow });
+        ui.notes.set(req.id, `saved rule ${out.rule.id}; ${ui.notes.get(req.id) || ''}`);
+        loadRules();
+      } catch (err) {
+        ui.notes.set(req.id, `rule not saved: ${err.message}`);
+      }
+      scheduleRender();
+    },
+  }, `Allow, and always allow ${p.tool}`);
+  return el('div', { class: 'always', role: 'group', 'aria-label': 'Answer and keep answering alike' }, save, pattern, scope);
+}
+
+// loadRules refreshes the rules view; it stays hidden where the page's
+// relay serves no rules (an older relay, or the dash).
+async function loadRules() {
+  let l;
+  try {
+    l = await rulesAPI('');
+  } catch (err) {
+    if (err.status === 404 || err.status === 401) {
+      $('rules-pane').hidden = true;
+      return;
+    }
+    $('rules-note').textContent = `Rules cannot be read: ${err.message}`;
+    return;
+  }
+  $('rules-pane').hidden = false;
+  renderRules(l, Date.now());
+}
+
+function renderRules(l, now) {
+  $('rules-note').textContent = l.status.ok ? '' : `The rules file is refused, so the last good rules stay in force: ${l.status.error}`;
+  const rows = l.rules.map((r) => el('tr', { 'data-rule': r.id },
+    el('td', null, el('code', null, r.id), r.note ? el('div', { class: 'muted' }, r.note) : ''),
+    el('td', { 'data-effect': r.effect }, r.effect),
+    el('td', null, r.tool),
+    el('td', null, el('code', null, r.args || '*')),
+    el('td', null, el('code', null, r.project || '*')),
+    el('td', { 'data-uses': String(r.uses) }, String(r.uses) + (r.unknowable ? ` (${r.unknowable} unknowable)` : '')),
+    el('td', null, r.last_use ? `${age(Date.parse(r.last_use), now)} ago` : 'never'),
+    el('td', null, el('button', {
+      type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
+      onclick: async () => {
+        try {
+          await rulesAPI(`/${encodeURIComponent(r.id)}`, 'DELETE');
+        } catch (err) {
+          $('rules-note').textContent = `Rule ${r.id} not removed: ${err.message}`;
+          return;
+        }
+        loadRules();
+      },
+    }, 'Remove'))));
+  $('rules').tBodies[0].replaceChildren(...rows);
+  $('rules-count').textContent = String(l.rules.length);
+  $('rules-empty').hidden = l.rules.length > 0;
 }
 
 function renderAgents(dirty) {
@@ -874,8 +997,8 @@ function eventItem(s, ev, now, depth, seen, r) {
   if (ev.type.startsWith('attention.')) {
     const text = ev.type === 'attention.requested'
       ? `asked: ${d.prompt ?? (S.gated(ev) ? `(prompt gated at capture ${ev.capture || 'metadata'})` : d.kind || '')}`
-      : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}`;
-    return el('li', { 'data-kind': 'attention' }, text);
+      : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}${S.ruleOf(d.by) ? ` by rule ${S.ruleOf(d.by)}` : ''}`;
+    return el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, text);
   }
   if (ev.type.startsWith('delegation.subagent.')) {
     // The child session's work nests inline under its delegation; its own
@@ -945,6 +1068,7 @@ async function start() {
   }
   setInterval(scheduleRender, TICK_MS);
   setInterval(tickAges, AGE_TICK_MS);
+  setInterval(loadRules, RULES_MS);
   let relays = [{ name: '', base: '' }];
   try {
     const r = await fetch('/app/relays', { credentials: 'same-origin' });
@@ -966,6 +1090,7 @@ async function start() {
     return;
   }
   for (const c of conns.values()) connect(c);
+  loadRules();
   render();
 }
 
