@@ -215,3 +215,29 @@ func TestRulesProject(t *testing.T) {
 	other.send(t, askEvent("s-elsewhere", 1, "make", "redacted"))
 	other.quiet(t, 150*time.Millisecond)
 }
+
+// A relay restarted on its durable store still knows a session's project:
+// it reads the session.started from history when the request comes.
+func TestRulesProjectAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	book := rulesBook(t, rules.Rule{ID: "here", Effect: rules.Allow, Tool: "Bash", Project: "~/src/aep-kimi"})
+	store := openJetStreamIn(t, dir, 100, 10, 1<<24)
+	first := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book, Backend: store})
+	tgt := gateTarget(t, first, "s-restart")
+	start := mkEvent("s-restart", 1, withType("session.started"), withSeverity("notice"), withData(`{"cwd":"/home/ann/src/aep-kimi"}`))
+	start.Agent, start.Source, start.Capture = "kimi-code", "aep://test/agent/kimi-code", "redacted"
+	tgt.send(t, start)
+	syncWS(t, tgt)
+	if err := first.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book, Backend: openJetStreamIn(t, dir, 100, 10, 1<<24)})
+	again := gateTarget(t, second, "s-restart")
+	again.send(t, askEvent("s-restart", 3, "make", "redacted"))
+	if f := again.eventFrames(t, 1)[0]; f.str("agent") != "rule:here" {
+		t.Fatalf("after a restart the project rule did not answer: %s", f.raw)
+	}
+}
