@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,8 +64,9 @@ type Book struct {
 	mu   sync.Mutex
 	live atomic.Pointer[snapshot]
 
-	usesMu sync.Mutex
-	uses   map[string]*Use
+	usesMu    sync.Mutex
+	uses      map[string]*Use
+	usesDirty bool // uses changed since they were last written
 }
 
 // snapshot is what the last look at the file found.
@@ -105,7 +108,73 @@ func Open(cfg Config) *Book {
 	b.mu.Lock()
 	b.reloadLocked(true)
 	b.mu.Unlock()
+	b.readUses()
 	return b
+}
+
+// UsesPath is where a Book keeps its rules' use counts: beside the rules
+// file, so a relay restart keeps them.
+func (b *Book) UsesPath() string {
+	if b.cfg.Path == "" {
+		return ""
+	}
+	return strings.TrimSuffix(b.cfg.Path, filepath.Ext(b.cfg.Path)) + ".uses.json"
+}
+
+// readUses loads the use counts written before; a missing or unreadable
+// file starts them at zero (said in the log when it is unreadable).
+func (b *Book) readUses() {
+	path := b.UsesPath()
+	if path == "" {
+		return
+	}
+	data, err := safefile.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	uses := map[string]*Use{}
+	if err == nil {
+		err = json.Unmarshal(data, &uses)
+	}
+	if err != nil {
+		b.cfg.Logger.Warn("rule use counts not read; they start again at zero", "path", path, "err", err)
+		return
+	}
+	b.usesMu.Lock()
+	defer b.usesMu.Unlock()
+	for id, u := range uses {
+		if u != nil {
+			b.uses[id] = u
+		}
+	}
+}
+
+// writeUses writes the use counts of the rules in force when they changed.
+func (b *Book) writeUses() {
+	path := b.UsesPath()
+	if path == "" {
+		return
+	}
+	b.usesMu.Lock()
+	if !b.usesDirty {
+		b.usesMu.Unlock()
+		return
+	}
+	keep := map[string]Use{}
+	for _, r := range b.Set().Rules() {
+		if u := b.uses[r.ID]; u != nil {
+			keep[r.ID] = *u
+		}
+	}
+	b.usesDirty = false
+	b.usesMu.Unlock()
+	data, _ := json.Marshal(keep) // numbers and times: cannot fail
+	if err := atomicfile.Write(path, data, atomicfile.Options{NoSync: true}); err != nil {
+		b.cfg.Logger.Warn("rule use counts not written", "path", path, "err", err)
+		b.usesMu.Lock()
+		b.usesDirty = true
+		b.usesMu.Unlock()
+	}
 }
 
 // Path is the rules file.
@@ -114,8 +183,12 @@ func (b *Book) Path() string { return b.cfg.Path }
 // Set is the rules in force.
 func (b *Book) Set() *Set { return b.live.Load().set }
 
-// Watch reloads the file whenever it changes, until ctx ends.
-func (b *Book) Watch(ctx context.Context) { periodic.Every(ctx, b.cfg.Poll, b.Reload) }
+// Watch reloads the file whenever it changes and writes the use counts
+// when they changed, until ctx ends (then it writes them a last time).
+func (b *Book) Watch(ctx context.Context) {
+	periodic.Every(ctx, b.cfg.Poll, func() { b.Reload(); b.writeUses() })
+	b.writeUses()
+}
 
 // Reload reads the file if it changed since the last look and has stayed
 // as it is since the look before: a file being written in place is read
@@ -243,9 +316,11 @@ func (b *Book) Record(v Verdict, at time.Time) {
 		u := b.useLocked(v.Rule.ID)
 		u.Uses++
 		u.LastUse = at
+		b.usesDirty = true
 	}
 	if v.Held != nil {
 		b.useLocked(v.Held.ID).Unknowable++
+		b.usesDirty = true
 	}
 }
 
@@ -334,6 +409,7 @@ func (b *Book) Remove(id string) (Rule, error) {
 	}
 	b.usesMu.Lock()
 	delete(b.uses, id)
+	b.usesDirty = true
 	b.usesMu.Unlock()
 	return gone, nil
 }

@@ -194,3 +194,38 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Use counts are kept beside the rules file, so a relay restart keeps
+// them; a removed rule's go with it.
+func TestBookUsesSurviveRestart(t *testing.T) {
+	b, path, _ := openBook(t)
+	for _, r := range []Rule{{ID: "rmrf", Effect: Deny, Tool: "Bash", Args: "rm -rf *"}, {ID: "gone", Effect: Allow, Tool: "Read"}} {
+		if _, err := b.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Unix(1800000000, 0).UTC()
+	b.Record(b.Evaluate(bash("rm -rf ./build"), false), at)
+	b.Record(b.Evaluate(Request{Tool: "Read"}, false), at)
+	if _, err := b.Remove("gone"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Watch(ctx) }()
+	waitFor(t, func() bool { _, err := os.Stat(b.UsesPath()); return err == nil })
+	cancel()
+	<-done
+	again := Open(Config{Path: path})
+	list := again.List()
+	if len(list) != 1 || list[0].ID != "rmrf" || list[0].Uses != 1 || !list[0].LastUse.Equal(at) {
+		t.Fatalf("after a restart: %+v", list)
+	}
+	raw := string(mustRead(t, again.UsesPath()))
+	if strings.Contains(raw, "gone") {
+		t.Fatalf("a removed rule's counts were kept: %s", raw)
+	}
+	if info, err := os.Stat(again.UsesPath()); err != nil || (runtime.GOOS != "windows" && info.Mode().Perm() != 0o600) {
+		t.Fatalf("uses file: %v %v", info, err)
+	}
+}
