@@ -325,7 +325,7 @@ func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by 
 		s.release(h, emptyReply())
 		return
 	}
-	denied := mapping.ToolDenied(h.tool, h.callID, mapping.DeniedByPolicy, p)
+	denied := mapping.DeniedByRule(mapping.ToolDenied(h.tool, h.callID, mapping.DeniedByPolicy, p), by)
 	s.emit(d, denied, emitOpts{cause: answered.ID, run: h.run, noRun: h.run == ""})
 	reason := strings.TrimSpace(text)
 	if reason == "" {

@@ -1,6 +1,10 @@
 package mapping
 
-import "github.com/aep-kimi/aep-kimi/aep"
+import (
+	"strings"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
 
 // The events below come from an emitter's own state rather than from one
 // payload or frame: a run it closes, an attention it resolves, a command it
@@ -151,6 +155,20 @@ func ToolDenied(tool, callID, by string, p Posture) Event {
 	}
 	e := toolEvent(p, "tool.denied", aep.SeverityNotice, tool, callID)
 	e.Data["by"] = by
+	return e
+}
+
+// RuleAgentPrefix starts the agent of a command a relay's rule sent
+// ("rule:<id>"): the answer's by, which names the rule.
+const RuleAgentPrefix = "rule:"
+
+// DeniedByRule names, on a tool.denied by policy, the rule that refused the
+// call when the answer came from one (by is the answering command's agent);
+// any other by leaves e as it is.
+func DeniedByRule(e Event, by string) Event {
+	if id, ok := strings.CutPrefix(by, RuleAgentPrefix); ok && id != "" {
+		return e.with("rule", id)
+	}
 	return e
 }
 

@@ -140,6 +140,9 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	"Offered": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return Offered(e, a.ExpiresAt, a.Options) })
 	},
+	"DeniedByRule": func(a synthArgs, p Posture) (Event, error) {
+		return DeniedByRule(ToolDenied(a.Tool, a.CallID, DeniedByPolicy, p), a.By), nil
+	},
 	"ToolAsked": func(a synthArgs, p Posture) (Event, error) {
 		f, err := ParseFrame(a.Frame)
 		if err != nil {

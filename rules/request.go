@@ -13,7 +13,7 @@ import (
 // sender is the rule, "rule:<id>", so the emitter's attention.answered
 // names it in by and every consumer can tell a rule's answer from a
 // person's.
-const AgentPrefix = "rule:"
+const AgentPrefix = mapping.RuleAgentPrefix
 
 // RuleOfAgent returns the rule id an agent names, when it is a rule's.
 func RuleOfAgent(agent string) (string, bool) {

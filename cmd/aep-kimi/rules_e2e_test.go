@@ -93,6 +93,16 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	if counts["tool.completed"] != 1 || counts["tool.denied"] != 2 {
 		t.Fatalf("echo ran and the other two were denied? %v", counts)
 	}
+	var deniedBy []string
+	for _, e := range evs {
+		if e.Type == "tool.denied" {
+			rule, _ := dataOf(e)["rule"].(string)
+			deniedBy = append(deniedBy, rule)
+		}
+	}
+	if strings.Join(deniedBy, ",") != rmrf+"," {
+		t.Fatalf("tool.denied names rules %q, want %s for rm -rf and none for the person's deny", deniedBy, rmrf)
+	}
 	// The deny told the model which rule refused it and why.
 	if reqs := strings.Join(run.Mock.Requests(t), "\n"); !strings.Contains(reqs, "rule "+rmrf+": never force-remove") {
 		t.Fatal("the model never heard which rule denied rm -rf")

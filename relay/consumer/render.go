@@ -241,6 +241,9 @@ func describe(ev *aep.Event, data map[string]any) string {
 		if by := str(data, "by"); by != "" {
 			add("denied by " + by)
 		}
+		if rule := str(data, "rule"); rule != "" {
+			add("rule " + rule)
+		}
 	case "attention.requested":
 		add(str(data, "prompt"))
 		add(parenthesized(str(data, "kind")))
