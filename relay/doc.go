@@ -13,6 +13,7 @@
 //	GET  /socket          WebSocket: hello, subscribe/unsubscribe, roster, ping, events, commands
 //	GET  /healthz         {"ok":true}; counts only for an authorized request
 //	GET  /metrics         Prometheus, from a private registry
+//	     /rules           the fleet's rules (rules.API), with Config.Rules
 //
 // Every event is parsed and validated once at ingest and then forwarded as
 // the bytes it arrived as, except where a subscription's capture ceiling
@@ -40,6 +41,14 @@
 // token the relay is watch-only and refuses every command. On a store
 // shared by several relays (a RemoteRouter) a command for a session no
 // socket here claims is routed through the relay whose socket does.
+//
+// # Rules
+//
+// With Config.Rules the relay answers the permission requests its rules
+// decide: when it admits an attention.requested offered for control, a
+// deciding rule's control.attention.respond (agent rule:<id>) is routed to
+// the claimant like any command and admitted right behind the request, in
+// the same batch (see rules.go).
 //
 // # Backpressure
 //
