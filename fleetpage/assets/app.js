@@ -6,8 +6,9 @@
 import * as S from './state.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
-const TICK_MS = 5000; // the fleet's ages and quiet transitions
-const AGE_TICK_MS = 1000; // the open session view's ages
+const TICK_MS = 5000; // the fleet's quiet transitions (a session's group)
+const AGE_TICK_MS = 1000; // every age, wait and countdown on the page
+const TRACE_MS = 60 * 1000; // how long a settled request's trace stays
 const MAX_BACKOFF_MS = 8000;
 const PAGE_AGENT = 'aep-kimi-page';
 
@@ -24,6 +25,7 @@ const ui = {
   commands: new Map(), // command id -> {request}
   notes: new Map(), // attention id -> latest settlement note
   proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
+  traces: new Map(), // attention id -> its trace once settled
 };
 // conns holds one connection per relay, by its name ('' for the relay that
 // serves the page).
@@ -527,10 +529,6 @@ function renderFleet(now, dirty) {
     if (!row || dirty.has(id) || row.dataset.state !== g) {
       row = renderRow(s, g, now, row);
       ui.rows.set(id, row);
-    } else if (row._tick !== Math.floor(now / TICK_MS)) {
-      // Only the ages moved.
-      row._meta.textContent = metaText(s, now);
-      row._tick = Math.floor(now / TICK_MS);
     }
     if (fAgent && !s.agents.includes(fAgent)) continue;
     if (fState && g !== fState) continue;
@@ -559,19 +557,28 @@ function renderFleet(now, dirty) {
   $('fleet-count').textContent = `${shown} of ${state.sessions.size}`;
 }
 
-function metaText(s, now) {
+// metaParts is a row's facts: text, and ages as ticking spans (the tick
+// rewrites those; the row is redrawn only when a fact changes).
+function metaParts(s, now) {
   const run = s.openRuns[s.openRuns.length - 1];
   const last = s.lastEvent;
   return [
     s.agents.join(', ') || 'unknown agent',
     s.model,
-    run ? `run open ${age(Date.parse(run.started), now)}` : '',
-    last ? `last ${last.type} ${age(s.lastTime, now)} ago` : '',
+    run ? el('span', null, 'run open ', since(Date.parse(run.started), now)) : '',
+    last ? el('span', null, `last ${last.type} `, since(s.lastTime, now, ' ago')) : '',
     `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
     s.failures ? `${s.failures} failure${s.failures === 1 ? '' : 's'}` : '',
     s.subagents ? `${s.subagents} subagent${s.subagents === 1 ? '' : 's'}` : '',
     s.conflicts ? `${s.conflicts} position conflict${s.conflicts === 1 ? '' : 's'} (emitter fault)` : '',
-  ].filter(Boolean).join(' · ');
+  ].filter(Boolean);
+}
+
+// partsKey identifies what parts show, ages by their start: equal keys
+// draw the same (the tick keeps the ages current).
+function partsKey(parts) {
+  return parts.map((p) => (typeof p === 'string' ? p
+    : [...p.childNodes].map((n) => (n.dataset && n.dataset.since ? `@${n.dataset.since}` : n.textContent)).join(''))).join('|');
 }
 
 // placeInOrder makes parent's children exactly nodes, moving only the nodes
@@ -604,6 +611,10 @@ function renderRow(s, g, now, row) {
     row._meta = el('span', { class: 'meta' });
     row._button = el('button', { type: 'button', class: 'row', onclick: () => openSession(s.id) }, row._title, row._badge, row._meta);
     row.append(row._button);
+    if (s.id === ui.selected) {
+      row.dataset.selected = '';
+      row._button.setAttribute('aria-current', 'true');
+    }
   }
   const t = title(s);
   if (row._title.textContent !== t) {
@@ -611,10 +622,13 @@ function renderRow(s, g, now, row) {
     row._button.setAttribute('aria-label', `Open session ${t}`);
   }
   if (row._badge.textContent !== badge) row._badge.textContent = badge;
-  const meta = metaText(s, now);
-  if (row._meta.textContent !== meta) row._meta.textContent = meta;
+  const parts = metaParts(s, now);
+  const key = partsKey(parts);
+  if (row._metaKey !== key) {
+    row._metaKey = key;
+    row._meta.replaceChildren(...parts.flatMap((p, i) => (i ? [' · ', p] : [p])));
+  }
   if (row.dataset.state !== g) row.dataset.state = g;
-  row._tick = Math.floor(now / TICK_MS);
   return row;
 }
 
@@ -626,6 +640,7 @@ function renderInbox(now) {
     if (!want.has(id)) {
       node.remove();
       ui.items.delete(id);
+      leaveTrace(id, node.dataset.lane, now);
     }
   }
   const nodes = [];
@@ -658,6 +673,50 @@ function renderInbox(now) {
   return reqs.length;
 }
 
+// leaveTrace puts a short trace where a request the inbox showed was
+// settled ("You denied, 3s ago"), for TRACE_MS: an answer that simply
+// vanished left people wondering whether it took.
+function leaveTrace(id, lane, now) {
+  const s = S.session(state, lane);
+  const req = s && s.attention.get(id);
+  if (!req || ui.traces.has(id)) return;
+  const t = traceOf(req, now);
+  if (!t) return;
+  const node = el('li', { 'data-answered': id, 'data-lane': lane, 'data-outcome': t.outcome },
+    `${t.text}, `, since(t.at, now, ' ago'), ` · ${title(s)}`);
+  ui.traces.set(id, { node, at: now });
+  $('answered').prepend(node);
+  $('answered').hidden = false;
+}
+
+// traceOf says who settled a request and how, and when.
+function traceOf(req, now) {
+  const mine = [...ui.commands.values()].some((c) => c.request === req.id);
+  const when = (ev) => (ev && Number.isFinite(Date.parse(ev.time)) ? Date.parse(ev.time) : now);
+  if (req.state === 'pending') {
+    if (!S.expired(req, now)) return null; // the session was filtered away, not settled
+    const at = Date.parse(req.expiresAt);
+    if (req.onExpiry === 'allow') return { text: 'Nobody answered: it ran anyway', at, outcome: 'allowed' };
+    if (req.onExpiry === 'deny') return { text: 'Nobody answered: denied', at, outcome: 'denied' };
+    return { text: 'Nobody answered in time', at, outcome: 'expired' };
+  }
+  const who = req.rule ? `Rule ${req.rule}` : mine ? 'You' : 'Someone else';
+  const a = req.answer;
+  if (a) {
+    const opt = a.option ? req.options.find((o) => o.id === a.option) : null;
+    const word = a.option ? (opt && opt.label) || a.option : '';
+    const verb = /^(deny|reject|no)/i.test(word || a.option || '') ? 'denied'
+      : /^(allow|approve|yes)/i.test(word || a.option || '') ? 'allowed'
+        : a.text ? 'replied' : word ? `chose “${word}”` : 'answered';
+    const outcome = verb === 'denied' || verb === 'allowed' ? verb : 'answered';
+    return { text: `${who} ${verb}`, at: when(req.answered || req.ruled), outcome };
+  }
+  if (req.rule) return { text: `${who} answered`, at: when(req.ruled), outcome: 'answered' };
+  if (req.state === 'timeout') return { text: 'Nobody answered in time', at: when(req.outcome), outcome: 'expired' };
+  if (req.state === 'session_ended') return { text: 'The session ended first', at: when(req.outcome), outcome: 'ended' };
+  return { text: 'Settled elsewhere', at: when(req.outcome), outcome: 'answered' };
+}
+
 function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
@@ -674,7 +733,7 @@ function renderRequest(req, now) {
     : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
   const left = S.countdown(req, now);
   const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, 'data-reach': r.kind, tabindex: '0' },
-    el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting ${age(Date.parse(req.time), now)}`,
+    el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting `, since(Date.parse(req.time), now),
       left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : ''),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');
@@ -702,11 +761,12 @@ function renderRequest(req, now) {
     if (e.key === 'Enter' && input.value.trim()) answer(req, { text: input.value.trim() });
     e.stopPropagation();
   });
-  li.append(opts, form);
+  // The answers sit together on one row, the cancel with them.
   const canCancel = req.run && r.kind === 'ok' && r.accepts.includes('control.cancel');
   if (canCancel) {
-    form.append(el('button', { type: 'button', 'data-cancel': req.run, onclick: () => cancelRun(req) }, 'Cancel the run'));
+    opts.append(el('button', { type: 'button', 'data-cancel': req.run, onclick: () => cancelRun(req) }, 'Cancel the run'));
   }
+  li.append(opts, form);
   const always = alwaysForm(req, s);
   if (always) li.append(always);
   const note = ui.notes.get(req.id);
@@ -813,7 +873,7 @@ function renderRules(l, now) {
     el('td', null, el('code', null, r.args || '*')),
     el('td', null, el('code', null, r.project || '*')),
     el('td', { 'data-uses': String(r.uses) }, String(r.uses) + (r.unknowable ? ` (${r.unknowable} unknowable)` : '')),
-    el('td', null, r.last_use ? `${age(Date.parse(r.last_use), now)} ago` : 'never'),
+    el('td', null, r.last_use ? since(Date.parse(r.last_use), now, ' ago') : 'never'),
     el('td', null, el('button', {
       type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
       onclick: async () => {
@@ -844,9 +904,26 @@ function renderAgents(dirty) {
   box.replaceChildren(items.length ? el('h3', null, 'Agents') : '', el('ul', null, ...items));
 }
 
+// markSelected highlights the open session's row and tells the layout a
+// session is open (beside the list when wide, over it when narrow).
+function markSelected() {
+  for (const [id, row] of ui.rows) {
+    const on = id === ui.selected;
+    if ((row.dataset.selected !== undefined) !== on) {
+      if (on) row.dataset.selected = '';
+      else delete row.dataset.selected;
+      if (on) row._button.setAttribute('aria-current', 'true');
+      else row._button.removeAttribute('aria-current');
+    }
+  }
+  if (ui.selected) document.querySelector('main').dataset.open = '';
+  else delete document.querySelector('main').dataset.open;
+}
+
 function openSession(id) {
   ui.selected = id;
   $('session-pane').hidden = false;
+  markSelected();
   renderSession(Date.now());
   $('session-close').focus();
 }
@@ -855,6 +932,7 @@ function closeSession() {
   const id = ui.selected;
   ui.selected = null;
   $('session-pane').hidden = true;
+  markSelected();
   const row = ui.rows.get(id);
   if (row) row.querySelector('button').focus();
 }
@@ -871,25 +949,27 @@ function since(fromMs, now, suffix = '') {
   return el('span', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined }, age(fromMs, now) + suffix);
 }
 
-// tickCountdowns keeps each waiting request's time left current, with what
-// happens at zero.
-function tickCountdowns() {
+// tick is the page's one clock: every second it rewrites the time texts
+// (ages, waits, countdowns with what happens at zero) in place, never the
+// views around them, and lets go of traces that have had their time.
+function tick() {
   const now = Date.now();
-  for (const n of $('inbox').querySelectorAll('[data-countdown]')) {
+  for (const n of document.querySelectorAll('[data-since]')) {
+    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
+    if (n.textContent !== t) n.textContent = t;
+  }
+  for (const n of document.querySelectorAll('[data-countdown]')) {
     const left = S.countdown({ expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null }, now);
     const t = left ? ` · ${left}` : '';
     if (n.textContent !== t) n.textContent = t;
   }
-}
-
-function tickAges() {
-  tickCountdowns();
-  if (!ui.selected) return;
-  const now = Date.now();
-  for (const n of $('session-pane').querySelectorAll('[data-since]')) {
-    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
-    if (n.textContent !== t) n.textContent = t;
+  for (const [id, tr] of ui.traces) {
+    if (now - tr.at > TRACE_MS) {
+      tr.node.remove();
+      ui.traces.delete(id);
+    }
   }
+  $('answered').hidden = ui.traces.size === 0;
 }
 
 // MAX_NEST bounds how deep subagents nest inline (a subagent's subagent's
@@ -1067,7 +1147,7 @@ async function start() {
     $(id).addEventListener('input', scheduleRender);
   }
   setInterval(scheduleRender, TICK_MS);
-  setInterval(tickAges, AGE_TICK_MS);
+  setInterval(tick, AGE_TICK_MS);
   setInterval(loadRules, RULES_MS);
   let relays = [{ name: '', base: '' }];
   try {
