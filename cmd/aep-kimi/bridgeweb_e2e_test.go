@@ -21,6 +21,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
@@ -50,7 +51,7 @@ type webStack struct {
 	khome  string // KIMI_CODE_HOME
 	work   string
 	web    *kimiharness.Web
-	bridge *proc
+	bridge *daemontest.Proc
 	addr   string
 	env    []string
 }
@@ -88,8 +89,8 @@ func (ws *webStack) startBridge(t *testing.T, extra ...string) {
 // stoppedLogs stops the bridge and returns what it logged (the shared
 // daemon helper's buffer may only be read once the process is gone).
 func (ws *webStack) stoppedLogs(t *testing.T) string {
-	ws.bridge.stop(t)
-	return ws.bridge.logs.String()
+	ws.bridge.Stop(t)
+	return ws.bridge.Logs.String()
 }
 
 func (ws *webStack) health(t *testing.T) bridgeweb.Health {
@@ -499,7 +500,7 @@ func TestE2EBridgeWebRestarts(t *testing.T) {
 
 	// The bridge is killed; the session goes on without it; the restarted
 	// bridge resumes from the position its log recorded.
-	ws.bridge.kill()
+	ws.bridge.Kill()
 	ws.web.Prompt(t, sid, "hello while the bridge is down")
 	ws.waitIdle(t, sid)
 	ws.startBridge(t)

@@ -70,7 +70,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 		filepath.Join(bin, "aep-kimi"), "adapter", "--listen", addr, "--relay", "none", "--home", home)
 	cmd.Env = cleanEnv(home, fmt.Sprintf("AEP_KIMI_MAX_SESSIONS=%d", maxSessions))
 	d := startProc(t, base, cmd, "adapter")
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	tok, err := os.ReadFile(adapter.TokenPath(home))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 			g.Go(func() error { return postHook(payload(i)) })
 		}
 		if err := g.Wait(); err != nil {
-			t.Fatalf("flood: %v (%d answers were not 200); adapter log:\n%s", err, non200.Load(), tail(d.logs.String()))
+			t.Fatalf("flood: %v (%d answers were not 200); adapter log:\n%s", err, non200.Load(), tail(d.Logs.String()))
 		}
 	}
 	start := time.Now()

@@ -20,16 +20,15 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 var (
@@ -67,16 +66,8 @@ func binaries(t testing.TB) string {
 	return binDir
 }
 
-// proc is a running aep-kimi subcommand.
-type proc struct {
-	cmd  *exec.Cmd
-	base string
-	logs *syncbuf.Buffer
-	done chan struct{}
-}
-
 // startDaemon runs `aep-kimi ARGS...` with env and waits for its /healthz.
-func startDaemon(t testing.TB, base string, env []string, args ...string) *proc {
+func startDaemon(t testing.TB, base string, env []string, args ...string) *daemontest.Proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -85,26 +76,9 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *proc 
 
 // startProc starts cmd (an aep-kimi daemon, perhaps behind a wrapper that
 // execs it) and waits for its /healthz at base.
-func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
+func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *daemontest.Proc {
 	t.Helper()
-	logs := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &proc{cmd: cmd, base: base, logs: logs, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-			if t.Failed() { // it died on its own: what it said is the diagnosis
-				t.Logf("aep-kimi %s had exited (%v); its output:\n%s", name, cmd.ProcessState, logs.String())
-			}
-		default:
-		}
-		d.stop(t)
-	})
-	deadline := time.Now().Add(20 * time.Second)
+	d := daemontest.Start(t, "aep-kimi "+name, cmd)
 	// The port came from netaddr.FreePort: another test's daemon may have taken it
 	// meanwhile and be the one answering, so this daemon must also say it
 	// listens there.
@@ -114,53 +88,16 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proc {
 		t.Fatal(err)
 	}
 	listening := regexp.MustCompile(` addr=\S*:` + regexp.QuoteMeta(u.Port()) + `\s`)
-	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 && listening.MatchString(logs.String()) {
-				return d
-			}
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("aep-kimi %s exited: %s", name, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aep-kimi %s did not come up: %s", name, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM and waits: a graceful stop.
-func (d *proc) stop(t testing.TB) {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-		t.Errorf("aep-kimi did not stop on SIGTERM within 10 s")
-	}
-}
-
-// kill sends SIGKILL: a crash.
-func (d *proc) kill() {
-	d.cmd.Process.Kill()
-	<-d.done
+	d.Await(t, 20*time.Second, "its /healthz and its listen line", func() bool {
+		return daemontest.Answers(base+"/healthz") && listening.MatchString(d.Logs.String())
+	})
+	return d
 }
 
 // stack is a relay plus an adapter publishing to it, as a user runs them.
 type stack struct {
 	home, token      string
-	relay, adapter   *proc
+	relay, adapter   *daemontest.Proc
 	relayURL, hookTo string
 	adapterEnv       []string
 	adapterPort      int
@@ -536,7 +473,7 @@ func TestE2EAdapterKill9(t *testing.T) {
 	// Crash it once the run is under way, keep it down while hooks fire
 	// (they spool), then bring it back.
 	waitLog(t, st, func(ev []*aep.Event) bool { return typeCounts(ev)["tool.requested"] >= 2 })
-	st.adapter.kill()
+	st.adapter.Kill()
 	time.Sleep(1200 * time.Millisecond)
 	st.startAdapter(t)
 	<-done
@@ -579,7 +516,7 @@ func TestE2ERelayOutage(t *testing.T) {
 	done := make(chan kimiharness.PrintRun, 1)
 	go func() { done <- scenario(t, kimi, sc, st.hookCmd(t)) }()
 	waitLog(t, st, func(ev []*aep.Event) bool { return typeCounts(ev)["tool.requested"] >= 2 })
-	st.relay.kill()
+	st.relay.Kill()
 	time.Sleep(1200 * time.Millisecond)
 	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
 	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)

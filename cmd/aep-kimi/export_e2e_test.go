@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
@@ -77,7 +78,7 @@ func TestE2EJaeger(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.relay.logs.String())
+			t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.relay.Logs.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -156,7 +157,7 @@ func TestE2EExportKill9(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "export-state.json")
 	mport := netaddr.FreePort(t)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mport)
-	start := func() *proc {
+	start := func() *daemontest.Proc {
 		return startDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,
 			"--endpoint", rcv.URL, "--state", state, "--metrics", fmt.Sprintf("127.0.0.1:%d", mport))
 	}
@@ -164,11 +165,11 @@ func TestE2EExportKill9(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for len(rcv.Logs()) < 1000 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the exporter delivered %d events in a minute\n%s", len(rcv.Logs()), exp.logs.String())
+			t.Fatalf("the exporter delivered %d events in a minute\n%s", len(rcv.Logs()), exp.Logs.String())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	exp.kill()
+	exp.Kill()
 	killedAt := len(rcv.Logs())
 	post("k2", second)
 	exp = start()
@@ -191,7 +192,7 @@ func TestE2EExportKill9(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered\n%s", len(seen), first+second, exp.logs.String())
+			t.Fatalf("%d of %d events delivered\n%s", len(seen), first+second, exp.Logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -201,7 +202,7 @@ func TestE2EExportKill9(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	exp.stop(t)
+	exp.Stop(t)
 	seen, total := distinct()
 	dups := total - len(seen)
 	t.Logf("killed after %d deliveries; %d events, %d records, %d sent twice", killedAt, len(seen), total, dups)

@@ -265,7 +265,7 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
 		"--web=false", "--kimi-home", home)
 	st.relay = up
-	banner := up.logs.String()
+	banner := up.Logs.String()
 	for _, want := range []string{"gate ON: each tool call held up to 8s", "then Kimi runs it",
 		"Kimi's PreToolUse timeout (10s) cuts the hold short", "1. register the hooks with Kimi:  aep-setup write kimi-code --control\n"} {
 		if !strings.Contains(banner, want) {

@@ -35,7 +35,7 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	st := startStack(t)
 	st.runHook(t, `{"hook_event_name":"SessionStart","session_id":"torn-e2e","source":"startup"}`)
 	st.runHook(t, `{"hook_event_name":"UserPromptSubmit","session_id":"torn-e2e","prompt":[{"type":"text","text":"hi"}],"is_steer":false}`)
-	st.adapter.stop(t)
+	st.adapter.Stop(t)
 	log := filepath.Join(st.home, "logs", "kimi-code", adapter.LogFileName("torn-e2e"))
 	torn := []byte(`{"specversion":"0.1","id":"01K`)
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
@@ -67,7 +67,7 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	if !strings.Contains(string(m), `aepkimi_adapter_log_torn_tails_total{action="cut"} 1`) {
 		t.Error("/metrics does not count the torn tail")
 	}
-	if n := strings.Count(st.adapter.logs.String(), "partial line"); n != 1 {
+	if n := strings.Count(st.adapter.Logs.String(), "partial line"); n != 1 {
 		t.Errorf("the repair logged %d times, want once", n)
 	}
 	out, err := exec.Command(bin, "quarantine", "--home", st.home).CombinedOutput()

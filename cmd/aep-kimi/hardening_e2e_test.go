@@ -26,6 +26,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 )
 
@@ -154,8 +155,8 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	// A blank AEP_TOKEN on loopback is no token: watch-only, said so.
 	port2 := strconv.Itoa(netaddr.FreePort(t))
 	p := startDaemon(t, "http://127.0.0.1:"+port2, cleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
-	if !strings.Contains(p.logs.String(), "watch-only") {
-		t.Errorf("blank token not reported as watch-only:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "watch-only") {
+		t.Errorf("blank token not reported as watch-only:\n%s", p.Logs.String())
 	}
 }
 
@@ -342,7 +343,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	}
 	targets := []struct {
 		name, addr, head string
-		p                *proc
+		p                *daemontest.Proc
 		limit            time.Duration
 	}{
 		{"relay", raddr, "POST /events HTTP/1.1\r\nHost: " + raddr + "\r\nContent-Type: application/json\r\nAEP-Version: 0.1\r\nContent-Length: 16777216\r\n\r\n{", relayP, 20 * time.Second},
@@ -351,7 +352,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			t.Parallel()
-			before, haveRSS := rssKB(t, tg.p.cmd.Process.Pid)
+			before, haveRSS := rssKB(t, tg.p.Cmd.Process.Pid)
 			start := time.Now()
 			var wg sync.WaitGroup
 			closedAfter := make(chan time.Duration, conns)
@@ -383,7 +384,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 				}()
 			}
 			time.Sleep(3 * time.Second)
-			if after, ok := rssKB(t, tg.p.cmd.Process.Pid); ok && haveRSS {
+			if after, ok := rssKB(t, tg.p.Cmd.Process.Pid); ok && haveRSS {
 				t.Logf("%s RSS %d kB -> %d kB with %d slow bodies", tg.name, before, after, conns)
 				if after-before > 100<<10 {
 					t.Errorf("%s RSS grew %d kB for %d slow bodies", tg.name, after-before, conns)
@@ -415,8 +416,8 @@ func TestE2ERelayByteBudget(t *testing.T) {
 	const token = "budget-token-0123456789"
 	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+strconv.Itoa(budget), "AEP_MAX_BODY="+strconv.Itoa(body)),
 		"relay", "--listen", raddr)
-	if !strings.Contains(p.logs.String(), "buffer_bytes="+strconv.Itoa(budget)) {
-		t.Errorf("start-up log does not show the byte budget:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "buffer_bytes="+strconv.Itoa(budget)) {
+		t.Errorf("start-up log does not show the byte budget:\n%s", p.Logs.String())
 	}
 	pad := strings.Repeat("x", 900<<10)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -473,7 +474,7 @@ func TestE2ERelayByteBudget(t *testing.T) {
 		}
 	}
 	if runtime.GOOS == "linux" {
-		if kb, ok := rssKB(t, p.cmd.Process.Pid); ok {
+		if kb, ok := rssKB(t, p.Cmd.Process.Pid); ok {
 			t.Logf("relay RSS after 12 x 900 KiB into a 4 MiB budget: %d kB", kb)
 		}
 	}

@@ -113,7 +113,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 		}
 	}
 	post(0, perSession/2)
-	rel.kill()
+	rel.Kill()
 	start := time.Now()
 	rel = startDaemon(t, base, env, args...)
 	restart := time.Since(start)
@@ -156,8 +156,8 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 		}
 	}
 	t.Logf("restart to serving after kill -9 (%d events stored): %v", len(sessions)*perSession/2, restart)
-	if !strings.Contains(rel.logs.String(), "jetstream store ready") {
-		t.Errorf("the restarted relay did not log its store: %s", rel.logs.String())
+	if !strings.Contains(rel.Logs.String(), "jetstream store ready") {
+		t.Errorf("the restarted relay did not log its store: %s", rel.Logs.String())
 	}
 	cancel()
 	<-tailDone

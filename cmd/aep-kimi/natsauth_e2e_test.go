@@ -267,7 +267,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 			t.Errorf("the %s relay replays %d events of the session", name, len(evs))
 		}
 	}
-	for name, logs := range map[string]string{"first": st.relay.logs.String(), "second": b.logs.String()} {
+	for name, logs := range map[string]string{"first": st.relay.Logs.String(), "second": b.Logs.String()} {
 		if strings.Contains(logs, strings.TrimSpace(string(mustSeed(t, peer)))) {
 			t.Errorf("the %s relay printed the NATS seed", name)
 		}
@@ -302,7 +302,7 @@ func TestE2EExternalNATSWithoutCredentialsWarns(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	r := startDaemon(t, "http://"+addr, []string{"AEP_TOKEN=e2e-" + aep.NewID(), "AEP_HOME=" + t.TempDir()},
 		"relay", "--listen", addr, "--store", "jetstream", "--nats", ns.ClientURL())
-	if logs := r.logs.String(); !strings.Contains(logs, "anyone who can reach it can read and forge events and answer held calls") {
+	if logs := r.Logs.String(); !strings.Contains(logs, "anyone who can reach it can read and forge events and answer held calls") {
 		t.Fatalf("no warning about a NATS without credentials:\n%s", logs)
 	}
 }

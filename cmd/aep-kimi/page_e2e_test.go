@@ -105,7 +105,7 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	done := make(chan kimiharness.PrintRun, 1)
 	go func() { done <- scenario(t, kimi, slowScenario(t, "page"), st.hookCmd(t)) }()
 	b.WaitJS("two tool calls on the page", `[...aepFleet.state.sessions.keys()].some(s => aepFleet.S.session(aepFleet.state, s).tools >= 2)`)
-	st.relay.kill()
+	st.relay.Kill()
 	b.WaitJS("the page sees the relay go", `document.getElementById('conn').dataset.conn !== 'live'`)
 	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
 	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)

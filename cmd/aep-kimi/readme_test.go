@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -200,20 +201,22 @@ func TestREADMEQuickstart(t *testing.T) {
 
 func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Minute) // includes `go install`
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
+	var exitErr error
+	exited := false
+	healthy := poll.Until(5*time.Minute, func() bool { // includes `go install`
 		select {
-		case err := <-done:
-			t.Fatalf("the command under test exited (%v):\n%s", err, logs.String())
+		case exitErr = <-done:
+			exited = true
+			return true
 		default:
 		}
-		time.Sleep(200 * time.Millisecond)
+		return daemontest.Answers(url)
+	})
+	if exited {
+		t.Fatalf("the command under test exited (%v):\n%s", exitErr, logs.String())
+	}
+	if healthy {
+		return
 	}
 	t.Fatalf("%s never became healthy:\n%s", url, logs.String())
 }

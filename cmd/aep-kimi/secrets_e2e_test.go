@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
@@ -30,9 +30,8 @@ import (
 // bannered is a running aep-kimi daemon whose standard output is a pipe or
 // a pseudo-terminal.
 type bannered struct {
-	cmd      *exec.Cmd
+	*daemontest.Proc
 	out, err *syncbuf.Buffer
-	done     chan struct{}
 }
 
 // startBannered runs `aep-kimi ARGS` with env, stdout on a pipe or (terminal)
@@ -40,9 +39,9 @@ type bannered struct {
 // (SIGTERM) at the end of the test.
 func startBannered(t *testing.T, env []string, terminal bool, until string, args ...string) *bannered {
 	t.Helper()
-	b := &bannered{out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}, done: make(chan struct{})}
-	b.cmd = exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
-	b.cmd.Env, b.cmd.Stdout, b.cmd.Stderr = env, b.out, b.err
+	b := &bannered{out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}}
+	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, b.out, b.err
 	var slave *os.File
 	if terminal {
 		master, s, err := openPTY()
@@ -50,37 +49,17 @@ func startBannered(t *testing.T, env []string, terminal bool, until string, args
 			t.Skip(err)
 		}
 		slave = s
-		b.cmd.Stdout = slave
+		cmd.Stdout = slave
 		go io.Copy(b.out, master) //nolint:errcheck // ends with EIO once the slave is gone
 		t.Cleanup(func() { master.Close() })
 	}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	b.Proc = daemontest.Start(t, "aep-kimi "+args[0], cmd)
 	if slave != nil {
 		slave.Close()
 	}
-	go func() { b.cmd.Wait(); close(b.done) }() //nolint:errcheck // the exit is read from ProcessState
-	t.Cleanup(func() {
-		b.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may be gone
-		select {
-		case <-b.done:
-		case <-time.After(10 * time.Second):
-			b.cmd.Process.Kill() //nolint:errcheck // stuck
-			t.Errorf("aep-kimi %s did not stop on SIGTERM", args[0])
-		}
+	b.Await(t, 20*time.Second, fmt.Sprintf("%q on its standard output", until), func() bool {
+		return strings.Contains(b.out.String(), until)
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(b.out.String(), until) {
-		select {
-		case <-b.done:
-			t.Fatalf("aep-kimi %s exited: %v\nstdout:\n%s\nstderr:\n%s", args[0], b.cmd.ProcessState, b.out.String(), b.err.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aep-kimi %s never printed %q:\nstdout:\n%s\nstderr:\n%s", args[0], until, b.out.String(), b.err.String())
-		}
-	}
 	// The rest of the banner follows the line waited for at once.
 	time.Sleep(100 * time.Millisecond)
 	return b
@@ -280,7 +259,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 				return e.err.String(), true
 			}
 			select {
-			case <-e.done:
+			case <-e.Exited():
 				return e.err.String(), false
 			case <-time.After(50 * time.Millisecond):
 			}

@@ -26,8 +26,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // revokeBound is how soon a stream or socket must end once its credential
@@ -292,44 +292,29 @@ func startDash(t *testing.T, relayURL, relayToken string) (base, token string) {
 	port := strconv.Itoa(netaddr.FreePort(t))
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "dash", "--listen", "127.0.0.1:"+port, "--relay", relayURL+","+tokFile)
 	cmd.Env = cleanEnv(home)
-	out := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &proc{cmd: cmd, logs: out, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop(t) })
+	d := daemontest.Start(t, "aep-kimi dash", cmd)
 	// Off a terminal the dash writes its login URL to a private file and
 	// prints that file's path.
 	page := regexp.MustCompile(`page\s+(http://127\.0\.0\.1:` + port + `)\s`)
 	login := regexp.MustCompile(`#token=([A-Za-z0-9_%-]+)`)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := page.FindStringSubmatch(out.String()); m != nil {
-			b, err := os.ReadFile(filepath.Join(home, fleetpage.DashOpenFileName))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tm := login.FindStringSubmatch(string(b))
-			if tm == nil {
-				t.Fatalf("%s holds no login URL: %s", fleetpage.DashOpenFileName, b)
-			}
-			tok, err := url.QueryUnescape(tm[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m[1], tok
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("aep-kimi dash exited: %s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aep-kimi dash printed no page URL: %s", out.String())
-		}
+	var m []string
+	d.Await(t, 20*time.Second, "page URL printed", func() bool {
+		m = page.FindStringSubmatch(d.Logs.String())
+		return m != nil
+	})
+	b, err := os.ReadFile(filepath.Join(home, fleetpage.DashOpenFileName))
+	if err != nil {
+		t.Fatal(err)
 	}
+	tm := login.FindStringSubmatch(string(b))
+	if tm == nil {
+		t.Fatalf("%s holds no login URL: %s", fleetpage.DashOpenFileName, b)
+	}
+	tok, err := url.QueryUnescape(tm[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[1], tok
 }
 
 func bearer(token string) http.Header {

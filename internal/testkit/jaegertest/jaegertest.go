@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
@@ -141,34 +141,10 @@ exporters:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncbuf.Buffer
-	cmd := exec.Command(bin, "--config", path)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("jaeger output:\n%s", logs.String())
-		}
-	})
+	d := daemontest.Start(t, "jaeger", exec.Command(bin, "--config", path))
 	j := &Jaeger{OTLP: "http://" + otlp, Query: "http://" + query}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(j.Query + "/api/services")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger did not start: %v\n%s", err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	d.Await(t, 60*time.Second, "its query API", func() bool { return daemontest.Answers(j.Query + "/api/services") })
+	return j
 }
 
 // Span is a span as Jaeger's query API returns it (times in microseconds).

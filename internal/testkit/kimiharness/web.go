@@ -11,12 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // Web is a running `kimi web` (kap-server).
@@ -27,9 +26,7 @@ type Web struct {
 	Token         string
 	PID           int
 
-	cmd  *exec.Cmd
-	out  *syncbuf.Buffer
-	done chan struct{}
+	proc *daemontest.Proc
 }
 
 // StartWeb runs `kimi web --no-open --host 127.0.0.1 --port P` on home (which
@@ -40,43 +37,26 @@ type Web struct {
 func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	t.Helper()
 	asked := netaddr.FreePort(t)
-	w := &Web{Home: home, Workdir: workdir, out: &syncbuf.Buffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
-	w.cmd.Dir = workdir
-	w.cmd.Env = Env(home)
-	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.PID = w.cmd.Process.Pid
-	go func() { w.cmd.Wait(); close(w.done) }() //nolint:errcheck // exit observed through done
-	t.Cleanup(func() { w.Stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	w := &Web{Home: home, Workdir: workdir}
+	cmd := exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
+	cmd.Dir = workdir
+	cmd.Env = Env(home)
+	w.proc = daemontest.Start(t, "kimi web", cmd)
+	w.PID = cmd.Process.Pid
+	t.Cleanup(func() { w.Stop(t) }) // before the SIGTERM daemontest would send
+	w.proc.Await(t, 60*time.Second, "its registration and /api/v1/healthz", func() bool {
 		if w.Port == 0 {
 			w.Port = w.registeredPort(asked)
 			w.Base = fmt.Sprintf("http://127.0.0.1:%d", w.Port)
 		}
 		tok, err := os.ReadFile(filepath.Join(home, "server.token"))
-		if w.Port != 0 && err == nil && len(bytes.TrimSpace(tok)) > 0 {
-			w.Token = strings.TrimSpace(string(tok))
-			if resp, err := http.Get(w.Base + "/api/v1/healthz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return w
-				}
-			}
+		if w.Port == 0 || err != nil || len(bytes.TrimSpace(tok)) == 0 {
+			return false
 		}
-		select {
-		case <-w.done:
-			t.Fatalf("kimi web exited: %s", w.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kimi web did not come up: %s", w.out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		w.Token = strings.TrimSpace(string(tok))
+		return daemontest.Answers(w.Base + "/api/v1/healthz")
+	})
+	return w
 }
 
 // registeredPort finds this server's record in the instance registry
@@ -102,10 +82,10 @@ func (w *Web) registeredPort(asked int) int {
 }
 
 // Exited is closed when the server process has exited.
-func (w *Web) Exited() <-chan struct{} { return w.done }
+func (w *Web) Exited() <-chan struct{} { return w.proc.Exited() }
 
 // Output is what the server printed.
-func (w *Web) Output() string { return w.out.String() }
+func (w *Web) Output() string { return w.proc.Logs.String() }
 
 // Shutdown asks the server to stop (POST /api/v1/shutdown) and returns at
 // once: it closes its listener but only exits once WebSocket clients leave.
@@ -118,7 +98,7 @@ func (w *Web) Shutdown(t testing.TB) {
 // 20 s.
 func (w *Web) Stop(t testing.TB) {
 	select {
-	case <-w.done:
+	case <-w.proc.Exited():
 		return
 	default:
 	}
@@ -128,10 +108,9 @@ func (w *Web) Stop(t testing.TB) {
 		resp.Body.Close()
 	}
 	select {
-	case <-w.done:
+	case <-w.proc.Exited():
 	case <-time.After(20 * time.Second):
-		w.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
-		<-w.done
+		w.proc.Kill()
 	}
 }
 

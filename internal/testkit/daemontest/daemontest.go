@@ -1,0 +1,137 @@
+// Package daemontest runs a long-lived program for a test, the way the
+// end-to-end tests run aep-kimi's daemons and the real servers they talk
+// to: its output kept, its exit noticed, stopped gracefully (SIGTERM, then
+// a kill) when the test ends.
+package daemontest
+
+import (
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+)
+
+// StopWait bounds a graceful stop: past it the process is killed and the
+// test fails.
+const StopWait = 10 * time.Second
+
+// Proc is a running program.
+type Proc struct {
+	Cmd *exec.Cmd
+	// Logs holds what it wrote to the standard output and error the caller
+	// left unset.
+	Logs *syncbuf.Buffer
+
+	name string
+	outs []*syncbuf.Buffer
+	done chan struct{}
+}
+
+// Start starts cmd, named name in failures, and stops it when the test
+// ends; a test that failed logs its output.
+func Start(t testing.TB, name string, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	p := &Proc{Cmd: cmd, Logs: &syncbuf.Buffer{}, name: name, done: make(chan struct{})}
+	for _, w := range []*io.Writer{&cmd.Stdout, &cmd.Stderr} {
+		if *w == nil {
+			*w = p.Logs
+		}
+		if b, ok := (*w).(*syncbuf.Buffer); ok && !slices.Contains(p.outs, b) {
+			p.outs = append(p.outs, b)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	go func() { cmd.Wait(); close(p.done) }() //nolint:errcheck // the exit is read from ProcessState
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			if t.Failed() { // it died on its own: what it said is the diagnosis
+				t.Logf("%s had exited (%v); its output:\n%s", name, cmd.ProcessState, p.output())
+			}
+		default:
+			p.Stop(t)
+			if t.Failed() {
+				t.Logf("%s output:\n%s", name, p.output())
+			}
+		}
+	})
+	return p
+}
+
+// output is what it wrote into buffers: Logs, and the caller's own
+// buffers for its standard output or error.
+func (p *Proc) output() string {
+	var b strings.Builder
+	for _, o := range p.outs {
+		b.WriteString(o.String())
+	}
+	return b.String()
+}
+
+// Exited is closed once the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.done }
+
+// Stop sends SIGTERM and waits for the exit: a graceful stop. One still
+// running after StopWait is killed, and the test fails.
+func (p *Proc) Stop(t testing.TB) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.Cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may be gone
+	select {
+	case <-p.done:
+	case <-time.After(StopWait):
+		p.Kill()
+		t.Errorf("%s did not stop on SIGTERM within %s", p.name, StopWait)
+	}
+}
+
+// Kill sends SIGKILL (a crash) and waits for the exit.
+func (p *Proc) Kill() {
+	p.Cmd.Process.Kill() //nolint:errcheck // it may be gone
+	<-p.done
+}
+
+// Await waits until cond holds, and fails the test if the process exits
+// first or cond does not hold within d; what names what was awaited.
+func (p *Proc) Await(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	exited := false
+	ok := poll.Until(d, func() bool {
+		select {
+		case <-p.done:
+			exited = true
+			return true
+		default:
+		}
+		return cond()
+	})
+	switch {
+	case exited:
+		t.Fatalf("%s exited (%v) before %s; its output:\n%s", p.name, p.Cmd.ProcessState, what, p.output())
+	case !ok:
+		t.Fatalf("%s: no %s within %s; its output:\n%s", p.name, what, d, p.output())
+	}
+}
+
+// Answers reports whether a GET of url answers 200: a server's health
+// endpoint, while Await waits for it to come up.
+func Answers(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
