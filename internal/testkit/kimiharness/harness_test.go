@@ -100,7 +100,7 @@ func runTUI(t *testing.T, kimi string) []Capture {
 // their testdata: the hooks of each print-mode scenario, of the kimi web
 // drive and of the TUI session, and every WebSocket frame of the kimi web
 // drive (heartbeat included, so it takes over a minute). Run it with
-// `go test ./internal/kimiharness/ -run TestRecord -record` and read the
+// `go test ./internal/testkit/kimiharness/ -run TestRecord -record` and read the
 // diff before committing it.
 func TestRecord(t *testing.T) {
 	if !*record {
