@@ -485,13 +485,21 @@ function age(fromMs, now) {
   return `${Math.floor(s / 86400)}d`;
 }
 
+// labelCache holds the sessions' labels (S.labels, the terminal's too)
+// until a session comes, goes, or changes its project or title.
+let labelCache = { key: null, map: new Map() };
+
 function title(s) {
-  return (s.origin && conns.size > 1 ? `[${s.origin}] ` : '') + (s.title || s.session);
+  const all = [...state.sessions.keys()].map((id) => S.session(state, id));
+  const key = all.map((x) => `${x.id}\u001e${x.project}\u001e${x.title}`).join('\u001d');
+  if (key !== labelCache.key) labelCache = { key, map: S.labels(all) };
+  const l = labelCache.map.get(s.id);
+  return (s.origin && conns.size > 1 ? `[${s.origin}] ` : '') + (l ? l.text : S.bareId(s.session));
 }
 
 function searchText(s) {
   if (s._search) return s._search;
-  const parts = [s.session, s.origin, s.title, s.agent, s.model];
+  const parts = [s.session, s.origin, s.project, s.title, s.agent, s.model];
   const types = new Set();
   for (const r of S.ordered(state, s.id)) types.add(r.type);
   for (const run of s.runs) for (const t of run.tools.values()) parts.push(t.name);

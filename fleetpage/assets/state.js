@@ -228,7 +228,7 @@ export function session(state, id) {
   if (!l) return null;
   if (l.derived) return l.derived;
   const s = {
-    id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
+    id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', project: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
     parent: null, errors: [],
@@ -287,6 +287,7 @@ export function session(state, id) {
         s.endedBy = null;
         if (typeof d.label === 'string' && d.label) s.title = d.label;
         if (typeof d.cwd === 'string' && d.cwd) s.cwd = d.cwd;
+        if (typeof d.cwd === 'string' && projectOf(d.cwd)) s.project = projectOf(d.cwd);
         if (d.parent) s.parent = d.parent;
         break;
       case 'session.ended':
@@ -509,6 +510,7 @@ export function inbox(state, now) {
 // an equal story.
 export function summary(state) {
   const sessions = {};
+  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)));
   for (const id of [...state.sessions.keys()].sort()) {
     const s = session(state, id);
     sessions[id] = {
@@ -523,6 +525,51 @@ export function summary(state) {
   return { version: state.version, sessions, agents };
 }
 
+const SESSION_PREFIX = 'session_';
+const SHORT_ID = 6;
+
+// projectOf is the last element of a working directory, POSIX or Windows.
+export function projectOf(cwd) {
+  const c = cwd.replace(/[/\\]+$/, '');
+  return c.slice(Math.max(c.lastIndexOf('/'), c.lastIndexOf('\\')) + 1);
+}
+
+// bareId is a session id without Kimi's session_ prefix.
+export function bareId(id) {
+  return id.startsWith(SESSION_PREFIX) && id.length > SESSION_PREFIX.length ? id.slice(SESSION_PREFIX.length) : id;
+}
+
+const oneLine = (v) => (typeof v === 'string' ? v.split(/\s+/).filter(Boolean).join(' ') : '');
+
+// labels names sessions shown together the way relay/consumer's Labels
+// does (both held to relay/consumer/testdata/labels.json): project, Kimi's
+// title, and the shortest prefix (six characters or more) of the bare id no
+// other session's id shares. Each item has session, project, title;
+// the result maps the item's id (its lane key; else its session) to
+// { project, title, id, text }.
+export function labels(list) {
+  const ids = [...new Set(list.map((s) => s.session))].sort();
+  const bare = ids.map((id) => [...bareId(id)]);
+  const short = new Map();
+  bare.forEach((b, i) => {
+    let n = Math.min(SHORT_ID, b.length);
+    bare.forEach((o, j) => {
+      if (j === i) return;
+      let c = 0;
+      while (c < b.length && c < o.length && b[c] === o[c]) c++;
+      n = Math.max(n, Math.min(c + 1, b.length));
+    });
+    short.set(ids[i], b.slice(0, n).join(''));
+  });
+  const out = new Map();
+  for (const s of list) {
+    const l = { project: oneLine(s.project), title: oneLine(s.title), id: short.get(s.session) };
+    l.text = [l.project, l.title, l.id].filter(Boolean).join(' · ');
+    out.set(s.id ?? s.session, l);
+  }
+  return out;
+}
+
 // projection is the fold as JSON, the form relay/consumer's Go fold
 // (Projection) produces too: both are held to the same golden files. Absent
 // facts are left out rather than empty; times are the events' own strings;
@@ -530,6 +577,7 @@ export function summary(state) {
 export function projection(state) {
   const text = (v) => (typeof v === 'string' && v !== '' ? v : undefined);
   const sessions = {};
+  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)));
   for (const id of [...state.sessions.keys()].sort()) {
     const s = session(state, id);
     const l = state.sessions.get(id);
@@ -561,7 +609,7 @@ export function projection(state) {
       duration_ms: typeof r.duration === 'number' ? r.duration : undefined, reason: text(r.reason),
     }));
     sessions[id] = {
-      agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), model: text(s.model), started: text(s.started),
+      agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), project: text(s.project), label: labs.get(id).text, model: text(s.model), started: text(s.started),
       ended: text(s.ended), end_reason: text(s.endReason), runs: runs.length ? runs : undefined,
       requests: requests.length ? requests : undefined, open: open.length ? open : undefined,
     };

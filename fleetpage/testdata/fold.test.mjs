@@ -69,3 +69,13 @@ test('countdown says what happens at zero', () => {
   assert.equal(S.countdown({ expiresAt: '2026-07-03T11:30:30.000Z', onExpiry: 'deny' }, now), 'denied in 1h17m');
   assert.equal(S.countdown({ expiresAt: null, onExpiry: 'deny' }, now), null);
 });
+
+// Session labels: the cases relay/consumer's Labels is held to.
+test('labels match relay/consumer/testdata/labels.json', () => {
+  const cases = JSON.parse(readFileSync(join(root, 'labels.json'), 'utf8'));
+  assert.ok(cases.length >= 3);
+  for (const c of cases) {
+    const got = S.labels(c.sessions);
+    assert.deepStrictEqual(Object.fromEntries([...got].map(([id, l]) => [id, l.text])), c.want, c.name);
+  }
+});

@@ -18,6 +18,9 @@ type SessionProjection struct {
 	Agent     string              `json:"agent,omitempty"`
 	Title     string              `json:"title,omitempty"`
 	Cwd       string              `json:"cwd,omitempty"`
+	Project   string              `json:"project,omitempty"`
+	// Label is the session's label among all the fold's sessions.
+	Label string `json:"label"`
 	Model     string              `json:"model,omitempty"`
 	Started   string              `json:"started,omitempty"`
 	Ended     string              `json:"ended,omitempty"`
@@ -74,14 +77,17 @@ type MarkProjection struct {
 // Projection returns the fold as JSON-ready values.
 func (f *Fold) Projection() Projection {
 	p := Projection{Sessions: map[string]SessionProjection{}}
+	labels := f.Labels()
 	for _, id := range f.Sessions() {
-		p.Sessions[id] = f.Session(id).projection()
+		sp := f.Session(id).projection()
+		sp.Label = labels[id].String()
+		p.Sessions[id] = sp
 	}
 	return p
 }
 
 func (s *Session) projection() SessionProjection {
-	sp := SessionProjection{Agent: s.Agent, Title: s.Title, Cwd: s.Cwd, Model: s.Model,
+	sp := SessionProjection{Agent: s.Agent, Title: s.Title, Cwd: s.Cwd, Project: s.Project, Model: s.Model,
 		Started: s.Started, Ended: s.Ended, EndReason: s.EndReason}
 	for _, r := range s.Runs {
 		sp.Runs = append(sp.Runs, RunProjection{ID: r.ID, State: r.State, Started: r.Started, Ended: r.Ended,
