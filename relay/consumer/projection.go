@@ -15,12 +15,12 @@ type Projection struct {
 
 // SessionProjection is one session in a Projection.
 type SessionProjection struct {
-	Agent     string              `json:"agent,omitempty"`
-	Title     string              `json:"title,omitempty"`
-	Cwd       string              `json:"cwd,omitempty"`
-	Project   string              `json:"project,omitempty"`
+	Agent   string `json:"agent,omitempty"`
+	Title   string `json:"title,omitempty"`
+	Cwd     string `json:"cwd,omitempty"`
+	Project string `json:"project,omitempty"`
 	// Label is the session's label among all the fold's sessions.
-	Label string `json:"label"`
+	Label     string              `json:"label"`
 	Model     string              `json:"model,omitempty"`
 	Started   string              `json:"started,omitempty"`
 	Ended     string              `json:"ended,omitempty"`
