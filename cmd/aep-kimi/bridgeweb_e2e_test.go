@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // webScript is the mock model for these tests: a tool call needing approval
@@ -109,17 +111,11 @@ func (ws *webStack) health(t *testing.T) bridgeweb.Health {
 
 func (ws *webStack) waitHealth(t *testing.T, what string, cond func(bridgeweb.Health) bool) bridgeweb.Health {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		h := ws.health(t)
-		if cond(h) {
-			return h
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bridge never %s: %+v\n%s", what, h, ws.stoppedLogs(t))
-		}
-		time.Sleep(100 * time.Millisecond)
+	var h bridgeweb.Health
+	if !poll.Until(60*time.Second, func() bool { h = ws.health(t); return cond(h) }) {
+		t.Fatalf("bridge never %s: %+v\n%s", what, h, ws.stoppedLogs(t))
 	}
+	return h
 }
 
 func (ws *webStack) metrics(t *testing.T) string {
@@ -157,15 +153,16 @@ func (ws *webStack) events(t *testing.T, sid string) ([]byte, []*aep.Event) {
 
 func (ws *webStack) waitFor(t *testing.T, sid, what string, match func(*aep.Event) bool) *aep.Event {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var found *aep.Event
+	if poll.Until(60*time.Second, func() bool {
 		_, evs := ws.events(t, sid)
-		for _, e := range evs {
-			if match(e) {
-				return e
-			}
+		i := slices.IndexFunc(evs, match)
+		if i >= 0 {
+			found = evs[i]
 		}
-		time.Sleep(50 * time.Millisecond)
+		return i >= 0
+	}) {
+		return found
 	}
 	_, evs := ws.events(t, sid)
 	t.Fatalf("no %s in the bridge log (%v)\n%s", what, typeCounts(evs), ws.stoppedLogs(t))
@@ -192,29 +189,19 @@ func (ws *webStack) cli(t *testing.T, args ...string) (int, string) {
 // waitIdle waits until the kap-server has no prompt running in a session.
 func (ws *webStack) waitIdle(t *testing.T, sid string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for ws.web.Busy(t, sid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the prompt never finished")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll.Until(60*time.Second, func() bool { return !ws.web.Busy(t, sid) }) {
+		t.Fatal("the prompt never finished")
 	}
 }
 
 // approveViaUI answers the next pending approval the way the web UI does.
 func (ws *webStack) approveViaUI(t *testing.T, sid string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if ids := ws.web.PendingApprovals(t, sid); len(ids) > 0 {
-			ws.web.Decide(t, sid, ids[0], map[string]any{"decision": "approved"})
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no approval became pending")
-		}
-		time.Sleep(100 * time.Millisecond)
+	var ids []string
+	if !poll.Until(60*time.Second, func() bool { ids = ws.web.PendingApprovals(t, sid); return len(ids) > 0 }) {
+		t.Fatal("no approval became pending")
 	}
+	ws.web.Decide(t, sid, ids[0], map[string]any{"decision": "approved"})
 }
 
 func kimiSeq(e *aep.Event) (int64, bool) {
@@ -318,19 +305,15 @@ func (ws *webStack) sameOwnOnRelay(t *testing.T, logBytes []byte, sid string) {
 	want := bytes.Split(bytes.TrimSpace(logBytes), []byte("\n"))
 	source := bridgeweb.SourceURI(hostname(), sid)
 	var own [][]byte
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(10*time.Second, func() bool {
 		own = own[:0]
 		for _, line := range ws.relayEvents(t, ws.session(sid)) {
 			if e, err := aep.ParseEvent(line); err == nil && e.Source == source {
 				own = append(own, line)
 			}
 		}
-		if len(own) >= len(want) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(own) >= len(want)
+	})
 	if len(own) != len(want) {
 		t.Fatalf("relay holds %d of the bridge's events, the log %d", len(own), len(want))
 	}

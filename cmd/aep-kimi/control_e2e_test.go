@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,19 +68,17 @@ func markerScript(t testing.TB, marker string) string {
 // waitEvent waits for an event in the session log matching match.
 func (st *stack) waitEvent(t testing.TB, match func(*aep.Event) bool) *aep.Event {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, b := range st.sessionLogs(t) {
-			for _, e := range parseLines(t, b) {
-				if match(e) {
-					return e
-				}
-			}
+	var found *aep.Event
+	if !st.logsUntil(t, func(ev []*aep.Event) bool {
+		i := slices.IndexFunc(ev, match)
+		if i >= 0 {
+			found = ev[i]
 		}
-		time.Sleep(50 * time.Millisecond)
+		return i >= 0
+	}) {
+		t.Fatal("the awaited event never came")
 	}
-	t.Fatal("the awaited event never came")
-	return nil
+	return found
 }
 
 // A person denies or allows a real Kimi tool call from another terminal:

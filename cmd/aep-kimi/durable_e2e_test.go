@@ -23,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // floodFileLimit is the open-file limit the flooded adapter runs under: far
@@ -165,16 +166,9 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	hookTime := time.Since(hookStart)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !poll.Until(30*time.Second, func() bool { files, _ := spool.List(spool.Dir(home)); return len(files) == 0 }) {
 		files, _ := spool.List(spool.Dir(home))
-		if len(files) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d spool records never ingested", len(files))
-		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("%d spool records never ingested", len(files))
 	}
 	close(stopSampling)
 	sampler.Wait()

@@ -29,6 +29,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 var (
@@ -156,6 +157,20 @@ func scenario(t testing.TB, kimi, name, hookCmd string) kimiharness.PrintRun {
 		t.Fatalf("scenario %s: %v\n%s", name, r.Err, r.Output)
 	}
 	return r
+}
+
+// logsUntil reports whether cond came to hold over one session log's
+// events within a minute.
+func (st *stack) logsUntil(t testing.TB, cond func([]*aep.Event) bool) bool {
+	t.Helper()
+	return poll.Until(60*time.Second, func() bool {
+		for _, b := range st.sessionLogs(t) {
+			if cond(parseLines(t, b)) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // sessionLogs returns every session log in the stack's home, by session file.
@@ -319,15 +334,11 @@ func dataOf(e *aep.Event) map[string]any {
 func (st *stack) sameOnRelay(t testing.TB, logBytes []byte, session string) {
 	t.Helper()
 	var fromRelay [][]byte
-	deadline := time.Now().Add(10 * time.Second)
 	want := bytes.Split(bytes.TrimSpace(logBytes), []byte("\n"))
-	for {
+	poll.Until(10*time.Second, func() bool {
 		fromRelay = st.relayEvents(t, session)
-		if len(fromRelay) >= len(want) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(fromRelay) >= len(want)
+	})
 	if len(fromRelay) != len(want) {
 		t.Fatalf("relay holds %d events, the log %d", len(fromRelay), len(want))
 	}
@@ -529,16 +540,9 @@ func TestE2ERelayOutage(t *testing.T) {
 
 func waitLog(t testing.TB, st *stack, cond func([]*aep.Event) bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, b := range st.sessionLogs(t) {
-			if cond(parseLines(t, b)) {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !st.logsUntil(t, cond) {
+		t.Fatal("the session never got there")
 	}
-	t.Fatal("the session never got there")
 }
 
 // At the default capture posture, secrets planted in the prompt, tool input

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
@@ -66,21 +67,17 @@ func TestE2EJaeger(t *testing.T) {
 	}
 
 	var traces []jaegertest.Trace
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
+	var err error
+	spans := 0
+	if !poll.Until(30*time.Second, func() bool {
 		traces, err = j.Traces(agent)
-		spans := 0
+		spans = 0
 		for _, tr := range traces {
 			spans += len(tr.Spans)
 		}
-		if err == nil && spans >= len(runs)+len(calls) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.relay.Logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && spans >= len(runs)+len(calls)
+	}) {
+		t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.relay.Logs.String())
 	}
 	runSpans, toolCalls := 0, len(calls)
 	for _, tr := range traces {
@@ -162,18 +159,13 @@ func TestE2EExportKill9(t *testing.T) {
 			"--endpoint", rcv.URL, "--state", state, "--metrics", fmt.Sprintf("127.0.0.1:%d", mport))
 	}
 	exp := start()
-	deadline := time.Now().Add(60 * time.Second)
-	for len(rcv.Logs()) < 1000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the exporter delivered %d events in a minute\n%s", len(rcv.Logs()), exp.Logs.String())
-		}
-		time.Sleep(time.Millisecond)
+	if !poll.Until(60*time.Second, func() bool { return len(rcv.Logs()) >= 1000 }) {
+		t.Fatalf("the exporter delivered %d events in a minute\n%s", len(rcv.Logs()), exp.Logs.String())
 	}
 	exp.Kill()
 	killedAt := len(rcv.Logs())
 	post("k2", second)
 	exp = start()
-	deadline = time.Now().Add(60 * time.Second)
 	distinct := func() (map[string]int, int) {
 		seen := map[string]int{}
 		logs := rcv.Logs()
@@ -186,15 +178,9 @@ func TestE2EExportKill9(t *testing.T) {
 		}
 		return seen, len(logs)
 	}
-	for {
+	if !poll.Until(60*time.Second, func() bool { seen, _ := distinct(); return len(seen) >= first+second }) {
 		seen, _ := distinct()
-		if len(seen) >= first+second {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered\n%s", len(seen), first+second, exp.Logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("%d of %d events delivered\n%s", len(seen), first+second, exp.Logs.String())
 	}
 	resp, err := http.Get(metricsURL + "/metrics")
 	if err != nil {

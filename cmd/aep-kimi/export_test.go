@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +10,11 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -97,45 +97,26 @@ func TestUpOTLP(t *testing.T) {
 		}
 	}()
 	at := time.Date(2026, 7, 3, 10, 0, 0, 0, time.UTC)
-	mk := func(seq int64, typ, subject, data string) string {
+	mk := func(seq int64, typ, subject, data string) *aep.Event {
 		e := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject,
 			Time: aep.FormatTime(at.Add(time.Duration(seq) * time.Second)), Source: "aep://t/agent/kimi-code/session/u1",
 			Agent: "kimi-code", Session: "u1", Run: "r1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)}
 		if data != "" {
 			e.Data = []byte(data)
 		}
-		b, _ := e.MarshalJSON()
-		return string(b) + "\n"
+		return e
 	}
-	body := mk(0, "run.started", "", "") +
-		mk(1, "tool.requested", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`) +
-		mk(2, "tool.completed", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`) +
-		mk(3, "run.finished", "", "")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+o.relayListen+"/events", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Authorization", "Bearer up-test-token")
-		req.Header.Set("AEP-Version", aep.Version)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusAccepted {
-				break
-			}
-			err = fmt.Errorf("HTTP %d %s", resp.StatusCode, b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay never accepted the events: %v\n%s", err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	base := "http://" + o.relayListen
+	if !poll.Until(30*time.Second, func() bool { return daemontest.Answers(base + "/healthz") }) {
+		t.Fatalf("the relay never answered\n%s", out.String())
 	}
-	for len(rcv.Spans()) < 2 || len(rcv.Logs()) < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("receiver got %d spans, %d logs\n%s", len(rcv.Spans()), len(rcv.Logs()), out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	relaytest.Post(t, base, "up-test-token",
+		mk(0, "run.started", "", ""),
+		mk(1, "tool.requested", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`),
+		mk(2, "tool.completed", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`),
+		mk(3, "run.finished", "", ""))
+	if !poll.Until(30*time.Second, func() bool { return len(rcv.Spans()) >= 2 && len(rcv.Logs()) >= 4 }) {
+		t.Fatalf("receiver got %d spans, %d logs\n%s", len(rcv.Spans()), len(rcv.Logs()), out.String())
 	}
 	var run, tool bool
 	for _, sp := range rcv.Spans() {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -178,10 +176,7 @@ func TestE2EGateHookKilledProceeds(t *testing.T) {
 // does (SIGTERM to the group, SIGKILL 100 ms later).
 func (st *stack) heldHookGroup(t *testing.T, session, callID, command string) (kill func()) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"hook_event_name": "PreToolUse", "session_id": session,
-		"tool_name": "Bash", "tool_input": map[string]any{"command": command}, "tool_call_id": callID})
-	cmd := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", st.hookTo, "--home", st.home, "--timeout", "60")
-	cmd.Stdin = bytes.NewReader(b)
+	cmd := st.kimiHook(t, bashCall(session, callID, command))
 	kimiharness.OwnGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -129,19 +130,15 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 		}
 	}
 	// The follower saw every seq of every session, in order, no gap.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(10*time.Second, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		done := true
 		for _, s := range sessions {
 			done = done && len(seen[s]) >= perSession
 		}
-		mu.Unlock()
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return done
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, s := range sessions {

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -74,18 +75,20 @@ func (k *kimiRun) run(t *testing.T, prompt string, args ...string) time.Time {
 // returns the log's events and how long after since it appeared.
 func (st *stack) waitEnded(t *testing.T, n int, since time.Time) ([]*aep.Event, time.Duration) {
 	t.Helper()
-	deadline := since.Add(maxEndLatency + 10*time.Second)
-	for {
+	var ev []*aep.Event
+	var took time.Duration
+	if !poll.Until(time.Until(since.Add(maxEndLatency+10*time.Second)), func() bool {
 		for _, b := range st.sessionLogs(t) {
-			if ev := parseLines(t, b); typeCounts(ev)["session.ended"] >= n {
-				return ev, time.Since(since)
+			if ev = parseLines(t, b); typeCounts(ev)["session.ended"] >= n {
+				took = time.Since(since)
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no session.ended #%d %s after the exit: %v", n, time.Since(since), st.sessionLogs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no session.ended #%d %s after the exit: %v", n, time.Since(since), st.sessionLogs(t))
 	}
+	return ev, took
 }
 
 func lastEnd(t *testing.T, ev []*aep.Event) (reason, observed string) {

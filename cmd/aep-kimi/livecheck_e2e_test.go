@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/livecheck"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // liveAckWindow is the sender-side ack window the checker observes for each
@@ -102,16 +104,9 @@ func liveCheckBridgeWeb(t *testing.T, checker livecheck.Checker, relayEnv []stri
 func waitOnRelay(t *testing.T, st *stack, ev *aep.Event) {
 	t.Helper()
 	id := []byte(fmt.Sprintf("%q", ev.ID))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		for _, line := range st.relayEvents(t, ev.Session) {
-			if bytes.Contains(line, id) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s never reached the relay", ev.Type, ev.ID)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll.Until(20*time.Second, func() bool {
+		return slices.ContainsFunc(st.relayEvents(t, ev.Session), func(line []byte) bool { return bytes.Contains(line, id) })
+	}) {
+		t.Fatalf("%s %s never reached the relay", ev.Type, ev.ID)
 	}
 }

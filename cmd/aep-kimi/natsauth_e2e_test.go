@@ -21,6 +21,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -125,15 +126,14 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 	}
 	held := st.heldGate(t, session, "call_1", "rm -rf build")
 	var request *aep.Event
-	deadline := time.Now().Add(30 * time.Second)
-	for request == nil && time.Now().Before(deadline) {
+	poll.Until(30*time.Second, func() bool {
 		for _, b := range st.relayEvents(t, session) {
 			if ev, err := aep.ParseEvent(b); err == nil && ev.Type == "attention.requested" {
 				request = ev
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return request != nil
+	})
 	if request == nil {
 		t.Fatal("the held gate's attention.requested never reached the relay")
 	}

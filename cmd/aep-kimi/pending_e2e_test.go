@@ -11,15 +11,14 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // hook runs kimi-hook with one payload, as Kimi would, in the background;
 // the channel yields its stdout (the reply Kimi acts on) when it exits.
 func (st *stack) hook(t *testing.T, payload map[string]any) <-chan string {
 	t.Helper()
-	b, _ := json.Marshal(payload)
-	cmd := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", st.hookTo, "--home", st.home, "--timeout", "60")
-	cmd.Stdin = bytes.NewReader(b)
+	cmd := st.kimiHook(t, payload)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
@@ -31,27 +30,37 @@ func (st *stack) hook(t *testing.T, payload map[string]any) <-chan string {
 	return done
 }
 
+// kimiHook is kimi-hook set to deliver payload to the stack's adapter and
+// wait up to a minute for its answer, not yet started.
+func (st *stack) kimiHook(t *testing.T, payload map[string]any) *exec.Cmd {
+	t.Helper()
+	b, _ := json.Marshal(payload)
+	cmd := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", st.hookTo, "--home", st.home, "--timeout", "60")
+	cmd.Stdin = bytes.NewReader(b)
+	return cmd
+}
+
+// bashCall is the PreToolUse payload of a Bash call running command.
+func bashCall(session, callID, command string) map[string]any {
+	return map[string]any{"hook_event_name": "PreToolUse", "session_id": session,
+		"tool_name": "Bash", "tool_input": map[string]any{"command": command}, "tool_call_id": callID}
+}
+
 // heldGate posts a PreToolUse for Bash running command; with the gate on,
 // the adapter holds it until someone answers.
 func (st *stack) heldGate(t *testing.T, session, callID, command string) <-chan string {
-	return st.hook(t, map[string]any{"hook_event_name": "PreToolUse", "session_id": session,
-		"tool_name": "Bash", "tool_input": map[string]any{"command": command}, "tool_call_id": callID})
+	return st.hook(t, bashCall(session, callID, command))
 }
 
 // waitCLI runs an aep-kimi subcommand until its output satisfies ok.
 func (st *stack) waitCLI(t *testing.T, ok func(string) bool, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out := st.cli(t, args...)
-		if code == 0 && ok(out) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aep-kimi %s never showed what was awaited (exit %d):\n%s", strings.Join(args, " "), code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var code int
+	var out string
+	if !poll.Until(30*time.Second, func() bool { code, out = st.cli(t, args...); return code == 0 && ok(out) }) {
+		t.Fatalf("aep-kimi %s never showed what was awaited (exit %d):\n%s", strings.Join(args, " "), code, out)
 	}
+	return out
 }
 
 func reply(t *testing.T, held <-chan string) string {

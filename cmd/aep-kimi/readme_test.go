@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,27 +177,18 @@ func TestREADMEQuickstart(t *testing.T) {
 
 	// 4. The events, seen through aep-kimi tail.
 	want := []string{"session.started", "run.started", "tool.requested", "tool.completed", "run.finished"}
-	deadline := time.Now().Add(30 * time.Second)
 	var seen string
-	for time.Now().Before(deadline) {
+	if !poll.Until(30*time.Second, func() bool {
 		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer tcancel()
 		tc := exec.CommandContext(tctx, "bash", "-c", steps[1]+" --from all --once --no-color --state none")
 		tc.Dir, tc.Env = scratch, env
 		out, _ := tc.CombinedOutput()
-		tcancel()
 		seen = string(out)
-		missing := false
-		for _, w := range want {
-			if !strings.Contains(seen, w) {
-				missing = true
-			}
-		}
-		if !missing {
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
+		return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(seen, w) })
+	}) {
+		t.Fatalf("aep-kimi tail never showed %v:\n%s", want, seen)
 	}
-	t.Fatalf("aep-kimi tail never showed %v:\n%s", want, seen)
 }
 
 func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buffer) {

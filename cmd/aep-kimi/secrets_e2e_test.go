@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
@@ -178,13 +179,9 @@ func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
 	}
 	b := browsertest.New(t, 1000, 700)
 	b.MustRun("open the dash", chromedp.Navigate(login))
-	deadline := time.Now().Add(20 * time.Second)
-	for len(remote.requests()) == 0 || len(local.requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never reached both relays through the dash: remote %q, local %q\ndash:\n%s%s",
-				remote.requests(), local.requests(), d.out.String(), d.err.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll.Until(20*time.Second, func() bool { return len(remote.requests()) > 0 && len(local.requests()) > 0 }) {
+		t.Fatalf("the page never reached both relays through the dash: remote %q, local %q\ndash:\n%s%s",
+			remote.requests(), local.requests(), d.out.String(), d.err.String())
 	}
 	for _, r := range remote.requests() {
 		if strings.Contains(r, token) || !strings.HasSuffix(r, "|  | ") {
@@ -250,21 +247,18 @@ func TestE2EExportTokenFile(t *testing.T) {
 		}))
 		args := append([]string{"export", "ce", "--relay", relayURL, "--sink", sink, "--state", "none"}, auth...)
 		e := startBannered(t, cleanEnv(home), false, "", args...)
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
+		poll.Until(15*time.Second, func() bool {
 			mu.Lock()
-			got := n
+			delivered = n > 0
 			mu.Unlock()
-			if got > 0 {
-				return e.err.String(), true
-			}
 			select {
 			case <-e.Exited():
-				return e.err.String(), false
-			case <-time.After(50 * time.Millisecond):
+				return true
+			default:
+				return delivered
 			}
-		}
-		return e.err.String(), false
+		})
+		return e.err.String(), delivered
 	}
 	if stderr, ok := follow("--token-file", tokenFile); !ok || strings.Contains(stderr, "warning") {
 		t.Errorf("--token-file: delivered %v; stderr:\n%s", ok, stderr)

@@ -101,8 +101,7 @@ func TestE2ETerminalControlsEscaped(t *testing.T) {
 	for _, a := range terminalAttacks {
 		cmdText += " " + a.seq
 	}
-	payload, _ := json.Marshal(map[string]any{"hook_event_name": "PreToolUse", "session_id": session,
-		"tool_name": "Bash", "tool_input": map[string]any{"command": cmdText}, "tool_call_id": "c1"})
+	payload, _ := json.Marshal(bashCall(session, "c1", cmdText))
 	mapCode, mapOut := st.cliIn(t, bytes.NewReader(payload), "map", "--capture", "full")
 	check("map", mapOut)
 	var ev struct {

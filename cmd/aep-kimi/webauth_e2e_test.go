@@ -28,6 +28,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // revokeBound is how soon a stream or socket must end once its credential
@@ -595,14 +596,9 @@ func TestE2EConnectionCap(t *testing.T) {
 	}
 	// Ending one frees its slot.
 	first.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if code := statusOf(t, base+"/stream?live=0", bearer(token)); code == http.StatusOK {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("a stream after one ended: still %d", code)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var code int
+	if !poll.Until(10*time.Second, func() bool { code = statusOf(t, base+"/stream?live=0", bearer(token)); return code == http.StatusOK }) {
+		t.Fatalf("a stream after one ended: still %d", code)
 	}
 }
 
