@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +33,9 @@ type adapterOptions struct {
 func (o *adapterOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.listen, "listen", cli.EnvOr(getenv, "AEP_KIMI_ADDR", adapter.DefaultListen), "hook intake address (env AEP_KIMI_ADDR)")
 	fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
-	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
+	fs.StringVar(&o.home, "home", tokenfile.AEPHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
-	allowedHostsFlag(fs, &o.allowedHosts, getenv)
+	httpguard.AllowedHostsFlag(fs, &o.allowedHosts, getenv)
 	o.life.flags(fs, getenv)
 	o.gate.flags(fs, getenv)
 	fs.StringVar(&o.gate.kimiHome, "kimi-home", o.gate.kimiHome, "Kimi's home, whose config.toml says how long Kimi waits for a held tool call (env KIMI_CODE_HOME)")
@@ -82,7 +81,7 @@ func newAdapter(o adapterOptions, token string, getenv func(string) string, log 
 	if err := httpguard.CheckExposure(o.listen, false, token); err != nil {
 		return nil, err
 	}
-	if cfg.AllowedHosts, err = parseAllowedHosts(o.allowedHosts); err != nil {
+	if cfg.AllowedHosts, err = httpguard.ParseAllowedHostsFlag(o.allowedHosts); err != nil {
 		return nil, err
 	}
 	cfg.Listen, cfg.Home, cfg.Logger = o.listen, o.home, log
@@ -146,7 +145,7 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 			names = append(names, n)
 		}
 	}
-	ro := aep.RedactOptions{Home: homeDir(), SecretNames: names, NoPII: !cli.EnvBool(getenv, "AEP_REDACT_PII", true)}
+	ro := aep.RedactOptions{Home: tokenfile.UserHome(), SecretNames: names, NoPII: !cli.EnvBool(getenv, "AEP_REDACT_PII", true)}
 	// A configured name's value, where this process can see it, is a secret
 	// value too (AEP-0003 §9.4 b).
 	for _, n := range names {
@@ -182,25 +181,3 @@ func adapterConfigFromEnv(getenv func(string) string) (adapter.Config, error) {
 }
 
 func isNone(url string) bool { u := strings.TrimSpace(url); return u == "" || u == "none" }
-
-// aepHome is $AEP_HOME, else ~/.aep.
-func aepHome(getenv func(string) string) string {
-	if h := getenv("AEP_HOME"); h != "" {
-		return h
-	}
-	return filepath.Join(homeDir(), ".aep")
-}
-
-// relayToken reads the relay token for a client of the relay: a token file
-// (which must not be readable by others), else AEP_TOKEN, else the file
-// `aep-kimi up` keeps ($AEP_HOME/token) when it exists. Empty means no
-// token: watch-only.
-func relayToken(getenv func(string) string, file string) (string, error) {
-	if file == "" {
-		if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
-			return t, nil
-		}
-		return tokenfile.ReadHome(filepath.Join(aepHome(getenv), TokenFileName))
-	}
-	return tokenfile.Read(file, true)
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -31,9 +32,9 @@ func (o *bridgeWebOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.kapURL, "kap", getenv("AEP_KIMI_KAP_URL"), "a fixed kap-server URL instead of discovery (env AEP_KIMI_KAP_URL)")
 	fs.StringVar(&o.kapTokenFile, "kap-token-file", getenv("AEP_KIMI_KAP_TOKEN_FILE"), "the kap-server token file (default KIMI_HOME/server.token; env AEP_KIMI_KAP_TOKEN_FILE)")
 	fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL, or none (env AEP_RELAY)")
-	fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
+	fs.StringVar(&o.home, "home", tokenfile.AEPHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
 	fs.StringVar(&o.token, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
-	allowedHostsFlag(fs, &o.allowedHosts, getenv)
+	httpguard.AllowedHostsFlag(fs, &o.allowedHosts, getenv)
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 	allowRemoteKapFlag(fs, &o.allowRemoteKap, getenv)
 }
@@ -49,7 +50,7 @@ func kimiHome(getenv func(string) string) string {
 	if h := getenv("KIMI_CODE_HOME"); h != "" {
 		return h
 	}
-	return filepath.Join(homeDir(), bridgeweb.DefaultKimiHome)
+	return filepath.Join(tokenfile.UserHome(), bridgeweb.DefaultKimiHome)
 }
 
 // bridgeWebCommand is `aep-kimi bridge-web`: kimi web sessions -> AEP
@@ -94,7 +95,7 @@ func newBridgeWeb(o bridgeWebOptions, token string, getenv func(string) string, 
 	if err := httpguard.CheckExposure(o.listen, false, token); err != nil {
 		return nil, err
 	}
-	hosts, err := parseAllowedHosts(o.allowedHosts)
+	hosts, err := httpguard.ParseAllowedHostsFlag(o.allowedHosts)
 	if err != nil {
 		return nil, err
 	}

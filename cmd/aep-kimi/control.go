@@ -9,6 +9,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -47,7 +48,7 @@ func (o *senderOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 // token reads the relay token, which every command needs: control only flows
 // on authenticated bindings. ok false means the error is printed.
 func (o senderOptions) token(name string, io stdio) (string, bool) {
-	token, err := relayToken(o.getenv, o.tokenFile)
+	token, err := tokenfile.Client(o.getenv, o.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return "", false

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // daemon is a long-running component wired to its relay emitter (a source
@@ -14,7 +16,7 @@ type daemon interface {
 // serveDaemon reads the relay token, builds a daemon with it and runs it
 // until ctx is done: exit 2 when it cannot be configured, 1 when it fails.
 func serveDaemon(ctx context.Context, name string, io stdio, getenv func(string) string, tokenFile string, build func(token string) (daemon, error)) int {
-	token, err := relayToken(getenv, tokenFile)
+	token, err := tokenfile.Client(getenv, tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return 2

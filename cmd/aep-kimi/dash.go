@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -34,7 +35,7 @@ func dashCommand(getenv func(string) string, io stdio) cli.Command {
 		Args:     cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			listen := fs.String("listen", fleetpage.DefaultDashListen, "loopback address to serve the page on")
-			home := fs.String("home", aepHome(getenv), "AEP home, where "+fleetpage.DashOpenFileName+" is written off a terminal (env AEP_HOME)")
+			home := fs.String("home", tokenfile.AEPHome(getenv), "AEP home, where "+fleetpage.DashOpenFileName+" is written off a terminal (env AEP_HOME)")
 			var relays []string
 			fs.Func("relay", "a relay to read: URL or URL,TOKEN_FILE (repeat for each; without a file, AEP_TOKEN or $AEP_HOME/token, for a loopback URL only)", func(s string) error {
 				relays = append(relays, s)
@@ -104,7 +105,7 @@ func dashUpstreams(values []string, getenv func(string) string, warn io.Writer) 
 			out = append(out, fleetpage.Upstream{URL: u})
 			continue
 		}
-		tok, err := relayToken(getenv, file)
+		tok, err := tokenfile.Client(getenv, file)
 		if err != nil {
 			return nil, fmt.Errorf("--relay %s: %w", consumer.DisplayURL(u), err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // exportCommand converts event streams through an AEP-0005 bridge, one
@@ -68,7 +69,7 @@ func exportMode(mode string, forms []string, getenv func(string) string, io stdi
 			fs.StringVar(&l.tokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 			fs.StringVar(&l.token, "token", "", "relay bearer token: deprecated, a command line is readable by every local user (use --token-file)")
 			fs.StringVar(&l.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"tool.*"}'`)
-			fs.StringVar(&l.state, "state", filepath.Join(aepHome(getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
+			fs.StringVar(&l.state, "state", filepath.Join(tokenfile.AEPHome(getenv), "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
 			fs.StringVar(&l.metrics, "metrics", "", "serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)")
 			fs.StringVar(&l.sink.URL, "sink", "", "POST each record to this URL")
 			fs.Var(&l.headers, "header", "HTTP header K=V on every request (repeatable; K=@FILE reads V from FILE)")

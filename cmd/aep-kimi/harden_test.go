@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
 // A link planted where `up` keeps the relay token: up refuses to start
@@ -19,7 +20,7 @@ import (
 // daemons reading the same file refuse it too.
 func TestHomeTokenLinkRefused(t *testing.T) {
 	home := t.TempDir()
-	link := safefiletest.Plant(t, filepath.Join(home, TokenFileName))
+	link := safefiletest.Plant(t, filepath.Join(home, tokenfile.HomeName))
 	t.Setenv("AEP_HOME", home)
 	t.Setenv("AEP_TOKEN", "")
 	t.Setenv("AEP_TOKEN_FILE", "")
@@ -27,7 +28,7 @@ func TestHomeTokenLinkRefused(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "symbolic link") || !strings.Contains(errOut, link.Path) {
 		t.Fatalf("up: exit %d stderr %q", code, errOut)
 	}
-	if _, err := relayToken(os.Getenv, ""); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := tokenfile.Client(os.Getenv, ""); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("relayToken: %v", err)
 	}
 	link.Untouched(t)

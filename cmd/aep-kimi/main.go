@@ -16,6 +16,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // prog is the binary's name in usage lines.
@@ -69,4 +70,13 @@ func runContext(ctx context.Context, args []string, std stdio, getenv func(strin
 	std.out, std.err = consumer.NewWriter(std.out), consumer.NewWriter(std.err)
 	p := cli.Program{Name: prog, Commands: commands(getenv, std), Out: std.out, Err: std.err}
 	return p.Main(ctx, args)
+}
+
+// exitFor is the exit code of a daemon's error: 2 for a configuration
+// mistake, 1 for a failure.
+func exitFor(err error) int {
+	if station.IsUsage(err) {
+		return cli.ExitUsage
+	}
+	return 1
 }

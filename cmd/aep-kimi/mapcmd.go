@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -46,7 +47,7 @@ type mapOptions struct {
 
 // runMap maps stdin.
 func runMap(o mapOptions, io stdio) int {
-	posture, err := mapping.ParsePosture(o.capture, o.attention, aep.RedactOptions{Home: homeDir(), NoPII: o.noPII})
+	posture, err := mapping.ParsePosture(o.capture, o.attention, aep.RedactOptions{Home: tokenfile.UserHome(), NoPII: o.noPII})
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
 		return 2
@@ -121,9 +122,4 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 		return nil, errors.New("empty input: pipe one JSON payload on stdin")
 	}
 	return b, nil
-}
-
-func homeDir() string {
-	h, _ := os.UserHomeDir()
-	return h
 }

@@ -5,42 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
-	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/rules"
 )
-
-// withPage gives the relay its fleet page, logging in with the relay's token
-// and keeping its login generation under home. AEP_LOGIN_TTL sets how long
-// a browser login lasts.
-func withPage(cfg *relay.Config, home string, getenv func(string) string) error {
-	pcfg := fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)}
-	if v := strings.TrimSpace(getenv("AEP_LOGIN_TTL")); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second {
-			return fmt.Errorf("AEP_LOGIN_TTL=%q is not a duration of a second or more (e.g. 12h, 30m)", v)
-		}
-		pcfg.SessionTTL = d
-	}
-	p, err := fleetpage.New(pcfg)
-	if err != nil {
-		return err
-	}
-	cfg.Page = p
-	return nil
-}
-
-// withRules gives the relay the fleet's rules, kept in home.
-func withRules(cfg *relay.Config, home string) {
-	cfg.Rules = rules.Open(rules.Config{Path: filepath.Join(home, rules.FileName), Logger: cfg.Logger.With("component", "rules")})
-}
 
 // relayClient is what a command that reads a relay needs: its URL and
 // the token file.
@@ -73,7 +43,7 @@ func openCommand(getenv func(string) string, io stdio) cli.Command {
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			rc := relayClientFlags(fs, getenv)
-			home := fs.String("home", aepHome(getenv), "AEP home, where "+fleetpage.OpenFileName+" is written (env AEP_HOME)")
+			home := fs.String("home", tokenfile.AEPHome(getenv), "AEP home, where "+fleetpage.OpenFileName+" is written (env AEP_HOME)")
 			printOnly := fs.Bool("print", false, "only print the login URL (it carries the token)")
 			return func(ctx context.Context, _ []string) int {
 				return runOpen(ctx, *rc, *home, *printOnly, getenv, io)
@@ -84,7 +54,7 @@ func openCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runOpen opens (or prints) the page's login.
 func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, getenv func(string) string, io stdio) int {
-	token, err := relayToken(getenv, rc.tokenFile)
+	token, err := tokenfile.Client(getenv, rc.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
 		return 2
@@ -123,5 +93,5 @@ func commandLineToken(getenv func(string) string, file, token, name string, io s
 		fmt.Fprintf(io.err, "aep-kimi %s: warning: --token puts the relay token on the command line, where every local user can read it; use --token-file\n", name)
 		return tok, nil
 	}
-	return relayToken(getenv, getenv("AEP_TOKEN_FILE"))
+	return tokenfile.Client(getenv, getenv("AEP_TOKEN_FILE"))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -33,7 +34,7 @@ func pendingCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runPending prints what waits.
 func runPending(ctx context.Context, rc relayClient, getenv func(string) string, io stdio) int {
-	token, err := relayToken(getenv, rc.tokenFile)
+	token, err := tokenfile.Client(getenv, rc.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 2

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -31,7 +32,7 @@ func quarantineCommand(getenv func(string) string, std stdio) cli.Command {
 			"Delete a file with rm once you have looked at it.",
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
-			home := fs.String("home", aepHome(getenv), "AEP home (env AEP_HOME)")
+			home := fs.String("home", tokenfile.AEPHome(getenv), "AEP home (env AEP_HOME)")
 			asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
 			return func(_ context.Context, _ []string) int { return runQuarantine(*home, *asJSON, std) }
 		},

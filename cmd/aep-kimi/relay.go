@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -14,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // relayCommand is `aep-kimi relay`: the collector/relay daemon. Flags win
@@ -47,10 +46,9 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
 			fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
 			fs.IntVar(&o.maxConns, "max-connections", 0, fmt.Sprintf("most streams and sockets served at once, emitters' included; more are refused with 503 (env AEP_MAX_CONNECTIONS, default %d)", relay.DefaultMaxConnections))
-			allowedHostsFlag(fs, &o.hostList, getenv)
-			fs.StringVar(&o.store.home, "home", aepHome(getenv),
+			fs.StringVar(&o.Store.Home, "home", tokenfile.AEPHome(getenv),
 				"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
-			o.store.flags(fs, getenv)
+			o.BindFlags(fs, getenv)
 			fs.BoolVar(&o.verbose, "v", false, "log every request (debug level)")
 			return func(ctx context.Context, _ []string) int { return runRelay(ctx, o, getenv, io) }
 		},
@@ -59,41 +57,39 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 
 // relayOptions is `aep-kimi relay`'s flag surface.
 type relayOptions struct {
-	listen, tokenFile, hostList string
-	public, verbose             bool
-	bufferBytes                 int64
-	maxConns                    int
-	store                       storeOptions
+	listen, tokenFile string
+	public, verbose   bool
+	bufferBytes       int64
+	maxConns          int
+	station.RelayOptions
 }
 
 // runRelay runs the relay until ctx is done.
 func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, io stdio) int {
-	st := o.store
-	cfg, err := relayConfigFromEnv(getenv)
-	if err == nil {
-		cfg.Token, err = serverToken(getenv, o.tokenFile)
+	fail := func(code int, err error) int {
+		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
+		return code
 	}
-	if err == nil && cfg.Token != "" && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" {
+	cfg, err := relay.ConfigFromEnv(getenv)
+	if err == nil {
+		cfg.Token, err = tokenfile.Server(getenv, o.tokenFile)
+	}
+	if err != nil {
+		return fail(2, err)
+	}
+	if cfg.Token != "" && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" {
 		// The token came from its file: a replaced file replaces it, and
 		// ends what the old one opened.
 		file := o.tokenFile
 		cfg.TokenSource = func() (string, error) { return tokenfile.Read(file, true) }
-	}
-	if err == nil {
-		cfg.AllowedHosts, err = parseAllowedHosts(o.hostList)
-	}
-	if err == nil {
-		err = st.validate()
-	}
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 2
 	}
 	switch {
 	case o.listen != "":
 		cfg.Listen = o.listen
 	case o.public:
 		cfg.Listen = net.JoinHostPort("0.0.0.0", cli.EnvOr(getenv, "AEP_PORT", "8787"))
+	case cfg.Listen == "":
+		cfg.Listen = relay.DefaultListen
 	}
 	if o.bufferBytes > 0 {
 		cfg.BufferBytes = o.bufferBytes
@@ -101,71 +97,15 @@ func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, i
 	if o.maxConns != 0 {
 		cfg.MaxConnections = o.maxConns
 	}
-	if cfg.Listen == "" {
-		cfg.Listen = relay.DefaultListen
-	}
-	if err := httpguard.CheckExposure(cfg.Listen, o.public, cfg.Token); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 2
-	}
 	cfg.Logger = logging.New(io.err, o.verbose)
-	if err := withPage(&cfg, st.home, getenv); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 2
-	}
-	withRules(&cfg, st.home)
-	closeStore, err := st.open(ctx, &cfg)
+	o.Public = o.public
+	srv, closeStore, err := station.NewRelay(ctx, cfg, o.RelayOptions, getenv)
 	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 1
+		return fail(exitFor(err), err)
 	}
 	defer closeStore()
-	srv, err := relay.NewServer(cfg)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 2
-	}
-	limitHeap(getenv, cfg.BufferBytes, cfg.Logger)
 	if err := srv.Run(ctx); err != nil {
-		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
-		return 1
+		return fail(1, err)
 	}
 	return 0
-}
-
-// relayConfigFromEnv maps the reference relay's environment onto a Config.
-func relayConfigFromEnv(getenv func(string) string) (relay.Config, error) {
-	var cfg relay.Config
-	if p := strings.TrimSpace(getenv("AEP_PORT")); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 || n > 65535 {
-			return cfg, fmt.Errorf("AEP_PORT=%q is not a port number", p)
-		}
-		cfg.Listen = net.JoinHostPort("127.0.0.1", p)
-	}
-	cfg.Token = httpguard.TrimToken(getenv("AEP_TOKEN"))
-	if err := cli.EnvPositiveInts(getenv, []cli.EnvInt{
-		{Name: "AEP_BUFFER", Dst: &cfg.Buffer},
-		{Name: "AEP_MAX_SESSIONS", Dst: &cfg.MaxSessions},
-		{Name: "AEP_MAX_BATCH", Dst: &cfg.MaxBatch},
-		{Name: "AEP_MAX_FROM", Dst: &cfg.MaxFrom},
-		{Name: "AEP_MAX_CONNECTIONS", Dst: &cfg.MaxConnections},
-	}); err != nil {
-		return cfg, err
-	}
-	for _, e := range []struct {
-		env string
-		dst *int64
-	}{{"AEP_MAX_BODY", &cfg.MaxBody}, {"AEP_BUFFER_BYTES", &cfg.BufferBytes}} {
-		v := strings.TrimSpace(getenv(e.env))
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("%s=%q is not a positive byte count", e.env, v)
-		}
-		*e.dst = n
-	}
-	return cfg, nil
 }

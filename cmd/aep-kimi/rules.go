@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -152,7 +153,7 @@ type rulesClient struct {
 
 func rulesClientFlags(fs *flag.FlagSet, getenv func(string) string) *rulesClient {
 	c := &rulesClient{relayClient: relayClientFlags(fs, getenv), getenv: getenv}
-	fs.StringVar(&c.home, "home", aepHome(getenv), "AEP home, where the relay token is found when AEP_TOKEN is not set (env AEP_HOME)")
+	fs.StringVar(&c.home, "home", tokenfile.AEPHome(getenv), "AEP home, where the relay token is found when AEP_TOKEN is not set (env AEP_HOME)")
 	return c
 }
 
@@ -165,7 +166,7 @@ func (c *rulesClient) run(io stdio, mode string, fn func(rules.Client) error) in
 		}
 		return c.getenv(k)
 	}
-	token, err := relayToken(env, c.tokenFile)
+	token, err := tokenfile.Client(env, c.tokenFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
 		return 2

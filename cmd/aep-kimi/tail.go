@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -35,7 +36,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
 			fs.StringVar(&o.capture, "capture", "", "capture ceiling: none, metadata, redacted or full")
 			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
-			fs.StringVar(&o.statePath, "state", filepath.Join(aepHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
+			fs.StringVar(&o.statePath, "state", filepath.Join(tokenfile.AEPHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
 			fs.StringVar(&o.tokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 			fs.StringVar(&o.token, "token", "", "bearer token: deprecated, a command line is readable by every local user (use --token-file)")
 			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
@@ -19,18 +18,14 @@ import (
 	"github.com/aep-kimi/aep-kimi/station"
 )
 
-// TokenFileName is the relay token `up` keeps under $AEP_HOME (0600).
-const TokenFileName = "token"
-
 // upOptions is `aep-kimi up`'s surface: the components' own flags.
 type upOptions struct {
 	home, relayListen, adapterListen string
-	allowedHosts                     string
 	public, verbose                  bool
 	bridge                           bridgeChoice
 	life                             lifecycleOptions
 	otlp                             upOTLP
-	store                            storeOptions
+	relay                            station.RelayOptions
 	gate                             gateOptions
 }
 
@@ -49,25 +44,20 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o upOptions
-			fs.StringVar(&o.home, "home", aepHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
+			fs.StringVar(&o.home, "home", tokenfile.AEPHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
 			fs.StringVar(&o.relayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
 			fs.StringVar(&o.adapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
 			fs.BoolVar(&o.public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
-			allowedHostsFlag(fs, &o.allowedHosts, getenv)
 			fs.BoolVar(&o.verbose, "v", false, "debug logging")
 			o.bridge.flags(fs, getenv)
 			o.life.flags(fs, getenv)
 			o.otlp.flags(fs)
-			o.store.flags(fs, getenv)
+			o.relay.BindFlags(fs, getenv)
 			o.gate.flags(fs, getenv)
 			return func(ctx context.Context, _ []string) int {
 				if err := upRun(ctx, o, getenv, io); err != nil {
 					fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
-					var ue usageError
-					if errors.As(err, &ue) {
-						return 2
-					}
-					return 1
+					return exitFor(err)
 				}
 				return 0
 			}
@@ -75,61 +65,43 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 	}
 }
 
-// usageError marks a configuration mistake (exit 2) rather than a failure.
-type usageError struct{ error }
-
 func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
 	log := logging.New(io.err, o.verbose)
 	exp, err := o.otlp.exporter(o.home, log.With("component", "otlp-export"))
 	if err != nil {
-		return usageError{err}
+		return station.Usage(err)
 	}
 	host := "127.0.0.1"
 	if o.public {
 		host = "0.0.0.0"
 	}
 	if o.public && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" && getenv("AEP_TOKEN_FILE") == "" {
-		return usageError{errors.New("--public listens on all interfaces and needs a token you chose: set AEP_TOKEN or AEP_TOKEN_FILE")}
+		return station.Usage(errors.New("--public listens on all interfaces and needs a token you chose: set AEP_TOKEN or AEP_TOKEN_FILE"))
 	}
-	token, tokenFile, err := upToken(getenv, o.home)
+	token, tokenFile, err := tokenfile.Shared(getenv, o.home)
 	if err != nil {
-		return usageError{err}
+		return station.Usage(err)
 	}
-
-	rcfg, err := relayConfigFromEnv(getenv)
+	rcfg, err := relay.ConfigFromEnv(getenv)
 	if err != nil {
-		return usageError{err}
-	}
-	if rcfg.AllowedHosts, err = parseAllowedHosts(o.allowedHosts); err != nil {
-		return usageError{err}
-	}
-	if err := o.store.validate(); err != nil {
-		return usageError{err}
+		return station.Usage(err)
 	}
 	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
-	relayAddr := o.relayListen
-	if relayAddr == "" {
-		relayAddr = net.JoinHostPort(host, cli.EnvOr(getenv, "AEP_PORT", "8787"))
+	rcfg.Listen = o.relayListen
+	if rcfg.Listen == "" {
+		rcfg.Listen = net.JoinHostPort(host, cli.EnvOr(getenv, "AEP_PORT", "8787"))
 	}
 	// The one token guards all three: any of them off loopback needs it.
-	if err := httpguard.CheckExposure(relayAddr, o.public, token); err != nil {
-		return usageError{err}
-	}
-	if err := withPage(&rcfg, o.home, getenv); err != nil {
-		return usageError{err}
-	}
-	withRules(&rcfg, o.home)
-	o.store.home = o.home
-	closeStore, err := o.store.open(ctx, &rcfg)
+	o.relay.Store.Home, o.relay.Public = o.home, o.public
+	rsrv, closeStore, err := station.NewRelay(ctx, rcfg, o.relay, getenv)
 	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		if !station.IsUsage(err) {
+			err = fmt.Errorf("relay: %w", err)
+		}
+		return err
 	}
 	defer closeStore()
-	rsrv, err := relay.NewServer(rcfg)
-	if err != nil {
-		return usageError{err}
-	}
-	limitHeap(getenv, rcfg.BufferBytes, rcfg.Logger)
+	relayAddr := rcfg.Listen
 	stn, err := station.Listen(rsrv, relayAddr)
 	if err != nil {
 		return err
@@ -138,23 +110,23 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 	relayURL := stn.RelayURL()
 
 	o.gate.kimiHome = o.bridge.opts.kimiHome // up's one --kimi-home
-	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.allowedHosts, life: o.life, gate: o.gate}
+	ao := adapterOptions{listen: o.adapterListen, relayURL: relayURL, home: o.home, allowedHosts: o.relay.AllowedHosts, life: o.life, gate: o.gate}
 	if ao.listen == "" {
 		ao.listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
 	ad, err := newAdapter(ao, token, getenv, log.With("component", "adapter"))
 	if err != nil {
-		return usageError{err}
+		return station.Usage(err)
 	}
 	aaddr, err := ad.Listen()
 	if err != nil {
 		return err
 	}
 	stn.Add(station.Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
-	o.bridge.opts.allowedHosts = o.allowedHosts
+	o.bridge.opts.allowedHosts = o.relay.AllowedHosts
 	br, bridgeNote, err := o.bridge.start(o.home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
-		return usageError{err}
+		return station.Usage(err)
 	}
 	if br != nil {
 		stn.Add(station.Component{Name: "bridge", Run: br.Run}, nil)
@@ -170,25 +142,4 @@ func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdi
 		Public: o.public,
 	}.Write(io.out, consumer.IsTerminal(io.out))
 	return stn.Run(ctx)
-}
-
-// upToken is the one token `up` shares: AEP_TOKEN, or AEP_TOKEN_FILE, or
-// $AEP_HOME/token, created (0600) on first run.
-func upToken(getenv func(string) string, home string) (token, file string, err error) {
-	if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
-		return t, "", nil
-	}
-	file = getenv("AEP_TOKEN_FILE")
-	if file == "" {
-		file = filepath.Join(home, TokenFileName)
-		if _, statErr := os.Lstat(file); errors.Is(statErr, os.ErrNotExist) {
-			if err := tokenfile.Create(file); err != nil {
-				return "", "", err
-			}
-		}
-		token, err = tokenfile.ReadHome(file)
-		return token, file, err
-	}
-	token, err = relayToken(getenv, file)
-	return token, file, err
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"net"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // upFixture is `aep-kimi up` on fresh loopback ports with the bridge forced
@@ -25,7 +25,7 @@ func upFixture(t *testing.T) (upOptions, func(string) string) {
 	getenv := func(k string) string { return env[k] }
 	o := upOptions{home: t.TempDir(), relayListen: netaddr.FreeAddr(t), adapterListen: netaddr.FreeAddr(t)}
 	o.bridge.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
-	o.store.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
+	o.relay.BindFlags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
 	o.bridge.force = true
 	o.bridge.opts.listen = netaddr.FreeAddr(t)
 	return o, getenv
@@ -49,8 +49,7 @@ func TestUpStartErrorReleasesListeners(t *testing.T) {
 	o.bridge.opts.mode = "no-such-mode"
 	var out bytes.Buffer
 	err := upRun(context.Background(), o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out})
-	var ue usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--mode") {
+	if !station.IsUsage(err) || !strings.Contains(err.Error(), "--mode") {
 		t.Fatalf("upRun = %v, want the bridge's usage error\n%s", err, out.String())
 	}
 	mustBind(t, "relay", o.relayListen)
@@ -89,7 +88,7 @@ func TestUpOneFailureStopsAll(t *testing.T) {
 // what the first run admitted, the second serves.
 func TestUpJetStreamKeepsHistory(t *testing.T) {
 	o, getenv := upFixture(t)
-	o.store.store = relay.StoreJetStream
+	o.relay.Store.Store = relay.StoreJetStream
 	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
 		Source: "aep://test/agent/up/session/s-up", Agent: "up", Session: "s-up", Seq: aep.Int64(0), Epoch: aep.Int64(0)}
 	base := "http://" + o.relayListen

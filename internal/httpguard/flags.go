@@ -1,0 +1,23 @@
+package httpguard
+
+import (
+	"flag"
+	"fmt"
+)
+
+// AllowedHostsFlag registers --allowed-hosts, every daemon's: the host
+// names, besides loopback, a request's Host may carry (DNS-rebinding
+// defence).
+func AllowedHostsFlag(fs *flag.FlagSet, dst *string, getenv func(string) string) {
+	fs.StringVar(dst, "allowed-hosts", getenv("AEP_ALLOWED_HOSTS"),
+		"names besides loopback this daemon answers to, comma-separated: host, *.domain, or * for any (env AEP_ALLOWED_HOSTS)")
+}
+
+// ParseAllowedHostsFlag is ParseAllowedHosts with the error naming the flag.
+func ParseAllowedHostsFlag(s string) ([]string, error) {
+	hosts, err := ParseAllowedHosts(s)
+	if err != nil {
+		return nil, fmt.Errorf("--allowed-hosts: %w", err)
+	}
+	return hosts, nil
+}
