@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,12 @@ func binaries(t testing.TB) string {
 func startDaemon(t testing.TB, base string, env []string, args ...string) *daemontest.Proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
+	// A daemon never reads or writes the developer's own home: without an
+	// AEP_HOME of the test's it gets a fresh one (a restart that must find
+	// its predecessor's files passes the same AEP_HOME).
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "AEP_HOME=") }) {
+		env = append([]string{"AEP_HOME=" + t.TempDir()}, env...)
+	}
 	cmd.Env = append(os.Environ(), env...)
 	return startProc(t, base, cmd, args[0])
 }
@@ -530,7 +537,7 @@ func TestE2ERelayOutage(t *testing.T) {
 	st.relay.Kill()
 	time.Sleep(1200 * time.Millisecond)
 	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "relay", "--listen", "127.0.0.1:"+port)
 	<-done
 	st.waitQuiet(t)
 	_, raw, ev := st.oneSession(t)

@@ -108,7 +108,7 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	st.relay.Kill()
 	b.WaitJS("the page sees the relay go", `document.getElementById('conn').dataset.conn !== 'live'`)
 	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token}, "relay", "--listen", "127.0.0.1:"+port)
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "relay", "--listen", "127.0.0.1:"+port)
 	<-done
 	st.waitQuiet(t)
 	b.WaitJS("live again", `document.getElementById('conn').dataset.conn === 'live'`)
