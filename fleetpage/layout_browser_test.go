@@ -37,6 +37,19 @@ func rectJS(sel string) string {
 	return `(() => { const r = document.querySelector(` + browsertest.Quote(sel) + `).getBoundingClientRect(); return { left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width, height: r.height }; })()`
 }
 
+// heldGate is the adapter's held request in run, as the gate words it:
+// its four options, a deadline, denied at zero.
+func heldGate(id, run string, expires time.Time) map[string]any {
+	ask := permission(id, "control")
+	ask["run"] = run
+	d := ask["data"].(map[string]any)
+	d["options"] = []any{map[string]any{"id": "allow", "label": "Allow"}, map[string]any{"id": "allow_session", "label": "Allow for this session"},
+		map[string]any{"id": "deny", "label": "Deny"}, map[string]any{"id": "cancel", "label": "Cancel"}}
+	d["expires_at"] = aep.FormatTime(expires)
+	d["x-kimi-code-on-expiry"] = "deny"
+	return ask
+}
+
 type box struct{ Left, Right, Top, Bottom, Width, Height float64 }
 
 // In Chromium, the layout for the job: at 1280 px the open session sits
@@ -50,10 +63,7 @@ func TestBrowserLayout(t *testing.T) {
 	rl := newRestartableRelay(t)
 	em := dialEmitter(t, rl.base())
 	held := aep.NewID()
-	ask := permission(held, "control")
-	ask["run"] = "r1"
-	ask["data"].(map[string]any)["expires_at"] = aep.FormatTime(time.Now().Add(90 * time.Second))
-	ask["data"].(map[string]any)["x-kimi-code-on-expiry"] = "deny"
+	ask := heldGate(held, "r1", time.Now().Add(90*time.Second))
 	em.send(
 		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"label": "fix the build"}}),
 		em.event("s1", "run.started", -1, map[string]any{"run": "r1"}),
@@ -89,7 +99,9 @@ func TestBrowserLayout(t *testing.T) {
 	}
 
 	// The answers sit on one row, the cancel with them.
-	sameRow := `(() => { const tops = [...document.querySelectorAll('` + item + ` [data-option], ` + item + ` [data-cancel]')].map(b => Math.round(b.getBoundingClientRect().top)); return tops.length === 3 && tops.every(t => t === tops[0]); })()`
+	sameRow := `(() => { const bs = [...document.querySelectorAll('` + item + ` [data-option], ` + item + ` [data-cancel]')], edge = document.querySelector('` + item + `').getBoundingClientRect().right;
+	  const tops = bs.map(b => Math.round(b.getBoundingClientRect().top));
+	  return bs.length === 5 && tops.every(t => t === tops[0]) && bs.every(b => b.getBoundingClientRect().right <= edge && b.scrollWidth <= b.clientWidth); })()`
 	var one bool
 	b.Eval("the answer buttons' rows", sameRow, &one)
 	if !one {
@@ -126,6 +138,11 @@ func TestBrowserLayout(t *testing.T) {
 	em.send(em.event("s1", "attention.answered", -1, map[string]any{"subject": held, "cause": cmdID, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}))
 	b.WaitJS("the request leaves, its trace stays", `document.querySelector('`+item+`') === null && (document.querySelector('`+sel("data-answered", held)+`')||{}).textContent?.startsWith('You denied, ')`)
 
+	// A second request, for the phone.
+	held2 := aep.NewID()
+	item2 := sel("data-attention", held2)
+	em.send(em.event("s2", "attention.requested", -1, heldGate(held2, "r2", time.Now().Add(90*time.Second))))
+
 	// Both schemes keep the state colours readable.
 	for _, scheme := range []string{"light", "dark"} {
 		var worst struct {
@@ -155,6 +172,11 @@ func TestBrowserLayout(t *testing.T) {
 		t.Error("at 360 px the page scrolls sideways")
 	}
 	b.Click("back", "#session-close")
+	b.WaitJS("the request again", `document.querySelector('`+item2+`') !== null`)
+	b.Eval("the answer buttons' rows at 360 px", strings.ReplaceAll(sameRow, item, item2), &one)
+	if !one {
+		t.Error("at 360 px the answer buttons do not sit on one row")
+	}
 	b.WaitJS("the list again", `document.getElementById('session-pane').hidden && document.querySelector('#fleet [data-session="s1"] button').getAttribute('aria-current') === null`)
 
 	// The keyboard hint shows with a mouse, not on a touch screen.

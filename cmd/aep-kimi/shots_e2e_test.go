@@ -1,0 +1,130 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+)
+
+// envShots names a directory the page's screenshots go to (1280 and 360 px,
+// light and dark); unset, none are written.
+const envShots = "AEP_SHOTS"
+
+// readmeShot is the README's picture of the page, and shotGolden the
+// structure it shows, which the test holds the page to without -update.
+const (
+	readmeShot = "../../docs/fleet.png"
+	shotGolden = "testdata/fleet-shot.golden"
+)
+
+// shotStructureJS describes what the page shows, in words that stay the
+// same from one real session to the next (no ids, no times).
+const shotStructureJS = `(() => {
+  const box = (s) => document.querySelector(s).getBoundingClientRect();
+  const vis = (s) => [...document.querySelectorAll(s)].filter((e) => e.offsetParent !== null);
+  const fleet = box('#fleet'), detail = document.getElementById('session-pane');
+  const d = detail.hidden ? null : detail.getBoundingClientRect();
+  const groups = vis('#fleet .group').map((g) => g.dataset.group + '=' + g.querySelectorAll('li[data-session]').length);
+  const sel = document.querySelector('#fleet li[data-selected]');
+  return [
+    'inbox: ' + vis('#inbox > li').length + ' waiting, answers ' + vis('#inbox [data-option], #inbox [data-cancel]').map((b) => b.textContent).join(' | '),
+    'countdown: ' + vis('#inbox [data-countdown]').map((c) => c.textContent.replace(/[0-9]+s/, 'Ns')).join(),
+    'latest trace: ' + vis('#answered > li').slice(0, 1).map((l) => l.textContent.replace(/, [0-9]+s ago.*/, '')).join(),
+    'fleet: ' + groups.join(' '),
+    'selected: ' + (sel ? sel.dataset.state : 'none'),
+    'detail: ' + (!d ? 'closed' : d.left >= fleet.right ? 'beside the list' : 'below or over the list'),
+    'timeline: ' + vis('#timeline [data-tool]').map((t) => t.dataset.kind).join(' '),
+  ].join('\n') + '\n';
+})()`
+
+// The README's picture and the screenshots come from real Kimi sessions
+// through the real adapter and relay: one call the page allowed, one it
+// denied, and a third still held, with the denied session open. With
+// -update the picture and its structure are rewritten; without, the page
+// must show the same structure.
+func TestE2EPageShots(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+	b := browsertest.New(t, 1280, 900)
+	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
+	b.WaitJS("the page is live", `document.getElementById('conn').dataset.conn === 'live'`)
+
+	// answered runs one real session whose one held call the page answers
+	// with option; it returns the session's id.
+	answered := func(option string) string {
+		out := make(chan kimiharness.PrintRun, 1)
+		go func() { out <- scenario(t, kimi, markerScript(t, filepath.Join(t.TempDir(), "marker")), st.hookCmd(t)) }()
+		b.WaitJS("the held call", `document.querySelector('#inbox [data-attention] [data-option="`+option+`"]') !== null`)
+		var session string
+		b.Eval("its session", `document.querySelector('#inbox [data-attention]').dataset.session`, &session)
+		b.Click("answer "+option, `#inbox [data-attention] [data-option="`+option+`"]`)
+		<-out
+		b.WaitJS("the session ended", `document.querySelector('#fleet [data-session=`+browsertest.Quote(session)+`][data-state="ended"]') !== null`)
+		return session
+	}
+	answered("allow")
+	denied := answered("deny")
+	st.waitQuiet(t)
+
+	held := make(chan kimiharness.PrintRun, 1)
+	go func() {
+		held <- scenario(t, kimi, markerScript(t, filepath.Join(t.TempDir(), "marker")), st.hookCmd(t))
+	}()
+	b.WaitJS("the third call held, with its countdown", `document.querySelector('#inbox [data-attention] [data-countdown]') !== null`)
+	b.Click("open the denied session", `#fleet [data-session=`+browsertest.Quote(denied)+`] button`)
+	b.WaitJS("its timeline, the denied call", `document.querySelector('#timeline [data-tool]') !== null`)
+
+	var structure string
+	b.Eval("the page's structure", shotStructureJS, &structure)
+	dir := os.Getenv(envShots)
+	shoot := func(name string, width, height int64, scheme string) []byte {
+		var png []byte
+		b.MustRun("screenshot "+name, chromedp.EmulateViewport(width, height),
+			emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}),
+			chromedp.CaptureScreenshot(&png))
+		if dir != "" {
+			if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return png
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readme := shoot("fleet-1280-light", 1280, 900, "light")
+	shoot("fleet-1280-dark", 1280, 900, "dark")
+	shoot("session-360-light", 360, 740, "light")
+	shoot("session-360-dark", 360, 740, "dark")
+	b.MustRun("back to the list, at its top", chromedp.Evaluate(`document.getElementById('session-close').click(); scrollTo(0, 0)`, nil))
+	shoot("fleet-360-light", 360, 740, "light")
+	shoot("fleet-360-dark", 360, 740, "dark")
+	b.Click("let the held call run", `#inbox [data-attention] [data-option="allow"]`)
+	<-held
+
+	if *update {
+		if err := os.WriteFile(readmeShot, readme, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(shotGolden, []byte(structure), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(shotGolden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if structure != string(want) {
+		t.Errorf("the page's structure differs from the README picture's (go test -run TestE2EPageShots -update rewrites both):\ngot:\n%s\nwant:\n%s", structure, want)
+	}
+}
