@@ -22,10 +22,10 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 // webScript is the mock model for these tests: a tool call needing approval
@@ -53,7 +53,7 @@ type webStack struct {
 	khome  string // KIMI_CODE_HOME
 	work   string
 	web    *kimiharness.Web
-	bridge *daemontest.Proc
+	bridge *proctest.Proc
 	addr   string
 	env    []string
 }

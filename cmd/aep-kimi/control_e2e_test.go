@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
@@ -33,14 +34,7 @@ func (st *stack) cliIn(t testing.TB, in io.Reader, args ...string) (int, string)
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL)
 	cmd.Stdin = in
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(out)
+	return proctest.Run(t, cmd)
 }
 
 func writeScript(t testing.TB, v any) string {

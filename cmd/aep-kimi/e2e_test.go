@@ -26,11 +26,11 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 var (
@@ -69,7 +69,7 @@ func binaries(t testing.TB) string {
 }
 
 // startDaemon runs `aep-kimi ARGS...` with env and waits for its /healthz.
-func startDaemon(t testing.TB, base string, env []string, args ...string) *daemontest.Proc {
+func startDaemon(t testing.TB, base string, env []string, args ...string) *proctest.Proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
 	// A daemon never reads or writes the developer's own home: without an
@@ -84,9 +84,9 @@ func startDaemon(t testing.TB, base string, env []string, args ...string) *daemo
 
 // startProc starts cmd (an aep-kimi daemon, perhaps behind a wrapper that
 // execs it) and waits for its /healthz at base.
-func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *daemontest.Proc {
+func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *proctest.Proc {
 	t.Helper()
-	d := daemontest.Start(t, "aep-kimi "+name, cmd)
+	d := proctest.Start(t, "aep-kimi "+name, cmd)
 	// The port came from netaddr.FreePort: another test's daemon may have taken it
 	// meanwhile and be the one answering, so this daemon must also say it
 	// listens there.
@@ -97,7 +97,7 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *daemontes
 	}
 	listening := regexp.MustCompile(` addr=\S*:` + regexp.QuoteMeta(u.Port()) + `\s`)
 	d.Await(t, 20*time.Second, "its /healthz and its listen line", func() bool {
-		return daemontest.Answers(base+"/healthz") && listening.MatchString(d.Logs.String())
+		return proctest.Answers(base+"/healthz") && listening.MatchString(d.Logs.String())
 	})
 	return d
 }
@@ -105,7 +105,7 @@ func startProc(t testing.TB, base string, cmd *exec.Cmd, name string) *daemontes
 // stack is a relay plus an adapter publishing to it, as a user runs them.
 type stack struct {
 	home, token      string
-	relay, adapter   *daemontest.Proc
+	relay, adapter   *proctest.Proc
 	relayURL, hookTo string
 	adapterEnv       []string
 	adapterPort      int

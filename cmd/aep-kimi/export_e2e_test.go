@@ -11,12 +11,12 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 )
 
@@ -154,7 +154,7 @@ func TestE2EExportKill9(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "export-state.json")
 	mport := netaddr.FreePort(t)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mport)
-	start := func() *daemontest.Proc {
+	start := func() *proctest.Proc {
 		return startDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,
 			"--endpoint", rcv.URL, "--state", state, "--metrics", fmt.Sprintf("127.0.0.1:%d", mport))
 	}

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
@@ -107,7 +107,7 @@ func TestUpOTLP(t *testing.T) {
 		return e
 	}
 	base := "http://" + o.relayListen
-	if !poll.Until(30*time.Second, func() bool { return daemontest.Answers(base + "/healthz") }) {
+	if !poll.Until(30*time.Second, func() bool { return proctest.Answers(base + "/healthz") }) {
 		t.Fatalf("the relay never answered\n%s", out.String())
 	}
 	relaytest.Post(t, base, "up-test-token",

@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -225,14 +226,7 @@ func setupCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-setup"), args...)
 	cmd.Env = append(os.Environ(), "AEP_KIMI_CONTROL=", "AEP_ATTENTION_TIMEOUT_MS=")
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(out)
+	return proctest.Run(t, cmd)
 }
 
 // Control in one step, with the hooks registered the plain way first (the

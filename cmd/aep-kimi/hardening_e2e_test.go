@@ -26,8 +26,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 // cleanEnv is the environment with every variable that names a token or a
@@ -343,7 +343,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	}
 	targets := []struct {
 		name, addr, head string
-		p                *daemontest.Proc
+		p                *proctest.Proc
 		limit            time.Duration
 	}{
 		{"relay", raddr, "POST /events HTTP/1.1\r\nHost: " + raddr + "\r\nContent-Type: application/json\r\nAEP-Version: 0.1\r\nContent-Length: 16777216\r\n\r\n{", relayP, 20 * time.Second},

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -202,7 +202,7 @@ func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buff
 			return true
 		default:
 		}
-		return daemontest.Answers(url)
+		return proctest.Answers(url)
 	})
 	if exited {
 		t.Fatalf("the command under test exited (%v):\n%s", exitErr, logs.String())

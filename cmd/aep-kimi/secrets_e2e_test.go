@@ -20,9 +20,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
@@ -31,7 +31,7 @@ import (
 // bannered is a running aep-kimi daemon whose standard output is a pipe or
 // a pseudo-terminal.
 type bannered struct {
-	*daemontest.Proc
+	*proctest.Proc
 	out, err *syncbuf.Buffer
 }
 
@@ -54,7 +54,7 @@ func startBannered(t *testing.T, env []string, terminal bool, until string, args
 		go io.Copy(b.out, master) //nolint:errcheck // ends with EIO once the slave is gone
 		t.Cleanup(func() { master.Close() })
 	}
-	b.Proc = daemontest.Start(t, "aep-kimi "+args[0], cmd)
+	b.Proc = proctest.Start(t, "aep-kimi "+args[0], cmd)
 	if slave != nil {
 		slave.Close()
 	}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 // revokeBound is how soon a stream or socket must end once its credential
@@ -293,7 +293,7 @@ func startDash(t *testing.T, relayURL, relayToken string) (base, token string) {
 	port := strconv.Itoa(netaddr.FreePort(t))
 	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "dash", "--listen", "127.0.0.1:"+port, "--relay", relayURL+","+tokFile)
 	cmd.Env = cleanEnv(home)
-	d := daemontest.Start(t, "aep-kimi dash", cmd)
+	d := proctest.Start(t, "aep-kimi dash", cmd)
 	// Off a terminal the dash writes its login URL to a private file and
 	// prints that file's path.
 	page := regexp.MustCompile(`page\s+(http://127\.0\.0\.1:` + port + `)\s`)

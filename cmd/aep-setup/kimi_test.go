@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
 
@@ -43,16 +43,7 @@ func kimiDoctor(t *testing.T, bin, home string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "doctor")
 	cmd.Env = append(os.Environ(), "KIMI_CODE_HOME="+home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1")
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
-	}
-	t.Fatalf("kimi doctor: %v\n%s", err, out)
-	return -1, ""
+	return proctest.Run(t, cmd)
 }
 
 func writeConfig(t *testing.T, home, content string) {

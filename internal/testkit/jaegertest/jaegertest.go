@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
@@ -141,9 +141,9 @@ exporters:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := daemontest.Start(t, "jaeger", exec.Command(bin, "--config", path))
+	d := proctest.Start(t, "jaeger", exec.Command(bin, "--config", path))
 	j := &Jaeger{OTLP: "http://" + otlp, Query: "http://" + query}
-	d.Await(t, 60*time.Second, "its query API", func() bool { return daemontest.Answers(j.Query + "/api/services") })
+	d.Await(t, 60*time.Second, "its query API", func() bool { return proctest.Answers(j.Query + "/api/services") })
 	return j
 }
 

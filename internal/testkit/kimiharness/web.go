@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/daemontest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 // Web is a running `kimi web` (kap-server).
@@ -26,7 +26,7 @@ type Web struct {
 	Token         string
 	PID           int
 
-	proc *daemontest.Proc
+	proc *proctest.Proc
 }
 
 // StartWeb runs `kimi web --no-open --host 127.0.0.1 --port P` on home (which
@@ -41,9 +41,9 @@ func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 	cmd := exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	cmd.Dir = workdir
 	cmd.Env = Env(home)
-	w.proc = daemontest.Start(t, "kimi web", cmd)
+	w.proc = proctest.Start(t, "kimi web", cmd)
 	w.PID = cmd.Process.Pid
-	t.Cleanup(func() { w.Stop(t) }) // before the SIGTERM daemontest would send
+	t.Cleanup(func() { w.Stop(t) }) // before the SIGTERM proctest would send
 	w.proc.Await(t, 60*time.Second, "its registration and /api/v1/healthz", func() bool {
 		if w.Port == 0 {
 			w.Port = w.registeredPort(asked)
@@ -54,7 +54,7 @@ func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 			return false
 		}
 		w.Token = strings.TrimSpace(string(tok))
-		return daemontest.Answers(w.Base + "/api/v1/healthz")
+		return proctest.Answers(w.Base + "/api/v1/healthz")
 	})
 	return w
 }

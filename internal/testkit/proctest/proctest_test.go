@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemontest
+package proctest
 
 import (
 	"os/exec"

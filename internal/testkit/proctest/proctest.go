@@ -1,13 +1,16 @@
-// Package daemontest runs a long-lived program for a test, the way the
+// Package proctest runs programs for tests: a long-lived one the way the
 // end-to-end tests run aep-kimi's daemons and the real servers they talk
-// to: its output kept, its exit noticed, stopped gracefully (SIGTERM, then
-// a kill) when the test ends.
-package daemontest
+// to (its output kept, its exit noticed, stopped gracefully, SIGTERM then a
+// kill, when the test ends), and a command run to its end for its exit
+// code and output.
+package proctest
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -134,4 +137,21 @@ func Answers(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// Run runs cmd to its end and returns its exit code (-1 when a signal
+// ended it) and its standard output and error, combined; a command that
+// could not run at all fails the test.
+func Run(t testing.TB, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("%s: %v\n%s", filepath.Base(cmd.Path), err, out)
+	return -1, ""
 }
