@@ -66,6 +66,23 @@ func (g *golden) write(t *testing.T, path string) {
 
 // input returns the exact payload bytes: the section minus the one newline
 // the file format adds after it.
+// check renders events and compares them with section, or under -update
+// records them there; every event's envelope is checked either way.
+func (g *golden) check(t *testing.T, section string, events []Event) {
+	t.Helper()
+	got := render(t, events)
+	checkEnvelopes(t, events)
+	if *update {
+		if err := g.update(section, got); err != nil {
+			t.Fatal(err) // nothing is rewritten
+		}
+		return
+	}
+	if want := g.sections[section]; !bytes.Equal(got, want) {
+		t.Errorf("%s:\ngot:\n%s\nwant:\n%s", section, got, want)
+	}
+}
+
 func (g *golden) input(name string) []byte {
 	return bytes.TrimSuffix(g.sections[name], []byte("\n"))
 }
@@ -144,17 +161,7 @@ func TestHookGolden(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Hook: %v", err)
 				}
-				got := render(t, r.Events)
-				checkEnvelopes(t, r.Events)
-				if *update {
-					if err := g.update(ps.name, got); err != nil {
-						t.Fatal(err) // nothing is rewritten
-					}
-					continue
-				}
-				if want := g.sections[ps.name]; !bytes.Equal(got, want) {
-					t.Errorf("%s posture:\ngot:\n%s\nwant:\n%s", ps.name, got, want)
-				}
+				g.check(t, ps.name, r.Events)
 			}
 			if *update {
 				g.write(t, path)
@@ -175,18 +182,7 @@ func TestWebGolden(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Web: %v", err)
 					}
-					section := mode.String() + "." + ps.name
-					got := render(t, r.Events)
-					checkEnvelopes(t, r.Events)
-					if *update {
-						if err := g.update(section, got); err != nil {
-							t.Fatal(err) // nothing is rewritten
-						}
-						continue
-					}
-					if want := g.sections[section]; !bytes.Equal(got, want) {
-						t.Errorf("%s:\ngot:\n%s\nwant:\n%s", section, got, want)
-					}
+					g.check(t, mode.String()+"."+ps.name, r.Events)
 				}
 			}
 			if *update {

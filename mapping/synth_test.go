@@ -205,17 +205,7 @@ func TestSynthGolden(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", ctor, err)
 				}
-				got := render(t, []Event{ev})
-				checkEnvelopes(t, []Event{ev})
-				if *update {
-					if err := g.update(ps.name, got); err != nil {
-						t.Fatal(err) // nothing is rewritten
-					}
-					continue
-				}
-				if want := g.sections[ps.name]; !bytes.Equal(got, want) {
-					t.Errorf("%s posture:\ngot:\n%s\nwant:\n%s", ps.name, got, want)
-				}
+				g.check(t, ps.name, []Event{ev})
 			}
 			// An event that fails its envelope check is never recorded.
 			if *update && !t.Failed() {
