@@ -501,24 +501,11 @@ func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- 
 	ping := time.NewTicker(e.cfg.PingInterval)
 	defer ping.Stop()
 	for {
-		for {
-			e.mu.Lock()
-			p, ok := e.popLocked()
-			e.mu.Unlock()
-			if !ok {
-				break
+		if err := e.drainOutbox(write); err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			if err := write(p.b); err != nil {
-				e.mu.Lock()
-				e.requeueLocked([]pending{p})
-				e.mu.Unlock()
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("write: %w", err)
-			}
-			e.sent.Add(1)
-			e.recordSent(p, true)
+			return fmt.Errorf("write: %w", err)
 		}
 		select {
 		case <-e.wake:
@@ -538,25 +525,33 @@ func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- 
 	}
 }
 
-// closeGracefully flushes the outbox within FlushTimeout, then closes 1001.
-func (e *Emitter) closeGracefully(c *websocket.Conn) {
-	fctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
-	defer cancel()
+// drainOutbox writes the outbox's events in order until it is empty. An
+// event write fails on goes back to the outbox, and the error is returned.
+func (e *Emitter) drainOutbox(write func([]byte) error) error {
 	for {
 		e.mu.Lock()
 		p, ok := e.popLocked()
 		e.mu.Unlock()
 		if !ok {
-			break
+			return nil
 		}
-		if err := c.Write(fctx, websocket.MessageText, p.b); err != nil {
+		if err := write(p.b); err != nil {
 			e.mu.Lock()
 			e.requeueLocked([]pending{p})
 			e.mu.Unlock()
-			return
+			return err
 		}
 		e.sent.Add(1)
 		e.recordSent(p, true)
+	}
+}
+
+// closeGracefully flushes the outbox within FlushTimeout, then closes 1001.
+func (e *Emitter) closeGracefully(c *websocket.Conn) {
+	fctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
+	defer cancel()
+	if e.drainOutbox(func(b []byte) error { return c.Write(fctx, websocket.MessageText, b) }) != nil {
+		return
 	}
 	_ = c.Write(fctx, websocket.MessageText, wire.Encode(&wire.Closing{Reason: "emitter stopping", Delivered: []wire.Delivered{}}))
 	_ = c.Close(websocket.StatusGoingAway, "emitter stopping")
