@@ -55,7 +55,8 @@ type box struct{ Left, Right, Top, Bottom, Width, Height float64 }
 // In Chromium, the layout for the job: at 1280 px the open session sits
 // beside the list (not below it) with its row highlighted; every age, wait
 // and countdown ticks in place each second with what happens at zero; the
-// answer buttons share one row; an answer leaves a trace; at 360 px the
+// answer buttons (the gate's four and the page's cancel) share one row, at
+// 1280 px and at 360 px, no word broken; an answer leaves a trace; at 360 px the
 // session covers the list and its back control returns to it; touch
 // screens get no keyboard hint; both schemes keep text at WCAG AA.
 func TestBrowserLayout(t *testing.T) {
@@ -101,7 +102,8 @@ func TestBrowserLayout(t *testing.T) {
 	// The answers sit on one row, the cancel with them.
 	sameRow := `(() => { const bs = [...document.querySelectorAll('` + item + ` [data-option], ` + item + ` [data-cancel]')], edge = document.querySelector('` + item + `').getBoundingClientRect().right;
 	  const tops = bs.map(b => Math.round(b.getBoundingClientRect().top));
-	  return bs.length === 5 && tops.every(t => t === tops[0]) && bs.every(b => b.getBoundingClientRect().right <= edge && b.scrollWidth <= b.clientWidth); })()`
+	  return bs.length === 5 && tops.every(t => t === tops[0]) && bs.every(b => b.getBoundingClientRect().right <= edge && b.scrollWidth <= b.clientWidth
+	    && b.textContent.split(' ').every((w) => { const i = b.textContent.indexOf(w), r = document.createRange(); r.setStart(b.firstChild, i); r.setEnd(b.firstChild, i + w.length); return r.getClientRects().length === 1; })); })()`
 	var one bool
 	b.Eval("the answer buttons' rows", sameRow, &one)
 	if !one {
