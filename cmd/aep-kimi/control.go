@@ -40,7 +40,7 @@ type senderOptions struct {
 
 func (o *senderOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
 	o.getenv = getenv
-	fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	fs.StringVar(&o.relayURL, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	fs.DurationVar(&o.window, "window", client.DefaultAckWindow, "how long to wait for the target's ack")
 }

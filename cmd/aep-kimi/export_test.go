@@ -106,7 +106,7 @@ func TestUpOTLP(t *testing.T) {
 		}
 		return e
 	}
-	base := "http://" + o.relayListen
+	base := "http://" + o.RelayListen
 	if !poll.Until(30*time.Second, func() bool { return proctest.Answers(base + "/healthz") }) {
 		t.Fatalf("the relay never answered\n%s", out.String())
 	}

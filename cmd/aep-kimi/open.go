@@ -10,6 +10,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
 // relayClient is what a command that reads a relay needs: its URL and
@@ -19,7 +20,7 @@ type relayClient struct{ url, tokenFile string }
 // relayClientFlags registers --relay and --token-file.
 func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient {
 	var rc relayClient
-	fs.StringVar(&rc.url, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+	fs.StringVar(&rc.url, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&rc.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	return &rc
 }

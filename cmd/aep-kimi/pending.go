@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -51,7 +52,7 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 		return 0
 	}
 	relayArg := ""
-	if rc.url != cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL) {
+	if rc.url != client.URLFromEnv(getenv) {
 		relayArg = consumer.DisplayURL(rc.url)
 	}
 	if len(reqs) == 1 {

@@ -32,7 +32,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o tailOptions
-			fs.StringVar(&o.relayURL, "relay", cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL), "relay base URL (env AEP_RELAY)")
+			fs.StringVar(&o.relayURL, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 			fs.StringVar(&o.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
 			fs.StringVar(&o.capture, "capture", "", "capture ceiling: none, metadata, redacted or full")
 			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
@@ -89,7 +89,7 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 		// through the sanitizer before colouring it.
 		pr.W = consumer.Unwrapped(io.out)
 	}
-	if o.relayURL != cli.EnvOr(getenv, "AEP_RELAY", DefaultRelayURL) {
+	if o.relayURL != client.URLFromEnv(getenv) {
 		pr.RelayArg = consumer.DisplayURL(o.relayURL)
 	}
 	cfg := consumer.FollowConfig{

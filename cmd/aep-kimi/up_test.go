@@ -23,11 +23,11 @@ func upFixture(t *testing.T) (upOptions, func(string) string) {
 	t.Helper()
 	env := map[string]string{"AEP_TOKEN": "up-test-token", "KIMI_CODE_HOME": t.TempDir()}
 	getenv := func(k string) string { return env[k] }
-	o := upOptions{home: t.TempDir(), relayListen: netaddr.FreeAddr(t), adapterListen: netaddr.FreeAddr(t)}
-	o.bridge.flags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
-	o.relay.BindFlags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
-	o.bridge.force = true
-	o.bridge.opts.listen = netaddr.FreeAddr(t)
+	o := upOptions{UpOptions: station.UpOptions{Home: t.TempDir(), RelayListen: netaddr.FreeAddr(t), AdapterListen: netaddr.FreeAddr(t)}}
+	o.Bridge.BindFlags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
+	o.Relay.BindFlags(flag.NewFlagSet("up", flag.ContinueOnError), getenv)
+	o.Bridge.Force = true
+	o.Bridge.Opts.Listen = netaddr.FreeAddr(t)
 	return o, getenv
 }
 
@@ -46,14 +46,14 @@ func mustBind(t *testing.T, what, addr string) {
 // the listeners up had already bound for the relay and the adapter.
 func TestUpStartErrorReleasesListeners(t *testing.T) {
 	o, getenv := upFixture(t)
-	o.bridge.opts.mode = "no-such-mode"
+	o.Bridge.Opts.Mode = "no-such-mode"
 	var out bytes.Buffer
 	err := upRun(context.Background(), o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out})
 	if !station.IsUsage(err) || !strings.Contains(err.Error(), "--mode") {
 		t.Fatalf("upRun = %v, want the bridge's usage error\n%s", err, out.String())
 	}
-	mustBind(t, "relay", o.relayListen)
-	mustBind(t, "adapter", o.adapterListen)
+	mustBind(t, "relay", o.RelayListen)
+	mustBind(t, "adapter", o.AdapterListen)
 }
 
 // One component failing while up runs (the bridge cannot bind its address)
@@ -66,7 +66,7 @@ func TestUpOneFailureStopsAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	o.bridge.opts.listen = taken.Addr().String()
+	o.Bridge.Opts.Listen = taken.Addr().String()
 
 	// The deadline only keeps a regression from hanging the suite; up must
 	// return long before it.
@@ -77,21 +77,21 @@ func TestUpOneFailureStopsAll(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("up ran until its context ended: the failed bridge did not stop it\n%s", out.String())
 	}
-	if err == nil || !strings.Contains(err.Error(), "bridge-web") || !strings.Contains(err.Error(), o.bridge.opts.listen) {
+	if err == nil || !strings.Contains(err.Error(), "bridge-web") || !strings.Contains(err.Error(), o.Bridge.Opts.Listen) {
 		t.Fatalf("upRun = %v, want the bridge's listen error\n%s", err, out.String())
 	}
-	mustBind(t, "relay", o.relayListen)
-	mustBind(t, "adapter", o.adapterListen)
+	mustBind(t, "relay", o.RelayListen)
+	mustBind(t, "adapter", o.AdapterListen)
 }
 
 // `up --store jetstream` keeps the relay's history across restarts of up:
 // what the first run admitted, the second serves.
 func TestUpJetStreamKeepsHistory(t *testing.T) {
 	o, getenv := upFixture(t)
-	o.relay.Store.Store = relay.StoreJetStream
+	o.Relay.Store.Store = relay.StoreJetStream
 	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
 		Source: "aep://test/agent/up/session/s-up", Agent: "up", Session: "s-up", Seq: aep.Int64(0), Epoch: aep.Int64(0)}
-	base := "http://" + o.relayListen
+	base := "http://" + o.RelayListen
 	for run := range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
 		var out syncbuf.Buffer

@@ -1,4 +1,4 @@
-package main
+package station
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestGateOptionsReadRegistration(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := adapter.Config{Control: adapter.Control{HoldTimeout: c.hold}}
-			err := gateOptions{control: true, onTimeout: c.onTimeout, kimiHome: c.home}.apply(&cfg, log)
+			err := Gate{Control: true, OnTimeout: c.onTimeout, KimiHome: c.home}.Apply(&cfg, log)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err %v, want %q", err, c.wantErr)

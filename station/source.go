@@ -1,4 +1,4 @@
-package main
+package station
 
 import (
 	"cmp"
@@ -57,7 +57,7 @@ func relayEmitter(cfg *emitter.Config, relayURL, token string, h sourceHello, lo
 	if err != nil {
 		return nil, fmt.Errorf("relay emitter: %w", err)
 	}
-	if !isNone(relayURL) {
+	if !client.IsNone(relayURL) {
 		cfg.Publisher = emitterPublisher{em}
 		cfg.Collectors = append(cfg.Collectors, em.Collector(h.metrics))
 	}

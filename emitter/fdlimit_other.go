@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package emitter
 
 // fileLimit is unknown here: the configured bound on open logs stands.
 func fileLimit() uint64 { return 0 }

@@ -1,4 +1,4 @@
-package main
+package emitter
 
 import (
 	"log/slog"

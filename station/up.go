@@ -1,0 +1,121 @@
+package station
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/export"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// UpOptions is `aep-kimi up`'s surface: the components' own flags, bound
+// once for all of them.
+type UpOptions struct {
+	Home, RelayListen, AdapterListen string
+	Public, Verbose                  bool
+	Bridge                           BridgeChoice
+	Life                             adapter.Lifecycle
+	Relay                            RelayOptions
+	Gate                             Gate
+}
+
+// BindFlags registers up's flags, their defaults read through getenv.
+func (o *UpOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.Home, "home", tokenfile.AEPHome(getenv), "AEP home: token, logs, spool (env AEP_HOME)")
+	fs.StringVar(&o.RelayListen, "relay-listen", "", "relay address (default 127.0.0.1:$AEP_PORT, else 127.0.0.1:8787)")
+	fs.StringVar(&o.AdapterListen, "adapter-listen", "", "hook intake address (default $AEP_KIMI_ADDR, else 127.0.0.1:8398)")
+	fs.BoolVar(&o.Public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces (env AEP_PUBLIC); a token is always required then")
+	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
+	o.Bridge.BindFlags(fs, getenv)
+	o.Life.BindFlags(fs, getenv)
+	o.Relay.BindFlags(fs, getenv)
+	o.Gate.BindFlags(fs, getenv)
+}
+
+// Up runs the relay, the adapter, the kimi web bridge (unless --web=false)
+// and exp (the OTLP exporter, when not nil: its relay and token are set
+// here) in one process sharing one token, the banner written on out (the
+// login URL only when login), until ctx ends or one of them fails. A
+// configuration mistake is a UsageError.
+func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) string, out io.Writer, login bool, log *slog.Logger) error {
+	host := "127.0.0.1"
+	if o.Public {
+		host = "0.0.0.0"
+	}
+	if o.Public && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" && getenv("AEP_TOKEN_FILE") == "" {
+		return Usage(errors.New("--public listens on all interfaces and needs a token you chose: set AEP_TOKEN or AEP_TOKEN_FILE"))
+	}
+	token, tokenFile, err := tokenfile.Shared(getenv, o.Home)
+	if err != nil {
+		return Usage(err)
+	}
+	rcfg, err := relay.ConfigFromEnv(getenv)
+	if err != nil {
+		return Usage(err)
+	}
+	rcfg.Token, rcfg.Logger = token, log.With("component", "relay")
+	rcfg.Listen = o.RelayListen
+	if rcfg.Listen == "" {
+		rcfg.Listen = net.JoinHostPort(host, cli.EnvOr(getenv, "AEP_PORT", "8787"))
+	}
+	// The one token guards all three: any of them off loopback needs it.
+	o.Relay.Store.Home, o.Relay.Public = o.Home, o.Public
+	rsrv, closeStore, err := NewRelay(ctx, rcfg, o.Relay, getenv)
+	if err != nil {
+		if !IsUsage(err) {
+			err = fmt.Errorf("relay: %w", err)
+		}
+		return err
+	}
+	defer closeStore()
+	stn, err := Listen(rsrv, rcfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer stn.Close() // what is bound, if up stops short of running
+	relayURL := stn.RelayURL()
+
+	o.Gate.KimiHome = o.Bridge.Opts.KimiHome // up's one --kimi-home
+	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate}
+	if ao.Listen == "" {
+		ao.Listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
+	}
+	ad, err := NewAdapter(ao, token, getenv, log.With("component", "adapter"))
+	if err != nil {
+		return Usage(err)
+	}
+	aaddr, err := ad.Listen()
+	if err != nil {
+		return err
+	}
+	stn.Add(Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
+	o.Bridge.Opts.AllowedHosts = o.Relay.AllowedHosts
+	br, bridgeNote, err := o.Bridge.start(o.Home, relayURL, token, getenv, log.With("component", "bridge"))
+	if err != nil {
+		return Usage(err)
+	}
+	if br != nil {
+		stn.Add(Component{Name: "bridge", Run: br.Run}, nil)
+	}
+	if exp != nil {
+		exp.Relay, exp.Token = relayURL, token
+		stn.Add(Component{Name: "otlp-export", Run: exp.Run}, nil)
+	}
+	Banner{
+		RelayAddr: stn.Addr().String(), RelayURL: relayURL, AdapterURL: "http://" + aaddr.String(),
+		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.Home), Logs: filepath.Join(o.Home, "logs", "kimi-code"),
+		Bridge: bridgeNote, Control: BannerGate(ad, cli.EnvBool(getenv, "AEP_INSTRUCT", false)),
+		Public: o.Public,
+	}.Write(out, login)
+	return stn.Run(ctx)
+}
