@@ -22,12 +22,8 @@ import (
 // bigEvents returns n notice events of about size bytes each.
 func bigEvents(session string, n, size int) []*aep.Event {
 	pad := strings.Repeat("x", size)
-	out := make([]*aep.Event, n)
-	for i := range out {
-		out[i] = mkEvent(session, int64(i), withSeverity("notice"), withData(`{"message":"`+pad+`"}`))
-		out[i].Capture = "full"
-	}
-	return out
+	return seqEvents(session, 0, int64(n), withSeverity("notice"), withData(`{"message":"`+pad+`"}`),
+		func(e *aep.Event) { e.Capture = "full" })
 }
 
 // A consumer that stops reading is disconnected rather than slowing ingest

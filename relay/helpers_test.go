@@ -46,6 +46,15 @@ func mkEvent(session string, seq int64, mods ...func(*aep.Event)) *aep.Event {
 	return e
 }
 
+// seqEvents builds events from..to-1 of session with mkEvent.
+func seqEvents(session string, from, to int64, mods ...func(*aep.Event)) []*aep.Event {
+	evs := make([]*aep.Event, 0, to-from)
+	for i := from; i < to; i++ {
+		evs = append(evs, mkEvent(session, i, mods...))
+	}
+	return evs
+}
+
 func withType(t string) func(*aep.Event) { return func(e *aep.Event) { e.Type = t } }
 func withSeverity(s string) func(*aep.Event) {
 	return func(e *aep.Event) { e.Severity = s }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -123,10 +122,7 @@ func TestIngestPayloadTooLarge(t *testing.T) {
 // event is stored on one line.
 func TestIngestBatchOrderAndOneLine(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{})
-	var evs []*aep.Event
-	for i := range 20 {
-		evs = append(evs, mkEvent("s-order", int64(i)))
-	}
+	evs := seqEvents("s-order", 0, 20)
 	// Out of order on the wire: the buffer sorts by position, the live
 	// stream keeps arrival order.
 	evs[5], evs[6] = evs[6], evs[5]

@@ -31,10 +31,7 @@ func TestResumeProperty(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := relaytest.RunServer(t, relay.Config{Buffer: depth})
 			session := "s-prop-" + strconv.Itoa(iter)
-			var evs []*aep.Event
-			for i := range before + after {
-				evs = append(evs, mkEvent(session, int64(i), withEpoch(epoch)))
-			}
+			evs := seqEvents(session, 0, int64(before+after), withEpoch(epoch))
 			// The consumer is live for the first events and stops after seen.
 			live := openSSE(t, srv, url.Values{"filter": {`{"session":"` + session + `"}`}}, nil)
 			mustPost(t, srv, evs[:before]...)

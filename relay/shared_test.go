@@ -87,10 +87,7 @@ func TestSharedStreamTwoRelays(t *testing.T) {
 
 	onB := openSSE(t, b, url.Values{"filter": {`{"session":"s-x"}`}}, nil)
 	agentsOnB := openSSE(t, b, url.Values{"filter": {`{"type":["agent.*"]}`}}, nil)
-	var evs []*aep.Event
-	for i := range 10 {
-		evs = append(evs, mkEvent("s-x", int64(i)))
-	}
+	evs := seqEvents("s-x", 0, 10)
 	mustPost(t, a, evs[:5]...)
 	if got := seqsOf(onB.events(t, 5)); !slices.Equal(got, []int64{0, 1, 2, 3, 4}) {
 		t.Fatalf("B's consumer got %v from A", got)
@@ -192,10 +189,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 	a := sharedRelay(t, urls, 3)
 	b := sharedRelay(t, urls, 3)
 	onB := openSSE(t, b, url.Values{"filter": {`{"session":"s-c"}`}}, nil)
-	var evs []*aep.Event
-	for i := range 40 {
-		evs = append(evs, mkEvent("s-c", int64(i)))
-	}
+	evs := seqEvents("s-c", 0, 40)
 	mustPost(t, a, evs[:20]...)
 	onB.events(t, 20)
 	nodes[0].Shutdown()

@@ -70,10 +70,7 @@ func TestStreamFramingAndFilter(t *testing.T) {
 
 func TestStreamLastEventIDAndExhausted(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Buffer: 5})
-	var evs []*aep.Event
-	for i := range 10 {
-		evs = append(evs, mkEvent("s:colon", int64(i)))
-	}
+	evs := seqEvents("s:colon", 0, 10)
 	mustPost(t, srv, evs...)
 	// Held: seq 5..9. Resume after 6: exactly 7..9, no marker.
 	s := openSSE(t, srv, url.Values{"live": {"0"}}, map[string]string{"Last-Event-ID": "s:colon:0:6"})

@@ -57,10 +57,7 @@ func runTailOnce(t *testing.T, cfg client.TailConfig) *tailLog {
 func TestTailerResumeAcrossRuns(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Buffer: 4})
 	path := filepath.Join(t.TempDir(), "state.json")
-	var evs []*aep.Event
-	for i := range 3 {
-		evs = append(evs, mkEvent("s-tail", int64(i)))
-	}
+	evs := seqEvents("s-tail", 0, 3)
 	mustPost(t, srv, evs...)
 	state, err := client.LoadTailState(path)
 	if err != nil {
@@ -73,9 +70,7 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 	if err := state.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	for i := 3; i < 9; i++ {
-		evs = append(evs, mkEvent("s-tail", int64(i)))
-	}
+	evs = append(evs, seqEvents("s-tail", 3, 9)...)
 	mustPost(t, srv, evs[3:]...)
 	state, err = client.LoadTailState(path)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -141,10 +140,7 @@ func TestSocketSubscribeRefusals(t *testing.T) {
 
 func TestSocketSubscribeReplayLiveUnsubscribe(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Buffer: 4})
-	var evs []*aep.Event
-	for i := range 8 {
-		evs = append(evs, mkEvent("s-ws", int64(i)))
-	}
+	evs := seqEvents("s-ws", 0, 8)
 	mustPost(t, srv, evs...)
 	w := helloWS(t, srv, "both", nil, "c")
 	w.send(t, subscribeFrame("r", map[string]any{"session": "s-ws"}, map[string]any{
