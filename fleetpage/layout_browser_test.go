@@ -140,6 +140,15 @@ func TestBrowserLayout(t *testing.T) {
 	em.send(em.event("s1", "attention.answered", -1, map[string]any{"subject": held, "cause": cmdID, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}))
 	b.WaitJS("the request leaves, its trace stays", `document.querySelector('`+item+`') === null && (document.querySelector('`+sel("data-answered", held)+`')||{}).textContent?.startsWith('You denied, ')`)
 
+	// Nobody answers a request that runs anyway at zero: at zero it leaves
+	// the inbox and its trace says what happened.
+	lapsed := aep.NewID()
+	lapse := heldGate(lapsed, "r2", time.Now().Add(2*time.Second))
+	lapse["data"].(map[string]any)["x-kimi-code-on-expiry"] = "allow"
+	em.send(em.event("s2", "attention.requested", -1, lapse))
+	b.WaitJS("the lapsing request's countdown", `(document.querySelector('`+sel("data-attention", lapsed)+` [data-countdown]')||{}).textContent?.includes('runs anyway in')`)
+	b.WaitJS("at zero, its trace", `document.querySelector('`+sel("data-attention", lapsed)+`') === null && (document.querySelector('`+sel("data-answered", lapsed)+`')||{}).textContent?.startsWith('Nobody answered: it ran anyway, ')`)
+
 	// A second request, for the phone.
 	held2 := aep.NewID()
 	item2 := sel("data-attention", held2)

@@ -967,9 +967,13 @@ function tick() {
     if (n.textContent !== t) n.textContent = t;
   }
   for (const n of document.querySelectorAll('[data-countdown]')) {
-    const left = S.countdown({ expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null }, now);
+    const req = { expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null };
+    const left = S.countdown(req, now);
     const t = left ? ` · ${left}` : '';
     if (n.textContent !== t) n.textContent = t;
+    // At zero the request leaves the inbox for its trace now, not at the
+    // next group tick.
+    if (S.expired(req, now)) scheduleRender();
   }
   for (const [id, tr] of ui.traces) {
     if (now - tr.at > TRACE_MS) {
