@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -85,7 +86,7 @@ func TestUpOTLP(t *testing.T) {
 	rcv := exporttest.NewReceiver(0)
 	defer rcv.Close()
 	o, getenv := upFixture(t)
-	o.otlp = upOTLP{endpoint: rcv.URL, signal: "both", maxCapture: "metadata"}
+	o.otlp = export.UpOTLP{Endpoint: rcv.URL, Signal: "both", MaxCapture: "metadata"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var out syncbuf.Buffer

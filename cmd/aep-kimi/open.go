@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -80,19 +78,12 @@ func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, g
 }
 
 // commandLineToken is the relay token of a command that takes both
-// --token-file and --token: the file (which must not be readable by
-// others), else --token with a warning (a command line is readable by
-// every local user), else AEP_TOKEN, AEP_TOKEN_FILE or $AEP_HOME/token.
+// --token-file and --token (tokenfile.CommandLine), with a warning when it
+// came from the command line, which every local user can read.
 func commandLineToken(getenv func(string) string, file, token, name string, io stdio) (string, error) {
-	tok := httpguard.TrimToken(token)
-	switch {
-	case file != "" && tok != "":
-		return "", errors.New("--token and --token-file exclude each other")
-	case file != "":
-		return tokenfile.Read(file, true)
-	case tok != "":
+	tok, onCommandLine, err := tokenfile.CommandLine(getenv, file, token)
+	if onCommandLine {
 		fmt.Fprintf(io.err, "aep-kimi %s: warning: --token puts the relay token on the command line, where every local user can read it; use --token-file\n", name)
-		return tok, nil
 	}
-	return tokenfile.Client(getenv, getenv("AEP_TOKEN_FILE"))
+	return tok, err
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -15,7 +16,7 @@ import (
 // the OTLP exporter beside them.
 type upOptions struct {
 	station.UpOptions
-	otlp upOTLP
+	otlp export.UpOTLP
 }
 
 // upCommand is `aep-kimi up`: the relay, the adapter and (unless
@@ -34,7 +35,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o upOptions
 			o.BindFlags(fs, getenv)
-			o.otlp.flags(fs)
+			o.otlp.BindFlags(fs)
 			return func(ctx context.Context, _ []string) int {
 				if err := upRun(ctx, o, getenv, io); err != nil {
 					fmt.Fprintf(io.err, "aep-kimi up: %v\n", err)
@@ -49,7 +50,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 // upRun runs up until ctx ends.
 func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
 	log := logging.New(io.err, o.Verbose)
-	exp, err := o.otlp.exporter(o.Home, log.With("component", "otlp-export"))
+	exp, err := o.otlp.Exporter(o.Home, log.With("component", "otlp-export"))
 	if err != nil {
 		return station.Usage(err)
 	}
