@@ -28,6 +28,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -87,7 +88,7 @@ func run(n int, nodeBin, hookBin string) error {
 	}
 	if hookBin == "" {
 		hookBin = filepath.Join(tmp, "kimi-hook")
-		if err := gobuild(root, hookBin, "./cmd/kimi-hook"); err != nil {
+		if err := proctest.GoBuild(context.Background(), root, hookBin, "./cmd/kimi-hook"); err != nil {
 			return err
 		}
 	}
@@ -96,7 +97,7 @@ func run(n int, nodeBin, hookBin string) error {
 	if err := os.WriteFile(src, []byte(trivialGo), 0o600); err != nil {
 		return err
 	}
-	if err := gobuild(tmp, trivial, src); err != nil {
+	if err := proctest.GoBuild(context.Background(), tmp, trivial, src); err != nil {
 		return err
 	}
 	if nodeBin == "" {
@@ -155,15 +156,6 @@ func run(n int, nodeBin, hookBin string) error {
 	for v, variant := range variants {
 		m := median(results[v])
 		fmt.Printf("| %s | %s | %s | %+.2f ms |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6)
-	}
-	return nil
-}
-
-func gobuild(dir, out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = dir
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return nil
 }

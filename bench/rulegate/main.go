@@ -33,6 +33,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -61,10 +62,8 @@ func run(n, nRules int) error {
 		return err
 	}
 	bin := filepath.Join(tmp, "aep-kimi")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/aep-kimi")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	if err := proctest.GoBuild(context.Background(), root, bin, "./cmd/aep-kimi"); err != nil {
+		return err
 	}
 	home := filepath.Join(tmp, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {

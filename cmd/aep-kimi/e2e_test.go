@@ -56,11 +56,7 @@ func binaries(t testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/aep-kimi", "./cmd/kimi-hook", "./cmd/aep-setup")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binErr = proctest.GoBuild(context.Background(), root, binDir+string(filepath.Separator), "./cmd/aep-kimi", "./cmd/kimi-hook", "./cmd/aep-setup")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

@@ -23,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -40,9 +41,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	hookBin = filepath.Join(dir, "kimi-hook")
-	out, err := exec.Command("go", "build", "-o", hookBin, ".").CombinedOutput()
-	if err != nil {
-		os.Stderr.Write(out)
+	if err := proctest.GoBuild(context.Background(), ".", hookBin, "."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

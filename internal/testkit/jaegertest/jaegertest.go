@@ -72,10 +72,8 @@ func Bin(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
 	tmp := bin + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/jaegertracing/jaeger/cmd/jaeger")
-	cmd.Dir = filepath.Join(root, "tools", "jaeger")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building jaeger %s: %w\n%s", Version, err, out)
+	if err := proctest.GoBuild(ctx, filepath.Join(root, "tools", "jaeger"), tmp, "github.com/jaegertracing/jaeger/cmd/jaeger"); err != nil {
+		return "", fmt.Errorf("building jaeger %s: %w", Version, err)
 	}
 	return bin, os.Rename(tmp, bin)
 }

@@ -6,7 +6,9 @@
 package proctest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -154,4 +156,15 @@ func Run(t testing.TB, cmd *exec.Cmd) (int, string) {
 	}
 	t.Fatalf("%s: %v\n%s", filepath.Base(cmd.Path), err, out)
 	return -1, ""
+}
+
+// GoBuild builds the Go packages pkgs in dir (a module's directory) into out:
+// a file for one program, a directory ending in a separator for several.
+func GoBuild(ctx context.Context, dir, out string, pkgs ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, pkgs...)...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, b)
+	}
+	return nil
 }
