@@ -63,45 +63,13 @@ func runMap(o mapOptions, io stdio) int {
 		return 1
 	}
 
-	var events []mapping.Event
-	session := ""
-	if o.web {
-		r, err := mapping.Web(in, webMode, posture)
-		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
-			return 1
-		}
-		events, session = r.Events, r.Facts.SessionID
-	} else {
-		r, err := mapping.Hook(in, posture)
-		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
-			return 1
-		}
-		events, session = r.Events, r.Facts.Session
-	}
-	if session == "" {
-		session = "unknown"
-	}
 	host, _ := os.Hostname()
-	for i, m := range events {
-		e := &aep.Event{
-			ID:      aep.NewID(),
-			Time:    aep.FormatTime(time.Now()),
-			Source:  aep.SourceURI(host, mapping.Agent, session),
-			Agent:   mapping.Agent,
-			Session: session,
-			Seq:     aep.Int64(int64(i)),
-		}
-		if err := m.Envelope(e); err != nil {
-			fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
-			return 1
-		}
-		b, err := e.MarshalJSON()
-		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
-			return 1
-		}
+	lines, err := mapping.Preview(in, o.web, webMode, posture, host, time.Now(), aep.NewID)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi map: %v\n", err)
+		return 1
+	}
+	for _, b := range lines {
 		fmt.Fprintf(io.out, "%s\n", b)
 	}
 	return 0
