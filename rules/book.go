@@ -100,9 +100,7 @@ func Open(cfg Config) *Book {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = DefaultPoll
-	}
+	defaults.SetPositive(&cfg.Poll, DefaultPoll)
 	b := &Book{cfg: cfg, uses: map[string]*Use{}}
 	b.live.Store(&snapshot{set: &Set{}})
 	b.mu.Lock()
