@@ -178,6 +178,10 @@ func (sw *sseWriter) run(live bool) error {
 	if !live {
 		return nil
 	}
+	_, _ = sw.out.WriteString(": " + wire.ReplayedComment + "\n\n")
+	if err := sw.out.Flush(); err != nil {
+		return err
+	}
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {

@@ -124,10 +124,12 @@ func TestTailerRefusalAndUnreachable(t *testing.T) {
 	})
 	startRelayAt(t, addr, relay.Config{})
 	up := &relaytest.Server{URL: "http://" + addr}
+	// Connected, then the end of the (empty) replay: live events follow.
 	eventually(t, "connected", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.statuses[len(l.statuses)-1].Kind == client.TailConnected
+		n := len(l.statuses)
+		return n >= 2 && l.statuses[n-2].Kind == client.TailConnected && l.statuses[n-1].Kind == client.TailReplayed
 	})
 	ev := mkEvent("s-late", 0)
 	mustPost(t, up, ev)

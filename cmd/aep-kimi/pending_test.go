@@ -99,7 +99,7 @@ func TestPendingListsWhatWaits(t *testing.T) {
 	}
 	for _, want := range []string{
 		"4 requests wait on you",
-		"sa “Clean up the cluster”  request " + fx.ids["waiting"],
+		"Clean up the cluster · sa  request " + fx.ids["waiting"],
 		"Kimi wants to use Bash: kubectl delete pod x (permission)",
 		"options allow, deny",
 		"aep-kimi respond --relay " + fx.srv.URL + " --option deny sa " + fx.ids["waiting"],

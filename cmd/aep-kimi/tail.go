@@ -20,15 +20,17 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "tail",
 		Summary: "follow a relay's event stream as a terminal timeline",
-		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token-file F] [--once] [--no-color]"},
+		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token-file F] [--once] [--details] [--no-color]"},
 		About: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
-			"Each row: time, agent, session (short id and title), position, type, and what happened\n" +
+			"Each row: time, session (project, Kimi's title, short id) and what happened in words\n" +
 			"(the tool and its arguments as far as the capture level carried them, outcomes,\n" +
-			"durations). Under an attention request: its id, options and expiry, and either the\n" +
-			"command that answers it, ready to paste (aep-kimi respond --option deny SESSION ID),\n" +
-			"or where to answer it (in Kimi itself). Colour only on a terminal, never with\n" +
-			"--no-color or NO_COLOR. See also: aep-kimi pending.",
-		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR"},
+			"durations, who answered); --details adds seq, event type, agent, ids and digests.\n" +
+			"Rows fit the terminal (or COLUMNS). Under a request still waiting: its options and\n" +
+			"expiry, and either the command that answers it, ready to paste (aep-kimi respond\n" +
+			"--option deny SESSION ID), or where to answer it (in Kimi itself); a replay lists the\n" +
+			"requests still waiting at its end. Colour only on a terminal, never with --no-color\n" +
+			"or NO_COLOR. See also: aep-kimi pending.",
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR", "COLUMNS"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o tailOptions
@@ -41,6 +43,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.token, "token", "", "bearer token: deprecated, a command line is readable by every local user (use --token-file)")
 			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")
 			fs.BoolVar(&o.noColor, "no-color", false, "never colour the output")
+			fs.BoolVar(&o.details, "details", false, "show seq, event type, agent, ids and digests in each row")
 			return func(ctx context.Context, _ []string) int { return runTail(ctx, o, getenv, io) }
 		},
 	}
@@ -49,7 +52,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 // tailOptions is `aep-kimi tail`'s flag surface.
 type tailOptions struct {
 	relayURL, filter, capture, from, statePath, token, tokenFile string
-	once, noColor                                                bool
+	once, noColor, details                                       bool
 }
 
 // runTail follows the relay until ctx is done (or, with --once, until the
@@ -83,7 +86,8 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 			fmt.Fprintf(io.err, "aep-kimi tail: %v (starting fresh)\n", err)
 		}
 	}
-	pr := &consumer.Printer{W: io.out, Color: consumer.UseColor(o.noColor, getenv, io.out)}
+	pr := &consumer.Printer{W: io.out, Color: consumer.UseColor(o.noColor, getenv, io.out),
+		Width: consumer.Width(getenv, io.out), Details: o.details}
 	if pr.Color {
 		// The colour codes are ours, and the printer passed every field
 		// through the sanitizer before colouring it.

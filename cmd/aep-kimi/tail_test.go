@@ -23,21 +23,31 @@ func tailRun(t *testing.T, args ...string) (int, string, string) {
 func TestTailTimelineAndResume(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
 	state := filepath.Join(t.TempDir(), "tail-state.json")
+	asked := aeptest.Event("s2", 0, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Bash?","options":[{"id":"allow"},{"id":"deny"}]}`)
+	answered := aeptest.Event("s2", 1, "attention.answered", "notice", `{"answer":{"option":"deny"},"by":"aep-kimi-page","via":"control"}`)
+	answered.Subject = asked.ID
 	srv.Post(t,
 		aeptest.Event("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`),
 		aeptest.Event("s1", 1, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Shell:\nrm -rf build?"}`),
+		asked, answered,
 	)
 	code, out, errOut := tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	// The replay's rows, then the one request still waiting, with the
+	// command that answers it; the answered one gets no command.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.Contains(lines[3], "aep-kimi respond --relay "+srv.URL+" --text 'your answer' s1 ") {
-		t.Fatalf("want 2 timeline rows and the request's 2 answer lines, got:\n%s", out)
+	if len(lines) != 7 || !strings.Contains(lines[6], "aep-kimi respond --relay "+srv.URL+" --text 'your answer' s1 ") || strings.Count(out, "aep-kimi respond") != 1 {
+		t.Fatalf("want 4 timeline rows, then the waiting request and its answer line, got:\n%s", out)
 	}
 	for _, want := range [][]string{
-		{"kimi", "s1", "#0", "tool.requested", "Shell"},
-		{"kimi", "s1", "#1", "attention.requested", "Allow Shell: rm -rf build? · (permission)"},
+		{"s1", "calls Shell"},
+		{"s1", "Allow Shell: rm -rf build?"},
+		{"s2", "Allow Bash?"},
+		{"s2", "answered deny by you from the page"},
+		{"1 request still waiting"},
+		{"s1", "Allow Shell: rm -rf build?"},
 	} {
 		l := lines[0]
 		lines = lines[1:]
@@ -46,14 +56,14 @@ func TestTailTimelineAndResume(t *testing.T) {
 				t.Errorf("line %q lacks %q", l, w)
 			}
 		}
-		if strings.Contains(l, "\x1b[") {
-			t.Errorf("colour codes on a non-terminal: %q", l)
+		if strings.Contains(l, "\x1b[") || strings.Contains(l, "attention.") {
+			t.Errorf("colour codes or an event type name: %q", l)
 		}
 	}
 	// A second run resumes from the state file: only the new event shows.
 	srv.Post(t, aeptest.Event("s1", 2, "run.finished", "info", `{"status":"success"}`))
 	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
-	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "run.finished") {
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "turn finished") {
 		t.Fatalf("resumed run (exit %d):\n%s", code, out)
 	}
 }
@@ -118,11 +128,11 @@ func TestTailTokenFile(t *testing.T) {
 	}
 	base := []string{"--relay", srv.URL, "--from", "all", "--once", "--state", "none"}
 	code, out, errOut := tailRun(t, append(base, "--token-file", file)...)
-	if code != 0 || !strings.Contains(out, "tool.requested") || errOut != "" {
+	if code != 0 || !strings.Contains(out, "calls Shell") || errOut != "" {
 		t.Fatalf("--token-file: exit %d, out %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = tailRun(t, append(base, "--token", "tail-token-0123456789")...)
-	if code != 0 || !strings.Contains(out, "tool.requested") || !strings.Contains(errOut, "warning: --token puts the relay token on the command line") {
+	if code != 0 || !strings.Contains(out, "calls Shell") || !strings.Contains(errOut, "warning: --token puts the relay token on the command line") {
 		t.Fatalf("--token: exit %d, out %q, stderr %q", code, out, errOut)
 	}
 	if err := os.Chmod(file, 0o644); err != nil {

@@ -74,7 +74,9 @@ const (
 	TailConnected   TailStatusKind = "connected"
 	TailUnreachable TailStatusKind = "unreachable"
 	TailExhausted   TailStatusKind = "replay-exhausted"
-	TailEnded       TailStatusKind = "ended"
+	// TailReplayed: the connection's replay is over; live events follow.
+	TailReplayed TailStatusKind = "replayed"
+	TailEnded    TailStatusKind = "ended"
 )
 
 // TailStatus is one connection event.
@@ -243,6 +245,8 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 			switch word, rest, _ := strings.Cut(it.Comment, " "); word {
 			case "replay-exhausted":
 				t.cfg.OnStatus(TailStatus{Kind: TailExhausted, Detail: rest})
+			case wire.ReplayedComment:
+				t.cfg.OnStatus(TailStatus{Kind: TailReplayed})
 			case "shutting-down":
 				ended = "shutting-down"
 			case "slow-consumer:":

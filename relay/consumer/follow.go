@@ -52,6 +52,9 @@ func NewFollower(cfg FollowConfig) (*Follower, error) {
 		cfg.Report = func(string) {}
 	}
 	f := &Follower{cfg: cfg}
+	// A replay shows requests long answered: their answer lines wait
+	// until it ends (TailReplayed) and then only for those still open.
+	cfg.Printer.Hold()
 	tc := cfg.Tail
 	tc.OnEvent, tc.OnStatus = f.onEvent, f.onStatus
 	t, err := client.NewTailer(tc)
@@ -65,6 +68,7 @@ func NewFollower(cfg FollowConfig) (*Follower, error) {
 // Run follows until ctx ends or, without Tail.Live, the replay is done.
 func (f *Follower) Run(ctx context.Context) error {
 	err := f.tailer.Run(ctx)
+	f.cfg.Printer.Live()
 	f.save(true)
 	return err
 }
@@ -96,6 +100,8 @@ func (f *Follower) onStatus(st client.TailStatus) {
 			f.unreachable = false
 			f.cfg.Report("connected to " + f.cfg.Relay)
 		}
+	case client.TailReplayed:
+		f.cfg.Printer.Live()
 	case client.TailExhausted:
 		f.cfg.Printer.Notice("replay exhausted: " + describeExhausted(st.Detail))
 	case client.TailEnded:

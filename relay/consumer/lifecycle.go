@@ -60,18 +60,3 @@ func lifecycleText(ev *aep.Event, add func(string)) {
 		}
 	}
 }
-
-// agentText describes presence and health.
-func agentText(ev *aep.Event, data map[string]any, add func(string)) {
-	switch ev.Type {
-	case "agent.presence":
-		add(str(data, "state"))
-	case "agent.health":
-		add(str(data, "status"))
-		detail := str(data, "detail")
-		if ch, ok := ev.ExtString(mapping.ExtChannel); ok && detail == "" {
-			detail = "hook channel " + ch
-		}
-		add(detail)
-	}
-}

@@ -67,11 +67,7 @@ func (r *Request) Countdown(now time.Time) string {
 // long it has waited and has left, and how to answer it (the command, with
 // relayArg as its --relay when not empty).
 func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg string) {
-	head := r.Session
-	if s := f.Session(r.Session); s != nil && s.Title != "" {
-		head += " " + quoted(oneLine(s.Title))
-	}
-	fmt.Fprintf(w, "%s  request %s\n", Line(head), Line(r.ID))
+	fmt.Fprintf(w, "%s  request %s\n", Line(f.Labels()[r.Session].String()), Line(r.ID))
 	prompt := r.Prompt
 	if r.Kind != "" {
 		prompt += " (" + r.Kind + ")"

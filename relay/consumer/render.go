@@ -11,18 +11,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Rendering limits.
 const (
 	// SummaryRunes bounds a row's summary and a pending request's prompt.
 	SummaryRunes = 100
-	// sessionRunes bounds the session column (short id and title).
-	sessionRunes = 24
-	// shortSessionRunes is how much of a session id the session column shows;
-	// the full id appears wherever it is meant to be pasted.
-	shortSessionRunes = 8
 )
 
 // ANSI colours, used only on a terminal, and only ever around text that went
@@ -58,8 +52,23 @@ type Printer struct {
 	// RelayArg is repeated as --relay in pasted commands when the stream
 	// comes from a relay other than the one respond would default to.
 	RelayArg string
-	titles   map[string]string
+	// Width is the terminal's width in columns: every line is clipped to
+	// it (0: no limit).
+	Width int
+	// Details adds what a person rarely needs to each row: seq, event
+	// type, agent, ids and digests.
+	Details bool
+
+	phraser  Phraser
 	epochs   map[string]int64
+	sessions map[string]LabelOf
+	labels   map[string]Label // nil when sessions changed since
+	widest   int              // the widest of labels
+	// open holds the attention requests still waiting, by session and id;
+	// held, until Live, says whether their answer lines wait for the
+	// replay to end.
+	open map[[2]string]*aep.Event
+	held bool
 }
 
 func (p *Printer) clock() time.Time {
@@ -79,42 +88,159 @@ func (p *Printer) paint(code, s string) string {
 // Notice prints a line about the stream itself (a new epoch, a replay that
 // lost events).
 func (p *Printer) Notice(msg string) {
-	fmt.Fprintln(p.W, p.paint(ansiYellow, "-- "+Line(msg)))
+	p.writeln(p.paint(ansiYellow, "-- "+Line(msg)))
 }
 
-// Print writes an event's row, and for an attention request the lines that
-// say how to answer it. The row shows seq alone; a session's new epoch (its
-// emitter restarted, seq starts over) gets a notice instead of a number in
-// every row.
+// Hold makes the Printer keep the answer lines of attention requests (how
+// long they have, the command that answers them) until Live: a replay
+// shows requests long answered, and only those still waiting at its end
+// are worth answering.
+func (p *Printer) Hold() { p.held = true }
+
+// Live ends a Hold: the requests still waiting are listed again with their
+// answer lines, and from now on a request's lines follow its row.
+func (p *Printer) Live() {
+	if !p.held {
+		return
+	}
+	p.held = false
+	waiting := make([]*aep.Event, 0, len(p.open))
+	for _, ev := range p.open {
+		waiting = append(waiting, ev)
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	sort.Slice(waiting, func(i, j int) bool {
+		if waiting[i].Time != waiting[j].Time {
+			return waiting[i].Time < waiting[j].Time
+		}
+		return waiting[i].ID < waiting[j].ID
+	})
+	p.Notice(plural(strconv.Itoa(len(waiting)), "request") + " still waiting for an answer:")
+	for _, ev := range waiting {
+		p.writeln(p.line(ev))
+		for _, l := range p.detail(ev) {
+			p.writeln(l)
+		}
+	}
+}
+
+// Print writes an event's row, and for an attention request still waiting
+// the lines that say how to answer it. The row shows seq alone (with
+// Details); a session's new epoch (its emitter restarted, seq starts over)
+// gets a notice instead of a number in every row.
 func (p *Printer) Print(ev *aep.Event) {
 	if ev.Session != "" && ev.Seq != nil {
 		e := ev.EpochOrZero()
 		if last, seen := p.epochs[ev.Session]; seen && last != e {
-			p.Notice(fmt.Sprintf("session %s: new epoch %d (its emitter restarted; seq starts over)", shortID(ev.Session), e))
+			p.Notice(fmt.Sprintf("session %s: new epoch %d (its emitter restarted; seq starts over)", p.label(ev.Session).ID, e))
 		}
 		if p.epochs == nil {
 			p.epochs = map[string]int64{}
 		}
 		p.epochs[ev.Session] = e
 	}
-	fmt.Fprintln(p.W, p.line(ev))
+	p.track(ev)
+	p.writeln(p.line(ev))
+	if p.held || p.open[[2]string{ev.Session, ev.ID}] == nil {
+		return
+	}
 	for _, l := range p.detail(ev) {
-		fmt.Fprintln(p.W, l)
+		p.writeln(l)
 	}
 }
 
-// line is one timeline row: time, agent, session (short id and title), seq,
-// type, and what happened in words.
-func (p *Printer) line(ev *aep.Event) string {
+// writeln writes a line clipped to Width.
+func (p *Printer) writeln(l string) {
+	fmt.Fprintln(p.W, clipDisplay(l, p.Width))
+}
+
+// track keeps what rows are labelled with (each session's project and
+// title) and which requests still wait.
+func (p *Printer) track(ev *aep.Event) {
 	data, _ := ev.DataMap()
-	if ev.Type == "session.started" && ev.Session != "" {
-		if title := str(data, "label"); title != "" {
-			if p.titles == nil {
-				p.titles = map[string]string{}
-			}
-			p.titles[ev.Session] = Line(oneLine(title))
+	if sid := rowSession(ev); sid != "" {
+		if p.sessions == nil {
+			p.sessions = map[string]LabelOf{}
+		}
+		of, known := p.sessions[sid]
+		of.Session = sid
+		if ev.Type == "session.started" && ev.Session == sid {
+			of.Title = firstOf(str(data, "label"), of.Title)
+			of.Project = firstOf(Project(str(data, "cwd")), of.Project)
+		}
+		if !known || of != p.sessions[sid] {
+			p.sessions[sid], p.labels = of, nil
 		}
 	}
+	switch ev.Type {
+	case "attention.requested":
+		if p.open == nil {
+			p.open = map[[2]string]*aep.Event{}
+		}
+		p.open[[2]string{ev.Session, ev.ID}] = ev
+	case "attention.answered", "attention.resolved", "attention.timeout":
+		delete(p.open, [2]string{ev.Session, ev.Subject})
+	case "session.ended":
+		for k := range p.open {
+			if k[0] == ev.Session {
+				delete(p.open, k)
+			}
+		}
+	}
+}
+
+// label is a session's label among the sessions seen so far.
+func (p *Printer) label(sid string) Label {
+	if p.labels == nil {
+		of := make([]LabelOf, 0, len(p.sessions))
+		for _, s := range p.sessions {
+			of = append(of, s)
+		}
+		p.labels = Labels(of)
+		p.widest = 0
+		for _, l := range p.labels {
+			p.widest = max(p.widest, displayWidth(Line(l.String())))
+		}
+	}
+	if l, ok := p.labels[sid]; ok {
+		return l
+	}
+	return Label{ID: BareID(sid)}
+}
+
+// labelColumn is a session's label fitted to n columns: the id always
+// whole (it is what keeps two sessions apart), project and title clipped.
+func (p *Printer) labelColumn(sid string, n int) string {
+	l := p.label(Line(sid))
+	id := Line(l.ID)
+	head := Line(Label{Project: l.Project, Title: l.Title}.String())
+	if head == "" {
+		return padDisplay(clipDisplay(id, n), n)
+	}
+	room := n - displayWidth(id) - displayWidth(labelSep)
+	if room < 4 {
+		return padDisplay(clipDisplay(id, n), n)
+	}
+	return padDisplay(clipDisplay(head, room)+labelSep+id, n)
+}
+
+// Row layout.
+const (
+	// labelColumns is the session column's width on a wide terminal.
+	labelColumns = 34
+	// minTextColumns is what a row keeps for its words before the session
+	// column gives up room.
+	minTextColumns = 40
+	timeColumns    = 12
+)
+
+// line is one timeline row: time, session label, what happened in words;
+// with Details also seq, type and agent before the words, ids and digests
+// after.
+func (p *Printer) line(ev *aep.Event) string {
+	data, _ := ev.DataMap()
 	ts := Line(ev.Time)
 	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
 		loc := p.Loc
@@ -123,21 +249,28 @@ func (p *Printer) line(ev *aep.Event) string {
 		}
 		ts = t.In(loc).Format("15:04:05.000")
 	}
-	session := "-"
-	if sid := rowSession(ev); sid != "" {
-		session = Line(shortID(sid))
-		if title := p.titles[sid]; title != "" {
-			session += " " + title
-		}
+	p.label("")
+	cols := min(labelColumns, max(p.widest, 1))
+	if p.Width > 0 {
+		cols = max(min(cols, 12), min(cols, p.Width-timeColumns-4-minTextColumns))
 	}
-	pos := "-"
-	if ev.Seq != nil {
-		pos = fmt.Sprintf("#%d", *ev.Seq)
+	session := padDisplay("-", cols)
+	if sid := rowSession(ev); sid != "" {
+		session = p.labelColumn(sid, cols)
 	}
 	typeColor, dim := rowColor(ev)
-	line := fmt.Sprintf("%s  %-12s %-*s %-6s %s  %s",
-		p.paint(ansiDim, ts), clip(Line(ev.Agent), 12), sessionRunes, clip(session, sessionRunes), pos,
-		p.paint(typeColor, fmt.Sprintf("%-24s", Line(ev.Type))), clip(Line(oneLine(describe(ev, data))), SummaryRunes))
+	words := p.phraser.Phrase(ev)
+	var line string
+	if p.Details {
+		pos := "-"
+		if ev.Seq != nil {
+			pos = fmt.Sprintf("#%d", *ev.Seq)
+		}
+		line = fmt.Sprintf("%s  %s  %-6s %s %-12s %s · %s", p.paint(ansiDim, ts), session, pos,
+			p.paint(typeColor, fmt.Sprintf("%-24s", Line(ev.Type))), Line(ev.Agent), clip(words, SummaryRunes), Line(details(ev, data)))
+	} else {
+		line = fmt.Sprintf("%s  %s  %s", p.paint(ansiDim, ts), session, p.paint(typeColor, clip(words, SummaryRunes)))
+	}
 	line = strings.TrimRight(line, " ")
 	if dim {
 		return p.paint(ansiDim, line)
@@ -180,119 +313,6 @@ func rowColor(ev *aep.Event) (code string, dim bool) {
 	return "", false
 }
 
-// describe says what an event means in words a person reads: the tool and
-// its arguments (as far as the capture level carried them), outcomes,
-// durations, answers; unknown types fall back to their scalar values.
-func describe(ev *aep.Event, data map[string]any) string {
-	var parts []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" {
-			parts = append(parts, s)
-		}
-	}
-	took := func(prefix string) {
-		if d, ok := millis(data, "duration_ms"); ok {
-			add(prefix + HumanDuration(d))
-		}
-	}
-	switch ev.Type {
-	case "session.started":
-		add(quoted(str(data, "label")))
-		add(parenthesized(str(data, "trigger")))
-		add(str(data, "gen_ai.request.model"))
-		lifecycleText(ev, add)
-	case "session.ended":
-		add(str(data, "reason"))
-		took("after ")
-		if n, ok := data["runs"].(json.Number); ok {
-			add(plural(n.String(), "run"))
-		}
-		lifecycleText(ev, add)
-	case "agent.presence", "agent.health":
-		agentText(ev, data, add)
-	case "session.compacted":
-		add(parenthesized(str(data, "trigger")))
-		if n, ok := data["estimated_token_count"].(json.Number); ok {
-			add("~" + plural(n.String(), "token"))
-		}
-	case "run.started":
-		add(firstOf(str(data, "prompt"), parenthesized(str(data, "trigger"))))
-	case "run.finished":
-		took("in ")
-	case "run.failed":
-		add(errorText(data, str(data, "reason")))
-		took("after ")
-	case "run.cancelled":
-		if by := str(data, "by"); by != "" {
-			add("by " + by)
-		}
-		took("after ")
-	case "tool.requested":
-		add(toolName(ev, data) + argsText(data))
-	case "tool.completed":
-		add(toolName(ev, data))
-		took("in ")
-		add(resultText(data))
-	case "tool.failed":
-		add(toolName(ev, data) + ": " + errorText(data, "failed"))
-		took("after ")
-	case "tool.denied":
-		add(toolName(ev, data))
-		if by := str(data, "by"); by != "" {
-			add("denied by " + by)
-		}
-		if rule := str(data, "rule"); rule != "" {
-			add("rule " + rule)
-		}
-	case "attention.requested":
-		add(str(data, "prompt"))
-		add(parenthesized(str(data, "kind")))
-	case "attention.answered":
-		add(answerText(data))
-		if by := str(data, "by"); by != "" {
-			add("by " + by)
-		}
-		if via := str(data, "via"); via != "" {
-			add("via " + via)
-		}
-	case "attention.resolved":
-		add(str(data, "resolution"))
-		add(parenthesized(str(data, "reason")))
-		if d, ok := millis(data, "latency_ms"); ok {
-			add("after " + HumanDuration(d))
-		}
-	case "attention.timeout":
-		s := "expired unanswered"
-		if d, ok := millis(data, "after_ms"); ok {
-			s += " after " + HumanDuration(d)
-		}
-		add(s)
-		add(expiryOutcome(data))
-	case "control.accepted":
-		add("command " + firstOf(ev.Cause, "?"))
-	case "control.rejected":
-		add(firstOf(str(data, "reason"), "rejected"))
-		add(str(data, "detail"))
-		if ev.Cause != "" {
-			add("command " + ev.Cause)
-		}
-	case "control.attention.respond":
-		add(answerText(data))
-		if ev.Subject != "" {
-			add("to request " + ev.Subject)
-		}
-	default:
-		if ev.Subject != "" {
-			add(ev.Subject)
-		}
-		if strings.HasPrefix(ev.Type, "error.") {
-			add(errorText(data, ""))
-		}
-		add(scalars(data))
-	}
-	return strings.Join(parts, " · ")
-}
-
 // detail is the lines under an attention request: its id, options and
 // expiry, and the command that answers it, or where to answer it when the
 // request is informational here (AEP-0008 respond_via).
@@ -319,14 +339,73 @@ func (p *Printer) detail(ev *aep.Event) []string {
 		}
 	}
 	out := []string{indent + Line(strings.Join(facts, " · "))}
+	if !p.Details {
+		out = out[:0]
+		if len(facts) > 1 {
+			out = append(out, indent+Line(strings.Join(facts[1:], " · ")))
+		}
+	}
 	switch {
 	case expired:
 	case req.Answerable():
-		out = append(out, indent+p.paint(ansiBold, Line(req.Command(p.RelayArg))))
+		// Continuation lines go without the arrow, so the command pastes
+		// whole.
+		for i, l := range continued(Line(req.Command(p.RelayArg)), p.Width-displayWidth(indent)) {
+			lead := indent
+			if i > 0 {
+				lead = strings.Repeat(" ", displayWidth(indent))
+			}
+			out = append(out, lead+p.paint(ansiBold, l))
+		}
 	default:
 		out = append(out, indent+Line("answer it "+req.Where()+"; it cannot be answered from here"))
 	}
 	return out
+}
+
+// continued breaks a shell command into lines of at most width columns
+// (0: one line), each but the last ending in " \\", so that pasted whole
+// it still runs; a word wider than a line gets a line of its own.
+func continued(cmd string, width int) []string {
+	if width <= 0 || displayWidth(cmd) <= width {
+		return []string{cmd}
+	}
+	var lines []string
+	cur := ""
+	for _, w := range shellWords(cmd) {
+		switch {
+		case cur == "":
+			cur = w
+		case displayWidth(cur)+1+displayWidth(w)+2 <= width:
+			cur += " " + w
+		default:
+			lines = append(lines, cur+" \\")
+			cur = "  " + w
+		}
+	}
+	return append(lines, cur)
+}
+
+// shellWords splits a command ShellQuote built at the blanks outside its
+// single quotes.
+func shellWords(cmd string) []string {
+	var words []string
+	start, quoted := 0, false
+	for i, r := range cmd {
+		switch {
+		case r == '\'':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if i > start {
+				words = append(words, cmd[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(cmd) {
+		words = append(words, cmd[start:])
+	}
+	return words
 }
 
 // Command is the respond command that answers r, ready to paste: the
@@ -387,20 +466,6 @@ func toolName(ev *aep.Event, data map[string]any) string {
 		}
 	}
 	return firstOf(ev.Subject, "tool")
-}
-
-// argsText is ": SUMMARY" from the arguments the event carries (args at
-// full, args_redacted at redacted), or says they were not captured.
-func argsText(data map[string]any) string {
-	for _, k := range []string{"args", "args_redacted"} {
-		if s := mapping.ArgsSummary(data[k]); s != "" {
-			return ": " + s
-		}
-	}
-	if _, ok := data["args_digest"]; ok {
-		return " (arguments not captured)"
-	}
-	return ""
 }
 
 func resultText(data map[string]any) string {
@@ -510,22 +575,6 @@ func HumanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
-// expiryOutcome says what an attention.timeout applied: the call ran anyway
-// (and whether Kimi stopped waiting first) or was denied; "" when the event
-// does not say.
-func expiryOutcome(data map[string]any) string {
-	switch str(data, mapping.DataOnExpiry) {
-	case mapping.OnExpiryDeny:
-		return "denied"
-	case mapping.OnExpiryAllow:
-		if str(data, "reason") == mapping.TimeoutHookEnded {
-			return "Kimi stopped waiting: runs anyway"
-		}
-		return "runs anyway"
-	}
-	return ""
-}
-
 func firstOf(a, b string) string {
 	if a != "" {
 		return a
@@ -556,15 +605,6 @@ func plural(n, unit string) string {
 
 // oneLine folds runs of white space (newlines included) into one blank.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// shortID is a session id's first runes, the way a person tells sessions
-// apart at a glance.
-func shortID(s string) string {
-	if r := []rune(s); len(r) > shortSessionRunes {
-		return string(r[:shortSessionRunes])
-	}
-	return s
-}
 
 func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {

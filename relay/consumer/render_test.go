@@ -20,9 +20,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // cases' events, so expiry countdowns are fixed.
 var goldenNow = time.Date(2026, 7, 3, 10, 14, 0, 0, time.UTC)
 
+// goldenWidth is the terminal width of the golden renderings.
+const goldenWidth = 100
+
 // TestTailGolden pins the timeline rendering of each event family: every
 // testdata/tail/CASE.golden is testdata/streams/CASE.jsonl rendered without
-// colour. Run with -update to rewrite the golden files.
+// colour in a 100-column terminal, as a replay: the answer lines of the
+// requests still waiting come at its end. Run with -update to rewrite the
+// golden files.
 func TestTailGolden(t *testing.T) {
 	goldens, err := filepath.Glob(filepath.Join("testdata", "tail", "*.golden"))
 	if err != nil || len(goldens) == 0 {
@@ -32,9 +37,16 @@ func TestTailGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(golden), ".golden")
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			p := &Printer{W: &out, Now: func() time.Time { return goldenNow }, Loc: time.UTC}
+			p := &Printer{W: &out, Now: func() time.Time { return goldenNow }, Loc: time.UTC, Width: goldenWidth}
+			p.Hold()
 			for _, ev := range readEvents(t, streamPath(name)) {
 				p.Print(ev)
+			}
+			p.Live()
+			for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+				if w := displayWidth(l); w > goldenWidth {
+					t.Errorf("%d columns: %s", w, l)
+				}
 			}
 			if *update {
 				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
@@ -83,15 +95,15 @@ func TestTailColours(t *testing.T) {
 	for _, c := range []struct {
 		typ, sev, data, colour, text string
 	}{
-		{"tool.completed", "", `{"tool":{"name":"Bash"},"duration_ms":1500}`, ansiGreen, "Bash · in 1.5s"},
-		{"tool.failed", "warning", `{"tool":{"name":"Bash"},"error":{"type":"ToolError"}}`, ansiRed, "Bash: ToolError"},
-		{"run.finished", "", `{"duration_ms":61000}`, ansiGreen, "in 1m01s"},
-		{"run.failed", "error", `{"reason":"ProviderError"}`, ansiRed, "ProviderError"},
-		{"error.raised", "error", `{"message":"boom"}`, ansiRed, "boom"},
-		{"tool.requested", "", `{"tool":{"name":"Bash\u001b[2K"},"args":{"command":"a\u009b1A\u202e"}}`, "", `Bash\x1b[2K: a\u009b1A\u202e`},
+		{"tool.completed", "", `{"tool":{"name":"Bash"},"duration_ms":1500}`, ansiGreen, "ran Bash in 1.5s"},
+		{"tool.failed", "warning", `{"tool":{"name":"Bash"},"error":{"type":"ToolError"}}`, ansiRed, "Bash failed: ToolError"},
+		{"run.finished", "", `{"duration_ms":61000}`, ansiGreen, "turn finished · in 1m01s"},
+		{"run.failed", "error", `{"reason":"ProviderError"}`, ansiRed, "turn failed: ProviderError"},
+		{"error.raised", "error", `{"message":"boom"}`, ansiRed, "error: boom"},
+		{"tool.requested", "", `{"tool":{"name":"Bash\u001b[2K"},"args":{"command":"a\u009b1A\u202e"}}`, "", `calls Bash\x1b[2K: a\u009b1A\u202e`},
 	} {
 		l := p.line(aeptest.Event("s", 3, c.typ, c.sev, c.data))
-		if !strings.Contains(l, c.colour+c.typ) || !strings.Contains(l, c.text) {
+		if !strings.Contains(l, c.colour+c.text) {
 			t.Errorf("%s: line %q lacks colour %q or text %q", c.typ, l, c.colour, c.text)
 		}
 		for _, code := range Colours {
@@ -129,5 +141,32 @@ func TestRespondCommandQuoting(t *testing.T) {
 	r = &Request{Session: "s", ID: "r"}
 	if got, want := r.Command(""), `aep-kimi respond --text 'your answer' s r`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// A respond command too wide for the terminal is continued over lines a
+// shell joins back: no line is wider, no quoted word is split, and the
+// words are the command's own.
+func TestContinuedCommand(t *testing.T) {
+	cmd := `aep-kimi respond --relay http://127.0.0.1:8787 --text 'your answer, a long one' session_73700a68-b5bf-48db-a79a-430995754527 01M8S6A6VN9X7P9WWPQYKK84ZY`
+	lines := continued(cmd, 60)
+	if len(lines) < 3 {
+		t.Fatalf("not continued: %q", lines)
+	}
+	var joined []string
+	for i, l := range lines {
+		if displayWidth(l) > 60 {
+			t.Errorf("line %d is %d wide: %q", i, displayWidth(l), l)
+		}
+		if last := i == len(lines)-1; last == strings.HasSuffix(l, ` \`) {
+			t.Errorf("line %d: continuation mark wrong: %q", i, l)
+		}
+		joined = append(joined, strings.TrimSpace(strings.TrimSuffix(l, ` \`)))
+	}
+	if got := strings.Join(joined, " "); got != cmd {
+		t.Errorf("joined back:\n got %s\nwant %s", got, cmd)
+	}
+	if got := continued(cmd, 0); len(got) != 1 || got[0] != cmd {
+		t.Errorf("without a width: %q", got)
 	}
 }

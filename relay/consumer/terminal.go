@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // Unwrapped is w without the sanitizing layer of a Writer: for output the
@@ -43,4 +45,17 @@ func DisplayURL(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
+}
+
+// Width is the column count to fit output to w in: COLUMNS when set to a
+// positive number (as shells export it, and as a person sets it), else the
+// terminal's own width, else 0 (not a terminal: no limit).
+func Width(getenv func(string) string, w io.Writer) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(getenv("COLUMNS"))); err == nil && n > 0 {
+		return n
+	}
+	if f, ok := Unwrapped(w).(*os.File); ok && IsTerminal(w) {
+		return terminalWidth(f)
+	}
+	return 0
 }

@@ -39,6 +39,12 @@ const (
 	TypePong            = "pong"
 )
 
+// ReplayedComment is the SSE comment a relay of ours writes when a live
+// stream's replay is over: consumers that list what still waits (a tail's
+// answer commands) wait for it. SSE consumers ignore comments, so others
+// see nothing.
+const ReplayedComment = "replayed"
+
 // Socket roles (AEP-0003 §4 rule 2). A hello without a role is a consumer's.
 const (
 	RoleEmitter  = "emitter"

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// Two sessions at once in one project, their ids alike for the first 8
+// characters after Kimi's session_ prefix: `tail` in a 100-column terminal
+// (the built binary, COLUMNS=100) prints no line over 100 characters,
+// labels the two with the project and ids that differ, continues the
+// respond command over lines rather than cut it, and shows it only for the
+// request still waiting, not for the one answered.
+func TestE2ETailFitsAndTellsSessionsApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds and runs the binaries")
+	}
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000", "AEP_CAPTURE=redacted")
+	stamp := strings.ToLower(aep.NewID())
+	shop, api := "session_73700a68-b5bf-"+stamp, "session_73700a68-1c2d-"+stamp
+	dir := filepath.Join(t.TempDir(), "acme-shop")
+	long := "go test ./... -run 'TestSomethingRatherLong|TestAnotherEquallyLongName' -count=1 -race -timeout 10m"
+	var held []<-chan string
+	for _, id := range []string{shop, api} {
+		reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": id, "cwd": dir, "source": "startup"}))
+	}
+	for _, id := range []string{shop, api} {
+		held = append(held, st.heldGate(t, id, "call_1", long))
+	}
+	st.waitCLI(t, func(s string) bool { return strings.Count(s, "request ") == 2 }, "pending")
+	if code, out := st.cli(t, "respond", "--option", "deny", api); code != 0 {
+		t.Fatalf("respond: exit %d: %s", code, out)
+	}
+	if !denies(reply(t, held[1])) {
+		t.Fatal("the answered gate did not deny")
+	}
+
+	var out string
+	st.waitCLI(t, func(string) bool {
+		cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--from", "all", "--once", "--state", "none")
+		cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=100")
+		b, err := cmd.CombinedOutput()
+		out = string(b)
+		return err == nil && strings.Contains(out, "denied by you from the terminal")
+	}, "pending")
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if n := utf8.RuneCountInString(l); n > 100 {
+			t.Errorf("%d characters: %s", n, l)
+		}
+	}
+	// Once both are known, every row names its own.
+	for _, want := range []string{"acme-shop · 73700a68-b ", "acme-shop · 73700a68-1 "} {
+		if !regexp.MustCompile(`(?m)^\S+  ` + regexp.QuoteMeta(want)).MatchString(out) {
+			t.Errorf("no row labelled %q:\n%s", want, out)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\S+  [^↳]*session_`).MatchString(out) {
+		t.Errorf("a label keeps Kimi's session_ prefix:\n%s", out)
+	}
+	if n := strings.Count(out, "aep-kimi respond"); n != 1 || !strings.Contains(out, shop) ||
+		!regexp.MustCompile(`↳ aep-kimi respond --option deny [^\n]* \\\n {16,}\S`).MatchString(out) {
+		t.Errorf("%d answer commands; want one, for the request still waiting:\n%s", n, out)
+	}
+	t.Logf("tail at 100 columns:\n%s", out)
+}
