@@ -149,15 +149,9 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 	}
 	var rule *rules.Rule
 	if a.pattern != "" {
-		s := f.Session(session)
-		asked, ok := rules.ReadRequest(s.Event(req.ID))
-		if !ok {
-			fmt.Fprintf(io.err, "aep-kimi respond: --always: request %s is not a tool permission request a rule can answer\n", consumer.Line(req.ID))
-			return 2
-		}
-		r, err := asked.Always(option, a.pattern, a.scope, s.Cwd)
+		r, err := f.Always(req, option, a.pattern, a.scope)
 		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi respond: --always: %s\n", consumer.Line(err.Error()))
+			fmt.Fprintf(io.err, "aep-kimi respond: --always: %v\n", err)
 			return 2
 		}
 		rule = &r
@@ -187,7 +181,7 @@ var targetExit = map[consumer.TargetProblem]int{
 // returns the fold and the request to answer, or a nil request and the exit
 // code (the reason printed, with the candidates when several wait).
 func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (*consumer.Fold, *consumer.Request, int) {
-	f, err := loadPending(ctx, relayURL, token)
+	f, err := consumer.LoadPending(ctx, relayURL, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return nil, nil, 1
@@ -201,17 +195,8 @@ func respondTarget(ctx context.Context, relayURL, token, session, requestID stri
 	case !errors.As(err, &te):
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return nil, nil, 1
-	case te.Problem == consumer.UnknownSession || te.Problem == consumer.UnknownRequest:
-		fmt.Fprintf(io.err, "aep-kimi respond: %s (see aep-kimi pending)\n", te.Reason)
-	case te.Problem == consumer.SeveralPending:
-		fmt.Fprintf(io.err, "aep-kimi respond: %s:\n", te.Reason)
-		for _, c := range te.Candidates {
-			fmt.Fprintln(io.err)
-			consumer.WritePending(io.err, f, c, now, "")
-		}
-	default:
-		fmt.Fprintf(io.err, "aep-kimi respond: %s\n", te.Reason)
 	}
+	consumer.WriteTargetError(io.err, "aep-kimi respond: ", f, te, now)
 	return nil, nil, targetExit[te.Problem]
 }
 

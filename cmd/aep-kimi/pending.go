@@ -40,39 +40,15 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 2
 	}
-	f, err := loadPending(ctx, rc.url, token)
+	f, err := consumer.LoadPending(ctx, rc.url, token)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 1
-	}
-	now := time.Now()
-	reqs := f.Pending(now)
-	if len(reqs) == 0 {
-		fmt.Fprintln(io.out, "nothing waits on you")
-		return 0
 	}
 	relayArg := ""
 	if rc.url != client.URLFromEnv(getenv) {
 		relayArg = consumer.DisplayURL(rc.url)
 	}
-	if len(reqs) == 1 {
-		fmt.Fprintln(io.out, "1 request waits on you:")
-	} else {
-		fmt.Fprintf(io.out, "%d requests wait on you (oldest first):\n", len(reqs))
-	}
-	for _, r := range reqs {
-		fmt.Fprintln(io.out)
-		consumer.WritePending(io.out, f, r, now, relayArg)
-	}
+	consumer.WritePendingList(io.out, f, time.Now(), relayArg)
 	return 0
-}
-
-// loadPending reads the relay's replay of the attention lifecycle and folds
-// it, naming the relay (without credentials) in errors.
-func loadPending(ctx context.Context, base, token string) (*consumer.Fold, error) {
-	f, err := consumer.LoadPending(ctx, base, token)
-	if err != nil {
-		return nil, fmt.Errorf("relay %s: %w", consumer.DisplayURL(base), err)
-	}
-	return f, nil
 }

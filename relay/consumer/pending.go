@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -151,6 +152,63 @@ func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error
 		return refuse(NotPending, "session %s has no request answerable from here: answer it %s", session, elsewhere[0].Where())
 	}
 	return refuse(NotPending, "session %s has no pending request", session)
+}
+
+// WritePendingList writes what waits on a person at now, oldest first:
+// a count and each request's block (see WritePending), or that nothing
+// waits.
+func WritePendingList(w io.Writer, f *Fold, now time.Time, relayArg string) {
+	reqs := f.Pending(now)
+	switch len(reqs) {
+	case 0:
+		fmt.Fprintln(w, "nothing waits on you")
+		return
+	case 1:
+		fmt.Fprintln(w, "1 request waits on you:")
+	default:
+		fmt.Fprintf(w, "%d requests wait on you (oldest first):\n", len(reqs))
+	}
+	for _, r := range reqs {
+		fmt.Fprintln(w)
+		WritePending(w, f, r, now, relayArg)
+	}
+}
+
+// WriteTargetError writes, after prefix, why Target refused: the reason,
+// pointing at pending when the session or request is unknown, and every
+// candidate when several wait.
+func WriteTargetError(w io.Writer, prefix string, f *Fold, te *TargetError, now time.Time) {
+	switch te.Problem {
+	case UnknownSession, UnknownRequest:
+		fmt.Fprintf(w, "%s%s (see aep-kimi pending)\n", prefix, te.Reason)
+	case SeveralPending:
+		fmt.Fprintf(w, "%s%s:\n", prefix, te.Reason)
+		for _, c := range te.Candidates {
+			fmt.Fprintln(w)
+			WritePending(w, f, c, now, "")
+		}
+	default:
+		fmt.Fprintf(w, "%s%s\n", prefix, te.Reason)
+	}
+}
+
+// Always is the rule respond --always saves with an answer to r: option
+// for r's tool when its arguments match pattern, in scope of r's session's
+// project. The error, safe to print, says why no rule can be made.
+func (f *Fold) Always(r *Request, option, pattern, scope string) (rules.Rule, error) {
+	s := f.Session(r.Session)
+	if s == nil {
+		return rules.Rule{}, fmt.Errorf("request %s is not a tool permission request a rule can answer", Line(r.ID))
+	}
+	asked, ok := rules.ReadRequest(s.Event(r.ID))
+	if !ok {
+		return rules.Rule{}, fmt.Errorf("request %s is not a tool permission request a rule can answer", Line(r.ID))
+	}
+	rule, err := asked.Always(option, pattern, scope, s.Cwd)
+	if err != nil {
+		return rules.Rule{}, errors.New(Line(err.Error()))
+	}
+	return rule, nil
 }
 
 // alwaysCommand is the respond command that allows the request and saves

@@ -52,11 +52,12 @@ func ReadReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, 
 }
 
 // LoadPending reads a relay's replay of the attention lifecycle
-// (PendingFilter) and folds it.
+// (PendingFilter) and folds it; an error names the relay (without
+// credentials).
 func LoadPending(ctx context.Context, base, token string) (*Fold, error) {
 	evs, err := ReadReplay(ctx, base, token, PendingFilter)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("relay %s: %w", DisplayURL(base), err)
 	}
 	f := &Fold{}
 	for _, ev := range evs {
