@@ -105,7 +105,8 @@ func (o *Options) Live(conv Converter, readToken func() (string, error), log *sl
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	o.Sink.Conv, o.Sink.Headers = conv, o.Headers
+	log = log.With("exporter", o.Mode)
+	o.Sink.Conv, o.Sink.Headers, o.Sink.Log = conv, o.Headers, log
 	sink, closeSink, err := o.Sink.Build()
 	if err != nil {
 		return nil, nil, nil, err
@@ -117,7 +118,7 @@ func (o *Options) Live(conv Converter, readToken func() (string, error), log *sl
 	reg := prometheus.NewRegistry()
 	return &Live{
 		Relay: o.Relay, Token: token, Filter: o.Filter, StatePath: state,
-		Sink: sink, Log: log.With("exporter", o.Mode), Metrics: NewMetrics(reg, o.Mode),
+		Sink: sink, Log: log, Metrics: NewMetrics(reg, o.Mode),
 	}, reg, closeSink, nil
 }
 
@@ -158,7 +159,7 @@ func (u *UpOTLP) Exporter(home string, log *slog.Logger) (*Live, error) {
 		return nil, err
 	}
 	sink, _, err := SinkConfig{Mode: NameOTLP, Endpoint: u.Endpoint, Signal: u.Signal, Headers: u.Headers,
-		Conv: Converter{Mode: ModeOTLP, MaxCapture: c}}.Build()
+		Conv: Converter{Mode: ModeOTLP, MaxCapture: c}, Log: log}.Build()
 	if err != nil {
 		return nil, err
 	}

@@ -245,13 +245,18 @@ func (l *Live) deliver(ctx context.Context, batch []*aep.Event, committed *clien
 	return true
 }
 
+// StatusError is a receiver's answer other than 2xx.
+type StatusError struct{ Code int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d", e.Code) }
+
 // statusError classifies an HTTP response: nil for 2xx, retryable for 408,
-// 429 and 5xx, permanent otherwise.
+// 429 and 5xx, permanent otherwise; either way a *StatusError within.
 func statusError(resp *http.Response) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err := fmt.Errorf("HTTP %d", resp.StatusCode)
+	err := &StatusError{Code: resp.StatusCode}
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		return err

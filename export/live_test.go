@@ -10,10 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -21,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/exporttest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -249,5 +252,72 @@ func TestLiveOCSFFile(t *testing.T) {
 	st, err := os.Stat(out)
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("output file mode: %v %v", st, err)
+	}
+}
+
+// TestLiveOTLPSignalRefused sends both signals to an endpoint that has no
+// route for one of them (Jaeger answers 404 on /v1/logs): the refused
+// signal is dropped after its first refusal with one warning, and every
+// batch's other signal arrives, the first batch's included.
+func TestLiveOTLPSignalRefused(t *testing.T) {
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{OTLPLogsPath, http.StatusNotFound},
+		{OTLPLogsPath, http.StatusMethodNotAllowed},
+		{OTLPLogsPath, http.StatusNotImplemented},
+		{OTLPTracesPath, http.StatusNotFound},
+	} {
+		t.Run(fmt.Sprintf("%s_%d", tc.path, tc.status), func(t *testing.T) {
+			srv := startRelay(t)
+			rcv := exporttest.NewReceiver(0)
+			defer rcv.Close()
+			rcv.Refuse(tc.path, tc.status)
+			var logs syncbuf.Buffer
+			// What `up --otlp` and `export otlp --signal both` build.
+			sink, _, err := SinkConfig{Mode: NameOTLP, Endpoint: rcv.URL, Signal: "both", Conv: Converter{MaxCapture: DefaultMaxCapture},
+				Log: slog.New(slog.NewTextHandler(&logs, nil))}.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: sink, Metrics: NewMetrics(reg, NameOTLP),
+				BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+				Log: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tlog{t}), nil))})
+			defer stop()
+			// Two batches: the refusal comes with the first, the second
+			// must not ask again.
+			srv.Post(t, ev("s1", "r1", 0, "run.started", "", `{"trigger":"user"}`), ev("s1", "r1", 1, "run.finished", "", `{"status":"success"}`))
+			other := func() int { return len(rcv.Spans()) }
+			if tc.path == OTLPTracesPath {
+				other = func() int { return len(rcv.Logs()) }
+			}
+			poll.Must(t, waitFor, "the first batch's other signal", func() bool { return other() >= 1 })
+			srv.Post(t, ev("s1", "r2", 2, "run.started", "", `{"trigger":"user"}`), ev("s1", "r2", 3, "run.finished", "", `{"status":"success"}`))
+			want := 2 // spans: one per run
+			if tc.path == OTLPTracesPath {
+				want = 4 // log records: one per event
+			}
+			poll.Must(t, waitFor, "the second batch's other signal", func() bool { return other() >= want })
+			if n := rcv.Requests(tc.path); n != 1 {
+				t.Errorf("%d requests for the refused %s, want 1", n, tc.path)
+			}
+			if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+				t.Errorf("%d warnings, want one:\n%s", n, logs.String())
+			}
+			if !strings.Contains(logs.String(), "refuses") || strings.Contains(logs.String(), "dropped") {
+				t.Errorf("the warning does not say the signal is refused, or events were dropped:\n%s", logs.String())
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "aepkimi_export_dropped_total" && mf.GetMetric()[0].GetCounter().GetValue() != 0 {
+					t.Errorf("%v events counted dropped", mf.GetMetric()[0].GetCounter().GetValue())
+				}
+			}
+		})
 	}
 }

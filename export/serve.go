@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +47,9 @@ type SinkConfig struct {
 	RotateBytes int64
 	Headers     map[string]string
 	Conv        Converter
+	// Log receives what the sink has to say beside a delivery's outcome
+	// (OTLP: a signal the endpoint refuses).
+	Log *slog.Logger
 }
 
 // Build makes the sink and what closes it.
@@ -66,7 +70,7 @@ func (c SinkConfig) Build() (Sink, func(), error) {
 		}
 		return &OTLPSink{
 			Endpoint: c.Endpoint, TracesEndpoint: c.TracesEndpoint, Signal: sig,
-			Headers: c.Headers, MaxCapture: c.Conv.MaxCapture, ServiceName: c.Conv.ServiceName, Client: client,
+			Headers: c.Headers, MaxCapture: c.Conv.MaxCapture, ServiceName: c.Conv.ServiceName, Client: client, Log: c.Log,
 		}, noop, nil
 	case NameCE:
 		if c.URL == "" {

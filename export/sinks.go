@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -118,7 +119,38 @@ const (
 	otlpProtobuf   = "application/x-protobuf"
 )
 
-// OTLPSink sends OTLP/HTTP protobuf to a collector or backend.
+// String names the signal as ParseSignal reads it.
+func (s Signal) String() string {
+	switch s {
+	case SignalLogs:
+		return "logs"
+	case SignalTraces:
+		return "traces"
+	case SignalBoth:
+		return "both"
+	}
+	return fmt.Sprintf("Signal(%d)", int(s))
+}
+
+// refusesSignal reports whether err is a receiver saying it has nothing at
+// a signal's path (no such route, method or feature) rather than refusing
+// one batch: Jaeger, for one, takes traces and answers 404 to logs.
+func refusesSignal(err error) bool {
+	var st *StatusError
+	if !errors.As(err, &st) {
+		return false
+	}
+	switch st.Code {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+// OTLPSink sends OTLP/HTTP protobuf to a collector or backend. Of two
+// signals, one the endpoint refuses (refusesSignal) is dropped for good with
+// one warning and the other keeps flowing; the last signal left is never
+// dropped that way, its refusals drop batches as any sink's do.
 type OTLPSink struct {
 	// Endpoint is the base URL (http://host:4318); the signal paths are
 	// appended. TracesEndpoint, when set, is the full traces URL instead
@@ -132,14 +164,50 @@ type OTLPSink struct {
 	// Traces builds spans; it is created on first use when Signal asks for
 	// traces.
 	Traces *Tracer
-	once   sync.Once
+	// Log receives the warning when a signal is dropped.
+	Log  *slog.Logger
+	once sync.Once
+	// mu guards refused: the signals the endpoint refused.
+	mu      sync.Mutex
+	refused Signal
+}
+
+// active is what the sink still sends.
+func (s *OTLPSink) active() Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Signal &^ s.refused
+}
+
+// dropRefused drops sig when err says the endpoint refuses it and another
+// signal still flows, warning once; it reports whether sig is dropped.
+func (s *OTLPSink) dropRefused(sig Signal, url string, err error) bool {
+	if !refusesSignal(err) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused&sig != 0 {
+		return true
+	}
+	rest := s.Signal &^ s.refused &^ sig
+	if rest == 0 {
+		return false
+	}
+	s.refused |= sig
+	if s.Log != nil {
+		s.Log.Warn("export: the endpoint refuses "+sig.String()+"; dropping them and sending "+rest.String()+" only",
+			"url", url, "err", err)
+	}
+	return true
 }
 
 // Prepare implements Sink.
 func (s *OTLPSink) Prepare(events []*aep.Event) (Delivery, int, error) {
 	d := &otlpDelivery{s: s}
 	skipped := 0
-	if s.Signal&SignalLogs != 0 {
+	active := s.active()
+	if active&SignalLogs != 0 {
 		b := LogsBatch{ServiceName: s.ServiceName}
 		for _, e := range events {
 			lr, err := LogRecord(e, s.MaxCapture)
@@ -154,10 +222,10 @@ func (s *OTLPSink) Prepare(events []*aep.Event) (Delivery, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			d.parts = append(d.parts, otlpPart{url: strings.TrimSuffix(s.Endpoint, "/") + OTLPLogsPath, body: body})
+			d.parts = append(d.parts, otlpPart{signal: SignalLogs, url: strings.TrimSuffix(s.Endpoint, "/") + OTLPLogsPath, body: body})
 		}
 	}
-	if s.Signal&SignalTraces != 0 {
+	if active&SignalTraces != 0 {
 		s.once.Do(func() {
 			if s.Traces == nil {
 				s.Traces = &Tracer{MaxCapture: s.MaxCapture, ServiceName: s.ServiceName}
@@ -173,15 +241,16 @@ func (s *OTLPSink) Prepare(events []*aep.Event) (Delivery, int, error) {
 			if u == "" {
 				u = strings.TrimSuffix(s.Endpoint, "/") + OTLPTracesPath
 			}
-			d.parts = append(d.parts, otlpPart{url: u, body: body})
+			d.parts = append(d.parts, otlpPart{signal: SignalTraces, url: u, body: body})
 		}
 	}
 	return d, skipped, nil
 }
 
 type otlpPart struct {
-	url  string
-	body []byte
+	signal Signal
+	url    string
+	body   []byte
 }
 
 type otlpDelivery struct {
@@ -192,7 +261,7 @@ type otlpDelivery struct {
 func (d *otlpDelivery) Send(ctx context.Context) error {
 	for len(d.parts) > 0 {
 		p := d.parts[0]
-		if err := post(ctx, d.s.Client, p.url, otlpProtobuf, d.s.Headers, p.body); err != nil {
+		if err := post(ctx, d.s.Client, p.url, otlpProtobuf, d.s.Headers, p.body); err != nil && !d.s.dropRefused(p.signal, p.url, err) {
 			return fmt.Errorf("%s: %w", p.url, err)
 		}
 		d.parts = d.parts[1:]

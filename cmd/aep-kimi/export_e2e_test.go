@@ -21,10 +21,12 @@ import (
 )
 
 // TestE2EJaeger sends a real Kimi session (the subagent scenario: a run, a
-// delegation, tool calls) through `aep-kimi up --otlp` into a real Jaeger and
-// reads it back from Jaeger's query API: one invoke_agent span per run with
-// its execute_tool children (nested under the subagent's span where the
-// subagent made the call), each as long as its events say.
+// delegation, tool calls) through `aep-kimi up --otlp` with its default
+// signals into a real Jaeger and reads it back from Jaeger's query API: one
+// invoke_agent span per run with its execute_tool children (nested under the
+// subagent's span where the subagent made the call), each as long as its
+// events say. Jaeger takes no logs (404): the exporter drops them with one
+// warning and nothing else.
 func TestE2EJaeger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds Jaeger and runs Kimi")
@@ -37,7 +39,7 @@ func TestE2EJaeger(t *testing.T) {
 	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
 	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up",
 		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--otlp", j.OTLP, "--otlp-signal", "traces")
+		"--web=false", "--otlp", j.OTLP)
 	scenario(t, kimi, "subagent", st.hookCmd(t))
 	st.waitQuiet(t)
 	_, _, ev := st.oneSession(t)
@@ -124,6 +126,15 @@ func TestE2EJaeger(t *testing.T) {
 	}
 	if len(calls) > 0 {
 		t.Errorf("tool calls without a span: %v", calls)
+	}
+	var refused []string
+	for line := range strings.Lines(st.relay.Logs.String()) {
+		if strings.Contains(line, "otlp-export") && (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "refuses logs") {
+		t.Errorf("the exporter's warnings and errors, want one saying Jaeger refuses logs:\n%s", strings.Join(refused, ""))
 	}
 }
 

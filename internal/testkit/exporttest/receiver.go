@@ -20,6 +20,8 @@ type Receiver struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
 	failNext int
+	refused  map[string]int
+	requests map[string]int
 	logs     []*logspb.LogRecord
 	spans    []*tracepb.Span
 	headers  []http.Header
@@ -34,6 +36,24 @@ func NewReceiver(failFirst int) *Receiver {
 	return r
 }
 
+// Refuse makes the receiver answer status to every request for path (a
+// backend without that signal: Jaeger answers 404 on /v1/logs).
+func (r *Receiver) Refuse(path string, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = map[string]int{}
+	}
+	r.refused[path] = status
+}
+
+// Requests counts the requests for path so far, answered or not.
+func (r *Receiver) Requests(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests[path]
+}
+
 // Close stops the server.
 func (r *Receiver) Close() { r.srv.Close() }
 
@@ -42,6 +62,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.headers = append(r.headers, req.Header.Clone())
+	if r.requests == nil {
+		r.requests = map[string]int{}
+	}
+	r.requests[req.URL.Path]++
+	if status, ok := r.refused[req.URL.Path]; ok {
+		http.Error(w, "refused", status)
+		return
+	}
 	if r.failNext > 0 {
 		r.failNext--
 		http.Error(w, "busy", http.StatusServiceUnavailable)
