@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,10 +20,12 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/setup"
 )
 
-// readmeBlocks returns the README's ```sh blocks in order.
-func readmeBlocks(t *testing.T) (string, []string) {
+// readme returns the repository root and the README's text.
+func readme(t *testing.T) (string, string) {
 	t.Helper()
 	root, err := fixtures.ModuleRoot()
 	if err != nil {
@@ -32,45 +35,140 @@ func readmeBlocks(t *testing.T) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, string(b)
+}
+
+// shBlocks returns text's ```sh blocks in order, indented ones included.
+func shBlocks(text string) []string {
 	var blocks []string
-	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
-		blocks = append(blocks, strings.TrimSpace(m[1]))
+	for _, m := range regexp.MustCompile("(?sm)^ *```sh\n(.*?)^ *```").FindAllStringSubmatch(text, -1) {
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(m[1]), "\n") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		blocks = append(blocks, strings.Join(lines, "\n"))
 	}
-	return root, blocks
+	return blocks
+}
+
+// blockCommands are a block's command lines without comments or blank lines.
+func blockCommands(block string) []string {
+	var out []string
+	for _, line := range strings.Split(block, "\n") {
+		if cmd := strings.TrimSpace(strings.SplitN(line, "#", 2)[0]); cmd != "" {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// firstHour is what the README's opening section, "Your first ten
+// minutes", tells a stranger to run.
+type firstHour struct {
+	kimi    string // installs Kimi Code CLI
+	clone   string // gets the code and enters it
+	install string // installs and runs aep-kimi
+	next    []string
+	short   string // the unit tests
+	full    string // every test, as CI runs them
+	control []string
+}
+
+// firstTenMinutes reads the README's opening section, failing the test
+// where it no longer says what a stranger needs in the order they need it.
+func firstTenMinutes(t *testing.T) (string, firstHour) {
+	t.Helper()
+	root, text := readme(t)
+	const heading = "## Your first ten minutes\n"
+	start := strings.Index(text, "\n## ")
+	if start < 0 || !strings.HasPrefix(text[start+1:], heading) {
+		t.Fatalf("the README's first section is not %q", strings.TrimSpace(heading))
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[len(heading):], "\n## "); end >= 0 {
+		section = section[:len(heading)+end]
+	}
+	blocks := shBlocks(section)
+	if len(blocks) != 4 {
+		t.Fatalf("the first section has %d sh blocks, want 4 (install Kimi, get and run, next steps, tests):\n%s", len(blocks), section)
+	}
+	var fh firstHour
+	if c := blockCommands(blocks[0]); len(c) != 1 || c[0] != "npm install -g "+kimiharness.KimiPackage {
+		t.Errorf("the Kimi install is %q, want npm install -g %s", c, kimiharness.KimiPackage)
+	} else {
+		fh.kimi = c[0]
+	}
+	if !strings.Contains(blocks[0], kimiharness.KimiVersion) {
+		t.Errorf("the Kimi install does not name the version the tests pin (%s): %q", kimiharness.KimiVersion, blocks[0])
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := regexp.MustCompile(`(?m)^module (\S+)$`).FindSubmatch(gomod)
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
+	if module == nil || goVersion == nil {
+		t.Fatalf("go.mod has no module or go line")
+	}
+	if !strings.Contains(section, "**Go "+string(goVersion[1])+"** or newer") {
+		t.Errorf("the prerequisites do not name go.mod's Go %s", goVersion[1])
+	}
+	node := strings.SplitN(kimiharness.NodeVersion, ".", 2)[0]
+	if !strings.Contains(section, "Node "+node) || !strings.Contains(section, "Node 20 fails") {
+		t.Errorf("the prerequisites do not name Node %s (the harness's) and that Node 20 fails", node)
+	}
+	get := blockCommands(blocks[1])
+	wantClone := fmt.Sprintf("git clone https://%s && cd %s", module[1], path.Base(string(module[1])))
+	if len(get) != 2 || get[0] != wantClone || !strings.Contains(get[1], "go install ./cmd/...") || !strings.Contains(get[1], "aep-kimi up") {
+		t.Fatalf("the get-and-run block is %q, want %q then go install ./cmd/... and aep-kimi up", get, wantClone)
+	}
+	fh.clone, fh.install = get[0], get[1]
+	fh.next = blockCommands(blocks[2])
+	if len(fh.next) != 2 || fh.next[0] != "aep-setup write kimi-code" || fh.next[1] != "aep-kimi tail" {
+		t.Fatalf("README's next steps are %q, want aep-setup write kimi-code then aep-kimi tail", fh.next)
+	}
+	tests := blockCommands(blocks[3])
+	if len(tests) != 2 || tests[0] != "go test -short ./..." {
+		t.Fatalf("the tests block is %q, want go test -short ./... then the full run", tests)
+	}
+	fh.short, fh.full = tests[0], tests[1]
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ci), "\n"+fh.full+"\n") {
+		t.Errorf(".ci/run does not run the README's test command %q", fh.full)
+	}
+	// Control in one place: both halves named, the details linked.
+	const controlHeading, controlLink = "## Control: answering and steering (opt-in)\n", "(#control-answering-and-steering-opt-in)"
+	fh.control = []string{"aep-kimi up --control", "aep-setup write kimi-code --control"}
+	for _, c := range fh.control {
+		if !strings.Contains(section, "`"+c+"`") {
+			t.Errorf("the first section does not say `%s`", c)
+		}
+	}
+	if !strings.Contains(section, controlLink) || !strings.Contains(text, "\n"+controlHeading) {
+		t.Errorf("the first section does not link %s to %q", controlLink, strings.TrimSpace(controlHeading))
+	}
+	return root, fh
+}
+
+// TestREADMEFirstTenMinutes checks the README's opening against what it
+// describes: go.mod's Go, the Kimi package and Node the harness installs,
+// the module's clone URL, the test command CI runs, control's two halves.
+func TestREADMEFirstTenMinutes(t *testing.T) {
+	firstTenMinutes(t)
 }
 
 // TestREADMEQuickstart follows the README literally, as a stranger would on a
 // clean machine (a scratch HOME, so ~/.aep and ~/.kimi-code are fresh): the
 // install-and-run command, `aep-setup write kimi-code`, one real Kimi
-// print-mode session, and the events seen through `aep-kimi tail`. The test
-// command is the one .ci/run runs.
+// print-mode session, the events seen through `aep-kimi tail`, and the
+// hooks control needs registered by the first section's control line.
 func TestREADMEQuickstart(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	root, blocks := readmeBlocks(t)
-	if len(blocks) < 3 {
-		t.Fatalf("README has %d sh blocks; want the install-and-run, test and next-steps blocks first", len(blocks))
-	}
-	install, testCmd, next := blocks[0], blocks[1], blocks[2]
-	if !strings.Contains(install, "go install ./cmd/...") || !strings.Contains(install, "aep-kimi up") {
-		t.Fatalf("first README block is not install-and-run: %q", install)
-	}
-	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(ci), "\n"+testCmd+"\n") {
-		t.Fatalf(".ci/run does not run the README's test command %q", testCmd)
-	}
-	var steps []string
-	for _, line := range strings.Split(next, "\n") {
-		cmd := strings.TrimSpace(strings.SplitN(line, "#", 2)[0])
-		if cmd != "" {
-			steps = append(steps, cmd)
-		}
-	}
-	if len(steps) != 2 || steps[0] != "aep-setup write kimi-code" || steps[1] != "aep-kimi tail" {
-		t.Fatalf("README's next steps are %q, want aep-setup write kimi-code then aep-kimi tail", steps)
-	}
+	root, fh := firstTenMinutes(t)
+	install, steps := fh.install, fh.next
 
 	scratch := t.TempDir()
 	home := filepath.Join(scratch, "home")
@@ -188,6 +286,17 @@ func TestREADMEQuickstart(t *testing.T) {
 		return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(seen, w) })
 	}) {
 		t.Fatalf("aep-kimi tail never showed %v:\n%s", want, seen)
+	}
+
+	// 5. Control's hooks, as the first section says: the PreToolUse
+	// timeout fits the gate's default hold.
+	run(fh.control[1])
+	reg, err := setup.Registered(kimiHome)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := reg[mapping.HookPreToolUse].Timeout, setup.DefaultAttentionTimeoutMs/1000+setup.GateTimeoutSlack; got != want {
+		t.Errorf("after %q the PreToolUse timeout is %ds, want %ds", fh.control[1], got, want)
 	}
 }
 
