@@ -478,6 +478,50 @@ func TestBridgeFollowsResumesAndReportsGaps(t *testing.T) {
 	}
 }
 
+// TestBridgeCarriesTheContextWindow: a live session's volatile status pulse
+// (never an event of its own) says how full the context is, and the step
+// and the turn that follow carry it beside the step's token usage; a
+// subagent's pulse changes nothing.
+func TestBridgeCarriesTheContextWindow(t *testing.T) {
+	k := newFakeKap(t, "tok-1", "s1")
+	tb := startBridge(t, k, mapping.Companion, "", nil)
+	kc := <-k.conns
+	sub := kc.next(t, "subscribe")
+	kc.ack(t, sub, nil, map[string][2]any{"s1": {0, "A"}, "__global__": {0, "G"}})
+	pulse := func(agent string, tokens int) map[string]any {
+		f := frame("s1", "A", 1, "agent.status.updated", map[string]any{"agentId": agent, "contextTokens": tokens, "maxContextTokens": 131072})
+		f["volatile"] = true
+		return f
+	}
+	kc.send(t, frame("s1", "A", 1, "turn.started", nil))
+	kc.send(t, pulse("main", 66))
+	kc.send(t, pulse("sub-1", 9999))
+	kc.send(t, frame("s1", "A", 2, "turn.step.completed", map[string]any{"usage": map[string]any{"inputOther": 100, "inputCacheRead": 20, "output": 10}}))
+	kc.send(t, frame("s1", "A", 3, "turn.ended", map[string]any{"reason": "completed"}))
+	evs := tb.pub.Wait(t, "the turn's end", func(evs []*aep.Event) bool {
+		for _, e := range evs {
+			if kapSeq(e) == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	got := map[string]string{}
+	for _, e := range evs {
+		d, _ := e.DataMap()
+		got[e.Type] = fmt.Sprint(d[mapping.DataContextTokens], "/", d[mapping.DataContextLimit], " ", d[mapping.DataInputTokens], "+", d[mapping.DataOutputTokens])
+	}
+	for typ, want := range map[string]string{
+		"x.kimi-code.web.turn.started":        "<nil>/<nil> <nil>+<nil>",
+		"x.kimi-code.web.turn.step.completed": "66/131072 120+10",
+		"x.kimi-code.web.turn.ended":          "66/131072 <nil>+<nil>",
+	} {
+		if got[typ] != want {
+			t.Errorf("%s carries context and usage %q, want %q", typ, got[typ], want)
+		}
+	}
+}
+
 // A server that shuts down keeps its WebSocket open while clients stay; the
 // bridge notices the listener is gone and lets go.
 func TestBridgeLetsGoOfAStoppedServer(t *testing.T) {

@@ -383,8 +383,19 @@ func (l *link) onEvent(ctx context.Context, f mapping.Frame) {
 	m := l.b.metrics
 	if f.Volatile {
 		// Status pulses and deltas: do-not-persist by the vendor's own
-		// marker, and they reuse the last durable seq.
+		// marker, and they reuse the last durable seq. A live session's
+		// pulse still says how full its context is.
 		m.frames.WithLabelValues(frameVolatile).Inc()
+		if _, ok := mapping.WebContext(f); ok && f.SessionID != mapping.GlobalSession {
+			l.mu.Lock()
+			live := l.subs[f.SessionID] == subLive
+			l.mu.Unlock()
+			if live {
+				s := l.b.lock(f.SessionID)
+				s.m.observe(f)
+				s.Unlock()
+			}
+		}
 		return
 	}
 	sid := f.SessionID

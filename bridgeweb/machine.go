@@ -29,7 +29,7 @@ const (
 const CompanionSuffix = ".web"
 
 // MainAgent is the kap agent id of a session's main agent.
-const MainAgent = "main"
+const MainAgent = mapping.MainAgentID
 
 // GapType is the extension event saying frames were lost (mapping.WebGap).
 const GapType = mapping.WebGapType
@@ -123,6 +123,11 @@ type machine struct {
 	// openTurns counts the kap turns started and not ended, in companion
 	// mode (which keeps no runs): whether a stop cut one off.
 	openTurns int
+	// context is the main agent's context window as the frames last said
+	// it (known: any said it), carried on the events that close a step, a
+	// turn or a compaction.
+	context      mapping.ContextWindow
+	contextKnown bool
 }
 
 func newMachine(mode mapping.Mode, p mapping.Posture, control bool, newID func() string) *machine {
@@ -133,11 +138,40 @@ func newMachine(mode mapping.Mode, p mapping.Posture, control bool, newID func()
 		runs: map[string]*runRec{}, tools: map[string]*toolRec{}, asks: map[string]*askRec{}, byReq: map[string]*askRec{}}
 }
 
+// observe takes what a frame says of the context window, a volatile
+// status pulse's included; a figure without a limit keeps the one known.
+func (m *machine) observe(f mapping.Frame) {
+	c, ok := mapping.WebContext(f)
+	if !ok {
+		return
+	}
+	if c.Limit == 0 {
+		c.Limit = m.context.Limit
+	}
+	m.context, m.contextKnown = c, true
+}
+
+// contextFrames are the frames whose events carry the context window: the
+// moments it settles (a model step, a turn, a compaction).
+var contextFrames = map[string]bool{"turn.step.completed": true, "turn.ended": true, "compaction.completed": true}
+
 // apply maps one durable session frame at time at.
 func (m *machine) apply(f mapping.Frame, at time.Time) []draft {
 	if f.Volatile || !f.HasSeq || f.SessionID == "" {
 		return nil
 	}
+	m.observe(f)
+	out := m.applyFrame(f, at)
+	if a := str(f.Payload, "agentId"); m.contextKnown && contextFrames[f.Type] && (a == "" || a == MainAgent) {
+		for i := range out {
+			out[i].ev = mapping.WithContext(out[i].ev, m.context)
+		}
+	}
+	return out
+}
+
+// applyFrame maps one durable session frame with the machine's state.
+func (m *machine) applyFrame(f mapping.Frame, at time.Time) []draft {
 	r := mapping.MapFrame(f, m.mode, m.posture)
 	if m.mode == mapping.Companion {
 		m.countTurn(f.Type)

@@ -98,9 +98,15 @@ type drafted struct {
 	frame mapping.Frame
 }
 
+// runMachine feeds the machine as the link does: a volatile frame is only
+// observed, a durable one mapped.
 func runMachine(m *machine, frames []mapping.Frame) []drafted {
 	var out []drafted
 	for _, f := range frames {
+		if f.Volatile {
+			m.observe(f)
+			continue
+		}
 		for _, d := range m.apply(f, frameTimeOf(f)) {
 			out = append(out, drafted{d, f})
 		}
@@ -136,12 +142,90 @@ func TestMachineCompanion(t *testing.T) {
 		if d.ev.Type != "x.kimi-code.web."+d.frame.Type {
 			t.Errorf("frame %s became %s", d.frame.Type, d.ev.Type)
 		}
-		if len(d.ev.Data) != 0 || d.run != "" || d.cause != "" {
-			t.Errorf("companion %s carries data %v run %q cause %q", d.ev.Type, d.ev.Data, d.run, d.cause)
+		for k := range d.ev.Data {
+			if !companionData[k] {
+				t.Errorf("companion %s carries data %v", d.ev.Type, d.ev.Data)
+			}
+		}
+		if d.run != "" || d.cause != "" {
+			t.Errorf("companion %s carries run %q cause %q", d.ev.Type, d.run, d.cause)
 		}
 		if d.frame.Volatile {
 			t.Errorf("volatile %s emitted", d.frame.Type)
 		}
+	}
+}
+
+// companionData are the only data members a companion event carries: the
+// structural figures of tokens and compaction.
+var companionData = map[string]bool{
+	mapping.DataInputTokens: true, mapping.DataOutputTokens: true,
+	mapping.DataContextTokens: true, mapping.DataContextLimit: true,
+	"estimated_token_count": true, "forgotten": true,
+}
+
+// TestMachineTokens follows the recorded session's token figures in both
+// modes: the events' usage adds up to the model steps' usage, and every
+// step, turn and compaction of the main agent carries the context window
+// as the frames last said it (the volatile status pulses included).
+func TestMachineTokens(t *testing.T) {
+	frames := sessionFrames(t)
+	var wantIn, wantOut int64
+	for _, f := range frames {
+		if f.Type == "turn.step.completed" && !f.Volatile {
+			u, _ := f.Payload["usage"].(map[string]any)
+			for _, k := range []string{"inputOther", "inputCacheRead", "inputCacheCreation"} {
+				n, _ := u[k].(json.Number).Int64()
+				wantIn += n
+			}
+			n, _ := u["output"].(json.Number).Int64()
+			wantOut += n
+		}
+	}
+	if wantIn == 0 || wantOut == 0 {
+		t.Fatalf("the recorded session reports no usage (%d in, %d out)", wantIn, wantOut)
+	}
+	for _, mode := range []mapping.Mode{mapping.Companion, mapping.Primary} {
+		t.Run(mode.String(), func(t *testing.T) {
+			m := newMachine(mode, mapping.DefaultPosture(), false, counter())
+			var in, out int64
+			var window mapping.ContextWindow
+			carried := 0
+			for _, f := range frames {
+				if c, ok := mapping.WebContext(f); ok {
+					if c.Limit == 0 {
+						c.Limit = window.Limit
+					}
+					window = c
+				}
+				for _, d := range runMachine(m, []mapping.Frame{f}) {
+					if n, ok := d.ev.Data[mapping.DataInputTokens].(int64); ok {
+						in += n
+					}
+					if n, ok := d.ev.Data[mapping.DataOutputTokens].(int64); ok {
+						out += n
+					}
+					tokens, hasTokens := d.ev.Data[mapping.DataContextTokens]
+					if !contextFrames[f.Type] {
+						if hasTokens {
+							t.Errorf("%s (from %s) carries the context window", d.ev.Type, f.Type)
+						}
+						continue
+					}
+					carried++
+					if tokens != window.Tokens || d.ev.Data[mapping.DataContextLimit] != window.Limit {
+						t.Errorf("%s at seq %d carries context %v of %v, want %d of %d", d.ev.Type, f.Seq,
+							tokens, d.ev.Data[mapping.DataContextLimit], window.Tokens, window.Limit)
+					}
+				}
+			}
+			if in != wantIn || out != wantOut {
+				t.Errorf("events carry %d input and %d output tokens, the steps %d and %d", in, out, wantIn, wantOut)
+			}
+			if carried == 0 || window.Limit == 0 {
+				t.Errorf("no event carries the context window (last known %+v)", window)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
@@ -54,6 +55,14 @@ type spanRef struct {
 	span  [8]byte
 }
 
+// Run span attributes saying how full the agent's context was when the run
+// ended: its size in tokens and the most it holds (OpenTelemetry's GenAI
+// conventions have none).
+const (
+	AttrContextTokens = "aep.context.tokens"
+	AttrContextLimit  = "aep.context.limit"
+)
+
 type openRun struct {
 	agent      string
 	ref        spanRef
@@ -66,6 +75,10 @@ type openRun struct {
 	inTokens   int64
 	outTokens  int64
 	hasTokens  bool
+	// context is the latest context size its events said, and its limit
+	// (0: none said).
+	context, contextLimit int64
+	hasContext            bool
 }
 
 // hashID derives an id from its parts (NUL-separated, so no two part lists
@@ -142,6 +155,16 @@ func (t *Tracer) add(e *aep.Event, out *spanBatch) {
 		r.outTokens += o
 		r.hasTokens = true
 	}
+	n, ok := intMember(data, mapping.DataContextTokens)
+	if !ok && e.Type == "session.compacted" {
+		n, ok = intMember(data, "estimated_token_count")
+	}
+	if ok && n >= 0 {
+		r.context, r.hasContext = n, true
+	}
+	if l, ok := intMember(data, mapping.DataContextLimit); ok && l > 0 {
+		r.contextLimit = l
+	}
 	switch {
 	case e.Type == "tool.requested":
 		if len(r.tools) >= maxOpenPerRun {
@@ -216,6 +239,13 @@ func (t *Tracer) add(e *aep.Event, out *spanBatch) {
 		}
 		if r.hasTokens {
 			sp.Attributes = append(sp.Attributes, intKV("gen_ai.usage.input_tokens", r.inTokens), intKV("gen_ai.usage.output_tokens", r.outTokens))
+		}
+		if r.hasContext {
+			// GenAI has no attribute for how full the context is.
+			sp.Attributes = append(sp.Attributes, intKV(AttrContextTokens, r.context))
+			if r.contextLimit > 0 {
+				sp.Attributes = append(sp.Attributes, intKV(AttrContextLimit, r.contextLimit))
+			}
 		}
 		if e.Type == "run.failed" {
 			sp.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: outcome(e, data)}

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -126,5 +127,51 @@ func TestTracerSubagent(t *testing.T) {
 	}
 	if len(run.Events) != 1 || run.Events[0].Name != "session.compacted" {
 		t.Errorf("run span events %v", run.Events)
+	}
+}
+
+// TestTracerTokens: a run's span carries the tokens its steps used (the
+// GenAI usage attributes, summed) and how full the context was at its end
+// (the latest figure, and its limit), a compaction's size included.
+func TestTracerTokens(t *testing.T) {
+	step := func(n int64, in, out, ctx int) *aep.Event {
+		return ev("s1", "r1", n, "x.kimi-code.web.turn.step.completed", "", fmt.Sprintf(
+			`{"gen_ai.usage.input_tokens":%d,"gen_ai.usage.output_tokens":%d,"x-kimi-code-context-tokens":%d,"x-kimi-code-context-limit":131072}`, in, out, ctx))
+	}
+	for _, tc := range []struct {
+		name        string
+		events      []*aep.Event
+		tokens, lim int64
+	}{
+		{"steps", []*aep.Event{
+			ev("s1", "r1", 0, "run.started", "", `{"trigger":"user"}`),
+			step(1, 1200, 80, 1280), step(2, 1400, 120, 32768),
+			ev("s1", "r1", 3, "run.finished", "", `{"x-kimi-code-context-tokens":32768}`),
+		}, 32768, 131072},
+		{"compacted", []*aep.Event{
+			ev("s1", "r1", 0, "run.started", "", `{"trigger":"user"}`),
+			step(1, 1200, 80, 1280), step(2, 1400, 120, 32768),
+			ev("s1", "r1", 3, "session.compacted", "", `{"estimated_token_count":20693}`),
+			ev("s1", "r1", 4, "run.finished", "", ``),
+		}, 20693, 131072},
+	} {
+		var tr Tracer
+		tr.MaxCapture = DefaultMaxCapture
+		var run *tracepb.Span
+		for _, sp := range spansOf(tr.Add(tc.events)) {
+			if kvMap(sp.Attributes)["aep.run_id"] == "r1" {
+				run = sp
+			}
+		}
+		if run == nil {
+			t.Fatalf("%s: no run span", tc.name)
+		}
+		a := kvMap(run.Attributes)
+		if a["gen_ai.usage.input_tokens"] != int64(2600) || a["gen_ai.usage.output_tokens"] != int64(200) {
+			t.Errorf("%s: run span usage %v/%v, want the steps' 2600/200", tc.name, a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"])
+		}
+		if a[AttrContextTokens] != tc.tokens || a[AttrContextLimit] != tc.lim {
+			t.Errorf("%s: run span context %v of %v, want %d of %d", tc.name, a[AttrContextTokens], a[AttrContextLimit], tc.tokens, tc.lim)
+		}
 	}
 }

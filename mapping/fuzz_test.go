@@ -68,6 +68,14 @@ func FuzzWebFrame(f *testing.F) {
 			if r.Facts.Type == "tool.result" {
 				checkMapped(t, WebToolResult(r.Facts.Frame, "Bash", DefaultPosture()))
 			}
+			if c, ok := WebContext(r.Facts.Frame); ok {
+				if c.Tokens < 0 || c.Limit < 0 {
+					t.Fatalf("WebContext = %+v", c)
+				}
+				for _, m := range r.Events {
+					checkMapped(t, WithContext(m, c))
+				}
+			}
 		}
 	})
 }

@@ -258,3 +258,30 @@ func TestSnakeCase(t *testing.T) {
 		}
 	}
 }
+
+// TestWebContext reads the main agent's context window from the frames that
+// say it, and from nothing else.
+func TestWebContext(t *testing.T) {
+	for _, tc := range []struct {
+		name, frame string
+		want        ContextWindow
+		ok          bool
+	}{
+		{"status pulse", `{"type":"agent.status.updated","seq":2,"session_id":"s","volatile":true,"payload":{"agentId":"main","contextTokens":66,"maxContextTokens":131072}}`, ContextWindow{66, 131072}, true},
+		{"status pulse without a limit", `{"type":"agent.status.updated","seq":2,"session_id":"s","payload":{"contextTokens":66}}`, ContextWindow{66, 0}, true},
+		{"a subagent's pulse", `{"type":"agent.status.updated","seq":2,"session_id":"s","payload":{"agentId":"sub-1","contextTokens":66,"maxContextTokens":131072}}`, ContextWindow{}, false},
+		{"pulse without context", `{"type":"agent.status.updated","seq":2,"session_id":"s","payload":{"agentId":"main","usage":{}}}`, ContextWindow{}, false},
+		{"negative", `{"type":"agent.status.updated","seq":2,"session_id":"s","payload":{"contextTokens":-1,"maxContextTokens":10}}`, ContextWindow{}, false},
+		{"not an integer", `{"type":"agent.status.updated","seq":2,"session_id":"s","payload":{"contextTokens":"66"}}`, ContextWindow{}, false},
+		{"compaction", `{"type":"compaction.completed","seq":28,"session_id":"s","payload":{"agentId":"main","result":{"tokensBefore":20147,"tokensAfter":20693}}}`, ContextWindow{20693, 0}, true},
+		{"another frame", `{"type":"turn.step.completed","seq":19,"session_id":"s","payload":{"agentId":"main","contextTokens":66}}`, ContextWindow{}, false},
+	} {
+		f, err := ParseFrame([]byte(tc.frame))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got, ok := WebContext(f); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: WebContext = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -92,6 +92,30 @@ func AttentionResolved(resolution string, latencyMs int64, reason string, p Post
 // flow still applies) or OnExpiryDeny.
 const DataOnExpiry = "x-kimi-code-on-expiry"
 
+// Token figures in event data. The usage members are AEP-0002 §5.2's
+// (OpenTelemetry GenAI's names), each event's own count, so a consumer sums
+// them. AEP has no field for how full a context is: DataContextTokens and
+// DataContextLimit are vendor fields (the payloads are open), the size of
+// the main agent's context in tokens and the most it holds.
+const (
+	DataInputTokens   = "gen_ai.usage.input_tokens"
+	DataOutputTokens  = "gen_ai.usage.output_tokens"
+	DataContextTokens = "x-" + Vendor + "-context-tokens"
+	DataContextLimit  = "x-" + Vendor + "-context-limit"
+)
+
+// WithContext adds how full the context is, as far as c knows it.
+func WithContext(e Event, c ContextWindow) Event {
+	if c.Tokens < 0 {
+		return e
+	}
+	e = e.with(DataContextTokens, c.Tokens)
+	if c.Limit > 0 {
+		e = e.with(DataContextLimit, c.Limit)
+	}
+	return e
+}
+
 // What a held request turns into when nobody answers it (DataOnExpiry).
 const (
 	OnExpiryAllow = "allow"

@@ -42,6 +42,9 @@ type synthArgs struct {
 	State        string       `json:"state"`
 	Agent        string       `json:"agent"`
 	Task         string       `json:"task"`
+	// ContextTokens and ContextLimit are a context window (WithContext).
+	ContextTokens int64 `json:"context_tokens"`
+	ContextLimit  int64 `json:"context_limit"`
 	// Hook and Frame are the input a decorated (or gate) event is first
 	// mapped from: a hook payload, or a kap frame in primary mode.
 	Hook  json.RawMessage `json:"hook"`
@@ -133,6 +136,11 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	},
 	"WithSessionSummary": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return WithSessionSummary(e, a.DurationMs, a.Runs) })
+	},
+	"WithContext": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event {
+			return WithContext(e, ContextWindow{Tokens: a.ContextTokens, Limit: a.ContextLimit})
+		})
 	},
 	"CancelledByControl": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, CancelledByControl)

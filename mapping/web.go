@@ -40,6 +40,10 @@ func (m Mode) String() string {
 // GlobalSession is the kap-server's pseudo-session for server-wide events.
 const GlobalSession = "__global__"
 
+// MainAgentID is the kap agent id of a session's main agent (its frames'
+// agentId; subagents have their own).
+const MainAgentID = "main"
+
 // Frame is the decoded envelope of one kap-server WebSocket message.
 type Frame struct {
 	Type      string
@@ -123,15 +127,90 @@ func MapFrame(f Frame, mode Mode, p Posture) *WebResult {
 		return r
 	}
 	if mode == Companion {
-		r.Events = []Event{newEvent(p, xType("web."+f.Type), aep.SeverityInfo)}
+		r.Events = []Event{webEvent(f, p)}
 		return r
 	}
 	if fn := primaryMapper(f.Type); fn != nil {
 		r.Events = fn(f, p)
 		return r
 	}
-	r.Events = []Event{newEvent(p, xType("web."+f.Type), aep.SeverityInfo)}
+	r.Events = []Event{webEvent(f, p)}
 	return r
+}
+
+// webEvent is a frame's x.kimi-code.web.* event, with the structural
+// figures a few frames carry: a step's token usage (the gen_ai.usage.*
+// members AEP-0002 §5.2 names, additive: each step's own), a compaction's
+// counts.
+func webEvent(f Frame, p Posture) Event {
+	e := newEvent(p, xType("web."+f.Type), aep.SeverityInfo)
+	switch f.Type {
+	case "turn.step.completed":
+		putWebUsage(e.Data, obj(f.Payload, "usage"))
+	case "compaction.completed":
+		putCompactionCounts(e.Data, obj(f.Payload, "result"))
+	}
+	return e
+}
+
+// putWebUsage copies a kap usage object as OpenTelemetry GenAI counts:
+// input is every input token, cached or not (the convention counts cache
+// reads and writes as input), output the generated ones.
+func putWebUsage(dst, u map[string]any) {
+	var in int64
+	seen := false
+	for _, k := range []string{"inputOther", "inputCacheRead", "inputCacheCreation"} {
+		if n, ok := integer(u, k); ok && n >= 0 {
+			in += n
+			seen = true
+		}
+	}
+	if seen {
+		dst[DataInputTokens] = in
+	}
+	if n, ok := integer(u, "output"); ok && n >= 0 {
+		dst[DataOutputTokens] = n
+	}
+}
+
+// putCompactionCounts copies a kap compaction result's structural counts:
+// the context's size after it and how many items it dropped (never its
+// summary).
+func putCompactionCounts(dst, res map[string]any) {
+	if n, ok := integer(res, "tokensAfter"); ok && n >= 0 {
+		dst["estimated_token_count"] = n
+	}
+	if n, ok := integer(res, "compactedCount"); ok && n >= 0 {
+		dst["forgotten"] = n
+	}
+}
+
+// ContextWindow is how full an agent's context is: Tokens in it, of Limit
+// (0: not known).
+type ContextWindow struct{ Tokens, Limit int64 }
+
+// WebContext reads the main agent's context window from a frame that says
+// it: a status pulse (agent.status.updated, volatile: contextTokens of
+// maxContextTokens) or a compaction's result (its size after, no limit).
+func WebContext(f Frame) (ContextWindow, bool) {
+	if a := str(f.Payload, "agentId"); a != "" && a != MainAgentID {
+		return ContextWindow{}, false
+	}
+	var c ContextWindow
+	var ok bool
+	switch f.Type {
+	case "agent.status.updated":
+		c.Tokens, ok = integer(f.Payload, "contextTokens")
+		if n, lok := integer(f.Payload, "maxContextTokens"); lok && n > 0 {
+			c.Limit = n
+		}
+	case "compaction.completed":
+		c.Tokens, ok = integer(obj(f.Payload, "result"), "tokensAfter")
+	}
+	if !ok || c.Tokens < 0 {
+		return ContextWindow{}, false
+	}
+	return c, true
 }
 
 func webFacts(f Frame) WebFacts {
@@ -422,13 +501,7 @@ func mapWorkChangedFrame(f Frame, p Posture) []Event {
 // with the structural counts of the vendor result (never its summary).
 func mapCompactionCompletedFrame(f Frame, p Posture) []Event {
 	e := newEvent(p, "session.compacted", aep.SeverityInfo)
-	res := obj(f.Payload, "result")
-	if n, ok := integer(res, "tokensAfter"); ok && n >= 0 {
-		e.Data["estimated_token_count"] = n
-	}
-	if n, ok := integer(res, "compactedCount"); ok && n >= 0 {
-		e.Data["forgotten"] = n
-	}
+	putCompactionCounts(e.Data, obj(f.Payload, "result"))
 	if t := str(f.Payload, "trigger"); t != "" {
 		e.Data["trigger"] = t
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // webScript is the mock model for these tests: a tool call needing approval
@@ -290,6 +292,25 @@ func TestE2EBridgeWebCompanion(t *testing.T) {
 		if counts[typ] != 1 {
 			t.Errorf("%d %s (%v)", counts[typ], typ, counts)
 		}
+	}
+	// What Kimi reported of tokens: each model step's usage, and how full
+	// the context was (its volatile status pulses), folded per session.
+	var f consumer.Fold
+	steps := 0
+	for _, e := range evs {
+		f.Add(e)
+		if d := dataOf(e); e.Type == "x.kimi-code.web.turn.step.completed" {
+			steps++
+			if d[mapping.DataInputTokens] == nil || d[mapping.DataOutputTokens] == nil || d[mapping.DataContextLimit] == nil {
+				t.Errorf("a model step without its usage or context: %v", d)
+			}
+		}
+	}
+	s := f.Session(sid + ".web")
+	fill, ok := s.Context.Fill()
+	t.Logf("%d model steps: %d input and %d output tokens; context %d of %d tokens", steps, s.Usage.InputTokens, s.Usage.OutputTokens, s.Context.Tokens, s.Context.Limit)
+	if steps == 0 || !s.Usage.Known || s.Usage.InputTokens == 0 || s.Usage.OutputTokens == 0 || !ok || fill <= 0 || fill >= 1 {
+		t.Errorf("the fold's tokens: usage %+v, context %+v", s.Usage, s.Context)
 	}
 	ws.sameFramesAsJournal(t, sid, evs)
 	ws.sameOnRelay(t, raw, ws.session(sid))

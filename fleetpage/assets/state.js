@@ -231,7 +231,7 @@ export function session(state, id) {
     id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', project: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
-    parent: null, errors: [],
+    parent: null, errors: [], usage: null, context: { tokens: null, limit: 0 },
   };
   const runOf = (ev) => {
     if (!ev.run) return null;
@@ -252,6 +252,7 @@ export function session(state, id) {
     const t = ms(ev.time);
     if (t !== null && (s.lastTime === null || t > s.lastTime)) s.lastTime = t;
     if (typeof d['gen_ai.request.model'] === 'string' && d['gen_ai.request.model']) s.model = d['gen_ai.request.model'];
+    countTokens(s, ev, d);
     const r = runOf(ev);
     if (r) r.items.push(ev);
     const tid = taskId(ev);
@@ -448,6 +449,41 @@ export function answerable(req) {
   return 'control';
 }
 
+// Token figures in event data: usage (AEP-0002 §5.2, OpenTelemetry GenAI's
+// names) is each event's own count, summed per session; how full the
+// context is comes from the latest event that says it, in the vendor
+// fields (AEP has none), or session.compacted's size after compacting.
+export const CONTEXT_TOKENS_FIELD = 'x-kimi-code-context-tokens';
+export const CONTEXT_LIMIT_FIELD = 'x-kimi-code-context-limit';
+const USAGE_FIELDS = [['gen_ai.usage.input_tokens', 'input'], ['gen_ai.usage.output_tokens', 'output']];
+
+// tokenCount reads a token figure: a non-negative integer a number holds
+// exactly, else null.
+function tokenCount(v) {
+  return Number.isSafeInteger(v) && v >= 0 ? v : null;
+}
+
+// countTokens takes one event's token figures into the session.
+function countTokens(s, ev, d) {
+  for (const [k, f] of USAGE_FIELDS) {
+    const n = tokenCount(d[k]);
+    if (n === null) continue;
+    if (!s.usage) s.usage = { input: 0, output: 0 };
+    s.usage[f] += n;
+  }
+  let n = tokenCount(d[CONTEXT_TOKENS_FIELD]);
+  if (n === null && ev.type === 'session.compacted') n = tokenCount(d.estimated_token_count);
+  if (n !== null) s.context.tokens = n;
+  const l = tokenCount(d[CONTEXT_LIMIT_FIELD]);
+  if (l) s.context.limit = l;
+}
+
+// contextFill is the fraction of a session's context in use, null unless
+// both its size and its limit are known.
+export function contextFill(s) {
+  return s.context.tokens !== null && s.context.limit > 0 ? s.context.tokens / s.context.limit : null;
+}
+
 // ON_EXPIRY_FIELD is the vendor field an emitter sets on a request to say
 // what it applies at expires_at when nobody answers: one of ON_EXPIRY
 // (allow: the call runs anyway; deny).
@@ -612,6 +648,10 @@ export function projection(state) {
       agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), project: text(s.project), label: labs.get(id).text, model: text(s.model), started: text(s.started),
       ended: text(s.ended), end_reason: text(s.endReason), runs: runs.length ? runs : undefined,
       requests: requests.length ? requests : undefined, open: open.length ? open : undefined,
+      usage: s.usage ? { input_tokens: s.usage.input, output_tokens: s.usage.output } : undefined,
+      context: s.context.tokens !== null
+        ? { tokens: s.context.tokens, limit: s.context.limit || undefined, fill: contextFill(s) ?? undefined }
+        : undefined,
     };
   }
   return JSON.parse(JSON.stringify({ sessions }));

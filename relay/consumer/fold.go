@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"encoding/json"
+	"math"
 	"sort"
 	"time"
 
@@ -218,6 +219,10 @@ type Session struct {
 	Requests []*Request
 	// Conflicts counts positions claimed by two different events.
 	Conflicts int
+	// Usage is the tokens its events account for; Context how full its
+	// context is, as the latest event that says it has it.
+	Usage   Usage
+	Context Context
 
 	lane     *lane
 	runs     map[string]*Run
@@ -225,6 +230,74 @@ type Session struct {
 	endMark  Mark                // the session.ended while Ended is set
 	ruled    map[string]*Request // a rule's command id -> the request it answers
 	refused  map[string]bool     // command ids the emitter rejected
+}
+
+// Usage is a session's token use: the gen_ai.usage.* counts of its events
+// (AEP-0002 §5.2), summed, since each event counts its own work. Known is
+// set once an event carried one.
+type Usage struct {
+	InputTokens, OutputTokens int64
+	Known                     bool
+}
+
+// Context is how full a session's context is: Tokens in it, from the latest
+// event that says so (mapping.DataContextTokens, or session.compacted's
+// estimated_token_count, its size after compacting), of Limit, the latest
+// limit said (mapping.DataContextLimit; 0: not known). Known is set once an
+// event gave the tokens.
+type Context struct {
+	Tokens, Limit int64
+	Known         bool
+}
+
+// Fill is the fraction of the context in use, when the limit is known.
+func (c Context) Fill() (float64, bool) {
+	if !c.Known || c.Limit <= 0 {
+		return 0, false
+	}
+	return float64(c.Tokens) / float64(c.Limit), true
+}
+
+// maxTokenCount bounds a token figure the fold takes: the largest integer
+// a JavaScript number holds exactly, so fleetpage's fold reads the same.
+const maxTokenCount = 1<<53 - 1
+
+// tokenCount reads a token figure: a non-negative integer within
+// maxTokenCount.
+func tokenCount(data map[string]any, k string) (int64, bool) {
+	n, ok := data[k].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	if err != nil {
+		f, ferr := n.Float64()
+		if ferr != nil || f != math.Trunc(f) || f < 0 || f > maxTokenCount {
+			return 0, false
+		}
+		i = int64(f)
+	}
+	return i, i >= 0 && i <= maxTokenCount
+}
+
+// countTokens takes one event's token figures into the session.
+func (s *Session) countTokens(typ string, data map[string]any) {
+	for k, dst := range map[string]*int64{mapping.DataInputTokens: &s.Usage.InputTokens, mapping.DataOutputTokens: &s.Usage.OutputTokens} {
+		if n, ok := tokenCount(data, k); ok {
+			*dst += n
+			s.Usage.Known = true
+		}
+	}
+	n, ok := tokenCount(data, mapping.DataContextTokens)
+	if !ok && typ == "session.compacted" {
+		n, ok = tokenCount(data, "estimated_token_count")
+	}
+	if ok {
+		s.Context.Tokens, s.Context.Known = n, true
+	}
+	if l, ok := tokenCount(data, mapping.DataContextLimit); ok && l > 0 {
+		s.Context.Limit = l
+	}
 }
 
 // Run is one run's state.
@@ -294,6 +367,7 @@ func (s *Session) apply(rec *record) {
 	if m := str(data, "gen_ai.request.model"); m != "" {
 		s.Model = m
 	}
+	s.countTokens(ev.Type, data)
 	var run *Run
 	if ev.Run != "" {
 		run = s.run(ev.Run)

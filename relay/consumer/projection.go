@@ -29,6 +29,23 @@ type SessionProjection struct {
 	Requests  []RequestProjection `json:"requests,omitempty"`
 	// Open lists the requests without an outcome, in order of request.
 	Open []string `json:"open,omitempty"`
+	// Usage and Context are the session's token figures, when known.
+	Usage   *UsageProjection   `json:"usage,omitempty"`
+	Context *ContextProjection `json:"context,omitempty"`
+}
+
+// UsageProjection is a session's tokens used (Session.Usage).
+type UsageProjection struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// ContextProjection is how full a session's context is (Session.Context):
+// Fill, the fraction in use, when its limit is known.
+type ContextProjection struct {
+	Tokens int64    `json:"tokens"`
+	Limit  int64    `json:"limit,omitempty"`
+	Fill   *float64 `json:"fill,omitempty"`
 }
 
 // RunProjection is one run in a Projection.
@@ -94,6 +111,15 @@ func (s *Session) projection() SessionProjection {
 			DurationMS: r.DurationMS, Reason: r.Reason})
 	}
 	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
+	if u := s.Usage; u.Known {
+		sp.Usage = &UsageProjection{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	}
+	if c := s.Context; c.Known {
+		sp.Context = &ContextProjection{Tokens: c.Tokens, Limit: c.Limit}
+		if f, ok := c.Fill(); ok {
+			sp.Context.Fill = &f
+		}
+	}
 	for _, r := range s.Requests {
 		rp := RequestProjection{ID: r.ID, Run: r.Run, Kind: r.Kind, Prompt: r.Prompt, Options: r.Options,
 			ExpiresAt: r.ExpiresAt, OnExpiry: r.OnExpiry, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule}
