@@ -112,6 +112,9 @@ extensions:
     http:
       endpoint: %q
   jaeger_query:
+    # Jaeger traces its own queries to a collector on localhost:4317 by
+    # default, and its shutdown waits on that export.
+    enable_tracing: false
     storage:
       traces: mem
     http:
