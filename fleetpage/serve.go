@@ -2,8 +2,11 @@ package fleetpage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
@@ -83,5 +86,51 @@ func (d *DashServer) Serve(ctx context.Context) error {
 	if err := d.ep.Shutdown(sctx); err != nil {
 		_ = d.ep.Close() // the proxied streams end with the process
 	}
+	return nil
+}
+
+// ParseUpstreams reads dash's --relay values: URL, or URL,TOKEN_FILE. A
+// URL without a file gets the local token (AEP_TOKEN, else $AEP_HOME/token)
+// only when it is on loopback; another host gets none, with a note on warn.
+func ParseUpstreams(values []string, getenv func(string) string, warn io.Writer) ([]Upstream, error) {
+	out := make([]Upstream, 0, len(values))
+	for _, v := range values {
+		u, file, _ := strings.Cut(v, ",")
+		u, file = strings.TrimSpace(u), strings.TrimSpace(file)
+		if u == "" {
+			return nil, errors.New("--relay: empty URL")
+		}
+		shown := httpguard.DisplayURL(u)
+		if file == "" && !httpguard.LoopbackURL(u) {
+			fmt.Fprintf(warn, "aep-kimi dash: %s is not on this machine: the local token is not sent there (read without one); name its token file to log in: --relay %s,TOKEN_FILE\n", shown, shown)
+			out = append(out, Upstream{URL: u})
+			continue
+		}
+		tok, err := tokenfile.Client(getenv, file)
+		if err != nil {
+			return nil, fmt.Errorf("--relay %s: %w", shown, err)
+		}
+		out = append(out, Upstream{URL: u, Token: tok})
+	}
+	return out, nil
+}
+
+// WriteStart says what the dash reads and where its page is. The login URL
+// carries the dash's token: only a terminal sees it, a redirect or a log
+// gets the path of a private file under home holding it.
+func (d *DashServer) WriteStart(w io.Writer, relays []Upstream, terminal bool, home string) error {
+	fmt.Fprintf(w, "aep-kimi dash: reading %d relay(s) (Ctrl-C to stop)\n", len(relays))
+	for _, u := range relays {
+		fmt.Fprintf(w, "  relay  %s\n", httpguard.DisplayURL(u.URL))
+	}
+	if terminal {
+		fmt.Fprintf(w, "  page   %s\n", d.LoginURL())
+		return nil
+	}
+	path, err := WriteLoginFile(home, DashOpenFileName, d.LoginURL())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  page   %s   (log in: open %s, mode 0600)\n", d.URL(), path)
 	return nil
 }

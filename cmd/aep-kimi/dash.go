@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"strings"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -52,7 +48,7 @@ func runDash(ctx context.Context, listen, home string, relays []string, getenv f
 		fmt.Fprintln(io.err, "aep-kimi dash: give at least one --relay URL[,TOKEN_FILE]")
 		return 2
 	}
-	ups, err := dashUpstreams(relays, getenv, io.err)
+	ups, err := fleetpage.ParseUpstreams(relays, getenv, io.err)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 2
@@ -66,50 +62,13 @@ func runDash(ctx context.Context, listen, home string, relays []string, getenv f
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(io.out, "aep-kimi dash: reading %d relay(s) (Ctrl-C to stop)\n", len(ups))
-	for _, u := range ups {
-		fmt.Fprintf(io.out, "  relay  %s\n", consumer.DisplayURL(u.URL))
-	}
-	// The login URL carries the dash's token: only a terminal sees it, a
-	// redirect or a log gets the path of a private file holding it.
-	if consumer.IsTerminal(io.out) {
-		fmt.Fprintf(io.out, "  page   %s\n", d.LoginURL())
-	} else {
-		path, err := fleetpage.WriteLoginFile(home, fleetpage.DashOpenFileName, d.LoginURL())
-		if err != nil {
-			fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(io.out, "  page   %s   (log in: open %s, mode 0600)\n", d.URL(), path)
+	if err := d.WriteStart(io.out, ups, consumer.IsTerminal(io.out), home); err != nil {
+		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
+		return 1
 	}
 	if err := d.Serve(ctx); err != nil {
 		fmt.Fprintf(io.err, "aep-kimi dash: %v\n", err)
 		return 1
 	}
 	return 0
-}
-
-// dashUpstreams reads each --relay value: URL, or URL,TOKEN_FILE. A URL
-// without a file gets the local token (AEP_TOKEN, else $AEP_HOME/token)
-// only when it is on loopback; another host gets none, with a note.
-func dashUpstreams(values []string, getenv func(string) string, warn io.Writer) ([]fleetpage.Upstream, error) {
-	out := make([]fleetpage.Upstream, 0, len(values))
-	for _, v := range values {
-		u, file, _ := strings.Cut(v, ",")
-		u, file = strings.TrimSpace(u), strings.TrimSpace(file)
-		if u == "" {
-			return nil, errors.New("--relay: empty URL")
-		}
-		if file == "" && !httpguard.LoopbackURL(u) {
-			fmt.Fprintf(warn, "aep-kimi dash: %s is not on this machine: the local token is not sent there (read without one); name its token file to log in: --relay %s,TOKEN_FILE\n", consumer.DisplayURL(u), consumer.DisplayURL(u))
-			out = append(out, fleetpage.Upstream{URL: u})
-			continue
-		}
-		tok, err := tokenfile.Client(getenv, file)
-		if err != nil {
-			return nil, fmt.Errorf("--relay %s: %w", consumer.DisplayURL(u), err)
-		}
-		out = append(out, fleetpage.Upstream{URL: u, Token: tok})
-	}
-	return out, nil
 }

@@ -3,6 +3,7 @@ package httpguard
 import (
 	"flag"
 	"fmt"
+	"net/url"
 )
 
 // AllowedHostsFlag registers --allowed-hosts, every daemon's: the host
@@ -20,4 +21,14 @@ func ParseAllowedHostsFlag(s string) ([]string, error) {
 		return nil, fmt.Errorf("--allowed-hosts: %w", err)
 	}
 	return hosts, nil
+}
+
+// DisplayURL is raw fit to print: without credentials, query or fragment.
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable relay URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }

@@ -2,10 +2,11 @@ package consumer
 
 import (
 	"io"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // Unwrapped is w without the sanitizing layer of a Writer: for output the
@@ -38,14 +39,7 @@ func UseColor(noColor bool, getenv func(string) string, w io.Writer) bool {
 
 // DisplayURL is a relay URL fit to print: without credentials, query (which
 // may carry an access_token) or fragment.
-func DisplayURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable relay URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
+func DisplayURL(raw string) string { return httpguard.DisplayURL(raw) }
 
 // Width is the column count to fit output to w in: COLUMNS when set to a
 // positive number (as shells export it, and as a person sets it), else the
