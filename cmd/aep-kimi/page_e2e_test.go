@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -118,5 +120,66 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	want := logIDs(ev)
 	if got := pageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("after the restart the page holds %d events, the log %d: gap or duplicate\npage %v\nlog  %v", len(got), len(want), got, want)
+	}
+}
+
+// A real `kimi -p` session in a directory named acme-shop, its call held:
+// the page's fleet row says acme-shop and no session_ prefix, and neither
+// the fleet list nor the inbox shows a raw event type name. The project
+// rides on session.started's cwd, which AEP-0002 gates at capture redacted.
+func TestE2EPageLabelsAndWords(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=20000", "AEP_CAPTURE=redacted")
+	b := st.openPage(t)
+	script := markerScript(t, filepath.Join(t.TempDir(), "side-effect"))
+	s, err := kimiharness.ReadScript(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, work := t.TempDir(), filepath.Join(t.TempDir(), "acme-shop")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mock := kimiharness.StartMock(t, script)
+	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan string, 1)
+	go func() { out, _ := kimiharness.Print(ctx, kimi, home, work, s.Prompt); done <- out }()
+
+	b.WaitJS("the held call in the inbox", `document.querySelector('[data-attention] [data-option="deny"]') !== null`)
+	var title string
+	b.Eval("the fleet row's label", `document.querySelector('#fleet [data-session] .title').textContent`, &title)
+	if !strings.Contains(title, "acme-shop") || strings.Contains(title, "session_") {
+		t.Errorf("fleet row label %q: want acme-shop, without session_", title)
+	}
+	var seen struct {
+		Fleet, Inbox string
+		Types        []string
+	}
+	b.Eval("what the page shows", `(() => {
+		const s = document.querySelector('#fleet [data-session]').dataset.session;
+		return { fleet: document.getElementById('fleet').innerText, inbox: document.getElementById('inbox').innerText,
+			types: [...new Set(aepFleet.S.ordered(aepFleet.state, s).map((e) => e.type))] };
+	})()`, &seen)
+	if len(seen.Types) < 3 {
+		t.Fatalf("the page holds only %v", seen.Types)
+	}
+	for _, typ := range seen.Types {
+		for where, text := range map[string]string{"fleet list": seen.Fleet, "inbox": seen.Inbox} {
+			if strings.Contains(text, typ) {
+				t.Errorf("the %s shows the event type %s:\n%s", where, typ, text)
+			}
+		}
+	}
+	if strings.Contains(seen.Fleet+seen.Inbox, "session_") {
+		t.Errorf("a session_ id in the fleet list or inbox:\nfleet: %s\ninbox: %s", seen.Fleet, seen.Inbox)
+	}
+	t.Logf("fleet list: %s\ninbox: %s", seen.Fleet, seen.Inbox)
+	b.Click("click Deny", `[data-attention] [data-option="deny"]`)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("kimi never finished")
 	}
 }

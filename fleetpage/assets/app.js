@@ -574,7 +574,7 @@ function metaParts(s, now) {
     s.agents.join(', ') || 'unknown agent',
     s.model,
     run ? el('span', null, 'run open ', since(Date.parse(run.started), now)) : '',
-    last ? el('span', null, `last ${last.type} `, since(s.lastTime, now, ' ago')) : '',
+    last ? el('span', null, 'active ', since(s.lastTime, now, ' ago')) : '',
     `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
     s.failures ? `${s.failures} failure${s.failures === 1 ? '' : 's'}` : '',
     s.subagents ? `${s.subagents} subagent${s.subagents === 1 ? '' : 's'}` : '',
@@ -907,7 +907,7 @@ function renderAgents(dirty) {
     const last = list[list.length - 1].ev;
     const d = last.data || {};
     const facts = [d.state, d.status, d.detail, d.reason].filter((x) => typeof x === 'string').join(' ');
-    items.push(el('li', { 'data-agent': agent }, `${agent}: ${last.type}${facts ? ` (${facts})` : ''} · ${list.length} agent event${list.length === 1 ? '' : 's'}`));
+    items.push(el('li', { 'data-agent': agent }, `${agent}: ${S.typeWords(last.type)}${facts ? ` ${facts}` : ''} · ${list.length} report${list.length === 1 ? '' : 's'}`));
   }
   box.replaceChildren(items.length ? el('h3', null, 'Agents') : '', el('ul', null, ...items));
 }
@@ -1012,7 +1012,7 @@ function renderSession(now) {
   if (outside.length) {
     runs.push(el('li', { 'data-run': '' }, el('div', null, 'session events'),
       el('ul', { class: 'items' }, ...outside.map((e) => (S.taskId(e) ? eventItem(s, e, now, 0, shown)
-        : el('li', { 'data-kind': 'event' }, `${e.type}${e.seq !== undefined ? ` #${e.seq}` : ''}`))))));
+        : el('li', { 'data-kind': 'event', 'data-type': e.type }, S.typeWords(e.type)))))));
   }
   $('timeline').replaceChildren(...runs);
 }
@@ -1110,7 +1110,7 @@ function eventItem(s, ev, now, depth, seen, r) {
     return item;
   }
   if (ev.type === 'run.started') return null;
-  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event' }, `${ev.type}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`);
+  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-type': ev.type }, `${S.typeWords(ev.type)}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`);
 }
 
 // --- keyboard ----------------------------------------------------------------

@@ -570,6 +570,17 @@ export function projectOf(cwd) {
   return c.slice(Math.max(c.lastIndexOf('/'), c.lastIndexOf('\\')) + 1);
 }
 
+// typeWords is an event type a person can read, as relay/consumer's
+// typeWords says it: the vendor prefix and category gone, underscores and
+// dots as blanks ("x.kimi-code.run.turn_started" is "turn started").
+export function typeWords(type) {
+  let segs = String(type).split('.');
+  if (segs.length >= 4 && segs[0] === 'x') segs = segs.slice(3);
+  else if (segs.length === 3 && segs[0] === 'x') segs = segs.slice(2);
+  else if (segs.length >= 2) segs = segs.slice(1);
+  return segs.join(' ').replaceAll('_', ' ');
+}
+
 // bareId is a session id without Kimi's session_ prefix.
 export function bareId(id) {
   return id.startsWith(SESSION_PREFIX) && id.length > SESSION_PREFIX.length ? id.slice(SESSION_PREFIX.length) : id;
