@@ -185,14 +185,14 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		s.metrics.badRequests.WithLabelValues("content-type").Inc()
-		emitter.WriteError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
+		httpguard.WriteError(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "send the hook payload as application/json")
 		return
 	}
 	auth := r.Header.Get("Authorization")
 	want := "Bearer " + s.token
 	if subtle.ConstantTimeCompare([]byte(auth), []byte(want)) != 1 {
 		s.metrics.badRequests.WithLabelValues("unauthorized").Inc()
-		emitter.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
+		httpguard.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong hook token (see "+tokenPath(s.cfg.Home)+")")
 		return
 	}
 	body, err := httpguard.ReadBody(w, r, mapping.MaxPayloadBytes, s.cfg.BodyTimeout)
@@ -200,16 +200,16 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.metrics.badRequests.WithLabelValues("too-large").Inc()
-			emitter.WriteError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
+			httpguard.WriteError(w, http.StatusRequestEntityTooLarge, "payload-too-large", fmt.Sprintf("hook payloads are limited to %d bytes", mapping.MaxPayloadBytes))
 			return
 		}
 		if errors.Is(err, httpguard.ErrBodyTimeout) {
 			s.metrics.badRequests.WithLabelValues("timeout").Inc()
-			emitter.WriteError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
+			httpguard.WriteError(w, http.StatusRequestTimeout, "body-timeout", err.Error())
 			return
 		}
 		s.metrics.badRequests.WithLabelValues("read").Inc()
-		emitter.WriteError(w, http.StatusBadRequest, "bad-request", "could not read the body")
+		httpguard.WriteError(w, http.StatusBadRequest, "bad-request", "could not read the body")
 		return
 	}
 	d := &delivery{payload: body, at: now, arrived: now, proc: procFromRequest(r), wait: hookWait(r.Header.Get("X-Kimi-Hook-Wait-Ms"))}
@@ -222,7 +222,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	out, hook, err := s.ingest(d, false)
 	if err != nil {
 		s.metrics.badRequests.WithLabelValues("payload").Inc()
-		emitter.WriteError(w, http.StatusBadRequest, "invalid-payload", err.Error())
+		httpguard.WriteError(w, http.StatusBadRequest, "invalid-payload", err.Error())
 		return
 	}
 	if out.wait != nil {
@@ -242,7 +242,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 		// writes) the payload in its spool on any answer but 200.
 		s.metrics.notDurable.Inc()
 		s.logNotDurable(out.err)
-		emitter.WriteError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
+		httpguard.WriteError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
 		return
 	}
 	reply := out.reply

@@ -1,7 +1,6 @@
 package emitter
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -30,30 +29,15 @@ func (c *Core[S]) Handler(allowedHosts []string, health func() any, routes ...Ro
 		served = append(served, rt.Method+" "+rt.Path)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(health()) //nolint:errcheck // client gone
+		httpguard.WriteJSON(w, http.StatusOK, health())
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
 	list := strings.Join(append(served, "GET /healthz", "GET /metrics"), ", ")
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusNotFound, "not-found", "endpoints: "+list)
+		httpguard.WriteError(w, http.StatusNotFound, "not-found", "endpoints: "+list)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", list)
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", list)
 	})
 	return r
-}
-
-// ErrorBody is the JSON body of a refused request.
-type ErrorBody struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// WriteError refuses a request with status and {"error": code, "detail":
-// detail}.
-func WriteError(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(ErrorBody{Error: code, Detail: detail}) //nolint:errcheck // client gone
 }

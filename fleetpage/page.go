@@ -314,7 +314,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(relays) == 0 {
 			relays = []RelayRef{{}}
 		}
-		writeJSON(w, http.StatusOK, relays)
+		httpguard.WriteJSON(w, http.StatusOK, relays)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -496,7 +496,7 @@ func (p *Page) auth(w http.ResponseWriter, r *http.Request) {
 	}
 	var in bool
 	p.reg.Update(func(tx *credreg.Tx) { _, _, in = p.admit(tx, r, false) })
-	writeJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: in})
+	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: in})
 }
 
 // pagePost admits a POST from the page's own origin, else answers the
@@ -578,7 +578,7 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret})
+	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret})
 }
 
 // rememberLocked holds a login, dropping expired ones and, past MaxLogins,
@@ -661,15 +661,7 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 		p.cfg.Logger.Info("fleet page logout: every browser login ended", "remote", r.RemoteAddr, "connections", ended)
 	}
 	http.SetCookie(w, gone)
-	writeJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: false})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v) // plain structs: cannot fail
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: false})
 }
 
 // LoginURL is the URL that logs a browser in to the page at base: the token

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -55,11 +56,11 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 // the topology counts only for an authorized request.
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "draining": true})
+		httpguard.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "draining": true})
 		return
 	}
 	if !s.authorized(r) {
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		httpguard.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 		return
 	}
 	st := s.backend.Stats()
@@ -76,5 +77,5 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if r := s.rulesHealth(); r != nil {
 		h["rules"] = r
 	}
-	writeJSON(w, http.StatusOK, h)
+	httpguard.WriteJSON(w, http.StatusOK, h)
 }

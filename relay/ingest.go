@@ -19,7 +19,7 @@ import (
 // the first invalid line rejects it whole and nothing is ingested.
 func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	if v := strings.TrimSpace(r.Header.Get("AEP-Version")); v != aep.Version {
@@ -27,12 +27,12 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		if v != "" {
 			detail = fmt.Sprintf("AEP-Version %q is not supported; this relay speaks %s", v, aep.Version)
 		}
-		writeJSON(w, http.StatusUpgradeRequired, wire.HTTPError{Error: wire.CodeVersion, Detail: detail, Versions: []string{aep.Version}})
+		httpguard.WriteJSON(w, http.StatusUpgradeRequired, wire.HTTPError{Error: wire.CodeVersion, Detail: detail, Versions: []string{aep.Version}})
 		return
 	}
 	batch, ok := ingestMediaType(r.Header.Get("Content-Type"))
 	if !ok {
-		writeError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia,
+		httpguard.WriteError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia,
 			"Content-Type must be application/json (one event) or application/x-ndjson (a batch)")
 		return
 	}
@@ -40,7 +40,7 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		// Answer before reading: the emitter learns why instead of seeing a
 		// reset mid-upload.
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
+		httpguard.WriteError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
 			fmt.Sprintf("body of %d bytes exceeds the %d byte limit", r.ContentLength, s.cfg.MaxBody))
 		return
 	}
@@ -48,32 +48,32 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
+			httpguard.WriteError(w, http.StatusRequestEntityTooLarge, wire.CodePayloadTooLarge,
 				fmt.Sprintf("body exceeds the %d byte limit", s.cfg.MaxBody))
 			return
 		}
 		if errors.Is(err, httpguard.ErrBodyTimeout) {
-			writeError(w, http.StatusRequestTimeout, wire.CodeBodyTimeout, err.Error())
+			httpguard.WriteError(w, http.StatusRequestTimeout, wire.CodeBodyTimeout, err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, wire.CodeInvalidEvent, "could not read the request body")
+		httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidEvent, "could not read the request body")
 		return
 	}
 	msgs, herr := s.parseBody(body, batch)
 	if herr != nil {
 		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Inc()
-		writeJSON(w, herr.status, herr.body)
+		httpguard.WriteJSON(w, herr.status, herr.body)
 		return
 	}
 	res := s.backend.Ingest(s.applyRules(msgs))
 	if res.Err != nil {
 		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Add(float64(len(msgs)))
 		s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)
-		writeError(w, http.StatusServiceUnavailable, wire.CodeStoreUnavailable, "the store did not take the batch; nothing was accepted, retry")
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeStoreUnavailable, "the store did not take the batch; nothing was accepted, retry")
 		return
 	}
 	s.metrics.countIngest(bindingHTTP, res)
-	writeJSON(w, http.StatusAccepted, map[string]int{
+	httpguard.WriteJSON(w, http.StatusAccepted, map[string]int{
 		"accepted":   len(msgs),
 		"buffered":   res.Buffered,
 		"duplicates": res.Duplicates,

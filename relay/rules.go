@@ -293,11 +293,11 @@ func (rs *ruleState) remember(key string, cmd *aep.Event) {
 // is refused (no page may change them on a visitor's behalf).
 func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 	if !httpguard.SameOrigin(r) {
-		writeError(w, http.StatusForbidden, wire.CodeForbidden, "a request from another origin may not read or change rules")
+		httpguard.WriteError(w, http.StatusForbidden, wire.CodeForbidden, "a request from another origin may not read or change rules")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && s.cfg.Token == "" {
-		writeError(w, http.StatusForbidden, wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): rules answer nothing and cannot be changed")
+		httpguard.WriteError(w, http.StatusForbidden, wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): rules answer nothing and cannot be changed")
 		return
 	}
 	rules.API{Book: s.cfg.Rules, Request: s.heldRequest}.ServeHTTP(w, r)

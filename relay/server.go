@@ -125,10 +125,10 @@ func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.accessLog, httpguard.Hosts(s.cfg.AllowedHosts))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint (see GET /events)")
+		httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint (see GET /events)")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "method not allowed on this endpoint")
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "method not allowed on this endpoint")
 	})
 	r.Get("/healthz", s.serveHealth)
 	if s.cfg.Page != nil {
@@ -272,11 +272,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		})
 		switch {
 		case !ok && status == http.StatusForbidden:
-			writeError(w, http.StatusForbidden, wire.CodeForbidden, "invalid bearer token")
+			httpguard.WriteError(w, http.StatusForbidden, wire.CodeForbidden, "invalid bearer token")
 			return
 		case !ok:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aep"`)
-			writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+			httpguard.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 			return
 		}
 		defer lease.Release()
@@ -387,7 +387,7 @@ func (s *Server) takeConn(w http.ResponseWriter, binding string) (release func()
 		if n >= int64(s.cfg.MaxConnections) {
 			s.metrics.refused.WithLabelValues(binding).Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(connRetryAfter))
-			writeError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded,
+			httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded,
 				fmt.Sprintf("this relay already serves %d streams and sockets, its limit (AEP_MAX_CONNECTIONS); try again later", s.cfg.MaxConnections))
 			return nil, false
 		}

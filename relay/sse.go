@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -38,7 +39,7 @@ type streamParams struct {
 // Every refusal is answered before any header goes out.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	release, ok := s.takeConn(w, bindingSSE)
@@ -50,12 +51,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	var p streamParams
 	var err error
 	if p.filter, err = aep.ParseFilter([]byte(q.Get("filter"))); err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
+		httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
 		return
 	}
 	if c := q.Get("capture"); c != "" {
 		if p.ceiling, err = aep.ParseCapture(c); err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeInvalidCapture, err.Error())
+			httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidCapture, err.Error())
 			return
 		}
 		p.capped = true
@@ -63,19 +64,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case q.Has("from"):
 		if p.from, err = wire.ParseFrom([]byte(q.Get("from"))); err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, "from: "+err.Error())
+			httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidFilter, "from: "+err.Error())
 			return
 		}
 	case r.Header.Get("Last-Event-ID") != "":
 		res, err := wire.ParseEventID(r.Header.Get("Last-Event-ID"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
+			httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
 			return
 		}
 		p.from = wire.From{Positions: []wire.Resume{res}}
 	}
 	if n := len(p.from.Positions); n > s.cfg.MaxFrom {
-		writeError(w, http.StatusBadRequest, wire.CodeLimitExceeded,
+		httpguard.WriteError(w, http.StatusBadRequest, wire.CodeLimitExceeded,
 			fmt.Sprintf("from names %d positions; the limit (AEP_MAX_FROM) is %d", n, s.cfg.MaxFrom))
 		return
 	}
@@ -87,7 +88,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	sub.ceiling, sub.capped = p.ceiling, p.capped
 	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded, err.Error())
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded, err.Error())
 		return
 	}
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -63,13 +64,13 @@ type wsConn struct {
 // serveSocket is GET /socket (AEP-0003 §3.5).
 func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	if !s.enterSocket() {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
 		return
 	}
 	defer s.sockets.Done()
 	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
 		w.Header().Set("Upgrade", "websocket")
-		writeError(w, http.StatusUpgradeRequired, "upgrade-required", "GET /socket is the WebSocket binding; use /stream for SSE")
+		httpguard.WriteError(w, http.StatusUpgradeRequired, "upgrade-required", "GET /socket is the WebSocket binding; use /stream for SSE")
 		return
 	}
 	release, ok := s.takeConn(w, bindingWS)

@@ -168,7 +168,7 @@ func (a API) list(w http.ResponseWriter) {
 	if rules == nil {
 		rules = []Listed{}
 	}
-	writeJSON(w, http.StatusOK, Listing{Status: a.Book.Status(), Rules: rules})
+	httpguard.WriteJSON(w, http.StatusOK, Listing{Status: a.Book.Status(), Rules: rules})
 }
 
 func (a API) add(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +181,7 @@ func (a API) add(w http.ResponseWriter, r *http.Request) {
 		writeBookError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
+	httpguard.WriteJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
 }
 
 func (a API) remove(w http.ResponseWriter, id string) {
@@ -190,7 +190,7 @@ func (a API) remove(w http.ResponseWriter, id string) {
 		writeBookError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]Rule{"removed": gone})
+	httpguard.WriteJSON(w, http.StatusOK, map[string]Rule{"removed": gone})
 }
 
 func (a API) test(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +203,7 @@ func (a API) test(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]Verdict{"verdict": a.Book.Evaluate(req, true)})
+	httpguard.WriteJSON(w, http.StatusOK, map[string]Verdict{"verdict": a.Book.Evaluate(req, true)})
 }
 
 // find reads a RequestRef body and looks the request up; false means the
@@ -238,7 +238,7 @@ func (a API) propose(w http.ResponseWriter, r *http.Request) {
 			p.Pattern = pat
 		}
 	}
-	writeJSON(w, http.StatusOK, p)
+	httpguard.WriteJSON(w, http.StatusOK, p)
 }
 
 func (a API) always(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +257,7 @@ func (a API) always(w http.ResponseWriter, r *http.Request) {
 		writeBookError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
+	httpguard.WriteJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
 }
 
 func writeBookError(w http.ResponseWriter, err error) {
@@ -302,18 +302,6 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "could not encode the answer")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 func methodNotAllowed(w http.ResponseWriter, allow string) {

@@ -163,7 +163,17 @@ type errorBody struct {
 
 // WriteError answers status with {"error": code, "detail": detail}.
 func WriteError(w http.ResponseWriter, status int, code, detail string) {
-	b, _ := json.Marshal(errorBody{Error: code, Detail: detail}) // two strings: cannot fail
+	WriteJSON(w, status, errorBody{Error: code, Detail: detail})
+}
+
+// WriteJSON answers status with v as JSON, never cached. A v that does not
+// encode is answered 500 internal instead.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","detail":"response encoding failed"}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
@@ -248,14 +249,8 @@ func (m *Mock) pick(body []byte, req chatRequest) (Response, int) {
 	return Response{Text: "(mock model: the script has no answer left)"}, m.calls
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
-}
-
 func (m *Mock) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
+	httpguard.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
 		map[string]any{"id": "mock-model", "object": "model", "owned_by": "aep-kimi"}}})
 }
 
@@ -266,7 +261,7 @@ func (m *Mock) complete(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "bad request body: " + err.Error()}})
+		httpguard.WriteJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "bad request body: " + err.Error()}})
 		return
 	}
 	resp, n := m.pick(body, req)
@@ -284,12 +279,12 @@ func (m *Mock) complete(w http.ResponseWriter, r *http.Request) {
 		if status == 0 {
 			status = http.StatusBadRequest
 		}
-		writeJSON(w, status, map[string]any{"error": map[string]any{"message": e.Message, "type": "invalid_request_error"}})
+		httpguard.WriteJSON(w, status, map[string]any{"error": map[string]any{"message": e.Message, "type": "invalid_request_error"}})
 		return
 	}
 	calls, err := toolCalls(resp.ToolCalls, n)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": err.Error()}})
+		httpguard.WriteJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": err.Error()}})
 		return
 	}
 	usage := map[string]int{"prompt_tokens": 100, "completion_tokens": 10}
@@ -313,7 +308,7 @@ func (m *Mock) complete(w http.ResponseWriter, r *http.Request) {
 			}
 			msg["tool_calls"] = calls
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-mock", "object": "chat.completion", "created": time.Now().Unix(),
+		httpguard.WriteJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-mock", "object": "chat.completion", "created": time.Now().Unix(),
 			"model": model, "choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return
 	}
