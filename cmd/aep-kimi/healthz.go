@@ -4,11 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // healthzCommand checks the local daemons' /healthz (the container
@@ -32,28 +31,15 @@ func healthzCommand(getenv func(string) string, std stdio) cli.Command {
 // runHealthz checks each URL.
 func runHealthz(ctx context.Context, timeout time.Duration, urls []string, std stdio) int {
 	if len(urls) == 0 {
-		urls = []string{"http://127.0.0.1:8787/healthz", "http://127.0.0.1:8398/healthz"}
+		urls = station.DefaultHealthURLs()
 	}
-	code := 0
-	client := &http.Client{Timeout: timeout}
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			fmt.Fprintf(std.err, "aep-kimi healthz: %v\n", err)
-			return 2
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			fmt.Fprintf(std.out, "%s: down (%v)\n", u, err)
-			code = 1
-			continue
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		fmt.Fprintf(std.out, "%s: %d %s\n", u, resp.StatusCode, body)
-		if resp.StatusCode != http.StatusOK {
-			code = 1
-		}
+	ok, err := station.CheckHealth(ctx, timeout, urls, std.out)
+	switch {
+	case err != nil:
+		fmt.Fprintf(std.err, "aep-kimi healthz: %v\n", err)
+		return 2
+	case !ok:
+		return 1
 	}
-	return code
+	return 0
 }

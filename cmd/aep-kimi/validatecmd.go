@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
-	"os"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -34,43 +30,8 @@ func validateCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runValidate checks each file.
 func runValidate(files []string, quiet bool, io stdio) int {
-	var total, bad, unreadable int
-	for _, name := range files {
-		n, vs, err := validateFile(name, io.in)
-		total += n
-		if err != nil {
-			fmt.Fprintf(io.out, "%s: %s\n", consumer.Line(name), consumer.Line(err.Error()))
-			unreadable++
-			continue
-		}
-		bad += len(vs)
-		if !quiet {
-			for _, v := range vs {
-				fmt.Fprintf(io.out, "%s:%d: %s\n", consumer.Line(name), v.Line, consumer.Line(v.Error()))
-			}
-		}
-	}
-	fmt.Fprintf(io.out, "%d event(s) in %d file(s): %d violation(s)", total, len(files), bad)
-	if unreadable > 0 {
-		fmt.Fprintf(io.out, ", %d file(s) unreadable", unreadable)
-	}
-	fmt.Fprintln(io.out)
-	if bad > 0 || unreadable > 0 {
+	if !consumer.WriteValidation(io.out, files, io.in, quiet) {
 		return 1
 	}
 	return 0
-}
-
-// validateFile reads one JSONL stream ("-": stdin) and returns its event
-// count and violations; err is for a file that cannot be read at all.
-func validateFile(name string, stdin io.Reader) (int, []aep.LineViolation, error) {
-	if name == "-" {
-		return aep.ValidateJSONL(stdin)
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer f.Close()
-	return aep.ValidateJSONL(f)
 }
