@@ -5,12 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -106,3 +109,61 @@ func (o *RelayOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 
 // Usage marks err as a configuration mistake.
 func Usage(err error) error { return UsageError{Err: err} }
+
+// RelayFlags is `aep-kimi relay`'s surface: the relay's own flags over
+// its environment, and the options it shares with up.
+type RelayFlags struct {
+	Listen, TokenFile string
+	Verbose           bool
+	BufferBytes       int64
+	MaxConns          int
+	RelayOptions
+}
+
+// BindFlags registers the relay command's flags, their defaults read
+// through getenv.
+func (o *RelayFlags) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.Listen, "listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
+	fs.BoolVar(&o.Public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
+	fs.StringVar(&o.TokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
+	fs.Int64Var(&o.BufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
+	fs.IntVar(&o.MaxConns, "max-connections", 0, fmt.Sprintf("most streams and sockets served at once, emitters' included; more are refused with 503 (env AEP_MAX_CONNECTIONS, default %d)", relay.DefaultMaxConnections))
+	fs.StringVar(&o.Store.Home, "home", tokenfile.AEPHome(getenv),
+		"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
+	o.RelayOptions.BindFlags(fs, getenv)
+	fs.BoolVar(&o.Verbose, "v", false, "log every request (debug level)")
+}
+
+// Config is the relay's configuration: its environment, then the token
+// (AEP_TOKEN, else --token-file, re-read when the file is replaced), the
+// listen address and the budgets the flags give.
+func (o RelayFlags) Config(getenv func(string) string) (relay.Config, error) {
+	cfg, err := relay.ConfigFromEnv(getenv)
+	if err == nil {
+		cfg.Token, err = tokenfile.Server(getenv, o.TokenFile)
+	}
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Token != "" && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" {
+		// The token came from its file: a replaced file replaces it, and
+		// ends what the old one opened.
+		file := o.TokenFile
+		cfg.TokenSource = func() (string, error) { return tokenfile.Read(file, true) }
+	}
+	switch {
+	case o.Listen != "":
+		cfg.Listen = o.Listen
+	case o.Public:
+		cfg.Listen = net.JoinHostPort("0.0.0.0", cli.EnvOr(getenv, "AEP_PORT", "8787"))
+	case cfg.Listen == "":
+		cfg.Listen = relay.DefaultListen
+	}
+	if o.BufferBytes > 0 {
+		cfg.BufferBytes = o.BufferBytes
+	}
+	if o.MaxConns != 0 {
+		cfg.MaxConnections = o.MaxConns
+	}
+	return cfg, nil
+}

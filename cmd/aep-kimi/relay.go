@@ -4,13 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
-	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
-	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 	"github.com/aep-kimi/aep-kimi/station"
 )
@@ -40,65 +36,24 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "GOMEMLIMIT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
-			var o relayOptions
-			fs.StringVar(&o.listen, "listen", "", "listen address (default 127.0.0.1:$AEP_PORT, else "+relay.DefaultListen+")")
-			fs.BoolVar(&o.public, "public", cli.EnvBool(getenv, "AEP_PUBLIC", false), "listen on all interfaces when --listen is not given (env AEP_PUBLIC); needs a token of 16+ bytes")
-			fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the token, when AEP_TOKEN is not set (env AEP_TOKEN_FILE)")
-			fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, fmt.Sprintf("byte budget of the whole replay buffer (env AEP_BUFFER_BYTES, default %d)", relay.DefaultBufferBytes))
-			fs.IntVar(&o.maxConns, "max-connections", 0, fmt.Sprintf("most streams and sockets served at once, emitters' included; more are refused with 503 (env AEP_MAX_CONNECTIONS, default %d)", relay.DefaultMaxConnections))
-			fs.StringVar(&o.Store.Home, "home", tokenfile.AEPHome(getenv),
-				"AEP home; the embedded jetstream store keeps its files in HOME/"+relay.StoreDirName+" (env AEP_HOME)")
+			var o station.RelayFlags
 			o.BindFlags(fs, getenv)
-			fs.BoolVar(&o.verbose, "v", false, "log every request (debug level)")
 			return func(ctx context.Context, _ []string) int { return runRelay(ctx, o, getenv, io) }
 		},
 	}
 }
 
-// relayOptions is `aep-kimi relay`'s flag surface.
-type relayOptions struct {
-	listen, tokenFile string
-	public, verbose   bool
-	bufferBytes       int64
-	maxConns          int
-	station.RelayOptions
-}
-
 // runRelay runs the relay until ctx is done.
-func runRelay(ctx context.Context, o relayOptions, getenv func(string) string, io stdio) int {
+func runRelay(ctx context.Context, o station.RelayFlags, getenv func(string) string, io stdio) int {
 	fail := func(code int, err error) int {
 		fmt.Fprintf(io.err, "aep-kimi relay: %v\n", err)
 		return code
 	}
-	cfg, err := relay.ConfigFromEnv(getenv)
-	if err == nil {
-		cfg.Token, err = tokenfile.Server(getenv, o.tokenFile)
-	}
+	cfg, err := o.Config(getenv)
 	if err != nil {
 		return fail(2, err)
 	}
-	if cfg.Token != "" && httpguard.TrimToken(getenv("AEP_TOKEN")) == "" {
-		// The token came from its file: a replaced file replaces it, and
-		// ends what the old one opened.
-		file := o.tokenFile
-		cfg.TokenSource = func() (string, error) { return tokenfile.Read(file, true) }
-	}
-	switch {
-	case o.listen != "":
-		cfg.Listen = o.listen
-	case o.public:
-		cfg.Listen = net.JoinHostPort("0.0.0.0", cli.EnvOr(getenv, "AEP_PORT", "8787"))
-	case cfg.Listen == "":
-		cfg.Listen = relay.DefaultListen
-	}
-	if o.bufferBytes > 0 {
-		cfg.BufferBytes = o.bufferBytes
-	}
-	if o.maxConns != 0 {
-		cfg.MaxConnections = o.maxConns
-	}
-	cfg.Logger = logging.New(io.err, o.verbose)
-	o.Public = o.public
+	cfg.Logger = logging.New(io.err, o.Verbose)
 	srv, closeStore, err := station.NewRelay(ctx, cfg, o.RelayOptions, getenv)
 	if err != nil {
 		return fail(exitFor(err), err)
