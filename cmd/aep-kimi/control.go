@@ -9,7 +9,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -33,22 +32,19 @@ const senderExitCodes = "Exit codes: 0 accepted, 1 failure (e.g. relay unreachab
 
 // senderOptions are the flags every command sender shares.
 type senderOptions struct {
-	relayURL, tokenFile string
-	window              time.Duration
-	getenv              func(string) string
+	*relayClient
+	window time.Duration
 }
 
 func (o *senderOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
-	o.getenv = getenv
-	fs.StringVar(&o.relayURL, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
-	fs.StringVar(&o.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	o.relayClient = relayClientFlags(fs, getenv)
 	fs.DurationVar(&o.window, "window", client.DefaultAckWindow, "how long to wait for the target's ack")
 }
 
-// token reads the relay token, which every command needs: control only flows
+// requireToken reads the relay token, which every command needs: control only flows
 // on authenticated bindings. ok false means the error is printed.
-func (o senderOptions) token(name string, io stdio) (string, bool) {
-	token, err := tokenfile.Client(o.getenv, o.tokenFile)
+func (o senderOptions) requireToken(name string, io stdio) (string, bool) {
+	token, err := o.token()
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
 		return "", false
@@ -63,11 +59,11 @@ func (o senderOptions) token(name string, io stdio) (string, bool) {
 // send delivers a command and maps its settlement to an exit code: 0
 // accepted, 3 rejected (the reason on stderr), 4 no ack within the window.
 func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io stdio) int {
-	token, ok := o.token(name, io)
+	token, ok := o.requireToken(name, io)
 	if !ok {
 		return 2
 	}
-	res, err := client.SendCommand(ctx, o.relayURL, token, cmd, o.window)
+	res, err := client.SendCommand(ctx, o.url, token, cmd, o.window)
 	switch {
 	case errors.Is(err, client.ErrNoAck):
 		fmt.Fprintf(io.err, "aep-kimi %s: no ack within %s (command %s)\n", name, o.window, cmd.ID)
@@ -139,11 +135,11 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return 2
 	}
-	token, ok := o.token("respond", io)
+	token, ok := o.requireToken("respond", io)
 	if !ok {
 		return 2
 	}
-	f, req, code := respondTarget(ctx, o.relayURL, token, session, requestID, io)
+	f, req, code := respondTarget(ctx, o.url, token, session, requestID, io)
 	if req == nil {
 		return code
 	}
@@ -160,7 +156,7 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 	if code := o.send(ctx, "respond", cmd, io); code != exitAccepted || rule == nil {
 		return code
 	}
-	added, err := rules.Client{Base: o.relayURL, Token: token}.Add(ctx, *rule)
+	added, err := rules.Client{Base: o.url, Token: token}.Add(ctx, *rule)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: answered, but the rule was not saved: %s\n", consumer.Line(err.Error()))
 		return 1

@@ -13,11 +13,18 @@ import (
 
 // relayClient is what a command that reads a relay needs: its URL and
 // the token file.
-type relayClient struct{ url, tokenFile string }
+type relayClient struct {
+	url, tokenFile string
+	getenv         func(string) string
+}
+
+// token is the relay token: --token-file, else AEP_TOKEN, else
+// $AEP_HOME/token.
+func (rc *relayClient) token() (string, error) { return tokenfile.Client(rc.getenv, rc.tokenFile) }
 
 // relayClientFlags registers --relay and --token-file.
 func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient {
-	var rc relayClient
+	rc := relayClient{getenv: getenv}
 	fs.StringVar(&rc.url, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&rc.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	return &rc
@@ -53,7 +60,7 @@ func openCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runOpen opens (or prints) the page's login.
 func runOpen(ctx context.Context, rc relayClient, home string, printOnly bool, getenv func(string) string, io stdio) int {
-	token, err := tokenfile.Client(getenv, rc.tokenFile)
+	token, err := rc.token()
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi open: %v\n", err)
 		return 2

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -35,7 +34,7 @@ func pendingCommand(getenv func(string) string, io stdio) cli.Command {
 
 // runPending prints what waits.
 func runPending(ctx context.Context, rc relayClient, getenv func(string) string, io stdio) int {
-	token, err := tokenfile.Client(getenv, rc.tokenFile)
+	token, err := rc.token()
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 2

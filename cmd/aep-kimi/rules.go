@@ -147,12 +147,11 @@ func rulesCommand(getenv func(string) string, io stdio) cli.Command {
 // how to find its token.
 type rulesClient struct {
 	*relayClient
-	home   string
-	getenv func(string) string
+	home string
 }
 
 func rulesClientFlags(fs *flag.FlagSet, getenv func(string) string) *rulesClient {
-	c := &rulesClient{relayClient: relayClientFlags(fs, getenv), getenv: getenv}
+	c := &rulesClient{relayClient: relayClientFlags(fs, getenv)}
 	fs.StringVar(&c.home, "home", tokenfile.AEPHome(getenv), "AEP home, where the relay token is found when AEP_TOKEN is not set (env AEP_HOME)")
 	return c
 }
@@ -160,13 +159,7 @@ func rulesClientFlags(fs *flag.FlagSet, getenv func(string) string) *rulesClient
 // run reads the token, calls fn with a client and maps its error to an
 // exit code and one line.
 func (c *rulesClient) run(io stdio, mode string, fn func(rules.Client) error) int {
-	env := func(k string) string {
-		if k == "AEP_HOME" {
-			return c.home
-		}
-		return c.getenv(k)
-	}
-	token, err := tokenfile.Client(env, c.tokenFile)
+	token, err := tokenfile.ClientIn(c.getenv, c.tokenFile, c.home)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
 		return 2

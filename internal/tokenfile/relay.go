@@ -30,11 +30,16 @@ func UserHome() string {
 // up` keeps ($AEP_HOME/token) when it exists. Empty means no token:
 // watch-only.
 func Client(getenv func(string) string, file string) (string, error) {
+	return ClientIn(getenv, file, AEPHome(getenv))
+}
+
+// ClientIn is Client with the AEP home given (a command's --home).
+func ClientIn(getenv func(string) string, file, home string) (string, error) {
 	if file == "" {
 		if t := httpguard.TrimToken(getenv("AEP_TOKEN")); t != "" {
 			return t, nil
 		}
-		return ReadHome(filepath.Join(AEPHome(getenv), HomeName))
+		return ReadHome(filepath.Join(home, HomeName))
 	}
 	return Read(file, true)
 }
