@@ -3,6 +3,7 @@ package export
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 
@@ -164,4 +165,22 @@ func (u *UpOTLP) Exporter(home string, log *slog.Logger) (*Live, error) {
 		return nil, err
 	}
 	return &Live{StatePath: filepath.Join(home, "export-otlp-state.json"), Sink: sink, Log: log}, nil
+}
+
+// ConvertReport converts files ("-": stdin; none: stdin) to out, writing
+// each bad line and unreadable file on errw and the summary last; ok is
+// false when an input was bad or unreadable.
+func (c Converter) ConvertReport(files []string, stdin io.Reader, out, errw io.Writer, mode string) (ok bool) {
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	unreadable := 0
+	total := c.ConvertFiles(files, stdin, out,
+		func(name string, line int, msg string) { fmt.Fprintf(errw, "%s:%d: %s\n", name, line, msg) },
+		func(name string, err error) {
+			fmt.Fprintf(errw, "aep-kimi export: %s: %v\n", name, err)
+			unreadable++
+		})
+	fmt.Fprintln(errw, total.Summary(mode))
+	return total.Bad == 0 && unreadable == 0
 }

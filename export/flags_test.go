@@ -37,3 +37,12 @@ func TestOptionsFlags(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// A conversion reports its bad lines and summary on errw and fails on one.
+func TestConvertReport(t *testing.T) {
+	var out, errw strings.Builder
+	ok := Converter{Mode: ModeOCSF, MaxCapture: DefaultMaxCapture}.ConvertReport(nil, strings.NewReader("not json\n"), &out, &errw, NameOCSF)
+	if ok || !strings.Contains(errw.String(), "-:1: ") || !strings.Contains(errw.String(), "export ocsf: 1 in, 0 out, 0 skipped, 1 bad") {
+		t.Fatalf("ok %v, stderr:\n%s", ok, errw.String())
+	}
+}

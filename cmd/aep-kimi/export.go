@@ -67,18 +67,7 @@ func runExport(ctx context.Context, o *export.Options, files []string, getenv fu
 		fmt.Fprintln(io.err, "aep-kimi export: --endpoint, --sink, --out and the other live flags need --relay")
 		return 2
 	}
-	if len(files) == 0 {
-		files = []string{"-"}
-	}
-	unreadable := 0
-	total := conv.ConvertFiles(files, io.in, io.out,
-		func(name string, line int, msg string) { fmt.Fprintf(io.err, "%s:%d: %s\n", name, line, msg) },
-		func(name string, err error) {
-			fmt.Fprintf(io.err, "aep-kimi export: %s: %v\n", name, err)
-			unreadable++
-		})
-	fmt.Fprintln(io.err, total.Summary(o.Mode))
-	if total.Bad > 0 || unreadable > 0 {
+	if !conv.ConvertReport(files, io.in, io.out, io.err, o.Mode) {
 		return 1
 	}
 	return 0
