@@ -79,6 +79,16 @@ func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io
 	return exitRejected
 }
 
+// sendBuilt sends a command a client builder made; its error is a command
+// that cannot be sent (exit 2).
+func (o senderOptions) sendBuilt(ctx context.Context, name string, cmd *aep.Event, err error, io stdio) int {
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
+		return 2
+	}
+	return o.send(ctx, name, cmd, io)
+}
+
 // respondCommand answers an attention request: aep-kimi respond --option
 // ID [--text T] SESSION [REQUEST_ID]. Without REQUEST_ID it answers the
 // session's one pending request.
@@ -213,20 +223,11 @@ func cancelCommand(getenv func(string) string, io stdio) cli.Command {
 			scope := fs.String("scope", client.ScopeRun, client.ScopeRun+" or "+client.ScopeSession)
 			reason := fs.String("reason", "", "why (shown to watchers at capture redacted)")
 			return func(ctx context.Context, args []string) int {
-				return runCancel(ctx, o, *run, *scope, *reason, args[0], io)
+				cmd, err := client.Cancel(args[0], *run, *scope, *reason)
+				return o.sendBuilt(ctx, "cancel", cmd, err, io)
 			}
 		},
 	}
-}
-
-// runCancel sends the cancel.
-func runCancel(ctx context.Context, o senderOptions, run, scope, reason, session string, io stdio) int {
-	cmd, err := client.Cancel(session, run, scope, reason)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi cancel: %v\n", err)
-		return 2
-	}
-	return o.send(ctx, "cancel", cmd, io)
 }
 
 // instructCommand queues an instruction for a session's next prompt:
@@ -243,18 +244,9 @@ func instructCommand(getenv func(string) string, io stdio) cli.Command {
 			var o senderOptions
 			o.flags(fs, getenv)
 			return func(ctx context.Context, args []string) int {
-				return runInstruct(ctx, o, args[0], args[1], io)
+				cmd, err := client.Instruct(args[0], args[1])
+				return o.sendBuilt(ctx, "instruct", cmd, err, io)
 			}
 		},
 	}
-}
-
-// runInstruct sends the instruction.
-func runInstruct(ctx context.Context, o senderOptions, session, text string, io stdio) int {
-	cmd, err := client.Instruct(session, text)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi instruct: %v\n", err)
-		return 2
-	}
-	return o.send(ctx, "instruct", cmd, io)
 }
