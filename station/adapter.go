@@ -75,16 +75,7 @@ func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log 
 	if cfg.Control.Authenticated {
 		h.control = helloControl(adapter.AcceptsFor(cfg.Control), cfg.Control.AckWindow)
 	}
-	bind, err := relayEmitter(&cfg.Config, o.RelayURL, token, h, log)
-	if err != nil {
-		return nil, err
-	}
-	srv, err := adapter.NewServer(cfg)
-	if err != nil {
-		return nil, err
-	}
-	bind(srv)
-	return srv, nil
+	return withRelayEmitter(&cfg.Config, o.RelayURL, token, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
 }
 
 // KimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).

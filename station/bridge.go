@@ -89,16 +89,7 @@ func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *s
 	if mode == mapping.Primary {
 		h.emits = []string{"run", "tool", "attention", "session", "control"}
 	}
-	bind, err := relayEmitter(&cfg.Config, o.RelayURL, token, h, log)
-	if err != nil {
-		return nil, err
-	}
-	b, err := bridgeweb.NewBridge(cfg)
-	if err != nil {
-		return nil, err
-	}
-	bind(b)
-	return b, nil
+	return withRelayEmitter(&cfg.Config, o.RelayURL, token, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
 }
 
 // BridgeChoice is whether and how `up` runs the kimi web bridge.

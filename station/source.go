@@ -64,6 +64,22 @@ func relayEmitter(cfg *emitter.Config, relayURL, token string, h sourceHello, lo
 	return func(e emitter.Emitter) { target = e }, nil
 }
 
+// withRelayEmitter builds a source with build once cfg has the relay
+// emitter it publishes with, and binds the relay's commands to it.
+func withRelayEmitter[S emitter.Emitter](cfg *emitter.Config, relayURL, token string, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
+	var none S
+	bind, err := relayEmitter(cfg, relayURL, token, h, log)
+	if err != nil {
+		return none, err
+	}
+	src, err := build()
+	if err != nil {
+		return none, err
+	}
+	bind(src)
+	return src, nil
+}
+
 // emitterPublisher lets a source report the relay emitter's health
 // (journal.PublisherStatus) and run it (emitter.Runner).
 type emitterPublisher struct{ *client.Emitter }
