@@ -1012,7 +1012,7 @@ function renderSession(now) {
   if (outside.length) {
     runs.push(el('li', { 'data-run': '' }, el('div', null, 'session events'),
       el('ul', { class: 'items' }, ...outside.map((e) => (S.taskId(e) ? eventItem(s, e, now, 0, shown)
-        : el('li', { 'data-kind': 'event', 'data-type': e.type }, S.typeWords(e.type)))))));
+        : el('li', { 'data-kind': 'event', 'data-type': e.type }, phraseOf(s, e), detailsOf(e)))))));
   }
   $('timeline').replaceChildren(...runs);
 }
@@ -1069,6 +1069,30 @@ function taskItem(t, now) {
   return li;
 }
 
+// phraseOf is what an event of session s means in plain words: the
+// terminal's words (S.phraser, held to the same golden phrases as `tail`),
+// derived once per lane until it changes.
+const phraseCache = new Map();
+function phraseOf(s, ev) {
+  const list = S.ordered(state, s.id);
+  let c = phraseCache.get(s.id);
+  if (!c || c.n !== list.length) {
+    const phrase = S.phraser();
+    c = { n: list.length, words: new Map(list.map((e) => [e.id, phrase(e)])) };
+    phraseCache.set(s.id, c);
+  }
+  return c.words.get(ev.id) ?? S.typeWords(ev.type);
+}
+
+// detailsOf is what a person rarely needs, behind a toggle: the event's
+// type, its id and cause, and its digests.
+function detailsOf(ev) {
+  const d = ev.data && typeof ev.data === 'object' ? ev.data : {};
+  const facts = [ev.type, `id ${ev.id}`, ev.cause ? `cause ${ev.cause}` : '',
+    ...Object.keys(d).filter((k) => k.endsWith('_digest') && typeof d[k] === 'string').sort().map((k) => `${k.slice(0, -7)} ${d[k]}`)];
+  return el('details', { class: 'event-details' }, el('summary', null, 'details'), el('span', null, facts.filter(Boolean).join(' · ')));
+}
+
 function eventItem(s, ev, now, depth, seen, r) {
   const d = ev.data || {};
   const tid = S.taskId(ev);
@@ -1082,15 +1106,16 @@ function eventItem(s, ev, now, depth, seen, r) {
     const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
     const t = r.tools.get(key);
     if (!t) return null;
-    const bits = [t.name, t.state, dur(t.duration), t.args ? `args ${t.args.slice(0, 12)}` : '', t.result ? `result ${t.result.slice(0, 12)}` : '',
-      t.error ? `${t.error.type || ''} ${t.error.message || (S.gated(ev) ? '(message gated at capture)' : '')}` : ''];
-    return el('li', { 'data-kind': t.state, 'data-tool': t.key }, bits.filter(Boolean).join(' · '));
+    // Drawn once, in the words of the event of the state it reached; its
+    // event types, ids and digests sit behind the details toggle.
+    const mine = r.items.filter((e) => e.type.startsWith('tool.') && ((e.data && e.data.tool && e.data.tool.call_id) || e.subject || e.id) === key);
+    // A refusal is what matters about a call, even when Kimi then reports
+    // it failed.
+    const last = mine.find((e) => e.type === 'tool.denied') || mine.findLast((e) => e.type === `tool.${t.state}`) || mine.at(-1) || ev;
+    return el('li', { 'data-kind': t.state, 'data-tool': t.key }, phraseOf(s, last), detailsOf(last));
   }
   if (ev.type.startsWith('attention.')) {
-    const text = ev.type === 'attention.requested'
-      ? `asked: ${d.prompt ?? (S.gated(ev) ? `(prompt gated at capture ${ev.capture || 'metadata'})` : d.kind || '')}`
-      : `${ev.type.slice(10)}${d.answer ? `: ${d.answer.option || d.answer.text || (d.answer.values ? 'form values' : '')}` : ''}${S.ruleOf(d.by) ? ` by rule ${S.ruleOf(d.by)}` : ''}`;
-    return el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, text);
+    return el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, phraseOf(s, ev), detailsOf(ev));
   }
   if (ev.type.startsWith('delegation.subagent.')) {
     // The child session's work nests inline under its delegation; its own
@@ -1110,7 +1135,7 @@ function eventItem(s, ev, now, depth, seen, r) {
     return item;
   }
   if (ev.type === 'run.started') return null;
-  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-type': ev.type }, `${S.typeWords(ev.type)}${d.reason ? `: ${d.reason}` : ''}${d.message && typeof d.message === 'string' ? `: ${d.message}` : ''}`);
+  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-type': ev.type }, phraseOf(s, ev), detailsOf(ev));
 }
 
 // --- keyboard ----------------------------------------------------------------

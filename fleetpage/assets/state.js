@@ -667,3 +667,297 @@ export function projection(state) {
   }
   return JSON.parse(JSON.stringify({ sessions }));
 }
+
+// --- plain words ---------------------------------------------------------------
+// phraser says what events mean in plain words, one phrase per event, the
+// way relay/consumer's Phraser does for the terminal: both are held to the
+// golden phrases under relay/consumer/testdata/phrases, so the page and
+// `tail` say the same thing. It remembers who answered each request so a
+// refusal names them.
+
+const RULE_PREFIX = 'rule:';
+const CLI_AGENT = 'aep-kimi-cli';
+export const PAGE_AGENT = 'aep-kimi-page';
+const ARGS_LIMIT = 240;
+const TIMED_OUT = '\u0000';
+
+// who names the sender of an answer or a command: the page and the
+// terminal are "you", a rule is that rule, anyone else their own name.
+export function who(agent) {
+  if (agent === PAGE_AGENT) return 'you from the page';
+  if (agent === CLI_AGENT) return 'you from the terminal';
+  if (typeof agent === 'string' && agent.startsWith(RULE_PREFIX)) return `rule ${agent.slice(RULE_PREFIX.length)}`;
+  return typeof agent === 'string' ? agent : '';
+}
+
+// humanDuration renders milliseconds the way relay/consumer's HumanDuration
+// does: 350ms, 4.2s, 49s, 3m05s, 2h10m.
+export function humanDuration(msv) {
+  let d = msv;
+  if (d >= 10000) d = Math.round(d / 1000) * 1000;
+  if (d < 1000) return `${Math.trunc(d)}ms`;
+  if (d < 10000) return `${(d / 1000).toFixed(1)}s`;
+  const s = Math.round(d / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  const m = Math.round(s / 60);
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}
+
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  return JSON.stringify(v);
+}
+
+const words = (s) => s.split(/\s+/).filter(Boolean).join(' ');
+const strOf = (m, k) => (m && typeof m[k] === 'string' ? m[k] : '');
+const firstOf = (a, b) => (a !== '' ? a : b);
+const quotedText = (s) => (s ? `“${s}”` : '');
+const paren = (s) => (s ? `(${s})` : '');
+const plural = (n, unit) => (n === '1' ? `${n} ${unit}` : `${n} ${unit}s`);
+const millisOf = (m, k) => (Number.isInteger(m[k]) && m[k] >= 0 && m[k] <= 2 ** 53 ? m[k] : null);
+
+// argsSummary is mapping.ArgsSummary: the argument a person recognises a
+// call by, one line, at most 240 characters.
+export function argsSummary(v) {
+  if (!v || typeof v !== 'object' || Array.isArray(v) || Object.keys(v).length === 0) return '';
+  let s = '';
+  for (const k of ['command', 'file_path', 'path', 'url', 'pattern', 'query', 'description', 'prompt']) {
+    if (typeof v[k] === 'string' && v[k] !== '') {
+      s = v[k];
+      break;
+    }
+  }
+  if (s === '') s = canonical(v);
+  s = s.split(/[\r\n]+/).map(words).filter(Boolean).join(' ⏎ ');
+  const r = [...s];
+  return r.length > ARGS_LIMIT ? r.slice(0, ARGS_LIMIT).join('') + '…' : s;
+}
+
+function toolOf(ev, d) {
+  const n = d.tool && typeof d.tool === 'object' ? strOf(d.tool, 'name') : '';
+  return n || ev.subject || 'tool';
+}
+
+function errorWords(d, fallback) {
+  const e = d.error && typeof d.error === 'object' ? d.error : {};
+  const typ = strOf(e, 'type');
+  const msg = firstOf(strOf(e, 'message'), strOf(d, 'message'));
+  if (typ && msg) return `${typ}: ${msg}`;
+  if (typ || msg) return typ + msg;
+  return fallback;
+}
+
+function answerWords(d) {
+  const a = d.answer && typeof d.answer === 'object' ? d.answer : {};
+  const parts = [];
+  if (strOf(a, 'option')) parts.push(a.option);
+  if (strOf(a, 'text')) parts.push(quotedText(a.text));
+  if (a.values && typeof a.values === 'object' && !Array.isArray(a.values)) parts.push(plural(String(Object.keys(a.values).length), 'value'));
+  return parts.join(' ');
+}
+
+function resultWords(d) {
+  for (const k of ['result', 'result_redacted']) {
+    if (typeof d[k] === 'string') return `→ ${d[k]}`;
+    if (d[k] && typeof d[k] === 'object' && !Array.isArray(d[k])) return `→ ${canonical(d[k])}`;
+  }
+  return '';
+}
+
+function scalarWords(d) {
+  const parts = [];
+  for (const k of Object.keys(d).sort()) {
+    if (k.endsWith('_digest')) continue;
+    const x = d[k];
+    let key = k;
+    let v;
+    if (typeof x === 'string') v = x;
+    else if (typeof x === 'boolean') v = String(x);
+    else if (typeof x === 'number') {
+      v = String(x);
+      if (k.endsWith('_ms') && millisOf(d, k) !== null) {
+        key = k.slice(0, -3);
+        v = humanDuration(x);
+      }
+    } else continue;
+    parts.push(`${key.replaceAll('_', ' ')} ${v}`);
+  }
+  return parts.join(' · ');
+}
+
+function lifecycleWords(ev, add) {
+  const src = typeof ev.source === 'string' ? ev.source : '';
+  const at = src.indexOf('/session/');
+  if (at >= 0 && ev.type === 'session.started') {
+    const m = /\/chapter\/(\d+)$/.exec(src.slice(at));
+    if (m && Number(m[1]) > 1) add(`chapter ${Number(m[1])}`);
+  }
+  if (ev.type === 'session.ended' && typeof ev.kimiobserved === 'string') {
+    add(ev.kimiobserved === 'process' ? 'Kimi exited without SessionEnd'
+      : ev.kimiobserved === 'silence' ? 'silent past the idle limit' : `observed: ${ev.kimiobserved}`);
+  }
+}
+
+function timeoutWords(d) {
+  let s = 'nobody answered';
+  const after = millisOf(d, 'after_ms');
+  if (after !== null) s += ` in ${humanDuration(after)}`;
+  const on = d['x-kimi-code-on-expiry'];
+  if (on === 'deny') return `denied: ${s}`;
+  if (on === 'allow') return d.reason === 'hook-ended' ? `proceeded: Kimi stopped waiting, ${s}` : `proceeded: ${s}`;
+  return `expired: ${s}`;
+}
+
+export function phraser() {
+  const answeredBy = new Map(); // session -> (attention.answered id -> by)
+  const remember = (ev, by) => {
+    if (!answeredBy.has(ev.session)) answeredBy.set(ev.session, new Map());
+    answeredBy.get(ev.session).set(ev.id, by);
+  };
+  const deniedBy = (ev, d) => {
+    if (strOf(d, 'rule')) return ` by rule ${d.rule}`;
+    if (d.by === 'runtime') return ' in Kimi';
+    if (d.by === 'policy') {
+      const by = answeredBy.get(ev.session)?.get(ev.cause) || '';
+      if (by === TIMED_OUT) return ': nobody answered';
+      return by ? ` by ${who(by)}` : ' by an answer';
+    }
+    return '';
+  };
+  return (ev) => {
+    const d = ev.data && typeof ev.data === 'object' && !Array.isArray(ev.data) ? ev.data : {};
+    if (ev.type === 'attention.answered' && strOf(d, 'by')) remember(ev, d.by);
+    if (ev.type === 'attention.timeout') remember(ev, TIMED_OUT);
+    const parts = [];
+    const add = (s) => {
+      const t = String(s).trim();
+      if (t) parts.push(t);
+    };
+    const took = (prefix) => {
+      const v = millisOf(d, 'duration_ms');
+      if (v !== null) add(prefix + humanDuration(v));
+    };
+    switch (ev.type) {
+      case 'session.started':
+        add(d.trigger === 'resume' ? 'session resumed' : 'session started');
+        add(quotedText(strOf(d, 'label')));
+        add(strOf(d, 'gen_ai.request.model'));
+        lifecycleWords(ev, add);
+        break;
+      case 'session.ended': {
+        const r = strOf(d, 'reason');
+        add(`session ended${r && r !== 'normal' ? ` (${r})` : ''}`);
+        took('after ');
+        if (typeof d.runs === 'number') add(plural(String(d.runs), 'turn'));
+        lifecycleWords(ev, add);
+        break;
+      }
+      case 'agent.presence':
+        add(`agent ${firstOf(strOf(d, 'state'), 'present')}`);
+        break;
+      case 'agent.health': {
+        add(`health ${firstOf(strOf(d, 'status'), 'reported')}`);
+        let detail = strOf(d, 'detail');
+        if (!detail && typeof ev.kimichannel === 'string') detail = `hook channel ${ev.kimichannel}`;
+        add(detail);
+        break;
+      }
+      case 'session.compacted':
+        add(`context compacted${strOf(d, 'trigger') ? ` (${d.trigger})` : ''}`);
+        if (typeof d.estimated_token_count === 'number') add(`~${plural(String(d.estimated_token_count), 'token')}`);
+        break;
+      case 'run.started':
+        add('turn started');
+        add(quotedText(strOf(d, 'prompt')));
+        break;
+      case 'run.finished':
+        add('turn finished');
+        took('in ');
+        break;
+      case 'run.failed':
+        add(`turn failed: ${errorWords(d, firstOf(strOf(d, 'reason'), 'unknown error'))}`);
+        took('after ');
+        break;
+      case 'run.cancelled':
+        add(`turn cancelled${strOf(d, 'by') ? ` by ${who(d.by)}` : ''}`);
+        took('after ');
+        break;
+      case 'tool.requested': {
+        let a = '';
+        for (const k of ['args', 'args_redacted']) {
+          const s = argsSummary(d[k]);
+          if (s) {
+            a = `: ${s}`;
+            break;
+          }
+        }
+        add(`calls ${toolOf(ev, d)}${a}`);
+        break;
+      }
+      case 'tool.completed': {
+        const v = millisOf(d, 'duration_ms');
+        add(`ran ${toolOf(ev, d)}${v !== null ? ` in ${humanDuration(v)}` : ''}`);
+        add(resultWords(d));
+        break;
+      }
+      case 'tool.failed':
+        add(`${toolOf(ev, d)} failed: ${errorWords(d, 'unknown error')}`);
+        took('after ');
+        break;
+      case 'tool.denied':
+        add(`${toolOf(ev, d)} denied${deniedBy(ev, d)}`);
+        break;
+      case 'attention.requested':
+        add(firstOf(strOf(d, 'prompt'), `asks for ${firstOf(strOf(d, 'kind'), 'an answer')}`));
+        break;
+      case 'attention.answered': {
+        let s = `answered ${firstOf(answerWords(d), '(no answer)')}`;
+        if (strOf(d, 'by')) s += ` by ${who(d.by)}`;
+        else if (d.via === 'oob') s += ' in Kimi';
+        add(s);
+        break;
+      }
+      case 'attention.resolved': {
+        const r = strOf(d, 'resolution');
+        if (r === 'answered') {
+          const v = millisOf(d, 'latency_ms');
+          add(`settled${v !== null ? ` after ${humanDuration(v)}` : ''}`);
+        } else {
+          add(firstOf(r, 'closed'));
+          add(paren(strOf(d, 'reason')));
+        }
+        break;
+      }
+      case 'attention.timeout':
+        add(timeoutWords(d));
+        break;
+      case 'control.accepted':
+        add('command accepted');
+        break;
+      case 'control.rejected':
+        add(`command refused: ${firstOf(strOf(d, 'reason'), 'rejected').replaceAll('_', ' ')}`);
+        add(strOf(d, 'detail'));
+        break;
+      case 'control.attention.respond':
+        add(`answer sent: ${firstOf(answerWords(d), '(no answer)')} by ${firstOf(who(ev.agent), 'someone')}`);
+        break;
+      case 'control.cancel':
+        add(`cancel sent by ${firstOf(who(ev.agent), 'someone')}`);
+        break;
+      default:
+        if (String(ev.type).startsWith('error.')) {
+          add(`error: ${errorWords(d, typeWords(ev.type))}`);
+          add(typeof ev.subject === 'string' ? ev.subject : '');
+          break;
+        }
+        add(typeWords(ev.type));
+        add(typeof ev.subject === 'string' ? ev.subject : '');
+        add(scalarWords(d));
+    }
+    const out = words(parts.join(' · '));
+    if (ev.type === 'session.ended') answeredBy.delete(ev.session);
+    return out;
+  };
+}

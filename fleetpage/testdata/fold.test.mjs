@@ -79,3 +79,14 @@ test('labels match relay/consumer/testdata/labels.json', () => {
     assert.deepStrictEqual(Object.fromEntries([...got].map(([id, l]) => [id, l.text])), c.want, c.name);
   }
 });
+
+// Plain words: the page phrases every stream as relay/consumer's Phraser
+// does (relay/consumer/testdata/phrases/NAME.txt, one phrase per event).
+for (const f of readdirSync(join(root, 'streams')).filter((n) => n.endsWith('.jsonl')).sort()) {
+  const name = f.slice(0, -6);
+  test(`phrases ${name}`, () => {
+    const phrase = S.phraser();
+    const got = jsonl(join(root, 'streams', f)).map((ev) => phrase(ev)).join('\n') + '\n';
+    assert.equal(got, readFileSync(join(root, 'phrases', `${name}.txt`), 'utf8'));
+  });
+}

@@ -51,8 +51,11 @@ func (ph *Phraser) remember(ev *aep.Event, by string) {
 	ph.answeredBy[ev.Session][ev.ID] = by
 }
 
-// Phrase says what ev means.
-func (ph *Phraser) Phrase(ev *aep.Event) string {
+// Phrase says what ev means, fit for a terminal (through Line).
+func (ph *Phraser) Phrase(ev *aep.Event) string { return Line(ph.words(ev)) }
+
+// words is the phrase as data: what the golden phrases hold.
+func (ph *Phraser) words(ev *aep.Event) string {
 	data, _ := ev.DataMap()
 	switch ev.Type {
 	case "attention.answered":
@@ -64,7 +67,7 @@ func (ph *Phraser) Phrase(ev *aep.Event) string {
 	case "session.ended":
 		defer delete(ph.answeredBy, ev.Session)
 	}
-	return Line(oneLine(ph.phrase(ev, data)))
+	return oneLine(ph.phrase(ev, data))
 }
 
 func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
@@ -97,7 +100,7 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add(s)
 		took("after ")
 		if n, ok := data["runs"].(json.Number); ok {
-			add(plural(n.String(), "turn"))
+			add(plural(number(n), "turn"))
 		}
 		lifecycleText(ev, add)
 	case "agent.presence":
@@ -116,7 +119,7 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		}
 		add(s)
 		if n, ok := data["estimated_token_count"].(json.Number); ok {
-			add("~" + plural(n.String(), "token"))
+			add("~" + plural(number(n), "token"))
 		}
 	case "run.started":
 		add("turn started")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -530,7 +531,7 @@ func scalars(data map[string]any) string {
 		case bool:
 			v = strconv.FormatBool(x)
 		case json.Number:
-			v = x.String()
+			v = number(x)
 			if d, ok := millis(data, k); ok && strings.HasSuffix(k, "_ms") {
 				k, v = strings.TrimSuffix(k, "_ms"), HumanDuration(d)
 			}
@@ -548,11 +549,35 @@ func millis(data map[string]any, key string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	ms, err := n.Int64()
-	if err != nil || ms < 0 {
+	// A whole number of milliseconds, up to 2^53 (what the page's
+	// JavaScript holds exactly): 100.0 is 100, as it is on the page.
+	f, err := n.Float64()
+	if err != nil || f < 0 || f != math.Trunc(f) || f > maxExactFloat {
 		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	return time.Duration(f) * time.Millisecond, true
+}
+
+// maxExactFloat is 2^53, the largest integer a float64 holds exactly.
+const maxExactFloat = 1 << 53
+
+// number renders a JSON number as the page's JavaScript does (String of a
+// double), so both say the same: 100.0 is 100, 1e-7 is 1e-7.
+func number(n json.Number) string {
+	f, err := n.Float64()
+	if err != nil {
+		return n.String()
+	}
+	switch abs := math.Abs(f); {
+	case f == 0:
+		return "0"
+	case abs >= 1e-6 && abs < 1e21:
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
+	sign := exp[:1]
+	exp = strings.TrimLeft(exp[1:], "0")
+	return mant + "e" + sign + exp
 }
 
 // HumanDuration renders d the way a person says it: 350ms, 4.2s, 49s,

@@ -170,3 +170,41 @@ func TestContinuedCommand(t *testing.T) {
 		t.Errorf("without a width: %q", got)
 	}
 }
+
+// TestPhrasesGolden phrases every stream's events in order: every
+// testdata/phrases/NAME.txt holds one phrase per event of
+// testdata/streams/NAME.jsonl. fleetpage's Node test phrases the same
+// streams with state.js and compares them to the same files, so the page
+// and the terminal say the same words. Run with -update to rewrite them.
+func TestPhrasesGolden(t *testing.T) {
+	streams, err := filepath.Glob(filepath.Join("testdata", "streams", "*.jsonl"))
+	if err != nil || len(streams) == 0 {
+		t.Fatalf("no streams (%v)", err)
+	}
+	for _, path := range streams {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			var ph Phraser
+			var out strings.Builder
+			for _, ev := range readEvents(t, path) {
+				out.WriteString(ph.words(ev) + "\n")
+			}
+			golden := filepath.Join("testdata", "phrases", name+".txt")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if out.String() != string(want) {
+				t.Errorf("phrases differ from %s:\n--- got\n%s--- want\n%s", golden, out.String(), want)
+			}
+		})
+	}
+}
