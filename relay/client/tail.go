@@ -68,7 +68,8 @@ type TailStatusKind string
 
 // Tail statuses: Connected once per successful connect; Unreachable when a
 // connect fails (Attempt counts consecutive failures, 1 on the first);
-// Exhausted for each replay-exhausted marker; Ended when the relay ends the
+// Exhausted for each replay-exhausted marker; Replayed when a live stream's
+// replay is over (our relay's wire.ReplayedComment); Ended when the relay ends the
 // stream (Detail says why: shutting-down, slow-consumer, or "").
 const (
 	TailConnected   TailStatusKind = "connected"
