@@ -273,8 +273,10 @@ func TestREADMEQuickstart(t *testing.T) {
 		t.Fatalf("kimi -p: %v\n%s", err, out)
 	}
 
-	// 4. The events, seen through aep-kimi tail.
-	want := []string{"session.started", "run.started", "tool.requested", "tool.completed", "run.finished"}
+	// 4. The events, seen through aep-kimi tail, in its plain words
+	// (session.started, run.started, tool.requested, tool.completed,
+	// run.finished).
+	want := []string{"session started", "turn started", "calls Bash", "ran Bash", "turn finished"}
 	var seen string
 	if !poll.Until(30*time.Second, func() bool {
 		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
