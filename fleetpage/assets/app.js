@@ -573,6 +573,7 @@ function metaParts(s, now) {
   return [
     s.agents.join(', ') || 'unknown agent',
     s.model,
+    S.tokenWords(s),
     run ? el('span', null, 'run open ', since(Date.parse(run.started), now)) : '',
     last ? el('span', null, 'active ', since(s.lastTime, now, ' ago')) : '',
     `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
@@ -995,6 +996,7 @@ function renderSession(now) {
   $('session-title').textContent = title(s);
   const facts = [
     ['session', s.session], ['relay', s.origin], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
+    ['tokens', S.tokenWords(s)],
     ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
     ['last event', s.lastEvent ? el('span', null, `${s.lastEvent.type} `, since(s.lastTime, now, ' ago')) : ''],
     ['events', String(s.events)], ['compactions', String(s.compactions)],

@@ -484,6 +484,31 @@ export function contextFill(s) {
   return s.context.tokens !== null && s.context.limit > 0 ? s.context.tokens / s.context.limit : null;
 }
 
+// tokenWords says a session's token figures in a few words: tokens used
+// and how full its context is ("12.3k tokens · context 41%"), each only
+// when known; '' when neither is. relay/consumer's TokenWords says the
+// same, both held to relay/consumer/testdata/tokenwords.json.
+export function tokenWords(s) {
+  const parts = [];
+  if (s.usage) parts.push(`${compactCount(s.usage.input + s.usage.output)} tokens`);
+  const fill = contextFill(s);
+  if (fill !== null) parts.push(`context ${Math.round(fill * 100)}%`);
+  else if (s.context.tokens !== null) parts.push(`context ${compactCount(s.context.tokens)} tokens`);
+  return parts.join(' · ');
+}
+
+// compactCount writes a count in a few characters (950, 12.3k, 1.2M),
+// rounding half up in integers as relay/consumer's CompactCount does.
+export function compactCount(n) {
+  const tenths = (unit) => {
+    const t = Math.floor((n + unit / 20) / (unit / 10));
+    return `${Math.floor(t / 10)}.${t % 10}`;
+  };
+  if (n < 1000) return String(n);
+  if (n < 999950) return `${tenths(1000)}k`;
+  return `${tenths(1000000)}M`;
+}
+
 // ON_EXPIRY_FIELD is the vendor field an emitter sets on a request to say
 // what it applies at expires_at when nobody answers: one of ON_EXPIRY
 // (allow: the call runs anyway; deny).

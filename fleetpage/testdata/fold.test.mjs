@@ -90,3 +90,26 @@ for (const f of readdirSync(join(root, 'streams')).filter((n) => n.endsWith('.js
     assert.equal(got, readFileSync(join(root, 'phrases', `${name}.txt`), 'utf8'));
   });
 }
+
+// Token figures in words: the page says them as relay/consumer's
+// TokenWords does (relay/consumer/testdata/tokenwords.json), nothing when
+// unknown.
+test('token words', () => {
+  for (const c of JSON.parse(readFileSync(join(root, 'tokenwords.json'), 'utf8'))) {
+    const s = {
+      usage: c.usage ? { input: c.usage.input_tokens, output: c.usage.output_tokens } : null,
+      context: { tokens: c.context ? c.context.tokens : null, limit: c.context ? c.context.limit || 0 : 0 },
+    };
+    assert.equal(S.tokenWords(s), c.words, JSON.stringify(c));
+  }
+});
+
+// The figures the fold keeps read the same: the tokens stream's session.
+test('token words of a folded stream', () => {
+  const { st } = project(jsonl(join(root, 'streams', 'tokens.jsonl')));
+  const [id] = st.sessions.keys();
+  assert.equal(S.tokenWords(S.session(st, id)), '2.9k tokens · context 16%');
+  const { st: none } = project(jsonl(join(root, 'streams', 'run.jsonl')));
+  assert.ok(none.sessions.size > 0);
+  for (const k of none.sessions.keys()) assert.equal(S.tokenWords(S.session(none, k)), '');
+});

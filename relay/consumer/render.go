@@ -70,6 +70,10 @@ type Printer struct {
 	// replay to end.
 	open map[[2]string]*aep.Event
 	held bool
+	// tokens keeps each session's token figures (only Usage and Context
+	// are set); tokensShown the words last shown for them.
+	tokens      map[string]*Session
+	tokensShown map[string]string
 }
 
 func (p *Printer) clock() time.Time {
@@ -175,6 +179,17 @@ func (p *Printer) track(ev *aep.Event) {
 			p.sessions[sid], p.labels = of, nil
 		}
 	}
+	if ev.Session != "" {
+		if p.tokens == nil {
+			p.tokens = map[string]*Session{}
+		}
+		s := p.tokens[ev.Session]
+		if s == nil {
+			s = &Session{ID: ev.Session}
+			p.tokens[ev.Session] = s
+		}
+		s.countTokens(ev.Type, data)
+	}
 	switch ev.Type {
 	case "attention.requested":
 		if p.open == nil {
@@ -261,6 +276,16 @@ func (p *Printer) line(ev *aep.Event) string {
 	}
 	typeColor, dim := rowColor(ev)
 	words := p.phraser.Phrase(ev)
+	if w := p.tokenWords(ev); w != "" {
+		// The figures go last but are never the part clipped: the phrase
+		// gives up its room first.
+		w = labelSep + Line(w)
+		room := SummaryRunes
+		if p.Width > 0 && !p.Details {
+			room = p.Width - timeColumns - 4 - cols
+		}
+		words = clipDisplay(clip(words, SummaryRunes), max(room-displayWidth(w), minTextColumns/2)) + w
+	}
 	var line string
 	if p.Details {
 		pos := "-"
