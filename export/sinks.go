@@ -170,6 +170,9 @@ type OTLPSink struct {
 	// mu guards refused: the signals the endpoint refused.
 	mu      sync.Mutex
 	refused Signal
+	// labels names the sessions of log records; like Traces, it is used
+	// by Prepare alone.
+	labels sessionLabels
 }
 
 // active is what the sink still sends.
@@ -210,10 +213,14 @@ func (s *OTLPSink) Prepare(events []*aep.Event) (Delivery, int, error) {
 	if active&SignalLogs != 0 {
 		b := LogsBatch{ServiceName: s.ServiceName}
 		for _, e := range events {
+			s.labels.observe(e, s.MaxCapture)
 			lr, err := LogRecord(e, s.MaxCapture)
 			if err != nil {
 				skipped++
 				continue
+			}
+			if l := s.labels.label(e); l != "" {
+				lr.Attributes = append(lr.Attributes, strKV(AttrSessionLabel, l))
 			}
 			b.Add(e.Agent, lr)
 		}

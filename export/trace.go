@@ -41,6 +41,7 @@ type Tracer struct {
 	order   []runID
 	current map[sessKey]runID // the session's latest open run
 	parent  map[sessKey]spanRef
+	labels  sessionLabels
 }
 
 type sessKey struct{ agent, session string }
@@ -111,6 +112,7 @@ func (t *Tracer) add(e *aep.Event, out *spanBatch) {
 	if e.Session == "" {
 		return
 	}
+	t.labels.observe(e, t.MaxCapture)
 	var data map[string]any
 	if raw := survivingData(e, t.MaxCapture); raw != nil {
 		data, _ = e.DataMap()
@@ -235,6 +237,7 @@ func (t *Tracer) add(e *aep.Event, out *spanBatch) {
 				strKV("session.id", e.Session),
 				strKV("aep.run_id", run),
 				strKV("aep.outcome", strings.TrimPrefix(e.Type, "run.")),
+				strKV(AttrSessionLabel, t.labels.label(e)),
 			},
 		}
 		if r.hasTokens {
