@@ -222,6 +222,10 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s1", "attention.requested", -1, merge(permission(held, "control"), map[string]any{"run": "r1"})),
 		em.event("s2", "session.started", 0, nil),
 		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
+		// What Kimi says about s2's tokens (a kimi web step): only s2 shows
+		// them.
+		em.event("s2", "x.kimi-code.web.turn.step.completed", -1, map[string]any{"data": map[string]any{
+			"gen_ai.usage.input_tokens": 12000, "gen_ai.usage.output_tokens": 300, "x-kimi-code-context-tokens": 53739, "x-kimi-code-context-limit": 131072}}),
 	)
 	// The subagent's own work, and two background tasks of s1's run: one
 	// finishes (its completion names it), one still runs.
@@ -285,6 +289,7 @@ func TestBrowserFleet(t *testing.T) {
 	b.WaitJS("only idle sessions", `[...document.querySelectorAll('#fleet [data-session]')].every(e => e.dataset.state === 'idle') && document.querySelector('#fleet [data-session="s1-sub"]') !== null`)
 	setInput("f-state", "")
 	b.WaitJS("every session again", `document.querySelectorAll('#fleet [data-session]').length === 5`)
+	b.WaitJS("s2's row says its tokens, s1's none", `document.querySelector('#fleet [data-session="s2"] .meta').textContent.includes('12.3k tokens · context 41%') && !document.querySelector('#fleet [data-session="s1"] .meta').textContent.includes('token')`)
 	b.WaitJS("the reply field and the cancel button", `document.querySelector('`+sel("data-attention", held)+` [data-reply]') && document.querySelector('`+sel("data-attention", held)+` [data-cancel]')`)
 
 	var oobButtons int
@@ -330,6 +335,7 @@ func TestBrowserFleet(t *testing.T) {
 	// The session view shows the denied tool.
 	b.Click("open s1", `[data-session="s1"] button`)
 	b.WaitJS("the timeline", `(document.querySelector('#timeline [data-tool="c1"]')||{}).dataset?.kind === 'denied'`)
+	b.WaitJS("no token facts for a session without figures", `!document.getElementById('session-facts').textContent.includes('token')`)
 	b.WaitJS("a finished background task with its duration", `(document.querySelector('#timeline [data-run="r1"] [data-task="bash-1"][data-task-state="finished"]')||{}).textContent?.includes('1.5 s')`)
 	b.WaitJS("a running background task with its age", `document.querySelector('#timeline [data-task="bash-2"][data-task-state="running"] [data-since]') !== null`)
 	b.WaitJS("an in-session subagent's call nested under its start, the Agent call outside", `document.querySelector('#timeline [data-run="r1"] [data-scope="`+inSession+`"] [data-tool="c7"]') !== null && document.querySelector('#timeline [data-scope] [data-tool="c6"]') === null && document.querySelector('#timeline [data-scope] [data-tool="c1"]') === null`)
@@ -340,6 +346,9 @@ func TestBrowserFleet(t *testing.T) {
 	b.MustRun("open the subagent from its delegation", chromedp.Evaluate(`document.querySelector('#timeline [data-child="s1-sub"] button').click()`, nil))
 	b.WaitJS("the child session's view", `document.getElementById('session-pane').dataset.session === 's1-sub'`)
 	b.MustRun("back", chromedp.KeyEvent(kb.Escape))
+	b.Click("open s2", `[data-session="s2"] button`)
+	b.WaitJS("s2's token facts", `[...document.querySelectorAll('#session-facts dt')].some(dt => dt.textContent === 'tokens' && dt.nextElementSibling.textContent === '12.3k tokens · context 41%')`)
+	b.MustRun("back from s2", chromedp.KeyEvent(kb.Escape))
 
 	// Relay restart: the in-memory buffer is gone; the emitter's next events
 	// arrive by HTTP, with a redelivered one, and a new session begins.
