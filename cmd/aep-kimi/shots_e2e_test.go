@@ -77,7 +77,9 @@ func TestE2EPageShots(t *testing.T) {
 	go func() {
 		held <- scenario(t, kimi, markerScript(t, filepath.Join(t.TempDir(), "marker")), st.hookCmd(t))
 	}()
-	b.WaitJS("the third call held, with its countdown", `document.querySelector('#inbox [data-attention] [data-countdown]') !== null`)
+	// Its answers come with the roster's word that the session is claimed,
+	// which can trail the request itself.
+	b.WaitJS("the third call held, with its countdown and answers", `document.querySelector('#inbox [data-attention] [data-countdown]') !== null && document.querySelector('#inbox [data-attention] [data-option]') !== null`)
 	b.Click("open the denied session", `#fleet [data-session=`+browsertest.Quote(denied)+`] button`)
 	b.WaitJS("its timeline, the denied call", `document.querySelector('#timeline [data-tool]') !== null`)
 

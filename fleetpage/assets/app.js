@@ -998,7 +998,7 @@ function renderSession(now) {
     ['session', s.session], ['relay', s.origin], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
     ['tokens', S.tokenWords(s)],
     ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
-    ['last event', s.lastEvent ? el('span', null, `${s.lastEvent.type} `, since(s.lastTime, now, ' ago')) : ''],
+    ['last event', s.lastEvent ? el('span', null, `${phraseOf(s, s.lastEvent)} `, since(s.lastTime, now, ' ago')) : ''],
     ['events', String(s.events)], ['compactions', String(s.compactions)],
     ['parent', s.parent ? `${s.parent.session || ''} ${s.parent.run || ''}` : ''],
     ['plan', [...s.tasks.values()].map((t) => `${t.title}: ${t.state}`).join('; ')],

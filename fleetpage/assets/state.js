@@ -109,7 +109,9 @@ export function apply(state, ev, origin = '') {
     return true;
   }
   const l = lane(state, ev.session, origin);
-  if (typeof ev.agent === 'string') l.agents.add(ev.agent);
+  // A command's agent is the surface or person that sent it (the page, the
+  // CLI, a rule), not an agent of the session: people are not listed as agents.
+  if (typeof ev.agent === 'string' && !ev.type.startsWith('control.')) l.agents.add(ev.agent);
   // Bare-id references (cause, attention subject) resolve within the
   // session's view; the owner's sequenced event wins a collision.
   if (!l.byId.has(ev.id) || !rec.seqless) l.byId.set(ev.id, rec);

@@ -127,6 +127,16 @@ test('respond_via without control is information only', () => {
   assert.deepEqual(S.inbox(st, 0).map((r) => r.id), ['a', 'c']);
 });
 
+test('people who answer are not listed among the session\'s agents', () => {
+  const st = S.newState();
+  const base = { aep: '0.1', session: 's1', time: '2026-01-01T00:00:00.000Z', epoch: 0 };
+  S.apply(st, { ...base, agent: 'kimi-code', id: 'a', seq: 0, type: 'attention.requested', data: { kind: 'permission', respond_via: ['control'], options: [{ id: 'deny' }] } });
+  S.apply(st, { ...base, agent: 'aep-kimi-page', id: 'c', type: 'control.attention.respond', subject: 'a', data: { answer: { option: 'deny' } } });
+  S.apply(st, { ...base, agent: 'rule:r3', id: 'r', type: 'control.attention.respond', subject: 'a', data: { answer: { option: 'deny' } } });
+  S.apply(st, { ...base, agent: 'kimi-code', id: 'b', seq: 1, type: 'attention.answered', subject: 'a', cause: 'c', data: { answer: { option: 'deny' }, by: 'aep-kimi-page' } });
+  assert.deepEqual(S.session(st, 's1').agents, ['kimi-code']);
+});
+
 test('one session id on two relays is two sessions', () => {
   const st = S.newState();
   const ev = { aep: '0.1', id: 'x', source: 'aep://h/agent/a/session/s', agent: 'a', session: 's', seq: 0, epoch: 0, type: 'session.started', time: '2026-01-01T00:00:00.000Z' };
