@@ -65,7 +65,7 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteJSON(w, herr.status, herr.body)
 		return
 	}
-	res := s.backend.Ingest(s.applyRules(msgs))
+	res := s.admit(msgs)
 	if res.Err != nil {
 		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Add(float64(len(msgs)))
 		s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)

@@ -92,6 +92,13 @@ func newRuleState(s *Server) *ruleState {
 	return rs
 }
 
+// admit hands an emitter's batch to the store, with the rules' answers
+// admitted right behind the requests they decide: every binding that takes
+// events from emitters admits them here.
+func (s *Server) admit(msgs []*Message) IngestResult {
+	return s.backend.Ingest(s.applyRules(msgs))
+}
+
 // applyRules runs the rules over a batch about to be admitted: it learns
 // the sessions' working directories, and puts each deciding rule's
 // command, already delivered to the claimant, right behind its request.

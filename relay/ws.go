@@ -365,7 +365,7 @@ func (c *wsConn) ingester() {
 		for i, it := range items {
 			msgs[i] = it.msg
 		}
-		res := s.backend.Ingest(s.applyRules(msgs))
+		res := s.admit(msgs)
 		c.ingest.done(items)
 		if res.Err != nil {
 			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
