@@ -1076,13 +1076,18 @@ function taskItem(t, now) {
 // derived once per lane until it changes.
 const phraseCache = new Map();
 function phraseOf(s, ev) {
-  const list = S.ordered(state, s.id);
+  const list = state.sessions.get(s.id)?.events ?? []; // records in order; .ev is the event
   let c = phraseCache.get(s.id);
-  if (!c || c.n !== list.length) {
-    const phrase = S.phraser();
-    c = { n: list.length, words: new Map(list.map((e) => [e.id, phrase(e)])) };
+  // Events usually arrive at the end of the order: only those are phrased,
+  // by the same phraser (it remembers who answered what). An event that
+  // lands earlier rephrases the lane from its start.
+  const appended = c && list.length >= c.n && (c.n === 0 || list[c.n - 1].ev.id === c.last);
+  if (!appended) {
+    c = { n: 0, last: '', phrase: S.phraser(), words: new Map() };
     phraseCache.set(s.id, c);
   }
+  for (; c.n < list.length; c.n++) c.words.set(list[c.n].ev.id, c.phrase(list[c.n].ev));
+  c.last = list.length ? list[list.length - 1].ev.id : '';
   return c.words.get(ev.id) ?? S.typeWords(ev.type);
 }
 
