@@ -342,11 +342,7 @@ func overTLS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
 }
 
-// SameOrigin reports whether a browser request comes from a page of the
-// origin it is addressed to (httpguard.SameOrigin).
-func SameOrigin(r *http.Request) bool { return httpguard.SameOrigin(r) }
-
-// browserSameOrigin is SameOrigin for a request that carries a cookie: it
+// browserSameOrigin is httpguard.SameOrigin for a request that carries a cookie: it
 // must also carry Origin or Sec-Fetch-Site, as a browser does, so a plain
 // client replaying a cookie it took is refused even before its secret is
 // checked.
@@ -354,7 +350,7 @@ func browserSameOrigin(r *http.Request) bool {
 	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
 		return false
 	}
-	return SameOrigin(r)
+	return httpguard.SameOrigin(r)
 }
 
 // CookieName is the session cookie's name on the server reached at host
@@ -506,7 +502,7 @@ func pagePost(w http.ResponseWriter, r *http.Request, what string) bool {
 		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", what+" takes POST")
 		return false
 	}
-	if !SameOrigin(r) {
+	if !httpguard.SameOrigin(r) {
 		httpguard.WriteError(w, http.StatusForbidden, "forbidden", what+" is accepted only from this relay's own page")
 		return false
 	}

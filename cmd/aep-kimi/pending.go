@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
@@ -46,7 +47,7 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 	}
 	relayArg := ""
 	if rc.url != client.URLFromEnv(getenv) {
-		relayArg = consumer.DisplayURL(rc.url)
+		relayArg = httpguard.DisplayURL(rc.url)
 	}
 	consumer.WritePendingList(io.out, f, time.Now(), relayArg)
 	return 0

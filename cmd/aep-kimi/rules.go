@@ -6,11 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
-	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -172,7 +172,7 @@ func (c *rulesClient) run(io stdio, mode string, fn func(rules.Client) error) in
 	case errors.As(err, &apiErr):
 		fmt.Fprintf(io.err, "aep-kimi rules %s: the relay refused: %v\n", mode, apiErr)
 	default:
-		fmt.Fprintf(io.err, "aep-kimi rules %s: relay %s: %v\n", mode, consumer.DisplayURL(c.url), err)
+		fmt.Fprintf(io.err, "aep-kimi rules %s: relay %s: %v\n", mode, httpguard.DisplayURL(c.url), err)
 	}
 	return 1
 }

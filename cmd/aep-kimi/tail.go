@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"path/filepath"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -94,13 +95,13 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 		pr.W = consumer.Unwrapped(io.out)
 	}
 	if o.relayURL != client.URLFromEnv(getenv) {
-		pr.RelayArg = consumer.DisplayURL(o.relayURL)
+		pr.RelayArg = httpguard.DisplayURL(o.relayURL)
 	}
 	cfg := consumer.FollowConfig{
 		Tail: client.TailConfig{URL: o.relayURL, Token: token, Filter: o.filter, Capture: o.capture,
 			From: fromReq, State: state, Live: !o.once},
 		Printer: pr,
-		Relay:   consumer.DisplayURL(o.relayURL),
+		Relay:   httpguard.DisplayURL(o.relayURL),
 		Report:  func(msg string) { fmt.Fprintf(io.err, "aep-kimi tail: %s\n", msg) },
 	}
 	if persist {

@@ -261,3 +261,14 @@ func TestLoopbackURL(t *testing.T) {
 		}
 	}
 }
+
+// A relay URL printed to a terminal or a log carries no credentials, query
+// (an access_token may ride there) or fragment.
+func TestDisplayURL(t *testing.T) {
+	if got := DisplayURL("http://user:pw@relay:8787/base?access_token=s#x"); got != "http://relay:8787/base" {
+		t.Errorf("DisplayURL = %q", got)
+	}
+	if got := DisplayURL("http://%zz"); got != "(unparseable relay URL)" {
+		t.Errorf("DisplayURL of garbage = %q", got)
+	}
+}

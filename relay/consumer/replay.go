@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -57,7 +58,7 @@ func ReadReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, 
 func LoadPending(ctx context.Context, base, token string) (*Fold, error) {
 	evs, err := ReadReplay(ctx, base, token, PendingFilter)
 	if err != nil {
-		return nil, fmt.Errorf("relay %s: %w", DisplayURL(base), err)
+		return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(base), err)
 	}
 	f := &Fold{}
 	for _, ev := range evs {

@@ -5,8 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // Unwrapped is w without the sanitizing layer of a Writer: for output the
@@ -36,10 +34,6 @@ func IsTerminal(w io.Writer) bool {
 func UseColor(noColor bool, getenv func(string) string, w io.Writer) bool {
 	return !noColor && getenv("NO_COLOR") == "" && IsTerminal(w)
 }
-
-// DisplayURL is a relay URL fit to print: without credentials, query (which
-// may carry an access_token) or fragment.
-func DisplayURL(raw string) string { return httpguard.DisplayURL(raw) }
 
 // Width is the column count to fit output to w in: COLUMNS when set to a
 // positive number (as shells export it, and as a person sets it), else the
