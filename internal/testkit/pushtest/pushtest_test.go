@@ -162,17 +162,17 @@ func TestServer(t *testing.T) {
 		req    *http.Request
 		status int
 	}{
-		"no ttl":        {with(good(), "TTL", ""), http.StatusBadRequest},
-		"bad urgency":   {with(good(), "Urgency", "now"), http.StatusBadRequest},
-		"no vapid":      {with(good(), "Authorization", ""), http.StatusUnauthorized},
-		"bearer":        {with(good(), "Authorization", "Bearer x"), http.StatusUnauthorized},
-		"expired":       {pushRequest(t, sub, vapid, srv.URL, "x", time.Now().Add(-time.Minute)), http.StatusUnauthorized},
-		"too far":       {pushRequest(t, sub, vapid, srv.URL, "x", time.Now().Add(25*time.Hour)), http.StatusUnauthorized},
-		"wrong aud":     {pushRequest(t, sub, vapid, "https://elsewhere.example", "x", time.Now().Add(time.Hour)), http.StatusUnauthorized},
-		"other key":     {pushRequest(t, sub, other, srv.URL, "x", time.Now().Add(time.Hour)), http.StatusForbidden},
-		"forged sig":    {with(good(), "Authorization", forge(good().Header.Get("Authorization"), pubB64(other))), http.StatusUnauthorized},
-		"plain body":    {with(good(), "Content-Encoding", ""), http.StatusUnsupportedMediaType},
-		"too big":       {pushRequest(t, sub, vapid, srv.URL, strings.Repeat("z", 5000), time.Now().Add(time.Hour)), http.StatusRequestEntityTooLarge},
+		"no ttl":      {with(good(), "TTL", ""), http.StatusBadRequest},
+		"bad urgency": {with(good(), "Urgency", "now"), http.StatusBadRequest},
+		"no vapid":    {with(good(), "Authorization", ""), http.StatusUnauthorized},
+		"bearer":      {with(good(), "Authorization", "Bearer x"), http.StatusUnauthorized},
+		"expired":     {pushRequest(t, sub, vapid, srv.URL, "x", time.Now().Add(-time.Minute)), http.StatusUnauthorized},
+		"too far":     {pushRequest(t, sub, vapid, srv.URL, "x", time.Now().Add(25*time.Hour)), http.StatusUnauthorized},
+		"wrong aud":   {pushRequest(t, sub, vapid, "https://elsewhere.example", "x", time.Now().Add(time.Hour)), http.StatusUnauthorized},
+		"other key":   {pushRequest(t, sub, other, srv.URL, "x", time.Now().Add(time.Hour)), http.StatusForbidden},
+		"forged sig":  {with(good(), "Authorization", forge(good().Header.Get("Authorization"), pubB64(other))), http.StatusUnauthorized},
+		"plain body":  {with(good(), "Content-Encoding", ""), http.StatusUnsupportedMediaType},
+		"too big":     {pushRequest(t, sub, vapid, srv.URL, strings.Repeat("z", 5000), time.Now().Add(time.Hour)), http.StatusRequestEntityTooLarge},
 	}
 	for name, c := range refusals {
 		if res := do(t, c.req); res.StatusCode != c.status {
