@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -219,6 +221,27 @@ type Config struct {
 	// permission requests they decide (on an authenticated relay), serves
 	// them at /rules, and reloads their file while it runs (Run, Serve).
 	Rules *rules.Book
+	// Notify, when set, reaches people when requests wait (package
+	// notify): its answer links are served under AnswerPath outside the
+	// token check (the one-use token each carries is the credential), its
+	// API under NotifyPath behind it, a logged-in page included.
+	Notify Notifier
+}
+
+// Where a Notifier is mounted.
+const (
+	AnswerPath = "/answer/"
+	NotifyPath = "/notify/"
+)
+
+// Notifier is what the relay serves for notifications.
+type Notifier interface {
+	// AnswerLinks serves AnswerPath+"*": a GET confirms, a POST answers.
+	AnswerLinks() http.Handler
+	// API serves NotifyPath+"*" to authenticated callers.
+	API() http.Handler
+	// Collectors are its metrics, served on the relay's /metrics.
+	Collectors() []prometheus.Collector
 }
 
 // Page is a web page the relay serves, with its own browser login.

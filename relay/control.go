@@ -163,15 +163,10 @@ func (s *Server) routeCommand(sender *wsConn, m *Message) {
 		refuse(wire.CodeUnauthorized, watchOnlyDetail)
 		return
 	}
-	code, detail, conn := s.deliverHere(m)
-	if code == wire.CodeNoRoute && conn == 0 && s.remote != nil {
-		code, detail = s.remote.RouteRemote(m)
-	}
-	if code != "" {
+	if code, detail := s.route(m); code != "" {
 		refuse(code, detail)
 		return
 	}
-	m.RoutedTo = conn
 	s.metrics.commands.WithLabelValues(resultRouted).Inc()
 	s.metrics.ingest.WithLabelValues(bindingWS, resultRouted).Inc()
 	s.backend.Ingest([]*Message{m})

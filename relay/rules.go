@@ -196,18 +196,13 @@ func (s *Server) deliverRuleCommand(cmd *aep.Event, now time.Time) *Message {
 	if err != nil {
 		return nil
 	}
-	code, detail, conn := s.deliverHere(m)
-	if code == wire.CodeNoRoute && conn == 0 && s.remote != nil {
-		code, detail = s.remote.RouteRemote(m)
-	}
-	if code != "" {
+	if code, detail := s.route(m); code != "" {
 		s.metrics.commands.WithLabelValues(code).Inc()
 		s.rules.outcomes.WithLabelValues(ruleUndeliverable).Inc()
 		s.log.Warn("a rule's answer could not reach the session's emitter; a person answers", "agent", cmd.Agent,
 			"session", cmd.Session, "request", cmd.Subject, "code", code, "detail", detail)
 		return nil
 	}
-	m.RoutedTo = conn
 	s.metrics.commands.WithLabelValues(resultRouted).Inc()
 	return m
 }

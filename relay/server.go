@@ -100,6 +100,9 @@ func NewServer(cfg Config) (*Server, error) {
 		Name: "aepkimi_relay_connections_limit",
 		Help: "The most streams and sockets served at once (AEP_MAX_CONNECTIONS).",
 	}, func() float64 { return float64(cfg.MaxConnections) }))
+	if cfg.Notify != nil {
+		s.metrics.reg.MustRegister(cfg.Notify.Collectors()...)
+	}
 	s.rules = newRuleState(s)
 	s.control = newControlRouter(cfg.MaxSessions)
 	if rr, ok := s.backend.(RemoteRouter); ok {
@@ -135,8 +138,14 @@ func (s *Server) routes() http.Handler {
 		r.Handle("/", s.cfg.Page)
 		r.Handle("/app/*", s.cfg.Page)
 	}
+	if s.cfg.Notify != nil {
+		r.Handle(AnswerPath+"*", s.cfg.Notify.AnswerLinks())
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
+		if s.cfg.Notify != nil {
+			r.Handle(NotifyPath+"*", s.notifyAPI(s.cfg.Notify.API()))
+		}
 		r.Get("/events", s.serveDiscovery)
 		r.Get("/.well-known/aep", s.serveDiscovery)
 		r.Post("/events", s.serveIngest)
@@ -285,10 +294,24 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // pagePath reports whether a logged-in page may reach path with its cookie:
-// the consuming bindings, and the rules (whose view it shows, and which
-// an answer can turn into one; the Origin checks still apply).
+// the consuming bindings, the rules (whose view it shows, and which an
+// answer can turn into one) and the notification API (a device subscribing
+// from the page; the Origin checks still apply).
 func pagePath(path string) bool {
-	return path == "/stream" || path == "/socket" || path == rules.APIPath || strings.HasPrefix(path, rules.APIPath+"/")
+	return path == "/stream" || path == "/socket" || path == rules.APIPath || strings.HasPrefix(path, rules.APIPath+"/") ||
+		strings.HasPrefix(path, NotifyPath)
+}
+
+// notifyAPI guards the notification API as the rules are guarded: no
+// page of another origin may subscribe a device or remove one.
+func (s *Server) notifyAPI(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpguard.SameOrigin(r) {
+			httpguard.WriteError(w, http.StatusForbidden, wire.CodeForbidden, "a request from another origin may not read or change notification subscriptions")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type admissionKey struct{}

@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+	"github.com/aep-kimi/aep-kimi/rules"
+)
+
+// ByAttr is the extension attribute the relay stamps on a command it
+// routes for a person: their name, so the emitter can say who answered
+// (AEP-0001 §4.2 lets a relay add extensions, never alter core attributes).
+const ByAttr = "aepkimiby"
+
+// RespondError is why Respond could not deliver an answer: the relay's
+// refusal code (wire.CodeNoRoute, ...) and a sentence.
+type RespondError struct{ Code, Detail string }
+
+func (e *RespondError) Error() string { return e.Code + ": " + e.Detail }
+
+// ErrWatchOnly refuses answering on a relay without a token.
+var ErrWatchOnly = errors.New(watchOnlyDetail)
+
+// Respond answers a held attention request as the person named by, from
+// a surface outside the relay's sockets (surface is the command's agent:
+// "aep-kimi-link" for an answer link, "aep-kimi-push" for a phone's
+// notification action). The command is routed as a socket's
+// control.attention.respond is: to the session's one claimant (through
+// another relay on a shared store), then held in the session's history and
+// fanned out to watchers, the person stamped in ByAttr. It returns once
+// the claimant has the command; the emitter's answer follows on the stream.
+func (s *Server) Respond(ctx context.Context, by, surface, session, request, option string) error {
+	if s.cfg.Token == "" {
+		return ErrWatchOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if session == "" || request == "" || option == "" || surface == "" {
+		return errors.New("relay: respond needs a surface, session, request and option")
+	}
+	now := time.Now()
+	host, _ := os.Hostname()
+	cmd := &aep.Event{
+		AEP: aep.Version, ID: aep.NewID(), Type: rules.CommandType, Time: aep.FormatTime(now),
+		Source: aep.AgentSourceURI(host, surface), Agent: surface, Session: session,
+		Subject: request, Cause: request,
+	}
+	if by != "" {
+		b, err := json.Marshal(by)
+		if err != nil {
+			return fmt.Errorf("relay: respond: %w", err)
+		}
+		cmd.Ext = map[string]json.RawMessage{ByAttr: b}
+	}
+	if err := cmd.SetData(map[string]any{"answer": map[string]any{"option": option}}); err != nil {
+		return fmt.Errorf("relay: respond: %w", err)
+	}
+	if err := aep.CheckEnvelope(cmd); err != nil {
+		return fmt.Errorf("relay: respond: %w", err)
+	}
+	m, err := NewMessage(cmd, now)
+	if err != nil {
+		return fmt.Errorf("relay: respond: %w", err)
+	}
+	if code, detail := s.route(m); code != "" {
+		s.metrics.commands.WithLabelValues(code).Inc()
+		return &RespondError{Code: code, Detail: detail}
+	}
+	s.metrics.commands.WithLabelValues(resultRouted).Inc()
+	s.backend.Ingest([]*Message{m})
+	return nil
+}
+
+// route delivers a command to its session's claimant, here or through the
+// relay that has it, and marks the socket it went to; "" when delivered,
+// else the refusal.
+func (s *Server) route(m *Message) (code, detail string) {
+	code, detail, conn := s.deliverHere(m)
+	if code == wire.CodeNoRoute && conn == 0 && s.remote != nil {
+		code, detail = s.remote.RouteRemote(m)
+	}
+	if code == "" {
+		m.RoutedTo = conn
+	}
+	return code, detail
+}
