@@ -1,0 +1,176 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// targetsFor is one target of each kind aimed at base (whose path the
+// kinds extend), for tests that hold for all three.
+func targetsFor(t *testing.T, base string) []Target {
+	t.Helper()
+	var out []Target
+	for _, spec := range []string{
+		"ntfy:" + base + "/aepalerts",
+		"slack:" + base + "/services/T/B/SLACKSECRET",
+		"webhook:" + base + "/in?key=QUERYSECRET#secret-file=" + secretFile(t, strings.Repeat("k", 32), 0o600),
+	} {
+		tg, err := ParseTarget(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tg)
+	}
+	return out
+}
+
+func sendErr(tg Target, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return tg.Send(ctx, request())
+}
+
+func TestSendStatusErrors(t *testing.T) {
+	for _, c := range []struct {
+		status     int
+		header     string
+		retry      bool
+		retryAfter time.Duration
+		want       string
+	}{
+		{http.StatusTooManyRequests, "7", true, 7 * time.Second, "HTTP 429 Too Many Requests"},
+		{http.StatusServiceUnavailable, "", true, 0, "HTTP 503"},
+		{http.StatusInternalServerError, "", true, 0, "HTTP 500"},
+		{http.StatusBadRequest, "", false, 0, "HTTP 400 Bad Request"},
+		{http.StatusNotFound, "", false, 0, "HTTP 404"},
+		{http.StatusForbidden, "", false, 0, "HTTP 403"},
+		{http.StatusMovedPermanently, "", false, 0, "redirects are not followed"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.header != "" {
+				w.Header().Set("Retry-After", c.header)
+			}
+			if c.status == http.StatusMovedPermanently {
+				w.Header().Set("Location", "https://elsewhere.example/")
+			}
+			w.WriteHeader(c.status)
+			io.WriteString(w, "refused:\x1b[31m red\nsecond line")
+		}))
+		for _, tg := range targetsFor(t, srv.URL) {
+			err := sendErr(tg, 5*time.Second)
+			var se *SendError
+			if !errors.As(err, &se) {
+				t.Errorf("%s %d: err %v, want a *SendError", tg.Name(), c.status, err)
+				continue
+			}
+			if se.Status != c.status || Retryable(err) != c.retry || se.RetryAfter != c.retryAfter || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %d: %v (status %d retry %v after %v), want %q retry %v after %v",
+					tg.Name(), c.status, err, se.Status, Retryable(err), se.RetryAfter, c.want, c.retry, c.retryAfter)
+			}
+			if msg := err.Error(); strings.ContainsAny(msg, "\x1b\n") || strings.Contains(msg, "SECRET") {
+				t.Errorf("%s: error %q must be one safe line without the URL's secret", tg.Name(), msg)
+			}
+		}
+		srv.Close()
+	}
+}
+
+func TestSendUnreachableIsRetryable(t *testing.T) {
+	// A port nothing listens on: taken, then released.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, tg := range targetsFor(t, "http://"+addr) {
+		err := sendErr(tg, 5*time.Second)
+		if !Retryable(err) {
+			t.Errorf("%s: %v, want retryable", tg.Name(), err)
+		}
+		if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "aepalerts") {
+			t.Errorf("%s: error %q quotes the URL", tg.Name(), err)
+		}
+	}
+}
+
+func TestSendSlowReceiverBounded(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	for _, tg := range targetsFor(t, srv.URL) {
+		start := time.Now()
+		err := sendErr(tg, 200*time.Millisecond)
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("%s: Send took %v past a 200ms deadline", tg.Name(), took)
+		}
+		if !Retryable(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want a retryable deadline error", tg.Name(), err)
+		}
+	}
+	// A context the caller cancelled (shutdown) is not retried.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tg := range targetsFor(t, srv.URL) {
+		if err := tg.Send(ctx, request()); err == nil || Retryable(err) {
+			t.Errorf("%s: cancelled context: %v, want a final error", tg.Name(), err)
+		}
+	}
+}
+
+func TestSendReadsABoundedAnswer(t *testing.T) {
+	var written atomic.Int64
+	const total = 64 << 20
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		chunk := []byte(strings.Repeat("x", 32<<10))
+		for written.Load() < total {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	tg := targetsFor(t, srv.URL)[2]
+	err := sendErr(tg, 10*time.Second)
+	var se *SendError
+	if !errors.As(err, &se) || se.Status != http.StatusBadGateway || len(se.Detail) > errorSnippet+8 {
+		t.Fatalf("err %v", err)
+	}
+	srv.CloseClientConnections()
+	if w := written.Load(); w >= total {
+		t.Errorf("the receiver wrote its whole %d-byte answer: the read is not bounded", w)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"12":                            12 * time.Second,
+		"-3":                            0,
+		"soon":                          0,
+		"Tue, 01 Dec 2026 18:00:30 GMT": 30 * time.Second,
+		"Tue, 01 Dec 2026 17:00:00 GMT": 0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
