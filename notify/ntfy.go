@@ -93,7 +93,7 @@ func (n *Ntfy) Name() string { return n.name }
 func (n *Ntfy) Send(ctx context.Context, m Message) error {
 	body, err := json.Marshal(n.payload(m))
 	if err != nil {
-		return fmt.Errorf("%s: %w", n.name, err)
+		return fmt.Errorf("%s: %w: %w", n.name, ErrPermanent, err)
 	}
 	h := http.Header{}
 	if n.token != "" {

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
 )
 
 // targetsFor is one target of each kind aimed at base (whose path the
@@ -71,9 +74,9 @@ func TestSendStatusErrors(t *testing.T) {
 				t.Errorf("%s %d: err %v, want a *SendError", tg.Name(), c.status, err)
 				continue
 			}
-			if se.Status != c.status || Retryable(err) != c.retry || se.RetryAfter != c.retryAfter || !strings.Contains(err.Error(), c.want) {
+			if se.Status != c.status || errors.Is(err, ErrPermanent) == c.retry || se.RetryAfter != c.retryAfter || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s %d: %v (status %d retry %v after %v), want %q retry %v after %v",
-					tg.Name(), c.status, err, se.Status, Retryable(err), se.RetryAfter, c.want, c.retry, c.retryAfter)
+					tg.Name(), c.status, err, se.Status, !errors.Is(err, ErrPermanent), se.RetryAfter, c.want, c.retry, c.retryAfter)
 			}
 			if msg := err.Error(); strings.ContainsAny(msg, "\x1b\n") || strings.Contains(msg, "SECRET") {
 				t.Errorf("%s: error %q must be one safe line without the URL's secret", tg.Name(), msg)
@@ -83,7 +86,7 @@ func TestSendStatusErrors(t *testing.T) {
 	}
 }
 
-func TestSendUnreachableIsRetryable(t *testing.T) {
+func TestSendUnreachableIsNotPermanent(t *testing.T) {
 	// A port nothing listens on: taken, then released.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -93,7 +96,7 @@ func TestSendUnreachableIsRetryable(t *testing.T) {
 	l.Close()
 	for _, tg := range targetsFor(t, "http://"+addr) {
 		err := sendErr(tg, 5*time.Second)
-		if !Retryable(err) {
+		if err == nil || errors.Is(err, ErrPermanent) {
 			t.Errorf("%s: %v, want retryable", tg.Name(), err)
 		}
 		if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "aepalerts") {
@@ -118,7 +121,7 @@ func TestSendSlowReceiverBounded(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Errorf("%s: Send took %v past a 200ms deadline", tg.Name(), took)
 		}
-		if !Retryable(err) || !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, ErrPermanent) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: %v, want a retryable deadline error", tg.Name(), err)
 		}
 	}
@@ -126,7 +129,7 @@ func TestSendSlowReceiverBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, tg := range targetsFor(t, srv.URL) {
-		if err := tg.Send(ctx, request()); err == nil || Retryable(err) {
+		if err := tg.Send(ctx, request()); !errors.Is(err, ErrPermanent) {
 			t.Errorf("%s: cancelled context: %v, want a final error", tg.Name(), err)
 		}
 	}
@@ -171,6 +174,46 @@ func TestRetryAfter(t *testing.T) {
 	} {
 		if got := retryAfter(v, now); got != want {
 			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// The queue retries what the targets mark retryable and gives up at once
+// on what they mark permanent.
+func TestQueueRetriesTargetErrors(t *testing.T) {
+	var calls atomic.Int32
+	statuses := []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusOK, http.StatusBadRequest}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(statuses[min(int(calls.Add(1))-1, len(statuses)-1)])
+	}))
+	defer srv.Close()
+	for i, tg := range targetsFor(t, srv.URL) {
+		calls.Store(0)
+		statuses = []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusOK}
+		if i == 2 {
+			statuses = []int{http.StatusBadRequest}
+		}
+		q := NewQueue(tg, "test", nil, nil)
+		q.wait = func(ctx context.Context, _ *backoff.Backoff) bool { return backoff.Sleep(ctx, 10*time.Millisecond) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = q.Run(ctx); close(done) }()
+		res := make(chan error, 1)
+		q.Put(request(), func(err error) { res <- err })
+		var err error
+		select {
+		case err = <-res:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no result", tg.Name())
+		}
+		cancel()
+		<-done
+		wantCalls, wantErr := int32(3), false
+		if i == 2 {
+			wantCalls, wantErr = 1, true
+		}
+		if calls.Load() != wantCalls || (err != nil) != wantErr {
+			t.Errorf("%s: %d attempts, err %v; want %d attempts, error %v", tg.Name(), calls.Load(), err, wantCalls, wantErr)
 		}
 	}
 }

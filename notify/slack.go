@@ -64,7 +64,7 @@ func (s *Slack) Name() string { return s.name }
 func (s *Slack) Send(ctx context.Context, m Message) error {
 	body, err := json.Marshal(slackPayload(m))
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.name, err)
+		return fmt.Errorf("%s: %w: %w", s.name, ErrPermanent, err)
 	}
 	return post(ctx, s.client, s.name, s.url, nil, body)
 }

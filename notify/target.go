@@ -29,9 +29,6 @@ const (
 
 // Delivery bounds every webhook target keeps.
 const (
-	// DefaultSendTimeout bounds one attempt when the caller's context has
-	// no deadline: a receiver that is slow must not hold the queue.
-	DefaultSendTimeout = 10 * time.Second
 	// MaxResponseRead is how much of a receiver's answer is read; the rest
 	// is dropped with the connection.
 	MaxResponseRead = 64 << 10
@@ -246,7 +243,8 @@ func webhookSecret(file, home string) ([]byte, error) {
 }
 
 // SendError is a delivery that failed: the receiver refused it or could
-// not be reached. The queue asks Retryable whether to try again.
+// not be reached. One that no retry can mend is ErrPermanent
+// (errors.Is), which is how the queue tells.
 type SendError struct {
 	Target string // the target's Name
 	Status int    // the HTTP status, 0 when there was no answer
@@ -274,13 +272,8 @@ func (e *SendError) Error() string {
 
 func (e *SendError) Unwrap() error { return e.Err }
 
-// Retryable reports whether a Send error is worth another attempt: a
-// SendError marked so. Anything else (a message the target cannot
-// encode, a cancelled context) is not.
-func Retryable(err error) bool {
-	var se *SendError
-	return errors.As(err, &se) && se.Retry
-}
+// Is makes a SendError that is not worth retrying ErrPermanent.
+func (e *SendError) Is(target error) bool { return target == ErrPermanent && !e.Retry }
 
 // newClient is the HTTP client of one target: redirects are not followed
 // (a signed body or a bearer token must not be re-sent somewhere else).
@@ -291,12 +284,12 @@ func newClient() *http.Client {
 }
 
 // post is one attempt of every target: POST body as JSON to target, within
-// the context's deadline (DefaultSendTimeout when it has none), reading a
-// bounded answer. A 2xx is success.
+// the context's deadline (SendTimeout when it has none: `notify test` may
+// call Send without the queue), reading a bounded answer. A 2xx is success.
 func post(ctx context.Context, client *http.Client, name, target string, header http.Header, body []byte) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultSendTimeout)
+		ctx, cancel = context.WithTimeout(ctx, SendTimeout)
 		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))

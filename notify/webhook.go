@@ -78,7 +78,7 @@ func (w *Webhook) Send(ctx context.Context, m Message) error {
 	wb := webhookBody(m, now)
 	body, err := json.Marshal(wb)
 	if err != nil {
-		return fmt.Errorf("%s: %w", w.name, err)
+		return fmt.Errorf("%s: %w: %w", w.name, ErrPermanent, err)
 	}
 	h := http.Header{}
 	h.Set(SignatureHeader, Sign(w.secret, now, body))
@@ -97,17 +97,17 @@ func webhookBody(m Message, now time.Time) WebhookBody {
 // messageFields is the part of the body that comes from the message alone.
 func messageFields(m Message) WebhookBody {
 	b := WebhookBody{
-		Version:   WebhookVersion,
-		Kind:      m.Kind,
-		Tag:       m.Tag,
-		Title:     m.Title,
-		Body:      m.Body,
-		Session:   m.Session,
-		Request:   m.Request,
-		Label:     m.Label,
-		Tool:      m.Tool,
-		Answers:   []WebhookAnswer{},
-		Open:      m.Open,
+		Version: WebhookVersion,
+		Kind:    m.Kind,
+		Tag:     m.Tag,
+		Title:   m.Title,
+		Body:    m.Body,
+		Session: m.Session,
+		Request: m.Request,
+		Label:   m.Label,
+		Tool:    m.Tool,
+		Answers: []WebhookAnswer{},
+		Open:    m.Open,
 	}
 	if !m.Deadline.IsZero() {
 		d := m.Deadline.UTC().Format(time.RFC3339)
