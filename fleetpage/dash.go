@@ -112,7 +112,7 @@ func (d *dash) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	socket := path == "socket"
 	var bind func(string) bool
 	lease, ok := d.page.reg.Admit(func(tx *credreg.Tx) (credreg.Credential, bool) {
-		cred, b, ok := d.page.Admit(tx, r, socket)
+		cred, _, b, ok := d.page.Admit(tx, r, socket)
 		bind = b
 		return cred, ok
 	})

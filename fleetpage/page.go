@@ -57,6 +57,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
@@ -117,6 +118,10 @@ type Config struct {
 	// Relays lists the relays the page reads, for a page served apart from
 	// them (aep-kimi dash); empty means the one relay serving the page.
 	Relays []RelayRef
+	// People are the relay's people: a login made with one of their tokens
+	// carries their principal, and ends with their token. Nil: only the
+	// relay's token logs in, as the owner.
+	People *access.Book
 }
 
 // RelayRef is one relay as the page sees it: its label and the path prefix
@@ -367,53 +372,73 @@ func CookieName(host string) string {
 // login is admitted pending its hello, and bind reports whether the secret
 // the hello brings is the login's; the socket must be refused unless it
 // is. Admit runs under the registry's lock: tx is the registry's.
-func (p *Page) Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, bind func(secret string) bool, ok bool) {
-	id, exp, ok := p.admit(tx, r, socket)
+func (p *Page) Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, who access.Principal, bind func(secret string) bool, ok bool) {
+	l, ok := p.admit(tx, r, socket)
 	if !ok {
-		return credreg.Credential{}, nil, false
+		return credreg.Credential{}, access.Principal{}, nil, false
 	}
-	cred = credreg.Credential{ID: "login:" + hex.EncodeToString([]byte(id)), Group: LoginGroup, Expires: exp}
+	cred = credreg.Credential{ID: "login:" + hex.EncodeToString([]byte(l.id)), Group: LoginGroup, Expires: l.exp, Principal: l.who.Name}
 	if r.Header.Get(BindHeader) == "" {
-		bind = func(secret string) bool { return p.bound(id, secret) }
+		bind = func(secret string) bool { return p.bound(l.id, secret) }
 	}
-	return cred, bind, true
+	return cred, l.who, bind, true
 }
 
-// admit is Admit's check: the login's id and expiry. A request without
-// the bound secret passes only as a socket upgrade.
-func (p *Page) admit(tx *credreg.Tx, r *http.Request, socket bool) (string, time.Time, bool) {
+// login is one browser's login as a request presents it.
+type login struct {
+	id  string
+	exp time.Time
+	who access.Principal
+}
+
+// admit is Admit's check: the login's id, expiry and principal. A request
+// without the bound secret passes only as a socket upgrade.
+func (p *Page) admit(tx *credreg.Tx, r *http.Request, socket bool) (login, bool) {
 	if !browserSameOrigin(r) {
-		return "", time.Time{}, false
+		return login{}, false
 	}
 	c, err := r.Cookie(CookieName(r.Host))
 	if err != nil {
-		return "", time.Time{}, false
+		return login{}, false
 	}
 	secret := r.Header.Get(BindHeader)
 	if secret == "" && !socket {
-		return "", time.Time{}, false
+		return login{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.token == "" {
-		return "", time.Time{}, false
+		return login{}, false
 	}
-	id, exp, ok := p.openLocked(c.Value)
+	id, exp, ref, ok := p.openLocked(c.Value)
 	if !ok || !p.cfg.Now().Before(exp) {
-		return "", time.Time{}, false
+		return login{}, false
+	}
+	who, ok := p.principal(ref)
+	if !ok {
+		return login{}, false // made with a token revoked since
 	}
 	if secret != "" && !hmac.Equal([]byte(secret), []byte(p.bindingLocked(id))) {
-		return "", time.Time{}, false
+		return login{}, false
 	}
 	if _, gone := p.ended[id]; gone {
-		return "", time.Time{}, false
+		return login{}, false
 	}
 	if _, held := p.logins[id]; !held {
 		// Sealed by this token but not held: a login from before a
 		// restart. Take it back.
 		p.rememberLocked(tx, id, exp)
 	}
-	return id, exp, true
+	return login{id: id, exp: exp, who: who}, true
+}
+
+// principal is who a login made with the token ref names speaks for: the
+// zero ref is the relay's own token, the owner.
+func (p *Page) principal(ref access.Ref) (access.Principal, bool) {
+	if ref == (access.Ref{}) {
+		return access.Owner(), true
+	}
+	return p.cfg.People.Resolve(ref)
 }
 
 // bound reports whether secret is the bound secret of login id under the
@@ -440,33 +465,39 @@ func (p *Page) bindingLocked(id string) string {
 const (
 	idLen  = 16
 	expLen = 8
+	refLen = len(access.Ref{})
+	// sealedLen is a cookie's sealed part: id, expiry and the token ref.
+	sealedLen = idLen + expLen + refLen
 )
 
-// sealLocked renders a cookie value: id, expiry and their MAC. p.mu is
-// held.
-func (p *Page) sealLocked(id []byte, exp time.Time) string {
-	b := make([]byte, 0, idLen+expLen+sha256.Size)
+// sealLocked renders a cookie value: id, expiry, the ref of the token the
+// login was made with (zero: the relay's own) and their MAC. p.mu is held.
+func (p *Page) sealLocked(id []byte, exp time.Time, ref access.Ref) string {
+	b := make([]byte, 0, sealedLen+sha256.Size)
 	b = append(b, id...)
 	b = binary.BigEndian.AppendUint64(b, uint64(exp.Unix()))
+	b = append(b, ref[:]...)
 	m := hmac.New(sha256.New, p.key)
 	m.Write(b)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(b))
 }
 
-// openLocked checks a cookie value's MAC and returns its id and expiry.
-// p.mu is held.
-func (p *Page) openLocked(v string) (string, time.Time, bool) {
+// openLocked checks a cookie value's MAC and returns its id, expiry and
+// token ref. p.mu is held.
+func (p *Page) openLocked(v string) (string, time.Time, access.Ref, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(b) != idLen+expLen+sha256.Size {
-		return "", time.Time{}, false
+	if err != nil || len(b) != sealedLen+sha256.Size {
+		return "", time.Time{}, access.Ref{}, false
 	}
 	m := hmac.New(sha256.New, p.key)
-	m.Write(b[:idLen+expLen])
-	if !hmac.Equal(m.Sum(nil), b[idLen+expLen:]) {
-		return "", time.Time{}, false
+	m.Write(b[:sealedLen])
+	if !hmac.Equal(m.Sum(nil), b[sealedLen:]) {
+		return "", time.Time{}, access.Ref{}, false
 	}
 	exp := time.Unix(int64(binary.BigEndian.Uint64(b[idLen:idLen+expLen])), 0)
-	return string(b[:idLen]), exp, true
+	var ref access.Ref
+	copy(ref[:], b[idLen+expLen:sealedLen])
+	return string(b[:idLen]), exp, ref, true
 }
 
 type authReply struct {
@@ -477,6 +508,16 @@ type authReply struct {
 	LoggedIn bool `json:"logged_in"`
 	// Login is the bound secret, in the login's answer only.
 	Login string `json:"login,omitempty"`
+	// Name, Role and Capture say who the login speaks for, when logged in.
+	Name    string `json:"name,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Capture string `json:"capture,omitempty"`
+}
+
+// withPrincipal fills the reply's who.
+func (a authReply) withPrincipal(who access.Principal) authReply {
+	a.Name, a.Role, a.Capture = who.Name, string(who.Role), who.Capture.String()
+	return a
 }
 
 func (p *Page) required() bool {
@@ -490,9 +531,14 @@ func (p *Page) auth(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusMethodNotAllowed, "method-not-allowed", "GET /app/auth")
 		return
 	}
+	var l login
 	var in bool
-	p.reg.Update(func(tx *credreg.Tx) { _, _, in = p.admit(tx, r, false) })
-	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: in})
+	p.reg.Update(func(tx *credreg.Tx) { l, in = p.admit(tx, r, false) })
+	reply := authReply{Required: p.required(), LoggedIn: in}
+	if in {
+		reply = reply.withPrincipal(l.who)
+	}
+	httpguard.WriteJSON(w, http.StatusOK, reply)
 }
 
 // pagePost admits a POST from the page's own origin, else answers the
@@ -546,23 +592,34 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 	now := p.cfg.Now()
 	exp := now.Add(p.cfg.SessionTTL).Truncate(time.Second)
 	var cookie, secret string
+	var who access.Principal
 	p.reg.Update(func(tx *credreg.Tx) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(p.token)) != 1 {
+		var ref access.Ref
+		switch {
+		case tok == "":
 			return
+		case subtle.ConstantTimeCompare([]byte(tok), []byte(p.token)) == 1:
+			who = access.Owner()
+		default:
+			var ok bool
+			if who, ref, ok = p.cfg.People.Lookup(tok); !ok {
+				return
+			}
 		}
-		// A browser already logged in (another tab) keeps its login: a
-		// new cookie would leave the other tab's secret bound to none.
+		// A browser already logged in (another tab) with the same token
+		// keeps its login: a new cookie would leave the other tab's secret
+		// bound to none.
 		if c, err := r.Cookie(CookieName(r.Host)); err == nil {
-			if held, hexp, ok := p.openLocked(c.Value); ok && now.Before(hexp) {
+			if held, hexp, href, ok := p.openLocked(c.Value); ok && now.Before(hexp) && href == ref {
 				if _, gone := p.ended[held]; !gone {
 					id, exp = []byte(held), hexp
 				}
 			}
 		}
 		p.rememberLocked(tx, string(id), exp)
-		cookie, secret = p.sealLocked(id, exp), p.bindingLocked(string(id))
+		cookie, secret = p.sealLocked(id, exp, ref), p.bindingLocked(string(id))
 	})
 	if cookie == "" {
 		p.cfg.Logger.Info("fleet page login refused", "remote", r.RemoteAddr)
@@ -573,8 +630,8 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 		Name: CookieName(r.Host), Value: cookie, Path: "/", Expires: exp, MaxAge: int(exp.Sub(now) / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
-	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr)
-	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret})
+	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr, "who", who.Name, "role", who.Role)
+	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret}.withPrincipal(who))
 }
 
 // rememberLocked holds a login, dropping expired ones and, past MaxLogins,
@@ -634,7 +691,7 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 	var err error
 	ended := -1
 	p.reg.Update(func(tx *credreg.Tx) {
-		if _, _, in := p.admit(tx, r, false); !in {
+		if _, in := p.admit(tx, r, false); !in {
 			return
 		}
 		p.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -226,6 +227,11 @@ type Config struct {
 	// token check (the one-use token each carries is the credential), its
 	// API under NotifyPath behind it, a logged-in page included.
 	Notify Notifier
+	// People, when set, are the people whose own tokens the relay admits
+	// besides its own (the owner's), each with a role and a capture
+	// ceiling; their file is re-read every TokenPoll, and a revoked or
+	// changed token ends what it opened.
+	People *access.Book
 }
 
 // Where a Notifier is mounted.
@@ -252,7 +258,8 @@ type Page interface {
 	// under the registry's lock (tx). With socket set the login may be
 	// admitted pending its hello: bind is then set, and the socket is
 	// refused unless bind accepts the secret the hello carries.
-	Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, bind func(secret string) bool, ok bool)
+	// The principal is the one of the token the login was made with.
+	Admit(tx *credreg.Tx, r *http.Request, socket bool) (cred credreg.Credential, who access.Principal, bind func(secret string) bool, ok bool)
 	// Credentials is the registry the page's logins are held in; the relay
 	// shares it.
 	Credentials() *credreg.Registry

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -244,8 +245,12 @@ func (s *Server) draining() bool {
 	}
 }
 
-// tokenCredential names the bearer token as a credential (ID and group).
-const tokenCredential = "token"
+// tokenCredential names the bearer token as a credential (ID and group);
+// peopleGroup groups the people's tokens, each its own credential.
+const (
+	tokenCredential = "token"
+	peopleGroup     = "people"
+)
 
 // authenticate checks the bearer token (header, or access_token query for
 // browser clients) or the page's login, and strips access_token from the
@@ -263,20 +268,26 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		var bind func(string) bool
+		var who access.Principal
 		status := http.StatusUnauthorized
 		lease, ok := s.creds.Admit(func(tx *credreg.Tx) (credreg.Credential, bool) {
 			if tok != "" {
-				if subtle.ConstantTimeCompare([]byte(tok), []byte(*s.token.Load())) != 1 {
+				if subtle.ConstantTimeCompare([]byte(tok), []byte(*s.token.Load())) == 1 {
+					who = access.Owner()
+					return credreg.Credential{ID: tokenCredential, Group: tokenCredential, Principal: who.Name}, true
+				}
+				var ok bool
+				if who, _, ok = s.cfg.People.Lookup(tok); !ok {
 					status = http.StatusForbidden
 					return credreg.Credential{}, false
 				}
-				return credreg.Credential{ID: tokenCredential, Group: tokenCredential}, true
+				return credreg.Credential{ID: "person:" + who.Name, Group: peopleGroup, Principal: who.Name}, true
 			}
 			if s.cfg.Page == nil || !pagePath(r.URL.Path) {
 				return credreg.Credential{}, false // the cookie opens only the consuming bindings and the rules
 			}
-			cred, b, ok := s.cfg.Page.Admit(tx, r, r.URL.Path == "/socket")
-			bind = b
+			cred, p, b, ok := s.cfg.Page.Admit(tx, r, r.URL.Path == "/socket")
+			bind, who = b, p
 			return cred, ok
 		})
 		switch {
@@ -289,7 +300,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		defer lease.Release()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &admission{lease: lease, bind: bind})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &admission{lease: lease, bind: bind, who: who})))
 	})
 }
 
@@ -323,11 +334,25 @@ type admission struct {
 	// bind, when set, must accept the secret a socket's hello carries
 	// (a page login whose upgrade could not present it).
 	bind func(secret string) bool
+	// who is the principal the credential speaks for.
+	who access.Principal
 }
 
 func admissionOf(r *http.Request) *admission {
 	a, _ := r.Context().Value(admissionKey{}).(*admission)
 	return a
+}
+
+// PrincipalOf is who r was authenticated as: the owner for the relay's own
+// token, a person for theirs, and for a page login the principal of the
+// token it was made with. False on a watch-only relay (no token), where
+// nobody is authenticated, and outside the authenticated endpoints.
+func PrincipalOf(r *http.Request) (access.Principal, bool) {
+	a := admissionOf(r)
+	if a == nil {
+		return access.Principal{}, false
+	}
+	return a.who, true
 }
 
 // done is closed when the credential ends; nil (never) without one.
@@ -358,7 +383,7 @@ func (s *Server) authorized(r *http.Request) bool {
 // watchCredentials polls the token source and the page's key until ctx
 // ends (see Config.TokenSource).
 func (s *Server) watchCredentials(ctx context.Context) {
-	if s.cfg.Token == "" || (s.cfg.TokenSource == nil && s.cfg.Page == nil) {
+	if s.cfg.Token == "" || (s.cfg.TokenSource == nil && s.cfg.Page == nil && s.cfg.People == nil) {
 		return
 	}
 	periodic.Every(ctx, s.cfg.TokenPoll, s.pollCredentials)
@@ -388,6 +413,13 @@ func (s *Server) pollCredentials() {
 		if err := s.cfg.Page.Rekey(tok); err != nil {
 			s.log.Warn("fleet page login key not re-read", "err", err)
 		}
+	}
+	if s.cfg.People != nil {
+		for _, name := range s.cfg.People.Reload() {
+			n := s.creds.Revoke(credreg.ReasonRevoked, credreg.ByPrincipal(name))
+			s.log.Info("a person's token was revoked or changed: what it opened is closed", "who", name, "connections", n)
+		}
+		s.cfg.People.Flush()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -22,7 +23,7 @@ import (
 // token and keeping its login generation under home. AEP_LOGIN_TTL sets
 // how long a browser login lasts.
 func WithPage(cfg *relay.Config, home string, getenv func(string) string) error {
-	pcfg := fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName)}
+	pcfg := fleetpage.Config{Token: cfg.Token, Logger: cfg.Logger, LoginsFile: filepath.Join(home, fleetpage.LoginsFileName), People: cfg.People}
 	if v := strings.TrimSpace(getenv("AEP_LOGIN_TTL")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second {
@@ -36,6 +37,15 @@ func WithPage(cfg *relay.Config, home string, getenv func(string) string) error 
 	}
 	cfg.Page = p
 	return nil
+}
+
+// WithPeople gives the relay the people's tokens kept in home (aep-kimi
+// token): on a relay with a token of its own, they log in too, each with
+// their role and capture ceiling.
+func WithPeople(cfg *relay.Config, home string) {
+	if cfg.Token != "" {
+		cfg.People = access.OpenBook(home, cfg.Logger.With("component", "access"))
+	}
 }
 
 // WithRules gives the relay the fleet's rules, kept in home.
@@ -83,6 +93,7 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	if err := httpguard.CheckExposure(cfg.Listen, o.Public, cfg.Token); err != nil {
 		return nil, nil, Usage(err)
 	}
+	WithPeople(&cfg, o.Store.Home)
 	if err := WithPage(&cfg, o.Store.Home, getenv); err != nil {
 		return nil, nil, Usage(err)
 	}

@@ -33,6 +33,9 @@ const (
 	// ReasonEvicted: the login was dropped to admit newer ones past the
 	// bound on logins held.
 	ReasonEvicted = "login-evicted"
+	// ReasonRevoked: the person's token was revoked or changed (their
+	// entry left the tokens file, or its role or capture changed).
+	ReasonRevoked = "token-revoked"
 )
 
 // Credential is what admitted a connection.
@@ -45,11 +48,19 @@ type Credential struct {
 	Group string
 	// Expires, when set, ends the credential's connections at that time.
 	Expires time.Time
+	// Principal names the person the credential speaks for: revoking
+	// their token ends their logins too.
+	Principal string
 }
 
 // ByID matches the credential named id.
 func ByID(id string) func(Credential) bool {
 	return func(c Credential) bool { return c.ID == id }
+}
+
+// ByPrincipal matches every credential of the person named name.
+func ByPrincipal(name string) func(Credential) bool {
+	return func(c Credential) bool { return c.Principal == name }
 }
 
 // InGroup matches every credential of group.

@@ -1,0 +1,83 @@
+package fleetpage_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// A page login made with a person's token speaks for that person (the
+// relay's PrincipalOf, the page's /app/auth), and ends with their token:
+// its socket closes, its cookie opens nothing more, and a new token for
+// the same name does not bring it back.
+func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	_, alice, err := store.Add("alice", access.RoleWatch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := access.OpenBook(home, nil)
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book, TokenPoll: 20 * time.Millisecond}).URL
+
+	login := func(tok string) (*login, map[string]any) {
+		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + tok + `"}`, origin: base})
+		var body map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		for _, c := range res.Cookies() {
+			if c.Name == cookieName(base) {
+				s, _ := body["login"].(string)
+				return &login{cookie: c, secret: s}, body
+			}
+		}
+		return nil, body
+	}
+	if l, _ := login("not-a-token-of-anyone"); l != nil {
+		t.Fatal("an unknown token logged in")
+	}
+	a, body := login(alice)
+	if a == nil || body["name"] != "alice" || body["role"] != "watch" || body["capture"] != "metadata" {
+		t.Fatalf("alice's login: %v", body)
+	}
+	res := do(t, base, req{path: "/app/auth", login: a, origin: base})
+	var auth map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&auth)
+	if auth["logged_in"] != true || auth["name"] != "alice" {
+		t.Fatalf("/app/auth: %v", auth)
+	}
+	o, body := login(testToken)
+	if o == nil || body["name"] != access.OwnerName || body["role"] != "admin" {
+		t.Fatalf("the owner's login: %v", body)
+	}
+	closed := openSocket(t, base, a)
+	owners := openSocket(t, base, o)
+	if _, err := store.Remove("alice"); err != nil {
+		t.Fatal(err)
+	}
+	closedWith(t, "alice's token removed", closed, "token-revoked")
+	if code := status(t, base, req{login: a, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("a login of a revoked token: %d", code)
+	}
+	if _, _, err := store.Add("alice", access.RoleAdmin, ""); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a few polls
+	if code := status(t, base, req{login: a, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("a new token for alice revived her old login: %d", code)
+	}
+	select {
+	case r := <-owners:
+		t.Fatalf("the owner's socket closed (%q) with alice's token", r)
+	default:
+	}
+}
