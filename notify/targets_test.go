@@ -544,3 +544,32 @@ func TestParseTargetRefuses(t *testing.T) {
 		t.Errorf("webhook with userinfo: %v, %v", tg, err)
 	}
 }
+
+// The README documents the webhook body field by field: its table and the
+// body sent must name the same fields.
+func TestWebhookBodyDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "#### Your own: `webhook:`")
+	if !ok {
+		t.Fatal("README has no webhook section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var documented []string
+	for line := range strings.SplitSeq(section, "\n") {
+		cell, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		if !ok || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for f := range strings.SplitSeq(cell, ", ") {
+			documented = append(documented, strings.Trim(f, "`"))
+		}
+	}
+	slices.Sort(documented)
+	b, _ := json.Marshal(webhookBody(request(), time.Now()))
+	if sent := keys(decode(t, b)); !slices.Equal(documented, sent) {
+		t.Errorf("README documents %v, the body has %v", documented, sent)
+	}
+}
