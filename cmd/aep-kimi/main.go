@@ -1,5 +1,5 @@
 // Command aep-kimi runs the aep-kimi daemons (up, relay, adapter,
-// bridge-web, dash) and tools (tail, pending, respond, rules, instruct, cancel,
+// bridge-web, dash) and tools (tail, pending, respond, rules, audit, instruct, cancel,
 // open, healthz, quarantine, map, validate, export).
 //
 // Every command is one entry of the table below, built in its own file:
@@ -42,6 +42,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		pendingCommand(getenv, std),
 		respondCommand(getenv, std),
 		rulesCommand(getenv, std),
+		auditCommand(getenv, std),
 		instructCommand(getenv, std),
 		cancelCommand(getenv, std),
 		openCommand(getenv, std),

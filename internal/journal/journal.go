@@ -26,6 +26,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
 
+// LogExt ends every session log's name (a torn tail's name goes on past it).
+const LogExt = ".jsonl"
+
 // maxNameBytes keeps log file names well under the usual 255-byte limit.
 const maxNameBytes = 200
 
@@ -58,7 +61,7 @@ func FileName(session string) string {
 		}
 		name = name[:cut] + "~" + hex.EncodeToString(sum[:8])
 	}
-	return name + ".jsonl"
+	return name + LogExt
 }
 
 // Log appends one event per line with a single write(2) each, so a

@@ -48,22 +48,32 @@ func TestTailGolden(t *testing.T) {
 					t.Errorf("%d columns: %s", w, l)
 				}
 			}
-			if *update {
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got := out.String(); got != string(want) {
-				t.Errorf("rendering differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			textGolden(t, golden, out.String())
 			if bytes.Contains(out.Bytes(), []byte("\x1b[")) {
 				t.Error("colour codes written to a non-terminal")
 			}
 		})
+	}
+}
+
+// textGolden compares got with the golden file at path, which -update
+// rewrites first.
+func textGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
 
@@ -189,22 +199,7 @@ func TestPhrasesGolden(t *testing.T) {
 			for _, ev := range readEvents(t, path) {
 				out.WriteString(ph.words(ev) + "\n")
 			}
-			golden := filepath.Join("testdata", "phrases", name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if out.String() != string(want) {
-				t.Errorf("phrases differ from %s:\n--- got\n%s--- want\n%s", golden, out.String(), want)
-			}
+			textGolden(t, filepath.Join("testdata", "phrases", name+".txt"), out.String())
 		})
 	}
 }

@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
@@ -65,4 +71,65 @@ func LoadPending(ctx context.Context, base, token string) (*Fold, error) {
 		f.Add(ev)
 	}
 	return f, nil
+}
+
+// LogsRead is what LoadLogs read: files and events, lines that did not
+// parse, and files it could not read (each error names its file).
+type LogsRead struct {
+	Files, Events, Skipped int
+	Unreadable             []error
+}
+
+// LoadLogs folds the session logs (JSONL) in dir and in its directories one
+// level down (so both $AEP_HOME/logs and $AEP_HOME/logs/kimi-code do): an
+// emitter's own record of its sessions, no relay needed. Links are not
+// followed. The error is for a dir that cannot be listed.
+func LoadLogs(dir string) (*Fold, LogsRead, error) {
+	var read LogsRead
+	paths, err := logFiles(dir)
+	if err != nil {
+		return nil, read, err
+	}
+	f := &Fold{}
+	for _, p := range paths {
+		skipped, err := journal.Replay(p, math.MaxInt64, func(ev *aep.Event) {
+			read.Events++
+			f.Add(ev)
+		})
+		read.Skipped += skipped
+		if err != nil {
+			read.Unreadable = append(read.Unreadable, err)
+			continue
+		}
+		read.Files++
+	}
+	return f, read, nil
+}
+
+// logFiles lists the .jsonl files in dir and its subdirectories, sorted.
+func logFiles(dir string) ([]string, error) {
+	top, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("logs: %w", err)
+	}
+	var out []string
+	for _, e := range top {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.Type().IsRegular() && strings.HasSuffix(e.Name(), journal.LogExt):
+			out = append(out, p)
+		case e.IsDir():
+			sub, err := os.ReadDir(p)
+			if err != nil {
+				return nil, fmt.Errorf("logs: %w", err)
+			}
+			for _, s := range sub {
+				if s.Type().IsRegular() && strings.HasSuffix(s.Name(), journal.LogExt) {
+					out = append(out, filepath.Join(p, s.Name()))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
+)
+
+// A real Kimi session through the real relay and gate: a rule denies
+// `rm -rf ./build`, a person allows `echo person` from the terminal, and
+// nobody answers `echo late`, which runs anyway at the gate's deadline.
+// audit lists the three outcomes, in order, in every format, from the
+// relay's replay and from the adapter's session logs alike.
+func TestE2EAuditListsWhoAnswered(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=6000")
+	rule := st.addRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
+
+	script := bashSteps(t, "rm -rf ./build", "echo person", "echo late")
+	done := make(chan kimiharness.PrintRun, 1)
+	go func() { done <- scenario(t, kimi, script, st.hookCmd(t)) }()
+
+	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "echo person") }, "pending")
+	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no answering command in pending:\n%s", out)
+	}
+	if code, msg := st.cli(t, "respond", "--option", "allow", m[1], m[2]); code != 0 {
+		t.Fatalf("respond: exit %d: %s", code, msg)
+	}
+	<-done
+	st.waitQuiet(t)
+
+	type want struct{ summary, outcome, by, surface string }
+	wants := []want{
+		{"rm -rf ./build", consumer.OutcomeDenied, rule, consumer.SurfaceRule},
+		{"echo person", consumer.OutcomeAllowed, "", consumer.SurfaceCLI},
+		{"echo late", consumer.OutcomeProceeded, consumer.Nobody, consumer.SurfaceTimeout},
+	}
+	check := func(source string, rows []consumer.AuditRow) {
+		t.Helper()
+		if len(rows) != len(wants) {
+			t.Fatalf("%s: %d rows, want %d: %+v", source, len(rows), len(wants), rows)
+		}
+		for i, w := range wants {
+			r := rows[i]
+			got := want{r.Summary, r.Outcome, r.By, r.Surface}
+			if got != w || r.Tool != "Bash" || r.Session != m[1] {
+				t.Errorf("%s row %d: %+v, want %+v in session %s", source, i+1, r, w, m[1])
+			}
+		}
+		if l := rows[2].LatencyMS; l < 4000 || l > 7000 {
+			t.Errorf("%s: the timed-out request waited %d ms, want about the gate's 6 s", source, l)
+		}
+	}
+	for _, src := range [][]string{nil, {"--logs", filepath.Join(st.home, "logs")}} {
+		name := "relay"
+		if src != nil {
+			name = "logs"
+		}
+		code, js := st.cli(t, append([]string{"audit", "--json"}, src...)...)
+		if code != 0 {
+			t.Fatalf("audit --json (%s): exit %d: %s", name, code, js)
+		}
+		var rows []consumer.AuditRow
+		dec := json.NewDecoder(strings.NewReader(js))
+		for dec.More() {
+			var r consumer.AuditRow
+			if err := dec.Decode(&r); err != nil {
+				t.Fatalf("audit --json (%s): %v:\n%s", name, err, js)
+			}
+			rows = append(rows, r)
+		}
+		check(name+" json", rows)
+
+		code, text := st.cli(t, append([]string{"audit", "--csv"}, src...)...)
+		recs, err := csv.NewReader(strings.NewReader(text)).ReadAll()
+		if code != 0 || err != nil || len(recs) == 0 {
+			t.Fatalf("audit --csv (%s): exit %d %v:\n%s", name, code, err, text)
+		}
+		col := map[string]int{}
+		for i, h := range recs[0] {
+			col[h] = i
+		}
+		rows = nil
+		for _, rec := range recs[1:] {
+			rows = append(rows, consumer.AuditRow{Session: rec[col["session"]], Tool: rec[col["tool"]], Summary: rec[col["summary"]],
+				Outcome: rec[col["outcome"]], By: rec[col["by"]], Surface: rec[col["surface"]], LatencyMS: atoi(t, rec[col["latency_ms"]])})
+		}
+		check(name+" csv", rows)
+
+		code, text = st.cli(t, append([]string{"audit"}, src...)...)
+		t.Logf("aep-kimi audit (%s):\n%s", name, text)
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		if code != 0 || len(lines) != 4 {
+			t.Fatalf("audit (%s): exit %d:\n%s", name, code, text)
+		}
+		for i, w := range []*regexp.Regexp{
+			regexp.MustCompile(`Bash: rm -rf \./build\s+denied\s+rule ` + rule + `\s+rule\s`),
+			regexp.MustCompile(`Bash: echo person\s+allowed\s+-\s+cli\s`),
+			regexp.MustCompile(`Bash: echo late\s+proceeded\s+nobody\s+timeout\s`),
+		} {
+			if !w.MatchString(lines[i+1]) {
+				t.Errorf("audit (%s) line %d: %q does not match %s", name, i+2, lines[i+1], w)
+			}
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
