@@ -77,14 +77,16 @@ func (s *Slack) Send(ctx context.Context, m Message) error {
 func slackPayload(m Message) slackMessage {
 	title := consumer.Line(m.Title)
 	body := consumer.Text(m.Body)
-	blocks := []slackBlock{
-		{Type: "header", Text: plain(truncate(title, slackMaxHeader))},
+	// Slack refuses a header or section with empty text.
+	var blocks []slackBlock
+	if title != "" {
+		blocks = append(blocks, slackBlock{Type: "header", Text: plain(title, slackMaxHeader)})
 	}
 	if body != "" {
-		blocks = append(blocks, slackBlock{Type: "section", Text: plain(truncate(body, slackMaxSection))})
+		blocks = append(blocks, slackBlock{Type: "section", Text: plain(body, slackMaxSection)})
 	}
 	if facts := requestFacts(m); facts != "" {
-		blocks = append(blocks, slackBlock{Type: "context", Elements: []any{plain(facts)}})
+		blocks = append(blocks, slackBlock{Type: "context", Elements: []any{plain(facts, slackMaxSection)}})
 	}
 	var buttons []any
 	var links []string
@@ -96,7 +98,7 @@ func slackPayload(m Message) slackMessage {
 			label := consumer.Line(answerLabel(a))
 			buttons = append(buttons, slackButton{
 				Type:     "button",
-				Text:     *plain(truncate(label, slackMaxButton)),
+				Text:     *plain(label, slackMaxButton),
 				URL:      a.URL,
 				ActionID: fmt.Sprintf("aep-answer-%d", i),
 			})
@@ -104,7 +106,7 @@ func slackPayload(m Message) slackMessage {
 		}
 	}
 	if m.Open != "" {
-		buttons = append(buttons, slackButton{Type: "button", Text: *plain("Open"), URL: m.Open, ActionID: "aep-open"})
+		buttons = append(buttons, slackButton{Type: "button", Text: *plain("Open", slackMaxButton), URL: m.Open, ActionID: "aep-open"})
 		links = append(links, chatLink(m.Open, "Open"))
 	}
 	if len(buttons) > 0 {
@@ -133,12 +135,21 @@ func requestFacts(m Message) string {
 	if !m.Deadline.IsZero() && m.Kind == KindRequest {
 		parts = append(parts, "runs anyway at "+m.Deadline.UTC().Format(time.TimeOnly)+" UTC")
 	}
-	return truncate(strings.Join(parts, " · "), slackMaxSection)
+	return strings.Join(parts, " · ")
 }
 
-// plain is a plain_text object with Slack's control characters escaped.
-func plain(s string) *slackText {
-	return &slackText{Type: "plain_text", Text: escapeSlack(s)}
+// plain is a plain_text object with Slack's control characters escaped,
+// at most limit bytes long once escaped (an entity is never cut).
+func plain(s string, limit int) *slackText {
+	var b strings.Builder
+	for _, r := range s {
+		e := escapeSlack(string(r))
+		if b.Len()+len(e) > limit {
+			break
+		}
+		b.WriteString(e)
+	}
+	return &slackText{Type: "plain_text", Text: b.String()}
 }
 
 // escapeSlack escapes the three characters Slack parses in every text

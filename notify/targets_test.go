@@ -573,3 +573,22 @@ func TestWebhookBodyDocumented(t *testing.T) {
 		t.Errorf("README documents %v, the body has %v", documented, sent)
 	}
 }
+
+// Slack refuses blocks over its limits or with empty text: a long title of
+// characters Slack escapes stays within the header's 150 once escaped, and
+// a message without a title has no header.
+func TestSlackLimits(t *testing.T) {
+	m := request()
+	m.Title = strings.Repeat("<&>", 100)
+	v := slackPayload(m)
+	h := v.Blocks[0].Text.Text
+	if v.Blocks[0].Type != "header" || len(h) > slackMaxHeader || len(h) < slackMaxHeader-5 || !strings.HasSuffix(h, ";") {
+		t.Errorf("header %q (%d bytes)", h, len(h))
+	}
+	m.Title, m.Body = "", ""
+	for _, b := range slackPayload(m).Blocks {
+		if b.Type == "header" || b.Type == "section" {
+			t.Errorf("a %s block with empty text", b.Type)
+		}
+	}
+}
