@@ -105,6 +105,20 @@ func (f *Fold) Add(ev *aep.Event) bool {
 	return true
 }
 
+// Forget drops a session and what the fold holds of it, so a consumer
+// that runs for long (the relay's notifier) stays bounded; its events,
+// seen again, fold in anew.
+func (f *Fold) Forget(session string) {
+	l := f.lanes[session]
+	if l == nil {
+		return
+	}
+	for _, rec := range l.records {
+		delete(f.seen, rec.ev.Source+"\n"+rec.ev.ID)
+	}
+	delete(f.lanes, session)
+}
+
 func (l *lane) add(rec *record) {
 	if prev := l.byID[rec.ev.ID]; prev == nil || !rec.seqless {
 		l.byID[rec.ev.ID] = rec

@@ -1,0 +1,150 @@
+package notify
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
+)
+
+// Lengths of what a notification says.
+const (
+	titleRunes = 80
+	bodyRunes  = 240
+)
+
+// compose is the message about one waiting request for r, said within r's
+// ceiling, with answer links minted for r; false when the fold no longer
+// holds it.
+func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bool) {
+	s, req := n.request(r.ceiling, t.session, t.id)
+	if req == nil {
+		return Message{}, false
+	}
+	tool := toolOf(s.Event(t.id))
+	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
+	m := Message{
+		Kind: KindRequest, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
+		Deadline: req.Deadline, Open: n.openURL(t.session, t.id),
+	}
+	m.Title = clip(firstOf(tool, "A request")+" waits for you", titleRunes)
+	var body []string
+	if p := consumer.Line(strings.Join(strings.Fields(req.Prompt), " ")); p != "" {
+		body = append(body, p)
+	}
+	facts := []string{label}
+	if !req.Deadline.IsZero() {
+		facts = append(facts, req.Countdown(now))
+	}
+	body = append(body, strings.Join(facts, " · "))
+	m.Body = clip(strings.Join(body, "\n"), bodyRunes)
+	if req.Answerable() {
+		exp := req.Deadline
+		if exp.IsZero() {
+			exp = now.Add(DefaultTokenTTL)
+		}
+		for _, o := range req.Options {
+			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.by, Surface: r.surface, Expires: exp.Unix()})
+			if err != nil {
+				n.log.Warn("answer link not made", "err", err)
+				continue
+			}
+			m.Answers = append(m.Answers, Answer{Option: o.ID, Label: optionLabel(o), URL: n.link(relay.AnswerPath + tok)})
+		}
+	}
+	return m, true
+}
+
+// composeDigest is one message about several waiting requests.
+func (n *Notifier) composeDigest(r *recipient, ts []*tracked, tag string, now time.Time) Message {
+	sessions := map[string]bool{}
+	labels := n.feed.fold(r.ceiling).Labels()
+	var lines []string
+	for _, t := range ts {
+		sessions[t.session] = true
+		s, _ := n.request(r.ceiling, t.session, t.id)
+		tool := ""
+		if s != nil {
+			tool = toolOf(s.Event(t.id))
+		}
+		lines = append(lines, labels[t.session].String()+": "+firstOf(tool, "a request"))
+	}
+	title := fmt.Sprintf("%d sessions need you", len(sessions))
+	if len(sessions) == 1 {
+		title = fmt.Sprintf("%d requests need you", len(ts))
+	}
+	return Message{Kind: KindDigest, Tag: tag, Title: title, Body: clip(strings.Join(lines, "\n"), bodyRunes), Open: n.openURL("", "")}
+}
+
+// composeUpdate replaces a request's notification once it is over.
+func (n *Notifier) composeUpdate(r *recipient, t *tracked, now time.Time) (Message, bool) {
+	s, req := n.request(r.ceiling, t.session, t.id)
+	if req == nil {
+		return Message{}, false
+	}
+	tool := toolOf(s.Event(t.id))
+	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
+	why := req.Closed(now)
+	switch why {
+	case "":
+		why = "no longer waits" // withdrawn from here (not answerable)
+	case "answered":
+		why = "answered"
+		if req.Answered != nil && req.Answered.By != "" {
+			why += " by " + consumer.Who(req.Answered.By)
+		} else if req.Rule != "" {
+			why += " by rule " + req.Rule
+		}
+	}
+	return Message{
+		Kind: KindUpdate, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
+		Title: clip(firstOf(tool, "The request")+": "+why, titleRunes), Body: clip(label, bodyRunes),
+		Open: n.openURL(t.session, t.id),
+	}, true
+}
+
+// toolOf is the tool a request asks about (data.tool.name, else subject).
+func toolOf(ev *aep.Event) string {
+	if ev == nil {
+		return ""
+	}
+	data, _ := ev.DataMap()
+	if t, ok := data["tool"].(map[string]any); ok {
+		if name, _ := t["name"].(string); name != "" {
+			return consumer.Line(name)
+		}
+	}
+	return consumer.Line(ev.Subject)
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// clip cuts s to n runes, ending in an ellipsis when cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// optionLabel is the words on an option's button: its label, or (at a
+// ceiling that reduced the label to the id) the id capitalized.
+func optionLabel(o consumer.Option) string {
+	if l := consumer.Line(o.Label); l != "" && l != o.ID {
+		return l
+	}
+	id := consumer.Line(o.ID)
+	r, size := utf8.DecodeRuneInString(id)
+	return string(unicode.ToUpper(r)) + id[size:]
+}

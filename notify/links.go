@@ -1,0 +1,195 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+)
+
+// Answer link refusals, the code of their JSON bodies.
+const (
+	CodeAnswerUsed    = "answer-used"
+	CodeAnswerExpired = "answer-expired"
+	CodeAnswerUnknown = "answer-unknown"
+	CodeAnswerFailed  = "answer-undelivered"
+	// respondTimeout bounds handing an answer to the relay.
+	respondTimeout = 10 * time.Second
+)
+
+// answerPageCSP lets the confirmation page show itself and post its form
+// to itself, and nothing else: no script, no frame, no other origin.
+const answerPageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// AnswerLinks serves the answer links: a GET shows what the link answers
+// with a button that POSTs it (a chat app fetching the link to preview it
+// answers nothing); a POST answers, once.
+func (n *Notifier) AnswerLinks() http.Handler {
+	return http.HandlerFunc(n.serveAnswer)
+}
+
+// answerBody is a POST's JSON answer.
+type answerBody struct {
+	Answered bool   `json:"answered"`
+	Option   string `json:"option,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Request  string `json:"request,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+func (n *Notifier) serveAnswer(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	tok := strings.TrimPrefix(r.URL.Path, relay.AnswerPath)
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		n.confirmPage(w, tok)
+	case http.MethodPost:
+		n.answer(w, r, tok)
+	default:
+		h.Set("Allow", "GET, HEAD, POST")
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "an answer link takes GET (to confirm) or POST (to answer)")
+	}
+}
+
+// check reads a link's token and says whether it may still answer: the
+// claims, or the refusal's status, code and words.
+func (n *Notifier) check(tok string, now time.Time) (Claims, int, string, string) {
+	c, err := n.signer.Check(tok, now)
+	switch {
+	case errors.Is(err, ErrTokenUsed):
+		return c, http.StatusConflict, CodeAnswerUsed, "This answer link was used already: the request was answered from it."
+	case errors.Is(err, ErrTokenExpired):
+		return c, http.StatusGone, CodeAnswerExpired, "This answer link has expired: the request's time to answer is over."
+	case err != nil:
+		return c, http.StatusNotFound, CodeAnswerUnknown, "This is not an answer link this relay made (or it was copied incompletely)."
+	}
+	n.mu.Lock()
+	_, req := n.request(DefaultCapture, c.Session, c.Request)
+	closed := ""
+	if req != nil {
+		closed = req.Closed(now)
+	}
+	n.mu.Unlock()
+	if closed != "" {
+		return c, http.StatusGone, CodeAnswerExpired, "This request no longer waits (" + closed + "): there is nothing left to answer."
+	}
+	return c, 0, "", ""
+}
+
+func (n *Notifier) answer(w http.ResponseWriter, r *http.Request, tok string) {
+	html := wantsHTML(r)
+	now := time.Now()
+	c, status, code, words := n.check(tok, now)
+	if status == 0 {
+		status, code, words = n.deliver(r.Context(), c, now)
+	}
+	if status != http.StatusOK {
+		if html {
+			n.page(w, status, pageData{Title: "Not answered", Words: words})
+			return
+		}
+		httpguard.WriteJSON(w, status, answerBody{Code: code, Error: code, Detail: words})
+		return
+	}
+	if html {
+		n.page(w, status, pageData{Title: "Answered", Words: "Answered " + n.optionWords(c) + ". You can close this page."})
+		return
+	}
+	httpguard.WriteJSON(w, http.StatusOK, answerBody{Answered: true, Option: c.Option, Session: c.Session, Request: c.Request})
+}
+
+// deliver spends the token and answers through the relay.
+func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, string, string) {
+	ref := n.relay.Load()
+	if ref == nil {
+		return http.StatusServiceUnavailable, CodeAnswerFailed, "The relay is still starting; try again in a moment."
+	}
+	if err := n.signer.Use(c, now); errors.Is(err, ErrTokenUsed) {
+		return http.StatusConflict, CodeAnswerUsed, "This answer link was used already: the request was answered from it."
+	} else if err != nil {
+		n.log.Warn("answer link not spent: not answering", "err", err)
+		return http.StatusInternalServerError, CodeAnswerFailed, "The relay could not record the use of this link, so it did not answer."
+	}
+	ctx, cancel := context.WithTimeout(ctx, respondTimeout)
+	defer cancel()
+	err := ref.Respond(ctx, c.By, c.Surface, c.Session, c.Request, c.Option)
+	var re *relay.RespondError
+	switch {
+	case err == nil:
+		n.log.Info("answered from a link", "session", c.Session, "request", c.Request, "option", c.Option, "by", c.By, "surface", c.Surface)
+		return http.StatusOK, "", ""
+	case errors.As(err, &re) && re.Code == wire.CodeNoRoute:
+		// Nobody holds the session any more: the request is over.
+		return http.StatusGone, CodeAnswerExpired, "This request no longer waits: its session is not connected to the relay."
+	}
+	n.signer.Unuse(c)
+	n.log.Warn("answer from a link not delivered", "session", c.Session, "request", c.Request, "err", err)
+	return http.StatusServiceUnavailable, CodeAnswerFailed, "The answer could not be delivered (" + err.Error() + "); the link still works, try again."
+}
+
+// optionWords names a token's option as the request labels it.
+func (n *Notifier) optionWords(c Claims) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, req := n.request(DefaultCapture, c.Session, c.Request); req != nil {
+		for _, o := range req.Options {
+			if o.ID == c.Option {
+				return "“" + optionLabel(o) + "”"
+			}
+		}
+	}
+	return "“" + c.Option + "”"
+}
+
+// confirmPage is a GET's answer: what the link would answer, and the
+// button that does; or why it no longer can.
+func (n *Notifier) confirmPage(w http.ResponseWriter, tok string) {
+	now := time.Now()
+	c, status, _, words := n.check(tok, now)
+	if status != 0 {
+		n.page(w, status, pageData{Title: "This link cannot answer", Words: words})
+		return
+	}
+	what := "a request"
+	n.mu.Lock()
+	if s, req := n.request(DefaultCapture, c.Session, c.Request); req != nil {
+		what = firstOf(toolOf(s.Event(c.Request)), "a request") + " in " + n.feed.fold(DefaultCapture).Labels()[c.Session].String()
+	}
+	n.mu.Unlock()
+	n.page(w, http.StatusOK, pageData{Title: "Answer " + n.optionWords(c) + "?", Words: "This answers " + what + " with " + n.optionWords(c) + ". Nothing is answered until you press the button.", Button: "Answer " + n.optionWords(c)})
+}
+
+type pageData struct{ Title, Words, Button string }
+
+var answerPage = template.Must(template.New("answer").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>{{.Title}} · aep-kimi</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:2rem auto;padding:0 1rem}button{font:inherit;padding:.6rem 1.2rem}</style>
+</head><body><h1>{{.Title}}</h1><p>{{.Words}}</p>
+{{if .Button}}<form method="post"><button type="submit">{{.Button}}</button></form>{{end}}
+</body></html>
+`))
+
+func (n *Notifier) page(w http.ResponseWriter, status int, d pageData) {
+	w.Header().Set("Content-Security-Policy", answerPageCSP)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_ = answerPage.Execute(w, d) // the client went away: nothing to do
+}
+
+// wantsHTML tells the confirmation page's form (a browser navigating)
+// from a program posting (a service worker, ntfy, a chat's button).
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html") || r.Header.Get("Content-Type") == "application/x-www-form-urlencoded"
+}

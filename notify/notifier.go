@@ -1,0 +1,227 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+)
+
+// Defaults and bounds of the notifier.
+const (
+	// CoalesceWindow: requests that come due within it of a notification
+	// become one digest ("3 sessions need you") rather than one each.
+	CoalesceWindow = 3 * time.Second
+	// settle is the least wait before a request is notified: a rule's
+	// answer is admitted in the same batch as the request, and the feed
+	// must have seen it before anything is sent.
+	settle = 150 * time.Millisecond
+	// tick paces the checks of what is due.
+	tick = 50 * time.Millisecond
+	// FeedQueue bounds the stream events waiting for the notifier; past it
+	// they are dropped (counted, logged), never held against the relay.
+	FeedQueue = 4096
+	// MaxSessions bounds the sessions the notifier's fold keeps.
+	MaxSessions = 2048
+	// OwnerName is the person answers from --notify targets are
+	// attributed to: the relay's owner, whose token configured them.
+	OwnerName = "owner"
+	// Surfaces: the agent of the command an answer link sends.
+	SurfaceLink = "aep-kimi-link" // a webhook's, ntfy's or chat's link
+	SurfacePush = "aep-kimi-push" // a phone's notification action
+	// routerAgent is the agent of the attention.routed events the
+	// notifier emits (AEP-0002 §7.3: the router's own identity).
+	routerAgent = "aep-kimi-notify"
+	// DefaultCapture is the most a notification says (AEP capture level)
+	// unless its recipient may see more.
+	DefaultCapture = aep.CaptureMetadata
+)
+
+// Relay is what the notifier needs of the relay it serves.
+type Relay interface {
+	// Respond answers a held request (relay.Server.Respond).
+	Respond(ctx context.Context, by, surface, session, request, option string) error
+	// Backend is the relay's store, followed in process and written to
+	// with attention.routed.
+	Backend() relay.Backend
+}
+
+// Config configures a Notifier. Zero values take the defaults.
+type Config struct {
+	// Home is the AEP home: the answer link key, the used links, the Web
+	// Push keys and subscriptions live there.
+	Home string
+	// PublicURL is the base of every link sent (scheme, host, optional
+	// path prefix): what a phone or a chat reaches the relay at.
+	PublicURL string
+	// After waits this long after a request before notifying, and sends
+	// nothing when somebody answered by then (--notify-after).
+	After time.Duration
+	// Targets are the --notify targets; their answers are the owner's.
+	Targets []Target
+	// Window is the coalescing window (default CoalesceWindow).
+	Window time.Duration
+	// Capture is the most the targets are told (default metadata).
+	Capture aep.Capture
+	// Logger receives the notifier's logs; nil discards them.
+	Logger *slog.Logger
+	// Signer overrides the answer link key under Home (tests).
+	Signer *Signer
+}
+
+// Notifier reaches people when requests wait: it follows the relay's
+// stream, decides what deserves a notification, sends it to every target
+// and device through their queues, serves the answer links and records
+// each delivery on the stream as attention.routed.
+type Notifier struct {
+	cfg    Config
+	log    *slog.Logger
+	met    *Metrics
+	signer *Signer
+	base   *url.URL
+	source string // the attention.routed events' source
+
+	relay atomic.Pointer[relayRef]
+
+	// targets are the --notify recipients, fixed at start.
+	targets []*recipient
+
+	feed feed // the stream's state, guarded by mu
+	mu   sync.Mutex
+}
+
+type relayRef struct{ Relay }
+
+// recipient is one place notifications go: a --notify target or a device.
+type recipient struct {
+	q       *Queue
+	by      string      // the person its answers are attributed to
+	surface string      // the surface its answers come from
+	ceiling aep.Capture // the most it is told
+	to, via string      // how attention.routed names it
+}
+
+// New builds a notifier; Run starts it on the relay.
+func New(cfg Config) (*Notifier, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.After < 0 {
+		return nil, fmt.Errorf("notify: --notify-after %v is negative", cfg.After)
+	}
+	if cfg.Window < 0 {
+		return nil, fmt.Errorf("notify: coalescing window %v is negative", cfg.Window)
+	}
+	defaults.Set(&cfg.Window, CoalesceWindow)
+	if cfg.Capture == 0 {
+		cfg.Capture = DefaultCapture
+	}
+	base, err := ParsePublicURL(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	n := &Notifier{cfg: cfg, log: cfg.Logger, met: NewMetrics(), base: base, signer: cfg.Signer}
+	if n.signer == nil {
+		if n.signer, err = OpenSigner(cfg.Home); err != nil {
+			return nil, err
+		}
+	}
+	host, _ := os.Hostname()
+	n.source = aep.AgentSourceURI(host, routerAgent)
+	for _, t := range cfg.Targets {
+		kind, _, _ := strings.Cut(t.Name(), ":")
+		n.targets = append(n.targets, &recipient{
+			q: NewQueue(t, kind, n.met, n.log), by: OwnerName, surface: SurfaceLink,
+			ceiling: cfg.Capture, to: t.Name(), via: kind,
+		})
+	}
+	n.feed.init()
+	return n, nil
+}
+
+// ParsePublicURL checks a --public-url: absolute http(s), no query or
+// fragment; its path is a prefix every link starts with.
+func ParsePublicURL(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("notify: --public-url %q: want an absolute http or https URL such as https://relay.example.org", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// Collectors are the notifier's metrics.
+func (n *Notifier) Collectors() []prometheus.Collector {
+	return append(n.met.Collectors(), n.feed.dropped)
+}
+
+// link is the absolute URL of path under the public URL.
+func (n *Notifier) link(path string) string {
+	u := *n.base
+	u.Path += path
+	return u.String()
+}
+
+// openURL is the page at one request.
+func (n *Notifier) openURL(session, request string) string {
+	u := *n.base
+	u.Path += "/"
+	if session != "" {
+		u.RawQuery = url.Values{"session": {session}, "request": {request}}.Encode()
+	}
+	return u.String()
+}
+
+// Run follows the relay's stream and delivers until ctx ends.
+func (n *Notifier) Run(ctx context.Context, r Relay) error {
+	n.relay.Store(&relayRef{r})
+	g, ctx := errgroup.WithContext(ctx)
+	for _, t := range n.targets {
+		g.Go(func() error { return t.q.Run(ctx) })
+	}
+	sub := &feedSub{ch: make(chan *relay.Message, FeedQueue), dropped: n.feed.dropped, log: n.log}
+	filter, err := aep.ParseFilter([]byte(FeedFilter))
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	cancel, err := r.Backend().Subscribe(relay.SubscribeRequest{Filter: filter}, sub)
+	if err != nil {
+		return fmt.Errorf("notify: follow the relay: %w", err)
+	}
+	defer cancel()
+	g.Go(func() error { return n.follow(ctx, sub.ch) })
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// recipients is everyone a notification goes to now.
+func (n *Notifier) recipients() []*recipient {
+	return n.targets
+}
+
+// API serves the notification API (Web Push subscriptions).
+func (n *Notifier) API() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such notification endpoint")
+	})
+}

@@ -1,0 +1,428 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
+	"github.com/aep-kimi/aep-kimi/rules"
+)
+
+const testToken = "notify-test-token-0123456789"
+
+// recorder is a Target keeping what it was sent.
+type recorder struct {
+	name string
+	mu   sync.Mutex
+	msgs []notify.Message
+	hold chan struct{} // when set, Send waits on it (a slow receiver)
+}
+
+func (r *recorder) Name() string { return r.name }
+
+func (r *recorder) Send(ctx context.Context, m notify.Message) error {
+	if r.hold != nil {
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	r.msgs = append(r.msgs, m)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) got() []notify.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]notify.Message(nil), r.msgs...)
+}
+
+// stage is a real relay with a notifier, and an emitter claiming sessions
+// that hears the commands routed to it.
+type stage struct {
+	url  string
+	srv  *relay.Server
+	n    *notify.Notifier
+	em   *client.Emitter
+	cmds chan *aep.Event
+	seq  map[string]int64
+}
+
+func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	cfg.PublicURL = base
+	if cfg.Home == "" {
+		cfg.Home = t.TempDir()
+	}
+	n, err := notify.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := relay.NewServer(relay.Config{Token: testToken, Notify: n, Rules: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ctx, ln) })
+	wg.Go(func() {
+		if err := n.Run(ctx, srv); err != nil {
+			t.Errorf("notifier: %v", err)
+		}
+	})
+	st := &stage{url: base, srv: srv, n: n, cmds: make(chan *aep.Event, 16), seq: map[string]int64{}}
+	st.em, err = client.NewEmitter(client.EmitterConfig{URL: base, Token: testToken, Agent: "kimi-code", Instance: "kimi-code/test",
+		Control:   &wire.Control{Accepts: []string{"control.attention.respond"}, AckWindowMS: 10000},
+		OnCommand: func(_ context.Context, ev *aep.Event) { st.cmds <- ev }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { _ = st.em.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return st
+}
+
+func (st *stage) publish(t *testing.T, session, typ, subject string, data map[string]any, capture aep.Capture) *aep.Event {
+	t.Helper()
+	seq := st.seq[session]
+	st.seq[session] = seq + 1
+	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject, Time: aep.FormatTime(time.Now()),
+		Source: "aep://test/agent/kimi-code/session/" + session, Agent: "kimi-code", Session: session,
+		Seq: aep.Int64(seq), Epoch: aep.Int64(1), Capture: capture.String()}
+	if data != nil {
+		if err := ev.SetData(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.em.Publish(ev)
+	return ev
+}
+
+func (st *stage) start(t *testing.T, session string) {
+	st.publish(t, session, "session.started", "", map[string]any{"cwd": "/home/alice/acme-shop"}, aep.CaptureRedacted)
+}
+
+// ask raises a permission request for Bash with args, answered allow or
+// deny, expiring after ttl.
+func (st *stage) ask(t *testing.T, session, args string, ttl time.Duration) *aep.Event {
+	return st.publish(t, session, "attention.requested", "Bash", map[string]any{
+		"kind": "permission", "prompt": "Kimi wants to use Bash: " + args,
+		"options":    []any{map[string]any{"id": "allow", "label": "Allow"}, map[string]any{"id": "deny", "label": "Deny"}},
+		"expires_at": aep.FormatTime(time.Now().Add(ttl)), mapping.DataOnExpiry: mapping.OnExpiryAllow,
+		"tool": map[string]any{"name": "Bash"},
+	}, aep.CaptureRedacted)
+}
+
+func (st *stage) resolve(t *testing.T, session string, req *aep.Event, resolution string) {
+	ev := st.publish(t, session, "attention.resolved", req.ID, map[string]any{"resolution": resolution}, aep.CaptureMetadata)
+	_ = ev
+}
+
+func waitMsgs(t *testing.T, r *recorder, n int, within time.Duration) []notify.Message {
+	t.Helper()
+	poll.Must(t, within, fmt.Sprintf("%d messages at %s", n, r.name), func() bool { return len(r.got()) >= n })
+	return r.got()
+}
+
+func post(t *testing.T, link string, hdr map[string]string) (int, map[string]any, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, link, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, string(b)
+}
+
+func get(t *testing.T, link string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func answerURL(t *testing.T, m notify.Message, option string) string {
+	t.Helper()
+	for _, a := range m.Answers {
+		if a.Option == option {
+			return a.URL
+		}
+	}
+	t.Fatalf("message %+v has no answer %q", m, option)
+	return ""
+}
+
+func noCommand(t *testing.T, st *stage, d time.Duration) {
+	t.Helper()
+	select {
+	case c := <-st.cmds:
+		t.Fatalf("unexpected command %s %s", c.Type, c.Data)
+	case <-time.After(d):
+	}
+}
+
+// The request reaches the target with its answer links; a GET answers
+// nothing; a POST answers once, attributed; the stream records the
+// delivery; the resolution replaces the notification.
+func TestNotifyAnswerLink(t *testing.T) {
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	st.start(t, "s1")
+	sent := time.Now()
+	req := st.ask(t, "s1", "rm -rf build", time.Minute)
+	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
+	t.Logf("delivered in %v", time.Since(sent))
+	if m.Kind != notify.KindRequest || m.Session != "s1" || m.Request != req.ID || m.Tool != "Bash" || len(m.Answers) != 2 {
+		t.Fatalf("message: %+v", m)
+	}
+	if !strings.Contains(m.Body, "runs anyway in") || strings.Contains(m.Body+m.Title, "rm -rf") {
+		t.Errorf("body %q: want the countdown, and no argument text at the metadata ceiling", m.Body)
+	}
+	if !strings.HasPrefix(m.Open, st.url+"/?") || !strings.Contains(m.Open, url.QueryEscape(req.ID)) {
+		t.Errorf("open %q", m.Open)
+	}
+	deny := answerURL(t, m, "deny")
+	if !strings.HasPrefix(deny, st.url+relay.AnswerPath) {
+		t.Fatalf("deny link %q is not absolute under %s", deny, st.url)
+	}
+
+	resp, body := get(t, deny)
+	if resp.StatusCode != 200 || !strings.Contains(body, "<form method=\"post\">") || !strings.Contains(body, "Deny") {
+		t.Fatalf("GET: %d %s", resp.StatusCode, body)
+	}
+	for k, want := range map[string]string{"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"} {
+		if resp.Header.Get(k) != want {
+			t.Errorf("GET %s = %q, want %q", k, resp.Header.Get(k), want)
+		}
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("GET CSP = %q", csp)
+	}
+	noCommand(t, st, 300*time.Millisecond)
+
+	status, js, raw := post(t, deny, nil)
+	if status != 200 || js["answered"] != true || js["option"] != "deny" || js["session"] != "s1" || js["request"] != req.ID {
+		t.Fatalf("POST: %d %s", status, raw)
+	}
+	select {
+	case c := <-st.cmds:
+		data, _ := c.DataMap()
+		ans, _ := data["answer"].(map[string]any)
+		var by string
+		_ = json.Unmarshal(c.Ext[relay.ByAttr], &by)
+		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != notify.SurfaceLink || by != notify.OwnerName {
+			t.Fatalf("command: %s %s agent %s by %q", c.Type, c.Data, c.Agent, by)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the claimant got no command")
+	}
+	status, js, raw = post(t, deny, nil)
+	if status != http.StatusConflict || js["code"] != notify.CodeAnswerUsed {
+		t.Fatalf("second POST: %d %s", status, raw)
+	}
+	status, _, raw = post(t, answerURL(t, m, "allow"), map[string]string{"Accept": "text/html"})
+	if status != http.StatusOK && status != http.StatusGone {
+		t.Fatalf("the other option's link: %d %s", status, raw)
+	}
+	<-st.cmds // the allow went through: the emitter has not resolved yet
+	if status, js, _ := post(t, st.url+relay.AnswerPath+"bogus.token", nil); status != 404 || js["code"] != notify.CodeAnswerUnknown {
+		t.Errorf("unknown token: %d %v", status, js)
+	}
+	if resp, body := get(t, deny); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "used already") {
+		t.Errorf("GET on a used link: %d %s", resp.StatusCode, body)
+	}
+
+	// The delivery is on the record.
+	routed := readSession(t, st, "s1", "attention.routed")
+	if len(routed) != 1 {
+		t.Fatalf("attention.routed: %d events, want 1", len(routed))
+	}
+	r := routed[0]
+	rd, _ := r.DataMap()
+	if r.Subject != req.ID || r.Seq != nil || rd["to"] != rec.name || rd["via"] != "webhook" || aep.Validate(r) != nil {
+		t.Errorf("attention.routed: %+v %s (%v)", r, r.Data, aep.Validate(r))
+	}
+
+	// Resolved: the notification is replaced, same tag, no answers.
+	st.resolve(t, "s1", req, "answered")
+	u := waitMsgs(t, rec, 2, 2*time.Second)[1]
+	if u.Kind != notify.KindUpdate || u.Tag != m.Tag || len(u.Answers) != 0 {
+		t.Fatalf("update: %+v", u)
+	}
+	if status, js, _ := post(t, answerURL(t, m, "allow"), nil); status != http.StatusConflict && status != http.StatusGone {
+		t.Errorf("link after resolution: %d %v", status, js)
+	}
+}
+
+// readSession reads the session's history of one type from the relay.
+func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
+	t.Helper()
+	var out []*aep.Event
+	poll.Until(2*time.Second, func() bool {
+		out = nil
+		q := url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"` + session + `","type":"` + typ + `"}`}}
+		req, _ := http.NewRequest(http.MethodGet, st.url+"/stream?"+q.Encode(), nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		r := client.NewSSEReader(resp.Body, 0)
+		for {
+			it, err := r.Next()
+			if err != nil {
+				break
+			}
+			if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil && !it.IsComment {
+				out = append(out, ev)
+			}
+		}
+		return len(out) > 0
+	})
+	return out
+}
+
+// A request past its deadline is refused with 410, and a link to a
+// request the notifier never saw, past its expiry, too.
+func TestNotifyExpired(t *testing.T) {
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	st.start(t, "s2")
+	st.ask(t, "s2", "ls", 1200*time.Millisecond)
+	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
+	time.Sleep(time.Until(m.Deadline) + 100*time.Millisecond)
+	status, js, raw := post(t, answerURL(t, m, "allow"), nil)
+	if status != http.StatusGone || js["code"] != notify.CodeAnswerExpired {
+		t.Fatalf("expired: %d %s", status, raw)
+	}
+	if resp, body := get(t, answerURL(t, m, "deny")); resp.StatusCode != http.StatusGone || !strings.Contains(body, "expired") {
+		t.Errorf("GET expired: %d %s", resp.StatusCode, body)
+	}
+	noCommand(t, st, 100*time.Millisecond)
+}
+
+// A request a rule answers sends nothing.
+func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
+	book := rules.Open(rules.Config{Path: filepath.Join(t.TempDir(), rules.FileName)})
+	if _, err := book.Add(rules.Rule{ID: "ls-ok", Effect: rules.Allow, Tool: "Bash", Args: "ls *"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, book)
+	st.start(t, "s3")
+	st.ask(t, "s3", "ls -la", time.Minute)
+	select {
+	case c := <-st.cmds:
+		if c.Agent != rules.AgentPrefix+"ls-ok" {
+			t.Fatalf("command from %s, want the rule", c.Agent)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the rule did not answer")
+	}
+	// A request no rule answers is notified: the feed is live.
+	st.ask(t, "s3", "make deploy", time.Minute)
+	waitMsgs(t, rec, 1, 2*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if msgs := rec.got(); len(msgs) != 1 || !strings.Contains(msgs[0].Title, "Bash") {
+		t.Fatalf("messages: %+v; want only the request no rule answered", msgs)
+	}
+}
+
+// --notify-after: a request answered before it passes sends nothing; one
+// still waiting then is sent.
+func TestNotifyAfter(t *testing.T) {
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, After: 700 * time.Millisecond}, nil)
+	st.start(t, "s4")
+	first := st.ask(t, "s4", "ls", time.Minute)
+	time.Sleep(200 * time.Millisecond)
+	st.resolve(t, "s4", first, "answered")
+	time.Sleep(900 * time.Millisecond)
+	if got := rec.got(); len(got) != 0 {
+		t.Fatalf("sent %+v for a request answered in time", got)
+	}
+	start := time.Now()
+	st.ask(t, "s4", "make", time.Minute)
+	waitMsgs(t, rec, 1, 2*time.Second)
+	if d := time.Since(start); d < 700*time.Millisecond {
+		t.Errorf("sent after %v, before --notify-after", d)
+	}
+}
+
+// Requests coming due within the coalescing window of a notification go
+// out as one digest.
+func TestNotifyDigest(t *testing.T) {
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Window: time.Second}, nil)
+	for _, s := range []string{"d1", "d2", "d3", "d4"} {
+		st.start(t, s)
+	}
+	st.ask(t, "d1", "ls", time.Minute)
+	waitMsgs(t, rec, 1, 2*time.Second)
+	for _, s := range []string{"d2", "d3", "d4"} {
+		st.ask(t, s, "ls", time.Minute)
+	}
+	waitMsgs(t, rec, 2, 3*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	msgs := rec.got()
+	if len(msgs) != 2 || msgs[1].Kind != notify.KindDigest || msgs[1].Title != "3 sessions need you" {
+		t.Fatalf("messages: %+v", msgs)
+	}
+}
+
+// A receiver that never answers holds nothing up: the relay takes events
+// and other targets get theirs.
+func TestNotifySlowTargetNeverBlocks(t *testing.T) {
+	slow := &recorder{name: "webhook:slow.test", hold: make(chan struct{})}
+	defer close(slow.hold)
+	fast := &recorder{name: "webhook:fast.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{slow, fast}}, nil)
+	for i := range notify.QueueSize + 10 {
+		s := fmt.Sprintf("slow-%d", i)
+		st.start(t, s)
+		st.ask(t, s, "ls", time.Minute)
+	}
+	start := time.Now()
+	st.start(t, "after")
+	waitMsgs(t, fast, 1, 2*time.Second)
+	readSession(t, st, "after", "session.started")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("ingest took %v behind a stalled target", d)
+	}
+}
