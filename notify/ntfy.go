@@ -161,10 +161,13 @@ func ntfyActions(m Message) []ntfyAction {
 }
 
 // answerLabel is the words on an answer's button: its label, else its
-// option.
+// option, else a word (ntfy and Slack refuse a button without text).
 func answerLabel(a Answer) string {
-	if a.Label != "" {
+	switch {
+	case strings.TrimSpace(a.Label) != "":
 		return a.Label
+	case strings.TrimSpace(a.Option) != "":
+		return a.Option
 	}
-	return a.Option
+	return "Answer"
 }

@@ -119,6 +119,9 @@ func slackPayload(m Message) slackMessage {
 	if len(links) > 0 {
 		text += "\n" + strings.Join(links, " · ")
 	}
+	if strings.TrimSpace(text) == "" {
+		text = "aep-kimi" // Slack refuses a message without text
+	}
 	return slackMessage{Text: truncate(text, slackMaxText), Blocks: blocks}
 }
 

@@ -585,7 +585,14 @@ func TestSlackLimits(t *testing.T) {
 	if v.Blocks[0].Type != "header" || len(h) > slackMaxHeader || len(h) < slackMaxHeader-5 || !strings.HasSuffix(h, ";") {
 		t.Errorf("header %q (%d bytes)", h, len(h))
 	}
-	m.Title, m.Body = "", ""
+	m.Title, m.Body, m.Answers, m.Open, m.Label, m.Tool, m.Deadline = "", "", nil, "", "", "", time.Time{}
+	if v := slackPayload(m); v.Text == "" || len(v.Blocks) != 0 {
+		t.Errorf("an empty message: text %q, blocks %v", v.Text, v.Blocks)
+	}
+	m.Answers = []Answer{{Option: " ", URL: "https://r.example/a"}}
+	if got := ntfyActions(m)[0].Label; got != "Answer" {
+		t.Errorf("a button without label or option reads %q", got)
+	}
 	for _, b := range slackPayload(m).Blocks {
 		if b.Type == "header" || b.Type == "section" {
 			t.Errorf("a %s block with empty text", b.Type)
