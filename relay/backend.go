@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -174,6 +176,61 @@ type Message struct {
 	// JetStream stream sequence), 0 when the store keeps none. It is the
 	// store's arrival order, which is not (epoch, seq) order.
 	StoreSeq uint64
+	// down holds the message down-leveled to the ceilings below its own
+	// capture, each made once for every subscriber at that ceiling; nil
+	// until a subscriber below the message's capture reads it.
+	// (An atomic.Value, not an atomic.Pointer: copies of a Message, made
+	// before any subscriber reads it, stay plain struct copies.)
+	down atomic.Value // *downlevels
+}
+
+// downlevels is a message at each ceiling below full.
+type downlevels struct {
+	mu sync.Mutex
+	at [aep.CaptureFull]struct {
+		done bool
+		b    []byte
+		err  error
+	}
+}
+
+// downleveled is m's bytes down-leveled to ceiling (AEP-0001 §8.2), made
+// on the first call for that ceiling and shared by every later one.
+func (m *Message) downleveled(ceiling aep.Capture) ([]byte, error) {
+	ceiling = max(aep.CaptureNone, min(ceiling, aep.CaptureFull))
+	if ceiling == aep.CaptureFull {
+		return m.Raw, nil
+	}
+	d, _ := m.down.Load().(*downlevels)
+	if d == nil {
+		d = new(downlevels)
+		if !m.down.CompareAndSwap(nil, d) {
+			d = m.down.Load().(*downlevels)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	slot := &d.at[ceiling]
+	if !slot.done {
+		slot.b, slot.err = m.downlevel(ceiling)
+		slot.done = true
+	}
+	return slot.b, slot.err
+}
+
+func (m *Message) downlevel(ceiling aep.Capture) ([]byte, error) {
+	ev, err := m.Envelope()
+	if err != nil {
+		return nil, err
+	}
+	dl, err := aep.Downlevel(ev, ceiling)
+	if err != nil {
+		return nil, err
+	}
+	if dl == ev {
+		return m.Raw, nil
+	}
+	return dl.MarshalJSON()
 }
 
 // Envelope returns the parsed event, parsing Raw if needed. It caches the

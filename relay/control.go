@@ -163,6 +163,11 @@ func (s *Server) routeCommand(sender *wsConn, m *Message) {
 		refuse(wire.CodeUnauthorized, watchOnlyDetail)
 		return
 	}
+	m, err := stampBy(m, sender.adm.who.Name)
+	if err != nil {
+		refuse(wire.CodeInvalidEvent, err.Error())
+		return
+	}
 	if code, detail := s.route(m); code != "" {
 		refuse(code, detail)
 		return

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -56,8 +57,8 @@ func TestControlRouteForwardAndPersist(t *testing.T) {
 	cmd := command("control.cancel", "s-ctl", `{"scope":"session"}`)
 	sender.send(t, cmd)
 	got := tgt.eventFrames(t, 1)[0]
-	if string(got.raw) != string(line(t, cmd)) {
-		t.Fatalf("command not forwarded byte-identically:\n got %s\nwant %s", got.raw, line(t, cmd))
+	if string(got.raw) != string(stamped(t, cmd, access.OwnerName)) {
+		t.Fatalf("command not forwarded as sent, stamped with its sender:\n got %s\nwant %s", got.raw, stamped(t, cmd, access.OwnerName))
 	}
 	tgt.quiet(t, 100*time.Millisecond) // not a second copy through its own subscription
 	w := watcher.next(t, false)
@@ -65,7 +66,7 @@ func TestControlRouteForwardAndPersist(t *testing.T) {
 		t.Fatalf("watcher got event %q id %q; a command carries no resume position", w.Event, w.ID)
 	}
 	hist := sessionReplay(t, srv, "s-ctl")
-	if len(hist) != 2 || hist[1].Event != "control.cancel" || hist[1].Data != string(line(t, cmd)) {
+	if len(hist) != 2 || hist[1].Event != "control.cancel" || hist[1].Data != string(stamped(t, cmd, access.OwnerName)) {
 		t.Fatalf("history %+v: want the claim then the command", hist)
 	}
 	sender.quiet(t, 50*time.Millisecond) // no refusal

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
@@ -133,7 +134,7 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 	c.send(t, cmd)
 	select {
 	case in := <-got:
-		if string(in.Raw()) != string(line(t, cmd)) {
+		if string(in.Raw()) != string(stamped(t, cmd, access.OwnerName)) {
 			t.Fatalf("OnCommand got %s", in.Raw())
 		}
 	case <-time.After(waitShort):

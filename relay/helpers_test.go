@@ -89,6 +89,17 @@ func line(t testing.TB, e *aep.Event) []byte {
 	return b
 }
 
+// stamped is cmd's line as the relay routes it for the person named by:
+// their name in relay.ByAttr, replacing any the sender set.
+func stamped(t testing.TB, cmd *aep.Event, by string) []byte {
+	t.Helper()
+	c := cmd.Clone()
+	if err := c.SetExt(relay.ByAttr, by); err != nil {
+		t.Fatal(err)
+	}
+	return line(t, c)
+}
+
 func ndjson(t testing.TB, evs ...*aep.Event) []byte {
 	var buf bytes.Buffer
 	for _, e := range evs {

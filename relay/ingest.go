@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -20,6 +21,9 @@ import (
 func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
 		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeShuttingDown, "relay is shutting down")
+		return
+	}
+	if !allow(w, r, access.RoleAdmin, "emitting events (POST /events)") {
 		return
 	}
 	if v := strings.TrimSpace(r.Header.Get("AEP-Version")); v != aep.Version {

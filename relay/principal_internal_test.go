@@ -1,11 +1,15 @@
 package relay
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 // authenticate tells the handlers behind it who a request speaks for: the
@@ -52,5 +56,45 @@ func TestPrincipalOf(t *testing.T) {
 	}
 	if _, ok := PrincipalOf(httptest.NewRequest(http.MethodGet, "/", nil)); ok {
 		t.Error("PrincipalOf an unauthenticated request")
+	}
+}
+
+// A principal at the relay's capture is served the held bytes themselves,
+// with no allocation; a lower ceiling's copy is made once per message and
+// ceiling, whichever subscriber asks first, and shared by the rest.
+func TestCeilingCopiesOncePerCeiling(t *testing.T) {
+	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "run.started", Time: aep.FormatTime(time.Now()),
+		Source: "aep://h/agent/a/session/s", Agent: "a", Session: "s", Seq: aep.Int64(0), Capture: "full",
+		Data: json.RawMessage(`{"prompt":"the secret"}`)}
+	m, err := NewMessage(ev, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := &subscription{}
+	var p streamParams
+	p.capTo(&admission{who: access.Owner()})
+	owner.ceiling, owner.capped = p.ceiling, p.capped
+	if n := testing.AllocsPerRun(100, func() {
+		if b, _ := owner.wire(m); &b[0] != &m.Raw[0] {
+			t.Fatal("the owner was not served the held bytes")
+		}
+	}); n != 0 {
+		t.Fatalf("the owner's delivery allocates %v times", n)
+	}
+	watchers := make([]*subscription, 3)
+	var first []byte
+	for i := range watchers {
+		var p streamParams
+		p.capTo(&admission{who: access.Principal{Name: "w", Role: access.RoleWatch, Capture: aep.CaptureMetadata}})
+		watchers[i] = &subscription{ceiling: p.ceiling, capped: p.capped}
+		b, err := watchers[i].wire(m)
+		if err != nil || strings.Contains(string(b), "secret") {
+			t.Fatalf("watcher %d got %s %v", i, b, err)
+		}
+		if first == nil {
+			first = b
+		} else if &b[0] != &first[0] {
+			t.Fatalf("watcher %d got a copy of its own", i)
+		}
 	}
 }

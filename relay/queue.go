@@ -149,18 +149,7 @@ func (s *subscription) wire(m *Message) ([]byte, error) {
 	if !s.capped || m.Capture <= s.ceiling {
 		return m.Raw, nil
 	}
-	ev, err := m.Envelope()
-	if err != nil {
-		return nil, err
-	}
-	dl, err := aep.Downlevel(ev, s.ceiling)
-	if err != nil {
-		return nil, err
-	}
-	if dl == ev {
-		return m.Raw, nil
-	}
-	return dl.MarshalJSON()
+	return m.downleveled(s.ceiling)
 }
 
 // record notes a delivered position. Past maxTrack sessions the least

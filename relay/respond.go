@@ -78,6 +78,22 @@ func (s *Server) Respond(ctx context.Context, by, surface, session, request, opt
 	return nil
 }
 
+// stampBy is the command m carrying who sent it in ByAttr, replacing any
+// the sender set: the emitter writes it as the answer's by. Only an
+// extension attribute changes; a command is no sequenced event, so its
+// bytes are the relay's to re-serialize.
+func stampBy(m *Message, name string) (*Message, error) {
+	ev, err := m.Envelope()
+	if err != nil {
+		return nil, err
+	}
+	stamped := ev.Clone()
+	if err := stamped.SetExt(ByAttr, name); err != nil {
+		return nil, err
+	}
+	return NewMessage(stamped, m.Ingested)
+}
+
 // route delivers a command to its session's claimant, here or through the
 // relay that has it, and marks the socket it went to; "" when delivered,
 // else the refusal.

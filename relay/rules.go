@@ -192,6 +192,9 @@ func (s *Server) ruleAnswer(m *Message) *Message {
 // routeCommand routes a person's, and returns it to be admitted; nil when
 // it could not be delivered (then nothing of it is stored).
 func (s *Server) deliverRuleCommand(cmd *aep.Event, now time.Time) *Message {
+	if cmd.SetExt(ByAttr, cmd.Agent) != nil { // the rule answers: "rule:<id>"
+		return nil
+	}
 	m, err := NewMessage(cmd, now)
 	if err != nil {
 		return nil
@@ -296,6 +299,9 @@ func (rs *ruleState) remember(key string, cmd *aep.Event) {
 func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 	if !httpguard.SameOrigin(r) {
 		httpguard.WriteError(w, http.StatusForbidden, wire.CodeForbidden, "a request from another origin may not read or change rules")
+		return
+	}
+	if !allow(w, r, rulesRole(r), "changing rules") {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && s.cfg.Token == "" {

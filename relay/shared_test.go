@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -123,8 +124,8 @@ func TestSharedStreamTwoRelays(t *testing.T) {
 	cmd := command("control.cancel", "s-ctl", `{"scope":"run"}`)
 	sender.send(t, cmd)
 	got := tgt.expect(t, func(f wsFrame) bool { return f.str("type") == "control.cancel" })
-	if string(got.raw) != string(line(t, cmd)) {
-		t.Fatalf("A's claimant got %s, want the command's bytes", got.raw)
+	if string(got.raw) != string(stamped(t, cmd, access.OwnerName)) {
+		t.Fatalf("A's claimant got %s, want the command's bytes, stamped", got.raw)
 	}
 	for name, w := range map[string]*sseStream{"A": watchA, "B": watchB} {
 		if e := w.events(t, 1)[0]; e.ID != cmd.ID {

@@ -81,6 +81,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	live := q.Get("live") != "0" && q.Get("live") != "false"
+	adm := admissionOf(r)
+	p.capTo(adm)
 
 	// Subscribe before answering: once the client sees 200 it is attached.
 	queue := newOutQueue(s.cfg.QueueSize, s.metrics)
@@ -115,7 +117,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	adm := admissionOf(r)
 	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context(), revoked: adm.done()}
 	if err := sw.run(live); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -319,7 +320,17 @@ func (c *wsConn) event(data []byte) {
 		return
 	}
 	if aep.IsCommand(ev.Type) {
+		if role := commandRole(ev.Type); !c.adm.can(role) {
+			s.metrics.commands.WithLabelValues(wire.CodeUnauthorized).Inc()
+			c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized, Detail: refusal(c.adm, role, ev.Type)})
+			return
+		}
 		c.inOrder(len(m.Raw), func() { s.routeCommand(c, m) })
+		return
+	}
+	if !c.adm.can(access.RoleAdmin) {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized, Detail: refusal(c.adm, access.RoleAdmin, "emitting events")})
 		return
 	}
 	if m.Kind != KindForeign && c.role == wire.RoleConsumer {
@@ -432,6 +443,7 @@ func (c *wsConn) subscribe(f *wire.Subscribe) {
 		refuse(wire.CodeLimitExceeded, fmt.Sprintf("this socket already has %d subscriptions, the limit", len(c.subs)))
 		return
 	}
+	p.capTo(c.adm)
 	sub := newSubscription(id, c.q, c.id, 2*s.cfg.MaxSessions)
 	sub.ceiling, sub.capped = p.ceiling, p.capped
 	// subscribed goes first so it precedes the replay that Start queues.

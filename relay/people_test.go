@@ -1,0 +1,259 @@
+package relay_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// team is a relay with three people besides its owner: walt watches, ann
+// answers, ada administers.
+type team struct {
+	srv             *relaytest.Server
+	store           access.Store
+	walt, ann, ada  string
+	waltH, annH, aH map[string]string
+}
+
+func newTeam(t *testing.T) *team {
+	t.Helper()
+	home := t.TempDir()
+	tm := &team{store: access.Store{Home: home}}
+	var err error
+	add := func(name string, role access.Role) string {
+		if _, tok, e := tm.store.Add(name, role, ""); e != nil {
+			err = e
+		} else {
+			return tok
+		}
+		return ""
+	}
+	tm.walt, tm.ann, tm.ada = add("walt", access.RoleWatch), add("ann", access.RoleAnswer), add("ada", access.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	tm.waltH, tm.annH, tm.aH = bearer(tm.walt), bearer(tm.ann), bearer(tm.ada)
+	tm.srv = relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil), TokenPoll: 20 * time.Millisecond})
+	return tm
+}
+
+// withIngest adds a POST /events request's headers to h.
+func withIngest(h map[string]string) map[string]string {
+	return map[string]string{"Authorization": h["Authorization"], "Content-Type": "application/json", "AEP-Version": aep.Version}
+}
+
+// helloAs opens a socket with token and completes the hello.
+func helloAs(t *testing.T, srv *relaytest.Server, token, role, agent string) *wsClient {
+	t.Helper()
+	w := dialWS(t, srv, token)
+	w.send(t, map[string]any{"type": "hello", "versions": []string{"0.1"}, "role": role,
+		"identity": map[string]any{"agent": agent, "instance": agent + "/1"}, "capabilities": map[string]any{}})
+	if f := w.next(t); f.str("type") != "hello" {
+		t.Fatalf("hello: %s", f.raw)
+	}
+	return w
+}
+
+// A watcher is served every event at metadata at most, on every binding
+// (SSE, a socket's subscription, a replay), whatever capture it asks for:
+// the prompt and the tool's arguments never reach it, their shapes and
+// timings do. The owner and the others read the relay's bytes unchanged.
+func TestWatcherSeesMetadataOnly(t *testing.T) {
+	tm := newTeam(t)
+	secret := "rm -rf /home/alice/secret-project"
+	full := func(e *aep.Event) { e.Capture = "full" }
+	run := mkEvent("s1", 0, withType("run.started"), full, withData(`{"prompt":"`+secret+`"}`))
+	tool := mkEvent("s1", 1, withType("tool.requested"), full,
+		withData(`{"tool":{"name":"Bash","call_id":"c1"},"args":{"command":"`+secret+`"},"args_digest":"abc"}`))
+	mustPost(t, tm.srv, run, tool)
+
+	for _, q := range []url.Values{{"from": {"all"}, "live": {"0"}}, {"from": {"all"}, "live": {"0"}, "capture": {"full"}}} {
+		s := openSSE(t, tm.srv, q, tm.waltH)
+		for _, it := range []string{s.next(t, false).Data, s.next(t, false).Data} {
+			if strings.Contains(it, secret) || !strings.Contains(it, `"capture":"metadata"`) {
+				t.Fatalf("the watcher's stream (%v) carries %s", q, it)
+			}
+		}
+	}
+	if it := openSSE(t, tm.srv, url.Values{"from": {"all"}, "live": {"0"}}, tm.annH).next(t, false); it.Data != string(line(t, run)) {
+		t.Fatalf("the answerer's stream changed the event: %s", it.Data)
+	}
+	if it := openSSE(t, tm.srv, url.Values{"from": {"all"}, "live": {"0"}}, nil).next(t, false); it.Data != string(line(t, run)) {
+		t.Fatalf("the owner's stream changed the event: %s", it.Data)
+	}
+
+	// A socket: replay and live, the same ceiling.
+	w := helloAs(t, tm.srv, tm.walt, "consumer", "walt")
+	w.send(t, subscribeFrame("all", map[string]any{"session": "s1"}, map[string]any{"from": "all", "capture": "full"}))
+	live := mkEvent("s1", 2, withType("run.finished"), full, withData(`{"duration_ms":5,"summary":"`+secret+`"}`))
+	got := w.eventFrames(t, 2)
+	mustPost(t, tm.srv, live)
+	got = append(got, w.eventFrames(t, 1)...)
+	for _, f := range got {
+		if strings.Contains(string(f.raw), secret) || f.str("capture") != "metadata" {
+			t.Fatalf("the watcher's socket got %s", f.raw)
+		}
+	}
+}
+
+// Each role may send what it may and is refused the rest, on every
+// binding: a refused command is an unauthorized error frame naming it,
+// and nothing reaches the target or the history.
+func TestRolesOnEveryBinding(t *testing.T) {
+	tm := newTeam(t)
+	tgt := target(t, tm.srv, "both", "kimi", "s-r", `{"accepts":["control.attention.respond","control.cancel","x.kimi-code.control.instruct"]}`)
+
+	respond := func() *aep.Event {
+		return command("control.attention.respond", "s-r", `{"answer":{"option":"deny"}}`)
+	}
+	instruct := func() *aep.Event { return command("x.kimi-code.control.instruct", "s-r", `{"text":"hi"}`) }
+	for _, c := range []struct {
+		who, token string
+		cmd        *aep.Event
+		ok         bool
+	}{
+		{"walt", tm.walt, respond(), false},
+		{"walt", tm.walt, command("control.cancel", "s-r", `{"scope":"session"}`), false},
+		{"ann", tm.ann, respond(), true},
+		{"ann", tm.ann, command("control.cancel", "s-r", `{"scope":"session"}`), true},
+		{"ann", tm.ann, instruct(), false},
+		{"ada", tm.ada, instruct(), true},
+	} {
+		w := helloAs(t, tm.srv, c.token, "consumer", c.who)
+		w.send(t, c.cmd)
+		if c.ok {
+			got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == c.cmd.ID })
+			if got.str(relay.ByAttr) != c.who {
+				t.Errorf("%s's %s reached the target as %s", c.who, c.cmd.Type, got.raw)
+			}
+			continue
+		}
+		f := w.expect(t, func(f wsFrame) bool { return f.str("type") == "error" })
+		if f.str("code") != "unauthorized" || f.str("cause") != c.cmd.ID || !strings.Contains(f.str("detail"), c.who) {
+			t.Errorf("%s's %s: %s", c.who, c.cmd.Type, f.raw)
+		}
+	}
+	tgt.quiet(t, 100*time.Millisecond)
+
+	// Emitting: POST and an emitter's socket are the admin's (and the owner's).
+	ev := mkEvent("s-e", 0)
+	for who, h := range map[string]map[string]string{"walt": tm.waltH, "ann": tm.annH} {
+		if res := do(t, tm.srv, http.MethodPost, "/events", line(t, ev), withIngest(h)); res.status != http.StatusForbidden || !strings.Contains(string(res.body), who) {
+			t.Errorf("%s POST /events: %d %s", who, res.status, res.body)
+		}
+		w := helloAs(t, tm.srv, h["Authorization"][len("Bearer "):], "emitter", who)
+		w.send(t, mkEvent("s-e-"+who, 0))
+		if f := w.expect(t, func(f wsFrame) bool { return f.str("type") == "error" }); f.str("code") != "unauthorized" {
+			t.Errorf("%s emitting on a socket: %s", who, f.raw)
+		}
+	}
+	if res := do(t, tm.srv, http.MethodPost, "/events", line(t, ev), withIngest(tm.aH)); res.status != http.StatusAccepted {
+		t.Errorf("ada POST /events: %d %s", res.status, res.body)
+	}
+	if n := len(sessionReplay(t, tm.srv, "s-e-walt")) + len(sessionReplay(t, tm.srv, "s-e-ann")); n != 0 {
+		t.Errorf("refused events were stored: %d", n)
+	}
+}
+
+// A command's sender cannot name who sent it: the relay writes the
+// authenticated person in aepkimiby over any the command carries, and a
+// by in its data is the command's own business, not who answered.
+func TestForgedByIsReplaced(t *testing.T) {
+	tm := newTeam(t)
+	tgt := target(t, tm.srv, "both", "kimi", "s-f", `{"accepts":["control.attention.respond"]}`)
+	watch := openSSE(t, tm.srv, url.Values{"filter": {`{"session":"s-f","type":"control.*"}`}}, nil)
+	cmd := command("control.attention.respond", "s-f", `{"answer":{"option":"allow"},"by":"ada"}`)
+	if err := cmd.SetExt(relay.ByAttr, "ada"); err != nil {
+		t.Fatal(err)
+	}
+	w := helloAs(t, tm.srv, tm.ann, "both", "aep-kimi-page")
+	w.send(t, cmd)
+	got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == cmd.ID })
+	if got.str(relay.ByAttr) != "ann" || strings.Count(string(got.raw), relay.ByAttr) != 1 {
+		t.Fatalf("the target got %s: want aepkimiby ann, once", got.raw)
+	}
+	held, err := aep.ParseEvent([]byte(watch.next(t, false).Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by, _ := held.ExtString(relay.ByAttr); by != "ann" {
+		t.Fatalf("the history holds %s", watch.next(t, false).Data)
+	}
+}
+
+// Removing a person's token closes what it opened, an SSE stream and a
+// socket, within 2 s; the token is refused from then on, as are blank and
+// unknown tokens. The others' connections stay.
+func TestRevokeEndsConnections(t *testing.T) {
+	tm := newTeam(t)
+	for name, tok := range map[string]string{"blank": "  ", "unknown": "nobody's-token", "a hash": access.Hash(tm.walt)} {
+		if _, code, _ := tryOpenSSE(t, tm.srv, url.Values{}, map[string]string{"Authorization": "Bearer " + tok}); code == http.StatusOK {
+			t.Errorf("%s token opened a stream", name)
+		}
+	}
+	stream := openSSE(t, tm.srv, url.Values{}, tm.waltH)
+	sock := helloAs(t, tm.srv, tm.walt, "consumer", "walt")
+	other := openSSE(t, tm.srv, url.Values{}, tm.annH)
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if _, err := tm.store.Remove("walt"); err != nil {
+		t.Fatal(err)
+	}
+	reason := ""
+	for it := range stream.items {
+		if it.IsComment && it.Comment != "ping" {
+			reason = it.Comment
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second || reason != "token-revoked" {
+		t.Fatalf("the stream ended after %v with %q", took, reason)
+	}
+	closing := sock.expect(t, func(f wsFrame) bool { return f.str("type") == "closing" })
+	if took := time.Since(start); took > 2*time.Second || closing.str("reason") != "token-revoked" {
+		t.Fatalf("the socket closed after %v: %s", took, closing.raw)
+	}
+	if _, code, _ := tryOpenSSE(t, tm.srv, url.Values{}, tm.waltH); code != http.StatusForbidden {
+		t.Fatalf("a revoked token: %d", code)
+	}
+	other.quiet(t, 100*time.Millisecond)
+	select {
+	case err := <-other.done:
+		t.Fatalf("ann's stream ended with walt's token: %v", err)
+	default:
+	}
+}
+
+// The rules: every role reads them and asks what they would decide; only
+// an admin changes them.
+func TestRulesNeedAdminToChange(t *testing.T) {
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	_, walt, _ := store.Add("walt", access.RoleWatch, "")
+	_, ada, _ := store.Add("ada", access.RoleAdmin, "")
+	tm := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil), Rules: rulesBook(t)})
+	add, _ := json.Marshal(map[string]any{"effect": "allow", "tool": "Bash", "args": "echo *"})
+	for _, c := range []struct {
+		token, method, path string
+		body                []byte
+		want                int
+	}{
+		{walt, http.MethodGet, "/rules", nil, http.StatusOK},
+		{walt, http.MethodPost, "/rules/test", []byte(`{"tool":"Bash","args":"echo hi"}`), http.StatusOK},
+		{walt, http.MethodPost, "/rules", add, http.StatusForbidden},
+		{ada, http.MethodPost, "/rules", add, http.StatusCreated},
+	} {
+		res := do(t, tm, c.method, c.path, c.body, map[string]string{"Authorization": "Bearer " + c.token, "Content-Type": "application/json"})
+		if res.status != c.want {
+			t.Errorf("%s %s as %.4s…: %d %s, want %d", c.method, c.path, c.token, res.status, res.body, c.want)
+		}
+	}
+}
