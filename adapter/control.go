@@ -195,7 +195,9 @@ func (s *session) release(h *hold, reply []byte) {
 		h.timer.Stop()
 	}
 	s.srv.metrics.holds.Dec()
-	h.reply <- outcome{reply: reply}
+	// Kimi acts on the reply: what the session log says of the answer (or
+	// of its absence) is on the disk first, whatever the sync mode.
+	h.reply <- outcome{reply: reply, sync: s.Stream().Mark().Forced()}
 }
 
 // releaseHolds frees every held hook with no objection and dismisses its

@@ -235,6 +235,7 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 			out = outcome{reply: emptyReply()}
 		}
 	}
+	out = out.durable()
 	s.metrics.hooks.WithLabelValues(hookLabel(hook)).Inc()
 	s.metrics.roundTrip.Observe(s.cfg.Now().Sub(d.at).Seconds())
 	if out.err != nil {
@@ -386,6 +387,7 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 			if err == nil && out.wait != nil {
 				out = <-out.wait // parked for the reorder window; spooled hooks are never held
 			}
+			out = out.durable() // the record goes only once its events are on the disk
 		}
 		if err == nil && out.err != nil {
 			// Still not durable: the record stays for a later pass.

@@ -112,6 +112,9 @@ type outcome struct {
 	reply []byte
 	wait  <-chan outcome
 	err   error
+	// sync is what must be on the disk before the reply is sent: the
+	// session log up to the hook's events (journal.Stream.Mark).
+	sync journal.Mark
 	// gone is called when the hook's connection ends while waiting: its
 	// kimi-hook was killed or gave up, so no answer can reach Kimi any more.
 	gone func()
@@ -363,7 +366,20 @@ func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 	if err := s.Stream().Commit(); err != nil {
 		return s.notDurable(d, err)
 	}
+	if out.wait == nil {
+		out.sync = s.Stream().Mark()
+	}
 	return out
+}
+
+// durable waits, outside the session's lock, until what o acknowledges is
+// on the disk as the log's mode promises; a sync that failed makes it
+// not-durable.
+func (o outcome) durable() outcome {
+	if err := o.sync.Wait(); err != nil && o.err == nil {
+		o.err = err
+	}
+	return o
 }
 
 // notDurable answers a hook whose events did not reach the log. Nothing of

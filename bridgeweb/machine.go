@@ -70,6 +70,8 @@ type draft struct {
 	// observed marks an event of an end seen from the server's process
 	// (mapping.ExtObserved).
 	observed bool
+	// durable is journal.Entry's Durable (a control ack).
+	durable bool
 }
 
 type runRec struct {

@@ -138,7 +138,7 @@ func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *ae
 		s.b.log.Warn("kap frame type is not expressible as an AEP type; emitted as "+UnrecognizedType, "type", emitter.Clip(d.ev.Type))
 		d.ev = mapping.WebUnrecognized(s.b.cfg.Posture)
 	}
-	e := journal.Entry{Event: d.ev, ID: d.id, At: at, Run: d.run, Cause: d.cause, Subject: d.subject}
+	e := journal.Entry{Event: d.ev, ID: d.id, At: at, Run: d.run, Cause: d.cause, Subject: d.subject, Durable: d.durable}
 	if s.b.cfg.Mode == mapping.Companion {
 		e.Ext = append(e.Ext, journal.Ext{Name: ExtKimiSession, Value: s.kap()})
 	}

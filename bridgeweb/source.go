@@ -53,5 +53,5 @@ func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitte
 }
 
 func (src source) Ack(s *session, e journal.Entry) *aep.Event {
-	return s.emit(draft{id: src.b.newID(), ev: e.Event, cause: e.Cause}, e.At, -1, "")
+	return s.emit(draft{id: src.b.newID(), ev: e.Event, cause: e.Cause, durable: e.Durable}, e.At, -1, "")
 }

@@ -84,7 +84,7 @@ func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 		m = mapping.ControlRejected(v.Reason, v.Detail, c.cfg.Posture)
 		outcome = "rejected_" + v.Reason
 	}
-	ack := c.src.Ack(s, journal.Entry{Event: m, At: at, Cause: cmd.ID})
+	ack := c.src.Ack(s, journal.Entry{Event: m, At: at, Cause: cmd.ID, Durable: true})
 	c.cmds.Put(key, ack)
 	c.metrics.commands.WithLabelValues(label, outcome).Inc()
 	c.log.Info("control command", "type", label, "id", Clip(cmd.ID), "session", Clip(cmd.Session), "outcome", outcome)

@@ -48,7 +48,13 @@ type Config struct {
 	Collectors []prometheus.Collector
 	// MaxOpenLogs bounds the session log files open at once.
 	MaxOpenLogs int
-	Logger      *slog.Logger
+	// Sync is when the session logs reach the disk, and so what a hook's
+	// acknowledgement promises; empty is journal.DefaultSync. Answers and
+	// decisions are synced before they are acknowledged in every mode.
+	Sync journal.Sync
+	// Syncer syncs a log's file; nil is journal.FileSync (tests inject one).
+	Syncer journal.Syncer
+	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -65,6 +71,11 @@ func (c Config) WithDefaults(component string) (Config, error) {
 		c.Host, _ = os.Hostname()
 	}
 	errs = append(errs, defaults.Positive(component+" config", "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs))
+	if sync, err := journal.ParseSync(string(c.Sync)); err != nil {
+		errs = append(errs, fmt.Errorf("%s config: Sync: %w", component, err))
+	} else {
+		c.Sync = sync
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

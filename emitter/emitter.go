@@ -114,6 +114,7 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 	}
 	c := &Core[S]{cfg: cfg, spec: spec, src: src, log: cfg.Logger, sessions: map[string]S{},
 		handles: journal.NewHandles(cfg.MaxOpenLogs)}
+	c.handles.SetSync(cfg.Sync, cfg.Syncer, c.syncFailed)
 	// The epoch never repeats for a session across restarts, even with a
 	// wiped home (journal.NextEpoch).
 	if c.epoch, err = journal.NextEpoch(spec.EpochFile, cfg.Now()); err != nil {
@@ -121,6 +122,13 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 	}
 	c.metrics = newMetrics(c)
 	return c, nil
+}
+
+// syncFailed hears of a background sync of a session log that failed: what
+// it covered may not survive a power loss.
+func (c *Core[S]) syncFailed(path string, err error) {
+	c.metrics.AppendFailed()
+	c.log.Error("session log sync failed: events written but maybe not on the disk", "log", path, "err", err)
 }
 
 // Epoch is this run's epoch.

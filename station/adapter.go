@@ -27,6 +27,7 @@ type AdapterOptions struct {
 	Verbose                           bool
 	Life                              adapter.Lifecycle
 	Gate                              Gate
+	LogSync                           LogSync
 }
 
 // BindFlags registers the adapter's flags, their defaults read through
@@ -39,6 +40,7 @@ func (o *AdapterOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string)
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	o.Life.BindFlags(fs, getenv)
 	o.Gate.BindFlags(fs, getenv)
+	o.LogSync.BindFlags(fs, getenv)
 	fs.StringVar(&o.Gate.KimiHome, "kimi-home", o.Gate.KimiHome, "Kimi's home, whose config.toml says how long Kimi waits for a held tool call (env KIMI_CODE_HOME)")
 	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
 }
@@ -59,6 +61,9 @@ func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log 
 	}
 	cfg.Listen, cfg.Home, cfg.Logger = o.Listen, o.Home, log
 	if err := o.Life.Apply(&cfg); err != nil {
+		return nil, err
+	}
+	if err := o.LogSync.Apply(&cfg.Config); err != nil {
 		return nil, err
 	}
 	cfg.MaxOpenLogs = emitter.FDShareBound("open session logs", cfg.MaxOpenLogs, adapter.DefaultMaxOpenLogs, log)

@@ -23,6 +23,7 @@ type BridgeOptions struct {
 	AllowedHosts                                 string
 	Verbose                                      bool
 	AllowRemoteKap                               bool
+	LogSync                                      LogSync
 }
 
 // BindFlags registers the bridge's flags, their defaults read through
@@ -38,6 +39,7 @@ func (o *BridgeOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) 
 	fs.StringVar(&o.TokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
+	o.LogSync.BindFlags(fs, getenv)
 	o.bindAllowRemoteKap(fs, getenv)
 }
 
@@ -71,6 +73,9 @@ func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *s
 		KapURL: o.KapURL, KapTokenFile: o.KapTokenFile, AllowRemoteKap: o.AllowRemoteKap,
 	}
 	if err := cli.EnvPositiveInts(getenv, []cli.EnvInt{{Name: "AEP_KIMI_WEB_MAX_OPEN_LOGS", Dst: &cfg.MaxOpenLogs}}); err != nil {
+		return nil, err
+	}
+	if err := o.LogSync.Apply(&cfg.Config); err != nil {
 		return nil, err
 	}
 	cfg.MaxOpenLogs = emitter.FDShareBound("open session logs", cfg.MaxOpenLogs, bridgeweb.DefaultMaxOpenLogs, log)

@@ -27,6 +27,7 @@ type UpOptions struct {
 	Life                             adapter.Lifecycle
 	Relay                            RelayOptions
 	Gate                             Gate
+	LogSync                          LogSync
 }
 
 // BindFlags registers up's flags, their defaults read through getenv.
@@ -40,6 +41,7 @@ func (o *UpOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	o.Life.BindFlags(fs, getenv)
 	o.Relay.BindFlags(fs, getenv)
 	o.Gate.BindFlags(fs, getenv)
+	o.LogSync.BindFlags(fs, getenv)
 }
 
 // Up runs the relay, the adapter, the kimi web bridge (unless --web=false)
@@ -86,7 +88,7 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	relayURL := stn.RelayURL()
 
 	o.Gate.KimiHome = o.Bridge.Opts.KimiHome // up's one --kimi-home
-	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate}
+	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate, LogSync: o.LogSync}
 	if ao.Listen == "" {
 		ao.Listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
@@ -99,7 +101,7 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 		return err
 	}
 	stn.Add(Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
-	o.Bridge.Opts.AllowedHosts = o.Relay.AllowedHosts
+	o.Bridge.Opts.AllowedHosts, o.Bridge.Opts.LogSync = o.Relay.AllowedHosts, o.LogSync
 	br, bridgeNote, err := o.Bridge.start(o.Home, relayURL, token, getenv, log.With("component", "bridge"))
 	if err != nil {
 		return Usage(err)

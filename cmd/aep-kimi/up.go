@@ -30,7 +30,7 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 		About: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
 			"sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment\n" +
 			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h).",
-		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_KIMI_ON_TIMEOUT", "AEP_INSTRUCT"},
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_KIMI_ON_TIMEOUT", "AEP_INSTRUCT", "AEP_LOG_SYNC"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o upOptions

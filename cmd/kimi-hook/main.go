@@ -41,6 +41,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/procinfo"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 const (
@@ -76,6 +77,9 @@ type options struct {
 	daemon  string
 	home    string
 	timeout time.Duration
+	// sync is AEP_LOG_SYNC: unless none, a record left in the spool is
+	// synced before kimi-hook exits (spool.Keep).
+	sync syncmode.Mode
 }
 
 func main() {
@@ -156,19 +160,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, term <-chan o
 	if err != nil {
 		fmt.Fprintf(stderr, "kimi-hook: could not write ahead to the spool: %v\n", err)
 	}
-	if _, reason := d.post(opts.budget(event)); reason == "" && rec != "" {
+	_, reason := d.post(opts.budget(event))
+	switch {
+	case rec == "":
+	case reason == "":
 		spool.Remove(rec) //nolint:errcheck // a leftover is deduped on ingest
+	default:
+		d.keep(rec, stderr) // the adapter did not take it: the record is its only copy
 	}
 }
 
 func parseArgs(args []string) (options, error) {
-	o := options{daemon: DefaultDaemon, timeout: DefaultTimeout * time.Second}
+	o := options{daemon: DefaultDaemon, timeout: DefaultTimeout * time.Second, sync: syncmode.Default}
+	var bad error
+	if m, err := syncmode.Parse(os.Getenv("AEP_LOG_SYNC")); err != nil {
+		bad = fmt.Errorf("AEP_LOG_SYNC: %w", err)
+	} else {
+		o.sync = m
+	}
 	if h := os.Getenv("AEP_HOME"); h != "" {
 		o.home = h
 	} else if h, err := os.UserHomeDir(); err == nil {
 		o.home = filepath.Join(h, ".aep")
 	}
-	var bad error
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -398,9 +412,22 @@ func (d delivery) header(reason string) spool.Header {
 }
 
 func (d delivery) spool(reason string, stderr io.Writer) {
-	if _, _, err := spool.Append(spool.Dir(d.opts.home), d.header(reason), d.payload); err != nil {
+	_, rec, err := spool.Append(spool.Dir(d.opts.home), d.header(reason), d.payload)
+	if err != nil {
 		// Nowhere left to put it: say so on stderr (Kimi logs hook stderr).
 		fmt.Fprintf(stderr, "kimi-hook: could not spool payload (%s): %v\n", reason, err)
+		return
+	}
+	d.keep(rec, stderr)
+}
+
+// keep syncs a record left in the spool, unless the sync mode is none.
+func (d delivery) keep(rec string, stderr io.Writer) {
+	if d.opts.sync == syncmode.None {
+		return
+	}
+	if err := spool.Keep(rec); err != nil {
+		fmt.Fprintf(stderr, "kimi-hook: %v\n", err)
 	}
 }
 

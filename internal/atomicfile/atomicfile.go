@@ -85,7 +85,7 @@ func Write(path string, data []byte, o Options) (err error) {
 	if o.NoSync {
 		return nil
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w: %w", path, ErrDirSync, err)
 	}
 	return nil

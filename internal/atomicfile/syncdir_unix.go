@@ -4,8 +4,8 @@ package atomicfile
 
 import "os"
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes a rename (or a new file) in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

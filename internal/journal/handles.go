@@ -29,6 +29,19 @@ type Handles struct {
 	max   int
 	mu    sync.Mutex
 	order list.List // of *Log, most recently written first
+
+	// sync is the mode of the logs made here (SetSync); empty is SyncNone.
+	sync      Sync
+	syncer    Syncer
+	onSyncErr func(path string, err error)
+}
+
+// SetSync sets when the logs made from now on reach the disk, the syncer
+// they use (nil: FileSync) and who hears of a sync that failed with nobody
+// waiting on it (SyncInterval's; nil: nobody). It returns h.
+func (h *Handles) SetSync(mode Sync, syncer Syncer, onErr func(path string, err error)) *Handles {
+	h.sync, h.syncer, h.onSyncErr = mode, syncer, onErr
+	return h
 }
 
 // NewHandles returns a bound of max open logs (DefaultMaxOpenLogs when max

@@ -78,14 +78,28 @@ type Log struct {
 
 	mu sync.Mutex
 	f  *os.File
+	// gen counts the writes the log took (see Mark).
+	gen uint64
 	// elem is the log's place in its Handles' list; guarded by handles.mu.
 	elem *list.Element
+
+	// The group commit (sync.go). Lock order: smu, then mu; mu is never
+	// held across a sync.
+	smu      sync.Mutex
+	cond     sync.Cond
+	syncing  bool
+	synced   uint64 // every write up to this one is on the disk
+	failed   uint64 // a sync covering the writes up to this one failed
+	serr     error
+	timerSet bool
 }
 
 // NewLog returns the log of session under dir, its file kept open until
 // Close.
 func NewLog(dir, session string) *Log {
-	return &Log{path: filepath.Join(dir, FileName(session))}
+	l := &Log{path: filepath.Join(dir, FileName(session))}
+	l.cond.L = &l.smu
+	return l
 }
 
 // OnRepair sets what is told when opening the log repaired a torn tail
@@ -146,11 +160,15 @@ func (l *Log) write(buf []byte) error {
 		l.handles.touch(l)
 	}
 	_, err := l.f.Write(buf)
+	if err == nil {
+		l.gen++
+	}
 	l.mu.Unlock()
 	closeAll(victims)
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
+	l.wrote()
 	return nil
 }
 

@@ -66,6 +66,7 @@ type Stream struct {
 	// Commit writes them in one append.
 	batching   bool
 	batchStart int64
+	durable    bool // an entry of the open batch is Durable
 	lines      [][]byte
 	events     []*aep.Event
 }
@@ -100,12 +101,17 @@ type Entry struct {
 	// mapped event's own.
 	Run, Cause, Subject string
 	Ext                 []Ext
+	// Durable puts the event (and all the log holds before it) on the disk
+	// before it is published, whatever the log's Sync mode: an answer or a
+	// decision is never acknowledged before it would survive a power loss.
+	Durable bool
 }
 
 // Emit builds, seals, sequences, logs, publishes and counts one event. It
 // returns the event, or nil when it could not be built (logged; no seq is
-// spent). A failed append is logged and counted and the event still
-// publishes: the log is a record, the relay a separate path.
+// spent). A Durable entry is synced before it is published. A failed
+// append or sync is logged and counted and the event still publishes: the
+// log is a record, the relay a separate path.
 func (s *Stream) Emit(e Entry) *aep.Event {
 	ev := &aep.Event{
 		Session: s.cfg.Session,
@@ -122,9 +128,14 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 	if s.batching {
 		s.lines = append(s.lines, line)
 		s.events = append(s.events, ev)
+		s.durable = s.durable || e.Durable
 		return ev
 	}
-	if err := s.cfg.Log.Append(line); err != nil {
+	err := s.cfg.Log.Append(line)
+	if err == nil && e.Durable {
+		err = s.cfg.Log.Mark().Forced().Wait()
+	}
+	if err != nil {
 		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
 		if s.cfg.Counters != nil {
 			s.cfg.Counters.AppendFailed()
@@ -133,6 +144,12 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 	s.publish(ev)
 	return ev
 }
+
+// Mark is the point of the stream's last logged event: its Wait returns
+// once every event logged so far is on the disk as the log's Sync mode
+// promises before an acknowledgement. Acknowledge a hook after it, never
+// under the session's lock, so the hooks arriving meanwhile share a sync.
+func (s *Stream) Mark() Mark { return s.cfg.Log.Mark() }
 
 // build completes ev from the entry and the stream's identity and seals it;
 // it returns the sealed line, or nil (logged) when the event cannot be built.
@@ -198,16 +215,17 @@ func (s *Stream) Begin() {
 	s.batching, s.batchStart = true, s.seq
 }
 
-// Commit ends the batch: it appends its events to the log in one write, then
-// publishes and counts them. When the append fails, none of them happened:
-// nothing is published, the seqs they took are handed out again, and the
-// error (the caller answers not-durable and logs it) is returned.
+// Commit ends the batch: it appends its events to the log in one write
+// (synced first when one of them is Durable), then publishes and counts
+// them. When the append fails, none of them happened: nothing is
+// published, the seqs they took are handed out again, and the error (the
+// caller answers not-durable and logs it) is returned.
 func (s *Stream) Commit() error {
 	if !s.batching {
 		return nil
 	}
-	lines, events := s.lines, s.events
-	s.batching = false
+	lines, events, durable := s.lines, s.events, s.durable
+	s.batching, s.durable = false, false
 	defer func() {
 		clear(s.lines)
 		clear(s.events)
@@ -216,7 +234,15 @@ func (s *Stream) Commit() error {
 	if len(lines) == 0 {
 		return nil
 	}
-	if err := s.cfg.Log.AppendLines(lines); err != nil {
+	err := s.cfg.Log.AppendLines(lines)
+	if err == nil && durable {
+		// Written, but not durable: told apart from an append refused, yet
+		// nothing of it is published either.
+		if err = s.cfg.Log.Mark().Forced().Wait(); err != nil {
+			return fmt.Errorf("session %q: %d event(s) written but not synced: %w", s.cfg.Session, len(lines), err)
+		}
+	}
+	if err != nil {
 		s.seq = s.batchStart
 		if s.cfg.Counters != nil {
 			for range lines {

@@ -72,3 +72,27 @@ func TestPruneQuarantine(t *testing.T) {
 		}
 	}
 }
+
+// Keep syncs a record that stays, never through a link in its place, and
+// names a record that is gone.
+func TestKeep(t *testing.T) {
+	dir := t.TempDir()
+	_, rec, err := Append(dir, Header{Reason: "unreachable"}, []byte("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Keep(rec); err != nil {
+		t.Fatalf("keep: %v", err)
+	}
+	if r, err := Read(rec); err != nil || string(r.Payload) != "payload" {
+		t.Fatalf("kept record reads %q %v", r.Payload, err)
+	}
+	link := safefiletest.Plant(t, recordPath(dir, 99))
+	if err := Keep(link.Path); !errors.Is(err, safefile.ErrLink) {
+		t.Fatalf("keep through a link: %v", err)
+	}
+	link.Untouched(t)
+	if err := Keep(recordPath(dir, 1234)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("keep of a missing record: %v", err)
+	}
+}

@@ -11,9 +11,12 @@
 //
 // A record is written to a temporary name and renamed into place, so a reader
 // never sees half a record. Records survive the death of any process (they
-// are in the page cache once written) but are not fsynced: kimi-hook writes
-// one ahead of every fire-and-forget delivery and must stay fast. It imports
-// nothing heavy: kimi-hook links it and must start fast.
+// are in the page cache once written); Append does not sync them, since
+// kimi-hook writes one ahead of every fire-and-forget delivery and most are
+// removed a millisecond later, once the adapter has the hook. A record that
+// stays (the adapter did not take the hook) is synced by Keep, unless the
+// sync mode is none. It imports nothing heavy: kimi-hook links it and must
+// start fast.
 package spool
 
 import (
@@ -30,6 +33,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // Ext is the file suffix of a spool record.
@@ -102,8 +106,7 @@ func Append(dir string, h Header, payload []byte) (uint64, string, error) {
 	buf.WriteByte('\n')
 	buf.Write(payload)
 	path := recordPath(dir, seq)
-	// Not fsynced: kimi-hook writes a record ahead of every delivery and
-	// must stay fast (see the package comment).
+	// Not synced here: most records are removed at once (see Keep).
 	if err := atomicfile.Write(path, buf.Bytes(), atomicfile.Options{NoSync: true}); err != nil {
 		return 0, "", fmt.Errorf("spool: %w", err)
 	}
@@ -111,6 +114,25 @@ func Append(dir string, h Header, payload []byte) (uint64, string, error) {
 		return 0, "", err
 	}
 	return seq, path, nil
+}
+
+// Keep makes a record that stays in the spool durable: its bytes, then its
+// name in the directory, so it survives an OS crash or a power loss, not
+// only the death of kimi-hook.
+func Keep(path string) error {
+	f, err := safefile.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	err = syncmode.FileSync(f)
+	f.Close()
+	if err == nil {
+		err = atomicfile.SyncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return fmt.Errorf("spool: keep %s: %w", filepath.Base(path), err)
+	}
+	return nil
 }
 
 func recordPath(dir string, seq uint64) string {

@@ -1,0 +1,165 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
+)
+
+// Sync is when a log's writes reach the disk (syncmode.Mode).
+type Sync = syncmode.Mode
+
+// The modes, DefaultSync and SyncEvery are syncmode's.
+const (
+	SyncAlways   = syncmode.Always
+	SyncInterval = syncmode.Interval
+	SyncNone     = syncmode.None
+	DefaultSync  = syncmode.Default
+	SyncEvery    = syncmode.Every
+)
+
+// ParseSync reads a mode name; empty is DefaultSync.
+func ParseSync(s string) (Sync, error) { return syncmode.Parse(s) }
+
+// Syncer makes what was written to f durable; syncmode.FileSync
+// (fdatasync where there is one) unless a test injects another.
+type Syncer func(f *os.File) error
+
+// Mark is a point in a log's writes: Wait returns once everything the log
+// took up to it is on the disk, as the log's mode promises before an
+// acknowledgement (SyncAlways), or at once (the other modes). A forced
+// mark syncs whatever the mode. The zero Mark waits for nothing.
+type Mark struct {
+	l     *Log
+	gen   uint64
+	force bool
+}
+
+// Forced is m synced before acknowledging whatever the log's mode: for
+// answers and decisions, which are never acknowledged before they are on
+// the disk.
+func (m Mark) Forced() Mark {
+	m.force = true
+	return m
+}
+
+// Wait blocks until the writes up to m are durable (see Mark).
+func (m Mark) Wait() error {
+	if m.l == nil || m.gen == 0 {
+		return nil
+	}
+	if !m.force && m.l.mode() != SyncAlways {
+		return nil
+	}
+	return m.l.syncTo(m.gen)
+}
+
+// Mark is the point of the log's last write.
+func (l *Log) Mark() Mark {
+	if l == nil {
+		return Mark{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Mark{l: l, gen: l.gen}
+}
+
+func (l *Log) mode() Sync {
+	if l.handles == nil || l.handles.sync == "" {
+		return SyncNone
+	}
+	return l.handles.sync
+}
+
+func (l *Log) syncer() Syncer {
+	if l.handles != nil && l.handles.syncer != nil {
+		return l.handles.syncer
+	}
+	return syncmode.FileSync
+}
+
+// syncTo is the log's group commit: it returns once a sync that began after
+// write gen completed. One sync runs at a time; the appends made while it
+// runs wait for the next, which covers them all. A write covered by a sync
+// that failed stays failed: a later sync succeeding says nothing of pages
+// the kernel may have dropped.
+func (l *Log) syncTo(gen uint64) error {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	for {
+		if gen <= l.failed {
+			return l.serr
+		}
+		if gen <= l.synced {
+			return nil
+		}
+		if l.syncing {
+			l.cond.Wait()
+			continue
+		}
+		l.syncing = true
+		l.mu.Lock()
+		f, upto := l.f, l.gen
+		l.mu.Unlock()
+		l.smu.Unlock()
+		err := l.syncFile(f)
+		l.smu.Lock()
+		l.syncing = false
+		if err != nil {
+			l.failed, l.serr = max(l.failed, upto), fmt.Errorf("log sync: %w", err)
+		} else {
+			l.synced = max(l.synced, upto)
+		}
+		l.cond.Broadcast()
+		if err != nil && l.handles != nil && l.handles.onSyncErr != nil {
+			l.handles.onSyncErr(l.path, err)
+		}
+	}
+}
+
+// syncFile syncs the log's file through f, or through a fresh descriptor
+// when f was closed meanwhile (the Handles bound closes idle logs): a sync
+// makes the file's data durable whichever descriptor wrote it.
+func (l *Log) syncFile(f *os.File) error {
+	if f != nil {
+		err := l.syncer()(f)
+		if !errors.Is(err, os.ErrClosed) {
+			return err
+		}
+	}
+	g, err := safefile.OpenFile(l.path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	return l.syncer()(g)
+}
+
+// wrote is told of each write (the log's lock released): unless the mode
+// is SyncNone it schedules a sync within SyncEvery when none is pending, so
+// under SyncAlways too what no acknowledgement waited for (an event the
+// source synthesized) reaches the disk within that bound.
+func (l *Log) wrote() {
+	if l.mode() == SyncNone {
+		return
+	}
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.timerSet {
+		return
+	}
+	l.timerSet = true
+	time.AfterFunc(SyncEvery, func() {
+		l.smu.Lock()
+		l.timerSet = false
+		l.smu.Unlock()
+		l.mu.Lock()
+		gen := l.gen
+		l.mu.Unlock()
+		l.syncTo(gen) //nolint:errcheck // nobody waits here: a failure goes to the Handles' OnSyncError
+	})
+}
