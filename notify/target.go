@@ -49,6 +49,9 @@ const WebhookSecretName = "webhook-secret"
 //	slack:URL                      a Slack-compatible incoming-webhook URL
 //	webhook:URL[#secret-file=PATH] a signed JSON POST
 //
+// A URL is https://, or http:// to this machine's loopback; #insecure-http
+// allows http:// to another host. Options join with '&'.
+//
 // In each, URL may be given as @FILE: the URL is read from FILE, which
 // must not be readable by group or others (a URL with a secret in it,
 // like Slack's, stays off the command line). Options after '#' are
@@ -60,12 +63,30 @@ func ParseTarget(spec string) (Target, error) { return ParseTargetIn(spec, "") }
 // without secret-file signs with $home/webhook-secret, created (0600) when
 // missing.
 func ParseTargetIn(spec, home string) (Target, error) {
+	t, err := parseTarget(spec, home)
+	if err != nil {
+		// Paths and file errors are quoted as they are: one line, always.
+		return nil, &lineError{msg: consumer.Line(err.Error()), err: err}
+	}
+	return t, nil
+}
+
+// lineError is an error shown on one line, what it wraps kept for errors.Is.
+type lineError struct {
+	msg string
+	err error
+}
+
+func (e *lineError) Error() string { return e.msg }
+func (e *lineError) Unwrap() error { return e.err }
+
+func parseTarget(spec, home string) (Target, error) {
 	kind, rest, ok := strings.Cut(spec, ":")
 	switch {
 	case !ok || rest == "":
-		return nil, fmt.Errorf("--notify %q: want KIND:URL with KIND ntfy, slack or webhook", consumer.Line(elideSpec(spec)))
+		return nil, fmt.Errorf("--notify %q: want KIND:URL with KIND ntfy, slack or webhook", elideSpec(spec))
 	case kind != KindNtfy && kind != KindSlack && kind != KindWebhook:
-		return nil, fmt.Errorf("--notify: unknown target kind %q (known: ntfy, slack, webhook)", consumer.Line(kind))
+		return nil, fmt.Errorf("--notify: unknown target kind %q (known: ntfy, slack, webhook)", kind)
 	}
 	where, opts, err := splitOptions(kind, rest)
 	if err != nil {
@@ -81,6 +102,11 @@ func ParseTargetIn(spec, home string) (Target, error) {
 	u, err := parseHTTPURL(kind, raw)
 	if err != nil {
 		return nil, err
+	}
+	// Every message carries answer links, which are credentials: in clear
+	// only to this machine, unless the operator says the network is theirs.
+	if u.Scheme == "http" && !httpguard.LoopbackURL(u.String()) && opts[insecureHTTP] == "" {
+		return nil, fmt.Errorf("--notify %s: http:// to %s would send answer links (and any token) in clear: use https://, or add #%s on a network you trust", kind, u.Hostname(), insecureHTTP)
 	}
 	c := newClient()
 	switch kind {
@@ -103,15 +129,19 @@ func ParseTargetIn(spec, home string) (Target, error) {
 	}
 }
 
+// insecureHTTP is the option that lets a target take plain http:// to a
+// host off loopback.
+const insecureHTTP = "insecure-http"
+
 // knownOptions are the options kind takes after '#'.
 func knownOptions(kind string) []string {
 	switch kind {
 	case KindNtfy:
-		return []string{"token-file"}
+		return []string{"token-file", insecureHTTP}
 	case KindWebhook:
-		return []string{"secret-file"}
+		return []string{"secret-file", insecureHTTP}
 	}
-	return nil
+	return []string{insecureHTTP}
 }
 
 // splitOptions cuts "URL#k=v&k=v" at its first '#' and checks the options
@@ -126,10 +156,13 @@ func splitOptions(kind, rest string) (string, map[string]string, error) {
 	for part := range strings.SplitSeq(frag, "&") {
 		k, v, _ := strings.Cut(part, "=")
 		switch {
-		case !slices.Contains(known, k) && len(known) == 0:
-			return "", nil, fmt.Errorf("--notify %s: takes no options after '#' (got %q)", kind, consumer.Line(k))
 		case !slices.Contains(known, k):
-			return "", nil, fmt.Errorf("--notify %s: unknown option %q (known: %s)", kind, consumer.Line(k), strings.Join(known, ", "))
+			return "", nil, fmt.Errorf("--notify %s: unknown option %q (known: %s)", kind, k, strings.Join(known, ", "))
+		case k == insecureHTTP:
+			if strings.Contains(part, "=") {
+				return "", nil, fmt.Errorf("--notify %s: option %s takes no value", kind, k)
+			}
+			v = "yes"
 		case v == "":
 			return "", nil, fmt.Errorf("--notify %s: option %s needs a value (%s=PATH)", kind, k, k)
 		case opts[k] != "":
@@ -173,7 +206,7 @@ func parseHTTPURL(kind, raw string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("--notify %s: URL must be http:// or https:// (got %q)", kind, consumer.Line(u.Scheme))
+		return nil, fmt.Errorf("--notify %s: URL must be http:// or https:// (got %q)", kind, u.Scheme)
 	}
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, fmt.Errorf("--notify %s: URL has no host", kind)

@@ -506,7 +506,11 @@ func TestParseTargetRefuses(t *testing.T) {
 		{"ntfy:https://ntfy.sh/t#token-file=" + empty, "empty"},
 		{"ntfy:https://ntfy.sh/t#token-file=" + loose, "readable by others"},
 		{"ntfy:https://ntfy.sh/t#token-file=" + ok + "&token-file=" + ok, "given twice"},
-		{"slack:https://hooks.slack.com/services/T/B/SPECSECRET#secret-file=/x", "takes no options"},
+		{"slack:https://hooks.slack.com/services/T/B/SPECSECRET#secret-file=/x", `unknown option "secret-file"`},
+		{"slack:http://hooks.example/services/T/B/SPECSECRET", "in clear"},
+		{"ntfy:http://192.168.1.20/aepalerts", "#insecure-http"},
+		{"ntfy:http://192.168.1.20/aepalerts#insecure-http=1", "takes no value"},
+		{"webhook:http://[::ffff:10.0.0.1]/h#secret-file=" + ok, "in clear"},
 		{"slack:@", "no file named"},
 		{"slack:@" + filepath.Join(dir, "missing"), "no such file"},
 		{"slack:@" + loose, "readable by others"},
@@ -533,6 +537,12 @@ func TestParseTargetRefuses(t *testing.T) {
 	tg, err := ParseTarget("slack:@" + linkToOK)
 	if err != nil || tg.Name() != "slack:@"+linkToOK {
 		t.Errorf("slack:@link: %v, %v", tg, err)
+	}
+	// Plain http:// goes to loopback, or elsewhere when the operator says so.
+	for _, spec := range []string{"ntfy:http://localhost:8080/aepalerts", "ntfy:http://[::1]/t", "ntfy:http://192.168.1.20/aepalerts#insecure-http", "slack:http://mm.lan/hooks/k#insecure-http"} {
+		if _, err := ParseTarget(spec); err != nil {
+			t.Errorf("ParseTarget(%q): %v", spec, err)
+		}
 	}
 	// Credentials in a URL are used, never shown.
 	tg, err = ParseTarget("ntfy:https://phil:hunter2@ntfy.example/aepalerts")
