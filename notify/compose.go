@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -43,13 +44,13 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 	}
 	body = append(body, strings.Join(facts, " · "))
 	m.Body = clip(strings.Join(body, "\n"), bodyRunes)
-	if req.Answerable() {
+	if req.Answerable() && r.who.Can(access.RoleAnswer) {
 		exp := req.Deadline
 		if exp.IsZero() {
 			exp = now.Add(DefaultTokenTTL)
 		}
 		for _, o := range req.Options {
-			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.by, Surface: r.surface, Expires: exp.Unix()})
+			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.who.Name, Surface: r.surface, Expires: exp.Unix()})
 			if err != nil {
 				n.log.Warn("answer link not made", "err", err)
 				continue

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -123,7 +124,9 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, respondTimeout)
 	defer cancel()
-	err := ref.Respond(ctx, c.By, c.Surface, c.Session, c.Request, c.Option)
+	// Links are minted only for people who may answer (compose); the
+	// answer is theirs.
+	err := ref.Respond(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer}, c.Surface, c.Session, c.Request, c.Option)
 	var re *relay.RespondError
 	switch {
 	case err == nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -39,9 +40,6 @@ const (
 	FeedQueue = 4096
 	// MaxSessions bounds the sessions the notifier's fold keeps.
 	MaxSessions = 2048
-	// OwnerName is the person answers from --notify targets are
-	// attributed to: the relay's owner, whose token configured them.
-	OwnerName = "owner"
 	// Surfaces: the agent of the command an answer link sends.
 	SurfaceLink = "aep-kimi-link" // a webhook's, ntfy's or chat's link
 	SurfacePush = "aep-kimi-push" // a phone's notification action
@@ -56,7 +54,7 @@ const (
 // Relay is what the notifier needs of the relay it serves.
 type Relay interface {
 	// Respond answers a held request (relay.Server.Respond).
-	Respond(ctx context.Context, by, surface, session, request, option string) error
+	Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error
 	// Backend is the relay's store, followed in process and written to
 	// with attention.routed.
 	Backend() relay.Backend
@@ -111,10 +109,10 @@ type relayRef struct{ Relay }
 // recipient is one place notifications go: a --notify target or a device.
 type recipient struct {
 	q       *Queue
-	by      string      // the person its answers are attributed to
-	surface string      // the surface its answers come from
-	ceiling aep.Capture // the most it is told
-	to, via string      // how attention.routed names it
+	who     access.Principal // the person its answers are attributed to
+	surface string           // the surface its answers come from
+	ceiling aep.Capture      // the most it is told
+	to, via string           // how attention.routed names it
 }
 
 // New builds a notifier; Run starts it on the relay.
@@ -147,7 +145,7 @@ func New(cfg Config) (*Notifier, error) {
 	for _, t := range cfg.Targets {
 		kind, _, _ := strings.Cut(t.Name(), ":")
 		n.targets = append(n.targets, &recipient{
-			q: NewQueue(t, kind, n.met, n.log), by: OwnerName, surface: SurfaceLink,
+			q: NewQueue(t, kind, n.met, n.log), who: access.Owner(), surface: SurfaceLink,
 			ceiling: cfg.Capture, to: t.Name(), via: kind,
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -245,7 +246,7 @@ func TestNotifyAnswerLink(t *testing.T) {
 		ans, _ := data["answer"].(map[string]any)
 		var by string
 		_ = json.Unmarshal(c.Ext[relay.ByAttr], &by)
-		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != notify.SurfaceLink || by != notify.OwnerName {
+		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != notify.SurfaceLink || by != access.OwnerName {
 			t.Fatalf("command: %s %s agent %s by %q", c.Type, c.Data, c.Agent, by)
 		}
 	case <-time.After(2 * time.Second):

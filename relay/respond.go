@@ -2,12 +2,12 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -27,7 +27,7 @@ func (e *RespondError) Error() string { return e.Code + ": " + e.Detail }
 // ErrWatchOnly refuses answering on a relay without a token.
 var ErrWatchOnly = errors.New(watchOnlyDetail)
 
-// Respond answers a held attention request as the person named by, from
+// Respond answers a held attention request as the person p, from
 // a surface outside the relay's sockets (surface is the command's agent:
 // "aep-kimi-link" for an answer link, "aep-kimi-push" for a phone's
 // notification action). The command is routed as a socket's
@@ -35,9 +35,12 @@ var ErrWatchOnly = errors.New(watchOnlyDetail)
 // another relay on a shared store), then held in the session's history and
 // fanned out to watchers, the person stamped in ByAttr. It returns once
 // the claimant has the command; the emitter's answer follows on the stream.
-func (s *Server) Respond(ctx context.Context, by, surface, session, request, option string) error {
+func (s *Server) Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error {
 	if s.cfg.Token == "" {
 		return ErrWatchOnly
+	}
+	if !p.Can(access.RoleAnswer) {
+		return &RespondError{Code: wire.CodeForbidden, Detail: fmt.Sprintf("%s may not answer requests (role %s)", p.Name, p.Role)}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -52,12 +55,8 @@ func (s *Server) Respond(ctx context.Context, by, surface, session, request, opt
 		Source: aep.AgentSourceURI(host, surface), Agent: surface, Session: session,
 		Subject: request, Cause: request,
 	}
-	if by != "" {
-		b, err := json.Marshal(by)
-		if err != nil {
-			return fmt.Errorf("relay: respond: %w", err)
-		}
-		cmd.Ext = map[string]json.RawMessage{ByAttr: b}
+	if err := cmd.SetExt(ByAttr, p.Name); err != nil {
+		return fmt.Errorf("relay: respond: %w", err)
 	}
 	if err := cmd.SetData(map[string]any{"answer": map[string]any{"option": option}}); err != nil {
 		return fmt.Errorf("relay: respond: %w", err)

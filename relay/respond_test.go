@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -21,7 +24,8 @@ func TestRespond(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	tgt := target(t, srv, "both", "kimi", "s-rsp", `{"accepts":["control.attention.respond"],"ack_window_ms":10000}`)
 	ctx := context.Background()
-	if err := srv.Respond(ctx, "alice", "aep-kimi-link", "s-rsp", "req-1", "deny"); err != nil {
+	alice := access.Principal{Name: "alice", Role: access.RoleAnswer, Capture: aep.CaptureMetadata}
+	if err := srv.Respond(ctx, alice, "aep-kimi-link", "s-rsp", "req-1", "deny"); err != nil {
 		t.Fatalf("Respond: %v", err)
 	}
 	got := tgt.eventFrames(t, 1)[0]
@@ -41,17 +45,23 @@ func TestRespond(t *testing.T) {
 	}
 
 	var re *relay.RespondError
-	if err := srv.Respond(ctx, "alice", "aep-kimi-link", "s-none", "req-1", "deny"); !errors.As(err, &re) || re.Code != wire.CodeNoRoute {
+	if err := srv.Respond(ctx, alice, "aep-kimi-link", "s-none", "req-1", "deny"); !errors.As(err, &re) || re.Code != wire.CodeNoRoute {
 		t.Errorf("no claimant: %v, want %s", err, wire.CodeNoRoute)
 	}
 	other := target(t, srv, "both", "kimi", "s-cancel-only", `{"accepts":["control.cancel"]}`)
 	_ = other
-	if err := srv.Respond(ctx, "alice", "aep-kimi-link", "s-cancel-only", "req-1", "deny"); !errors.As(err, &re) || re.Code != wire.CodeUnsupported {
+	if err := srv.Respond(ctx, alice, "aep-kimi-link", "s-cancel-only", "req-1", "deny"); !errors.As(err, &re) || re.Code != wire.CodeUnsupported {
 		t.Errorf("claimant without respond: %v, want %s", err, wire.CodeUnsupported)
 	}
 
+	bob := access.Principal{Name: "bob", Role: access.RoleWatch}
+	if err := srv.Respond(ctx, bob, "aep-kimi-link", "s-rsp", "req-1", "deny"); !errors.As(err, &re) || re.Code != wire.CodeForbidden {
+		t.Errorf("a watcher answering: %v, want %s", err, wire.CodeForbidden)
+	}
+	tgt.quiet(t, 100*time.Millisecond)
+
 	watch := relaytest.RunServer(t, relay.Config{})
-	if err := watch.Respond(ctx, "alice", "aep-kimi-link", "s", "r", "o"); !errors.Is(err, relay.ErrWatchOnly) {
+	if err := watch.Respond(ctx, alice, "aep-kimi-link", "s", "r", "o"); !errors.Is(err, relay.ErrWatchOnly) {
 		t.Errorf("watch-only relay: %v", err)
 	}
 }

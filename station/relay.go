@@ -75,40 +75,52 @@ type RelayOptions struct {
 	// Store is the store flags; its Home is the AEP home, where the fleet
 	// page's logins and the rules are kept too.
 	Store relay.StoreOptions
+	// Notify is the notification flags.
+	Notify NotifyOptions
 }
 
 // NewRelay builds the relay on cfg (its listen address, token and logger
 // set): allowed hosts, the exposure check (off loopback needs a token),
-// the fleet page and the rules under the home, the store opened, and the
-// heap limit. The closer closes the store. A configuration mistake is a
-// UsageError; a store that cannot open is a failure.
-func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func(string) string) (*relay.Server, func(), error) {
-	var err error
+// the people, the fleet page, the rules and the notifier under the home,
+// the store opened, and the heap limit. beside is what runs beside the
+// relay (the notifier); the closer closes the store. A configuration
+// mistake is a UsageError; a store that cannot open is a failure.
+func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func(string) string) (srv *relay.Server, beside []Component, closeStore func(), err error) {
 	if cfg.AllowedHosts, err = httpguard.ParseAllowedHostsFlag(o.AllowedHosts); err != nil {
-		return nil, nil, Usage(err)
+		return nil, nil, nil, Usage(err)
 	}
 	if err := o.Store.Validate(); err != nil {
-		return nil, nil, Usage(err)
+		return nil, nil, nil, Usage(err)
 	}
 	if err := httpguard.CheckExposure(cfg.Listen, o.Public, cfg.Token); err != nil {
-		return nil, nil, Usage(err)
+		return nil, nil, nil, Usage(err)
 	}
 	WithPeople(&cfg, o.Store.Home)
 	if err := WithPage(&cfg, o.Store.Home, getenv); err != nil {
-		return nil, nil, Usage(err)
+		return nil, nil, nil, Usage(err)
 	}
 	WithRules(&cfg, o.Store.Home)
-	closeStore, err := o.Store.Open(ctx, &cfg)
+	n, err := o.Notify.notifier(cfg, o.Store.Home, cfg.Logger.With("component", "notify"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	srv, err := relay.NewServer(cfg)
+	if n != nil {
+		cfg.Notify = n
+	}
+	closeStore, err = o.Store.Open(ctx, &cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err = relay.NewServer(cfg)
 	if err != nil {
 		closeStore()
-		return nil, nil, Usage(err)
+		return nil, nil, nil, Usage(err)
+	}
+	if n != nil {
+		beside = append(beside, Component{Name: "notify", Run: func(ctx context.Context) error { return n.Run(ctx, srv) }})
 	}
 	relay.LimitHeap(getenv, cfg.BufferBytes, cfg.Logger)
-	return srv, closeStore, nil
+	return srv, beside, closeStore, nil
 }
 
 // BindFlags registers --allowed-hosts and the store flags, shared by
@@ -116,6 +128,7 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 func (o *RelayOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	o.Store.BindFlags(fs, getenv)
+	o.Notify.BindFlags(fs, getenv)
 }
 
 // Usage marks err as a configuration mistake.

@@ -72,7 +72,7 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	}
 	// The one token guards all three: any of them off loopback needs it.
 	o.Relay.Store.Home, o.Relay.Public = o.Home, o.Public
-	rsrv, closeStore, err := NewRelay(ctx, rcfg, o.Relay, getenv)
+	rsrv, beside, closeStore, err := NewRelay(ctx, rcfg, o.Relay, getenv)
 	if err != nil {
 		if !IsUsage(err) {
 			err = fmt.Errorf("relay: %w", err)
@@ -86,6 +86,9 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	}
 	defer stn.Close() // what is bound, if up stops short of running
 	relayURL := stn.RelayURL()
+	for _, c := range beside {
+		stn.Add(c, nil)
+	}
 
 	o.Gate.KimiHome = o.Bridge.Opts.KimiHome // up's one --kimi-home
 	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate, LogSync: o.LogSync}

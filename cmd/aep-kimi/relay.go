@@ -21,7 +21,8 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 		Name:    "relay",
 		Summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
 		Forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N] [--max-connections N]\n" +
-			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]] [-v]"},
+			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]]\n" +
+			"[--notify TARGET ...] [--public-url URL] [--notify-after D] [-v]"},
 		About: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
 			"AEP_TOKEN or AEP_TOKEN_FILE enables auth and control routing.\n\n" +
 			"Rules in $AEP_HOME/" + rules.FileName + " answer permission requests for the whole fleet (see aep-kimi rules);\n" +
@@ -30,10 +31,12 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,\n" +
 			"with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream\n" +
 			"reaches the session's claimant through the relay it is connected to.\n\n" +
-			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.",
+			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.\n\n" +
+			"With a token the relay notifies people of waiting requests: Web Push to the devices subscribed from\n" +
+			"the page, and each --notify target, with one-use answer links built on --public-url.",
 		Env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
 			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_MAX_CONNECTIONS", "AEP_LOGIN_TTL", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
-			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "GOMEMLIMIT"},
+			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "AEP_PUBLIC_URL", "GOMEMLIMIT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o station.RelayFlags
@@ -54,12 +57,25 @@ func runRelay(ctx context.Context, o station.RelayFlags, getenv func(string) str
 		return fail(2, err)
 	}
 	cfg.Logger = logging.New(io.err, o.Verbose)
-	srv, closeStore, err := station.NewRelay(ctx, cfg, o.RelayOptions, getenv)
+	srv, beside, closeStore, err := station.NewRelay(ctx, cfg, o.RelayOptions, getenv)
 	if err != nil {
 		return fail(exitFor(err), err)
 	}
 	defer closeStore()
-	if err := srv.Run(ctx); err != nil {
+	if len(beside) == 0 {
+		if err := srv.Run(ctx); err != nil {
+			return fail(1, err)
+		}
+		return 0
+	}
+	stn, err := station.Listen(srv, cfg.Listen)
+	if err != nil {
+		return fail(1, err)
+	}
+	for _, c := range beside {
+		stn.Add(c, nil)
+	}
+	if err := stn.Run(ctx); err != nil {
 		return fail(1, err)
 	}
 	return 0

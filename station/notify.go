@@ -1,0 +1,69 @@
+package station
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
+	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// NotifyOptions are the notification flags, shared by `relay` and `up`.
+type NotifyOptions struct {
+	// Targets are the --notify specs, unparsed.
+	Targets []string
+	// PublicURL is --public-url ("" means the relay's own address).
+	PublicURL string
+	// After is --notify-after.
+	After time.Duration
+}
+
+// BindFlags registers --notify, --public-url and --notify-after.
+func (o *NotifyOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
+	fs.Func("notify", "send waiting requests to TARGET, repeatable: ntfy:URL, slack:URL or webhook:URL (secrets from files; see README)", func(s string) error {
+		o.Targets = append(o.Targets, s)
+		return nil
+	})
+	fs.StringVar(&o.PublicURL, "public-url", getenv("AEP_PUBLIC_URL"), "the relay's address as phones and chat apps reach it, for answer links (env AEP_PUBLIC_URL; default the relay's own address)")
+	fs.DurationVar(&o.After, "notify-after", 0, "wait this long before notifying, and send nothing if the request was answered by then")
+}
+
+// notifier builds the relay's notifier: its targets parsed, its links
+// built on the public URL (the listen address when none is given), its
+// keys under home. A relay without a token answers nothing, so it has no
+// notifier; --notify on one is a usage error.
+func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger) (*notify.Notifier, error) {
+	if cfg.Token == "" {
+		if len(o.Targets) > 0 {
+			return nil, Usage(errors.New("--notify needs a token: answers from notifications are control commands (set AEP_TOKEN or AEP_TOKEN_FILE)"))
+		}
+		return nil, nil
+	}
+	ncfg := notify.Config{Home: home, PublicURL: o.PublicURL, After: o.After, Logger: log}
+	if ncfg.PublicURL == "" {
+		addr, err := net.ResolveTCPAddr("tcp", cfg.Listen)
+		if err != nil {
+			return nil, Usage(fmt.Errorf("--public-url: the relay's address %q: %w", cfg.Listen, err))
+		}
+		ncfg.PublicURL = httpdrain.LocalURL(addr)
+		if !addr.IP.IsLoopback() && len(o.Targets) > 0 {
+			log.Warn("answer links point at this machine's loopback address: set --public-url to the address phones reach the relay at", "links", ncfg.PublicURL)
+		}
+	}
+	if _, err := notify.ParsePublicURL(ncfg.PublicURL); err != nil {
+		return nil, Usage(err)
+	}
+	for _, spec := range o.Targets {
+		t, err := notify.ParseTargetIn(spec, home)
+		if err != nil {
+			return nil, Usage(err)
+		}
+		ncfg.Targets = append(ncfg.Targets, t)
+	}
+	return notify.New(ncfg)
+}
