@@ -69,9 +69,8 @@ func newNtfy(u *url.URL, display, tokenFile string, c *http.Client) (*Ntfy, erro
 	if n.name == "" {
 		// ntfy's docs call a topic on a public server its password: the
 		// name shows only its first letters.
-		shown := *u
-		shown.Path, shown.RawPath = p[:i+1]+topic[:min(3, len(topic))]+"…", ""
-		n.name = KindNtfy + ":" + elideURL(&shown, false)
+		ep := strings.TrimSuffix(u.EscapedPath(), "/")
+		n.name = KindNtfy + ":" + elideURL(u, strings.LastIndex(ep, "/")+1+min(3, len(topic)))
 	}
 	if tokenFile != "" {
 		tok, err := tokenfile.Read(tokenFile, true)

@@ -97,7 +97,7 @@ func parseTarget(spec, home string) (Target, error) {
 		if raw, err = readURLFile(kind, file); err != nil {
 			return nil, err
 		}
-		display = kind + ":@" + file
+		display = kind + ":@" + consumer.Line(file)
 	}
 	u, err := parseHTTPURL(kind, raw)
 	if err != nil {
@@ -114,7 +114,7 @@ func parseTarget(spec, home string) (Target, error) {
 		return newNtfy(u, display, opts["token-file"], c)
 	case KindSlack:
 		if display == "" {
-			display = kind + ":" + elideURL(u, true)
+			display = kind + ":" + elideURL(u, len("/"))
 		}
 		return &Slack{url: u.String(), name: display, client: c}, nil
 	default:
@@ -123,7 +123,7 @@ func parseTarget(spec, home string) (Target, error) {
 			return nil, err
 		}
 		if display == "" {
-			display = kind + ":" + elideURL(u, false)
+			display = kind + ":" + elideURL(u, -1)
 		}
 		return &Webhook{url: u.String(), name: display, secret: secret, client: c}, nil
 	}
@@ -217,15 +217,16 @@ func parseHTTPURL(kind, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// elideURL is u fit for logs: no userinfo and no query, and with
-// dropPath no path either (Slack's webhook URLs are their secret).
-func elideURL(u *url.URL, dropPath bool) string {
-	c := *u
-	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
-	if dropPath {
-		c.Path, c.RawPath = "/…", ""
+// elideURL is u fit for logs: no userinfo and no query; with keep >= 0
+// its path is cut after keep bytes and ends in "…" (Slack's webhook
+// paths and ntfy's topics are their secret).
+func elideURL(u *url.URL, keep int) string {
+	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if keep < 0 {
+		return c.String()
 	}
-	return c.String()
+	c.Path, c.RawPath = "", ""
+	return c.String() + truncate(u.EscapedPath(), keep) + "…"
 }
 
 // elideSpec is a spec fit for an error line when it could not be parsed:
