@@ -112,17 +112,23 @@ func slackPayload(m Message) slackMessage {
 	if len(buttons) > 0 {
 		blocks = append(blocks, slackBlock{Type: "actions", Elements: buttons})
 	}
-	text := escapeChat(title)
-	if body != "" {
-		text += "\n" + escapeChat(body)
+	return slackMessage{Text: fallbackText(title, body, links), Blocks: blocks}
+}
+
+// fallbackText is the message's text: the title, the body, then the
+// links, which Discord and Mattermost show in place of the buttons and so
+// are never the part cut to fit.
+func fallbackText(title, body string, links []string) string {
+	head := truncate(escapeChat(title), slackMaxHeader*2)
+	tail := strings.Join(links, " · ")
+	if room := slackMaxText - len(head) - len(tail) - 2; body != "" && room > 0 {
+		head += "\n" + truncate(escapeChat(body), room)
 	}
-	if len(links) > 0 {
-		text += "\n" + strings.Join(links, " · ")
+	text := strings.TrimSpace(head + "\n" + tail)
+	if text == "" {
+		return "aep-kimi" // Slack refuses a message without text
 	}
-	if strings.TrimSpace(text) == "" {
-		text = "aep-kimi" // Slack refuses a message without text
-	}
-	return slackMessage{Text: truncate(text, slackMaxText), Blocks: blocks}
+	return truncate(text, slackMaxText)
 }
 
 // requestFacts is the small print under a request: the session's label,

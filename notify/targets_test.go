@@ -595,6 +595,11 @@ func TestSlackLimits(t *testing.T) {
 	if v.Blocks[0].Type != "header" || len(h) > slackMaxHeader || len(h) < slackMaxHeader-5 || !strings.HasSuffix(h, ";") {
 		t.Errorf("header %q (%d bytes)", h, len(h))
 	}
+	// A long body is cut, never the links after it.
+	m.Body = strings.Repeat("b", 3*slackMaxText)
+	if text := slackPayload(m).Text; len(text) > slackMaxText || !strings.HasSuffix(text, "|Open>") || !strings.Contains(text, "tok-deny|Deny>") {
+		t.Errorf("fallback text of %d bytes ends %q", len(text), text[max(0, len(text)-80):])
+	}
 	m.Title, m.Body, m.Answers, m.Open, m.Label, m.Tool, m.Deadline = "", "", nil, "", "", "", time.Time{}
 	if v := slackPayload(m); v.Text == "" || len(v.Blocks) != 0 {
 		t.Errorf("an empty message: text %q, blocks %v", v.Text, v.Blocks)
