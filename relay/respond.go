@@ -14,9 +14,8 @@ import (
 )
 
 // ByAttr is the extension attribute the relay stamps on a command it
-// routes for a person: their name, so the emitter can say who answered
-// (AEP-0001 §4.2 lets a relay add extensions, never alter core attributes).
-const ByAttr = "aepkimiby"
+// routes for a person (wire.ByAttr).
+const ByAttr = wire.ByAttr
 
 // RespondError is why Respond could not deliver an answer: the relay's
 // refusal code (wire.CodeNoRoute, ...) and a sentence.

@@ -26,7 +26,32 @@ const ui = {
   notes: new Map(), // attention id -> latest settlement note
   proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
   traces: new Map(), // attention id -> its trace once settled
+  me: null, // who this login speaks for ({name, role}); null: the relay says not
 };
+
+// The roles, in order: a watcher reads, an answerer also answers and
+// cancels, an admin also manages rules (access.Role).
+const ROLES = ['watch', 'answer', 'admin'];
+
+// can reports whether this login's role includes role. A relay that names
+// no role (one without people, or watch-only) leaves the buttons to it:
+// it refuses what it does not allow.
+function can(role) {
+  if (!ui.me || !ui.me.role) return true;
+  return ROLES.indexOf(ui.me.role) >= ROLES.indexOf(role);
+}
+
+// showWho says in the header who this login speaks for.
+function showWho(a) {
+  ui.me = a && a.logged_in && a.name ? { name: a.name, role: a.role || '' } : null;
+  const w = $('whoami');
+  w.hidden = !ui.me;
+  if (!ui.me) return;
+  w.dataset.role = ui.me.role;
+  w.textContent = `${ui.me.name} · ${ui.me.role || 'no role'}`;
+  w.title = ui.me.role === 'watch' ? 'you watch: answering needs the answer role'
+    : ui.me.role === 'answer' ? 'you watch and answer: managing rules needs the admin role' : 'you watch, answer and manage rules';
+}
 // conns holds one connection per relay, by its name ('' for the relay that
 // serves the page).
 const conns = new Map();
@@ -126,6 +151,7 @@ async function login() {
   const a = await authState();
   if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
+  showWho(a);
   if (a.required && !a.logged_in) {
     setLoginSecret('');
     return { ok: false, why: 'Not connected: this relay needs its token and this tab is not logged in. Open the URL that aep-kimi up or aep-kimi open prints (it carries the token after #, which never reaches a server).' };
@@ -683,7 +709,7 @@ function renderInbox(now) {
 }
 
 // leaveTrace puts a short trace where a request the inbox showed was
-// settled ("You denied, 3s ago"), for TRACE_MS: an answer that simply
+// settled ("Denied by alice (page), 3s ago"), for TRACE_MS: an answer that simply
 // vanished left people wondering whether it took.
 function leaveTrace(id, lane, now) {
   const s = S.session(state, lane);
@@ -698,10 +724,11 @@ function leaveTrace(id, lane, now) {
   $('answered').hidden = false;
 }
 
-// traceOf says who settled a request and how, and when.
+// traceOf says who settled a request and how, and when: what the stream
+// says (S.settled), "Allowed by alice (page)", "Denied by rule r3",
+// "Proceeded: nobody answered".
 function traceOf(req, now) {
-  const mine = [...ui.commands.values()].some((c) => c.request === req.id);
-  const when = (ev) => (ev && Number.isFinite(Date.parse(ev.time)) ? Date.parse(ev.time) : now);
+  const when = (t) => (Number.isFinite(Date.parse(t)) ? Date.parse(t) : now);
   if (req.state === 'pending') {
     if (!S.expired(req, now)) return null; // the session was filtered away, not settled
     const at = Date.parse(req.expiresAt);
@@ -709,21 +736,12 @@ function traceOf(req, now) {
     if (req.onExpiry === 'deny') return { text: 'Nobody answered: denied', at, outcome: 'denied' };
     return { text: 'Nobody answered in time', at, outcome: 'expired' };
   }
-  const who = req.rule ? `Rule ${req.rule}` : mine ? 'You' : 'Someone else';
-  const a = req.answer;
-  if (a) {
-    const opt = a.option ? req.options.find((o) => o.id === a.option) : null;
-    const word = a.option ? (opt && opt.label) || a.option : '';
-    const verb = /^(deny|reject|no)/i.test(word || a.option || '') ? 'denied'
-      : /^(allow|approve|yes)/i.test(word || a.option || '') ? 'allowed'
-        : a.text ? 'replied' : word ? `chose “${word}”` : 'answered';
-    const outcome = verb === 'denied' || verb === 'allowed' ? verb : 'answered';
-    return { text: `${who} ${verb}`, at: when(req.answered || req.ruled), outcome };
-  }
-  if (req.rule) return { text: `${who} answered`, at: when(req.ruled), outcome: 'answered' };
-  if (req.state === 'timeout') return { text: 'Nobody answered in time', at: when(req.outcome), outcome: 'expired' };
-  if (req.state === 'session_ended') return { text: 'The session ended first', at: when(req.outcome), outcome: 'ended' };
-  return { text: 'Settled elsewhere', at: when(req.outcome), outcome: 'answered' };
+  const o = S.settled(state, req);
+  if (!o) return null;
+  const w = S.settledWords(o);
+  const outcome = o.outcome === 'session ended' ? 'ended' : /^(allowed|proceeded)/.test(o.outcome) ? 'allowed'
+    : o.outcome === 'denied' ? 'denied' : o.surface === 'timeout' ? 'expired' : 'answered';
+  return { text: w.charAt(0).toUpperCase() + w.slice(1), at: when(o.time), outcome };
 }
 
 function signature(req) {
@@ -746,6 +764,10 @@ function renderRequest(req, now) {
       left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : ''),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');
+  if (!can('answer') && how !== 'elsewhere') {
+    li.append(el('p', { class: 'status', 'data-watch-only': true }, `You watch this fleet (role ${ui.me.role}): answering needs the answer role.${optionText ? ` Its choices: ${optionText}.` : ''}`));
+    return li;
+  }
   if (how === 'elsewhere') {
     li.append(el('p', { class: 'status' }, `Answer in ${s.agent === 'kimi-code' || !s.agent ? 'Kimi' : s.agent} itself (this request is answered ${req.respondVia.join(', ')}, not through the relay).${optionText ? ` Its choices: ${optionText}.` : ''}`));
     return li;
@@ -820,7 +842,7 @@ function ownRelay(req) {
 // is saved first (the relay refuses a pattern that does not match this
 // request's own arguments); the allow is sent once it is.
 function alwaysForm(req, s) {
-  if (!ownRelay(req)) return null;
+  if (!ownRelay(req) || !can('admin')) return null;
   const p = ui.proposals.get(req.id);
   if (p === undefined) {
     ui.proposals.set(req.id, 'asking');
@@ -883,7 +905,7 @@ function renderRules(l, now) {
     el('td', null, el('code', null, r.project || '*')),
     el('td', { 'data-uses': String(r.uses) }, String(r.uses) + (r.unknowable ? ` (${r.unknowable} unknowable)` : '')),
     el('td', null, r.last_use ? since(Date.parse(r.last_use), now, ' ago') : 'never'),
-    el('td', null, el('button', {
+    el('td', null, can('admin') && el('button', {
       type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
       onclick: async () => {
         try {
@@ -1122,7 +1144,12 @@ function eventItem(s, ev, now, depth, seen, r) {
     return el('li', { 'data-kind': t.state, 'data-tool': t.key }, phraseOf(s, last), detailsOf(last));
   }
   if (ev.type.startsWith('attention.')) {
-    return el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, phraseOf(s, ev), detailsOf(ev));
+    const li = el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, phraseOf(s, ev));
+    const req = ev.type === 'attention.requested' && s.attention.get(ev.id);
+    const o = req && S.settled(state, req);
+    if (o) li.append(el('span', { class: 'settled', 'data-settled': ev.id, 'data-by': o.by || undefined, 'data-surface': o.surface || undefined }, ` · ${S.settledWords(o)}`));
+    li.append(detailsOf(ev));
+    return li;
   }
   if (ev.type.startsWith('delegation.subagent.')) {
     // The child session's work nests inline under its delegation; its own

@@ -717,6 +717,109 @@ export function who(agent) {
   return typeof agent === 'string' ? agent : '';
 }
 
+// --- who settled a request ------------------------------------------------------
+// settled is what became of a request and who decided it, the way
+// relay/consumer's audit (Fold.Audit) says it: both are held to the audit's
+// golden files (relay/consumer/testdata/audit/NAME.audit.json).
+
+// BY_ATTR is the extension attribute a relay stamps on every command it
+// routes: the name of the person whose credential sent it.
+export const BY_ATTR = 'aepkimiby';
+const SURFACE_OF_AGENT = { [PAGE_AGENT]: 'page', [CLI_AGENT]: 'cli', 'aep-kimi-push': 'push', 'aep-kimi-link': 'link' };
+const OPTION_OUTCOMES = {
+  allow: 'allowed', approve: 'allowed', approved: 'allowed', allow_session: 'allowed for the session',
+  deny: 'denied', reject: 'denied', rejected: 'denied', cancel: 'cancelled',
+};
+const optionOutcome = (o) => (!o ? 'answered' : OPTION_OUTCOMES[o.toLowerCase()] || `answered ${o}`);
+
+// answerer is relay/consumer's Answerer: by (the stamped person, else a
+// sender that names itself; a rule's id) and the surface an answer came
+// through.
+export function answerer(agent, stamped) {
+  const rule = ruleOf(agent);
+  if (rule) return { by: rule, surface: 'rule' };
+  if (Object.hasOwn(SURFACE_OF_AGENT, agent)) return { by: stamped, surface: SURFACE_OF_AGENT[agent] };
+  return { by: firstOf(stamped, typeof agent === 'string' ? agent : ''), surface: '' };
+}
+
+// settled is req's outcome, or null while it waits on a person: time (of
+// the outcome), outcome, option, by (a person, a rule's id, 'nobody', or ''
+// when the record does not say), surface and latencyMs.
+export function settled(state, req) {
+  const l = state.sessions.get(req.lane);
+  const event = (id) => (l && typeof id === 'string' ? l.byId.get(id)?.ev : undefined);
+  let end;
+  const out = { outcome: '', option: '', by: '', surface: '' };
+  if (req.answered) {
+    end = req.answered;
+    const d = data(req.answered);
+    out.option = strOf(req.answer, 'option');
+    let agent = strOf(d, 'by');
+    let stamped = '';
+    const cmd = event(req.answered.cause);
+    if (cmd && cmd.type === 'control.attention.respond') {
+      agent = typeof cmd.agent === 'string' ? cmd.agent : '';
+      stamped = strOf(cmd, BY_ATTR);
+    }
+    if (strOf(d, 'via') === 'oob' && agent === '') out.surface = 'kimi';
+    else Object.assign(out, answerer(agent, stamped));
+    out.outcome = optionOutcome(out.option);
+  } else if (req.rule) {
+    end = req.ruled;
+    const ans = data(req.ruled).answer;
+    out.option = strOf(ans && typeof ans === 'object' ? ans : {}, 'option');
+    Object.assign(out, { by: req.rule, surface: 'rule', outcome: optionOutcome(out.option) });
+  } else if (req.outcome) {
+    end = req.outcome;
+    out.by = 'nobody';
+    if (req.state === 'timeout') {
+      out.surface = 'timeout';
+      const applied = data(req.outcome)[ON_EXPIRY_FIELD];
+      out.outcome = applied === 'allow' ? 'proceeded' : applied === 'deny' ? 'denied' : 'expired';
+    } else if (req.state === 'resolved') {
+      out.outcome = firstOf(strOf(data(req.outcome), 'resolution'), 'dismissed');
+    } else {
+      out.outcome = 'session ended';
+    }
+  } else {
+    return null;
+  }
+  out.time = typeof end.time === 'string' ? end.time : '';
+  out.latencyMs = 0;
+  const od = req.outcome ? data(req.outcome) : {};
+  const measured = ['latency_ms', 'after_ms'].map((k) => millisOf(od, k)).find((v) => v !== null);
+  if (measured !== undefined) {
+    out.latencyMs = measured;
+  } else {
+    const at = Date.parse(out.time);
+    const asked = Date.parse(req.time);
+    if (Number.isFinite(at) && Number.isFinite(asked)) out.latencyMs = Math.max(at - asked, 0);
+  }
+  return out;
+}
+
+// The surfaces in words, for an answer whose sender's name the record
+// does not carry.
+const SURFACE_WORDS = { page: 'from the page', cli: 'from the terminal', push: 'from a phone', link: 'through an answer link' };
+
+// settledWords says a settled outcome in a line: "allowed by alice (page)",
+// "denied by rule r3", "proceeded: nobody answered".
+export function settledWords(o) {
+  switch (o.surface) {
+    case 'rule':
+      return `${o.outcome} by rule ${o.by}`;
+    case 'timeout':
+      return `${o.outcome}: nobody answered`;
+    case 'kimi':
+      return `${o.outcome} in Kimi`;
+    default:
+  }
+  if (o.by === 'nobody') return o.outcome === 'session ended' ? 'closed: the session ended first' : `${o.outcome}: nobody answered`;
+  if (o.by && o.surface) return `${o.outcome} by ${o.by} (${o.surface})`;
+  if (o.by) return `${o.outcome} by ${o.by}`;
+  return o.surface ? `${o.outcome} ${SURFACE_WORDS[o.surface]}` : o.outcome;
+}
+
 // humanDuration renders milliseconds the way relay/consumer's HumanDuration
 // does: 350ms, 4.2s, 49s, 3m05s, 2h10m.
 export function humanDuration(msv) {

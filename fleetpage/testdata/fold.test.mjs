@@ -113,3 +113,65 @@ test('token words of a folded stream', () => {
   assert.ok(none.sessions.size > 0);
   for (const k of none.sessions.keys()) assert.equal(S.tokenWords(S.session(none, k)), '');
 });
+
+// Who settled each request, and how: relay/consumer's audit
+// (testdata/audit/NAME.audit.json, one row per outcome) is derived by the
+// page's settled from the same stream (testdata/streams/NAME.jsonl, or the
+// audit's own testdata/audit/NAME.jsonl).
+const audits = readdirSync(join(root, 'audit')).filter((f) => f.endsWith('.audit.json')).map((f) => f.slice(0, -'.audit.json'.length)).sort();
+
+test('there are golden audit cases, the people stream among them', () => {
+  assert.ok(audits.length >= 5 && audits.includes('people'), `cases: ${audits}`);
+});
+
+// line escapes as relay/consumer's Line does, which the audit's JSON
+// went through: C0 but tab as \xHH, DEL, C1 and bidi controls as \uHHHH.
+const line = (v) => v.replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g, (c) => {
+  const n = c.charCodeAt(0);
+  return n < 0x20 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+});
+
+for (const name of audits) {
+  test(`audit ${name}`, () => {
+    const own = join(root, 'audit', `${name}.jsonl`);
+    const { st } = project(existsSync(own) ? jsonl(own) : input(name));
+    const want = readFileSync(join(root, 'audit', `${name}.audit.json`), 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l));
+    const got = new Map();
+    for (const id of st.sessions.keys()) {
+      for (const req of S.session(st, id).attention.values()) {
+        const o = S.settled(st, req);
+        if (o) got.set(req.id, o);
+      }
+    }
+    assert.equal(got.size, want.length, 'one row per settled request');
+    for (const w of want) {
+      const o = got.get(w.request);
+      assert.ok(o, `request ${w.request} settled`);
+      assert.deepStrictEqual(
+        { time: o.time, outcome: o.outcome, option: line(o.option), by: line(o.by), surface: o.surface, latency_ms: o.latencyMs },
+        { time: w.time, outcome: w.outcome, option: w.option ?? '', by: w.by, surface: w.surface, latency_ms: w.latency_ms },
+        `request ${w.request}`,
+      );
+    }
+  });
+}
+
+// The page says who settled a request in one line.
+test('settled words', () => {
+  const { st } = project(jsonl(join(root, 'audit', 'people.jsonl')));
+  const lines = [];
+  for (const req of S.session(st, [...st.sessions.keys()][0]).attention.values()) lines.push(S.settledWords(S.settled(st, req)));
+  assert.deepStrictEqual(lines, [
+    'allowed by alice (page)',
+    'denied by rule r3',
+    'denied by bob (cli)',
+    'allowed for the session by carol (push)',
+    'cancelled by dave (link)',
+    'denied: nobody answered',
+    'proceeded: nobody answered',
+    'denied by @mallory\u001b[2K (page)',
+    'allowed from the page',
+    'allowed by ops-bot',
+    'closed: the session ended first',
+  ]);
+});

@@ -15,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -25,11 +26,6 @@ const (
 	PushAgent = "aep-kimi-push"
 	LinkAgent = "aep-kimi-link"
 )
-
-// ByExtension is the extension attribute a relay stamps on every command it
-// routes: the name of the person whose credential sent it (AEP-0001 §4.2
-// lets a relay add extension attributes, never alter core ones).
-const ByExtension = "aepkimiby"
 
 // Surfaces an outcome came through, as the audit names them.
 const (
@@ -58,7 +54,7 @@ var surfaceOfAgent = map[string]string{
 // or "" when the record does not say who; surface one of the Surface
 // words, or "" for a sender aep-kimi does not know. agent is the answering
 // command's agent (attention.answered's by when the command is not at
-// hand), stamped the relay's ByExtension on it.
+// hand), stamped the relay's wire.ByAttr on it.
 func Answerer(agent, stamped string) (by, surface string) {
 	if id, ok := rules.RuleOfAgent(agent); ok {
 		return id, SurfaceRule
@@ -181,7 +177,7 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 		agent, stamped := r.Answered.By, ""
 		if cmd := s.Event(r.Answered.Cause); cmd != nil && cmd.Type == rules.CommandType {
 			agent = cmd.Agent
-			stamped, _ = cmd.ExtString(ByExtension)
+			stamped, _ = cmd.ExtString(wire.ByAttr)
 		}
 		if r.Answered.Via == "oob" && agent == "" {
 			row.Surface = SurfaceKimi
