@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -41,8 +42,8 @@ const (
 	// MaxSessions bounds the sessions the notifier's fold keeps.
 	MaxSessions = 2048
 	// Surfaces: the agent of the command an answer link sends.
-	SurfaceLink = "aep-kimi-link" // a webhook's, ntfy's or chat's link
-	SurfacePush = "aep-kimi-push" // a phone's notification action
+	SurfaceLink = consumer.LinkAgent // a webhook's, ntfy's or chat's link
+	SurfacePush = consumer.PushAgent // a phone's notification action
 	// routerAgent is the agent of the attention.routed events the
 	// notifier emits (AEP-0002 §7.3: the router's own identity).
 	routerAgent = "aep-kimi-notify"

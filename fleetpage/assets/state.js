@@ -732,10 +732,10 @@ const OPTION_OUTCOMES = {
 };
 const optionOutcome = (o) => (!o ? 'answered' : OPTION_OUTCOMES[o.toLowerCase()] || `answered ${o}`);
 
-// answerer is relay/consumer's Answerer: by (the stamped person, else a
+// settler is relay/consumer's Answerer: by (the stamped person, else a
 // sender that names itself; a rule's id) and the surface an answer came
 // through.
-export function answerer(agent, stamped) {
+export function settler(agent, stamped) {
   const rule = ruleOf(agent);
   if (rule) return { by: rule, surface: 'rule' };
   if (Object.hasOwn(SURFACE_OF_AGENT, agent)) return { by: stamped, surface: SURFACE_OF_AGENT[agent] };
@@ -761,8 +761,14 @@ export function settled(state, req) {
       agent = typeof cmd.agent === 'string' ? cmd.agent : '';
       stamped = strOf(cmd, BY_ATTR);
     }
-    if (strOf(d, 'via') === 'oob' && agent === '') out.surface = 'kimi';
-    else Object.assign(out, answerer(agent, stamped));
+    if (strOf(d, 'via') === 'oob' && agent === '') {
+      out.surface = 'kimi';
+    } else {
+      Object.assign(out, settler(agent, stamped));
+      // The command is not at hand (a session log): the answer names its
+      // surface itself.
+      if (!out.surface) out.surface = strOf(d, 'x-kimi-code-surface');
+    }
     out.outcome = optionOutcome(out.option);
   } else if (req.rule) {
     end = req.ruled;
