@@ -78,7 +78,7 @@ func newMetrics[S Member](c *Core[S]) *metrics {
 		reg:        reg,
 		eventLabel: c.spec.EventLabel,
 		events:     r.CounterVec("events_total", "AEP events emitted, by type (a bounded set: the rest count as other or as their family).", "type"),
-		logErrors:  r.Counter("log_errors_total", "Failed JSONL log appends."),
+		logErrors:  r.Counter("log_errors_total", "Failed JSONL log appends and syncs."),
 		logRecover: r.Counter("log_recovery_incomplete_total", "Session logs whose recovery passed over unparsable lines or could not be read to the end."),
 		tornTails: r.CounterVec("log_torn_tails_total",
 			"Session logs found ending in a partial line when opened, by what was done (cut: moved to a .torn- file; completed).", "action"),

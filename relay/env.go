@@ -19,6 +19,12 @@ import (
 const (
 	StoreSyncInterval = "interval"
 	StoreSyncAlways   = "always"
+	// DefaultStoreSync is the embedded store's: every admitted event is on
+	// the disk before the relay answers for it. The batches admitted while
+	// one sync runs share the next, so it costs a fraction of a millisecond
+	// per batch, not per event (BENCHMARKS.md), and an acknowledged event
+	// survives a power loss, which NATS's interval does not promise.
+	DefaultStoreSync = StoreSyncAlways
 )
 
 // ConfigFromEnv maps the reference relay's environment (AEP_PORT,
@@ -99,8 +105,9 @@ func (o *StoreOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.NATSListen, "nats-listen", "",
 		"let the embedded NATS listen for clients on this loopback address, e.g. for a second relay's --nats (default: no port at all); clients authenticate with $AEP_HOME/relay/"+NATSCredsName+", generated on first use")
 	fs.IntVar(&o.Replicas, "nats-replicas", 1, "stream replicas when --nats is a JetStream cluster")
-	fs.StringVar(&o.Sync, "store-sync", cli.EnvOr(getenv, "AEP_STORE_SYNC", StoreSyncInterval),
-		"when the embedded store flushes to disk: interval (every "+DefaultSyncInterval.String()+"; an admitted event survives a relay crash at once, a power loss after the flush) or always (every write; survives both, far slower) (env AEP_STORE_SYNC)")
+	fs.StringVar(&o.Sync, "store-sync", cli.EnvOr(getenv, "AEP_STORE_SYNC", ""),
+		"when the embedded store flushes to disk: always (the default: every batch is synced before the relay answers, the batches arriving meanwhile sharing one sync; an admitted event survives a power loss) "+
+			"or interval (every "+DefaultSyncInterval.String()+"; an admitted event survives a relay crash at once, a power loss after the flush) (env AEP_STORE_SYNC)")
 }
 
 // Validate checks the store options before anything starts.
@@ -120,7 +127,7 @@ func (o *StoreOptions) Validate() error {
 		return fmt.Errorf("--store %s: want %s or %s", strconv.Quote(o.Store), StoreMemory, StoreJetStream)
 	}
 	switch strings.TrimSpace(o.Sync) {
-	case StoreSyncInterval:
+	case "", StoreSyncInterval:
 	case StoreSyncAlways:
 		if o.URL != "" {
 			return fmt.Errorf("--store-sync %s is for the embedded store; an external NATS syncs as its own sync_interval says", StoreSyncAlways)
@@ -132,6 +139,18 @@ func (o *StoreOptions) Validate() error {
 		return fmt.Errorf("--nats-replicas %d: want 1 or more", o.Replicas)
 	}
 	return nil
+}
+
+// syncAlways says whether the embedded store syncs every batch: asked for,
+// or by default (DefaultStoreSync). An external NATS syncs as it is told.
+func (o *StoreOptions) syncAlways() bool {
+	switch strings.TrimSpace(o.Sync) {
+	case "":
+		return o.URL == "" && DefaultStoreSync == StoreSyncAlways
+	case StoreSyncAlways:
+		return true
+	}
+	return false
 }
 
 // Open opens the selected store into cfg.Backend and returns its closer.
@@ -152,7 +171,7 @@ func (o *StoreOptions) Open(ctx context.Context, cfg *Config) (func(), error) {
 		MaxSessions: cfg.MaxSessions,
 		BufferBytes: cfg.BufferBytes,
 		MaxBody:     cfg.MaxBody,
-		SyncAlways:  strings.TrimSpace(o.Sync) == StoreSyncAlways,
+		SyncAlways:  o.syncAlways(),
 		Logger:      cfg.Logger,
 	})
 	if err != nil {

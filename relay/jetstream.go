@@ -28,6 +28,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // storeLockName is the lock file in the embedded store's directory.
@@ -76,12 +77,16 @@ type JetStreamConfig struct {
 	// MaxBody is the largest event the relay accepts; the embedded server's
 	// payload limit is set to carry it (zero takes DefaultMaxBody).
 	MaxBody int64
-	// SyncAlways makes the embedded server flush every write to the disk
-	// before acknowledging it: an admitted event then survives a power
-	// loss, not only a crash of the relay, at a large cost in throughput.
-	// Without it the server syncs every DefaultSyncInterval. An external
-	// NATS syncs as its own configuration says.
+	// SyncAlways puts every admitted event on the disk before the relay
+	// acknowledges it: it then survives a power loss, not only a crash of
+	// the relay. The batches acknowledged while one sync runs share the
+	// next (storeSync). Without it the server syncs every
+	// DefaultSyncInterval. An external NATS syncs as its own configuration
+	// says.
 	SyncAlways bool
+	// Syncer syncs one of the store's files under SyncAlways; nil is
+	// syncmode.FileSync (tests inject one).
+	Syncer syncmode.Syncer
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -141,6 +146,9 @@ type JetStreamBackend struct {
 	admitted   uint64 // tickets admitted or abandoned so far
 
 	routes jsRoutes
+
+	// sync is the group commit under SyncAlways (nil: the server's interval).
+	sync *storeSync
 
 	purges  chan purge
 	stop    context.CancelFunc
@@ -221,6 +229,14 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		b.shutdown()
 		return nil, err
 	}
+	if cfg.SyncAlways && b.srv != nil {
+		sync, err := newStoreSync(cfg.Dir, cfg.Stream, cfg.Syncer)
+		if err != nil {
+			b.shutdown()
+			return nil, err
+		}
+		b.sync = sync
+	}
 	if err := b.follow(sctx); err != nil {
 		b.shutdown()
 		return nil, err
@@ -258,10 +274,11 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 			NoLog:      true,
 			MaxPayload: int32(cfg.MaxBody + headroom),
 			DontListen: cfg.Listen == "",
-			SyncAlways: cfg.SyncAlways,
 			// Every admitted event is in the operating system's hands when
 			// acknowledged (it survives the relay's crash); this bounds how
-			// long it may wait there for the disk.
+			// long it may wait there for the disk. Under SyncAlways the
+			// relay syncs each batch itself (storeSync): the server's own
+			// sync-always would sync each message on its own.
 			SyncInterval: DefaultSyncInterval,
 		}
 		if cfg.Listen != "" {
@@ -718,6 +735,9 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	if err == nil {
 		err = b.awaitAcks(futs, held)
 	}
+	if err == nil && b.sync != nil && len(futs) > 0 {
+		err = b.sync.wait()
+	}
 	b.admitMu.Lock()
 	defer b.admitMu.Unlock()
 	for b.admitted != ticket {
@@ -871,6 +891,7 @@ func (b *JetStreamBackend) shutdown() {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 	}
+	b.sync.close()
 	if b.lock != nil {
 		b.lock.Close() // releases the lock
 	}

@@ -37,12 +37,12 @@ func benchJetStream(b *testing.B, dir string) *JetStreamBackend {
 
 // benchBatches returns n events in batches of storeBatch over 8 sessions,
 // each event with its own id (so none is a duplicate).
-func benchBatches(b *testing.B, n int) [][]*Message {
+func benchBatches(b testing.TB, n int) [][]*Message {
 	return benchBatchesFor(b, n, "s")
 }
 
 // benchBatchesFor is benchBatches with sessions named prefix0 to prefix7.
-func benchBatchesFor(b *testing.B, n int, prefix string) [][]*Message {
+func benchBatchesFor(b testing.TB, n int, prefix string) [][]*Message {
 	var out [][]*Message
 	for i := 0; i < n; i += storeBatch {
 		var batch []*Message
@@ -85,8 +85,8 @@ func BenchmarkStoreIngestSyncAlways(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer js.Close()
-	if !js.srv.JetStreamConfig().SyncAlways {
-		b.Fatal("the embedded server does not sync every write")
+	if js.sync == nil {
+		b.Fatal("the store does not sync every write")
 	}
 	benchIngestSerial(b, js)
 }
@@ -97,29 +97,56 @@ func BenchmarkStoreIngestSyncAlways(b *testing.B) {
 // another's wait for the stream.
 func BenchmarkStoreIngest4(b *testing.B) {
 	benchStores(b, func(b *testing.B, open func(*testing.B) Backend) {
-		be := open(b)
-		var work [4][][]*Message
-		for w := range work {
-			work[w] = benchBatchesFor(b, b.N/4, fmt.Sprintf("w%d-s", w))
-		}
-		b.ResetTimer()
-		start := time.Now()
-		var g errgroup.Group
-		for _, batches := range work {
-			g.Go(func() error {
-				for _, batch := range batches {
-					if res := be.Ingest(batch); res.Err != nil {
-						return res.Err
-					}
+		benchIngestConcurrent(b, open(b), 4)
+	})
+}
+
+// benchIngestConcurrent ingests b.N events from writers emitters at once,
+// each with its own eight sessions, in batches of storeBatch.
+func benchIngestConcurrent(b *testing.B, be Backend, writers int) {
+	work := make([][][]*Message, writers)
+	for w := range work {
+		work[w] = benchBatchesFor(b, b.N/writers, fmt.Sprintf("w%d-s", w))
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var g errgroup.Group
+	for _, batches := range work {
+		g.Go(func() error {
+			for _, batch := range batches {
+				if res := be.Ingest(batch); res.Err != nil {
+					return res.Err
 				}
-				return nil
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkStoreSync compares, in one run, the embedded store syncing
+// every batch before admitting it (--store-sync always, the group commit)
+// with the server's interval, from one emitter and from four at once.
+func BenchmarkStoreSync(b *testing.B) {
+	for _, writers := range []int{1, 4} {
+		for _, always := range []bool{false, true} {
+			name := fmt.Sprintf("%s/emitters=%d", map[bool]string{false: StoreSyncInterval, true: StoreSyncAlways}[always], writers)
+			b.Run(name, func(b *testing.B) {
+				js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: b.TempDir(), SyncAlways: always})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer js.Close()
+				if (js.sync != nil) != always {
+					b.Fatal("the store's sync mode is not the one asked for")
+				}
+				benchIngestConcurrent(b, js, writers)
 			})
 		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
-	})
+	}
 }
 
 // BenchmarkStoreFanout100 is BenchmarkFanout100 on each store, ingesting in

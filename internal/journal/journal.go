@@ -24,6 +24,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // LogExt ends every session log's name (a torn tail's name goes on past it).
@@ -83,23 +84,17 @@ type Log struct {
 	// elem is the log's place in its Handles' list; guarded by handles.mu.
 	elem *list.Element
 
-	// The group commit (sync.go). Lock order: smu, then mu; mu is never
-	// held across a sync.
+	// group is the log's group commit (sync.go); mu is never held across
+	// a sync. smu guards timerSet.
+	group    syncmode.Group
 	smu      sync.Mutex
-	cond     sync.Cond
-	syncing  bool
-	synced   uint64 // every write up to this one is on the disk
-	failed   uint64 // a sync covering the writes up to this one failed
-	serr     error
 	timerSet bool
 }
 
 // NewLog returns the log of session under dir, its file kept open until
 // Close.
 func NewLog(dir, session string) *Log {
-	l := &Log{path: filepath.Join(dir, FileName(session))}
-	l.cond.L = &l.smu
-	return l
+	return &Log{path: filepath.Join(dir, FileName(session))}
 }
 
 // OnRepair sets what is told when opening the log repaired a torn tail

@@ -25,9 +25,8 @@ const (
 // ParseSync reads a mode name; empty is DefaultSync.
 func ParseSync(s string) (Sync, error) { return syncmode.Parse(s) }
 
-// Syncer makes what was written to f durable; syncmode.FileSync
-// (fdatasync where there is one) unless a test injects another.
-type Syncer func(f *os.File) error
+// Syncer makes what was written to f durable (syncmode.Syncer).
+type Syncer = syncmode.Syncer
 
 // Mark is a point in a log's writes: Wait returns once everything the log
 // took up to it is on the disk, as the log's mode promises before an
@@ -82,43 +81,27 @@ func (l *Log) syncer() Syncer {
 	return syncmode.FileSync
 }
 
-// syncTo is the log's group commit: it returns once a sync that began after
-// write gen completed. One sync runs at a time; the appends made while it
-// runs wait for the next, which covers them all. A write covered by a sync
-// that failed stays failed: a later sync succeeding says nothing of pages
-// the kernel may have dropped.
+// syncTo is the log's group commit (syncmode.Group): it returns once a
+// sync that began after write gen completed.
 func (l *Log) syncTo(gen uint64) error {
-	l.smu.Lock()
-	defer l.smu.Unlock()
-	for {
-		if gen <= l.failed {
-			return l.serr
-		}
-		if gen <= l.synced {
-			return nil
-		}
-		if l.syncing {
-			l.cond.Wait()
-			continue
-		}
-		l.syncing = true
+	err := l.group.Wait(gen, func() uint64 {
 		l.mu.Lock()
-		f, upto := l.f, l.gen
+		defer l.mu.Unlock()
+		return l.gen
+	}, func() error {
+		l.mu.Lock()
+		f := l.f
 		l.mu.Unlock()
-		l.smu.Unlock()
 		err := l.syncFile(f)
-		l.smu.Lock()
-		l.syncing = false
-		if err != nil {
-			l.failed, l.serr = max(l.failed, upto), fmt.Errorf("log sync: %w", err)
-		} else {
-			l.synced = max(l.synced, upto)
-		}
-		l.cond.Broadcast()
 		if err != nil && l.handles != nil && l.handles.onSyncErr != nil {
 			l.handles.onSyncErr(l.path, err)
 		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("log sync: %w", err)
 	}
+	return nil
 }
 
 // syncFile syncs the log's file through f, or through a fresh descriptor
@@ -131,7 +114,7 @@ func (l *Log) syncFile(f *os.File) error {
 			return err
 		}
 	}
-	g, err := safefile.OpenFile(l.path, os.O_RDONLY, 0)
+	g, err := safefile.OpenFile(l.path, os.O_RDWR, 0) // Windows flushes no read-only handle
 	if err != nil {
 		return err
 	}
@@ -160,6 +143,6 @@ func (l *Log) wrote() {
 		l.mu.Lock()
 		gen := l.gen
 		l.mu.Unlock()
-		l.syncTo(gen) //nolint:errcheck // nobody waits here: a failure goes to the Handles' OnSyncError
+		l.syncTo(gen) //nolint:errcheck // nobody waits here: the Handles' onSyncErr hears of a failure
 	})
 }

@@ -120,7 +120,7 @@ func Append(dir string, h Header, payload []byte) (uint64, string, error) {
 // name in the directory, so it survives an OS crash or a power loss, not
 // only the death of kimi-hook.
 func Keep(path string) error {
-	f, err := safefile.OpenFile(path, os.O_RDONLY, 0)
+	f, err := safefile.OpenFile(path, os.O_RDWR, 0) // Windows flushes no read-only handle
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}

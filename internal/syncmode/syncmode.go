@@ -5,8 +5,13 @@ package syncmode
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
+
+// Syncer makes what was written to f durable: FileSync, unless a test
+// injects another.
+type Syncer func(f *os.File) error
 
 // Mode says when what a log (or the spool) wrote reaches the disk, and so
 // what an acknowledgement promises.
