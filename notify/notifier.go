@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,10 +20,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // Defaults and bounds of the notifier.
@@ -100,6 +99,15 @@ type Notifier struct {
 
 	// targets are the --notify recipients, fixed at start.
 	targets []*recipient
+	// Web Push: the relay's VAPID keys, the subscriptions kept, and one
+	// recipient per subscribed device (guarded by mu), whose queues run
+	// under runCtx once Run starts.
+	vapid   vapidKeys
+	push    *pushStore
+	devices map[string]*device
+	runCtx  context.Context
+	queues  sync.WaitGroup
+	client  *http.Client
 
 	feed feed // the stream's state, guarded by mu
 	mu   sync.Mutex
@@ -151,7 +159,76 @@ func New(cfg Config) (*Notifier, error) {
 		})
 	}
 	n.feed.init()
+	n.devices = map[string]*device{}
+	n.client = &http.Client{Timeout: SendTimeout}
+	if cfg.Home != "" {
+		if n.vapid, err = loadVAPID(cfg.Home); err != nil {
+			return nil, err
+		}
+		if n.push, err = openPushStore(cfg.Home); err != nil {
+			return nil, err
+		}
+		for _, sub := range n.push.list() {
+			n.addDeviceLocked(sub)
+		}
+	}
 	return n, nil
+}
+
+// device is one subscribed browser: its recipient and the end of its
+// queue.
+type device struct {
+	rec  *recipient
+	stop context.CancelFunc
+}
+
+// addDeviceLocked makes sub a recipient (replacing one with its id) and,
+// once running, starts its queue. n.mu held, or not yet shared.
+func (n *Notifier) addDeviceLocked(sub Subscription) {
+	n.removeDeviceLocked(sub.ID)
+	who := sub.principal()
+	t := &pushTarget{sub: sub, keys: n.vapid, contact: n.contact(), client: n.client,
+		sent: func(id string) { n.push.ok(id, time.Now()) },
+		gone: n.dropDevice}
+	d := &device{rec: &recipient{q: NewQueue(t, "push", n.met, n.log), who: who, surface: SurfacePush,
+		ceiling: min(who.Capture, n.cfg.Capture), to: t.Name(), via: "push"}}
+	n.devices[sub.ID] = d
+	if n.runCtx != nil {
+		n.startDeviceLocked(d)
+	}
+}
+
+func (n *Notifier) startDeviceLocked(d *device) {
+	ctx, stop := context.WithCancel(n.runCtx)
+	d.stop = stop
+	n.queues.Go(func() { _ = d.rec.q.Run(ctx) })
+}
+
+func (n *Notifier) removeDeviceLocked(id string) {
+	if d := n.devices[id]; d != nil {
+		if d.stop != nil {
+			d.stop()
+		}
+		delete(n.devices, id)
+	}
+}
+
+// dropDevice forgets a subscription the push service no longer knows.
+func (n *Notifier) dropDevice(id string) {
+	n.mu.Lock()
+	n.removeDeviceLocked(id)
+	n.mu.Unlock()
+	if sub, ok, err := n.push.remove(id); ok {
+		n.log.Info("push subscription dropped: the push service no longer knows it", "device", sub.Device, "owner", sub.Owner, "err", err)
+	}
+}
+
+// contact is the VAPID subscriber: the public URL when it is https.
+func (n *Notifier) contact() string {
+	if n.base.Scheme == "https" {
+		return n.base.String()
+	}
+	return pushSubscriber
 }
 
 // ParsePublicURL checks a --public-url: absolute http(s), no query or
@@ -192,6 +269,13 @@ func (n *Notifier) openURL(session, request string) string {
 func (n *Notifier) Run(ctx context.Context, r Relay) error {
 	n.relay.Store(&relayRef{r})
 	g, ctx := errgroup.WithContext(ctx)
+	n.mu.Lock()
+	n.runCtx = ctx
+	for _, d := range n.devices {
+		n.startDeviceLocked(d)
+	}
+	n.mu.Unlock()
+	defer n.queues.Wait()
 	for _, t := range n.targets {
 		g.Go(func() error { return t.q.Run(ctx) })
 	}
@@ -213,14 +297,17 @@ func (n *Notifier) Run(ctx context.Context, r Relay) error {
 	return err
 }
 
-// recipients is everyone a notification goes to now.
+// recipients is everyone a notification goes to now: the targets, then
+// the devices in the order they subscribed. n.mu held.
 func (n *Notifier) recipients() []*recipient {
-	return n.targets
-}
-
-// API serves the notification API (Web Push subscriptions).
-func (n *Notifier) API() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such notification endpoint")
-	})
+	out := append([]*recipient(nil), n.targets...)
+	ids := make([]string, 0, len(n.devices))
+	for id := range n.devices {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out = append(out, n.devices[id].rec)
+	}
+	return out
 }

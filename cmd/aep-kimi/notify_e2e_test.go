@@ -1,0 +1,268 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/rules"
+)
+
+// webhookReceiver keeps the webhook bodies it was posted, with when each
+// arrived.
+type webhookReceiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []notify.WebhookBody
+	at     []time.Time
+}
+
+func newWebhookReceiver(t *testing.T) *webhookReceiver {
+	r := &webhookReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var b notify.WebhookBody
+		raw, _ := io.ReadAll(req.Body)
+		if err := json.Unmarshal(raw, &b); err != nil {
+			t.Errorf("webhook body: %v: %s", err, raw)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.bodies, r.at = append(r.bodies, b), append(r.at, time.Now())
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// request is the first body about request id, and when it came.
+func (r *webhookReceiver) request(id string) (notify.WebhookBody, time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range r.bodies {
+		if b.Request == id && b.Kind == notify.KindRequest {
+			return b, r.at[i], true
+		}
+	}
+	return notify.WebhookBody{}, time.Time{}, false
+}
+
+func (r *webhookReceiver) all() []notify.WebhookBody {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]notify.WebhookBody(nil), r.bodies...)
+}
+
+func linkFor(t *testing.T, b notify.WebhookBody, option string) string {
+	t.Helper()
+	for _, a := range b.Answers {
+		if a.Option == option {
+			return a.URL
+		}
+	}
+	t.Fatalf("the notification offers no %q: %+v", option, b.Answers)
+	return ""
+}
+
+func postLink(t *testing.T, link string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(link, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("POST %s: %d, not JSON: %s", link, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}
+
+// The issue's Done-when, with the built binaries and the real Kimi: `up
+// --control --notify webhook:URL` tells a local receiver of a held call
+// within 2 s, with its answer links; a GET on Deny answers nothing; a POST
+// denies the held hook, attributed on the stream; a second POST is
+// refused; a rule-answered call sends nothing; a link past its request's
+// deadline is gone; and a second target that never answers holds none of
+// it up.
+func TestE2ENotifyWebhook(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	recv := newWebhookReceiver(t)
+	stall := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(stall)
+
+	marker := filepath.Join(t.TempDir(), "denied")
+	script := bashSteps(t, "echo ok", "touch "+marker, "ls")
+	mock := kimiharness.StartMock(t, script)
+	home, work := t.TempDir(), t.TempDir()
+	kimiharness.WriteWebConfig(t, home, mock.Port)
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0", "--control"}
+	if code, out := setupCLI(t, write...); code != 0 {
+		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
+	}
+	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_ATTENTION_TIMEOUT_MS=6000"},
+		"up", "--control", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+		"--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
+	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *")
+
+	done := make(chan string, 1)
+	go func() { done <- printKimi(t, kimi, home, work, "Tidy the build.") }()
+
+	// The second call waits on a person and reaches the receiver.
+	held := st.waitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(dataOf(e)["prompt"]), "touch")
+	})
+	var body notify.WebhookBody
+	var arrived time.Time
+	poll.Must(t, 5*time.Second, "the held call at the receiver", func() bool {
+		var ok bool
+		body, arrived, ok = recv.request(held.ID)
+		return ok
+	})
+	latency := arrived.Sub(eventTime(t, held))
+	t.Logf("attention.requested to the receiver: %v", latency)
+	if latency > 2*time.Second {
+		t.Errorf("the receiver got the request %v after it was raised, want within 2 s", latency)
+	}
+	if body.Session != held.Session || body.Tool != "Bash" || len(body.Answers) != 4 || body.Deadline == nil {
+		t.Fatalf("webhook body: %+v", body)
+	}
+	deny := linkFor(t, body, "deny")
+	if !strings.HasPrefix(deny, st.relayURL+relay.AnswerPath) {
+		t.Fatalf("deny link %q is not under the relay's address", deny)
+	}
+
+	// A GET (a chat app's preview) answers nothing.
+	resp, err := http.Get(deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `<form method="post">`) {
+		t.Fatalf("GET deny: %d %s", resp.StatusCode, page)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, b := range st.relayEvents(t, held.Session) {
+		if e, _ := aep.ParseEvent(b); e != nil && e.Type == rules.CommandType && e.Subject == held.ID {
+			t.Fatalf("a GET answered the request: %s", b)
+		}
+	}
+
+	// The POST denies the held hook.
+	if code, m := postLink(t, deny); code != 200 || m["answered"] != true || m["option"] != "deny" || m["request"] != held.ID {
+		t.Fatalf("POST deny: %d %v", code, m)
+	}
+	if code, m := postLink(t, deny); code != http.StatusConflict || m["code"] != notify.CodeAnswerUsed {
+		t.Fatalf("second POST: %d %v, want 409 %s", code, m, notify.CodeAnswerUsed)
+	}
+
+	// The third call is not answered: past its deadline its links are gone.
+	third := st.waitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.HasSuffix(fmt.Sprint(dataOf(e)["prompt"]), ": ls")
+	})
+	var thirdBody notify.WebhookBody
+	poll.Must(t, 5*time.Second, "the third call at the receiver", func() bool {
+		var ok bool
+		thirdBody, _, ok = recv.request(third.ID)
+		return ok
+	})
+	st.waitEvent(t, func(e *aep.Event) bool { return e.Type == "attention.timeout" && e.Subject == third.ID })
+	if code, m := postLink(t, linkFor(t, thirdBody, "allow")); code != http.StatusGone || m["code"] != notify.CodeAnswerExpired {
+		t.Fatalf("POST after the deadline: %d %v, want 410 %s", code, m, notify.CodeAnswerExpired)
+	}
+
+	<-done
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the denied call ran")
+	}
+	_, _, evs := st.oneSession(t)
+	counts := typeCounts(evs)
+	if counts["tool.denied"] != 1 || counts["attention.requested"] != 3 {
+		t.Fatalf("stream %v: want one denied call of three held", counts)
+	}
+	// The answer is on the record as the link's, the owner's.
+	var stream []*aep.Event
+	for _, b := range st.relayEvents(t, held.Session) {
+		e, err := aep.ParseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream = append(stream, e)
+	}
+	var cmd *aep.Event
+	routed := map[string][]string{}
+	for _, e := range stream {
+		switch {
+		case e.Type == rules.CommandType && e.Subject == held.ID:
+			cmd = e
+		case e.Type == "attention.routed":
+			routed[e.Subject] = append(routed[e.Subject], fmt.Sprint(dataOf(e)["to"]))
+			if e.Seq != nil || aep.Validate(e) != nil {
+				t.Errorf("attention.routed %s: seq %v, %v", e.ID, e.Seq, aep.Validate(e))
+			}
+		}
+	}
+	if cmd == nil || cmd.Agent != notify.SurfaceLink {
+		t.Fatalf("no command from the link on the stream (%v)", cmd)
+	}
+	if by, _ := cmd.ExtString(relay.ByAttr); by != "owner" {
+		t.Errorf("the link's command is stamped %q, want the owner", by)
+	}
+	for _, e := range evs {
+		if e.Type == "attention.answered" && e.Subject == held.ID {
+			if d := dataOf(e); d["via"] != "control" || !strings.Contains(fmt.Sprint(d["by"]), "owner") && d["by"] != notify.SurfaceLink {
+				t.Errorf("the answer is recorded as %v", d)
+			}
+			t.Logf("answered: %v", dataOf(e))
+		}
+	}
+	// The rule's call went nowhere; the two held ones reached the receiver
+	// (the stalled target never took them).
+	var first *aep.Event
+	for _, e := range evs {
+		if e.Type == "attention.requested" && first == nil {
+			first = e
+		}
+	}
+	if got := routed[first.ID]; len(got) != 0 {
+		t.Errorf("the call rule %s answered was routed to %v", echo, got)
+	}
+	for _, b := range recv.all() {
+		if b.Request == first.ID {
+			t.Errorf("the receiver was told of the call a rule answered: %+v", b)
+		}
+	}
+	for _, id := range []string{held.ID, third.ID} {
+		if got := routed[id]; len(got) != 1 || !strings.HasPrefix(got[0], "webhook:") || strings.Contains(got[0], strings.TrimPrefix(slow.URL, "http://")) {
+			t.Errorf("request %s routed to %v, want the receiver only", id, got)
+		}
+	}
+}

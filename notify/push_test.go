@@ -1,0 +1,236 @@
+package notify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/notify"
+)
+
+// api calls the relay's notification API with the relay token.
+func api(t *testing.T, st *stage, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, st.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// subscribe subscribes a fresh device of the push service, as the page does.
+func subscribe(t *testing.T, st *stage, ps *pushtest.Server, device string) (*pushtest.Subscription, notify.Listed) {
+	t.Helper()
+	code, b := api(t, st, http.MethodGet, notify.PathVAPID, nil)
+	var vapid map[string]string
+	if code != 200 || json.Unmarshal(b, &vapid) != nil || vapid["public_key"] == "" {
+		t.Fatalf("vapid: %d %s", code, b)
+	}
+	sub, err := ps.Subscribe(vapid["public_key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b = api(t, st, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": device})
+	var l notify.Listed
+	if code != http.StatusCreated || json.Unmarshal(b, &l) != nil || l.ID == "" || l.Owner != "owner" || l.Device != device {
+		t.Fatalf("subscribe: %d %s", code, b)
+	}
+	return sub, l
+}
+
+func nextPush(t *testing.T, ps *pushtest.Server, sub *pushtest.Subscription, n int) (pushtest.Message, notify.PushPayload) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	m, err := ps.Next(ctx, sub, n)
+	if err != nil {
+		t.Fatalf("push %d: %v (refused: %+v)", n, err, ps.Refusals())
+	}
+	var p notify.PushPayload
+	if err := json.Unmarshal(m.Plaintext, &p); err != nil {
+		t.Fatalf("payload: %v: %s", err, m.Plaintext)
+	}
+	return m, p
+}
+
+// A waiting request reaches each subscribed device as an aes128gcm push
+// that decrypts with the device's keys into the documented payload, its
+// actions answering as the subscriber; the update that replaces it has the
+// same tag and closes it. Keys and subscriptions are private files.
+func TestWebPush(t *testing.T) {
+	ps := pushtest.New(t)
+	home := t.TempDir()
+	st := newStage(t, notify.Config{Home: home}, nil)
+	sub, listed := subscribe(t, st, ps, "Pixel 8")
+	for _, f := range []string{notify.VAPIDFileName, notify.SubscriptionsFileName} {
+		if fi, err := os.Stat(filepath.Join(home, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want 0600", f, fi, err)
+		}
+	}
+	st.start(t, "p1")
+	req := st.ask(t, "p1", "rm -rf build", 45*time.Second)
+	m, p := nextPush(t, ps, sub, 0)
+	if p.V != 1 || p.Close || !strings.Contains(p.Title, "Bash") || !strings.Contains(p.Body, "runs anyway in") || len(p.Answers) != 2 {
+		t.Fatalf("payload: %+v", p)
+	}
+	if strings.Contains(string(m.Plaintext), "rm -rf") {
+		t.Errorf("the push says more than metadata: %s", m.Plaintext)
+	}
+	if m.Urgency != "high" || m.TTL < 40 || m.TTL > 45 || m.Topic == "" || len(m.Topic) > 32 {
+		t.Errorf("push headers: urgency %q ttl %d topic %q", m.Urgency, m.TTL, m.Topic)
+	}
+	if !strings.HasPrefix(p.Open, st.url+"/?") {
+		t.Errorf("open %q", p.Open)
+	}
+	// The action answers as the subscriber, from a phone.
+	var deny string
+	for _, a := range p.Answers {
+		if a.Option == "deny" {
+			deny = a.URL
+		}
+	}
+	if code, js, raw := post(t, deny, nil); code != 200 || js["answered"] != true {
+		t.Fatalf("the push's deny: %d %s", code, raw)
+	}
+	c := <-st.cmds
+	if c.Agent != notify.SurfacePush || c.Subject != req.ID {
+		t.Fatalf("command from %s for %s", c.Agent, c.Subject)
+	}
+	st.resolve(t, "p1", req, "answered")
+	_, u := nextPush(t, ps, sub, 1)
+	if !u.Close || u.Tag != p.Tag || len(u.Answers) != 0 {
+		t.Fatalf("update: %+v", u)
+	}
+	routed := readSession(t, st, "p1", "attention.routed")
+	if len(routed) != 1 {
+		t.Fatalf("routed: %d", len(routed))
+	}
+	if d, _ := routed[0].DataMap(); d["to"] != "push:owner's Pixel 8" || d["via"] != "push" {
+		t.Errorf("routed to %v", d)
+	}
+
+	// Listed, removable, and gone when removed.
+	code, b := api(t, st, http.MethodGet, notify.PathSubscriptions, nil)
+	var l notify.Listing
+	if code != 200 || json.Unmarshal(b, &l) != nil || len(l.Subscriptions) != 1 || l.Subscriptions[0].ID != listed.ID || l.Subscriptions[0].LastOK.IsZero() {
+		t.Fatalf("list: %d %s", code, b)
+	}
+	if code, b := api(t, st, http.MethodDelete, notify.PathSubscriptions+"/"+listed.ID, nil); code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	if code, _ := api(t, st, http.MethodDelete, notify.PathSubscriptions+"/"+listed.ID, nil); code != http.StatusNotFound {
+		t.Errorf("delete again: %d", code)
+	}
+	st.ask(t, "p1", "ls", time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	if n := ps.Requests(sub); n != 2 {
+		t.Errorf("a removed device got pushes: %d requests", n)
+	}
+}
+
+// A push service answering 404 or 410 drops the subscription; one that
+// stalls holds up neither the relay nor other devices.
+func TestWebPushGoneAndStalled(t *testing.T) {
+	ps := pushtest.New(t)
+	st := newStage(t, notify.Config{}, nil)
+	gone, _ := subscribe(t, st, ps, "old phone")
+	stalled, _ := subscribe(t, st, ps, "slow phone")
+	fine, _ := subscribe(t, st, ps, "laptop")
+	ps.Answer(gone, http.StatusGone)
+	ps.Stall(stalled, true)
+	st.start(t, "g1")
+	st.ask(t, "g1", "ls", time.Minute)
+	nextPush(t, ps, fine, 0)
+	poll.Must(t, 3*time.Second, "the gone subscription dropped", func() bool {
+		_, b := api(t, st, http.MethodGet, notify.PathSubscriptions, nil)
+		var l notify.Listing
+		_ = json.Unmarshal(b, &l)
+		for _, s := range l.Subscriptions {
+			if s.Device == "old phone" {
+				return false
+			}
+		}
+		return len(l.Subscriptions) == 2
+	})
+	if n := ps.Requests(gone); n != 1 {
+		t.Errorf("the gone subscription was tried %d times, want once", n)
+	}
+}
+
+// Bad subscriptions are refused with a reason; another origin is refused.
+func TestWebPushRefusals(t *testing.T) {
+	st := newStage(t, notify.Config{}, nil)
+	ps := pushtest.New(t)
+	good, _ := ps.Subscribe("")
+	var ok map[string]any
+	_ = json.Unmarshal(good.JSON(), &ok)
+	for name, sub := range map[string]any{
+		"plain http off loopback": map[string]any{"endpoint": "http://push.example.org/x", "keys": ok["keys"]},
+		"no keys":                 map[string]any{"endpoint": good.Endpoint},
+		"short auth":              map[string]any{"endpoint": good.Endpoint, "keys": map[string]any{"p256dh": good.P256dh, "auth": "AAAA"}},
+		"bad point":               map[string]any{"endpoint": good.Endpoint, "keys": map[string]any{"p256dh": "BAAA", "auth": good.Auth}},
+	} {
+		code, b := api(t, st, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": sub})
+		if code != http.StatusBadRequest || !strings.Contains(string(b), notify.CodeBadSubscription) {
+			t.Errorf("%s: %d %s", name, code, b)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, st.url+notify.PathSubscriptions, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another origin: %d", resp.StatusCode)
+	}
+}
+
+// notify test sends one message to each target and device and says what
+// each answered.
+func TestNotifyTestEndpoint(t *testing.T) {
+	ps := pushtest.New(t)
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	sub, _ := subscribe(t, st, ps, "Pixel 8")
+	gone, _ := subscribe(t, st, ps, "old phone")
+	ps.Answer(gone, http.StatusGone)
+	code, b := api(t, st, http.MethodPost, notify.PathTest, nil)
+	var rep notify.TestReport
+	if code != 200 || json.Unmarshal(b, &rep) != nil || len(rep.Results) != 3 {
+		t.Fatalf("test: %d %s", code, b)
+	}
+	got := map[string]notify.TestResult{}
+	for _, r := range rep.Results {
+		got[r.Target] = r
+	}
+	if !got["webhook:receiver.test"].OK || !got["push:owner's Pixel 8"].OK || got["push:owner's old phone"].OK || !strings.Contains(got["push:owner's old phone"].Error, "410") {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	if _, p := nextPush(t, ps, sub, 0); p.Title != "aep-kimi test notification" {
+		t.Errorf("test push: %+v", p)
+	}
+	if len(rec.got()) != 1 || rec.got()[0].Kind != notify.KindTest {
+		t.Errorf("webhook got %+v", rec.got())
+	}
+}
