@@ -42,4 +42,5 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	rsc.io/qr v0.2.0 // indirect
 )

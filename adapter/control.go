@@ -289,8 +289,8 @@ func (s *session) decideRespond(cmd *aep.Event, data map[string]any) emitter.Ver
 			option = "deny" // unmatched text never allows a permission
 		}
 	}
-	by := cmd.Agent
-	return emitter.Accept(func(at time.Time) { s.answer(&delivery{at: at}, h, cmd, option, text, by) })
+	by, surface := mapping.CommandSender(cmd)
+	return emitter.Accept(func(at time.Time) { s.answer(&delivery{at: at}, h, cmd, option, text, by, surface) })
 }
 
 func (s *session) isObserved(id string) bool {
@@ -313,10 +313,10 @@ func validOption(o string) bool {
 
 // answer applies a decision to a held hook: answered, resolved, and for a
 // refusal tool.denied by policy; then the hook is released.
-func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by string) {
+func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by, surface string) {
 	p := s.srv.cfg.Posture
 	o := emitOpts{subject: h.attnID, cause: cmd.ID, run: h.run, noRun: h.run == ""}
-	answered := s.emit(d, mapping.AttentionAnsweredByControl(option, text, by, p), o)
+	answered := s.emit(d, mapping.WithSurface(mapping.AttentionAnsweredByControl(option, text, by, p), surface), o)
 	if answered == nil {
 		s.release(h, emptyReply())
 		return
@@ -335,7 +335,7 @@ func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by 
 		if option == "cancel" {
 			verb = "Cancelled"
 		}
-		reason = fmt.Sprintf("%s by %s through aep-kimi.", verb, firstNonEmpty(by, "an operator"))
+		reason = fmt.Sprintf("%s by %s through aep-kimi.", verb, firstNonEmpty(mapping.SenderWords(by, surface), "an operator"))
 	}
 	s.release(h, denyReply(reason))
 }

@@ -126,7 +126,8 @@ func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *a
 	if !ok {
 		return "invalid", "the approval was already resolved"
 	}
-	ask.decision = &pendingCmd{cmdID: cmd.ID, by: cmd.Agent, option: option, decision: decision}
+	by, surface := mapping.CommandSender(cmd)
+	ask.decision = &pendingCmd{cmdID: cmd.ID, by: by, surface: surface, option: option, decision: decision}
 	return "", ""
 }
 
@@ -167,7 +168,8 @@ func (b *Bridge) cancel(ctx context.Context, s *session, al *activeLink, cmd *ae
 	if !aborted {
 		return "invalid", "the kap-server did not abort the prompt"
 	}
-	run.cancel = &pendingCmd{cmdID: cmd.ID, by: cmd.Agent}
+	by, surface := mapping.CommandSender(cmd)
+	run.cancel = &pendingCmd{cmdID: cmd.ID, by: by, surface: surface}
 	return "", ""
 }
 

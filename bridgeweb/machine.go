@@ -100,6 +100,8 @@ type askRec struct {
 // for the broadcast that shows its outcome.
 type pendingCmd struct {
 	cmdID, by string
+	// surface is the surface the command came through ("" unknown).
+	surface string
 	// option is the declared option applied; decision the vendor word posted.
 	option, decision string
 }
@@ -344,7 +346,7 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 	resolvedCause := answered.id
 	decision := str(f.Payload, "decision")
 	if pc := rec.decision; pc != nil && pc.decision == decision {
-		ev = mapping.ViaControl(ev, pc.option, pc.by)
+		ev = mapping.WithSurface(mapping.ViaControl(ev, pc.option, pc.by), pc.surface)
 		answered.cause, resolvedCause = pc.cmdID, pc.cmdID
 	} else if rec.options && decision == OptApprove && str(f.Payload, "scope") == "session" {
 		// Keep the recorded answer inside the declared option ids.

@@ -182,6 +182,68 @@ func ToolDenied(tool, callID, by string, p Posture) Event {
 	return e
 }
 
+// ExtBy is the extension attribute a relay stamps on every command it
+// routes: the name of the person whose credential sent it, or a rule's
+// "rule:<id>" (AEP-0001 §4.2 lets a relay add extension attributes).
+const ExtBy = "aepkimiby"
+
+// DataSurface is the vendor field of an answer that names the surface the
+// answering command came through ("page", "cli", "push", "link"), beside
+// by, which names the person (AEP has no field for it).
+const DataSurface = "x-kimi-code-surface"
+
+// surfaces names the surfaces of aep-kimi's own senders, by the agent of
+// the commands they send.
+var surfaces = map[string]string{
+	"aep-kimi-page": "page",
+	"aep-kimi-cli":  "cli",
+	"aep-kimi-push": "push",
+	"aep-kimi-link": "link",
+}
+
+// SurfaceOf is the surface a command's agent names, when it is one of
+// aep-kimi's own.
+func SurfaceOf(agent string) (string, bool) {
+	s, ok := surfaces[agent]
+	return s, ok
+}
+
+// CommandSender says who sent a command, as its answer's by records them,
+// and through what: the person the relay stamped (ExtBy) with the surface
+// the command's agent names (the agent itself for a sender aep-kimi does
+// not know), a rule alone, or, on a command no relay stamped, its agent.
+func CommandSender(cmd *aep.Event) (by, surface string) {
+	stamped, _ := cmd.ExtString(ExtBy)
+	switch {
+	case stamped == "":
+		return cmd.Agent, ""
+	case strings.HasPrefix(stamped, RuleAgentPrefix):
+		return stamped, ""
+	}
+	if s, ok := SurfaceOf(cmd.Agent); ok {
+		return stamped, s
+	}
+	return stamped, cmd.Agent
+}
+
+// SenderWords names who sent a command in a sentence: "alice (page)", or
+// by alone.
+func SenderWords(by, surface string) string {
+	if surface == "" {
+		return by
+	}
+	return by + " (" + surface + ")"
+}
+
+// WithSurface records the surface an answer came through (DataSurface);
+// "" leaves e as it is.
+func WithSurface(e Event, surface string) Event {
+	if surface == "" {
+		return e
+	}
+	return e.with(DataSurface, surface)
+}
+
 // RuleAgentPrefix starts the agent of a command a relay's rule sent
 // ("rule:<id>"): the answer's by, which names the rule.
 const RuleAgentPrefix = "rule:"

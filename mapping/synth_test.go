@@ -26,6 +26,7 @@ type synthArgs struct {
 	Option       string       `json:"option"`
 	Text         string       `json:"text"`
 	By           string       `json:"by"`
+	Surface      string       `json:"surface"`
 	Tool         string       `json:"tool"`
 	CallID       string       `json:"call_id"`
 	Detail       string       `json:"detail"`
@@ -160,6 +161,15 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	},
 	"ViaControl": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return ViaControl(e, a.Option, a.By) })
+	},
+	"WithSurface": func(a synthArgs, p Posture) (Event, error) {
+		e := AttentionAnsweredByControl(a.Option, a.Text, a.By, p)
+		before, _ := json.Marshal(e)
+		out := WithSurface(e, a.Surface)
+		if after, _ := json.Marshal(e); !bytes.Equal(before, after) {
+			return Event{}, fmt.Errorf("WithSurface changed its input")
+		}
+		return out, nil
 	},
 	"WithAnswerOption": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return WithAnswerOption(e, a.Option) })

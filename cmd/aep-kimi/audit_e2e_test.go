@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -41,7 +42,7 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 	type want struct{ summary, outcome, by, surface string }
 	wants := []want{
 		{"rm -rf ./build", consumer.OutcomeDenied, rule, consumer.SurfaceRule},
-		{"echo person", consumer.OutcomeAllowed, "", consumer.SurfaceCLI},
+		{"echo person", consumer.OutcomeAllowed, access.OwnerName, consumer.SurfaceCLI},
 		{"echo late", consumer.OutcomeProceeded, consumer.Nobody, consumer.SurfaceTimeout},
 	}
 	check := func(source string, rows []consumer.AuditRow) {
@@ -104,7 +105,7 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 		}
 		for i, w := range []*regexp.Regexp{
 			regexp.MustCompile(`Bash: rm -rf \./build\s+denied\s+rule ` + rule + `\s+rule\s`),
-			regexp.MustCompile(`Bash: echo person\s+allowed\s+-\s+cli\s`),
+			regexp.MustCompile(`Bash: echo person\s+allowed\s+owner\s+cli\s`),
 			regexp.MustCompile(`Bash: echo late\s+proceeded\s+nobody\s+timeout\s`),
 		} {
 			if !w.MatchString(lines[i+1]) {

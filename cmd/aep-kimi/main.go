@@ -42,6 +42,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		pendingCommand(getenv, std),
 		respondCommand(getenv, std),
 		rulesCommand(getenv, std),
+		tokenCommand(getenv, std),
 		auditCommand(getenv, std),
 		instructCommand(getenv, std),
 		cancelCommand(getenv, std),

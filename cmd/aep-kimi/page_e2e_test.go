@@ -185,7 +185,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 	// The session's timeline says it in the terminal's words, the person
 	// who denied as a person; type names only behind the details toggles.
 	b.Click("open the session", `#fleet [data-session] button.row`)
-	b.WaitJS("the deny in words", `document.getElementById('timeline').innerText.includes('Bash denied by you from the page')`)
+	b.WaitJS("the deny in words", `document.getElementById('timeline').innerText.includes('Bash denied by owner (page)')`)
 	var timeline string
 	b.Eval("the timeline", `document.getElementById('timeline').innerText`, &timeline)
 	b.Eval("what the page holds", `[...new Set(aepFleet.S.ordered(aepFleet.state, document.querySelector('#fleet [data-session]').dataset.session).map((e) => e.type))]`, &seen.Types)
@@ -194,7 +194,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 			t.Errorf("the timeline shows the event type %s outside its details:\n%s", typ, timeline)
 		}
 	}
-	for _, want := range []string{"turn started", "answered deny by you from the page", "turn finished"} {
+	for _, want := range []string{"turn started", "answered deny by owner (page)", "turn finished"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, timeline)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -84,7 +85,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	if len(requests) != 3 {
 		t.Fatalf("%d held calls, want 3", len(requests))
 	}
-	for i, want := range []string{"rule:" + echo, "rule:" + rmrf, "aep-kimi-cli"} {
+	for i, want := range []string{"rule:" + echo, "rule:" + rmrf, access.OwnerName} {
 		if got := byRequest[requests[i].ID]; got != want {
 			t.Errorf("request %d (%v) answered by %q, want %q", i+1, dataOf(requests[i])["prompt"], got, want)
 		}

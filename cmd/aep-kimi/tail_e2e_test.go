@@ -48,7 +48,7 @@ func TestE2ETailFitsAndTellsSessionsApart(t *testing.T) {
 		cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=100")
 		b, err := cmd.CombinedOutput()
 		out = string(b)
-		return err == nil && strings.Contains(out, "denied by you from the terminal")
+		return err == nil && strings.Contains(out, "denied by owner (cli)")
 	}, "pending")
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if n := utf8.RuneCountInString(l); n > 100 {

@@ -826,6 +826,29 @@ export function settledWords(o) {
   return o.surface ? `${o.outcome} ${SURFACE_WORDS[o.surface]}` : o.outcome;
 }
 
+// DATA_SURFACE is the vendor field an answer names its surface in.
+const DATA_SURFACE = 'x-kimi-code-surface';
+
+// answerer names who answered from an answer's data: the person and the
+// surface they answered through ("alice (page)"), else who its by.
+export function answerer(d) {
+  const s = strOf(d, DATA_SURFACE);
+  if (s && strOf(d, 'by')) return `${d.by} (${s})`;
+  return who(d.by);
+}
+
+// sender names who sent a command: the person the relay stamped on it
+// (aepkimiby) and the surface its agent names, a rule, or, unstamped, who
+// its agent.
+export function sender(ev) {
+  const stamp = strOf(ev, BY_ATTR);
+  if (!stamp) return who(ev.agent);
+  if (stamp.startsWith(RULE_PREFIX)) return who(stamp);
+  const agent = typeof ev.agent === 'string' ? ev.agent : '';
+  const s = Object.hasOwn(SURFACE_OF_AGENT, agent) ? SURFACE_OF_AGENT[agent] : agent;
+  return s ? `${stamp} (${s})` : who(stamp);
+}
+
 // humanDuration renders milliseconds the way relay/consumer's HumanDuration
 // does: 350ms, 4.2s, 49s, 3m05s, 2h10m.
 export function humanDuration(msv) {
@@ -947,7 +970,7 @@ function timeoutWords(d) {
 }
 
 export function phraser() {
-  const answeredBy = new Map(); // session -> (attention.answered id -> by)
+  const answeredBy = new Map(); // session -> (attention.answered id -> who answered, in words)
   const remember = (ev, by) => {
     if (!answeredBy.has(ev.session)) answeredBy.set(ev.session, new Map());
     answeredBy.get(ev.session).set(ev.id, by);
@@ -958,13 +981,13 @@ export function phraser() {
     if (d.by === 'policy') {
       const by = answeredBy.get(ev.session)?.get(ev.cause) || '';
       if (by === TIMED_OUT) return ': nobody answered';
-      return by ? ` by ${who(by)}` : ' by an answer';
+      return by ? ` by ${by}` : ' by an answer';
     }
     return '';
   };
   return (ev) => {
     const d = ev.data && typeof ev.data === 'object' && !Array.isArray(ev.data) ? ev.data : {};
-    if (ev.type === 'attention.answered' && strOf(d, 'by')) remember(ev, d.by);
+    if (ev.type === 'attention.answered' && strOf(d, 'by')) remember(ev, answerer(d));
     if (ev.type === 'attention.timeout') remember(ev, TIMED_OUT);
     const parts = [];
     const add = (s) => {
@@ -1050,7 +1073,7 @@ export function phraser() {
         break;
       case 'attention.answered': {
         let s = `answered ${firstOf(answerWords(d), '(no answer)')}`;
-        if (strOf(d, 'by')) s += ` by ${who(d.by)}`;
+        if (strOf(d, 'by')) s += ` by ${answerer(d)}`;
         else if (d.via === 'oob') s += ' in Kimi';
         add(s);
         break;
@@ -1077,10 +1100,10 @@ export function phraser() {
         add(strOf(d, 'detail'));
         break;
       case 'control.attention.respond':
-        add(`answer sent: ${firstOf(answerWords(d), '(no answer)')} by ${firstOf(who(ev.agent), 'someone')}`);
+        add(`answer sent: ${firstOf(answerWords(d), '(no answer)')} by ${firstOf(sender(ev), 'someone')}`);
         break;
       case 'control.cancel':
-        add(`cancel sent by ${firstOf(who(ev.agent), 'someone')}`);
+        add(`cancel sent by ${firstOf(sender(ev), 'someone')}`);
         break;
       default:
         if (String(ev.type).startsWith('error.')) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -42,13 +41,6 @@ const (
 // Nobody is who decided a request nobody answered.
 const Nobody = "nobody"
 
-var surfaceOfAgent = map[string]string{
-	PageAgent:          SurfacePage,
-	client.SenderAgent: SurfaceCLI,
-	PushAgent:          SurfacePush,
-	LinkAgent:          SurfaceLink,
-}
-
 // Answerer says who sent an answer and through what: by is the person's
 // name (the relay's stamp, else a sender that names itself), a rule's id,
 // or "" when the record does not say who; surface one of the Surface
@@ -59,7 +51,7 @@ func Answerer(agent, stamped string) (by, surface string) {
 	if id, ok := rules.RuleOfAgent(agent); ok {
 		return id, SurfaceRule
 	}
-	if s, ok := surfaceOfAgent[agent]; ok {
+	if s, ok := mapping.SurfaceOf(agent); ok {
 		return stamped, s
 	}
 	return firstOf(stamped, agent), ""
@@ -183,6 +175,11 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 			row.Surface = SurfaceKimi
 		} else {
 			row.By, row.Surface = Answerer(agent, stamped)
+			if row.Surface == "" {
+				// The command is not at hand (a session log): the
+				// answer names its surface itself.
+				row.Surface = r.Answered.Surface
+			}
 		}
 		row.Outcome = optionOutcome(row.Option)
 	case r.Rule != "":

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // auditFormats are the audit's writers, by the golden file's extension.
@@ -220,4 +224,17 @@ func FuzzParseSince(f *testing.F) {
 			t.Fatalf("%q: zero time without an error", s)
 		}
 	})
+}
+
+// The agents of aep-kimi's own senders name the surfaces mapping knows,
+// and the relay stamps the attribute the emitters read.
+func TestSurfaceAgents(t *testing.T) {
+	if wire.ByAttr != mapping.ExtBy {
+		t.Errorf("the relay stamps %q, the emitters read %q", wire.ByAttr, mapping.ExtBy)
+	}
+	for agent, want := range map[string]string{PageAgent: SurfacePage, client.SenderAgent: SurfaceCLI, PushAgent: SurfacePush, LinkAgent: SurfaceLink} {
+		if got, ok := mapping.SurfaceOf(agent); !ok || got != want {
+			t.Errorf("SurfaceOf(%q) = %q %v, want %q", agent, got, ok, want)
+		}
+	}
 }

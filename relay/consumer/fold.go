@@ -434,7 +434,7 @@ func (s *Session) apply(rec *record) {
 		if r := s.requests[ev.Subject]; r != nil && r.Answered == nil && r.Outcome == nil {
 			ans, _ := data["answer"].(map[string]any)
 			r.Answer = ans
-			r.Answered = &Answered{Mark: markOf(ev), By: str(data, "by"), Via: str(data, "via")}
+			r.Answered = &Answered{Mark: markOf(ev), By: str(data, "by"), Via: str(data, "via"), Surface: str(data, mapping.DataSurface)}
 			if id, ok := rules.RuleOfAgent(r.Answered.By); ok && r.Rule == "" {
 				r.Rule = id // the emitter names the rule whose answer it applied
 			}
@@ -514,6 +514,9 @@ type Mark struct {
 type Answered struct {
 	Mark
 	By, Via string
+	// Surface is what the answer came through, as it names it
+	// (mapping.DataSurface): "page", "cli", "push", "link"; "" unsaid.
+	Surface string
 }
 
 // Outcome is how a request closed; Resolution is attention.resolved's

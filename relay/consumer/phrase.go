@@ -28,13 +28,35 @@ func Who(agent string) string {
 	return agent
 }
 
+// AnswererWords names who answered, from an answer's data: the person and the
+// surface they answered through ("alice (page)"), or, for an answer that
+// names no surface, Who its by.
+func AnswererWords(data map[string]any) string {
+	by := str(data, "by")
+	if s := str(data, mapping.DataSurface); s != "" && by != "" {
+		return mapping.SenderWords(by, s)
+	}
+	return Who(by)
+}
+
+// Sender names who sent a command: the person the relay stamped on it and
+// the surface its agent names ("alice (page)"), a rule, or, on a command
+// no relay stamped, Who its agent.
+func Sender(ev *aep.Event) string {
+	by, surface := mapping.CommandSender(ev)
+	if surface == "" {
+		return Who(by)
+	}
+	return mapping.SenderWords(by, surface)
+}
+
 // Phraser says what events mean in plain words, one phrase per event. It
 // remembers who answered each request so a refusal names them. fleetpage's
 // state.js phrases the same way (its phraser function); both are held to
 // testdata/phrases. The zero value is ready to use.
 type Phraser struct {
-	// answeredBy maps an attention.answered's id to its by, per session,
-	// forgotten when the session ends.
+	// answeredBy maps an attention.answered's id to who answered, in
+	// words (AnswererWords), per session, forgotten when the session ends.
 	answeredBy map[string]map[string]string
 }
 
@@ -59,8 +81,8 @@ func (ph *Phraser) words(ev *aep.Event) string {
 	data, _ := ev.DataMap()
 	switch ev.Type {
 	case "attention.answered":
-		if by := str(data, "by"); by != "" {
-			ph.remember(ev, by)
+		if str(data, "by") != "" {
+			ph.remember(ev, AnswererWords(data))
 		}
 	case "attention.timeout":
 		ph.remember(ev, timedOut)
@@ -155,8 +177,8 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add(firstOf(str(data, "prompt"), "asks for "+firstOf(str(data, "kind"), "an answer")))
 	case "attention.answered":
 		s := "answered " + firstOf(answerText(data), "(no answer)")
-		if by := str(data, "by"); by != "" {
-			s += " by " + Who(by)
+		if str(data, "by") != "" {
+			s += " by " + AnswererWords(data)
 		} else if str(data, "via") == "oob" {
 			s += " in Kimi"
 		}
@@ -181,9 +203,9 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add("command refused: " + strings.ReplaceAll(firstOf(str(data, "reason"), "rejected"), "_", " "))
 		add(str(data, "detail"))
 	case "control.attention.respond":
-		add("answer sent: " + firstOf(answerText(data), "(no answer)") + " by " + firstOf(Who(ev.Agent), "someone"))
+		add("answer sent: " + firstOf(answerText(data), "(no answer)") + " by " + firstOf(Sender(ev), "someone"))
 	case "control.cancel":
-		add("cancel sent by " + firstOf(Who(ev.Agent), "someone"))
+		add("cancel sent by " + firstOf(Sender(ev), "someone"))
 	default:
 		if strings.HasPrefix(ev.Type, "error.") {
 			add("error: " + errorText(data, typeWords(ev.Type)))
@@ -212,7 +234,7 @@ func (ph *Phraser) deniedBy(ev *aep.Event, data map[string]any) string {
 			return ": nobody answered"
 		case "":
 		default:
-			return " by " + Who(by)
+			return " by " + by
 		}
 		return " by an answer"
 	}
