@@ -182,6 +182,9 @@ type Message struct {
 	// (An atomic.Value, not an atomic.Pointer: copies of a Message, made
 	// before any subscriber reads it, stay plain struct copies.)
 	down atomic.Value // *downlevels
+	// sse holds the message framed for SSE (an *sseFrame), made once by
+	// the first stream that delivers it and shared by the rest.
+	sse atomic.Value
 }
 
 // downlevels is a message at each ceiling below full.

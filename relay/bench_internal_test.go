@@ -73,20 +73,19 @@ func benchFanout100(b *testing.B, backend Backend, batch int) {
 		f, _ := aep.ParseFilter([]byte(`{"type":["tool.*","run.*"],"severity":{"gte":"info"}}`))
 		stop, _ := srv.backend.Subscribe(SubscribeRequest{Filter: f}, subs[i])
 		defer stop()
-		<-q.ch // the (empty) replay
+		<-q.wake
+		q.take(nil) // the (empty) replay
 		sw := &sseWriter{srv: srv, out: bufio.NewWriterSize(io.Discard, 64<<10), sub: subs[i], ctx: ctx}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var items []outItem
 			for {
 				select {
-				case it := <-q.ch:
-					_ = sw.deliver(it.msg)
-					for len(q.ch) > 0 {
-						it = <-q.ch
-						_ = sw.deliver(it.msg)
-					}
-					_ = sw.out.Flush()
+				case <-q.wake:
+					items = q.take(items)
+					_ = sw.deliverAll(items)
+					items = release(items)
 				case <-ctx.Done():
 					return
 				}
@@ -113,14 +112,14 @@ func benchFanout100(b *testing.B, backend Backend, batch int) {
 		if i%64 == 0 {
 			// Pace like a network would: never let a queue overflow.
 			for _, s := range subs {
-				for len(s.q.ch) > srv.cfg.QueueSize/2 {
+				for s.q.queued() > srv.cfg.QueueSize/2 {
 					runtime.Gosched()
 				}
 			}
 		}
 	}
 	for _, s := range subs {
-		for len(s.q.ch) > 0 {
+		for s.q.queued() > 0 {
 			runtime.Gosched()
 		}
 	}

@@ -117,6 +117,7 @@ const floorEvery = 256
 type memSub struct {
 	filter *aep.Filter
 	sub    Subscriber
+	batch  batchSubscriber // sub, when it takes batches
 }
 
 // NewMemoryBackend returns an in-memory backend holding up to depth events
@@ -180,13 +181,28 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 		default:
 			res.Duplicates++
 		}
-		for _, s := range b.subs {
+	}
+	// Fanned out after the whole batch is admitted (under the same lock,
+	// so a subscription still sees exactly what its replay did not): a
+	// subscriber that takes batches gets the batch in one piece.
+	for _, s := range b.subs {
+		if s.batch != nil {
+			s.batch.offerBatch(s.filter, msgs)
+			continue
+		}
+		for _, m := range msgs {
 			if s.filter.Match(m.Event) {
 				s.sub.Offer(m)
 			}
 		}
 	}
 	return res
+}
+
+// batchSubscriber is a Subscriber that takes a batch's matching messages
+// at once and acts on them once (one wake-up of its writer per batch).
+type batchSubscriber interface {
+	offerBatch(f *aep.Filter, msgs []*Message)
 }
 
 // admit holds m in its session unless the session already holds its
@@ -625,6 +641,7 @@ func (b *MemoryBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(),
 	}
 	sub.Start(r)
 	ms := &memSub{filter: req.Filter, sub: sub}
+	ms.batch, _ = sub.(batchSubscriber)
 	b.subs = append(b.subs, ms)
 	b.mu.Unlock()
 	var once sync.Once

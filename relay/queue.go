@@ -29,9 +29,18 @@ type outItem struct {
 // keeps room for notice-and-above; when even those cannot be queued the
 // queue overflows and the consumer is disconnected with its positions
 // (AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently).
+//
+// The writer takes everything queued at once (take) and is woken once per
+// batch a producer queues, not once per item: a 100-event ingest batch is
+// one wake-up, one coalesced write and one flush per consumer.
 type outQueue struct {
-	ch       chan outItem
+	size     int
 	lowWater int
+	mu       sync.Mutex
+	items    []outItem
+	// wake holds a token when something was queued since the writer last
+	// took: capacity one, so any number of producers' signals coalesce.
+	wake     chan struct{}
 	over     chan struct{} // closed on overflow
 	overOnce sync.Once
 	dropLow  func()
@@ -40,41 +49,91 @@ type outQueue struct {
 
 func newOutQueue(size int, m *metrics) *outQueue {
 	return &outQueue{
-		ch:       make(chan outItem, size),
+		size:     size,
 		lowWater: size * 3 / 4,
+		wake:     make(chan struct{}, 1),
 		over:     make(chan struct{}),
 		dropLow:  m.dropLow.Inc,
 		dropDisc: m.dropDisc.Inc,
 	}
 }
 
-// push queues an item that must not be dropped; a full queue overflows.
+// push queues an item that must not be dropped and wakes the writer; a
+// full queue overflows.
 func (q *outQueue) push(it outItem) bool {
-	select {
-	case q.ch <- it:
+	q.mu.Lock()
+	if len(q.items) >= q.size {
+		q.mu.Unlock()
+		q.overflow()
+		return false
+	}
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	q.signal()
+	return true
+}
+
+// offerLocked queues a live delivery under the severity policy and reports
+// whether it was queued. The caller holds mu and signals once it is done.
+func (q *outQueue) offerLocked(it outItem) bool {
+	low := it.msg.Severity < aep.SeverityNotice
+	switch {
+	case low && len(q.items) >= q.lowWater:
+		q.dropLow()
+		return false
+	case len(q.items) < q.size:
+		q.items = append(q.items, it)
 		return true
+	case low:
+		q.dropLow()
+		return false
 	default:
 		q.overflow()
 		return false
 	}
 }
 
-// offer queues a live delivery under the severity policy.
+// offer queues one live delivery under the severity policy and wakes the
+// writer.
 func (q *outQueue) offer(it outItem) {
-	low := it.msg.Severity < aep.SeverityNotice
-	if low && len(q.ch) >= q.lowWater {
-		q.dropLow()
-		return
+	q.mu.Lock()
+	ok := q.offerLocked(it)
+	q.mu.Unlock()
+	if ok {
+		q.signal()
 	}
+}
+
+// signal wakes the writer unless a wake-up is already pending.
+func (q *outQueue) signal() {
 	select {
-	case q.ch <- it:
+	case q.wake <- struct{}{}:
 	default:
-		if low {
-			q.dropLow()
-			return
-		}
-		q.overflow()
 	}
+}
+
+// take hands the writer everything queued, in order, and gives the queue
+// spare (emptied) to fill next, so a steady stream allocates no slices.
+func (q *outQueue) take(spare []outItem) []outItem {
+	q.mu.Lock()
+	out := q.items
+	q.items = spare[:0]
+	q.mu.Unlock()
+	return out
+}
+
+// release empties a slice take returned, so it keeps nothing alive, and
+// returns it for the next take.
+func release(items []outItem) []outItem {
+	clear(items)
+	return items[:0]
+}
+
+// queued reports how many items wait for the writer.
+func (q *outQueue) queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
 }
 
 func (q *outQueue) overflow() {
@@ -141,6 +200,25 @@ func (s *subscription) Offer(m *Message) {
 		return // the command's target already received it directly
 	}
 	s.q.offer(outItem{msg: m, sub: s})
+}
+
+// offerBatch implements batchSubscriber: the messages of msgs that f
+// matches go into the queue under one lock, and the writer is woken once.
+func (s *subscription) offerBatch(f *aep.Filter, msgs []*Message) {
+	n := 0
+	s.q.mu.Lock()
+	for _, m := range msgs {
+		if m.RoutedTo != 0 && m.RoutedTo == s.conn || !f.Match(m.Event) {
+			continue
+		}
+		if s.q.offerLocked(outItem{msg: m, sub: s}) {
+			n++
+		}
+	}
+	s.q.mu.Unlock()
+	if n > 0 {
+		s.q.signal()
+	}
 }
 
 // wire returns the bytes to deliver for m under the subscription's ceiling:

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,7 @@ func TestOutQueuePolicy(t *testing.T) {
 	}
 	for i, s := range steps {
 		q.offer(outItem{msg: s.msg})
-		if got := len(q.ch); got != s.queued {
+		if got := q.queued(); got != s.queued {
 			t.Fatalf("step %d: %d queued, want %d", i, got, s.queued)
 		}
 		if got := counterValue(m.dropLow); got != s.dropped {
@@ -81,4 +82,59 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A batch ingested into the memory store reaches a stream's queue in one
+// piece, for one take by its writer: in order, only what its filter
+// matches, never a command routed to the socket itself; a batch with
+// nothing for the stream does not wake its writer.
+func TestOfferBatchWakesOnce(t *testing.T) {
+	b := NewMemoryBackend(0, 0)
+	q := newOutQueue(256, newMetrics(b))
+	sub := newSubscription("", q, 7, 0)
+	f, err := aep.ParseFilter([]byte(`{"session":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel, err := b.Subscribe(SubscribeRequest{Filter: f}, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	<-q.wake
+	if items := q.take(nil); len(items) != 1 || items[0].replay == nil {
+		t.Fatalf("the queue starts with %d items, want the replay alone", len(items))
+	}
+	var msgs []*Message
+	for i := range 100 {
+		session := "s"
+		if i%10 == 9 {
+			session = "other"
+		}
+		msgs = append(msgs, benchEvent(t, session, int64(i)))
+	}
+	msgs[5].RoutedTo = 7 // a command this socket was handed directly
+	b.Ingest(msgs)
+	if len(q.wake) != 1 {
+		t.Fatalf("%d wake-ups pending after one batch, want 1", len(q.wake))
+	}
+	<-q.wake
+	items := q.take(nil)
+	var got []int64
+	for _, it := range items {
+		got = append(got, it.msg.Pos.Seq)
+	}
+	var want []int64
+	for i := range int64(100) {
+		if i%10 != 9 && i != 5 {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v", got, want)
+	}
+	b.Ingest(msgs[:0])
+	if len(q.wake) != 0 {
+		t.Fatal("an empty batch woke the writer")
+	}
 }

@@ -38,10 +38,15 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	backend Backend
-	metrics *metrics
-	control *controlRouter
-	handler http.Handler
-	started time.Time
+	// inlineIngest: the store takes events without waiting (the memory
+	// store), so a socket's reader hands each event over itself instead of
+	// through an ingest queue and a second goroutine, which exist to batch
+	// a durable store's acknowledgements.
+	inlineIngest bool
+	metrics      *metrics
+	control      *controlRouter
+	handler      http.Handler
+	started      time.Time
 
 	discovery []byte
 	hello     []byte
@@ -89,6 +94,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.backend == nil {
 		s.backend = NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
 	}
+	_, s.inlineIngest = s.backend.(*MemoryBackend)
 	s.maxEvent = cfg.MaxBody
 	if l, ok := s.backend.(EventLimiter); ok {
 		if n := l.MaxEventBytes(); n > 0 && n < s.maxEvent {

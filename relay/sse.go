@@ -16,9 +16,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// sseBatch bounds how many queued deliveries one flush carries.
-const sseBatch = 1024
-
 var (
 	errDraining = errors.New("relay draining")
 	errOverflow = errors.New("consumer too slow")
@@ -164,52 +161,40 @@ type sseWriter struct {
 }
 
 // run writes the replay then, when live, queued deliveries until the client
-// leaves, the relay drains or the queue overflows.
+// leaves, the relay drains or the queue overflows. Each wake-up writes
+// everything queued since the last in one buffered pass and one flush.
 func (sw *sseWriter) run(live bool) error {
 	s := sw.srv
 	q := sw.sub.q
-	// The replay was queued first by Start.
-	if it := <-q.ch; it.replay != nil {
-		if err := sw.replay(it.replay); err != nil {
+	// The replay was queued first by Start, before Subscribe returned.
+	items := q.take(nil)
+	if len(items) > 0 && items[0].replay != nil {
+		if err := sw.replay(items[0].replay); err != nil {
 			return err
 		}
 		if err := sw.out.Flush(); err != nil {
 			return err
 		}
+		items = items[1:]
 	}
 	if !live {
 		return nil
 	}
 	_, _ = sw.out.WriteString(": " + wire.ReplayedComment + "\n\n")
-	if err := sw.out.Flush(); err != nil {
+	if err := sw.deliverAll(items); err != nil {
 		return err
 	}
+	items = release(items)
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
 		select {
-		case it := <-q.ch:
-			n, oldest := 0, time.Time{}
-			for {
-				if it.msg != nil {
-					if err := sw.deliver(it.msg); err != nil {
-						return err
-					}
-					if n++; oldest.IsZero() {
-						oldest = it.msg.Ingested
-					}
-				}
-				if n >= sseBatch || len(q.ch) == 0 {
-					break
-				}
-				it = <-q.ch
-			}
-			if err := sw.out.Flush(); err != nil {
+		case <-q.wake:
+			items = q.take(items)
+			err := sw.deliverAll(items)
+			items = release(items)
+			if err != nil {
 				return err
-			}
-			s.metrics.deliverSSE.Add(float64(n))
-			if !oldest.IsZero() {
-				s.metrics.latency.Observe(time.Since(oldest).Seconds())
 			}
 		case <-ping.C:
 			_, _ = sw.out.WriteString(": ping\n\n")
@@ -226,6 +211,33 @@ func (sw *sseWriter) run(live bool) error {
 			return sw.ctx.Err()
 		}
 	}
+}
+
+// deliverAll writes the live deliveries among items and flushes once.
+func (sw *sseWriter) deliverAll(items []outItem) error {
+	n, oldest := 0, time.Time{}
+	for i := range items {
+		m := items[i].msg
+		if m == nil {
+			continue
+		}
+		if err := sw.deliver(m, true); err != nil {
+			return err
+		}
+		if n++; oldest.IsZero() {
+			oldest = m.Ingested
+		}
+	}
+	if err := sw.out.Flush(); err != nil {
+		return err
+	}
+	if n > 0 {
+		sw.srv.metrics.deliverSSE.Add(float64(n))
+	}
+	if !oldest.IsZero() {
+		sw.srv.metrics.latency.Observe(time.Since(oldest).Seconds())
+	}
+	return nil
 }
 
 func (sw *sseWriter) replay(r Replay) error {
@@ -248,15 +260,22 @@ func (sw *sseWriter) replay(r Replay) error {
 			default:
 			}
 		}
-		return sw.deliver(m)
+		return sw.deliver(m, false)
 	})
 	sw.srv.metrics.deliverSSE.Add(float64(n))
 	return err
 }
 
 // deliver writes one SSE message: id (positioned events only), event = the
-// AEP type, data = the event on one line.
-func (sw *sseWriter) deliver(m *Message) error {
+// AEP type, data = the event on one line. A live message at or under the
+// subscription's ceiling is framed once for every stream (Message.sseFrame);
+// a replayed one (its Message is reused) or a down-leveled copy is framed
+// here, into scratch.
+func (sw *sseWriter) deliver(m *Message, live bool) error {
+	if live && (!sw.sub.capped || m.Capture <= sw.sub.ceiling) {
+		_, err := sw.out.Write(m.sseFrame())
+		return err
+	}
 	b, err := sw.sub.wire(m)
 	if err != nil {
 		// Never deliver above the ceiling: an event that cannot be
@@ -264,22 +283,56 @@ func (sw *sseWriter) deliver(m *Message) error {
 		sw.srv.log.Warn("sse: event withheld: down-level failed", "type", m.Type, "err", err)
 		return nil
 	}
-	out := sw.out
-	if m.Kind == KindSession && !strings.ContainsAny(m.Session, "\r\n\x00") {
-		id := append(sw.scratch[:0], "id: "...)
-		id = append(id, m.Session...)
-		id = append(id, ':')
-		id = strconv.AppendInt(id, m.Pos.Epoch, 10)
-		id = append(id, ':')
-		id = strconv.AppendInt(id, m.Pos.Seq, 10)
-		id = append(id, '\n')
-		_, _ = out.Write(id)
-		sw.scratch = id[:0]
+	sw.scratch = appendSSE(sw.scratch[:0], m, b)
+	_, err = sw.out.Write(sw.scratch)
+	if cap(sw.scratch) > maxScratch {
+		sw.scratch = nil
 	}
-	_, _ = out.WriteString("event: ")
-	_, _ = out.WriteString(m.Type)
-	_, _ = out.WriteString("\ndata: ")
-	_, _ = out.Write(b)
-	_, err = out.WriteString("\n\n")
 	return err
+}
+
+// maxScratch bounds the framing buffer a stream keeps between messages.
+const maxScratch = 64 << 10
+
+// sseFrame is a message framed for SSE, made once per message.
+type sseFrame struct{ b []byte }
+
+// sseFrame returns m framed as one SSE message with its own bytes, made by
+// the first stream that needs it and shared by every other one (two
+// streams racing on the first both make the same bytes).
+func (m *Message) sseFrame() []byte {
+	if f, _ := m.sse.Load().(*sseFrame); f != nil {
+		return f.b
+	}
+	f := &sseFrame{b: appendSSE(make([]byte, 0, len(m.Raw)+len(m.Session)+len(m.Type)+64), m, m.Raw)}
+	m.sse.Store(f)
+	return f.b
+}
+
+// appendSSE appends m framed as one SSE message carrying data.
+func appendSSE(dst []byte, m *Message, data []byte) []byte {
+	if m.Kind == KindSession && lineSafe(m.Session) {
+		dst = append(dst, "id: "...)
+		dst = append(dst, m.Session...)
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, m.Pos.Epoch, 10)
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, m.Pos.Seq, 10)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "event: "...)
+	dst = append(dst, m.Type...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
+}
+
+// lineSafe reports whether s can sit in an SSE field: no line break, no NUL.
+func lineSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return true
 }

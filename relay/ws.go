@@ -22,10 +22,11 @@ import (
 )
 
 // wsConn is one socket. Goroutines: the handler goroutine reads and parses
-// frames; an ingester goroutine acts on them in frame order, handing the
-// store each time one batch of all the events that arrived while it was
-// busy with the last (so a durable store's acknowledgement is awaited once
-// per batch, not once per frame); a writer goroutine owns every write
+// frames; on a durable store an ingester goroutine acts on them in frame
+// order, handing the store each time one batch of all the events that
+// arrived while it was busy with the last (so its acknowledgement is
+// awaited once per batch, not once per frame), while on the memory store,
+// which never waits, the reader acts on each frame itself; a writer goroutine owns every write
 // after the hello (replies, deliveries, routed commands) through the
 // bounded queue; a keeper goroutine sends pings, enforces liveness and cuts
 // off writes stuck past WriteTimeout. The reader ends with the connection;
@@ -52,7 +53,10 @@ type wsConn struct {
 
 	claims map[string]uint64 // guarded by srv.control.mu
 
+	// ingest carries events from the reader to the ingester; nil when the
+	// reader hands them over itself (Server.inlineIngest), through one.
 	ingest *ingestQueue
+	one    [1]*Message
 
 	mu   sync.Mutex
 	subs map[string]*subscription
@@ -156,6 +160,14 @@ func (c *wsConn) serve() {
 	}()
 	c.lastRecv.Store(time.Now().UnixNano())
 	if !c.hello() {
+		return
+	}
+	if c.srv.inlineIngest {
+		wg.Add(2)
+		go func() { defer wg.Done(); c.writer() }()
+		go func() { defer wg.Done(); c.keeper() }()
+		c.reader()
+		c.readerDone = true
 		return
 	}
 	c.ingest = newIngestQueue(wsIngestBytes)
@@ -284,8 +296,13 @@ func (c *wsConn) frame(data []byte) {
 	}
 }
 
-// inOrder queues fn behind the socket's queued events.
+// inOrder queues fn behind the socket's queued events (or, with no ingest
+// queue, runs it: everything before it is already in).
 func (c *wsConn) inOrder(size int, fn func()) {
+	if c.ingest == nil {
+		fn()
+		return
+	}
 	c.ingest.push(c.ctx, ingestItem{size: size, fn: fn})
 }
 
@@ -346,6 +363,12 @@ func (c *wsConn) event(data []byte) {
 			s.control.claim(c, m.Session)
 		}
 	}
+	if c.ingest == nil {
+		c.one[0] = m
+		c.store(c.one[:])
+		c.one[0] = nil
+		return
+	}
 	c.ingest.push(c.ctx, ingestItem{msg: m, size: len(m.Raw)})
 }
 
@@ -354,7 +377,6 @@ func (c *wsConn) event(data []byte) {
 // kind (a command, a subscribe, a ping), which is handled alone in its
 // place.
 func (c *wsConn) ingester() {
-	s := c.srv
 	for {
 		items, ok := c.ingest.take(wsMaxIngestBatch)
 		if !ok {
@@ -376,18 +398,24 @@ func (c *wsConn) ingester() {
 		for i, it := range items {
 			msgs[i] = it.msg
 		}
-		res := s.admit(msgs)
+		c.store(msgs)
 		c.ingest.done(items)
-		if res.Err != nil {
-			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
-			s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
-			for _, m := range msgs {
-				c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
-			}
-			continue
-		}
-		s.metrics.countIngest(bindingWS, res)
 	}
+}
+
+// store hands msgs to the store and answers each one it refused.
+func (c *wsConn) store(msgs []*Message) {
+	s := c.srv
+	res := s.admit(msgs)
+	if res.Err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
+		s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
+		for _, m := range msgs {
+			c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
+		}
+		return
+	}
+	s.metrics.countIngest(bindingWS, res)
 }
 
 // subscribe answers a subscribe frame with subscribed, or an in-band error
@@ -487,10 +515,13 @@ func (c *wsConn) roster(rawID json.RawMessage) {
 // writer owns the socket's writes until it ends.
 func (c *wsConn) writer() {
 	s := c.srv
+	var items []outItem
 	for {
 		select {
-		case it := <-c.q.ch:
-			err := c.drain(it)
+		case <-c.q.wake:
+			items = c.q.take(items)
+			err := c.drain(items)
+			items = release(items)
 			switch {
 			case err == nil:
 			case errors.Is(err, errDraining):
@@ -525,34 +556,49 @@ func (c *wsConn) writer() {
 
 var errClosing = errors.New("socket closed deliberately")
 
-// wsBatch bounds how many queued items one corked write carries.
-const wsBatch = 256
-
-// drain handles it and whatever else is already queued with the socket
-// corked, so a backlog goes out in a few large writes instead of one
-// syscall per frame; an idle socket still writes each frame at once.
-func (c *wsConn) drain(it outItem) error {
-	if len(c.q.ch) == 0 || it.closeCode != 0 {
-		return c.handle(it)
+// drain handles items, everything queued since the writer's last wake-up,
+// with the socket corked, so a backlog goes out in a few large writes
+// instead of one syscall per frame; a lone frame is written at once. A
+// close item is written uncorked, after what precedes it, and ends the
+// pass.
+func (c *wsConn) drain(items []outItem) error {
+	defer c.counted(items)
+	if len(items) == 1 {
+		return c.handle(items[0])
 	}
 	c.cork.cork()
-	for n := 0; ; n++ {
-		if err := c.handle(it); err != nil {
-			_ = c.uncork()
-			return err
-		}
-		if n >= wsBatch || len(c.q.ch) == 0 {
-			break
-		}
-		it = <-c.q.ch
+	for _, it := range items {
 		if it.closeCode != 0 {
 			if err := c.uncork(); err != nil {
 				return err
 			}
 			return c.handle(it)
 		}
+		if err := c.handle(it); err != nil {
+			_ = c.uncork()
+			return err
+		}
 	}
 	return c.uncork()
+}
+
+// counted adds a pass's live deliveries to the metrics: the count, and
+// the latency of the oldest.
+func (c *wsConn) counted(items []outItem) {
+	n, oldest := 0, time.Time{}
+	for i := range items {
+		if m := items[i].msg; m != nil {
+			if n++; oldest.IsZero() {
+				oldest = m.Ingested
+			}
+		}
+	}
+	if n > 0 {
+		c.srv.metrics.deliverWS.Add(float64(n))
+	}
+	if !oldest.IsZero() {
+		c.srv.metrics.latency.Observe(time.Since(oldest).Seconds())
+	}
 }
 
 func (c *wsConn) uncork() error {
@@ -584,14 +630,7 @@ func (c *wsConn) handle(it outItem) error {
 	case it.replay != nil:
 		return c.replay(it.sub, it.replay)
 	case it.msg != nil:
-		if err := c.deliver(it.sub, it.msg); err != nil {
-			return err
-		}
-		c.srv.metrics.deliverWS.Inc()
-		if !it.msg.Ingested.IsZero() {
-			c.srv.metrics.latency.Observe(time.Since(it.msg.Ingested).Seconds())
-		}
-		return nil
+		return c.deliver(it.sub, it.msg)
 	case it.closeCode != 0:
 		c.closeWith(it.closeReason, websocket.StatusCode(it.closeCode))
 		return errClosing

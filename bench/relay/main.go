@@ -6,8 +6,13 @@
 // minimal SSE fan-out server pushing the same bytes to the same number of
 // consumers, so the relay's figure reads as a fraction of the raw floor.
 //
+// With -rounds N the relay and the baseline alternate N times each (relay,
+// baseline, baseline, relay, ...) so drift on a shared machine hits both
+// alike, and the summary gives each one's median and their ratio.
+//
 //	go run ./bench/relay -subs 100 -duration 10s            # max deliveries/s
-//	go run ./bench/relay -subs 1 -rate 10000 -batch 1 -ingest ws   # latency at 10k ev/s
+//	go run ./bench/relay -subs 100 -rate 10000 -ingest ws   # latency at 10k ev/s
+//	go run ./bench/relay -store jetstream -rounds 3         # the durable store
 package main
 
 import (
@@ -41,7 +46,9 @@ import (
 
 type options struct {
 	relayURL, token, transport, ingest string
+	store                              string
 	subs, rate, size, batch, queue     int
+	rounds                             int
 	duration                           time.Duration
 	baseline                           bool
 }
@@ -57,6 +64,8 @@ func main() {
 	flag.IntVar(&o.size, "size", 380, "approximate event size in bytes")
 	flag.IntVar(&o.batch, "batch", 100, "events per POST (http ingest)")
 	flag.IntVar(&o.queue, "queue", 0, "per-consumer queue of the in-process relay (0: the relay default)")
+	flag.StringVar(&o.store, "store", relay.StoreMemory, "store of the in-process relay: memory or jetstream (embedded, in a temporary directory)")
+	flag.IntVar(&o.rounds, "rounds", 1, "measurements of each, relay and baseline alternating")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long to ingest")
 	flag.BoolVar(&o.baseline, "baseline", true, "also measure the raw SSE fan-out baseline of the same bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (relay, load and baseline) to this file")
@@ -87,26 +96,35 @@ func run(o options) error {
 	if o.ingest != "http" && o.ingest != "ws" {
 		return fmt.Errorf("-ingest %q: want http or ws", o.ingest)
 	}
-	if o.subs < 1 || o.batch < 1 || o.size < 100 {
-		return errors.New("-subs and -batch must be >= 1, -size >= 100")
+	if o.store != relay.StoreMemory && o.store != relay.StoreJetStream {
+		return fmt.Errorf("-store %q: want %s or %s", o.store, relay.StoreMemory, relay.StoreJetStream)
+	}
+	if o.subs < 1 || o.batch < 1 || o.size < 100 || o.rounds < 1 {
+		return errors.New("-subs, -batch and -rounds must be >= 1, -size >= 100")
 	}
 	ctx := context.Background()
 	base := o.relayURL
 	if base == "" {
-		stop, u, err := startRelay(o)
+		stop, u, err := startRelay(ctx, o)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		base = u
-		fmt.Printf("relay: in-process at %s\n", base)
+		fmt.Printf("relay: in-process at %s (%s store)\n", base, o.store)
 	}
-	res, err := load(ctx, o, base, o.token, o.transport)
-	if err != nil {
-		return err
+	withBaseline := o.baseline && o.transport == "sse"
+	var rel, raw []*result
+	measureRelay := func() error {
+		res, err := load(ctx, o, base, o.token, o.transport)
+		if err != nil {
+			return err
+		}
+		res.print("relay", o)
+		rel = append(rel, res)
+		return nil
 	}
-	res.print("relay", o)
-	if o.baseline && o.transport == "sse" {
+	measureBaseline := func() error {
 		stop, u, err := startBaseline()
 		if err != nil {
 			return err
@@ -117,25 +135,97 @@ func run(o options) error {
 			return err
 		}
 		b.print("baseline (raw SSE fan-out of the same bytes)", o)
-		fmt.Printf("relay/baseline: deliveries %.2fx, p99 latency %.2fx\n",
-			res.deliveryRate()/b.deliveryRate(), res.p(0.99).Seconds()/b.p(0.99).Seconds())
+		raw = append(raw, b)
+		return nil
+	}
+	for r := range o.rounds {
+		order := []func() error{measureRelay, measureBaseline}
+		switch {
+		case !withBaseline:
+			order = order[:1]
+		case r%2 == 1:
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, m := range order {
+			if err := m(); err != nil {
+				return err
+			}
+		}
+		if !withBaseline {
+			continue
+		}
+		a, b := rel[len(rel)-1], raw[len(raw)-1]
+		fmt.Printf("round %d relay/baseline: deliveries %.2fx, CPU per delivery %.2fx, p99 latency %.2fx (%+.2f ms), load %s\n", r+1,
+			a.deliveryRate()/b.deliveryRate(), a.cpuPerDelivery()/b.cpuPerDelivery(), a.p(0.99).Seconds()/b.p(0.99).Seconds(),
+			(a.p(0.99)-b.p(0.99)).Seconds()*1000, loadAvg())
+	}
+	if withBaseline && o.rounds > 1 {
+		dr, db := median(rel, (*result).deliveryRate), median(raw, (*result).deliveryRate)
+		p99 := func(r *result) float64 { return r.p(0.99).Seconds() * 1000 }
+		pr, pb := median(rel, p99), median(raw, p99)
+		cr, cb := median(rel, (*result).cpuPerDelivery), median(raw, (*result).cpuPerDelivery)
+		fmt.Printf("\nmedians of %d rounds: relay %.0f deliveries/s, %.3f us CPU each, p99 %.2f ms; baseline %.0f deliveries/s, %.3f us CPU each, p99 %.2f ms\n",
+			o.rounds, dr, cr, pr, db, cb, pb)
+		fmt.Printf("relay/baseline (medians): deliveries %.2fx, CPU per delivery %.2fx, p99 %+.2f ms\n", dr/db, cr/cb, pr-pb)
 	}
 	return nil
 }
 
-func startRelay(o options) (func(), string, error) {
-	srv, err := relay.NewServer(relay.Config{Token: o.token, QueueSize: o.queue})
+func median(rs []*result, f func(*result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// loadAvg is the one-minute load average, where the system reports one.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
+}
+
+func startRelay(ctx context.Context, o options) (func(), string, error) {
+	cfg := relay.Config{Token: o.token, QueueSize: o.queue}
+	closeStore := func() {}
+	if o.store == relay.StoreJetStream {
+		dir, err := os.MkdirTemp("", "bench-relay-js-")
+		if err != nil {
+			return nil, "", err
+		}
+		js, err := relay.OpenJetStream(ctx, relay.JetStreamConfig{Dir: dir})
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, "", err
+		}
+		cfg.Backend = js
+		closeStore = func() { _ = js.Close(); _ = os.RemoveAll(dir) }
+	}
+	srv, err := relay.NewServer(cfg)
+	if err != nil {
+		closeStore()
 		return nil, "", err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		closeStore()
 		return nil, "", err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
-	return func() { cancel(); <-done }, "http://" + ln.Addr().String(), nil
+	return func() { cancel(); <-done; closeStore() }, "http://" + ln.Addr().String(), nil
 }
 
 type result struct {
@@ -146,6 +236,18 @@ type result struct {
 	deliverTo time.Duration
 	latencies []time.Duration
 	ended     int64
+	// cpu is the whole process's CPU over the run: the server under test,
+	// the load generator and the consumers, which cost the same in every
+	// measurement, so a difference is the server's.
+	cpu time.Duration
+}
+
+// cpuPerDelivery is the process's CPU time per delivery, in microseconds.
+func (r *result) cpuPerDelivery() float64 {
+	if r.delivered == 0 {
+		return 0
+	}
+	return r.cpu.Seconds() * 1e6 / float64(r.delivered)
 }
 
 func (r *result) deliveryRate() float64 { return float64(r.delivered) / r.deliverTo.Seconds() }
@@ -166,6 +268,7 @@ func (r *result) print(name string, o options) {
 	fmt.Printf("  ingest:    %d events in %v = %.0f events/s (%s)\n", r.ingested, r.ingestDur.Round(time.Millisecond), float64(r.ingested)/r.ingestDur.Seconds(), mode)
 	fmt.Printf("  delivered: %d to %d %s consumers in %v = %.0f deliveries/s (missing %d, streams cut %d)\n",
 		r.delivered, o.subs, o.transport, r.deliverTo.Round(time.Millisecond), r.deliveryRate(), r.missing, r.ended)
+	fmt.Printf("  process CPU: %v = %.3f us per delivery\n", r.cpu.Round(time.Millisecond), r.cpuPerDelivery())
 	fmt.Printf("  latency ingest->deliver (n=%d): p50 %v  p90 %v  p99 %v  max %v\n", len(r.latencies),
 		r.p(0.5).Round(time.Microsecond), r.p(0.9).Round(time.Microsecond), r.p(0.99).Round(time.Microsecond), r.p(1).Round(time.Microsecond))
 }
@@ -254,6 +357,7 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 	time.Sleep(100 * time.Millisecond) // every subscription attached
 
 	tmpl := template(session, o.size)
+	cpu0 := cpuTime()
 	clk.start = time.Now()
 	n, ingestDur, err := produce(ctx, o, base, token, tmpl, clk, maxEvents)
 	if err != nil {
@@ -280,10 +384,11 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 	for _, c := range cons {
 		lastAt = max(lastAt, c.last.Load())
 	}
+	cpu := cpuTime() - cpu0
 	cancel()
 	wg.Wait()
 	r := &result{ingested: int64(n), delivered: total, missing: want - total, ingestDur: ingestDur,
-		deliverTo: time.Duration(lastAt), ended: ended.Load()}
+		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu}
 	for _, c := range cons {
 		r.latencies = append(r.latencies, c.lat...)
 	}

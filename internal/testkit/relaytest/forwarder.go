@@ -3,9 +3,9 @@ package relaytest
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -15,11 +15,14 @@ import (
 
 // Forwarder is the floor the relay benchmarks are measured against: lines
 // POSTed to /events and frames sent on /socket (after a hello) go to every
-// open /stream through blocking channels, framed as SSE the way the relay
-// frames them. No parsing, validation, buffer or filter. The benchmark in
-// relay/ and the load tool in bench/relay share it so their baselines agree.
+// open /stream, framed as SSE the way the relay frames them. No parsing,
+// validation, buffer or filter: each posted batch is framed once (the id
+// line's seq read by a byte scan) and handed to every stream as one piece,
+// and each stream writes everything handed to it since its last wake-up in
+// one coalesced write and one flush. The benchmark in relay/ and the load
+// tool in bench/relay share it so their baselines agree.
 func Forwarder() http.Handler {
-	f := &forwarder{subs: map[chan []byte]struct{}{}}
+	f := &forwarder{subs: map[*mailbox]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", f.events)
 	mux.HandleFunc("GET /socket", f.socket)
@@ -29,25 +32,51 @@ func Forwarder() http.Handler {
 
 type forwarder struct {
 	mu   sync.Mutex
-	subs map[chan []byte]struct{}
+	subs map[*mailbox]struct{}
 }
 
-func (f *forwarder) fanout(msg []byte) {
+// mailbox is one stream's pending pieces and its wake-up.
+type mailbox struct {
+	mu      sync.Mutex
+	pending [][]byte
+	wake    chan struct{}
+}
+
+func (f *forwarder) fanout(piece []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for ch := range f.subs {
-		ch <- msg
+	for mb := range f.subs {
+		mb.mu.Lock()
+		mb.pending = append(mb.pending, piece)
+		mb.mu.Unlock()
+		select {
+		case mb.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// frame appends line framed as one SSE message.
+func frame(dst, line []byte) []byte {
+	dst = append(dst, "id: s:0:"...)
+	dst = strconv.AppendInt(dst, seqOf(line), 10)
+	dst = append(dst, "\nevent: tool.completed\ndata: "...)
+	dst = append(dst, line...)
+	return append(dst, "\n\n"...)
 }
 
 func (f *forwarder) events(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	piece := make([]byte, 0, len(body)+len(body)/4)
 	for rest := body; len(rest) > 0; {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte{'\n'})
 		if len(l) > 0 {
-			f.fanout(l)
+			piece = frame(piece, l)
 		}
+	}
+	if len(piece) > 0 {
+		f.fanout(piece)
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -70,34 +99,33 @@ func (f *forwarder) socket(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		f.fanout(msg)
+		f.fanout(frame(nil, msg))
 	}
 }
 
 func (f *forwarder) stream(w http.ResponseWriter, r *http.Request) {
-	ch := make(chan []byte, 4096)
+	mb := &mailbox{wake: make(chan struct{}, 1)}
 	f.mu.Lock()
-	f.subs[ch] = struct{}{}
+	f.subs[mb] = struct{}{}
 	f.mu.Unlock()
-	defer func() { f.mu.Lock(); delete(f.subs, ch); f.mu.Unlock() }()
+	defer func() { f.mu.Lock(); delete(f.subs, mb); f.mu.Unlock() }()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	out := bufio.NewWriterSize(w, 64<<10)
+	var taken [][]byte
 	for {
 		select {
 		case <-r.Context().Done():
 			return
-		case msg := <-ch:
-			for {
-				fmt.Fprintf(out, "id: s:0:%d\nevent: tool.completed\ndata: ", seqOf(msg))
-				_, _ = out.Write(msg)
-				_, _ = out.WriteString("\n\n")
-				if len(ch) == 0 {
-					break
-				}
-				msg = <-ch
+		case <-mb.wake:
+			mb.mu.Lock()
+			taken, mb.pending = mb.pending, taken[:0]
+			mb.mu.Unlock()
+			for i, p := range taken {
+				_, _ = out.Write(p)
+				taken[i] = nil
 			}
 			if out.Flush() != nil || rc.Flush() != nil {
 				return
