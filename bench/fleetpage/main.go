@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,13 +21,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/performance"
+	"github.com/chromedp/cdproto/profiler"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
@@ -38,9 +42,10 @@ import (
 const token = "bench-fleetpage-token-0123456789"
 
 type options struct {
-	sessions, events, rate int
-	live                   time.Duration
-	screenshot, chromium   string
+	sessions, events, rate, runs int
+	live                         time.Duration
+	screenshot, chromium, old    string
+	profile                      string
 }
 
 func main() {
@@ -48,7 +53,10 @@ func main() {
 	flag.IntVar(&o.sessions, "sessions", 500, "sessions the relay holds")
 	flag.IntVar(&o.events, "events", 50000, "events buffered across them")
 	flag.IntVar(&o.rate, "rate", 1000, "live events per second")
+	flag.IntVar(&o.runs, "runs", 3, "runs (each page variant once per run, interleaved)")
 	flag.DurationVar(&o.live, "live", 10*time.Second, "how long to send live events")
+	flag.StringVar(&o.old, "old", "", "a directory of another build's page assets (app.js, state.js, style.css, index.html), measured in the same runs as the embedded page")
+	flag.StringVar(&o.profile, "profile", "", "write the embedded page's JavaScript CPU profile of the first run's live phase here (.cpuprofile) and print where the time went")
 	flag.StringVar(&o.screenshot, "screenshot", "", "write a screenshot of the loaded fleet view here (PNG)")
 	flag.StringVar(&o.chromium, "chromium", "chromium", "the Chromium binary")
 	flag.Parse()
@@ -58,88 +66,227 @@ func main() {
 	}
 }
 
+// variant is one build of the page: the embedded one, or another's assets.
+type variant struct {
+	name string
+	dir  string // "" for the embedded assets
+}
+
+// result is one variant's figures in one run.
+type result struct {
+	load, emptyLoad, wire float64 // ms
+	page, floor           []float64
+	frames                []float64 // ms of script in each animation frame callback during the live phase
+	styleLayout, script   float64   // ms over the live phase (Chromium's own accounting)
+	loadAvg               []float64 // 1-minute load average, sampled each second of the live phase
+	heap, heap2           int64
+}
+
 func run(o options) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	empty, stopEmpty, err := startRelay(ctx)
+	variants := []variant{{name: "page"}}
+	if o.old != "" {
+		variants = append(variants, variant{name: "old page", dir: o.old})
+	}
+	all := map[string][]result{}
+	for i := 0; i < o.runs; i++ {
+		for k := range variants {
+			// Interleave: the old build first in odd runs.
+			v := variants[(k+i)%len(variants)]
+			profile := ""
+			if i == 0 && v.dir == "" {
+				profile = o.profile
+			}
+			shot := ""
+			if i == 0 && v.dir == "" {
+				shot = o.screenshot
+			}
+			fmt.Printf("run %d, %s\n", i+1, v.name)
+			r, err := measure(ctx, o, v, profile, shot)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", i+1, v.name, err)
+			}
+			printRun(r)
+			all[v.name] = append(all[v.name], r)
+		}
+	}
+	summarize(o, variants, all)
+	return nil
+}
+
+func printRun(r result) {
+	fmt.Printf("  load: page %.0f ms, empty relay %.0f ms, Go replay reader %.0f ms; JS heap %.1f MB\n", r.load, r.emptyLoad, r.wire, float64(r.heap)/(1<<20))
+	fmt.Printf("  live: page n=%d p50 %.1f p99 %.1f max %.1f ms; Go consumer n=%d p50 %.1f p99 %.1f ms; load average %.1f (%.1f-%.1f)\n",
+		len(r.page), pct(r.page, 50), pct(r.page, 99), pct(r.page, 100), len(r.floor), pct(r.floor, 50), pct(r.floor, 99),
+		pct(r.loadAvg, 50), pct(r.loadAvg, 0), pct(r.loadAvg, 100))
+	fmt.Printf("  frames: %d, script %.2f ms mean (p99 %.1f), style+layout %.2f ms per frame; all script %.0f ms; JS heap after %.1f MB\n",
+		len(r.frames), mean(r.frames), pct(r.frames, 99), perFrame(r.styleLayout, r), r.script, float64(r.heap2)/(1<<20))
+}
+
+func perFrame(total float64, r result) float64 {
+	if len(r.frames) == 0 {
+		return 0
+	}
+	return total / float64(len(r.frames))
+}
+
+// figure is one number per run of a variant.
+type figure struct {
+	name string
+	of   func(result) float64
+}
+
+var figures = []figure{
+	{"first render, 500 sessions (ms)", func(r result) float64 { return r.load }},
+	{"  same page, empty relay (ms)", func(r result) float64 { return r.emptyLoad }},
+	{"  Go reader of the replay (ms)", func(r result) float64 { return r.wire }},
+	{"live p99 post -> DOM (ms)", func(r result) float64 { return pct(r.page, 99) }},
+	{"  live p50 (ms)", func(r result) float64 { return pct(r.page, 50) }},
+	{"  Go WebSocket consumer p99 (ms)", func(r result) float64 { return pct(r.floor, 99) }},
+	{"rendering per frame (ms)", func(r result) float64 { return mean(r.frames) + perFrame(r.styleLayout, r) }},
+	{"  script per frame (ms)", func(r result) float64 { return mean(r.frames) }},
+	{"  style+layout per frame (ms)", func(r result) float64 { return perFrame(r.styleLayout, r) }},
+	{"  frames in the live phase", func(r result) float64 { return float64(len(r.frames)) }},
+	{"  all script in the live phase (ms)", func(r result) float64 { return r.script }},
+	{"load average during the live phase", func(r result) float64 { return pct(r.loadAvg, 50) }},
+	{"JS heap after live (MB)", func(r result) float64 { return float64(r.heap2) / (1 << 20) }},
+}
+
+func summarize(o options, variants []variant, all map[string][]result) {
+	fmt.Printf("\n%d sessions, %d events buffered, %d ev/s live for %s; median (range) of %d runs\n", o.sessions, o.events, o.rate, o.live, o.runs)
+	fmt.Printf("%-38s", "")
+	for _, v := range variants {
+		fmt.Printf("  %-24s", v.name)
+	}
+	fmt.Println()
+	for _, f := range figures {
+		fmt.Printf("%-38s", f.name)
+		for _, v := range variants {
+			var xs []float64
+			for _, r := range all[v.name] {
+				xs = append(xs, f.of(r))
+			}
+			fmt.Printf("  %-24s", fmt.Sprintf("%.2f (%.2f-%.2f)", pct(xs, 50), pct(xs, 0), pct(xs, 100)))
+		}
+		fmt.Println()
+	}
+	// Ratios within each run, then their median.
+	ratio := func(name string, num, den func(result) float64, a, b string) {
+		var xs []float64
+		for i := range all[a] {
+			if i < len(all[b]) && den(all[b][i]) > 0 {
+				xs = append(xs, num(all[a][i])/den(all[b][i]))
+			}
+		}
+		if len(xs) > 0 {
+			fmt.Printf("%-58s %.2fx (%.2f-%.2f)\n", name, pct(xs, 50), pct(xs, 0), pct(xs, 100))
+		}
+	}
+	fmt.Println("\nratios within each run (median, range)")
+	p99 := func(r result) float64 { return pct(r.page, 99) }
+	for _, v := range variants {
+		ratio(v.name+": live p99 / Go consumer p99", p99, func(r result) float64 { return pct(r.floor, 99) }, v.name, v.name)
+		ratio(v.name+": first render / Go replay reader", func(r result) float64 { return r.load }, func(r result) float64 { return r.wire }, v.name, v.name)
+	}
+	if len(variants) > 1 {
+		a, b := variants[0].name, variants[1].name
+		ratio(a+" / "+b+": live p99", p99, p99, a, b)
+		ratio(a+" / "+b+": rendering per frame", figures[6].of, figures[6].of, a, b)
+		ratio(a+" / "+b+": first render", figures[0].of, figures[0].of, a, b)
+	}
+}
+
+// measure runs one variant once: fresh relays (one empty, one filled), a
+// fresh browser, the load, then the live phase.
+func measure(ctx context.Context, o options, v variant, profile, screenshot string) (result, error) {
+	var r result
+	empty, stopEmpty, err := startRelay(ctx, v.dir)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer stopEmpty()
-	base, stop, err := startRelay(ctx)
+	base, stop, err := startRelay(ctx, v.dir)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer stop()
 
 	claim, err := claimSessions(ctx, base, screenshotSessions)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer claim.CloseNow() //nolint:errcheck // bench
-	t0 := time.Now()
 	n, err := fill(ctx, base, o.sessions, o.events)
 	if err != nil {
-		return err
+		return r, err
 	}
-	fmt.Printf("relay: %d sessions, %d events buffered in %s\n", o.sessions, n, time.Since(t0).Round(time.Millisecond))
-
 	wire, err := replayFloor(ctx, base, n)
 	if err != nil {
-		return err
+		return r, err
 	}
+	r.wire = float64(wire) / float64(time.Millisecond)
 
 	browser, closeBrowser, err := newBrowser(ctx, o.chromium)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer closeBrowser()
-	emptyLoad, err := load(browser, empty, 0, 0)
-	if err != nil {
-		return fmt.Errorf("empty fleet: %w", err)
+	if r.emptyLoad, err = load(browser, empty, 0, 0); err != nil {
+		return r, fmt.Errorf("empty fleet: %w", err)
 	}
-	fullLoad, err := load(browser, base, o.sessions, n)
-	if err != nil {
-		return fmt.Errorf("full fleet: %w", err)
+	if r.load, err = load(browser, base, o.sessions, n); err != nil {
+		return r, fmt.Errorf("full fleet: %w", err)
 	}
-	heap, nodes, err := memory(browser)
-	if err != nil {
-		return err
+	if r.heap, _, err = memory(browser); err != nil {
+		return r, err
 	}
-	fmt.Printf("\nload to a rendered fleet (%d sessions, %d events)\n", o.sessions, n)
-	fmt.Printf("  page, full relay      %8.0f ms\n", fullLoad)
-	fmt.Printf("  page, empty relay     %8.0f ms   (baseline: the page itself)\n", emptyLoad)
-	fmt.Printf("  Go reader, replay     %8.0f ms   (baseline: the wire)\n", float64(wire)/float64(time.Millisecond))
-	fmt.Printf("tab: JS heap %.1f MB, %d DOM nodes\n", float64(heap)/(1<<20), nodes)
-
-	if o.screenshot != "" {
-		if err := shoot(browser, o.screenshot); err != nil {
-			return err
+	if screenshot != "" {
+		if err := shoot(browser, screenshot); err != nil {
+			return r, err
 		}
-		fmt.Printf("screenshot: %s\n", o.screenshot)
+		fmt.Printf("  screenshot: %s\n", screenshot)
 	}
-
-	page, floor, err := liveLatency(ctx, browser, base, o)
-	if err != nil {
-		return err
+	if err := liveLatency(ctx, browser, base, o, profile, &r); err != nil {
+		return r, err
 	}
-	heap2, nodes2, err := memory(browser)
-	if err != nil {
-		return err
+	if r.heap2, _, err = memory(browser); err != nil {
+		return r, err
 	}
-	fmt.Printf("\nlive at %d ev/s for %s: post -> DOM (page) and post -> Go WebSocket reader (baseline)\n", o.rate, o.live)
-	fmt.Printf("  page      n=%6d  p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", len(page), pct(page, 50), pct(page, 99), pct(page, 100))
-	fmt.Printf("  baseline  n=%6d  p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", len(floor), pct(floor, 50), pct(floor, 99), pct(floor, 100))
-	fmt.Printf("tab after the live phase: JS heap %.1f MB, %d DOM nodes\n", float64(heap2)/(1<<20), nodes2)
-	return nil
+	return r, nil
 }
 
-func startRelay(ctx context.Context) (string, func(), error) {
+// oldAssets serves another build's page files in place of the embedded
+// ones; everything else (login, auth) is the page's own.
+type oldAssets struct {
+	*fleetpage.Page
+	dir string
+}
+
+func (a oldAssets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/app/")
+	if r.URL.Path == "/" {
+		name = "index.html"
+	}
+	if r.Method == http.MethodGet && name != r.URL.Path && !strings.ContainsAny(name, "/\\") {
+		if _, err := os.Stat(filepath.Join(a.dir, name)); err == nil {
+			http.ServeFile(w, r, filepath.Join(a.dir, name))
+			return
+		}
+	}
+	a.Page.ServeHTTP(w, r)
+}
+
+func startRelay(ctx context.Context, assets string) (string, func(), error) {
 	page, err := fleetpage.New(fleetpage.Config{Token: token})
 	if err != nil {
 		return "", nil, err
 	}
-	srv, err := relay.NewServer(relay.Config{Token: token, Page: page})
+	var p relay.Page = page
+	if assets != "" {
+		p = oldAssets{Page: page, dir: assets}
+	}
+	srv, err := relay.NewServer(relay.Config{Token: token, Page: p})
 	if err != nil {
 		return "", nil, err
 	}
@@ -338,7 +485,10 @@ func newBrowser(ctx context.Context, bin string) (context.Context, func(), error
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900), chromedp.UserDataDir(dir))
 	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelB := chromedp.NewContext(actx)
-	if err := chromedp.Run(bctx, chromedp.Navigate("about:blank"), performance.Enable()); err != nil {
+	if err := chromedp.Run(bctx, chromedp.Navigate("about:blank"), performance.Enable(), chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(frameTimer).Do(ctx)
+		return err
+	})); err != nil {
 		cancelB()
 		cancelA()
 		return nil, nil, err
@@ -363,23 +513,8 @@ func load(browser context.Context, base string, sessions, events int) (float64, 
 }
 
 func memory(browser context.Context) (heap int64, nodes int64, err error) {
-	var ms []*performance.Metric
-	if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
-		var err error
-		ms, err = performance.GetMetrics().Do(ctx)
-		return err
-	})); err != nil {
-		return 0, 0, err
-	}
-	for _, m := range ms {
-		switch m.Name {
-		case "JSHeapUsedSize":
-			heap = int64(m.Value)
-		case "Nodes":
-			nodes = int64(m.Value)
-		}
-	}
-	return heap, nodes, nil
+	m, err := metrics(browser)
+	return int64(m["JSHeapUsedSize"]), int64(m["Nodes"]), err
 }
 
 func shoot(browser context.Context, path string) error {
@@ -397,6 +532,22 @@ func shoot(browser context.Context, path string) error {
 	return os.WriteFile(path, png, 0o644)
 }
 
+// frameTimer times every animation frame callback that changed the DOM
+// (the page renders in them), once window.__frames is an array: it works
+// the same on any build of the page.
+const frameTimer = `(() => {
+  const raf = window.requestAnimationFrame.bind(window);
+  const seen = new MutationObserver(() => {});
+  addEventListener('DOMContentLoaded', () => seen.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true }));
+  window.__frames = null;
+  window.requestAnimationFrame = (cb) => raf((t) => {
+    const t0 = performance.now();
+    try { cb(t); } finally {
+      if (window.__frames && seen.takeRecords().length > 0) window.__frames.push(performance.now() - t0);
+    }
+  });
+})()`
+
 // observer records, on every DOM change of the fleet view, the wall clock
 // and the state version the page had rendered; afterwards each event's
 // latency is the first render at or after its version, less its send time.
@@ -405,6 +556,7 @@ const observer = `(() => {
   new MutationObserver(() => { __marks.push([performance.timeOrigin + performance.now(), aepFleet.state.version]); })
     .observe(document.getElementById('fleet'), { subtree: true, childList: true, characterData: true, attributes: true });
   window.__base = aepFleet.state.version;
+  window.__frames = [];
   return true;
 })()`
 
@@ -422,22 +574,33 @@ const collect = `(() => {
 })()`
 
 // liveLatency sends events at o.rate to live sessions and measures post ->
-// DOM on the page and post -> receipt on a Go WebSocket reader.
-func liveLatency(ctx context.Context, browser context.Context, base string, o options) (page, floor []float64, err error) {
+// DOM on the page and post -> receipt on a Go WebSocket reader, the page's
+// rendering per frame and the machine's load meanwhile.
+func liveLatency(ctx context.Context, browser context.Context, base string, o options, profile string, res *result) error {
+	before, err := metrics(browser)
+	if err != nil {
+		return err
+	}
 	if err := chromedp.Run(browser, chromedp.Evaluate(observer, nil)); err != nil {
-		return nil, nil, err
+		return err
+	}
+	if profile != "" {
+		if err := chromedp.Run(browser, profiler.Enable(), profiler.SetSamplingInterval(200), profiler.Start()); err != nil {
+			return err
+		}
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer c.CloseNow() //nolint:errcheck // bench
 	c.SetReadLimit(16 << 20)
 	_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"bench","instance":"b"},"capabilities":{}}`))
 	_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"live"}`))
 	var mu sync.Mutex
+	var floor []float64
 	rctx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
 	go func() {
@@ -469,9 +632,16 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	defer tick.Stop()
 	perTick := max(1, o.rate/100)
 	deadline := time.Now().Add(o.live)
+	nextLoad := time.Now()
 	sent := 0
 	for time.Now().Before(deadline) {
 		<-tick.C
+		if time.Now().After(nextLoad) {
+			if l, err := loadAverage(); err == nil {
+				res.loadAvg = append(res.loadAvg, l)
+			}
+			nextLoad = nextLoad.Add(time.Second)
+		}
 		var b strings.Builder
 		for k := 0; k < perTick; k++ {
 			i := screenshotSessions + 5*rng.IntN((o.sessions-screenshotSessions)/5) // i%5 == 3: open, not ended
@@ -491,20 +661,150 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 			sent++
 		}
 		if err := post(ctx, base, b.String()); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	time.Sleep(1500 * time.Millisecond) // the last renders
 	stopRead()
-	if err := chromedp.Run(browser, chromedp.Evaluate(collect, &page)); err != nil {
-		return nil, nil, err
+	if profile != "" {
+		var p *profiler.Profile
+		if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
+			var err error
+			p, err = profiler.Stop().Do(ctx)
+			return err
+		})); err != nil {
+			return err
+		}
+		if err := writeProfile(profile, p); err != nil {
+			return err
+		}
 	}
+	var page []float64
+	if err := chromedp.Run(browser, chromedp.Evaluate(collect, &page), chromedp.Evaluate(`window.__frames`, &res.frames)); err != nil {
+		return err
+	}
+	after, err := metrics(browser)
+	if err != nil {
+		return err
+	}
+	res.styleLayout = 1000 * (after["RecalcStyleDuration"] + after["LayoutDuration"] - before["RecalcStyleDuration"] - before["LayoutDuration"])
+	res.script = 1000 * (after["ScriptDuration"] - before["ScriptDuration"])
 	mu.Lock()
 	defer mu.Unlock()
+	res.page, res.floor = page, floor
 	if len(page) < sent*9/10 {
-		return nil, nil, errors.New("the page rendered fewer than 90% of the live events: " + fmt.Sprint(len(page), " of ", sent))
+		return errors.New("the page rendered fewer than 90% of the live events: " + fmt.Sprint(len(page), " of ", sent))
 	}
-	return page, floor, nil
+	return nil
+}
+
+// loadAverage is the machine's 1-minute load average (Linux).
+func loadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	var l float64
+	_, err = fmt.Sscan(string(b), &l)
+	return l, err
+}
+
+func metrics(browser context.Context) (map[string]float64, error) {
+	var ms []*performance.Metric
+	if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		ms, err = performance.GetMetrics().Do(ctx)
+		return err
+	})); err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64, len(ms))
+	for _, m := range ms {
+		out[m.Name] = m.Value
+	}
+	return out, nil
+}
+
+// writeProfile keeps the CPU profile (DevTools opens it) and prints where
+// the time went: self time by function, and the time inside the page's own
+// functions (inclusive).
+func writeProfile(path string, p *profiler.Profile) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	parent := map[int64]int64{}
+	byID := map[int64]*profiler.ProfileNode{}
+	for _, n := range p.Nodes {
+		byID[n.ID] = n
+		for _, c := range n.Children {
+			parent[c] = n.ID
+		}
+	}
+	name := func(n *profiler.ProfileNode) string {
+		f := n.CallFrame
+		u := f.URL
+		if i := strings.LastIndex(u, "/"); i >= 0 {
+			u = u[i+1:]
+		}
+		if u == "" {
+			return f.FunctionName
+		}
+		fn := f.FunctionName
+		if fn == "" {
+			fn = "(anonymous)"
+		}
+		return fmt.Sprintf("%s %s:%d", fn, u, f.LineNumber+1)
+	}
+	self, incl := map[string]float64{}, map[string]float64{}
+	var total float64
+	for i, id := range p.Samples {
+		if i >= len(p.TimeDeltas) {
+			break
+		}
+		d := float64(p.TimeDeltas[i]) / 1000
+		n := byID[id]
+		if n == nil {
+			continue
+		}
+		total += d
+		self[name(n)] += d
+		seen := map[string]bool{}
+		for x := n; x != nil; x = byID[parent[x.ID]] {
+			k := name(x)
+			if !seen[k] {
+				seen[k] = true
+				incl[k] += d
+			}
+			if _, ok := parent[x.ID]; !ok {
+				break
+			}
+		}
+	}
+	top := func(title string, m map[string]float64, only func(string) bool) {
+		type kv struct {
+			k string
+			v float64
+		}
+		var xs []kv
+		for k, v := range m {
+			if only(k) {
+				xs = append(xs, kv{k, v})
+			}
+		}
+		slices.SortFunc(xs, func(a, b kv) int { return cmp.Compare(b.v, a.v) })
+		fmt.Printf("  %s\n", title)
+		for _, x := range xs[:min(len(xs), 20)] {
+			fmt.Printf("    %8.0f ms  %4.1f%%  %s\n", x.v, 100*x.v/total, x.k)
+		}
+	}
+	fmt.Printf("  profile of the live phase: %.0f ms sampled, written to %s\n", total, path)
+	top("self time", self, func(string) bool { return true })
+	top("inclusive, the page's functions", incl, func(k string) bool { return strings.Contains(k, ".js:") })
+	return nil
 }
 
 func pct(xs []float64, p float64) float64 {
@@ -515,4 +815,15 @@ func pct(xs []float64, p float64) float64 {
 	slices.Sort(s)
 	i := int(float64(len(s)-1) * p / 100)
 	return s[i]
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
 }

@@ -512,19 +512,37 @@ function age(fromMs, now) {
 }
 
 // labelCache holds the sessions' labels (S.labels, the terminal's too)
-// until a session comes, goes, or changes its project or title.
-let labelCache = { key: null, map: new Map() };
+// until a session comes or changes its project or title: each render
+// checks only the sessions that changed (noteLabels), and a title is a
+// lookup (one that compared the whole fleet per row made a frame's cost
+// grow with the square of the fleet).
+const labelCache = { stale: true, map: new Map(), seen: new Map() };
+
+function noteLabels(dirty) {
+  for (const id of dirty) {
+    const s = S.session(state, id);
+    if (!s) continue;
+    const key = `${s.project}\u001e${s.title}`;
+    if (labelCache.seen.get(id) !== key) labelCache.stale = true;
+  }
+}
 
 function title(s) {
-  const all = [...state.sessions.keys()].map((id) => S.session(state, id));
-  const key = all.map((x) => `${x.id}\u001e${x.project}\u001e${x.title}`).join('\u001d');
-  if (key !== labelCache.key) labelCache = { key, map: S.labels(all) };
+  if (labelCache.stale || !labelCache.map.has(s.id)) {
+    const all = [...state.sessions.keys()].map((id) => S.session(state, id));
+    labelCache.map = S.labels(all);
+    labelCache.seen = new Map(all.map((x) => [x.id, `${x.project}\u001e${x.title}`]));
+    labelCache.stale = false;
+  }
   const l = labelCache.map.get(s.id);
   return (s.origin && conns.size > 1 ? `[${s.origin}] ` : '') + (l ? l.text : S.bareId(s.session));
 }
 
 function searchText(s) {
-  if (s._search) return s._search;
+  // A live session's derivation is updated in place: its event count says
+  // whether the text is current.
+  if (s._search && s._searchAt === s.events) return s._search;
+  s._searchAt = s.events;
   const parts = [s.session, s.origin, s.project, s.title, s.agent, s.model];
   const types = new Set();
   for (const r of S.ordered(state, s.id)) types.add(r.type);
@@ -536,6 +554,7 @@ function searchText(s) {
 function render() {
   const now = Date.now();
   const dirty = S.takeDirty(state);
+  noteLabels(dirty);
   renderFleet(now, dirty);
   const pending = renderInbox(now);
   // The session view redraws when its session changes (not on the age tick:
@@ -545,15 +564,26 @@ function render() {
   document.title = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
 }
 
+// fleet is what the fleet view shows: each group's list box and members,
+// and the group each session is listed in (null: filtered out). A frame
+// looks at the sessions that changed; the whole fleet is looked at again
+// when the filters or the sort change, when the labels do, and every
+// TICK_MS (a session turns quiet with time).
+const fleet = { boxes: new Map(), members: new Map(S.GROUPS.map((g) => [g, new Set()])), of: new Map(), key: null, full: true };
+
 function renderFleet(now, dirty) {
   const q = $('search').value.trim().toLowerCase();
   const fAgent = $('f-agent').value;
   const fState = $('f-state').value;
   const sort = $('sort').value;
-  const groups = new Map(S.GROUPS.map((g) => [g, []]));
-  let shown = 0;
-  for (const id of state.sessions.keys()) {
+  const key = [q, fAgent, fState, sort, conns.size].join('\u0000');
+  const full = fleet.full || key !== fleet.key || labelCache.stale;
+  fleet.full = false;
+  fleet.key = key;
+  const touched = new Set(full ? S.GROUPS : []);
+  for (const id of full ? state.sessions.keys() : dirty) {
     const s = S.session(state, id);
+    if (!s) continue;
     if (s.agent && !ui.agentsSeen.has(s.agent)) {
       ui.agentsSeen.add(s.agent);
       $('f-agent').append(el('option', { value: s.agent }, s.agent));
@@ -564,11 +594,17 @@ function renderFleet(now, dirty) {
       row = renderRow(s, g, now, row);
       ui.rows.set(id, row);
     }
-    if (fAgent && !s.agents.includes(fAgent)) continue;
-    if (fState && g !== fState) continue;
-    if (q && !searchText(s).includes(q)) continue;
-    groups.get(g).push(s);
-    shown++;
+    const shows = (!fAgent || s.agents.includes(fAgent)) && (!fState || g === fState) && (!q || searchText(s).includes(q));
+    const into = shows ? g : null;
+    const was = fleet.of.get(id) ?? null;
+    if (was !== into) {
+      if (was) fleet.members.get(was).delete(id);
+      if (into) fleet.members.get(into).add(id);
+      fleet.of.set(id, into);
+      if (was) touched.add(was);
+    }
+    // A changed session may change its place in its group.
+    if (into) touched.add(into);
   }
   const cmp = {
     recent: (a, b) => (b.lastTime ?? 0) - (a.lastTime ?? 0),
@@ -576,44 +612,44 @@ function renderFleet(now, dirty) {
     title: (a, b) => title(a).localeCompare(title(b)),
     tools: (a, b) => b.tools - a.tools,
   }[sort];
-  const fleet = $('fleet');
   for (const g of S.GROUPS) {
-    let box = fleet.querySelector(`.group[data-group="${g}"]`);
+    if (!touched.has(g)) continue;
+    let box = fleet.boxes.get(g);
     if (!box) {
       box = el('section', { class: 'group', 'data-group': g }, el('h3', null, ''), el('ul'));
-      fleet.append(box);
+      box._head = box.firstChild;
+      box._list = box.lastChild;
+      fleet.boxes.set(g, box);
+      $('fleet').append(box);
     }
-    const list = groups.get(g).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
-    box.hidden = list.length === 0;
-    box.querySelector('h3').textContent = `${g.replace('-', ' ')} (${list.length})`;
-    placeInOrder(box.querySelector('ul'), list.map((s) => ui.rows.get(s.id)));
+    const list = [...fleet.members.get(g)].map((id) => S.session(state, id)).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
+    if (box.hidden !== (list.length === 0)) box.hidden = list.length === 0;
+    const head = `${g.replace('-', ' ')} (${list.length})`;
+    if (box._head.textContent !== head) box._head.textContent = head;
+    placeInOrder(box._list, list.map((s) => ui.rows.get(s.id)));
   }
-  $('fleet-count').textContent = `${shown} of ${state.sessions.size}`;
+  let shown = 0;
+  for (const m of fleet.members.values()) shown += m.size;
+  const count = `${shown} of ${state.sessions.size}`;
+  if ($('fleet-count').textContent !== count) $('fleet-count').textContent = count;
 }
 
-// metaParts is a row's facts: text, and ages as ticking spans (the tick
-// rewrites those; the row is redrawn only when a fact changes).
-function metaParts(s, now) {
+// metaParts is a row's facts: texts, and ages ({ label, since, suffix })
+// the tick keeps current.
+function metaParts(s) {
   const run = s.openRuns[s.openRuns.length - 1];
   const last = s.lastEvent;
   return [
     s.agents.join(', ') || 'unknown agent',
     s.model,
     S.tokenWords(s),
-    run ? el('span', null, 'run open ', since(Date.parse(run.started), now)) : '',
-    last ? el('span', null, 'active ', since(s.lastTime, now, ' ago')) : '',
+    run ? { label: 'run open ', since: Date.parse(run.started), suffix: '' } : '',
+    last ? { label: 'active ', since: s.lastTime, suffix: ' ago' } : '',
     `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
     s.failures ? `${s.failures} failure${s.failures === 1 ? '' : 's'}` : '',
     s.subagents ? `${s.subagents} subagent${s.subagents === 1 ? '' : 's'}` : '',
     s.conflicts ? `${s.conflicts} position conflict${s.conflicts === 1 ? '' : 's'} (emitter fault)` : '',
   ].filter(Boolean);
-}
-
-// partsKey identifies what parts show, ages by their start: equal keys
-// draw the same (the tick keeps the ages current).
-function partsKey(parts) {
-  return parts.map((p) => (typeof p === 'string' ? p
-    : [...p.childNodes].map((n) => (n.dataset && n.dataset.since ? `@${n.dataset.since}` : n.textContent)).join(''))).join('|');
 }
 
 // placeInOrder makes parent's children exactly nodes, moving only the nodes
@@ -637,6 +673,8 @@ function placeInOrder(parent, nodes) {
 
 // renderRow draws a session's row, building it once and then only
 // rewriting what changed: a live fleet updates rows many times a second.
+// The facts keep their nodes while the same kinds of facts show: a new
+// event rewrites the texts that changed in place.
 function renderRow(s, g, now, row) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
   if (!row) {
@@ -650,6 +688,7 @@ function renderRow(s, g, now, row) {
       row.dataset.selected = '';
       row._button.setAttribute('aria-current', 'true');
     }
+    visibility.observe(row);
   }
   const t = title(s);
   if (row._title.textContent !== t) {
@@ -657,15 +696,47 @@ function renderRow(s, g, now, row) {
     row._button.setAttribute('aria-label', `Open session ${t}`);
   }
   if (row._badge.textContent !== badge) row._badge.textContent = badge;
-  const parts = metaParts(s, now);
-  const key = partsKey(parts);
-  if (row._metaKey !== key) {
-    row._metaKey = key;
-    row._meta.replaceChildren(...parts.flatMap((p, i) => (i ? [' · ', p] : [p])));
+  const parts = metaParts(s);
+  const shape = parts.map((p) => (typeof p === 'string' ? '' : p.label)).join('\u0000');
+  if (row._shape !== shape) {
+    row._shape = shape;
+    row._parts = parts.map((p) => (typeof p === 'string' ? document.createTextNode(p) : el('span', null, p.label, since(p.since, now, p.suffix))));
+    row._meta.replaceChildren(...row._parts.flatMap((n, i) => (i ? [' · ', n] : [n])));
+  } else {
+    parts.forEach((p, i) => {
+      const n = row._parts[i];
+      if (typeof p === 'string') {
+        if (n.data !== p) n.data = p;
+        return;
+      }
+      const a = n.lastChild;
+      const at = String(p.since);
+      if (a.dataset.since !== at) {
+        a.dataset.since = at;
+        const text = age(p.since, now) + p.suffix;
+        if (a.textContent !== text) a.textContent = text;
+      }
+    });
   }
   if (row.dataset.state !== g) row.dataset.state = g;
   return row;
 }
+
+// visibility tracks the fleet rows on screen: the tick rewrites the ages of
+// those only (the others are not drawn: content-visibility), and a row
+// coming into view has its ages brought up to date.
+const visible = new Set();
+const visibility = new IntersectionObserver((entries) => {
+  const now = Date.now();
+  for (const e of entries) {
+    if (e.isIntersecting) {
+      visible.add(e.target);
+      tickAges(e.target, now);
+    } else {
+      visible.delete(e.target);
+    }
+  }
+});
 
 function renderInbox(now) {
   const reqs = S.inbox(state, now);
@@ -980,15 +1051,21 @@ function since(fromMs, now, suffix = '') {
   return el('span', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined }, age(fromMs, now) + suffix);
 }
 
+// tickAges rewrites the ages under root that changed.
+function tickAges(root, now, sel = '[data-since]') {
+  for (const n of root.querySelectorAll(sel)) {
+    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
+    if (n.textContent !== t) n.textContent = t;
+  }
+}
+
 // tick is the page's one clock: every second it rewrites the time texts
 // (ages, waits, countdowns with what happens at zero) in place, never the
 // views around them, and lets go of traces that have had their time.
 function tick() {
   const now = Date.now();
-  for (const n of document.querySelectorAll('[data-since]')) {
-    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
-    if (n.textContent !== t) n.textContent = t;
-  }
+  tickAges(document, now, '[data-since]:not(#fleet [data-since])');
+  for (const row of visible) tickAges(row, now);
   for (const n of document.querySelectorAll('[data-countdown]')) {
     const req = { expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null };
     const left = S.countdown(req, now);
@@ -996,7 +1073,10 @@ function tick() {
     if (n.textContent !== t) n.textContent = t;
     // At zero the request leaves the inbox for its trace now, not at the
     // next group tick.
-    if (S.expired(req, now)) scheduleRender();
+    if (S.expired(req, now)) {
+      fleet.full = true;
+      scheduleRender();
+    }
   }
   for (const [id, tr] of ui.traces) {
     if (now - tr.at > TRACE_MS) {
@@ -1217,7 +1297,10 @@ async function start() {
   for (const id of ['search', 'f-agent', 'f-state', 'sort']) {
     $(id).addEventListener('input', scheduleRender);
   }
-  setInterval(scheduleRender, TICK_MS);
+  setInterval(() => {
+    fleet.full = true;
+    scheduleRender();
+  }, TICK_MS);
   setInterval(tick, AGE_TICK_MS);
   setInterval(loadRules, RULES_MS);
   let relays = [{ name: '', base: '' }];

@@ -47,7 +47,7 @@ function lane(state, session, origin) {
   if (!l) {
     l = {
       id: key, session, origin, events: [], byId: new Map(), taken: new Map(), conflicts: 0,
-      lastPos: null, anchor: null, derived: null, agents: new Set(),
+      lastPos: null, anchor: null, derived: null, fold: null, agents: new Set(),
     };
     state.sessions.set(key, l);
   }
@@ -131,6 +131,9 @@ export function apply(state, ev, origin = '') {
   let i = evs.length;
   while (i > 0 && compareRec(evs[i - 1], rec) > 0) i--;
   evs.splice(i, 0, rec);
+  // An event that lands before others changes the story from there: the
+  // next derivation starts over. One appended is folded onto the last.
+  if (i < evs.length - 1) l.fold = null;
   l.derived = null;
   state.dirty.add(l.id);
   return true;
@@ -223,217 +226,238 @@ function toolName(ev) {
 }
 
 // session derives one session's story: runs (with tools, attention arcs,
-// subagents), pending attention, counts. It walks the ordered lane once and
-// caches the result until the lane changes.
+// subagents), pending attention, counts. It folds the ordered lane once and
+// caches the result until the lane changes; events appended since are
+// folded onto it (a live lane costs its new events, not its length), and
+// an event that lands earlier starts the fold over. The derived object is
+// the same one, updated, while the fold continues.
 export function session(state, id) {
   const l = state.sessions.get(id);
   if (!l) return null;
   if (l.derived) return l.derived;
+  if (!l.fold) l.fold = newFold(id, l);
+  const f = l.fold;
+  for (; f.n < l.events.length; f.n++) foldEvent(state, l, f, l.events[f.n]);
+  const s = f.s;
+  s.events = l.events.length;
+  s.conflicts = l.conflicts;
+  s.agents = [...l.agents];
+  s.openRuns = s.runs.filter((r) => r.state === 'open' && r.started);
+  s.pending = [...s.attention.values()].filter((a) => a.state === 'pending');
+  // A cause that was not held yet may be by the next derivation.
+  if (f.unresolved) l.fold = null;
+  l.derived = s;
+  return s;
+}
+
+function newFold(id, l) {
   const s = {
     id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', project: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
     parent: null, errors: [], usage: null, context: { tokens: null, limit: 0 },
   };
-  const runOf = (ev) => {
-    if (!ev.run) return null;
-    let r = s.runById.get(ev.run);
-    if (!r) {
-      r = { id: ev.run, state: 'open', started: null, ended: null, duration: null, reason: '', items: [], tools: new Map(), cancelledBy: null };
-      s.runById.set(ev.run, r);
-      s.runs.push(r);
+  return { s, n: 0, refused: new Set() /* command ids the emitter rejected */, unresolved: false };
+}
+
+function runOf(s, ev) {
+  if (!ev.run) return null;
+  let r = s.runById.get(ev.run);
+  if (!r) {
+    r = { id: ev.run, state: 'open', started: null, ended: null, duration: null, reason: '', items: [], tools: new Map(), cancelledBy: null };
+    s.runById.set(ev.run, r);
+    s.runs.push(r);
+  }
+  return r;
+}
+
+// foldEvent takes one record of lane l, in derivation order, into fold f.
+function foldEvent(state, l, f, rec) {
+  const { s, refused } = f;
+  const id = l.id;
+  const ev = rec.ev;
+  const d = data(ev);
+  if (!rec.seqless && !s.agent && ev.agent) s.agent = ev.agent;
+  s.lastEvent = ev;
+  const t = ms(ev.time);
+  if (t !== null && (s.lastTime === null || t > s.lastTime)) s.lastTime = t;
+  if (typeof d['gen_ai.request.model'] === 'string' && d['gen_ai.request.model']) s.model = d['gen_ai.request.model'];
+  countTokens(s, ev, d);
+  const r = runOf(s, ev);
+  if (r) r.items.push(ev);
+  const tid = taskId(ev);
+  if (tid) {
+    let bt = s.background.get(tid);
+    if (!bt) {
+      bt = { id: tid, kind: '', state: 'running', run: '', started: null, ended: null, duration: null, startEv: null, endEv: null };
+      s.background.set(tid, bt);
     }
-    return r;
-  };
-  const refused = new Set(); // command ids the emitter rejected
-  for (const rec of l.events) {
-    const ev = rec.ev;
-    const d = data(ev);
-    if (!rec.seqless && !s.agent && ev.agent) s.agent = ev.agent;
-    s.lastEvent = ev;
-    const t = ms(ev.time);
-    if (t !== null && (s.lastTime === null || t > s.lastTime)) s.lastTime = t;
-    if (typeof d['gen_ai.request.model'] === 'string' && d['gen_ai.request.model']) s.model = d['gen_ai.request.model'];
-    countTokens(s, ev, d);
-    const r = runOf(ev);
-    if (r) r.items.push(ev);
-    const tid = taskId(ev);
-    if (tid) {
-      let bt = s.background.get(tid);
-      if (!bt) {
-        bt = { id: tid, kind: '', state: 'running', run: '', started: null, ended: null, duration: null, startEv: null, endEv: null };
-        s.background.set(tid, bt);
-      }
-      if (isTaskStart(ev.type)) {
-        bt.startEv = ev;
-        bt.started = ev.time;
-        bt.run = ev.run || '';
-        bt.kind = typeof d.kind === 'string' ? d.kind : '';
-      } else if (!bt.endEv) {
-        bt.endEv = ev;
-        bt.ended = ev.time;
-        bt.state = taskOutcome(ev);
-        if (bt.state === 'failed') s.failures++;
-      }
-      if (bt.endEv) {
-        const a = ms(bt.started), b = ms(bt.ended);
-        bt.duration = data(bt.endEv).duration_ms ?? (a !== null && b !== null ? Math.max(0, b - a) : null);
-      }
+    if (isTaskStart(ev.type)) {
+      bt.startEv = ev;
+      bt.started = ev.time;
+      bt.run = ev.run || '';
+      bt.kind = typeof d.kind === 'string' ? d.kind : '';
+    } else if (!bt.endEv) {
+      bt.endEv = ev;
+      bt.ended = ev.time;
+      bt.state = taskOutcome(ev);
+      if (bt.state === 'failed') s.failures++;
     }
-    switch (ev.type) {
-      case 'session.started':
-        // A later session.started (a resumed session's new chapter) makes
-        // the session live again.
-        s.started = ev.time;
-        s.ended = null;
-        s.endReason = '';
-        s.endedBy = null;
-        if (typeof d.label === 'string' && d.label) s.title = d.label;
-        if (typeof d.cwd === 'string' && d.cwd) s.cwd = d.cwd;
-        if (typeof d.cwd === 'string' && projectOf(d.cwd)) s.project = projectOf(d.cwd);
-        if (d.parent) s.parent = d.parent;
-        break;
-      case 'session.ended':
-        s.ended = ev.time;
-        s.endReason = d.reason || '';
-        s.endedBy = ev;
-        // The emitter closes its requests before the session ends (§7.2);
-        // any it left open wait on nobody now.
-        for (const a of s.attention.values()) {
-          if (!a.outcome) {
-            a.outcome = ev;
-            a.state = 'session_ended';
-          }
-        }
-        break;
-      case 'session.compacted':
-        s.compactions++;
-        break;
-      case 'run.started':
-        if (r && !r.started) r.started = ev.time;
-        break;
-      case 'tool.requested':
-      case 'tool.started':
-      case 'tool.completed':
-      case 'tool.failed':
-      case 'tool.denied': {
-        if (!r) break;
-        const k = toolKey(ev);
-        let tc = r.tools.get(k);
-        if (!tc) {
-          tc = { key: k, name: toolName(ev), state: 'requested', duration: null, args: null, result: null, error: null, started: ev.time };
-          r.tools.set(k, tc);
-          s.tools++;
-        }
-        if (d.args_digest) tc.args = d.args_digest;
-        if (d.result_digest) tc.result = d.result_digest;
-        if (ev.type === 'tool.completed') {
-          tc.state = d.status === 'error' ? 'failed' : 'completed';
-          tc.duration = d.duration_ms ?? null;
-        } else if (ev.type === 'tool.failed') {
-          tc.state = 'failed';
-          tc.duration = d.duration_ms ?? null;
-          tc.error = d.error || null;
-          s.failures++;
-        } else if (ev.type === 'tool.denied') {
-          tc.state = 'denied';
-        } else if (ev.type === 'tool.started') {
-          tc.state = 'running';
-        }
-        break;
-      }
-      case 'delegation.subagent.started':
-        s.subagents++;
-        break;
-      case 'error.raised':
-        s.errors.push(ev);
-        if (d.fatal) s.failures++;
-        break;
-      case 'attention.requested':
-        if (s.attention.has(ev.id)) break;
-        s.attention.set(ev.id, {
-          id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
-          options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
-          expiresAt: d.expires_at || null, onExpiry: ON_EXPIRY.includes(d[ON_EXPIRY_FIELD]) ? d[ON_EXPIRY_FIELD] : null,
-          state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
-          rule: null, ruled: null,
-        });
-        // Raised after the end (a late delivery): nobody is there to act on
-        // an answer.
-        if (s.endedBy) Object.assign(s.attention.get(ev.id), { state: 'session_ended', outcome: s.endedBy });
-        break;
-      case 'attention.answered': {
-        const req = s.attention.get(ev.subject);
-        if (req && !req.answered && !req.outcome) {
-          req.answered = ev;
-          req.answer = d.answer && typeof d.answer === 'object' && !Array.isArray(d.answer) ? d.answer : null;
-          req.state = 'answered';
-          // The emitter names the rule whose answer it applied.
-          if (!req.rule && ruleOf(d.by)) req.rule = ruleOf(d.by);
-        }
-        break;
-      }
-      case 'control.attention.respond': {
-        // A rule's answer (its sender is rule:<id>): the request is
-        // answered from here on, though its emitter has yet to say so; it
-        // never waits on a person. A person's command changes nothing until
-        // the emitter answers.
-        const req = s.attention.get(ev.subject);
-        const rule = ruleOf(ev.agent);
-        if (rule && req && !refused.has(ev.id) && !req.rule && !req.answered && !req.outcome) {
-          req.rule = rule;
-          req.ruled = ev;
-          req.state = 'answered';
-        }
-        break;
-      }
-      case 'control.rejected':
-        // The emitter refused a rule's answer: the request waits on a
-        // person again. Remembered, so the refusal holds whichever of the
-        // two is derived first.
-        refused.add(ev.cause);
-        for (const req of s.attention.values()) {
-          if (req.ruled && req.ruled.id === ev.cause && !req.answered) {
-            req.rule = null;
-            req.ruled = null;
-            if (!req.outcome) req.state = 'pending';
-          }
-        }
-        break;
-      case 'attention.resolved':
-      case 'attention.timeout': {
-        const req = s.attention.get(ev.subject);
-        if (req && !req.outcome) {
-          req.outcome = ev;
-          req.state = ATTENTION_TERMINALS[ev.type];
-        }
-        break;
-      }
-      default:
-        if (ev.type && ev.type.startsWith('progress.task.') && d.task && d.task.id) {
-          s.tasks.set(d.task.id, { id: d.task.id, title: d.task.title || d.task.id, state: ev.type.slice('progress.task.'.length) });
-        }
-        if (ev.type in RUN_TERMINALS && r) {
-          // One terminal per run (AEP-0002 §2 convention 5): the first holds.
-          if (r.state !== 'open') break;
-          r.state = RUN_TERMINALS[ev.type];
-          r.ended = ev.time;
-          r.duration = d.duration_ms ?? null;
-          r.reason = d.reason || '';
-          if (ev.type === 'run.failed') s.failures++;
-          if (ev.type === 'run.cancelled') {
-            const c = cause(state, ev, l.origin);
-            r.cancelledBy = c ? c.type : null;
-          }
-        } else if (!known(ev.type)) {
-          s.unknown++;
-        }
+    if (bt.endEv) {
+      const a = ms(bt.started), b = ms(bt.ended);
+      bt.duration = data(bt.endEv).duration_ms ?? (a !== null && b !== null ? Math.max(0, b - a) : null);
     }
   }
-  for (const r of s.runs) if (r.state === 'open' && r.started) s.openRuns.push(r);
-  for (const a of s.attention.values()) if (a.state === 'pending') s.pending.push(a);
-  l.derived = s;
-  return s;
+  switch (ev.type) {
+    case 'session.started':
+      // A later session.started (a resumed session's new chapter) makes
+      // the session live again.
+      s.started = ev.time;
+      s.ended = null;
+      s.endReason = '';
+      s.endedBy = null;
+      if (typeof d.label === 'string' && d.label) s.title = d.label;
+      if (typeof d.cwd === 'string' && d.cwd) s.cwd = d.cwd;
+      if (typeof d.cwd === 'string' && projectOf(d.cwd)) s.project = projectOf(d.cwd);
+      if (d.parent) s.parent = d.parent;
+      break;
+    case 'session.ended':
+      s.ended = ev.time;
+      s.endReason = d.reason || '';
+      s.endedBy = ev;
+      // The emitter closes its requests before the session ends (§7.2);
+      // any it left open wait on nobody now.
+      for (const a of s.attention.values()) {
+        if (!a.outcome) {
+          a.outcome = ev;
+          a.state = 'session_ended';
+        }
+      }
+      break;
+    case 'session.compacted':
+      s.compactions++;
+      break;
+    case 'run.started':
+      if (r && !r.started) r.started = ev.time;
+      break;
+    case 'tool.requested':
+    case 'tool.started':
+    case 'tool.completed':
+    case 'tool.failed':
+    case 'tool.denied': {
+      if (!r) break;
+      const k = toolKey(ev);
+      let tc = r.tools.get(k);
+      if (!tc) {
+        tc = { key: k, name: toolName(ev), state: 'requested', duration: null, args: null, result: null, error: null, started: ev.time };
+        r.tools.set(k, tc);
+        s.tools++;
+      }
+      if (d.args_digest) tc.args = d.args_digest;
+      if (d.result_digest) tc.result = d.result_digest;
+      if (ev.type === 'tool.completed') {
+        tc.state = d.status === 'error' ? 'failed' : 'completed';
+        tc.duration = d.duration_ms ?? null;
+      } else if (ev.type === 'tool.failed') {
+        tc.state = 'failed';
+        tc.duration = d.duration_ms ?? null;
+        tc.error = d.error || null;
+        s.failures++;
+      } else if (ev.type === 'tool.denied') {
+        tc.state = 'denied';
+      } else if (ev.type === 'tool.started') {
+        tc.state = 'running';
+      }
+      break;
+    }
+    case 'delegation.subagent.started':
+      s.subagents++;
+      break;
+    case 'error.raised':
+      s.errors.push(ev);
+      if (d.fatal) s.failures++;
+      break;
+    case 'attention.requested':
+      if (s.attention.has(ev.id)) break;
+      s.attention.set(ev.id, {
+        id: ev.id, lane: id, session: l.session, origin: l.origin, run: ev.run || '', ev, kind: d.kind || '', prompt: d.prompt ?? null,
+        options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
+        expiresAt: d.expires_at || null, onExpiry: ON_EXPIRY.includes(d[ON_EXPIRY_FIELD]) ? d[ON_EXPIRY_FIELD] : null,
+        state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
+        rule: null, ruled: null,
+      });
+      // Raised after the end (a late delivery): nobody is there to act on
+      // an answer.
+      if (s.endedBy) Object.assign(s.attention.get(ev.id), { state: 'session_ended', outcome: s.endedBy });
+      break;
+    case 'attention.answered': {
+      const req = s.attention.get(ev.subject);
+      if (req && !req.answered && !req.outcome) {
+        req.answered = ev;
+        req.answer = d.answer && typeof d.answer === 'object' && !Array.isArray(d.answer) ? d.answer : null;
+        req.state = 'answered';
+        // The emitter names the rule whose answer it applied.
+        if (!req.rule && ruleOf(d.by)) req.rule = ruleOf(d.by);
+      }
+      break;
+    }
+    case 'control.attention.respond': {
+      // A rule's answer (its sender is rule:<id>): the request is
+      // answered from here on, though its emitter has yet to say so; it
+      // never waits on a person. A person's command changes nothing until
+      // the emitter answers.
+      const req = s.attention.get(ev.subject);
+      const rule = ruleOf(ev.agent);
+      if (rule && req && !refused.has(ev.id) && !req.rule && !req.answered && !req.outcome) {
+        req.rule = rule;
+        req.ruled = ev;
+        req.state = 'answered';
+      }
+      break;
+    }
+    case 'control.rejected':
+      // The emitter refused a rule's answer: the request waits on a
+      // person again. Remembered, so the refusal holds whichever of the
+      // two is derived first.
+      refused.add(ev.cause);
+      for (const req of s.attention.values()) {
+        if (req.ruled && req.ruled.id === ev.cause && !req.answered) {
+          req.rule = null;
+          req.ruled = null;
+          if (!req.outcome) req.state = 'pending';
+        }
+      }
+      break;
+    case 'attention.resolved':
+    case 'attention.timeout': {
+      const req = s.attention.get(ev.subject);
+      if (req && !req.outcome) {
+        req.outcome = ev;
+        req.state = ATTENTION_TERMINALS[ev.type];
+      }
+      break;
+    }
+    default:
+      if (ev.type && ev.type.startsWith('progress.task.') && d.task && d.task.id) {
+        s.tasks.set(d.task.id, { id: d.task.id, title: d.task.title || d.task.id, state: ev.type.slice('progress.task.'.length) });
+      }
+      if (ev.type in RUN_TERMINALS && r) {
+        // One terminal per run (AEP-0002 §2 convention 5): the first holds.
+        if (r.state !== 'open') break;
+        r.state = RUN_TERMINALS[ev.type];
+        r.ended = ev.time;
+        r.duration = d.duration_ms ?? null;
+        r.reason = d.reason || '';
+        if (ev.type === 'run.failed') s.failures++;
+        if (ev.type === 'run.cancelled') {
+          const c = cause(state, ev, l.origin);
+          r.cancelledBy = c ? c.type : null;
+          if (!c && typeof ev.cause === 'string') f.unresolved = true;
+        }
+      } else if (!known(ev.type)) {
+        s.unknown++;
+      }
+  }
 }
 
 const KNOWN_PREFIXES = ['session.', 'run.', 'tool.', 'attention.', 'control.', 'agent.', 'delegation.', 'progress.',
@@ -615,6 +639,14 @@ export function bareId(id) {
 
 const oneLine = (v) => (typeof v === 'string' ? v.split(/\s+/).filter(Boolean).join(' ') : '');
 
+// compareRunes orders two strings split into code points.
+function compareRunes(a, b) {
+  for (let i = 0; i < a.length && i < b.length; i++) {
+    if (a[i] !== b[i]) return a[i].codePointAt(0) - b[i].codePointAt(0);
+  }
+  return a.length - b.length;
+}
+
 // labels names sessions shown together the way relay/consumer's Labels
 // does (both held to relay/consumer/testdata/labels.json): project, Kimi's
 // title, and the shortest prefix (six characters or more) of the bare id no
@@ -624,15 +656,22 @@ const oneLine = (v) => (typeof v === 'string' ? v.split(/\s+/).filter(Boolean).j
 export function labels(list) {
   const ids = [...new Set(list.map((s) => s.session))].sort();
   const bare = ids.map((id) => [...bareId(id)]);
+  // The longest prefix an id shares with any other is the one it shares
+  // with a neighbour in code-point order: a fleet's labels cost n log n,
+  // not n squared.
+  const order = bare.map((_, i) => i).sort((i, j) => compareRunes(bare[i], bare[j]));
+  const common = (a, b) => {
+    let c = 0;
+    while (c < a.length && c < b.length && a[c] === b[c]) c++;
+    return c;
+  };
   const short = new Map();
-  bare.forEach((b, i) => {
+  order.forEach((i, k) => {
+    const b = bare[i];
     let n = Math.min(SHORT_ID, b.length);
-    bare.forEach((o, j) => {
-      if (j === i) return;
-      let c = 0;
-      while (c < b.length && c < o.length && b[c] === o[c]) c++;
-      n = Math.max(n, Math.min(c + 1, b.length));
-    });
+    for (const j of [order[k - 1], order[k + 1]]) {
+      if (j !== undefined) n = Math.max(n, Math.min(common(b, bare[j]) + 1, b.length));
+    }
     short.set(ids[i], b.slice(0, n).join(''));
   });
   const out = new Map();

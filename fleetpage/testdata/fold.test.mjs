@@ -55,6 +55,57 @@ for (const name of names) {
   });
 }
 
+// The page derives a live lane as its events arrive, folding each onto
+// what it derived before: deriving after every event (in order, then in an
+// order that lands events before others) ends at the same projection and
+// summary as deriving once at the end.
+for (const name of names) {
+  const events = input(name);
+  test(`fold ${name} derived as it arrives`, { skip: events ? false : 'AEP_FIXTURES not set' }, () => {
+    const once = project(events).st;
+    for (const order of [events, [...events.slice(1), events[0]], [...events].sort((a, b) => (a.id < b.id ? -1 : 1))]) {
+      const st = S.newState();
+      for (const ev of order) {
+        S.apply(st, structuredClone(ev));
+        for (const id of st.sessions.keys()) S.session(st, id);
+      }
+      const full = project(order).st;
+      assert.deepStrictEqual(S.projection(st), S.projection(full));
+      assert.deepStrictEqual(S.summary(st), S.summary(full));
+      if (order === events) assert.deepStrictEqual(S.projection(st), S.projection(once));
+    }
+  });
+}
+
+// labels finds each id's shortest unique prefix from its neighbours in
+// order; every other id gives the same answer (many ids that share long
+// prefixes, some with and some without Kimi's prefix, one astral).
+test('labels: shortest unique prefixes over a crowd of similar ids', () => {
+  const ids = new Set(['x', 'session_x', '\u{1F600}abcdefg', '\uFFFFabcdefg']);
+  let seed = 7;
+  const rnd = (n) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  while (ids.size < 300) {
+    const body = Array.from({ length: 4 + rnd(10) }, () => 'ab01\u00e9'[rnd(5)]).join('');
+    ids.add((rnd(2) ? 'session_' : '') + body);
+  }
+  const list = [...ids].map((session) => ({ session }));
+  const got = S.labels(list);
+  const bare = [...ids].map((id) => [...S.bareId(id)]);
+  [...ids].forEach((id, i) => {
+    let n = Math.min(6, bare[i].length);
+    bare.forEach((o, j) => {
+      if (j === i) return;
+      let c = 0;
+      while (c < bare[i].length && c < o.length && bare[i][c] === o[c]) c++;
+      n = Math.max(n, Math.min(c + 1, bare[i].length));
+    });
+    assert.equal(got.get(id).id, bare[i].slice(0, n).join(''), id);
+  });
+});
+
 // A waiting request shows the time it has left and what happens then, as
 // the terminal tools do; one that does not say keeps the plain time left.
 test('countdown says what happens at zero', () => {
