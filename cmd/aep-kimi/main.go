@@ -43,6 +43,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		respondCommand(getenv, std),
 		rulesCommand(getenv, std),
 		tokenCommand(getenv, std),
+		notifyCommand(getenv, std),
 		auditCommand(getenv, std),
 		instructCommand(getenv, std),
 		cancelCommand(getenv, std),

@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -264,5 +265,84 @@ func TestE2ENotifyWebhook(t *testing.T) {
 		if got := routed[id]; len(got) != 1 || !strings.HasPrefix(got[0], "webhook:") || strings.Contains(got[0], strings.TrimPrefix(slow.URL, "http://")) {
 			t.Errorf("request %s routed to %v, want the receiver only", id, got)
 		}
+	}
+}
+
+// `aep-kimi notify list|rm|test` against the built relay: a device
+// subscribed through the API is listed, the test says what each target
+// and the device answered (exit 1: one target is down), and rm removes
+// the device.
+func TestE2ENotifyCLI(t *testing.T) {
+	recv := newWebhookReceiver(t)
+	down := fmt.Sprintf("http://127.0.0.1:%d/hook", netaddr.FreePort(t))
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport := netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "relay",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", rport), "--notify", "webhook:"+recv.URL+"/hook", "--notify", "webhook:"+down)
+
+	ps := pushtest.New(t)
+	req, _ := http.NewRequest(http.MethodGet, st.relayURL+notify.PathVAPID, nil)
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vapid map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&vapid)
+	resp.Body.Close()
+	sub, err := ps.Subscribe(vapid["public_key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": "Pixel 8"})
+	req, _ = http.NewRequest(http.MethodPost, st.relayURL+notify.PathSubscriptions, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed notify.Listed
+	_ = json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("subscribe: %d", resp.StatusCode)
+	}
+
+	code, out := st.cli(t, "notify", "list")
+	if code != 0 || !strings.Contains(out, listed.ID+"  owner's Pixel 8  since ") || !strings.Contains(out, "no push yet") {
+		t.Fatalf("notify list: exit %d\n%s", code, out)
+	}
+	code, out = st.cli(t, "notify", "test")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != 3 {
+		t.Fatalf("notify test: exit %d, want 1 (one target down), three lines:\n%s", code, out)
+	}
+	want := map[string]string{"webhook:" + recv.URL: "ok", "webhook:" + strings.TrimSuffix(down, "/hook"): "failed: ", "push:owner's Pixel 8": "ok"}
+	for _, l := range lines {
+		found := false
+		for name, status := range want {
+			if strings.HasPrefix(l, name) && strings.Contains(l, "  "+status) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("notify test line %q is none of %v", l, want)
+		}
+	}
+	if got := recv.all(); len(got) != 1 || got[0].Kind != notify.KindTest {
+		t.Errorf("the receiver got %+v", got)
+	}
+	if len(ps.Messages(sub)) != 1 {
+		t.Errorf("the device got %d pushes", len(ps.Messages(sub)))
+	}
+	if code, out := st.cli(t, "notify", "rm", listed.ID); code != 0 || !strings.Contains(out, "removed "+listed.ID) {
+		t.Fatalf("notify rm: exit %d %s", code, out)
+	}
+	if code, out := st.cli(t, "notify", "rm", listed.ID); code != 1 || !strings.Contains(out, "the relay refused") {
+		t.Fatalf("notify rm again: exit %d %s", code, out)
+	}
+	if code, out := st.cli(t, "notify", "list"); code != 0 || !strings.Contains(out, "no devices subscribed") {
+		t.Fatalf("notify list after rm: exit %d %s", code, out)
 	}
 }
