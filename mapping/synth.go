@@ -192,13 +192,22 @@ const ExtBy = "aepkimiby"
 // by, which names the person (AEP has no field for it).
 const DataSurface = "x-kimi-code-surface"
 
+// The agents of the commands aep-kimi's own senders send: the fleet page,
+// the terminal tools, a phone's notification action and an answer link.
+const (
+	AgentPage = "aep-kimi-page"
+	AgentCLI  = "aep-kimi-cli"
+	AgentPush = "aep-kimi-push"
+	AgentLink = "aep-kimi-link"
+)
+
 // surfaces names the surfaces of aep-kimi's own senders, by the agent of
 // the commands they send.
 var surfaces = map[string]string{
-	"aep-kimi-page": "page",
-	"aep-kimi-cli":  "cli",
-	"aep-kimi-push": "push",
-	"aep-kimi-link": "link",
+	AgentPage: "page",
+	AgentCLI:  "cli",
+	AgentPush: "push",
+	AgentLink: "link",
 }
 
 // SurfaceOf is the surface a command's agent names, when it is one of

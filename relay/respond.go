@@ -9,13 +9,14 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // ByAttr is the extension attribute the relay stamps on a command it
-// routes for a person (wire.ByAttr).
-const ByAttr = wire.ByAttr
+// routes for a person (mapping.ExtBy).
+const ByAttr = mapping.ExtBy
 
 // RespondError is why Respond could not deliver an answer: the relay's
 // refusal code (wire.CodeNoRoute, ...) and a sentence.

@@ -806,7 +806,7 @@ export function settled(state, req) {
       Object.assign(out, settler(agent, stamped));
       // The command is not at hand (a session log): the answer names its
       // surface itself.
-      if (!out.surface) out.surface = strOf(d, 'x-kimi-code-surface');
+      if (!out.surface) out.surface = strOf(d, DATA_SURFACE);
     }
     out.outcome = optionOutcome(out.option);
   } else if (req.rule) {

@@ -11,11 +11,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // SenderAgent is the envelope agent of commands sent from the CLI.
-const SenderAgent = "aep-kimi-cli"
+const SenderAgent = mapping.AgentCLI
 
 // DefaultAckWindow is AEP-0004 §3's default ack window.
 const DefaultAckWindow = 10 * time.Second

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -22,8 +21,8 @@ import (
 // (PageAgent) and the terminal (client.SenderAgent): a phone's notification
 // action, and an answer link a webhook carried.
 const (
-	PushAgent = "aep-kimi-push"
-	LinkAgent = "aep-kimi-link"
+	PushAgent = mapping.AgentPush
+	LinkAgent = mapping.AgentLink
 )
 
 // Surfaces an outcome came through, as the audit names them.
@@ -46,7 +45,7 @@ const Nobody = "nobody"
 // or "" when the record does not say who; surface one of the Surface
 // words, or "" for a sender aep-kimi does not know. agent is the answering
 // command's agent (attention.answered's by when the command is not at
-// hand), stamped the relay's wire.ByAttr on it.
+// hand), stamped the relay's mapping.ExtBy on it.
 func Answerer(agent, stamped string) (by, surface string) {
 	if id, ok := rules.RuleOfAgent(agent); ok {
 		return id, SurfaceRule
@@ -169,7 +168,7 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 		agent, stamped := r.Answered.By, ""
 		if cmd := s.Event(r.Answered.Cause); cmd != nil && cmd.Type == rules.CommandType {
 			agent = cmd.Agent
-			stamped, _ = cmd.ExtString(wire.ByAttr)
+			stamped, _ = cmd.ExtString(mapping.ExtBy)
 		}
 		if r.Answered.Via == "oob" && agent == "" {
 			row.Surface = SurfaceKimi

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
-	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // auditFormats are the audit's writers, by the golden file's extension.
@@ -226,12 +225,8 @@ func FuzzParseSince(f *testing.F) {
 	})
 }
 
-// The agents of aep-kimi's own senders name the surfaces mapping knows,
-// and the relay stamps the attribute the emitters read.
+// The agents of aep-kimi's own senders name the surfaces mapping knows.
 func TestSurfaceAgents(t *testing.T) {
-	if wire.ByAttr != mapping.ExtBy {
-		t.Errorf("the relay stamps %q, the emitters read %q", wire.ByAttr, mapping.ExtBy)
-	}
 	for agent, want := range map[string]string{PageAgent: SurfacePage, client.SenderAgent: SurfaceCLI, PushAgent: SurfacePush, LinkAgent: SurfaceLink} {
 		if got, ok := mapping.SurfaceOf(agent); !ok || got != want {
 			t.Errorf("SurfaceOf(%q) = %q %v, want %q", agent, got, ok, want)

@@ -11,7 +11,7 @@ import (
 )
 
 // PageAgent is the agent of the commands the fleet page sends.
-const PageAgent = "aep-kimi-page"
+const PageAgent = mapping.AgentPage
 
 // Who names the sender of an answer or a command the way a person reads it:
 // the page and the terminal are "you", a relay's rule is that rule, anyone

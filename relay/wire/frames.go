@@ -45,13 +45,6 @@ const (
 // see nothing.
 const ReplayedComment = "replayed"
 
-// ByAttr is the extension attribute a relay stamps on every command it
-// routes: the name of the person whose credential sent it, replacing any
-// the sender set (AEP-0001 §4.2 lets a relay add extension attributes,
-// never alter core ones). Emitters write it into their answers' by, and
-// consumers read who answered from it.
-const ByAttr = "aepkimiby"
-
 // Socket roles (AEP-0003 §4 rule 2). A hello without a role is a consumer's.
 const (
 	RoleEmitter  = "emitter"
