@@ -561,7 +561,14 @@ function render() {
   // a timeline that moves under the pointer swallows clicks).
   if (ui.selected && [...ui.shown].some((k) => dirty.has(k))) renderSession(now);
   renderAgents(dirty);
-  document.title = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
+  const head = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
+  if (document.title !== head) document.title = head;
+}
+
+// setText writes a node's text only when it differs: writing the same text
+// still replaces the node's text and costs a style and layout pass.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
 }
 
 // fleet is what the fleet view shows: each group's list box and members,
@@ -624,14 +631,12 @@ function renderFleet(now, dirty) {
     }
     const list = [...fleet.members.get(g)].map((id) => S.session(state, id)).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
     if (box.hidden !== (list.length === 0)) box.hidden = list.length === 0;
-    const head = `${g.replace('-', ' ')} (${list.length})`;
-    if (box._head.textContent !== head) box._head.textContent = head;
+    setText(box._head, `${g.replace('-', ' ')} (${list.length})`);
     placeInOrder(box._list, list.map((s) => ui.rows.get(s.id)));
   }
   let shown = 0;
   for (const m of fleet.members.values()) shown += m.size;
-  const count = `${shown} of ${state.sessions.size}`;
-  if ($('fleet-count').textContent !== count) $('fleet-count').textContent = count;
+  setText($('fleet-count'), `${shown} of ${state.sessions.size}`);
 }
 
 // metaParts is a row's facts: texts, and ages ({ label, since, suffix })
@@ -695,7 +700,7 @@ function renderRow(s, g, now, row) {
     row._title.textContent = t;
     row._button.setAttribute('aria-label', `Open session ${t}`);
   }
-  if (row._badge.textContent !== badge) row._badge.textContent = badge;
+  setText(row._badge, badge);
   const parts = metaParts(s);
   const shape = parts.map((p) => (typeof p === 'string' ? '' : p.label)).join('\u0000');
   if (row._shape !== shape) {
@@ -713,8 +718,7 @@ function renderRow(s, g, now, row) {
       const at = String(p.since);
       if (a.dataset.since !== at) {
         a.dataset.since = at;
-        const text = age(p.since, now) + p.suffix;
-        if (a.textContent !== text) a.textContent = text;
+        setText(a, age(p.since, now) + p.suffix);
       }
     });
   }
@@ -773,9 +777,9 @@ function renderInbox(now) {
     nodes.push(node);
   }
   placeInOrder(ol, nodes);
-  $('inbox-count').textContent = String(reqs.length);
-  $('inbox-count').dataset.count = String(reqs.length);
-  $('inbox-empty').hidden = reqs.length > 0;
+  setText($('inbox-count'), String(reqs.length));
+  if ($('inbox-count').dataset.count !== String(reqs.length)) $('inbox-count').dataset.count = String(reqs.length);
+  if ($('inbox-empty').hidden !== reqs.length > 0) $('inbox-empty').hidden = reqs.length > 0;
   return reqs.length;
 }
 
@@ -1053,10 +1057,7 @@ function since(fromMs, now, suffix = '') {
 
 // tickAges rewrites the ages under root that changed.
 function tickAges(root, now, sel = '[data-since]') {
-  for (const n of root.querySelectorAll(sel)) {
-    const t = age(Number(n.dataset.since), now) + (n.dataset.suffix || '');
-    if (n.textContent !== t) n.textContent = t;
-  }
+  for (const n of root.querySelectorAll(sel)) setText(n, age(Number(n.dataset.since), now) + (n.dataset.suffix || ''));
 }
 
 // tick is the page's one clock: every second it rewrites the time texts
