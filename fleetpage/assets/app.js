@@ -823,7 +823,15 @@ function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
   const p = ui.proposals.get(req.id);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : ''].join('|');
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length].join('|');
+}
+
+// sent says where the request was last sent and how long ago, ticking
+// (state.js sentWords, the words tail and pending use).
+function sent(req, now) {
+  if (!req.routed || !req.routed.length) return '';
+  const last = req.routed[req.routed.length - 1];
+  return el('span', { 'data-sent': req.id }, ` · sent to ${S.routeWords(last.to)} `, since(Date.parse(last.time), now, ' ago'));
 }
 
 function renderRequest(req, now) {
@@ -836,7 +844,8 @@ function renderRequest(req, now) {
   const left = S.countdown(req, now);
   const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, 'data-reach': r.kind, tabindex: '0' },
     el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting `, since(Date.parse(req.time), now),
-      left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : ''),
+      left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : '',
+      sent(req, now)),
     el('p', { class: 'prompt' }, prompt));
   const optionText = req.options.map((o) => o.label || o.id).join(' / ');
   if (!can('answer') && how !== 'elsewhere') {

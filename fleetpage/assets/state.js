@@ -384,7 +384,7 @@ function foldEvent(state, l, f, rec) {
         options: Array.isArray(d.options) ? d.options : [], respondVia: Array.isArray(d.respond_via) ? d.respond_via : null,
         expiresAt: d.expires_at || null, onExpiry: ON_EXPIRY.includes(d[ON_EXPIRY_FIELD]) ? d[ON_EXPIRY_FIELD] : null,
         state: 'pending', answered: null, outcome: null, answer: null, time: ev.time, subject: ev.subject || '',
-        rule: null, ruled: null,
+        rule: null, ruled: null, routed: [],
       });
       // Raised after the end (a late delivery): nobody is there to act on
       // an answer.
@@ -428,6 +428,25 @@ function foldEvent(state, l, f, rec) {
         }
       }
       break;
+    case 'attention.routed': {
+      // A consumer forwarded the request to a person's surface (§7.3):
+      // where, and when; ordered by time, then surface, whatever the
+      // arrival order of these seq-less events.
+      const req = s.attention.get(ev.subject);
+      if (req) {
+        const rt = { to: strOf(d, 'to'), via: strOf(d, 'via'), time: typeof ev.time === 'string' ? ev.time : '' };
+        const key = (r) => [r.time, r.to, r.via];
+        const before = (a, b) => {
+          const [ka, kb] = [key(a), key(b)];
+          for (let i = 0; i < 3; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i];
+          return false;
+        };
+        let i = req.routed.length;
+        while (i > 0 && before(rt, req.routed[i - 1])) i--;
+        req.routed.splice(i, 0, rt);
+      }
+      break;
+    }
     case 'attention.resolved':
     case 'attention.timeout': {
       const req = s.attention.get(ev.subject);
@@ -714,6 +733,7 @@ export function projection(state) {
         outcome: a.outcome
           ? mark(a.outcome, { resolution: a.outcome.type in ATTENTION_TERMINALS ? text(data(a.outcome).resolution) : undefined })
           : undefined,
+        routed: a.routed.length ? a.routed.map((r) => ({ to: text(r.to), via: text(r.via), time: text(r.time) })) : undefined,
       };
     });
     const open = requests.filter((r) => !r.outcome).map((r) => r.id);
@@ -1008,6 +1028,24 @@ function timeoutWords(d) {
   return `expired: ${s}`;
 }
 
+// routeWords names where an attention.routed sent a request: a device by
+// its person and name ("alice's Pixel 8" for "push:alice's Pixel 8"),
+// anything else as its router named it (relay/consumer's RouteWords).
+export function routeWords(to) {
+  if (typeof to === 'string' && to.startsWith('push:') && to.length > 5) return to.slice(5);
+  return firstOf(to, 'someone');
+}
+
+// sentWords is where req was last sent and how long before now ("sent to
+// alice's Pixel 8 3s ago"), '' when it was not (Request.SentWords).
+export function sentWords(req, now) {
+  if (!req.routed || !req.routed.length) return '';
+  const last = req.routed[req.routed.length - 1];
+  const at = ms(last.time);
+  const ago = at === null ? '' : ` ${humanDuration(Math.round(Math.max(now - at, 0) / 1000) * 1000)} ago`;
+  return `sent to ${routeWords(last.to)}${ago}`;
+}
+
 export function phraser() {
   const answeredBy = new Map(); // session -> (attention.answered id -> who answered, in words)
   const remember = (ev, by) => {
@@ -1109,6 +1147,9 @@ export function phraser() {
         break;
       case 'attention.requested':
         add(firstOf(strOf(d, 'prompt'), `asks for ${firstOf(strOf(d, 'kind'), 'an answer')}`));
+        break;
+      case 'attention.routed':
+        add(`sent to ${routeWords(strOf(d, 'to'))}`);
         break;
       case 'attention.answered': {
         let s = `answered ${firstOf(answerWords(d), '(no answer)')}`;

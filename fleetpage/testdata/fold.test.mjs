@@ -155,6 +155,15 @@ test('token words', () => {
   }
 });
 
+// Where a request was sent, and how long ago: the page says it as
+// relay/consumer's SentWords does (relay/consumer/testdata/sentwords.json).
+test('sent words', () => {
+  for (const c of JSON.parse(readFileSync(join(root, 'sentwords.json'), 'utf8'))) {
+    const req = { routed: (c.routed || []).map((r) => ({ to: r.to || '', via: r.via || '', time: r.time || '' })) };
+    assert.equal(S.sentWords(req, Date.parse(c.now)), c.words, JSON.stringify(c));
+  }
+});
+
 // The figures the fold keeps read the same: the tokens stream's session.
 test('token words of a folded stream', () => {
   const { st } = project(jsonl(join(root, 'streams', 'tokens.jsonl')));

@@ -3,6 +3,7 @@ package consumer
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -458,6 +459,15 @@ func (s *Session) apply(rec *record) {
 			r.Rule, r.Ruled = "", Mark{}
 			delete(s.ruled, ev.Cause)
 		}
+	case "attention.routed":
+		// A consumer forwarded the request to a person's surface (§7.3):
+		// where, and when; ordered by time, then surface, whatever the
+		// arrival order of these seq-less events.
+		if r := s.requests[ev.Subject]; r != nil {
+			rt := Route{To: str(data, "to"), Via: str(data, "via"), Time: ev.Time}
+			i := sort.Search(len(r.Routed), func(i int) bool { return rt.before(r.Routed[i]) })
+			r.Routed = slices.Insert(r.Routed, i, rt)
+		}
 	case "attention.resolved", "attention.timeout":
 		// The terminals (§7.2); the first holds.
 		if r := s.requests[ev.Subject]; r != nil && r.Outcome == nil {
@@ -494,6 +504,28 @@ type Request struct {
 	// Outcome is the terminal (attention.resolved or attention.timeout),
 	// or the session.ended that left it open; nil while it is open.
 	Outcome *Outcome
+	// Routed lists where the request was sent (attention.routed), in
+	// order.
+	Routed []Route
+}
+
+// Route is one attention.routed of a request: the surface it reached
+// ("push:alice's Pixel 8", "webhook:example.org"), the mechanism, and when.
+type Route struct {
+	To   string `json:"to,omitempty"`
+	Via  string `json:"via,omitempty"`
+	Time string `json:"time,omitempty"`
+}
+
+// before orders routes by time, then surface, then mechanism.
+func (a Route) before(b Route) bool {
+	if a.Time != b.Time {
+		return a.Time < b.Time
+	}
+	if a.To != b.To {
+		return a.To < b.To
+	}
+	return a.Via < b.Via
 }
 
 // Option is one closed-choice answer.

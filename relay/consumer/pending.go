@@ -75,6 +75,9 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 	}
 	fmt.Fprintf(w, "  %s\n", clip(Line(oneLine(prompt)), SummaryRunes))
 	facts := []string{"waiting " + HumanDuration(max(now.Sub(r.At), 0)), r.Countdown(now)}
+	if sent := r.SentWords(now); sent != "" {
+		facts = append(facts, sent)
+	}
 	if len(r.Options) > 0 {
 		facts = append(facts, "options "+strings.Join(r.OptionIDs(), ", "))
 	}

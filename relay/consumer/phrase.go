@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -175,6 +176,8 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add(toolName(ev, data) + " denied" + ph.deniedBy(ev, data))
 	case "attention.requested":
 		add(firstOf(str(data, "prompt"), "asks for "+firstOf(str(data, "kind"), "an answer")))
+	case "attention.routed":
+		add("sent to " + RouteWords(str(data, "to")))
 	case "attention.answered":
 		s := "answered " + firstOf(answerText(data), "(no answer)")
 		if str(data, "by") != "" {
@@ -308,4 +311,28 @@ func details(ev *aep.Event, data map[string]any) string {
 		}
 	}
 	return strings.Join(parts, " · ")
+}
+
+// RouteWords names where an attention.routed sent a request: a device by
+// its person and name ("alice's Pixel 8" for "push:alice's Pixel 8"),
+// anything else as its router named it; "someone" when it did not say.
+func RouteWords(to string) string {
+	if d, ok := strings.CutPrefix(to, "push:"); ok && d != "" {
+		return d
+	}
+	return firstOf(to, "someone")
+}
+
+// SentWords is where r was last sent and how long before now ("sent to
+// alice's Pixel 8 3s ago"), "" when it was not.
+func (r *Request) SentWords(now time.Time) string {
+	if len(r.Routed) == 0 {
+		return ""
+	}
+	last := r.Routed[len(r.Routed)-1]
+	s := "sent to " + RouteWords(last.To)
+	if at, err := time.Parse(time.RFC3339Nano, last.Time); err == nil {
+		s += " " + HumanDuration(max(now.Sub(at), 0).Round(time.Second)) + " ago"
+	}
+	return s
 }

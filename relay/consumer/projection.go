@@ -75,6 +75,8 @@ type RequestProjection struct {
 	Rule     string          `json:"rule,omitempty"`
 	Answered *MarkProjection `json:"answered,omitempty"`
 	Outcome  *MarkProjection `json:"outcome,omitempty"`
+	// Routed lists where the request was sent, in arrival order.
+	Routed []Route `json:"routed,omitempty"`
 }
 
 // MarkProjection is the event that answered or closed a request, and what
@@ -122,7 +124,8 @@ func (s *Session) projection() SessionProjection {
 	}
 	for _, r := range s.Requests {
 		rp := RequestProjection{ID: r.ID, Run: r.Run, Kind: r.Kind, Prompt: r.Prompt, Options: r.Options,
-			ExpiresAt: r.ExpiresAt, OnExpiry: r.OnExpiry, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule}
+			ExpiresAt: r.ExpiresAt, OnExpiry: r.OnExpiry, Requested: r.Time, State: r.State(), Answer: r.Answer, Rule: r.Rule,
+			Routed: r.Routed}
 		if r.RespondVia != nil {
 			via := r.RespondVia
 			rp.RespondVia = &via
