@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -300,6 +301,59 @@ func TestREADMEQuickstart(t *testing.T) {
 	if got, want := reg[mapping.HookPreToolUse].Timeout, setup.DefaultAttentionTimeoutMs/1000+setup.GateTimeoutSlack; got != want {
 		t.Errorf("after %q the PreToolUse timeout is %ds, want %ds", fh.control[1], got, want)
 	}
+
+	// 6. Running it for a team: the section's commands, as printed, on
+	// this machine's relay: people added, listed and removed, then the
+	// audit from the relay and from the logs.
+	team := teamCommands(t)
+	outs := map[string]string{}
+	for _, c := range team {
+		outs[c] = run(c)
+	}
+	var ci struct{ Name, Role, Capture, Token string }
+	for c, out := range outs {
+		if strings.Contains(c, "token add") && strings.Contains(c, "--json") {
+			if err := json.Unmarshal([]byte(out), &ci); err != nil || ci.Token == "" || ci.Role != "watch" || ci.Capture != "metadata" {
+				t.Errorf("%s: %v: %s", c, err, out)
+			}
+		}
+		if strings.HasPrefix(c, "aep-kimi audit") && !strings.Contains(c, ">") && !strings.Contains(c, "--json") &&
+			!strings.Contains(out, "no attention request has an outcome yet") {
+			t.Errorf("%s, with nothing answered yet: %s", c, out)
+		}
+	}
+	if list := run("aep-kimi token list"); !strings.Contains(list, ci.Name) || strings.Contains(list, ci.Token) {
+		t.Errorf("token list after the README's commands, %s's token hidden: %s", ci.Name, list)
+	}
+	if csv, err := os.ReadFile(filepath.Join(scratch, "audit.csv")); err != nil || !strings.HasPrefix(string(csv), "time,session,label,request,") {
+		t.Errorf("the README's audit.csv: %v %q", err, csv)
+	}
+}
+
+// teamCommands are the commands of the README's "Running it for a team"
+// sh blocks, which must name the people and audit commands.
+func teamCommands(t *testing.T) []string {
+	t.Helper()
+	_, text := readme(t)
+	const heading = "\n## Running it for a team\n"
+	start := strings.Index(text, heading)
+	if start < 0 {
+		t.Fatalf("the README has no %q section", strings.TrimSpace(heading))
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[len(heading)-1:], "\n## "); end >= 0 {
+		section = section[:len(heading)-1+end]
+	}
+	var cmds []string
+	for _, b := range shBlocks(section) {
+		cmds = append(cmds, blockCommands(b)...)
+	}
+	for _, want := range []string{"aep-kimi token add", "aep-kimi token list", "aep-kimi token rm", "aep-kimi audit"} {
+		if !slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, want) }) {
+			t.Errorf("the team section runs no %s: %q", want, cmds)
+		}
+	}
+	return cmds
 }
 
 func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buffer) {
