@@ -3,6 +3,7 @@ package consumer
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -305,7 +306,7 @@ func TestProjectionJSON(t *testing.T) {
 // FuzzFold folds arbitrary event lines: no panic, a projection that
 // marshals, a duplicate replay that changes nothing, and coherent requests.
 func FuzzFold(f *testing.F) {
-	for _, name := range []string{"attention-lifecycle", "order-dedupe", "attention-oob"} {
+	for _, name := range []string{"attention-lifecycle", "order-dedupe", "attention-oob", "attention-people", "attention-rule"} {
 		b, err := os.ReadFile(streamPath(name))
 		if err != nil {
 			f.Fatal(err)
@@ -334,6 +335,18 @@ func FuzzFold(f *testing.F) {
 			checkCoherent(t, fl.Session(id))
 		}
 		fl.Pending(time.Now())
+		// The audit of any stream: one row per request with an outcome,
+		// every format safe to print (see TestAuditOutputSafe).
+		rows := fl.Audit(time.Time{})
+		for _, w := range []func(io.Writer, []AuditRow) error{WriteAuditText, WriteAuditJSON, WriteAuditCSV} {
+			var out bytes.Buffer
+			if err := w(&out, rows); err != nil {
+				t.Fatal(err)
+			}
+			if s := strings.ReplaceAll(out.String(), "\r\n", "\n"); Text(s) != s {
+				t.Fatalf("unsafe audit output: %q", s)
+			}
+		}
 	})
 }
 
