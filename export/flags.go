@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 )
 
 // Options is one `aep-kimi export MODE`'s flag surface: the converter's
@@ -21,9 +22,11 @@ type Options struct {
 	MaxCapture string
 	// Relay, when set, follows that relay instead of converting files.
 	Relay, Token, TokenFile, Filter, State, Metrics string
-	Sink                                            SinkConfig
-	Headers                                         Headers
-	fs                                              *flag.FlagSet
+	// CAFile is --ca: a PEM bundle trusted for an https relay.
+	CAFile  string
+	Sink    SinkConfig
+	Headers Headers
+	fs      *flag.FlagSet
 }
 
 // BindFlags registers mode's flags; the resume state defaults under home.
@@ -33,6 +36,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, mode, home string) {
 	fs.StringVar(&o.Relay, "relay", "", "follow this relay (base URL) instead of converting files")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 	fs.StringVar(&o.Token, "token", "", "relay bearer token: deprecated, a command line is readable by every local user (use --token-file)")
+	fs.StringVar(&o.CAFile, "ca", "", "PEM file of CA certificates to trust for an https relay, besides the system's (env "+tlsconf.EnvCA+")")
 	fs.StringVar(&o.Filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"tool.*"}'`)
 	fs.StringVar(&o.State, "state", filepath.Join(home, "export-"+mode+"-state.json"), `resume positions file ("none" disables)`)
 	fs.StringVar(&o.Metrics, "metrics", "", "serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)")
@@ -106,6 +110,10 @@ func (o *Options) Live(conv Converter, readToken func() (string, error), log *sl
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	hc, err := tlsconf.HTTPClient(o.CAFile)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	log = log.With("exporter", o.Mode)
 	o.Sink.Conv, o.Sink.Headers, o.Sink.Log = conv, o.Headers, log
 	sink, closeSink, err := o.Sink.Build()
@@ -118,7 +126,7 @@ func (o *Options) Live(conv Converter, readToken func() (string, error), log *sl
 	}
 	reg := prometheus.NewRegistry()
 	return &Live{
-		Relay: o.Relay, Token: token, Filter: o.Filter, StatePath: state,
+		Relay: o.Relay, Token: token, Filter: o.Filter, StatePath: state, HTTPClient: hc,
 		Sink: sink, Log: log, Metrics: NewMetrics(reg, o.Mode),
 	}, reg, closeSink, nil
 }

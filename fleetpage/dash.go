@@ -22,6 +22,9 @@ import (
 // Upstream is one relay a dash reads: a label, its base URL and its token.
 type Upstream struct {
 	Name, URL, Token string
+	// HTTP reaches the relay (an https relay's CA: --ca); nil means the
+	// default client.
+	HTTP *http.Client
 }
 
 // dashPrefix is the path each upstream's /stream and /socket are proxied
@@ -76,7 +79,7 @@ func NewDash(cfg Config, relays []Upstream) (http.Handler, error) {
 		ws := *u
 		ws.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
 		ws.Path += "/socket"
-		d.ups[i] = dashUpstream{stream: upstreamProxy(u, tok), socket: ws.String(), token: tok}
+		d.ups[i] = dashUpstream{stream: upstreamProxy(u, tok, up.HTTP), socket: ws.String(), token: tok, http: up.HTTP}
 	}
 	page, err := New(cfg)
 	if err != nil {
@@ -95,6 +98,7 @@ type dashUpstream struct {
 	stream http.Handler // the relay's /stream, proxied
 	socket string       // the relay's /socket URL
 	token  string
+	http   *http.Client // nil: the default
 }
 
 func (d *dash) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -139,8 +143,13 @@ func (d *dash) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // upstreamProxy forwards a logged-in browser's stream to one relay as a
 // plain client with that relay's token: the browser's cookie, origin and
 // login secret stay here.
-func upstreamProxy(target *url.URL, token string) http.Handler {
+func upstreamProxy(target *url.URL, token string, hc *http.Client) http.Handler {
+	var transport http.RoundTripper
+	if hc != nil {
+		transport = hc.Transport
+	}
 	return &httputil.ReverseProxy{
+		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			stripBrowser(pr.Out.Header)
@@ -208,7 +217,7 @@ func (u dashUpstream) proxySocket(w http.ResponseWriter, r *http.Request, lease 
 	if u.token != "" {
 		hdr.Set("Authorization", "Bearer "+u.token)
 	}
-	relay, _, err := websocket.Dial(hctx, u.socket, &websocket.DialOptions{HTTPHeader: hdr})
+	relay, _, err := websocket.Dial(hctx, u.socket, &websocket.DialOptions{HTTPHeader: hdr, HTTPClient: u.http})
 	if err != nil {
 		if !lease.Ended() {
 			refuse(wire.CodeNoRoute, "the relay did not answer")

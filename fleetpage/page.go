@@ -340,13 +340,6 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.static.ServeHTTP(w, r2)
 }
 
-// overTLS reports whether the browser reached the page over TLS: directly,
-// or through a TLS-terminating proxy that says so. A cookie marked Secure
-// is never sent over plain HTTP; a forged header can only make it stricter.
-func overTLS(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
-}
-
 // browserSameOrigin is httpguard.SameOrigin for a request that carries a cookie: it
 // must also carry Origin or Sec-Fetch-Site, as a browser does, so a plain
 // client replaying a cookie it took is refused even before its secret is
@@ -628,7 +621,7 @@ func (p *Page) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName(r.Host), Value: cookie, Path: "/", Expires: exp, MaxAge: int(exp.Sub(now) / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r),
 	})
 	p.cfg.Logger.Info("fleet page login", "remote", r.RemoteAddr, "who", who.Name, "role", who.Role)
 	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: true, LoggedIn: true, Login: secret}.withPrincipal(who))
@@ -685,7 +678,7 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gone := &http.Cookie{Name: CookieName(r.Host), Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)}
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r)}
 	// Only a browser logged in, with its bound secret, may end the logins:
 	// a stale cookie (or none) just clears itself.
 	var err error

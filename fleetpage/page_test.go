@@ -29,6 +29,13 @@ const testToken = "page-test-token-0123456789abcdef"
 // its base URL and its log.
 func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syncbuf.Buffer) {
 	t.Helper()
+	return startRelayWith(t, token, pcfg, relay.Config{})
+}
+
+// startRelayWith is startRelay on a relay configured as rcfg besides its
+// token, logger and page.
+func startRelayWith(t *testing.T, token string, pcfg fleetpage.Config, rcfg relay.Config) (string, *syncbuf.Buffer) {
+	t.Helper()
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	pcfg.Token, pcfg.Logger = token, log
@@ -36,7 +43,8 @@ func startRelay(t *testing.T, token string, pcfg fleetpage.Config) (string, *syn
 	if err != nil {
 		t.Fatal(err)
 	}
-	return relaytest.RunServer(t, relay.Config{Token: token, Logger: log, Page: page}).URL, logs
+	rcfg.Token, rcfg.Logger, rcfg.Page = token, log, page
+	return relaytest.RunServer(t, rcfg).URL, logs
 }
 
 type req struct {
@@ -447,24 +455,37 @@ func TestLogoutOutlivesRestart(t *testing.T) {
 	}
 }
 
-// The login cookie is Secure when the browser came over TLS, also through a
-// TLS-terminating proxy that says so, and not over plain HTTP.
+// The login cookie is Secure, and the answer carries HSTS, when the browser
+// came through a TLS-terminating proxy that says so, on a relay told a
+// proxy fronts it (--behind-proxy); without that, the header is anyone's
+// to forge and changes nothing.
 func TestCookieSecureBehindTLSProxy(t *testing.T) {
-	base, _ := startRelay(t, testToken, fleetpage.Config{})
-	for _, tc := range []struct {
-		proto string
-		want  bool
-	}{{"", false}, {"http", false}, {"https", true}, {" HTTPS ", true}} {
-		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`,
-			origin: base, site: "same-origin", header: map[string]string{"X-Forwarded-Proto": tc.proto}})
-		var got *http.Cookie
-		for _, c := range res.Cookies() {
-			if c.Name == cookieName(base) {
-				got = c
+	for _, behind := range []bool{false, true} {
+		base, _ := startRelayWith(t, testToken, fleetpage.Config{}, relay.Config{BehindProxy: behind})
+		for _, tc := range []struct {
+			proto string
+			want  bool
+		}{{"", false}, {"http", false}, {"https", true}, {" HTTPS ", true}, {"http, https", true}, {"https, http", false}} {
+			// The browser's page is where the proxy said it was.
+			origin := base
+			if tc.want {
+				origin = "https" + strings.TrimPrefix(base, "http")
 			}
-		}
-		if got == nil || got.Secure != tc.want {
-			t.Errorf("X-Forwarded-Proto %q: cookie %+v, want Secure %v", tc.proto, got, tc.want)
+			tc.want = tc.want && behind
+			res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`,
+				origin: origin, site: "same-origin", header: map[string]string{"X-Forwarded-Proto": tc.proto}})
+			var got *http.Cookie
+			for _, c := range res.Cookies() {
+				if c.Name == cookieName(base) {
+					got = c
+				}
+			}
+			if got == nil || got.Secure != tc.want {
+				t.Errorf("behind proxy %v, X-Forwarded-Proto %q: cookie %+v, want Secure %v", behind, tc.proto, got, tc.want)
+			}
+			if hsts := res.Header.Get("Strict-Transport-Security"); (hsts != "") != tc.want {
+				t.Errorf("behind proxy %v, X-Forwarded-Proto %q: Strict-Transport-Security %q, want it %v", behind, tc.proto, hsts, tc.want)
+			}
 		}
 	}
 }

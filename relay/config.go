@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -232,6 +233,13 @@ type Config struct {
 	// ceiling; their file is re-read every TokenPoll, and a revoked or
 	// changed token ends what it opened.
 	People *access.Book
+	// TLS, when set, makes Run and Serve serve TLS with it on their
+	// listener: HTTP/1.1 only (a socket is an HTTP/1.1 upgrade).
+	TLS *tls.Config
+	// BehindProxy says a TLS-terminating proxy fronts the relay: only then
+	// are its X-Forwarded-Proto and X-Forwarded-For believed
+	// (httpguard.Forwarded).
+	BehindProxy bool
 }
 
 // Where a Notifier is mounted.

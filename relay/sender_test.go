@@ -46,7 +46,7 @@ func TestSendCommandSettles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return client.SendCommand(context.Background(), srv.URL, testToken, cmd, waitShort)
+		return client.SendCommand(context.Background(), srv.URL, testToken, nil, cmd, waitShort)
 	}
 	if r, err := send("s-yes"); err != nil || !r.Accepted() || r.Refused {
 		t.Fatalf("accepted command: %+v %v", r, err)
@@ -58,7 +58,7 @@ func TestSendCommandSettles(t *testing.T) {
 		t.Fatalf("unroutable command: %+v %v", r, err)
 	}
 	cmd, _ := client.NewCommand("control.cancel", "s-yes", map[string]any{})
-	if _, err := client.SendCommand(context.Background(), srv.URL, "wrong", cmd, waitShort); err == nil {
+	if _, err := client.SendCommand(context.Background(), srv.URL, "wrong", nil, cmd, waitShort); err == nil {
 		t.Fatal("a wrong token settled a command")
 	}
 }

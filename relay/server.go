@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -133,7 +134,7 @@ func (s *Server) Backend() Backend { return s.backend }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.accessLog, httpguard.Hosts(s.cfg.AllowedHosts))
+	r.Use(s.accessLog, httpguard.Hosts(s.cfg.AllowedHosts), httpguard.Forwarded(s.cfg.BehindProxy))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint (see GET /events)")
 	})
@@ -187,7 +188,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("relay listening", "addr", ln.Addr().String(), "posture", posture,
 		"buffer", s.cfg.Buffer, "buffer_bytes", s.cfg.BufferBytes, "max_sessions", s.cfg.MaxSessions, "max_connections", s.cfg.MaxConnections,
-		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","))
+		"allowed_hosts", strings.Join(s.cfg.AllowedHosts, ","), "tls", s.cfg.TLS != nil, "behind_proxy", s.cfg.BehindProxy)
 	wctx, stopWatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
 	watchers.Go(func() { s.watchCredentials(wctx) })
@@ -195,6 +196,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		watchers.Go(func() { s.cfg.Rules.Watch(wctx) })
 	}
 	defer func() { stopWatch(); watchers.Wait() }()
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	hs := httpdrain.NewServer(s.handler)
 	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }

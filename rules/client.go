@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,8 @@ const DefaultClientTimeout = 15 * time.Second
 type Client struct {
 	// Base is the relay's base URL; Token its bearer token.
 	Base, Token string
-	// HTTP is the client used; nil means one with DefaultClientTimeout.
+	// HTTP is the client used: its transport, and its timeout when set,
+	// else DefaultClientTimeout; nil means a default client.
 	HTTP *http.Client
 }
 
@@ -92,9 +94,9 @@ func (c Client) call(ctx context.Context, method, path string, in, out any) erro
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: DefaultClientTimeout}
+	hc := &http.Client{Timeout: DefaultClientTimeout}
+	if c.HTTP != nil {
+		hc = &http.Client{Transport: c.HTTP.Transport, Timeout: cmp.Or(c.HTTP.Timeout, DefaultClientTimeout)}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

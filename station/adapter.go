@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -24,10 +26,15 @@ import (
 type AdapterOptions struct {
 	Listen, RelayURL, Home, TokenFile string
 	AllowedHosts                      string
-	Verbose                           bool
-	Life                              adapter.Lifecycle
-	Gate                              Gate
-	LogSync                           LogSync
+	// CAFile is --ca: a PEM bundle trusted for an https relay.
+	CAFile string
+	// RelayHTTP, when set, reaches the relay instead of a client made
+	// from CAFile (up's, trusting the certificate its relay serves).
+	RelayHTTP *http.Client
+	Verbose   bool
+	Life      adapter.Lifecycle
+	Gate      Gate
+	LogSync   LogSync
 }
 
 // BindFlags registers the adapter's flags, their defaults read through
@@ -37,6 +44,7 @@ func (o *AdapterOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string)
 	fs.StringVar(&o.RelayURL, "relay", client.URLFromEnv(getenv), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.Home, "home", tokenfile.AEPHome(getenv), "AEP home: logs, hook token, spool (env AEP_HOME)")
 	fs.StringVar(&o.TokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	tlsconf.CAFlag(fs, &o.CAFile, getenv)
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	o.Life.BindFlags(fs, getenv)
 	o.Gate.BindFlags(fs, getenv)
@@ -80,7 +88,11 @@ func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log 
 	if cfg.Control.Authenticated {
 		h.control = helloControl(adapter.AcceptsFor(cfg.Control), cfg.Control.AckWindow)
 	}
-	return withRelayEmitter(&cfg.Config, o.RelayURL, token, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
+	link, err := newRelayLink(o.RelayURL, token, o.RelayHTTP, o.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	return withRelayEmitter(&cfg.Config, link, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
 }
 
 // KimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).

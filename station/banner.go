@@ -57,13 +57,17 @@ func (b Banner) Write(w io.Writer, login bool) {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "aep-kimi up: running (Ctrl-C to stop)\n")
-	fmt.Fprintf(&sb, "  relay    http://%s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", b.RelayAddr, tok)
+	scheme, _, _ := strings.Cut(b.RelayURL, "://")
+	if scheme == "" || strings.Contains(scheme, "/") {
+		scheme = "http"
+	}
+	fmt.Fprintf(&sb, "  relay    %s://%s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", scheme, b.RelayAddr, tok)
 	fmt.Fprintf(&sb, "  page     %s\n", page)
 	fmt.Fprintf(&sb, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", b.AdapterURL, b.HookToken, b.Logs)
 	fmt.Fprintf(&sb, "  bridge   %s\n", b.Bridge)
 	fmt.Fprintf(&sb, "  control  %s\n", b.Control.line())
 	if b.Public {
-		fmt.Fprintf(&sb, "  WARNING  listening on all interfaces: put TLS in front for anything off this host\n")
+		fmt.Fprintf(&sb, "  WARNING  listening on all interfaces: anyone who reaches the port may try the token\n")
 	}
 	fmt.Fprintf(&sb, "\nNext:\n")
 	setupCmd := b.Control.Setup

@@ -4,12 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -21,9 +23,14 @@ type BridgeOptions struct {
 	Listen, Mode, KimiHome, KapURL, KapTokenFile string
 	RelayURL, Home, TokenFile                    string
 	AllowedHosts                                 string
-	Verbose                                      bool
-	AllowRemoteKap                               bool
-	LogSync                                      LogSync
+	// CAFile is --ca: a PEM bundle trusted for an https relay.
+	CAFile string
+	// RelayHTTP, when set, reaches the relay instead of a client made
+	// from CAFile (up's, trusting the certificate its relay serves).
+	RelayHTTP      *http.Client
+	Verbose        bool
+	AllowRemoteKap bool
+	LogSync        LogSync
 }
 
 // BindFlags registers the bridge's flags, their defaults read through
@@ -37,6 +44,7 @@ func (o *BridgeOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) 
 	fs.StringVar(&o.RelayURL, "relay", client.URLFromEnv(getenv), "relay base URL, or none (env AEP_RELAY)")
 	fs.StringVar(&o.Home, "home", tokenfile.AEPHome(getenv), "AEP home: logs and the epoch counter (env AEP_HOME)")
 	fs.StringVar(&o.TokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
+	tlsconf.CAFlag(fs, &o.CAFile, getenv)
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
 	o.LogSync.BindFlags(fs, getenv)
@@ -94,7 +102,11 @@ func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *s
 	if mode == mapping.Primary {
 		h.emits = []string{"run", "tool", "attention", "session", "control"}
 	}
-	return withRelayEmitter(&cfg.Config, o.RelayURL, token, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
+	link, err := newRelayLink(o.RelayURL, token, o.RelayHTTP, o.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	return withRelayEmitter(&cfg.Config, link, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
 }
 
 // BridgeChoice is whether and how `up` runs the kimi web bridge.
@@ -121,14 +133,14 @@ func (b *BridgeChoice) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 
 // start builds the bridge (unless --web=false) and says what happened, for
 // up's banner.
-func (b *BridgeChoice) start(home, relayURL, token string, getenv func(string) string, log *slog.Logger) (*bridgeweb.Bridge, string, error) {
+func (b *BridgeChoice) start(home, relayURL string, relayHTTP *http.Client, token string, getenv func(string) string, log *slog.Logger) (*bridgeweb.Bridge, string, error) {
 	if !b.Force {
 		return nil, "not started (--web=false)", nil
 	}
 	_, _, err := bridgeweb.Discover(b.Opts.KimiHome, time.Now(), bridgeweb.DefaultStaleInstance, nil, b.Opts.AllowRemoteKap)
 	found := err == nil
 	o := b.Opts
-	o.Home, o.RelayURL = home, relayURL
+	o.Home, o.RelayURL, o.RelayHTTP = home, relayURL, relayHTTP
 	d, err := NewBridge(o, token, getenv, log)
 	if err != nil {
 		return nil, "", err

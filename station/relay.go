@@ -77,11 +77,13 @@ type RelayOptions struct {
 	Store relay.StoreOptions
 	// Notify is the notification flags.
 	Notify NotifyOptions
+	// TLS is how the relay serves TLS, or that a proxy does.
+	TLS TLSOptions
 }
 
 // NewRelay builds the relay on cfg (its listen address, token and logger
-// set): allowed hosts, the exposure check (off loopback needs a token),
-// the people, the fleet page, the rules and the notifier under the home,
+// set): allowed hosts, the exposure checks (off loopback needs a token,
+// and TLS or a TLS-terminating proxy), the TLS it serves, the people, the fleet page, the rules and the notifier under the home,
 // the store opened, and the heap limit. beside is what runs beside the
 // relay (the notifier); the closer closes the store. A configuration
 // mistake is a UsageError; a store that cannot open is a failure.
@@ -94,6 +96,15 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	}
 	if err := httpguard.CheckExposure(cfg.Listen, o.Public, cfg.Token); err != nil {
 		return nil, nil, nil, Usage(err)
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return nil, nil, nil, Usage(err)
+	}
+	if err := httpguard.CheckTransport(cfg.Listen, o.Public, cfg.TLS != nil || o.TLS.Enabled(), o.TLS.BehindProxy); err != nil {
+		return nil, nil, nil, Usage(err)
+	}
+	if _, err := o.TLS.apply(&cfg, o.Store.Home); err != nil {
+		return nil, nil, nil, err
 	}
 	WithPeople(&cfg, o.Store.Home)
 	if err := WithPage(&cfg, o.Store.Home, getenv); err != nil {
@@ -123,12 +134,13 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	return srv, beside, closeStore, nil
 }
 
-// BindFlags registers --allowed-hosts and the store flags, shared by
+// BindFlags registers --allowed-hosts, the store and the TLS flags, shared by
 // `relay` and `up`; each binds its own --home into Store.Home and --public.
 func (o *RelayOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	httpguard.AllowedHostsFlag(fs, &o.AllowedHosts, getenv)
 	o.Store.BindFlags(fs, getenv)
 	o.Notify.BindFlags(fs, getenv)
+	o.TLS.BindFlags(fs, getenv)
 }
 
 // Usage marks err as a configuration mistake.

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/emitter"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -35,22 +37,43 @@ func helloControl(accepts []string, ackWindow time.Duration) *wire.Control {
 	return &wire.Control{Accepts: accepts, AckWindowMS: int(cmp.Or(ackWindow, emitter.DefaultAckWindow).Milliseconds())}
 }
 
+// relayLink is how a source reaches its relay: the URL (or none), the
+// token, and the HTTP client (nil: the default, the system's roots).
+type relayLink struct {
+	url, token string
+	http       *http.Client
+}
+
+// newRelayLink is the link to url: through hc when set, else a client
+// trusting caFile besides the system's roots.
+func newRelayLink(url, token string, hc *http.Client, caFile string) (relayLink, error) {
+	if hc == nil {
+		var err error
+		if hc, err = tlsconf.HTTPClient(caFile); err != nil {
+			return relayLink{}, err
+		}
+	}
+	return relayLink{url: url, token: token, http: hc}, nil
+}
+
 // relayEmitter builds the relay emitter a source publishes with and sets it
-// as the source's publisher (unless relayURL is none); the source runs it
+// as the source's publisher (unless the link's URL is none); the source runs it
 // (emitter.Core.Run). The relay's commands go to the source bind names
 // once it is built, before it runs.
-func relayEmitter(cfg *emitter.Config, relayURL, token string, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
+func relayEmitter(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
 	var target emitter.Emitter
 	host, _ := os.Hostname()
+	relayURL := link.url
 	em, err := client.NewEmitter(client.EmitterConfig{
-		URL:      relayURL,
-		Token:    token,
-		Agent:    mapping.Agent,
-		Instance: fmt.Sprintf("%s/%s/%d", host, h.role, os.Getpid()),
-		Emits:    h.emits,
-		Capture:  []string{"none", "metadata", "redacted"},
-		Control:  h.control,
-		Logger:   log.With("component", "emitter"),
+		URL:        relayURL,
+		Token:      link.token,
+		HTTPClient: link.http,
+		Agent:      mapping.Agent,
+		Instance:   fmt.Sprintf("%s/%s/%d", host, h.role, os.Getpid()),
+		Emits:      h.emits,
+		Capture:    []string{"none", "metadata", "redacted"},
+		Control:    h.control,
+		Logger:     log.With("component", "emitter"),
 		// Commands flow only while the source runs, after bind.
 		OnCommand: func(ctx context.Context, ev *aep.Event) { target.HandleCommand(ctx, ev) },
 	})
@@ -66,9 +89,9 @@ func relayEmitter(cfg *emitter.Config, relayURL, token string, h sourceHello, lo
 
 // withRelayEmitter builds a source with build once cfg has the relay
 // emitter it publishes with, and binds the relay's commands to it.
-func withRelayEmitter[S emitter.Emitter](cfg *emitter.Config, relayURL, token string, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
+func withRelayEmitter[S emitter.Emitter](cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
 	var none S
-	bind, err := relayEmitter(cfg, relayURL, token, h, log)
+	bind, err := relayEmitter(cfg, link, h, log)
 	if err != nil {
 		return none, err
 	}

@@ -8,12 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
+	"strings"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -72,6 +75,12 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	}
 	// The one token guards all three: any of them off loopback needs it.
 	o.Relay.Store.Home, o.Relay.Public = o.Home, o.Public
+	// The TLS the relay serves, applied here so the components in this
+	// process trust exactly the certificates it serves.
+	self, err := o.Relay.TLS.apply(&rcfg, o.Home)
+	if err != nil {
+		return err
+	}
 	rsrv, beside, closeStore, err := NewRelay(ctx, rcfg, o.Relay, getenv)
 	if err != nil {
 		if !IsUsage(err) {
@@ -89,9 +98,14 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	for _, c := range beside {
 		stn.Add(c, nil)
 	}
+	var relayHTTP *http.Client
+	if self != nil {
+		relayURL = "https" + strings.TrimPrefix(relayURL, "http")
+		relayHTTP = &http.Client{Transport: tlsconf.Transport(self.self)}
+	}
 
 	o.Gate.KimiHome = o.Bridge.Opts.KimiHome // up's one --kimi-home
-	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate, LogSync: o.LogSync}
+	ao := AdapterOptions{Listen: o.AdapterListen, RelayURL: relayURL, RelayHTTP: relayHTTP, Home: o.Home, AllowedHosts: o.Relay.AllowedHosts, Life: o.Life, Gate: o.Gate, LogSync: o.LogSync}
 	if ao.Listen == "" {
 		ao.Listen = cli.EnvOr(getenv, "AEP_KIMI_ADDR", net.JoinHostPort(host, "8398"))
 	}
@@ -105,7 +119,7 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	}
 	stn.Add(Component{Name: "adapter", Run: ad.Run}, func() { ad.Close() })
 	o.Bridge.Opts.AllowedHosts, o.Bridge.Opts.LogSync = o.Relay.AllowedHosts, o.LogSync
-	br, bridgeNote, err := o.Bridge.start(o.Home, relayURL, token, getenv, log.With("component", "bridge"))
+	br, bridgeNote, err := o.Bridge.start(o.Home, relayURL, relayHTTP, token, getenv, log.With("component", "bridge"))
 	if err != nil {
 		return Usage(err)
 	}
@@ -113,7 +127,7 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 		stn.Add(Component{Name: "bridge", Run: br.Run}, nil)
 	}
 	if exp != nil {
-		exp.Relay, exp.Token = relayURL, token
+		exp.Relay, exp.Token, exp.HTTPClient = relayURL, token, relayHTTP
 		stn.Add(Component{Name: "otlp-export", Run: exp.Run}, nil)
 	}
 	Banner{

@@ -31,7 +31,7 @@ func auditCommand(getenv func(string) string, io stdio) cli.Command {
 		Exit: "Exit 0 (also when there is nothing to list), 1 when the relay or the logs cannot be read, 2 usage.",
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
-			rc := relayClientFlags(fs, getenv)
+			rc := relayConnFlags(fs, getenv)
 			since := fs.String("since", "", "only outcomes from then on: a duration back (90m, 24h, 7d), an RFC 3339 time or a date")
 			asJSON := fs.Bool("json", false, "one JSON object per line")
 			asCSV := fs.Bool("csv", false, "RFC 4180 CSV with a header row")
@@ -85,7 +85,11 @@ func runAudit(ctx context.Context, o auditOptions, io stdio) int {
 		if err != nil {
 			return fail(cli.ExitUsage, "%v", err)
 		}
-		fold, err := consumer.LoadPending(ctx, o.rc.url, token)
+		hc, err := o.rc.http()
+		if err != nil {
+			return fail(cli.ExitUsage, "%v", err)
+		}
+		fold, err := consumer.LoadPending(ctx, o.rc.url, token, hc)
 		if err != nil {
 			return fail(1, "%v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -37,33 +38,39 @@ type senderOptions struct {
 }
 
 func (o *senderOptions) flags(fs *flag.FlagSet, getenv func(string) string) {
-	o.relayClient = relayClientFlags(fs, getenv)
+	o.relayClient = relayConnFlags(fs, getenv)
 	fs.DurationVar(&o.window, "window", client.DefaultAckWindow, "how long to wait for the target's ack")
 }
 
 // requireToken reads the relay token, which every command needs: control only flows
-// on authenticated bindings. ok false means the error is printed.
-func (o senderOptions) requireToken(name string, io stdio) (string, bool) {
+// on authenticated bindings, and makes the HTTP client that reaches the
+// relay. ok false means the error is printed.
+func (o senderOptions) requireToken(name string, io stdio) (string, *http.Client, bool) {
 	token, err := o.token()
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
-		return "", false
+		return "", nil, false
 	}
 	if token == "" {
 		fmt.Fprintf(io.err, "aep-kimi %s: no relay token (set AEP_TOKEN or --token-file): control only flows on authenticated bindings\n", name)
-		return "", false
+		return "", nil, false
 	}
-	return token, true
+	hc, err := o.http()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", name, err)
+		return "", nil, false
+	}
+	return token, hc, true
 }
 
 // send delivers a command and maps its settlement to an exit code: 0
 // accepted, 3 rejected (the reason on stderr), 4 no ack within the window.
 func (o senderOptions) send(ctx context.Context, name string, cmd *aep.Event, io stdio) int {
-	token, ok := o.requireToken(name, io)
+	token, hc, ok := o.requireToken(name, io)
 	if !ok {
 		return 2
 	}
-	res, err := client.SendCommand(ctx, o.url, token, cmd, o.window)
+	res, err := client.SendCommand(ctx, o.url, token, hc, cmd, o.window)
 	switch {
 	case errors.Is(err, client.ErrNoAck):
 		fmt.Fprintf(io.err, "aep-kimi %s: no ack within %s (command %s)\n", name, o.window, cmd.ID)
@@ -145,11 +152,11 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return 2
 	}
-	token, ok := o.requireToken("respond", io)
+	token, hc, ok := o.requireToken("respond", io)
 	if !ok {
 		return 2
 	}
-	f, req, code := respondTarget(ctx, o.url, token, session, requestID, io)
+	f, req, code := respondTarget(ctx, o.url, token, hc, session, requestID, io)
 	if req == nil {
 		return code
 	}
@@ -166,7 +173,7 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 	if code := o.send(ctx, "respond", cmd, io); code != exitAccepted || rule == nil {
 		return code
 	}
-	added, err := rules.Client{Base: o.url, Token: token}.Add(ctx, *rule)
+	added, err := rules.Client{Base: o.url, Token: token, HTTP: hc}.Add(ctx, *rule)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: answered, but the rule was not saved: %s\n", consumer.Line(err.Error()))
 		return 1
@@ -186,8 +193,8 @@ var targetExit = map[consumer.TargetProblem]int{
 // respondTarget checks a respond target against the relay's replay and
 // returns the fold and the request to answer, or a nil request and the exit
 // code (the reason printed, with the candidates when several wait).
-func respondTarget(ctx context.Context, relayURL, token, session, requestID string, io stdio) (*consumer.Fold, *consumer.Request, int) {
-	f, err := consumer.LoadPending(ctx, relayURL, token)
+func respondTarget(ctx context.Context, relayURL, token string, hc *http.Client, session, requestID string, io stdio) (*consumer.Fold, *consumer.Request, int) {
+	f, err := consumer.LoadPending(ctx, relayURL, token, hc)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
 		return nil, nil, 1

@@ -230,7 +230,7 @@ func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	cmd, _ := client.NewCommand("x.kimi-code.control.instruct", "nt", map[string]any{"text": "hi"})
-	res, err := client.SendCommand(context.Background(), relayURL, "", cmd, 3*time.Second)
+	res, err := client.SendCommand(context.Background(), relayURL, "", nil, cmd, 3*time.Second)
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}

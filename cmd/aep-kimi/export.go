@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
@@ -44,6 +45,7 @@ func exportMode(mode string, forms []string, getenv func(string) string, io stdi
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o export.Options
 			o.BindFlags(fs, mode, tokenfile.AEPHome(getenv))
+			o.CAFile = getenv(tlsconf.EnvCA) // --ca's default
 			return func(ctx context.Context, files []string) int { return runExport(ctx, &o, files, getenv, io) }
 		},
 	}

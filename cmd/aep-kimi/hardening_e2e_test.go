@@ -51,9 +51,10 @@ func cleanEnv(home string, extra ...string) []string {
 // and the case fails.
 func runRefused(t *testing.T, env []string, args ...string) string {
 	t.Helper()
+	bin := filepath.Join(binaries(t), "aep-kimi") // built before the clock starts
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "aep-kimi"), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -119,7 +120,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	const secret = "0123456789abcdef-e2e"
 	port := strconv.Itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
-	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public")
+	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public", "--behind-proxy")
 	for _, c := range []struct {
 		auth, query string
 		want        int

@@ -108,7 +108,15 @@ func runNotify(io stdio, c *rulesClient, mode string, fn func(notify.Client) err
 		fmt.Fprintf(io.err, "aep-kimi notify %s: %v\n", mode, err)
 		return 2
 	}
-	err = fn(notify.Client{Base: c.url, Token: token})
+	hc, err := c.http()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi notify %s: %v\n", mode, err)
+		return 2
+	}
+	if hc != nil {
+		hc.Timeout = notify.DefaultClientTimeout
+	}
+	err = fn(notify.Client{Base: c.url, Token: token, HTTP: hc})
 	var apiErr *notify.APIError
 	switch {
 	case err == nil:

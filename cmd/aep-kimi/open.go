@@ -4,19 +4,24 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
-// relayClient is what a command that reads a relay needs: its URL and
-// the token file.
+// relayClient is what a command that reads a relay needs: its URL, the
+// token file and the CA bundle trusted for an https relay.
 type relayClient struct {
-	url, tokenFile string
-	getenv         func(string) string
+	url, tokenFile, caFile string
+	getenv                 func(string) string
 }
+
+// http is the HTTP client for the relay: nil (the default) without --ca.
+func (rc *relayClient) http() (*http.Client, error) { return tlsconf.HTTPClient(rc.caFile) }
 
 // token is the relay token: --token-file, else AEP_TOKEN, else
 // $AEP_HOME/token.
@@ -28,6 +33,14 @@ func relayClientFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient
 	fs.StringVar(&rc.url, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 	fs.StringVar(&rc.tokenFile, "token-file", getenv("AEP_TOKEN_FILE"), "file holding the relay token (env AEP_TOKEN_FILE; AEP_TOKEN also works)")
 	return &rc
+}
+
+// relayConnFlags is relayClientFlags and --ca, for a command that connects
+// to the relay.
+func relayConnFlags(fs *flag.FlagSet, getenv func(string) string) *relayClient {
+	rc := relayClientFlags(fs, getenv)
+	tlsconf.CAFlag(fs, &rc.caFile, getenv)
+	return rc
 }
 
 // openCommand is `aep-kimi open`: write the fleet page's login URL (the

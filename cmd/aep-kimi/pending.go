@@ -27,7 +27,7 @@ func pendingCommand(getenv func(string) string, io stdio) cli.Command {
 		Exit: "Exit 0 (also when nothing is pending), 1 when the relay cannot be read, 2 usage.",
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
-			rc := relayClientFlags(fs, getenv)
+			rc := relayConnFlags(fs, getenv)
 			return func(ctx context.Context, _ []string) int { return runPending(ctx, *rc, getenv, io) }
 		},
 	}
@@ -40,7 +40,12 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 2
 	}
-	f, err := consumer.LoadPending(ctx, rc.url, token)
+	hc, err := rc.http()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
+		return 2
+	}
+	f, err := consumer.LoadPending(ctx, rc.url, token, hc)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi pending: %v\n", err)
 		return 1

@@ -21,6 +21,7 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 		Name:    "relay",
 		Summary: "run the AEP collector/relay (POST /events, SSE /stream, WS /socket)",
 		Forms: []string{"[--listen ADDR | --public] [--allowed-hosts H,...] [--buffer-bytes N] [--max-connections N]\n" +
+			"[--tls-cert F --tls-key F | --acme-domain NAME [--acme-email E] [--acme-ca URL] | --behind-proxy]\n" +
 			"[--store memory|jetstream [--home DIR | --nats URL [--nats-creds F] [--nats-ca F]] [--nats-stream NAME] [--store-sync interval|always]]\n" +
 			"[--notify TARGET ...] [--public-url URL] [--notify-after D] [-v]"},
 		About: "An AEP 0.1 collector/relay: POST /events, GET /stream (SSE), /socket (WebSocket).\n\n" +
@@ -31,12 +32,15 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"every admitted event in a NATS JetStream stream: embedded (no port, files under $AEP_HOME/relay) or,\n" +
 			"with --nats, on a NATS shared by several relays. A command sent to any relay on a shared stream\n" +
 			"reaches the session's claimant through the relay it is connected to.\n\n" +
-			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token.\n\n" +
+			"Off loopback (--public or a non-loopback --listen) the relay refuses to start without a token, and\n" +
+			"without TLS: its own (--tls-cert and --tls-key, read again when the files change; or --acme-domain,\n" +
+			"certificates from Let's Encrypt kept in $AEP_HOME/acme) or a TLS-terminating proxy's (--behind-proxy).\n\n" +
 			"With a token the relay notifies people of waiting requests: Web Push to the devices subscribed from\n" +
 			"the page, and each --notify target, with one-use answer links built on --public-url.",
 		Env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
 			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_MAX_CONNECTIONS", "AEP_LOGIN_TTL", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
-			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "AEP_PUBLIC_URL", "GOMEMLIMIT"},
+			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "AEP_PUBLIC_URL",
+			"AEP_TLS_CERT", "AEP_TLS_KEY", "AEP_ACME_DOMAIN", "AEP_ACME_EMAIL", "AEP_ACME_CA", "AEP_BEHIND_PROXY", "GOMEMLIMIT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o station.RelayFlags

@@ -151,7 +151,7 @@ type rulesClient struct {
 }
 
 func rulesClientFlags(fs *flag.FlagSet, getenv func(string) string) *rulesClient {
-	c := &rulesClient{relayClient: relayClientFlags(fs, getenv)}
+	c := &rulesClient{relayClient: relayConnFlags(fs, getenv)}
 	fs.StringVar(&c.home, "home", tokenfile.AEPHome(getenv), "AEP home, where the relay token is found when AEP_TOKEN is not set (env AEP_HOME)")
 	return c
 }
@@ -164,7 +164,12 @@ func (c *rulesClient) run(io stdio, mode string, fn func(rules.Client) error) in
 		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
 		return 2
 	}
-	err = fn(rules.Client{Base: c.url, Token: token})
+	hc, err := c.http()
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
+		return 2
+	}
+	err = fn(rules.Client{Base: c.url, Token: token, HTTP: hc})
 	var apiErr *rules.APIError
 	switch {
 	case err == nil:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"path/filepath"
+
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
@@ -21,7 +23,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "tail",
 		Summary: "follow a relay's event stream as a terminal timeline",
-		Forms:   []string{"[--relay URL] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token-file F] [--once] [--details] [--no-color]"},
+		Forms:   []string{"[--relay URL] [--ca FILE] [--filter JSON] [--capture LEVEL] [--from all] [--state FILE] [--token-file F] [--once] [--details] [--no-color]"},
 		About: "Follows a relay's event stream as a timeline, resuming where the last run stopped.\n" +
 			"Each row: time, session (project, Kimi's title, short id) and what happened in words\n" +
 			"(the tool and its arguments as far as the capture level carried them, outcomes,\n" +
@@ -31,7 +33,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			"--option deny SESSION ID), or where to answer it (in Kimi itself); a replay lists the\n" +
 			"requests still waiting at its end. Colour only on a terminal, never with --no-color\n" +
 			"or NO_COLOR. See also: aep-kimi pending.",
-		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "NO_COLOR", "COLUMNS"},
+		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_HOME", "AEP_RELAY_CA", "NO_COLOR", "COLUMNS"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o tailOptions
@@ -41,6 +43,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
 			fs.StringVar(&o.statePath, "state", filepath.Join(tokenfile.AEPHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
 			fs.StringVar(&o.tokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
+			tlsconf.CAFlag(fs, &o.caFile, getenv)
 			fs.StringVar(&o.token, "token", "", "bearer token: deprecated, a command line is readable by every local user (use --token-file)")
 			fs.BoolVar(&o.once, "once", false, "print the replay and exit instead of following")
 			fs.BoolVar(&o.noColor, "no-color", false, "never colour the output")
@@ -52,14 +55,19 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 
 // tailOptions is `aep-kimi tail`'s flag surface.
 type tailOptions struct {
-	relayURL, filter, capture, from, statePath, token, tokenFile string
-	once, noColor, details                                       bool
+	relayURL, filter, capture, from, statePath, token, tokenFile, caFile string
+	once, noColor, details                                               bool
 }
 
 // runTail follows the relay until ctx is done (or, with --once, until the
 // replay ends).
 func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io stdio) int {
 	token, err := commandLineToken(getenv, o.tokenFile, o.token, "tail", io)
+	if err != nil {
+		fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
+		return 2
+	}
+	hc, err := tlsconf.HTTPClient(o.caFile)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi tail: %v\n", err)
 		return 2
@@ -99,7 +107,7 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 	}
 	cfg := consumer.FollowConfig{
 		Tail: client.TailConfig{URL: o.relayURL, Token: token, Filter: o.filter, Capture: o.capture,
-			From: fromReq, State: state, Live: !o.once},
+			From: fromReq, State: state, Live: !o.once, HTTPClient: hc},
 		Printer: pr,
 		Relay:   httpguard.DisplayURL(o.relayURL),
 		Report:  func(msg string) { fmt.Fprintf(io.err, "aep-kimi tail: %s\n", msg) },

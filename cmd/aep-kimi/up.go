@@ -26,11 +26,13 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 		Name:    "up",
 		Summary: "run the relay, the hook adapter and the kimi web bridge together",
 		Forms: []string{"[--home DIR] [--relay-listen ADDR] [--adapter-listen ADDR] [--web=false] [--public]\n" +
+			"[--tls-cert F --tls-key F | --acme-domain NAME ... | --behind-proxy]\n" +
 			"[--store memory|jetstream ...] [--otlp URL] [--control [--on-timeout allow|deny]]\n" +
 			"[--notify TARGET ...] [--public-url URL] [--notify-after D]"},
 		About: "Runs the relay, the hook adapter and the kimi web bridge (which attaches each kimi web server as it starts),\n" +
 			"sharing one relay token kept in $AEP_HOME/token. Every component reads its usual environment\n" +
-			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h).",
+			"(see aep-kimi relay -h, aep-kimi adapter -h, aep-kimi bridge-web -h). With the relay serving TLS, the\n" +
+			"adapter, the bridge and the exporter reach it over TLS, trusting exactly the certificate it serves.",
 		Env:  []string{"AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PORT", "AEP_KIMI_ADDR", "AEP_KIMI_CONTROL", "AEP_KIMI_ON_TIMEOUT", "AEP_INSTRUCT", "AEP_LOG_SYNC", "AEP_PUBLIC_URL"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {

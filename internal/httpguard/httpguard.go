@@ -217,7 +217,8 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 
 // SameOrigin reports whether a browser request comes from a page of the
 // origin it is addressed to: an Origin header, when present, must name this
-// Host; a browser's Sec-Fetch-Site, when present, must say same-origin.
+// Host (with the https scheme when the request came over TLS); a browser's
+// Sec-Fetch-Site, when present, must say same-origin.
 // Browsers send one or the other on every request a foreign page can make,
 // so a forged cross-site request fails here even where SameSite did not stop
 // it. A client that is not a browser sends neither and passes.
@@ -232,6 +233,9 @@ func SameOrigin(r *http.Request) bool {
 	u, err := url.Parse(o)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
+	}
+	if Secure(r) && u.Scheme != "https" {
+		return false // a plain-http page is another origin than this https one
 	}
 	return strings.EqualFold(u.Host, r.Host)
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -201,13 +203,9 @@ func relayEndpoints(base string) (wsURL, eventsURL string, err error) {
 	if err != nil || u.Host == "" {
 		return "", "", fmt.Errorf("relay URL %q is not an absolute URL", base)
 	}
-	httpScheme, wsScheme := "http", "ws"
-	switch u.Scheme {
-	case "http", "ws":
-	case "https", "wss":
-		httpScheme, wsScheme = "https", "wss"
-	default:
-		return "", "", fmt.Errorf("relay URL scheme %q is not http, https, ws or wss", u.Scheme)
+	httpScheme, wsScheme, err := relaySchemes(u.Scheme)
+	if err != nil {
+		return "", "", err
 	}
 	u.RawQuery, u.Fragment, u.User = "", "", nil
 	prefix := strings.TrimSuffix(u.Path, "/")
@@ -215,6 +213,30 @@ func relayEndpoints(base string) (wsURL, eventsURL string, err error) {
 	wsURL = u.String()
 	u.Scheme, u.Path = httpScheme, prefix+"/events"
 	return wsURL, u.String(), nil
+}
+
+// relaySchemes are the HTTP and socket schemes of a relay URL's scheme:
+// http and ws name a plain relay, https and wss one serving TLS.
+func relaySchemes(scheme string) (httpScheme, wsScheme string, err error) {
+	switch strings.ToLower(scheme) {
+	case "http", "ws":
+		return "http", "ws", nil
+	case "https", "wss":
+		return "https", "wss", nil
+	}
+	return "", "", fmt.Errorf("relay URL scheme %q is not http, https, ws or wss", scheme)
+}
+
+// httpBase is a relay URL with its HTTP scheme (a ws URL's is http, a
+// wss URL's https).
+func httpBase(u *url.URL) (string, error) {
+	httpScheme, _, err := relaySchemes(u.Scheme)
+	if err != nil {
+		return "", err
+	}
+	v := *u
+	v.Scheme, v.Fragment = httpScheme, ""
+	return v.String(), nil
 }
 
 // Publish queues ev for the relay without blocking. The event is serialized
@@ -445,6 +467,9 @@ func dial(ctx context.Context, wsURL, token string, client *http.Client, hello *
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("relay refused the socket: HTTP %d", resp.StatusCode)
+		}
+		if cerr := tlsconf.CertError(err); cerr != nil {
+			return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(wsURL), cerr)
 		}
 		return nil, fmt.Errorf("relay unreachable: %w", err)
 	}

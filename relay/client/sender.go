@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -48,7 +49,8 @@ var ErrNoAck = errors.New("no ack within the window")
 // settlement: the target's ack (cause = the command id) or the relay's
 // cause-linked refusal. It subscribes to the session's acks before sending, so
 // a fast ack is never missed. window bounds the wait (0: the AEP default).
-func SendCommand(ctx context.Context, base, token string, cmd *aep.Event, window time.Duration) (SendResult, error) {
+// hc reaches the relay (nil: a default client, the system's roots).
+func SendCommand(ctx context.Context, base, token string, hc *http.Client, cmd *aep.Event, window time.Duration) (SendResult, error) {
 	if window <= 0 {
 		window = DefaultAckWindow
 	}
@@ -62,7 +64,7 @@ func SendCommand(ctx context.Context, base, token string, cmd *aep.Event, window
 	}
 	dctx, cancel := context.WithTimeout(ctx, window+DefaultEmitterTimeout)
 	defer cancel()
-	c, err := dial(dctx, wsURL, token, nil, senderHello())
+	c, err := dial(dctx, wsURL, token, hc, senderHello())
 	if err != nil {
 		return SendResult{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -113,9 +114,15 @@ type Tailer struct {
 // NewTailer validates cfg.
 func NewTailer(cfg TailConfig) (*Tailer, error) {
 	u, err := url.Parse(cfg.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("tail: relay URL %q is not an http(s) URL", cfg.URL)
+	var base string
+	if err == nil && u.Host != "" {
+		// A socket URL names the same relay: its stream is the http(s) one.
+		base, err = httpBase(u)
 	}
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("tail: relay URL %q is not an http(s) URL (nor ws(s))", cfg.URL)
+	}
+	cfg.URL = base
 	if _, err := aep.ParseFilter([]byte(cfg.Filter)); err != nil {
 		return nil, fmt.Errorf("tail: %w", err)
 	}
@@ -142,8 +149,9 @@ func NewTailer(cfg TailConfig) (*Tailer, error) {
 	return &Tailer{cfg: cfg, seen: make(map[[2]string]struct{})}, nil
 }
 
-// Run follows the stream until ctx ends (nil), a TailError, or, when not
-// Live, the end of the replay.
+// Run follows the stream until ctx ends (nil), a TailError, a relay
+// certificate that does not verify, or, when not Live, the end of the
+// replay.
 func (t *Tailer) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Min: t.cfg.BackoffMin, Max: t.cfg.BackoffMax}
 	first := true
@@ -171,6 +179,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if !t.cfg.Live {
 				return nil
 			}
+		case tlsconf.CertError(err) != nil:
+			// The same certificate fails the same way on every retry.
+			return tlsconf.CertError(err)
 		default:
 			attempt++
 			t.cfg.OnStatus(TailStatus{Kind: TailUnreachable, Attempt: attempt, Err: err})

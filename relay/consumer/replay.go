@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,13 +29,13 @@ var ErrUnreachable = errors.New("unreachable")
 // ReadReplay reads one replay pass of everything a relay holds (from=all,
 // live=0) matching filter. The first failed connect is the answer
 // (ErrUnreachable).
-func ReadReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, error) {
+func ReadReplay(ctx context.Context, base, token string, hc *http.Client, filter string) ([]*aep.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, ReplayTimeout)
 	defer cancel()
 	var evs []*aep.Event
 	var unreachable error
 	t, err := client.NewTailer(client.TailConfig{
-		URL: base, Token: token, Filter: filter, From: wire.From{All: true},
+		URL: base, Token: token, Filter: filter, From: wire.From{All: true}, HTTPClient: hc,
 		OnEvent: func(ev *aep.Event) { evs = append(evs, ev) },
 		OnStatus: func(st client.TailStatus) {
 			if st.Kind == client.TailUnreachable {
@@ -61,8 +62,8 @@ func ReadReplay(ctx context.Context, base, token, filter string) ([]*aep.Event, 
 // LoadPending reads a relay's replay of the attention lifecycle
 // (PendingFilter) and folds it; an error names the relay (without
 // credentials).
-func LoadPending(ctx context.Context, base, token string) (*Fold, error) {
-	evs, err := ReadReplay(ctx, base, token, PendingFilter)
+func LoadPending(ctx context.Context, base, token string, hc *http.Client) (*Fold, error) {
+	evs, err := ReadReplay(ctx, base, token, hc, PendingFilter)
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(base), err)
 	}
