@@ -322,6 +322,7 @@ func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 // A request past its deadline is refused with 410, and a link to a
 // request the notifier never saw, past its expiry, too.
 func TestNotifyExpired(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
 	st.start(t, "s2")
@@ -368,6 +369,7 @@ func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
 // --notify-after: a request answered before it passes sends nothing; one
 // still waiting then is sent.
 func TestNotifyAfter(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, After: 700 * time.Millisecond}, nil)
 	st.start(t, "s4")
@@ -389,6 +391,7 @@ func TestNotifyAfter(t *testing.T) {
 // Requests coming due within the coalescing window of a notification go
 // out as one digest.
 func TestNotifyDigest(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Window: time.Second}, nil)
 	for _, s := range []string{"d1", "d2", "d3", "d4"} {
