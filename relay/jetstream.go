@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -149,6 +150,14 @@ type JetStreamBackend struct {
 
 	// sync is the group commit under SyncAlways (nil: the server's interval).
 	sync *storeSync
+	// snapshot is where a private embedded store keeps its index between
+	// runs (jssnap.go); empty for any other. indexedSeq is the highest
+	// stream sequence the index reflects; guarded by admitMu.
+	snapshot   string
+	indexedSeq uint64
+	// fromSnapshot is the stream sequence the start's snapshot reflected
+	// (0: the index was rebuilt from the whole stream).
+	fromSnapshot uint64
 
 	purges  chan purge
 	stop    context.CancelFunc
@@ -210,6 +219,9 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		private:     cfg.URL == "" && cfg.Listen == "",
 		purges:      make(chan purge, 1024),
 	}
+	if b.private {
+		b.snapshot = filepath.Join(cfg.Dir, snapshotName)
+	}
 	b.admitCond = sync.NewCond(&b.admitMu)
 	b.routes.wake = make(chan struct{}, 1)
 	if b.private {
@@ -237,7 +249,9 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		}
 		b.sync = sync
 	}
-	if err := b.follow(sctx); err != nil {
+	// The rebuild is bounded by the caller's context, not the start
+	// timeout: a large stream takes as long as it takes to read.
+	if err := b.follow(ctx); err != nil {
 		b.shutdown()
 		return nil, err
 	}
@@ -439,13 +453,12 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		return fmt.Errorf("jetstream store: stream info: %w", err)
 	}
 	last := info.State.LastSeq
-	it, err := b.messages(ictx, 1)
+	// A snapshot of the index leaves only the stream after it to replay.
+	seq := b.loadSnapshot(info)
+	it, pending, err := b.messages(ictx, seq+1)
 	if err != nil {
 		return err
 	}
-	// The rebuild is bounded by the caller's context, not the start
-	// timeout: a large stream takes as long as it takes to read.
-	var seq uint64
 	batch := make([]*Message, 0, 256)
 	flush := func() {
 		if len(batch) > 0 {
@@ -453,7 +466,7 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 			batch = batch[:0]
 		}
 	}
-	for pending := info.State.Msgs > 0; pending; {
+	for pending := pending > 0 && seq < last; pending; {
 		jm, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			it.Stop()
@@ -479,6 +492,7 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		}
 	}
 	flush()
+	b.indexedSeq = seq
 	b.rebuildTime = time.Since(start)
 	b.log.Info("jetstream store ready", "stream", b.name, "events", b.rebuiltEvents, "last_seq", last, "took", b.rebuildTime)
 
@@ -516,22 +530,27 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 	return nil
 }
 
-// messages reads the stream from stream sequence from on, in order.
-func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream.MessagesContext, error) {
+// messages reads the stream from stream sequence from on, in order; pending
+// is how many messages it held from there when the read began.
+func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream.MessagesContext, uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if from > 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
 	cons, err := b.js.OrderedConsumer(ctx, b.name, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
+		return nil, 0, fmt.Errorf("jetstream store: consumer: %w", err)
+	}
+	var pending uint64
+	if ci := cons.CachedInfo(); ci != nil {
+		pending = ci.NumPending
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(followBatch, b.followBytes),
 		jetstream.PullExpiry(4*followHeartbeat), jetstream.PullHeartbeat(followHeartbeat))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: consumer: %w", err)
+		return nil, 0, fmt.Errorf("jetstream store: consumer: %w", err)
 	}
-	return it, nil
+	return it, pending, nil
 }
 
 // followFrom admits what other relays publish, from stream sequence next
@@ -558,7 +577,7 @@ func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.Messages
 				return nil
 			case <-time.After(followHeartbeat):
 			}
-			if it, err = b.messages(ctx, next); err == nil {
+			if it, _, err = b.messages(ctx, next); err == nil {
 				break
 			}
 			b.log.Warn("jetstream store: follower cannot resume yet", "next_seq", next, "err", err)
@@ -682,7 +701,9 @@ func (b *JetStreamBackend) purge(ctx context.Context, p purge) {
 	if b.mixed {
 		subjects = append(subjects, subjects[0]+".*")
 	}
-	pctx, cancel := context.WithTimeout(ctx, b.timeout)
+	// A purge begun is finished, closing or not: the stream's state when
+	// the store closes is then the one its index snapshot records.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
 	defer cancel()
 	for _, subject := range subjects {
 		if err := b.stream.Purge(pctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(p.before)); err != nil {
@@ -748,6 +769,9 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	if err != nil {
 		b.pubErrors.Add(1)
 		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
+	}
+	for _, m := range held {
+		b.indexedSeq = max(b.indexedSeq, m.StoreSeq)
 	}
 	return b.mem.ingest(msgs, already)
 }
@@ -877,10 +901,63 @@ func (b *JetStreamBackend) Close() error {
 		if b.stop != nil {
 			b.stop()
 			err = b.group.Wait()
+			b.saveSnapshot()
 		}
 		b.shutdown()
 	})
 	return err
+}
+
+// loadSnapshot restores the index from a private store's snapshot and
+// returns the stream sequence it reflects (0: none, rebuild it all). The
+// snapshot is removed once read: one that outlived a crash could describe
+// a stream that has since changed under the same sequences.
+func (b *JetStreamBackend) loadSnapshot(info *jetstream.StreamInfo) uint64 {
+	if b.snapshot == "" {
+		return 0
+	}
+	removeSnapshotTemps(filepath.Dir(b.snapshot))
+	last, err := b.mem.readSnapshot(b.snapshot, snapshotHeader{stream: b.name, created: info.Created.UnixNano(),
+		msgs: info.State.Msgs, first: info.State.FirstSeq, last: info.State.LastSeq})
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if rerr := os.Remove(b.snapshot); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		b.log.Warn("jetstream store: index snapshot not removed", "path", b.snapshot, "err", rerr)
+	}
+	if err != nil {
+		b.log.Warn("jetstream store: index snapshot not used; rebuilding from the stream", "path", b.snapshot, "err", err)
+		return 0
+	}
+	b.rebuiltEvents = uint64(b.mem.Stats().Events)
+	b.fromSnapshot = last
+	return last
+}
+
+// saveSnapshot writes a private store's index for the next start, with no
+// batch being admitted meanwhile. A failure costs the next start a full
+// rebuild, nothing else.
+func (b *JetStreamBackend) saveSnapshot() {
+	if b.snapshot == "" {
+		return
+	}
+	b.admitMu.Lock()
+	defer b.admitMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		b.log.Warn("jetstream store: index snapshot not written; the next start rebuilds from the stream", "err", err)
+		return
+	}
+	start := time.Now()
+	h := snapshotHeader{stream: b.name, created: info.Created.UnixNano(),
+		msgs: info.State.Msgs, first: info.State.FirstSeq, last: info.State.LastSeq, lastSeq: b.indexedSeq}
+	if err := b.mem.writeSnapshot(b.snapshot, h); err != nil {
+		b.log.Warn("jetstream store: index snapshot not written; the next start rebuilds from the stream", "err", err)
+		return
+	}
+	b.log.Info("jetstream store: index snapshot written", "events", b.mem.Stats().Events, "last_seq", h.lastSeq, "took", time.Since(start))
 }
 
 func (b *JetStreamBackend) shutdown() {

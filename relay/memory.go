@@ -236,15 +236,7 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 		e.gseq = b.gseq
 	}
 	s.maxGseq = max(s.maxGseq, e.gseq)
-	s.ids[h] = struct{}{}
-	s.insert(e)
-	s.n++
-	s.bytes += int64(len(e.raw))
-	b.events++
-	b.bytes += int64(len(e.raw))
-	if !e.foreign && (!s.hasLatest || s.latest.Less(e.pos)) {
-		s.latest, s.hasLatest = e.pos, true
-	}
+	b.hold(s, e)
 	for s.n > b.depth {
 		b.trimOne(s)
 		s.unreported++
@@ -261,6 +253,19 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 	s.lastWrite = now
 	b.touch(s)
 	return true
+}
+
+// hold places e in s and counts it. The caller holds b.mu.
+func (b *MemoryBackend) hold(s *session, e entry) {
+	s.ids[e.hash] = struct{}{}
+	s.insert(e)
+	s.n++
+	s.bytes += int64(len(e.raw))
+	b.events++
+	b.bytes += int64(len(e.raw))
+	if !e.foreign && (!s.hasLatest || s.latest.Less(e.pos)) {
+		s.latest, s.hasLatest = e.pos, true
+	}
 }
 
 // heldAlready reports, for each of msgs, whether its session already holds
