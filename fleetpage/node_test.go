@@ -15,7 +15,8 @@ import (
 
 // TestStateConformance runs the page's state module through the consumer
 // conformance obligations over the golden corpus, and through the fold's
-// golden cases it shares with relay/consumer, with Node's test runner (the
+// golden cases it shares with relay/consumer, and the service worker
+// through its push and click handling, with Node's test runner (the
 // Node the Kimi harness installs: the page itself needs no Node).
 func TestStateConformance(t *testing.T) {
 	if testing.Short() {
@@ -26,8 +27,9 @@ func TestStateConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The page's modules must at least parse: node checks their syntax as
-	// ES modules (a .mjs copy, since the page serves them as .js).
-	for _, f := range []string{"app.js", "state.js"} {
+	// ES modules (a .mjs copy, since the page serves them as .js); the
+	// service worker is a classic script, checked as one by the worker test.
+	for _, f := range []string{"app.js", "state.js", "push.js"} {
 		b, err := os.ReadFile(filepath.Join("assets", f))
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +43,7 @@ func TestStateConformance(t *testing.T) {
 		}
 	}
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec",
-		filepath.Join("testdata", "state.test.mjs"), filepath.Join("testdata", "fold.test.mjs"))
+		filepath.Join("testdata", "state.test.mjs"), filepath.Join("testdata", "fold.test.mjs"), filepath.Join("testdata", "sw.test.mjs"))
 	cmd.Env = append(os.Environ(), fixtures.Env+"="+corpus, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -301,6 +301,12 @@ func (p *Page) fileGenerationLocked() ([]byte, bool, error) {
 	return gen, true, nil
 }
 
+// The service worker and the web app manifest, as the page links them.
+const (
+	swPath       = "/app/sw.js"
+	manifestPath = "/app/manifest.webmanifest"
+)
+
 // ServeHTTP serves GET / and /app/* (the files), POST /app/login and
 // POST /app/logout, and GET /app/auth (whether a login is needed and held).
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -332,6 +338,14 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
+	switch r.URL.Path {
+	case swPath:
+		// The worker lives under /app/ and serves the whole page: its
+		// scope is the root.
+		h.Set("Service-Worker-Allowed", "/")
+	case manifestPath:
+		h.Set("Content-Type", "application/manifest+json")
+	}
 	r2 := r
 	if strings.HasPrefix(r.URL.Path, "/app/") {
 		r2 = r.Clone(r.Context())

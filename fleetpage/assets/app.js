@@ -101,21 +101,32 @@ const LOGIN_HEADER = 'AEP-Login';
 // Closing reasons that mean this browser's login ended.
 const LOGIN_ENDED = new Set(['logged-out', 'login-expired', 'login-key-rotated', 'token-changed', 'login-evicted']);
 
-function loginSecret() {
+// stored reads key from the storage area() gives, and store writes it
+// ('' removes it); a browser that refuses storage reads '' and keeps
+// nothing (for the login: it lasts as long as this page).
+export function stored(area, key) {
   try {
-    return sessionStorage.getItem(LOGIN_KEY) || '';
+    return area().getItem(key) || '';
   } catch {
     return '';
   }
 }
 
-function setLoginSecret(v) {
+export function store(area, key, v) {
   try {
-    if (v) sessionStorage.setItem(LOGIN_KEY, v);
-    else sessionStorage.removeItem(LOGIN_KEY);
+    if (v) area().setItem(key, v);
+    else area().removeItem(key);
   } catch {
-    // storage refused: the login lasts as long as this page
+    // storage refused
   }
+}
+
+function loginSecret() {
+  return stored(() => sessionStorage, LOGIN_KEY);
+}
+
+function setLoginSecret(v) {
+  store(() => sessionStorage, LOGIN_KEY, v);
 }
 
 // authed is fetch's options for a request to the page's own origin that
@@ -895,8 +906,14 @@ const RULES_MS = 10000; // how often the rules view refreshes its counts
 
 // rulesAPI calls the relay's rules API (its own relay only: the page's
 // login opens it, same origin).
-async function rulesAPI(path, method = 'GET', body) {
-  const res = await fetch(`/rules${path}`, authed({
+function rulesAPI(path, method = 'GET', body) {
+  return relayAPI(`/rules${path}`, method, body);
+}
+
+// relayAPI calls one of the relay's JSON APIs with the page's login; a
+// refusal throws with the relay's detail and the status.
+export async function relayAPI(path, method = 'GET', body) {
+  const res = await fetch(path, authed({
     method,
     headers: body ? { 'Content-Type': 'application/json' } : {},
     body: body ? JSON.stringify(body) : undefined,
@@ -1035,7 +1052,8 @@ function markSelected() {
   else delete document.querySelector('main').dataset.open;
 }
 
-function openSession(id) {
+// openSession shows one session (push.js opens a linked request's).
+export function openSession(id) {
   ui.selected = id;
   $('session-pane').hidden = false;
   markSelected();

@@ -75,6 +75,9 @@ func New(t testing.TB, width, height int) *Browser {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(width, height),
 		chromedp.UserDataDir(profile),
+		// Notifications in Chromium's own message center, not the desktop's
+		// (there is none): what a page shows stays listed until closed.
+		chromedp.Flag("disable-features", "NativeNotifications"),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)

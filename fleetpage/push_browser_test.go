@@ -1,0 +1,354 @@
+package fleetpage_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/serviceworker"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// answerLinks stands in for the relay's answer links on the page's own
+// origin: each POST is recorded and answered with the status its token was
+// given.
+type answerLinks struct {
+	mu     sync.Mutex
+	status map[string]int
+	posts  []string
+}
+
+func (a *answerLinks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok := strings.TrimPrefix(r.URL.Path, "/test-answer/")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST answers", http.StatusMethodNotAllowed)
+		return
+	}
+	a.posts = append(a.posts, tok)
+	st := a.status[tok]
+	if st == 0 {
+		st = http.StatusNotFound
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st)
+	_, _ = io.WriteString(w, `{}`)
+}
+
+func (a *answerLinks) set(tok string, status int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.status[tok] = status
+}
+
+func (a *answerLinks) posted() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.posts...)
+}
+
+// pushPage is the page in Chromium with its service worker running, behind
+// a front that serves test answer links on the page's origin.
+type pushPage struct {
+	t      *testing.T
+	b      *browsertest.Browser
+	origin string
+	regID  serviceworker.RegistrationID
+	links  *answerLinks
+}
+
+func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
+	b := browsertest.New(t, width, height)
+	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
+	target, _ := url.Parse(srv.URL)
+	links := &answerLinks{status: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.Handle("/test-answer/", links)
+	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
+	front := httptest.NewServer(mux)
+	t.Cleanup(front.Close)
+	p := &pushPage{t: t, b: b, origin: front.URL, links: links}
+
+	regs := make(chan serviceworker.RegistrationID, 8)
+	chromedp.ListenTarget(b.Ctx, func(ev any) {
+		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
+			for _, r := range e.Registrations {
+				if strings.HasPrefix(r.ScopeURL, front.URL) && !r.IsDeleted {
+					select {
+					case regs <- r.RegistrationID:
+					default:
+					}
+				}
+			}
+		}
+	})
+	b.MustRun("grant notifications", serviceworker.Enable(),
+		browser.GrantPermissions([]browser.PermissionType{browser.PermissionTypeNotifications}).WithOrigin(front.URL))
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(front.URL, testToken)))
+	b.WaitJS("the service worker controls the page", `navigator.serviceWorker.controller !== null`)
+	select {
+	case p.regID = <-regs:
+	case <-time.After(browsertest.Wait):
+		t.Fatal("no service worker registration reported")
+	}
+	return p, dialEmitter(t, srv.URL)
+}
+
+// await evaluates a promise-valued expression in ctx into out.
+func await(ctx context.Context, expr string, out any) error {
+	return chromedp.Run(ctx, chromedp.Evaluate(expr, out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	}))
+}
+
+type shown struct {
+	Title, Body, Tag string
+	Actions          []struct{ Action, Title string }
+	Data             struct {
+		Open    string
+		Answers []struct{ Option, Label, URL string }
+	}
+	Renotify, Silent, RequireInteraction bool
+}
+
+const notificationsJS = `navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => ({
+  title: n.title, body: n.body, tag: n.tag, actions: n.actions.map(a => ({action: a.action, title: a.title})),
+  data: n.data, renotify: n.renotify, silent: n.silent, requireInteraction: n.requireInteraction })))`
+
+// notification waits until the service worker shows a notification that
+// satisfies ok, and returns it. It reads them every pollNotifications: each
+// read makes Chromium reconcile its stored notifications with the shown
+// ones, which under load can drop one that is still being shown.
+func (p *pushPage) notification(what string, ok func(shown) bool) shown {
+	p.t.Helper()
+	deadline := time.Now().Add(browsertest.Wait)
+	for {
+		time.Sleep(pollNotifications)
+		var ns []shown
+		ctx, cancel := context.WithTimeout(p.b.Ctx, 10*time.Second)
+		err := await(ctx, notificationsJS, &ns)
+		cancel()
+		if err != nil {
+			p.t.Fatalf("notifications: %v", err)
+		}
+		for _, n := range ns {
+			if ok(n) {
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no notification %s; shown: %+v", what, ns)
+		}
+	}
+}
+
+const pollNotifications = 500 * time.Millisecond
+
+// push delivers a push message with payload to the page's service worker,
+// as the push service would.
+func (p *pushPage) push(payload any) {
+	p.t.Helper()
+	b, _ := json.Marshal(payload)
+	p.b.MustRun("deliver a push", serviceworker.DeliverPushMessage(p.origin, p.regID, string(b)))
+}
+
+// worker is a DevTools session in the page's service worker, until done.
+// While a session is attached, Chromium shows no notification for a push
+// delivered to the worker, so each tap attaches for itself and detaches
+// after; the chromedp context (which would close the worker's target when
+// cancelled) ends with the browser.
+func (p *pushPage) worker() (ctx context.Context, done func()) {
+	p.t.Helper()
+	var infos []*target.Info
+	p.b.MustRun("targets", chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		infos, err = target.GetTargets().Do(ctx)
+		return err
+	}))
+	for _, ti := range infos {
+		if ti.Type == "service_worker" && strings.HasPrefix(ti.URL, p.origin) {
+			ctx, _ := chromedp.NewContext(p.b.Ctx, chromedp.WithTargetID(ti.TargetID))
+			if err := chromedp.Run(ctx); err != nil {
+				p.t.Fatalf("attach to the service worker: %v", err)
+			}
+			c := chromedp.FromContext(ctx)
+			return ctx, func() {
+				err := target.DetachFromTarget().WithSessionID(c.Target.SessionID).Do(cdp.WithExecutor(p.b.Ctx, c.Browser))
+				if err != nil {
+					p.t.Fatalf("detach from the service worker: %v", err)
+				}
+			}
+		}
+	}
+	p.t.Fatalf("no service worker target among %d", len(infos))
+	return nil, nil
+}
+
+type clickResult struct {
+	Status int
+	Title  string
+}
+
+// tap runs the worker's click handler on the notification tagged tag, with
+// action ("" taps the notification itself): what a person's tap runs.
+func (p *pushPage) tap(tag, action string) clickResult {
+	p.t.Helper()
+	sw, done := p.worker()
+	defer done()
+	var res clickResult
+	expr := `self.registration.getNotifications({tag: ` + browsertest.Quote(tag) + `}).then(ns => self.aepPush.handleClick(ns[0], ` + browsertest.Quote(action) + `))`
+	ctx, cancel := context.WithTimeout(sw, browsertest.Wait)
+	defer cancel()
+	if err := await(ctx, expr, &res); err != nil {
+		p.t.Fatalf("tap %s on %s: %v", action, tag, err)
+	}
+	return res
+}
+
+// requestPush is the payload the relay pushes for a held request (the Web
+// Push API's), its answer links on the page's origin.
+func (p *pushPage) requestPush(tag, session, id, title string, links ...string) map[string]any {
+	answers := []any{}
+	for i, opt := range []string{"allow", "deny"} {
+		answers = append(answers, map[string]any{"option": opt, "label": strings.ToUpper(opt[:1]) + opt[1:], "url": p.origin + "/test-answer/" + links[i]})
+	}
+	return map[string]any{"v": 1, "tag": tag, "title": title, "body": "fix the build · runs anyway in 45s",
+		"open": p.origin + "/#/request/" + session + "/" + id, "close": false, "answers": answers}
+}
+
+// In Chromium at phone width: the page installs (Chrome finds no
+// installability error in its manifest, icons and worker) and its service
+// worker controls it; a push shows a notification with the request's
+// answers as actions; a later push with the same tag and close replaces it
+// without actions; an action POSTs its answer link and the notification
+// becomes the outcome (Denied, Already answered on 409, Too late on 410); a
+// tap on the notification shows the open page the request, scrolled to and
+// marked; the link to a request no longer waiting opens its session.
+func TestBrowserPush(t *testing.T) {
+	p, em := newPushPage(t, 360, 800)
+	var errs []*page.InstallabilityError
+	var manifestErrs []*page.AppManifestError
+	p.b.MustRun("installability", chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		if errs, err = page.GetInstallabilityErrors().Do(ctx); err != nil {
+			return err
+		}
+		_, manifestErrs, _, _, err = page.GetAppManifest().Do(ctx)
+		return err
+	}))
+	for _, e := range errs {
+		t.Errorf("not installable: %s %v", e.ErrorID, e.ErrorArguments)
+	}
+	for _, e := range manifestErrs {
+		t.Errorf("manifest: %s (line %d)", e.Message, e.Line)
+	}
+
+	held, settled := aep.NewID(), aep.NewID()
+	em.send(
+		em.event("s1", "session.started", 0, map[string]any{"data": map[string]any{"label": "fix the build"}}),
+		em.event("s2", "session.started", 0, map[string]any{"data": map[string]any{"label": "write the docs"}}),
+	)
+	// Enough sessions that the request sits below the fold at 360 px.
+	for i := range 12 {
+		em.send(em.event("f"+strconv.Itoa(i), "session.started", 0, map[string]any{"data": map[string]any{"label": "filler " + strconv.Itoa(i)}}))
+	}
+	for range 6 {
+		em.send(em.event("s1", "attention.requested", -1, permission(aep.NewID(), "control")))
+	}
+	em.send(
+		em.event("s1", "attention.requested", -1, permission(held, "control")),
+		em.event("s2", "attention.requested", -1, permission(settled, "control")),
+		em.event("s2", "attention.answered", -1, map[string]any{"subject": settled, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}),
+	)
+
+	p.push(p.requestPush("req-1", "s1", held, "Shell: rm -rf build/", "allow-1", "deny-1"))
+	n := p.notification("for the request", func(n shown) bool { return n.Tag == "req-1" })
+	if n.Title != "Shell: rm -rf build/" || n.Body != "fix the build · runs anyway in 45s" || !n.Renotify || !n.RequireInteraction || n.Silent {
+		t.Errorf("the request's notification: %+v", n)
+	}
+	if len(n.Actions) != 2 || n.Actions[0].Title != "Allow" || n.Actions[1].Title != "Deny" || n.Actions[1].Action != "answer:1" {
+		t.Errorf("actions %+v, want Allow and Deny", n.Actions)
+	}
+	if n.Data.Open != p.origin+"/#/request/s1/"+held || len(n.Data.Answers) != 2 {
+		t.Errorf("data %+v", n.Data)
+	}
+
+	// A tap on the notification itself answers nothing and shows the open
+	// page the request.
+	p.tap("req-1", "")
+	p.b.WaitJS("the linked request marked", `document.querySelector('`+sel("data-attention", held)+`')?.dataset.linked === ''`)
+	var inView bool
+	p.b.Eval("in view", `(() => { const r = document.querySelector('`+sel("data-attention", held)+`').getBoundingClientRect(); return location.hash === '#/request/s1/`+held+`' && r.top >= 0 && r.bottom <= innerHeight; })()`, &inView)
+	if !inView {
+		t.Error("the linked request is not in view at 360 px, or the page's address does not name it")
+	}
+	if got := p.links.posted(); len(got) != 0 {
+		t.Fatalf("a tap without an action answered: %v", got)
+	}
+
+	// The request is over elsewhere: same tag, close, no actions.
+	p.push(map[string]any{"v": 1, "tag": "req-1", "title": "Answered elsewhere", "body": "Shell: rm -rf build/", "close": true,
+		"open": p.origin + "/#/request/s1/" + held})
+	n = p.notification("replaced", func(n shown) bool { return n.Tag == "req-1" && n.Title == "Answered elsewhere" })
+	if len(n.Actions) != 0 || n.Renotify || !n.Silent {
+		t.Errorf("the closing update: %+v", n)
+	}
+	var count int
+	if err := await(p.b.Ctx, `navigator.serviceWorker.ready.then(r => r.getNotifications({tag: 'req-1'})).then(ns => ns.length)`, &count); err != nil || count != 1 {
+		t.Errorf("%d notifications tagged req-1 (%v), want the one replaced", count, err)
+	}
+
+	// Actions: each POSTs its link once; the reply becomes the notification.
+	for i, c := range []struct {
+		status int
+		action string
+		want   string
+	}{{http.StatusOK, "answer:1", "Denied"}, {http.StatusOK, "answer:0", "Allowed"}, {http.StatusConflict, "answer:1", "Already answered"}, {http.StatusGone, "answer:0", "Too late"}} {
+		tag, a, d := "req-a"+strconv.Itoa(i), "allow-a"+strconv.Itoa(i), "deny-a"+strconv.Itoa(i)
+		chosen := map[string]string{"answer:0": a, "answer:1": d}[c.action]
+		p.links.set(chosen, c.status)
+		p.push(p.requestPush(tag, "s1", held, "Shell: rm -rf build/", a, d))
+		p.notification("for "+tag, func(n shown) bool { return n.Tag == tag && len(n.Actions) == 2 })
+		before := len(p.links.posted())
+		res := p.tap(tag, c.action)
+		if res.Status != c.status || res.Title != c.want {
+			t.Errorf("%s on %s answered %d: %+v, want %q", c.action, tag, c.status, res, c.want)
+		}
+		got := p.notification("with the outcome of "+tag, func(n shown) bool { return n.Tag == tag && n.Title == c.want })
+		if len(got.Actions) != 0 || got.Body != "Shell: rm -rf build/" {
+			t.Errorf("the outcome of %s: %+v", tag, got)
+		}
+		if posts := p.links.posted()[before:]; len(posts) != 1 || posts[0] != chosen {
+			t.Errorf("%s POSTed %v, want [%s]", c.action, posts, chosen)
+		}
+	}
+
+	// The link to a request no longer waiting opens its session.
+	p.b.MustRun("open the settled request's link", chromedp.Evaluate(`location.hash = '#/request/s2/`+settled+`'`, nil))
+	p.b.WaitJS("its session open", `!document.getElementById('session-pane').hidden && document.getElementById('session-title').textContent.includes('write the docs')`)
+}
