@@ -31,6 +31,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/cdproto/profiler"
+	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
@@ -46,6 +47,7 @@ type options struct {
 	live                         time.Duration
 	screenshot, chromium, old    string
 	profile                      string
+	trace                        bool
 }
 
 func main() {
@@ -57,6 +59,7 @@ func main() {
 	flag.DurationVar(&o.live, "live", 10*time.Second, "how long to send live events")
 	flag.StringVar(&o.old, "old", "", "a directory of another build's page assets (app.js, state.js, style.css, index.html), measured in the same runs as the embedded page")
 	flag.StringVar(&o.profile, "profile", "", "write the embedded page's JavaScript CPU profile of the first run's live phase here (.cpuprofile) and print where the time went")
+	flag.BoolVar(&o.trace, "trace", false, "trace Chromium's main thread during each variant's first live phase and print where its time went (script, style, layout, paint, ...)")
 	flag.StringVar(&o.screenshot, "screenshot", "", "write a screenshot of the loaded fleet view here (PNG)")
 	flag.StringVar(&o.chromium, "chromium", "chromium", "the Chromium binary")
 	flag.Parse()
@@ -103,7 +106,7 @@ func run(o options) error {
 				shot = o.screenshot
 			}
 			fmt.Printf("run %d, %s\n", i+1, v.name)
-			r, err := measure(ctx, o, v, profile, shot)
+			r, err := measure(ctx, o, v, profile, shot, o.trace && i < len(variants))
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", i+1, v.name, err)
 			}
@@ -199,7 +202,7 @@ func summarize(o options, variants []variant, all map[string][]result) {
 
 // measure runs one variant once: fresh relays (one empty, one filled), a
 // fresh browser, the load, then the live phase.
-func measure(ctx context.Context, o options, v variant, profile, screenshot string) (result, error) {
+func measure(ctx context.Context, o options, v variant, profile, screenshot string, trace bool) (result, error) {
 	var r result
 	empty, stopEmpty, err := startRelay(ctx, v.dir)
 	if err != nil {
@@ -247,7 +250,7 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 		}
 		fmt.Printf("  screenshot: %s\n", screenshot)
 	}
-	if err := liveLatency(ctx, browser, base, o, profile, &r); err != nil {
+	if err := liveLatency(ctx, browser, base, o, profile, trace, &r); err != nil {
 		return r, err
 	}
 	if r.heap2, _, err = memory(browser); err != nil {
@@ -576,13 +579,19 @@ const collect = `(() => {
 // liveLatency sends events at o.rate to live sessions and measures post ->
 // DOM on the page and post -> receipt on a Go WebSocket reader, the page's
 // rendering per frame and the machine's load meanwhile.
-func liveLatency(ctx context.Context, browser context.Context, base string, o options, profile string, res *result) error {
+func liveLatency(ctx context.Context, browser context.Context, base string, o options, profile string, trace bool, res *result) error {
 	before, err := metrics(browser)
 	if err != nil {
 		return err
 	}
 	if err := chromedp.Run(browser, chromedp.Evaluate(observer, nil)); err != nil {
 		return err
+	}
+	var endTrace func() error
+	if trace {
+		if endTrace, err = startTrace(browser); err != nil {
+			return err
+		}
 	}
 	if profile != "" {
 		if err := chromedp.Run(browser, profiler.Enable(), profiler.SetSamplingInterval(200), profiler.Start()); err != nil {
@@ -666,6 +675,11 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	}
 	time.Sleep(1500 * time.Millisecond) // the last renders
 	stopRead()
+	if endTrace != nil {
+		if err := endTrace(); err != nil {
+			return err
+		}
+	}
 	if profile != "" {
 		var p *profiler.Profile
 		if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
@@ -696,6 +710,110 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 		return errors.New("the page rendered fewer than 90% of the live events: " + fmt.Sprint(len(page), " of ", sent))
 	}
 	return nil
+}
+
+// startTrace records Chromium's timeline; the function it returns stops it
+// and prints, for the page's main thread, the time in each kind of work
+// (nested kinds are inside their parents: RunTask holds the rest).
+func startTrace(browser context.Context) (func() error, error) {
+	var mu sync.Mutex
+	var raw [][]byte
+	done := make(chan struct{})
+	chromedp.ListenTarget(browser, func(ev any) {
+		switch e := ev.(type) {
+		case *tracing.EventDataCollected:
+			mu.Lock()
+			for _, v := range e.Value {
+				raw = append(raw, v)
+			}
+			mu.Unlock()
+		case *tracing.EventTracingComplete:
+			close(done)
+		}
+	})
+	start := tracing.Start().WithTransferMode(tracing.TransferModeReportEvents).
+		WithTraceConfig(&tracing.TraceConfig{IncludedCategories: []string{"devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8"}})
+	if err := chromedp.Run(browser, start); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := chromedp.Run(browser, tracing.End()); err != nil {
+			return err
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			return errors.New("the trace did not complete")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		type event struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			Pid  int     `json:"pid"`
+			Tid  int     `json:"tid"`
+			Dur  float64 `json:"dur"`
+			Args struct {
+				Name         string `json:"name"`
+				ElementCount int    `json:"elementCount"`
+				BeginData    struct {
+					DirtyObjects int `json:"dirtyObjects"`
+					TotalObjects int `json:"totalObjects"`
+				} `json:"beginData"`
+			} `json:"args"`
+		}
+		type thread struct{ pid, tid int }
+		mains := map[thread]bool{}
+		var evs []event
+		for _, v := range raw {
+			var e event
+			if json.Unmarshal(v, &e) != nil {
+				continue
+			}
+			if e.Ph == "M" && e.Name == "thread_name" && e.Args.Name == "CrRendererMain" {
+				mains[thread{e.Pid, e.Tid}] = true
+			}
+			if e.Ph == "X" {
+				evs = append(evs, e)
+			}
+		}
+		// The page's main thread is the renderer main thread that worked most.
+		busy := map[thread]float64{}
+		for _, e := range evs {
+			if t := (thread{e.Pid, e.Tid}); mains[t] && (e.Name == "ThreadControllerImpl::RunTask" || e.Name == "RunTask") {
+				busy[t] += e.Dur
+			}
+		}
+		var main thread
+		for t, b := range busy {
+			if b > busy[main] {
+				main = t
+			}
+		}
+		total, count := map[string]float64{}, map[string]int{}
+		var styled, dirty, objects int
+		for _, e := range evs {
+			if (thread{e.Pid, e.Tid}) == main {
+				total[e.Name] += e.Dur / 1000
+				count[e.Name]++
+				styled += e.Args.ElementCount
+				dirty += e.Args.BeginData.DirtyObjects
+				objects += e.Args.BeginData.TotalObjects
+			}
+		}
+		names := make([]string, 0, len(total))
+		for n := range total {
+			names = append(names, n)
+		}
+		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(total[b], total[a]) })
+		fmt.Printf("  trace of the live phase, the page's main thread (ms, count; nested kinds inside their parents)\n")
+		fmt.Printf("    style recalculated for %d elements in %d passes; layout of %d dirty objects (of %d) in %d passes\n",
+			styled, count["UpdateLayoutTree"], dirty, objects, count["Layout"])
+		for _, n := range names[:min(len(names), 25)] {
+			fmt.Printf("    %8.0f  %6d  %s\n", total[n], count[n], n)
+		}
+		return nil
+	}, nil
 }
 
 // loadAverage is the machine's 1-minute load average (Linux).
