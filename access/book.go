@@ -29,6 +29,7 @@ type Book struct {
 	raw    []byte // the file's bytes in force
 	byHash map[[sha256.Size]byte]Entry
 	byRef  map[Ref]Entry
+	byName map[string]Entry
 	err    string // the last reading problem logged
 
 	usesMu sync.Mutex
@@ -95,7 +96,7 @@ func (b *Book) Reload() (ended []string) {
 	if b.byHash != nil {
 		b.log.Info("tokens file changed", "people", len(f.People), "ended", ended)
 	}
-	b.raw, b.byHash, b.byRef = raw, byHash, byRef
+	b.raw, b.byHash, b.byRef, b.byName = raw, byHash, byRef, byName
 	return ended
 }
 
@@ -142,6 +143,19 @@ func (b *Book) Resolve(ref Ref) (Principal, bool) {
 	}
 	b.touch(e.Name)
 	return e.Principal(), true
+}
+
+// Current is the person named name as the file says now; false once
+// their token is gone. Whoever acts for a person outside a connection (an
+// answer link minted earlier) checks they still stand.
+func (b *Book) Current(name string) (Principal, bool) {
+	if b == nil {
+		return Principal{}, false
+	}
+	b.mu.RLock()
+	e, ok := b.byName[name]
+	b.mu.RUnlock()
+	return e.Principal(), ok
 }
 
 // usesGrain is how finely last uses are kept: a busy token is noted once

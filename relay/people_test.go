@@ -1,7 +1,9 @@
 package relay_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -208,10 +210,19 @@ func TestRevokeEndsConnections(t *testing.T) {
 	if _, err := tm.store.Remove("walt"); err != nil {
 		t.Fatal(err)
 	}
-	reason := ""
-	for it := range stream.items {
-		if it.IsComment && it.Comment != "ping" {
-			reason = it.Comment
+	reason, deadline := "", time.After(2*time.Second)
+read:
+	for {
+		select {
+		case it, open := <-stream.items:
+			if !open {
+				break read
+			}
+			if it.IsComment && it.Comment != "ping" {
+				reason = it.Comment
+			}
+		case <-deadline:
+			t.Fatal("the stream is open 2 s after the token was removed")
 		}
 	}
 	if took := time.Since(start); took > 2*time.Second || reason != "token-revoked" {
@@ -255,5 +266,28 @@ func TestRulesNeedAdminToChange(t *testing.T) {
 		if res.status != c.want {
 			t.Errorf("%s %s as %.4s…: %d %s, want %d", c.method, c.path, c.token, res.status, res.body, c.want)
 		}
+	}
+}
+
+// Respond answers for a person as they stand now: a token revoked since a
+// link was made for it answers nothing.
+func TestRespondAsRevokedPerson(t *testing.T) {
+	tm := newTeam(t)
+	target(t, tm.srv, "both", "kimi", "s-l", `{"accepts":["control.attention.respond"]}`)
+	ann := access.Principal{Name: "ann", Role: access.RoleAnswer, Capture: aep.CaptureFull}
+	if err := tm.srv.Respond(context.Background(), ann, "aep-kimi-link", "s-l", "req-1", "deny"); err != nil {
+		t.Fatalf("ann's answer: %v", err)
+	}
+	if _, err := tm.store.Remove("ann"); err != nil {
+		t.Fatal(err)
+	}
+	var re *relay.RespondError
+	eventually(t, "ann's link refused", func() bool {
+		err := tm.srv.Respond(context.Background(), ann, "aep-kimi-link", "s-l", "req-1", "deny")
+		return errors.As(err, &re) && re.Code == "forbidden"
+	})
+	walt := access.Principal{Name: "walt", Role: access.RoleAnswer} // the link says answer; the file says watch
+	if err := tm.srv.Respond(context.Background(), walt, "aep-kimi-link", "s-l", "req-1", "deny"); !errors.As(err, &re) || re.Code != "forbidden" {
+		t.Fatalf("walt's answer: %v", err)
 	}
 }

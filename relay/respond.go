@@ -39,6 +39,15 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	if s.cfg.Token == "" {
 		return ErrWatchOnly
 	}
+	if p.Name != access.OwnerName && s.cfg.People != nil {
+		// The person as they stand now: a token revoked (or a role
+		// lowered) since a link was made for them answers nothing.
+		cur, ok := s.cfg.People.Current(p.Name)
+		if !ok {
+			return &RespondError{Code: wire.CodeForbidden, Detail: fmt.Sprintf("%s no longer holds a token on this relay", p.Name)}
+		}
+		p = cur
+	}
 	if !p.Can(access.RoleAnswer) {
 		return &RespondError{Code: wire.CodeForbidden, Detail: fmt.Sprintf("%s may not answer requests (role %s)", p.Name, p.Role)}
 	}
