@@ -77,6 +77,9 @@ type SubscribeRequest struct {
 	Filter *aep.Filter
 	// From selects the replay; empty means live only.
 	From wire.From
+	// filterKey, when set, is Filter's text as the consumer sent it:
+	// subscriptions with the same key share one match per message.
+	filterKey string
 }
 
 // Replay is the history a subscription starts with.
@@ -182,9 +185,6 @@ type Message struct {
 	// (An atomic.Value, not an atomic.Pointer: copies of a Message, made
 	// before any subscriber reads it, stay plain struct copies.)
 	down atomic.Value // *downlevels
-	// sse holds the message framed for SSE (an *sseFrame), made once by
-	// the first stream that delivers it and shared by the rest.
-	sse atomic.Value
 }
 
 // downlevels is a message at each ceiling below full.

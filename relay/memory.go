@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -84,11 +85,16 @@ type MemoryBackend struct {
 	seed               maphash.Seed
 	now                func() time.Time
 
-	mu        sync.Mutex
-	sessions  map[string]*session
-	oldest    *session // LRU head
-	newest    *session
-	subs      []*memSub
+	mu       sync.Mutex
+	sessions map[string]*session
+	oldest   *session // LRU head
+	newest   *session
+	// groups holds the live subscribers, those sharing a filter (by
+	// SubscribeRequest.filterKey) in one group, whose filter is matched
+	// once per ingested message for all of them.
+	groups    []*subGroup
+	nSubs     int
+	matchBuf  []*Message
 	events    int
 	bytes     int64
 	evictions uint64
@@ -115,9 +121,15 @@ type MemoryBackend struct {
 const floorEvery = 256
 
 type memSub struct {
-	filter *aep.Filter
-	sub    Subscriber
-	batch  batchSubscriber // sub, when it takes batches
+	sub   Subscriber
+	batch batchSubscriber // sub, when it takes batches
+}
+
+// subGroup is the subscribers that share one filter.
+type subGroup struct {
+	key     string // "" for a group of one that no other joins
+	filter  *aep.Filter
+	members []*memSub
 }
 
 // NewMemoryBackend returns an in-memory backend holding up to depth events
@@ -183,26 +195,46 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 		}
 	}
 	// Fanned out after the whole batch is admitted (under the same lock,
-	// so a subscription still sees exactly what its replay did not): a
-	// subscriber that takes batches gets the batch in one piece.
-	for _, s := range b.subs {
-		if s.batch != nil {
-			s.batch.offerBatch(s.filter, msgs)
+	// so a subscription still sees exactly what its replay did not): each
+	// filter is matched once per message for its whole group, and a
+	// subscriber that takes batches gets its matches in one piece.
+	for _, g := range b.groups {
+		matched := msgs
+		if !g.filter.Empty() {
+			matched = b.matchBuf[:0]
+			for _, m := range msgs {
+				if g.filter.Match(m.Event) {
+					matched = append(matched, m)
+				}
+			}
+			b.matchBuf = matched
+		}
+		if len(matched) == 0 {
 			continue
 		}
-		for _, m := range msgs {
-			if s.filter.Match(m.Event) {
-				s.sub.Offer(m)
+		var run *msgRun
+		for _, s := range g.members {
+			if s.batch == nil {
+				for _, m := range matched {
+					s.sub.Offer(m)
+				}
+				continue
 			}
+			if run == nil {
+				run = newMsgRun(slices.Clone(matched))
+			}
+			s.batch.offerRun(run)
 		}
 	}
+	clear(b.matchBuf)
 	return res
 }
 
 // batchSubscriber is a Subscriber that takes a batch's matching messages
-// at once and acts on them once (one wake-up of its writer per batch).
+// as one run, shared with every subscriber of the same filter, and acts
+// on them at once (one wake-up of its writer per batch).
 type batchSubscriber interface {
-	offerBatch(f *aep.Filter, msgs []*Message)
+	offerRun(r *msgRun)
 }
 
 // admit holds m in its session unless the session already holds its
@@ -645,26 +677,62 @@ func (b *MemoryBackend) Subscribe(req SubscribeRequest, sub Subscriber) (func(),
 		}
 	}
 	sub.Start(r)
-	ms := &memSub{filter: req.Filter, sub: sub}
+	ms := &memSub{sub: sub}
 	ms.batch, _ = sub.(batchSubscriber)
-	b.subs = append(b.subs, ms)
+	g := b.join(req, ms)
 	b.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			for i, x := range b.subs {
-				if x == ms {
-					last := len(b.subs) - 1
-					b.subs[i] = b.subs[last]
-					b.subs[last] = nil
-					b.subs = b.subs[:last]
-					break
-				}
-			}
+			b.leave(g, ms)
 		})
 	}, nil
+}
+
+// join adds ms to the group of its filter, or to a new one. The caller
+// holds b.mu.
+func (b *MemoryBackend) join(req SubscribeRequest, ms *memSub) *subGroup {
+	b.nSubs++
+	key := req.filterKey
+	if ms.batch == nil {
+		key = "" // grouped only with subscribers that take batches
+	}
+	if key != "" {
+		for _, g := range b.groups {
+			if g.key == key {
+				g.members = append(g.members, ms)
+				return g
+			}
+		}
+	}
+	g := &subGroup{key: key, filter: req.Filter, members: []*memSub{ms}}
+	b.groups = append(b.groups, g)
+	return g
+}
+
+// leave removes ms from g, and g once empty. The caller holds b.mu.
+func (b *MemoryBackend) leave(g *subGroup, ms *memSub) {
+	b.nSubs--
+	g.members = removeOne(g.members, ms)
+	if len(g.members) == 0 {
+		b.groups = removeOne(b.groups, g)
+	}
+}
+
+// removeOne removes x from s, not keeping order.
+func removeOne[T comparable](s []T, x T) []T {
+	for i, y := range s {
+		if y == x {
+			last := len(s) - 1
+			s[i] = s[last]
+			var zero T
+			s[last] = zero
+			return s[:last]
+		}
+	}
+	return s
 }
 
 // Sessions implements Backend.
@@ -688,7 +756,7 @@ func (b *MemoryBackend) Stats() BackendStats {
 		Sessions:    len(b.sessions),
 		Events:      b.events,
 		Bytes:       b.bytes,
-		Subscribers: len(b.subs),
+		Subscribers: b.nSubs,
 		Evictions:   b.evictions,
 		MaxBytes:    b.maxBytes,
 		BudgetTrims: b.trims,

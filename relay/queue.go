@@ -9,12 +9,14 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// outItem is one thing a consumer's writer sends: a live delivery (msg and
-// sub), a replay to run for a subscription before its live deliveries
+// outItem is one thing a consumer's writer sends: a live delivery (msg or
+// run, and sub), a replay to run for a subscription before its live deliveries
 // (replay and sub), or a pre-encoded frame, optionally followed by closing
 // the socket.
 type outItem struct {
-	msg    *Message
+	msg *Message
+	// run, instead of msg, is a batch's messages for sub, in order.
+	run    *msgRun
 	sub    *subscription
 	replay Replay
 	frame  []byte
@@ -38,6 +40,7 @@ type outQueue struct {
 	lowWater int
 	mu       sync.Mutex
 	items    []outItem
+	n        int // what items hold, a run counting its messages
 	// wake holds a token when something was queued since the writer last
 	// took: capacity one, so any number of producers' signals coalesce.
 	wake     chan struct{}
@@ -62,12 +65,13 @@ func newOutQueue(size int, m *metrics) *outQueue {
 // full queue overflows.
 func (q *outQueue) push(it outItem) bool {
 	q.mu.Lock()
-	if len(q.items) >= q.size {
+	if q.n >= q.size {
 		q.mu.Unlock()
 		q.overflow()
 		return false
 	}
 	q.items = append(q.items, it)
+	q.n++
 	q.mu.Unlock()
 	q.signal()
 	return true
@@ -78,11 +82,12 @@ func (q *outQueue) push(it outItem) bool {
 func (q *outQueue) offerLocked(it outItem) bool {
 	low := it.msg.Severity < aep.SeverityNotice
 	switch {
-	case low && len(q.items) >= q.lowWater:
+	case low && q.n >= q.lowWater:
 		q.dropLow()
 		return false
-	case len(q.items) < q.size:
+	case q.n < q.size:
 		q.items = append(q.items, it)
+		q.n++
 		return true
 	case low:
 		q.dropLow()
@@ -118,6 +123,7 @@ func (q *outQueue) take(spare []outItem) []outItem {
 	q.mu.Lock()
 	out := q.items
 	q.items = spare[:0]
+	q.n = 0
 	q.mu.Unlock()
 	return out
 }
@@ -133,7 +139,7 @@ func release(items []outItem) []outItem {
 func (q *outQueue) queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items)
+	return q.n
 }
 
 func (q *outQueue) overflow() {
@@ -202,23 +208,86 @@ func (s *subscription) Offer(m *Message) {
 	s.q.offer(outItem{msg: m, sub: s})
 }
 
-// offerBatch implements batchSubscriber: the messages of msgs that f
-// matches go into the queue under one lock, and the writer is woken once.
-func (s *subscription) offerBatch(f *aep.Filter, msgs []*Message) {
+// offerRun implements batchSubscriber: the run goes into the queue as one
+// item when the severity policy would have queued each of its messages
+// (below the low-water mark, or below the bound when none is debug or
+// info) and none was routed to this socket; otherwise message by message
+// under the policy. Either way the writer is woken once.
+func (s *subscription) offerRun(r *msgRun) {
+	q := s.q
+	limit := q.size
+	if r.low {
+		limit = q.lowWater
+	}
 	n := 0
-	s.q.mu.Lock()
-	for _, m := range msgs {
-		if m.RoutedTo != 0 && m.RoutedTo == s.conn || !f.Match(m.Event) {
-			continue
-		}
-		if s.q.offerLocked(outItem{msg: m, sub: s}) {
-			n++
+	q.mu.Lock()
+	if q.n+len(r.msgs) <= limit && (s.conn == 0 || !r.routedTo(s.conn)) {
+		q.items = append(q.items, outItem{run: r, sub: s})
+		q.n += len(r.msgs)
+		n = len(r.msgs)
+	} else {
+		for _, m := range r.msgs {
+			if m.RoutedTo != 0 && m.RoutedTo == s.conn {
+				continue
+			}
+			if q.offerLocked(outItem{msg: m, sub: s}) {
+				n++
+			}
 		}
 	}
-	s.q.mu.Unlock()
+	q.mu.Unlock()
 	if n > 0 {
-		s.q.signal()
+		q.signal()
 	}
+}
+
+// msgRun is one ingested batch's messages that one filter matched, queued
+// as a single item for every subscriber of that filter and framed for SSE
+// once for all of them, as one piece.
+type msgRun struct {
+	msgs []*Message
+	// low is whether any message is below notice; capture is the highest
+	// capture among them.
+	low     bool
+	capture aep.Capture
+	once    sync.Once
+	sse     []byte
+}
+
+func newMsgRun(msgs []*Message) *msgRun {
+	r := &msgRun{msgs: msgs}
+	for _, m := range msgs {
+		r.low = r.low || m.Severity < aep.SeverityNotice
+		r.capture = max(r.capture, m.Capture)
+	}
+	return r
+}
+
+// routedTo reports whether a message of the run was routed to conn.
+func (r *msgRun) routedTo(conn uint64) bool {
+	for _, m := range r.msgs {
+		if m.RoutedTo == conn {
+			return true
+		}
+	}
+	return false
+}
+
+// sseFrames is the run framed as SSE messages, made by the first stream
+// that writes it.
+func (r *msgRun) sseFrames() []byte {
+	r.once.Do(func() {
+		size := 0
+		for _, m := range r.msgs {
+			size += len(m.Raw) + len(m.Session) + len(m.Type) + sseOverhead
+		}
+		b := make([]byte, 0, size)
+		for _, m := range r.msgs {
+			b = appendSSE(b, m, m.Raw)
+		}
+		r.sse = b
+	})
+	return r.sse
 }
 
 // wire returns the bytes to deliver for m under the subscription's ceiling:

@@ -122,7 +122,13 @@ func TestOfferBatchWakesOnce(t *testing.T) {
 	items := q.take(nil)
 	var got []int64
 	for _, it := range items {
-		got = append(got, it.msg.Pos.Seq)
+		if it.run == nil {
+			got = append(got, it.msg.Pos.Seq)
+			continue
+		}
+		for _, m := range it.run.msgs {
+			got = append(got, m.Pos.Seq)
+		}
 	}
 	var want []int64
 	for i := range int64(100) {
@@ -136,5 +142,33 @@ func TestOfferBatchWakesOnce(t *testing.T) {
 	b.Ingest(msgs[:0])
 	if len(q.wake) != 0 {
 		t.Fatal("an empty batch woke the writer")
+	}
+}
+
+// A run is queued whole only where the severity policy would have queued
+// each of its messages; otherwise message by message under the policy, so
+// batching never changes what a slow consumer loses or when it is cut off.
+func TestOfferRunKeepsThePolicy(t *testing.T) {
+	m := newMetrics(NewMemoryBackend(0, 0))
+	q := newOutQueue(8, m) // low-water mark 6
+	sub := newSubscription("", q, 0, 0)
+	info := func() *Message { return &Message{Severity: aep.SeverityInfo} }
+	notice := func() *Message { return &Message{Severity: aep.SeverityNotice} }
+	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), info()}))
+	if q.queued() != 4 || len(q.items) != 1 {
+		t.Fatalf("a run that fits: %d queued in %d items, want 4 in 1", q.queued(), len(q.items))
+	}
+	// Two of these infos fit under the low-water mark; the notice after
+	// them still fits under the bound.
+	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), notice()}))
+	if q.queued() != 7 || counterValue(m.dropLow) != 1 {
+		t.Fatalf("past the low-water mark: %d queued, %v dropped; want 7 and 1", q.queued(), counterValue(m.dropLow))
+	}
+	if q.overflowed() {
+		t.Fatal("overflowed with room for notice")
+	}
+	sub.offerRun(newMsgRun([]*Message{notice(), notice()}))
+	if q.queued() != 8 || !q.overflowed() {
+		t.Fatalf("notice past the bound: %d queued, overflowed %v; want 8 and true", q.queued(), q.overflowed())
 	}
 }

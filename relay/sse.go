@@ -25,10 +25,12 @@ var (
 // streamParams is a parsed subscription request, shared by SSE and the
 // socket's subscribe frame.
 type streamParams struct {
-	filter  *aep.Filter
-	ceiling aep.Capture
-	capped  bool
-	from    wire.From
+	filter *aep.Filter
+	// filterKey is the filter as sent, which identical filters share.
+	filterKey string
+	ceiling   aep.Capture
+	capped    bool
+	from      wire.From
 }
 
 // serveStream is GET /stream (AEP-0003 §3.3): filter, capture ceiling, from
@@ -51,6 +53,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidFilter, err.Error())
 		return
 	}
+	p.filterKey = q.Get("filter")
 	if c := q.Get("capture"); c != "" {
 		if p.ceiling, err = aep.ParseCapture(c); err != nil {
 			httpguard.WriteError(w, http.StatusBadRequest, wire.CodeInvalidCapture, err.Error())
@@ -85,7 +88,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	queue := newOutQueue(s.cfg.QueueSize, s.metrics)
 	sub := newSubscription("", queue, 0, 0)
 	sub.ceiling, sub.capped = p.ceiling, p.capped
-	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
+	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from, filterKey: p.filterKey}, sub)
 	if err != nil {
 		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeLimitExceeded, err.Error())
 		return
@@ -107,6 +110,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	if live && r.ProtoMajor == 1 {
+		// The body runs until the connection closes, unchunked: each
+		// flush is then one write(2) of what was written, where chunking
+		// adds a header and a trailer that cost a system call each.
+		// (net/http's provision for event streams; HTTP/2 has its own
+		// framing and drops the header.)
+		h.Set("Transfer-Encoding", "identity")
+	}
 	w.WriteHeader(http.StatusOK)
 	out := bufio.NewWriterSize(&deadlineWriter{w: w, rc: rc, timeout: s.cfg.WriteTimeout}, 64<<10)
 	_, _ = out.WriteString("retry: 3000\n\n")
@@ -217,15 +228,26 @@ func (sw *sseWriter) run(live bool) error {
 func (sw *sseWriter) deliverAll(items []outItem) error {
 	n, oldest := 0, time.Time{}
 	for i := range items {
-		m := items[i].msg
-		if m == nil {
+		it := &items[i]
+		var first *Message
+		switch {
+		case it.run != nil:
+			if err := sw.deliverRun(it.run); err != nil {
+				return err
+			}
+			n += len(it.run.msgs)
+			first = it.run.msgs[0]
+		case it.msg != nil:
+			if err := sw.deliver(it.msg); err != nil {
+				return err
+			}
+			n++
+			first = it.msg
+		default:
 			continue
 		}
-		if err := sw.deliver(m, true); err != nil {
-			return err
-		}
-		if n++; oldest.IsZero() {
-			oldest = m.Ingested
+		if oldest.IsZero() {
+			oldest = first.Ingested
 		}
 	}
 	if err := sw.out.Flush(); err != nil {
@@ -236,6 +258,21 @@ func (sw *sseWriter) deliverAll(items []outItem) error {
 	}
 	if !oldest.IsZero() {
 		sw.srv.metrics.latency.Observe(time.Since(oldest).Seconds())
+	}
+	return nil
+}
+
+// deliverRun writes a run: in one piece, framed once for every stream,
+// when the subscription's ceiling leaves all of it as sent.
+func (sw *sseWriter) deliverRun(r *msgRun) error {
+	if !sw.sub.capped || r.capture <= sw.sub.ceiling {
+		_, err := sw.out.Write(r.sseFrames())
+		return err
+	}
+	for _, m := range r.msgs {
+		if err := sw.deliver(m); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -260,22 +297,15 @@ func (sw *sseWriter) replay(r Replay) error {
 			default:
 			}
 		}
-		return sw.deliver(m, false)
+		return sw.deliver(m)
 	})
 	sw.srv.metrics.deliverSSE.Add(float64(n))
 	return err
 }
 
 // deliver writes one SSE message: id (positioned events only), event = the
-// AEP type, data = the event on one line. A live message at or under the
-// subscription's ceiling is framed once for every stream (Message.sseFrame);
-// a replayed one (its Message is reused) or a down-leveled copy is framed
-// here, into scratch.
-func (sw *sseWriter) deliver(m *Message, live bool) error {
-	if live && (!sw.sub.capped || m.Capture <= sw.sub.ceiling) {
-		_, err := sw.out.Write(m.sseFrame())
-		return err
-	}
+// AEP type, data = the event (down-leveled to the ceiling) on one line.
+func (sw *sseWriter) deliver(m *Message) error {
 	b, err := sw.sub.wire(m)
 	if err != nil {
 		// Never deliver above the ceiling: an event that cannot be
@@ -294,20 +324,9 @@ func (sw *sseWriter) deliver(m *Message, live bool) error {
 // maxScratch bounds the framing buffer a stream keeps between messages.
 const maxScratch = 64 << 10
 
-// sseFrame is a message framed for SSE, made once per message.
-type sseFrame struct{ b []byte }
-
-// sseFrame returns m framed as one SSE message with its own bytes, made by
-// the first stream that needs it and shared by every other one (two
-// streams racing on the first both make the same bytes).
-func (m *Message) sseFrame() []byte {
-	if f, _ := m.sse.Load().(*sseFrame); f != nil {
-		return f.b
-	}
-	f := &sseFrame{b: appendSSE(make([]byte, 0, len(m.Raw)+len(m.Session)+len(m.Type)+64), m, m.Raw)}
-	m.sse.Store(f)
-	return f.b
-}
+// sseOverhead is what framing adds to an event besides its session and
+// type: the field names, the position's numbers, the line ends.
+const sseOverhead = 64
 
 // appendSSE appends m framed as one SSE message carrying data.
 func appendSSE(dst []byte, m *Message, data []byte) []byte {

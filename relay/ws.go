@@ -444,6 +444,7 @@ func (c *wsConn) subscribe(f *wire.Subscribe) {
 			refuse(wire.CodeInvalidFilter, err.Error())
 			return
 		}
+		p.filterKey = string(f.Filter)
 	}
 	if p.from, err = wire.ParseFrom(f.From); err != nil {
 		refuse(wire.CodeInvalidFilter, "from: "+err.Error())
@@ -476,7 +477,7 @@ func (c *wsConn) subscribe(f *wire.Subscribe) {
 	sub.ceiling, sub.capped = p.ceiling, p.capped
 	// subscribed goes first so it precedes the replay that Start queues.
 	c.q.push(outItem{frame: wire.Encode(&wire.Subscribed{ID: id})})
-	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from}, sub)
+	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from, filterKey: p.filterKey}, sub)
 	if err != nil {
 		refuse(wire.CodeLimitExceeded, err.Error())
 		return
@@ -563,7 +564,7 @@ var errClosing = errors.New("socket closed deliberately")
 // pass.
 func (c *wsConn) drain(items []outItem) error {
 	defer c.counted(items)
-	if len(items) == 1 {
+	if len(items) == 1 && (items[0].run == nil || len(items[0].run.msgs) == 1) {
 		return c.handle(items[0])
 	}
 	c.cork.cork()
@@ -587,10 +588,19 @@ func (c *wsConn) drain(items []outItem) error {
 func (c *wsConn) counted(items []outItem) {
 	n, oldest := 0, time.Time{}
 	for i := range items {
-		if m := items[i].msg; m != nil {
-			if n++; oldest.IsZero() {
-				oldest = m.Ingested
-			}
+		var first *Message
+		switch it := &items[i]; {
+		case it.msg != nil:
+			n++
+			first = it.msg
+		case it.run != nil:
+			n += len(it.run.msgs)
+			first = it.run.msgs[0]
+		default:
+			continue
+		}
+		if oldest.IsZero() {
+			oldest = first.Ingested
 		}
 	}
 	if n > 0 {
@@ -631,6 +641,13 @@ func (c *wsConn) handle(it outItem) error {
 		return c.replay(it.sub, it.replay)
 	case it.msg != nil:
 		return c.deliver(it.sub, it.msg)
+	case it.run != nil:
+		for _, m := range it.run.msgs {
+			if err := c.deliver(it.sub, m); err != nil {
+				return err
+			}
+		}
+		return nil
 	case it.closeCode != 0:
 		c.closeWith(it.closeReason, websocket.StatusCode(it.closeCode))
 		return errClosing

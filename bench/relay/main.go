@@ -30,6 +30,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,33 @@ func run(o options) error {
 	return nil
 }
 
+func per100(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) * 100 / float64(of)
+}
+
+// syscalls reads the process's read and write system call counts from
+// /proc/self/io; zeros where there is none.
+func syscalls() (r, w int64) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			r = n
+		case "syscw":
+			w = n
+		}
+	}
+	return r, w
+}
+
 func median(rs []*result, f func(*result) float64) float64 {
 	v := make([]float64, len(rs))
 	for i, r := range rs {
@@ -240,6 +268,9 @@ type result struct {
 	// the load generator and the consumers, which cost the same in every
 	// measurement, so a difference is the server's.
 	cpu time.Duration
+	// syscr and syscw count the process's read and write system calls
+	// over the run (Linux; zero elsewhere).
+	syscr, syscw int64
 }
 
 // cpuPerDelivery is the process's CPU time per delivery, in microseconds.
@@ -268,7 +299,8 @@ func (r *result) print(name string, o options) {
 	fmt.Printf("  ingest:    %d events in %v = %.0f events/s (%s)\n", r.ingested, r.ingestDur.Round(time.Millisecond), float64(r.ingested)/r.ingestDur.Seconds(), mode)
 	fmt.Printf("  delivered: %d to %d %s consumers in %v = %.0f deliveries/s (missing %d, streams cut %d)\n",
 		r.delivered, o.subs, o.transport, r.deliverTo.Round(time.Millisecond), r.deliveryRate(), r.missing, r.ended)
-	fmt.Printf("  process CPU: %v = %.3f us per delivery\n", r.cpu.Round(time.Millisecond), r.cpuPerDelivery())
+	fmt.Printf("  process CPU: %v = %.3f us per delivery; system calls per 100 deliveries: %.2f reads, %.2f writes\n",
+		r.cpu.Round(time.Millisecond), r.cpuPerDelivery(), per100(r.syscr, r.delivered), per100(r.syscw, r.delivered))
 	fmt.Printf("  latency ingest->deliver (n=%d): p50 %v  p90 %v  p99 %v  max %v\n", len(r.latencies),
 		r.p(0.5).Round(time.Microsecond), r.p(0.9).Round(time.Microsecond), r.p(0.99).Round(time.Microsecond), r.p(1).Round(time.Microsecond))
 }
@@ -358,6 +390,7 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 
 	tmpl := template(session, o.size)
 	cpu0 := cpuTime()
+	r0, w0 := syscalls()
 	clk.start = time.Now()
 	n, ingestDur, err := produce(ctx, o, base, token, tmpl, clk, maxEvents)
 	if err != nil {
@@ -385,10 +418,12 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 		lastAt = max(lastAt, c.last.Load())
 	}
 	cpu := cpuTime() - cpu0
+	r1, w1 := syscalls()
 	cancel()
 	wg.Wait()
 	r := &result{ingested: int64(n), delivered: total, missing: want - total, ingestDur: ingestDur,
-		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu}
+		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu,
+		syscr: r1 - r0, syscw: w1 - w0}
 	for _, c := range cons {
 		r.latencies = append(r.latencies, c.lat...)
 	}

@@ -110,6 +110,7 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); delete(f.subs, mb); f.mu.Unlock() }()
 	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Transfer-Encoding", "identity") // unchunked, as the relay streams
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
