@@ -238,8 +238,18 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 	if r.emptyLoad, err = load(browser, empty, 0, 0); err != nil {
 		return r, fmt.Errorf("empty fleet: %w", err)
 	}
+	if profile != "" {
+		if err := chromedp.Run(browser, profiler.Enable(), profiler.SetSamplingInterval(200), profiler.Start()); err != nil {
+			return r, err
+		}
+	}
 	if r.load, err = load(browser, base, o.sessions, n); err != nil {
 		return r, fmt.Errorf("full fleet: %w", err)
+	}
+	if profile != "" {
+		if err := stopProfile(browser, strings.TrimSuffix(profile, ".cpuprofile")+"-load.cpuprofile", "the load"); err != nil {
+			return r, err
+		}
 	}
 	if r.heap, _, err = memory(browser); err != nil {
 		return r, err
@@ -571,7 +581,7 @@ const collect = `(() => {
     const sent = rec.ev.data && rec.ev.data.bench_sent_ms;
     if (!sent) continue;
     while (m < __marks.length && __marks[m][1] < v) m++;
-    if (m < __marks.length) out.push(__marks[m][0] - sent);
+    if (m < __marks.length) out.push([sent, __marks[m][0] - sent]);
   }
   return out;
 })()`
@@ -681,21 +691,20 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 		}
 	}
 	if profile != "" {
-		var p *profiler.Profile
-		if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
-			var err error
-			p, err = profiler.Stop().Do(ctx)
-			return err
-		})); err != nil {
-			return err
-		}
-		if err := writeProfile(profile, p); err != nil {
+		if err := stopProfile(browser, profile, "the live phase"); err != nil {
 			return err
 		}
 	}
-	var page []float64
-	if err := chromedp.Run(browser, chromedp.Evaluate(collect, &page), chromedp.Evaluate(`window.__frames`, &res.frames)); err != nil {
+	var pairs [][2]float64
+	if err := chromedp.Run(browser, chromedp.Evaluate(collect, &pairs), chromedp.Evaluate(`window.__frames`, &res.frames)); err != nil {
 		return err
+	}
+	page := make([]float64, len(pairs))
+	for i, p := range pairs {
+		page[i] = p[1]
+	}
+	if trace {
+		fmt.Printf("  events slower than 100 ms, by second of the live phase: %v\n", slowBySecond(pairs))
 	}
 	after, err := metrics(browser)
 	if err != nil {
@@ -753,6 +762,7 @@ func startTrace(browser context.Context) (func() error, error) {
 			Pid  int     `json:"pid"`
 			Tid  int     `json:"tid"`
 			Dur  float64 `json:"dur"`
+			Ts   float64 `json:"ts"`
 			Args struct {
 				Name         string `json:"name"`
 				ElementCount int    `json:"elementCount"`
@@ -812,8 +822,50 @@ func startTrace(browser context.Context) (func() error, error) {
 		for _, n := range names[:min(len(names), 25)] {
 			fmt.Printf("    %8.0f  %6d  %s\n", total[n], count[n], n)
 		}
+		// The longest tasks, and what inside each took 5 ms or more.
+		var tasks []event
+		for _, e := range evs {
+			if (thread{e.Pid, e.Tid}) == main && (e.Name == "ThreadControllerImpl::RunTask" || e.Name == "RunTask") {
+				tasks = append(tasks, e)
+			}
+		}
+		slices.SortFunc(tasks, func(a, b event) int { return cmp.Compare(b.Dur, a.Dur) })
+		fmt.Printf("  the longest tasks\n")
+		for _, t := range tasks[:min(len(tasks), 5)] {
+			var in []string
+			for _, e := range evs {
+				if (thread{e.Pid, e.Tid}) == main && e.Ts >= t.Ts && e.Ts+e.Dur <= t.Ts+t.Dur && e.Dur >= 5000 && e.Name != t.Name {
+					in = append(in, fmt.Sprintf("%s %.0f", e.Name, e.Dur/1000))
+				}
+			}
+			fmt.Printf("    %6.0f ms: %s\n", t.Dur/1000, strings.Join(in, ", "))
+		}
 		return nil
 	}, nil
+}
+
+// slowBySecond counts, for each second since the first event was sent, the
+// events whose latency passed 100 ms: a tail that comes in bursts points at
+// work done at that time.
+func slowBySecond(pairs [][2]float64) []int {
+	if len(pairs) == 0 {
+		return nil
+	}
+	first := pairs[0][0]
+	for _, p := range pairs {
+		first = min(first, p[0])
+	}
+	var out []int
+	for _, p := range pairs {
+		i := int((p[0] - first) / 1000)
+		for len(out) <= i {
+			out = append(out, 0)
+		}
+		if p[1] > 100 {
+			out[i]++
+		}
+	}
+	return out
 }
 
 // loadAverage is the machine's 1-minute load average (Linux).
@@ -843,10 +895,22 @@ func metrics(browser context.Context) (map[string]float64, error) {
 	return out, nil
 }
 
+func stopProfile(browser context.Context, path, what string) error {
+	var p *profiler.Profile
+	if err := chromedp.Run(browser, chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		p, err = profiler.Stop().Do(ctx)
+		return err
+	})); err != nil {
+		return err
+	}
+	return writeProfile(path, what, p)
+}
+
 // writeProfile keeps the CPU profile (DevTools opens it) and prints where
 // the time went: self time by function, and the time inside the page's own
 // functions (inclusive).
-func writeProfile(path string, p *profiler.Profile) error {
+func writeProfile(path, what string, p *profiler.Profile) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -919,7 +983,7 @@ func writeProfile(path string, p *profiler.Profile) error {
 			fmt.Printf("    %8.0f ms  %4.1f%%  %s\n", x.v, 100*x.v/total, x.k)
 		}
 	}
-	fmt.Printf("  profile of the live phase: %.0f ms sampled, written to %s\n", total, path)
+	fmt.Printf("  profile of %s: %.0f ms sampled, written to %s\n", what, total, path)
 	top("self time", self, func(string) bool { return true })
 	top("inclusive, the page's functions", incl, func(k string) bool { return strings.Contains(k, ".js:") })
 	return nil

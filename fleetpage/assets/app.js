@@ -487,17 +487,29 @@ function reach(req) {
 
 // --- rendering ---------------------------------------------------------------
 
+// scheduleRender renders once in the next animation frame, whatever
+// arrived before it. A hidden tab gets no animation frames: it renders on a
+// timer (one timer per frame as well cost a task each on a busy page).
 function scheduleRender() {
   if (renderQueued) return;
   renderQueued = true;
-  const run = () => {
-    if (!renderQueued) return;
-    renderQueued = false;
-    render();
-  };
-  requestAnimationFrame(run);
-  setTimeout(run, 100); // background tabs get no animation frames
+  if (document.hidden) setTimeout(renderQueuedNow, HIDDEN_RENDER_MS);
+  else requestAnimationFrame(renderQueuedNow);
 }
+
+const HIDDEN_RENDER_MS = 100;
+
+function renderQueuedNow() {
+  if (!renderQueued) return;
+  renderQueued = false;
+  render();
+}
+
+// A frame asked for just before the tab was hidden would wait for it to
+// show again.
+document.addEventListener('visibilitychange', () => {
+  if (renderQueued && document.hidden) setTimeout(renderQueuedNow, HIDDEN_RENDER_MS);
+});
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
