@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -122,4 +125,36 @@ func atoi(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// With the JetStream store, audit reads everything the relay ever
+// admitted: killed -9 and restarted, the real relay lists the same
+// outcomes as the session log they were posted from.
+func TestE2EAuditJetStreamAfterKill(t *testing.T) {
+	binaries(t)
+	lines, err := os.ReadFile(auditStream + ".jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emitted [][]byte
+	for _, l := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		if !bytes.Contains(l, []byte(`"type": "control.attention.respond"`)) { // commands flow only on sockets
+			emitted = append(emitted, l)
+		}
+	}
+	logs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(logs, "people.jsonl"), append(bytes.Join(emitted, []byte("\n")), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := newStack(t, "AEP_STORE=jetstream")
+	relaytest.PostLines(t, st.relayURL, st.token, emitted...)
+	st.relay.Kill()
+	port := strings.TrimPrefix(st.relayURL, "http://")
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE=jetstream"}, "relay", "--listen", port)
+
+	_, fromLogs := st.cli(t, "audit", "--json", "--logs", logs)
+	code, fromRelay := st.cli(t, "audit", "--json")
+	if code != 0 || fromRelay != fromLogs || strings.Count(fromRelay, "\n") != 11 {
+		t.Fatalf("audit after kill -9: exit %d\n--- relay\n%s--- logs\n%s", code, fromRelay, fromLogs)
+	}
 }
