@@ -2,7 +2,6 @@ package fleetpage_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,14 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/chromedp/cdproto/browser"
-	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/cdproto/serviceworker"
-	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -71,10 +64,9 @@ func (a *answerLinks) posted() []string {
 // pushPage is the page in Chromium with its service worker running, behind
 // a front that serves test answer links on the page's origin.
 type pushPage struct {
-	t      *testing.T
+	*browsertest.Push
 	b      *browsertest.Browser
 	origin string
-	regID  serviceworker.RegistrationID
 	links  *answerLinks
 }
 
@@ -92,142 +84,10 @@ func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
 	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)
-	p := &pushPage{t: t, b: b, origin: front.URL, links: links}
-
-	regs := make(chan serviceworker.RegistrationID, 8)
-	chromedp.ListenTarget(b.Ctx, func(ev any) {
-		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
-			for _, r := range e.Registrations {
-				if strings.HasPrefix(r.ScopeURL, front.URL) && !r.IsDeleted {
-					select {
-					case regs <- r.RegistrationID:
-					default:
-					}
-				}
-			}
-		}
-	})
-	b.MustRun("grant notifications", serviceworker.Enable(),
-		browser.GrantPermissions([]browser.PermissionType{browser.PermissionTypeNotifications}).WithOrigin(front.URL))
+	p := &pushPage{Push: b.EnablePush(front.URL), b: b, origin: front.URL, links: links}
 	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(front.URL, testToken)))
-	b.WaitJS("the service worker controls the page", `navigator.serviceWorker.controller !== null`)
-	select {
-	case p.regID = <-regs:
-	case <-time.After(browsertest.Wait):
-		t.Fatal("no service worker registration reported")
-	}
+	p.Ready()
 	return p, dialEmitter(t, srv.URL)
-}
-
-// await evaluates a promise-valued expression in ctx into out.
-func await(ctx context.Context, expr string, out any) error {
-	return chromedp.Run(ctx, chromedp.Evaluate(expr, out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
-		return p.WithAwaitPromise(true)
-	}))
-}
-
-type shown struct {
-	Title, Body, Tag string
-	Actions          []struct{ Action, Title string }
-	Data             struct {
-		Open    string
-		Answers []struct{ Option, Label, URL string }
-	}
-	Renotify, Silent, RequireInteraction bool
-}
-
-const notificationsJS = `navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => ns.map(n => ({
-  title: n.title, body: n.body, tag: n.tag, actions: n.actions.map(a => ({action: a.action, title: a.title})),
-  data: n.data, renotify: n.renotify, silent: n.silent, requireInteraction: n.requireInteraction })))`
-
-// notification waits until the service worker shows a notification that
-// satisfies ok, and returns it. It reads them every pollNotifications: each
-// read makes Chromium reconcile its stored notifications with the shown
-// ones, which under load can drop one that is still being shown.
-func (p *pushPage) notification(what string, ok func(shown) bool) shown {
-	p.t.Helper()
-	deadline := time.Now().Add(browsertest.Wait)
-	for {
-		time.Sleep(pollNotifications)
-		var ns []shown
-		ctx, cancel := context.WithTimeout(p.b.Ctx, 10*time.Second)
-		err := await(ctx, notificationsJS, &ns)
-		cancel()
-		if err != nil {
-			p.t.Fatalf("notifications: %v", err)
-		}
-		for _, n := range ns {
-			if ok(n) {
-				return n
-			}
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no notification %s; shown: %+v", what, ns)
-		}
-	}
-}
-
-const pollNotifications = 500 * time.Millisecond
-
-// push delivers a push message with payload to the page's service worker,
-// as the push service would.
-func (p *pushPage) push(payload any) {
-	p.t.Helper()
-	b, _ := json.Marshal(payload)
-	p.b.MustRun("deliver a push", serviceworker.DeliverPushMessage(p.origin, p.regID, string(b)))
-}
-
-// worker is a DevTools session in the page's service worker, until done.
-// While a session is attached, Chromium shows no notification for a push
-// delivered to the worker, so each tap attaches for itself and detaches
-// after; the chromedp context (which would close the worker's target when
-// cancelled) ends with the browser.
-func (p *pushPage) worker() (ctx context.Context, done func()) {
-	p.t.Helper()
-	var infos []*target.Info
-	p.b.MustRun("targets", chromedp.ActionFunc(func(ctx context.Context) error {
-		var err error
-		infos, err = target.GetTargets().Do(ctx)
-		return err
-	}))
-	for _, ti := range infos {
-		if ti.Type == "service_worker" && strings.HasPrefix(ti.URL, p.origin) {
-			ctx, _ := chromedp.NewContext(p.b.Ctx, chromedp.WithTargetID(ti.TargetID))
-			if err := chromedp.Run(ctx); err != nil {
-				p.t.Fatalf("attach to the service worker: %v", err)
-			}
-			c := chromedp.FromContext(ctx)
-			return ctx, func() {
-				err := target.DetachFromTarget().WithSessionID(c.Target.SessionID).Do(cdp.WithExecutor(p.b.Ctx, c.Browser))
-				if err != nil {
-					p.t.Fatalf("detach from the service worker: %v", err)
-				}
-			}
-		}
-	}
-	p.t.Fatalf("no service worker target among %d", len(infos))
-	return nil, nil
-}
-
-type clickResult struct {
-	Status int
-	Title  string
-}
-
-// tap runs the worker's click handler on the notification tagged tag, with
-// action ("" taps the notification itself): what a person's tap runs.
-func (p *pushPage) tap(tag, action string) clickResult {
-	p.t.Helper()
-	sw, done := p.worker()
-	defer done()
-	var res clickResult
-	expr := `self.registration.getNotifications({tag: ` + browsertest.Quote(tag) + `}).then(ns => self.aepPush.handleClick(ns[0], ` + browsertest.Quote(action) + `))`
-	ctx, cancel := context.WithTimeout(sw, browsertest.Wait)
-	defer cancel()
-	if err := await(ctx, expr, &res); err != nil {
-		p.t.Fatalf("tap %s on %s: %v", action, tag, err)
-	}
-	return res
 }
 
 // requestPush is the payload the relay pushes for a held request (the Web
@@ -238,7 +98,7 @@ func (p *pushPage) requestPush(tag, session, id, title string, links ...string) 
 		answers = append(answers, map[string]any{"option": opt, "label": strings.ToUpper(opt[:1]) + opt[1:], "url": p.origin + "/test-answer/" + links[i]})
 	}
 	return map[string]any{"v": 1, "tag": tag, "title": title, "body": "fix the build · runs anyway in 45s",
-		"open": p.origin + "/#/request/" + session + "/" + id, "close": false, "answers": answers}
+		"open": p.origin + "/?" + url.Values{"session": {session}, "request": {id}}.Encode(), "close": false, "answers": answers}
 }
 
 // In Chromium at phone width: the page installs (Chrome finds no
@@ -286,21 +146,21 @@ func TestBrowserPush(t *testing.T) {
 		em.event("s2", "attention.answered", -1, map[string]any{"subject": settled, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}),
 	)
 
-	p.push(p.requestPush("req-1", "s1", held, "Shell: rm -rf build/", "allow-1", "deny-1"))
-	n := p.notification("for the request", func(n shown) bool { return n.Tag == "req-1" })
+	p.DeliverJSON(p.requestPush("req-1", "s1", held, "Shell: rm -rf build/", "allow-1", "deny-1"))
+	n := p.Notification("for the request", func(n browsertest.Notification) bool { return n.Tag == "req-1" })
 	if n.Title != "Shell: rm -rf build/" || n.Body != "fix the build · runs anyway in 45s" || !n.Renotify || !n.RequireInteraction || n.Silent {
 		t.Errorf("the request's notification: %+v", n)
 	}
 	if len(n.Actions) != 2 || n.Actions[0].Title != "Allow" || n.Actions[1].Title != "Deny" || n.Actions[1].Action != "answer:1" {
 		t.Errorf("actions %+v, want Allow and Deny", n.Actions)
 	}
-	if n.Data.Open != p.origin+"/#/request/s1/"+held || len(n.Data.Answers) != 2 {
+	if n.Data.Open != p.origin+"/?request="+held+"&session=s1" || len(n.Data.Answers) != 2 {
 		t.Errorf("data %+v", n.Data)
 	}
 
 	// A tap on the notification itself answers nothing and shows the open
 	// page the request.
-	p.tap("req-1", "")
+	p.Tap("req-1", "")
 	p.b.WaitJS("the linked request marked", `document.querySelector('`+sel("data-attention", held)+`')?.dataset.linked === ''`)
 	var inView bool
 	p.b.Eval("in view", `(() => { const r = document.querySelector('`+sel("data-attention", held)+`').getBoundingClientRect(); return location.hash === '#/request/s1/`+held+`' && r.top >= 0 && r.bottom <= innerHeight; })()`, &inView)
@@ -312,15 +172,14 @@ func TestBrowserPush(t *testing.T) {
 	}
 
 	// The request is over elsewhere: same tag, close, no actions.
-	p.push(map[string]any{"v": 1, "tag": "req-1", "title": "Answered elsewhere", "body": "Shell: rm -rf build/", "close": true,
-		"open": p.origin + "/#/request/s1/" + held})
-	n = p.notification("replaced", func(n shown) bool { return n.Tag == "req-1" && n.Title == "Answered elsewhere" })
+	p.DeliverJSON(map[string]any{"v": 1, "tag": "req-1", "title": "Answered elsewhere", "body": "Shell: rm -rf build/", "close": true,
+		"open": p.origin + "/?request=" + held + "&session=s1"})
+	n = p.Notification("replaced", func(n browsertest.Notification) bool { return n.Tag == "req-1" && n.Title == "Answered elsewhere" })
 	if len(n.Actions) != 0 || n.Renotify || !n.Silent {
 		t.Errorf("the closing update: %+v", n)
 	}
-	var count int
-	if err := await(p.b.Ctx, `navigator.serviceWorker.ready.then(r => r.getNotifications({tag: 'req-1'})).then(ns => ns.length)`, &count); err != nil || count != 1 {
-		t.Errorf("%d notifications tagged req-1 (%v), want the one replaced", count, err)
+	if got := p.Shown("req-1"); len(got) != 1 {
+		t.Errorf("notifications tagged req-1: %+v, want the one replaced", got)
 	}
 
 	// Actions: each POSTs its link once; the reply becomes the notification.
@@ -332,14 +191,14 @@ func TestBrowserPush(t *testing.T) {
 		tag, a, d := "req-a"+strconv.Itoa(i), "allow-a"+strconv.Itoa(i), "deny-a"+strconv.Itoa(i)
 		chosen := map[string]string{"answer:0": a, "answer:1": d}[c.action]
 		p.links.set(chosen, c.status)
-		p.push(p.requestPush(tag, "s1", held, "Shell: rm -rf build/", a, d))
-		p.notification("for "+tag, func(n shown) bool { return n.Tag == tag && len(n.Actions) == 2 })
+		p.DeliverJSON(p.requestPush(tag, "s1", held, "Shell: rm -rf build/", a, d))
+		p.Notification("for "+tag, func(n browsertest.Notification) bool { return n.Tag == tag && len(n.Actions) == 2 })
 		before := len(p.links.posted())
-		res := p.tap(tag, c.action)
+		res := p.Tap(tag, c.action)
 		if res.Status != c.status || res.Title != c.want {
 			t.Errorf("%s on %s answered %d: %+v, want %q", c.action, tag, c.status, res, c.want)
 		}
-		got := p.notification("with the outcome of "+tag, func(n shown) bool { return n.Tag == tag && n.Title == c.want })
+		got := p.Notification("with the outcome of "+tag, func(n browsertest.Notification) bool { return n.Tag == tag && n.Title == c.want })
 		if len(got.Actions) != 0 || got.Body != "Shell: rm -rf build/" {
 			t.Errorf("the outcome of %s: %+v", tag, got)
 		}

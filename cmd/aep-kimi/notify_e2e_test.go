@@ -281,23 +281,14 @@ func TestE2ENotifyCLI(t *testing.T) {
 		"--listen", fmt.Sprintf("127.0.0.1:%d", rport), "--notify", "webhook:"+recv.URL+"/hook", "--notify", "webhook:"+down)
 
 	ps := pushtest.New(t)
-	req, _ := http.NewRequest(http.MethodGet, st.relayURL+notify.PathVAPID, nil)
-	req.Header.Set("Authorization", "Bearer "+st.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vapid map[string]string
-	_ = json.NewDecoder(resp.Body).Decode(&vapid)
-	resp.Body.Close()
-	sub, err := ps.Subscribe(vapid["public_key"])
+	sub, err := ps.Subscribe(st.vapidKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": "Pixel 8"})
-	req, _ = http.NewRequest(http.MethodPost, st.relayURL+notify.PathSubscriptions, strings.NewReader(string(body)))
+	req, _ := http.NewRequest(http.MethodPost, st.relayURL+notify.PathSubscriptions, strings.NewReader(string(body)))
 	req.Header.Set("Authorization", "Bearer "+st.token)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

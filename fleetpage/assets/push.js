@@ -1,7 +1,8 @@
 // The page on a phone: its service worker, "Notify me on this device" (a Web
 // Push subscription the relay keeps for this login), the devices notified
 // for this login, and the page's link to one request
-// (#/request/<session>/<id>), which a notification opens.
+// (#/request/<session>/<id>, or the relay's /?session=&request=), which a
+// notification opens.
 import { openSession, relayAPI, store, stored } from './app.js';
 import * as S from './state.js';
 
@@ -21,17 +22,23 @@ export function requestLink(session, id) {
   return `${LINK_PREFIX}${encodeURIComponent(session)}/${encodeURIComponent(id)}`;
 }
 
-// parseLink reads a request link from a URL's fragment; null when it is
-// not one.
-export function parseLink(hash) {
-  if (!hash.startsWith(LINK_PREFIX)) return null;
-  const parts = hash.slice(LINK_PREFIX.length).split('/');
-  if (parts.length !== 2 || !parts[0] || !parts[1]) return null;
-  try {
-    return { session: decodeURIComponent(parts[0]), id: decodeURIComponent(parts[1]) };
-  } catch {
-    return null;
+// parseLink reads a link to one request: the page's own fragment form, or
+// the query the relay's notifications open (/?session=S&request=ID); null
+// when the URL names none.
+export function parseLink(hash, search = '') {
+  if (hash.startsWith(LINK_PREFIX)) {
+    const parts = hash.slice(LINK_PREFIX.length).split('/');
+    if (parts.length !== 2 || !parts[0] || !parts[1]) return null;
+    try {
+      return { session: decodeURIComponent(parts[0]), id: decodeURIComponent(parts[1]) };
+    } catch {
+      return null;
+    }
   }
+  const q = new URLSearchParams(search);
+  const session = q.get('session');
+  const id = q.get('request');
+  return session && id ? { session, id } : null;
 }
 
 // --- what this browser can do --------------------------------------------------
@@ -223,7 +230,7 @@ let linkTimer = null;
 function showLinked() {
   clearInterval(linkTimer);
   for (const old of document.querySelectorAll('[data-linked]')) delete old.dataset.linked;
-  const link = parseLink(location.hash);
+  const link = parseLink(location.hash, location.search);
   if (!link) return;
   const started = Date.now();
   const look = () => {
@@ -266,7 +273,9 @@ function start() {
       const m = e.data || {};
       if (m.type !== 'aep-open') return;
       const u = new URL(m.url, location.href);
-      if (u.origin === location.origin && u.hash && u.hash !== location.hash) location.hash = u.hash;
+      const link = u.origin === location.origin ? parseLink(u.hash, u.search) : null;
+      const hash = link ? requestLink(link.session, link.id) : '';
+      if (hash && hash !== location.hash) location.hash = hash;
       else showLinked();
     });
   }

@@ -33,6 +33,22 @@ function httpURL(v) {
   }
 }
 
+// DENYING names an answer that refuses: when the platform shows fewer
+// actions than there are answers, a refusal is kept among them.
+const DENYING = /\b(deny|reject|no)\b/i;
+
+// shownAnswers picks the answers a platform showing max actions shows, by
+// index: all when they fit; else the first and the first refusal (a gate's
+// Allow, Allow for this session, Deny, Cancel shows Allow and Deny on two),
+// then the rest in order.
+function shownAnswers(answers, max) {
+  const all = answers.map((_, i) => i);
+  if (answers.length <= max) return all;
+  const deny = answers.findIndex((a) => DENYING.test(`${a.option} ${a.label}`));
+  const first = deny > 0 ? [0, deny] : [0];
+  return [...first, ...all.filter((i) => !first.includes(i))].slice(0, Math.max(0, max)).sort((x, y) => x - y);
+}
+
 // notice maps a push payload to showNotification's title and options: the
 // title and body as sent, the tag that a later push with the same tag
 // replaces, the request's answers as actions (as many as the platform
@@ -50,7 +66,7 @@ function notice(payload, maxActions) {
   const options = {
     body,
     data: { open: httpURL(p.open), answers, title, body },
-    actions: answers.slice(0, Math.max(0, maxActions)).map((a, i) => ({ action: ACTION_PREFIX + i, title: a.label })),
+    actions: shownAnswers(answers, maxActions).map((i) => ({ action: ACTION_PREFIX + i, title: answers[i].label })),
     // An update replaces the request's notification quietly; a request
     // stays until it is dealt with.
     silent: close,
@@ -67,7 +83,7 @@ function notice(payload, maxActions) {
 function outcome(status, answer) {
   if (status >= 200 && status < 300) {
     const w = `${answer.label} ${answer.option}`;
-    if (/\b(deny|denied|reject|no)\b/i.test(w)) return 'Denied';
+    if (DENYING.test(w) || /\bdenied\b/i.test(w)) return 'Denied';
     if (/\b(allow|allowed|approve|yes)\b/i.test(w)) return 'Allowed';
     return `Answered: ${answer.label}`;
   }

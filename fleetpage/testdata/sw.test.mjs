@@ -89,6 +89,20 @@ test('a request shows its title, body, tag and answers as actions, as many as th
   assert.equal(options.data.open, request.open);
   assert.equal(options.data.answers.length, 3, 'every answer kept, the actions show what fits');
 
+  // The gate's four answers on a platform showing two: Allow and Deny, each
+  // action naming its answer.
+  const gate = { ...request, answers: ['allow', 'allow_session', 'deny', 'cancel'].map((o, i) => ({ option: o, label: ['Allow', 'Allow for this session', 'Deny', 'Cancel'][i], url: `https://relay.example/answer/g${i}` })) };
+  for (const [max, want] of [[2, [['answer:0', 'Allow'], ['answer:2', 'Deny']]], [3, [['answer:0', 'Allow'], ['answer:1', 'Allow for this session'], ['answer:2', 'Deny']]], [4, [['answer:0', 'Allow'], ['answer:1', 'Allow for this session'], ['answer:2', 'Deny'], ['answer:3', 'Cancel']]]]) {
+    const g = worker({ maxActions: max });
+    await dispatch(g, 'push', { data: pushData(gate) });
+    assert.deepEqual(g.rec.shown[0].options.actions.map((a) => [a.action, a.title]), want, `${max} actions`);
+  }
+  const gw = worker({ maxActions: 2, fetchStatus: () => 200 });
+  await dispatch(gw, 'push', { data: pushData(gate) });
+  await dispatch(gw, 'notificationclick', { notification: asNotification(gw.rec.shown[0]), action: 'answer:2' });
+  assert.deepEqual(gw.rec.fetched, [{ url: 'https://relay.example/answer/g2', method: 'POST' }], 'the Deny action posts Deny\'s link');
+  assert.equal(gw.rec.shown[1].title, 'Denied');
+
   const one = worker({ maxActions: 1 });
   await dispatch(one, 'push', { data: pushData(request) });
   assert.deepEqual(one.rec.shown[0].options.actions.map((a) => a.title), ['Allow']);

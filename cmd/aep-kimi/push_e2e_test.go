@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/rules"
+)
+
+// pushManagerJS stands in for the browser's push service in the page: a
+// headless Chromium reaches none, so PushManager hands out the test push
+// service's subscription (%s, its JSON), and only for the key %s (the
+// relay's VAPID key, base64url), as a push service made for that key would.
+// It is added by the test over the DevTools protocol; the page is as served.
+const pushManagerJS = `(() => {
+  const sub = %s, key = %s;
+  const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  let current = null;
+  PushManager.prototype.subscribe = async function (opts) {
+    if (!opts || opts.userVisibleOnly !== true || b64(opts.applicationServerKey) !== key) {
+      throw new DOMException('not the relay key', 'InvalidAccessError');
+    }
+    current = { endpoint: sub.endpoint, expirationTime: null, options: { userVisibleOnly: true, applicationServerKey: new Uint8Array(opts.applicationServerKey).buffer },
+      toJSON: () => sub, unsubscribe: async () => { current = null; return true; } };
+    return current;
+  };
+  PushManager.prototype.getSubscription = async function () { return current; };
+})()`
+
+// vapidKey is the relay's VAPID public key (base64url), read with its token.
+func (st *stack) vapidKey(t testing.TB) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, st.relayURL+notify.PathVAPID, nil)
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var vapid struct {
+		PublicKey string `json:"public_key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vapid); err != nil || resp.StatusCode != http.StatusOK || vapid.PublicKey == "" {
+		t.Fatalf("GET %s: %d %v", notify.PathVAPID, resp.StatusCode, err)
+	}
+	return vapid.PublicKey
+}
+
+// The issue's phone, in real Chromium at phone width with the built
+// binaries and the real Kimi: the page subscribes ("Notify me on this
+// device", the relay's VAPID key) and lists the device; a call Kimi holds is
+// pushed to it, encrypted, and the test push service decrypts it; the
+// page's service worker shows it with Allow and Deny; Deny answers through
+// its link: the held hook denies the call, and the stream says the owner
+// answered from a push; the update that follows replaces the notification
+// without actions; the device is removed from the page.
+func TestE2EPushPhone(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	b := browsertest.New(t, 360, 800)
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+
+	marker := filepath.Join(t.TempDir(), "denied")
+	mock := kimiharness.StartMock(t, bashSteps(t, "touch "+marker))
+	home, work := t.TempDir(), t.TempDir()
+	kimiharness.WriteWebConfig(t, home, mock.Port)
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0", "--control"}
+	if code, out := setupCLI(t, write...); code != 0 {
+		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
+	}
+	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home},
+		"up", "--control", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+		"--web=false", "--kimi-home", home)
+
+	// The phone's push service, holding the keys of the subscription the
+	// page will make with the relay's key.
+	ps := pushtest.New(t)
+	key := st.vapidKey(t)
+	sub, err := ps.Subscribe(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.MustRun("the push service stand-in", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(pushManagerJS, sub.JSON(), browsertest.Quote(key))).Do(ctx)
+		return err
+	}))
+	push := b.EnablePush(st.relayURL)
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
+	push.Ready()
+
+	// Notify me on this device.
+	b.Click("the notifications pane", "#notify-toggle")
+	b.MustRun("name the device", chromedp.SetValue("#notify-device", "Pixel 8", chromedp.ByID))
+	b.Click("notify me", "#notify-on")
+	b.WaitJS("the device listed as this one", `[...document.querySelectorAll('#notify-devices li')].some((li) => li.textContent.includes('Pixel 8 (this device)') && li.textContent.includes('for owner'))`)
+
+	done := make(chan string, 1)
+	go func() { done <- printKimi(t, kimi, home, work, "Tidy the build.") }()
+	held := st.waitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(dataOf(e)["prompt"]), "touch")
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), browsertest.Wait)
+	defer cancel()
+	m, err := ps.Next(ctx, sub, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p notify.PushPayload
+	if err := json.Unmarshal(m.Plaintext, &p); err != nil {
+		t.Fatalf("the push is not the payload: %v: %s", err, m.Plaintext)
+	}
+	open, _ := url.Parse(p.Open)
+	if p.V != 1 || p.Close || p.Tag == "" || len(p.Answers) != 4 || open == nil || open.Query().Get("request") != held.ID || open.Query().Get("session") != held.Session {
+		t.Fatalf("push payload %s", m.Plaintext)
+	}
+	if strings.Contains(string(m.Plaintext), marker) {
+		t.Errorf("the push carries the command's argument, above the metadata ceiling: %s", m.Plaintext)
+	}
+
+	// The push service hands it to the phone's browser.
+	push.Deliver(m.Plaintext)
+	n := push.Notification("for the held call", func(n browsertest.Notification) bool { return n.Tag == p.Tag })
+	if n.Title != p.Title || n.Body != p.Body || len(n.Actions) != 2 || n.Actions[0].Title != "Allow" || n.Actions[1].Title != "Deny" {
+		t.Fatalf("the notification: %+v (payload %s)", n, m.Plaintext)
+	}
+	if tapped := push.Tap(p.Tag, n.Actions[1].Action); tapped != (browsertest.Tapped{Status: http.StatusOK, Title: "Denied"}) {
+		t.Fatalf("Deny: %+v", tapped)
+	}
+	push.Notification("the outcome", func(n browsertest.Notification) bool {
+		return n.Tag == p.Tag && n.Title == "Denied" && len(n.Actions) == 0
+	})
+
+	<-done
+	st.waitQuiet(t)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the denied call ran")
+	}
+	_, _, evs := st.oneSession(t)
+	if c := typeCounts(evs); c["tool.denied"] != 1 {
+		t.Fatalf("stream %v: want the held call denied", c)
+	}
+	var cmd *aep.Event
+	for _, b := range st.relayEvents(t, held.Session) {
+		e, err := aep.ParseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == rules.CommandType && e.Subject == held.ID {
+			cmd = e
+		}
+	}
+	if cmd == nil || cmd.Agent != notify.SurfacePush {
+		t.Fatalf("no command from the push on the stream (%v)", cmd)
+	}
+	if by, _ := cmd.ExtString(relay.ByAttr); by != "owner" {
+		t.Errorf("the push's command is stamped %q, want the subscription's owner", by)
+	}
+	answered := false
+	for _, e := range evs {
+		if e.Type == "attention.answered" && e.Subject == held.ID {
+			d := dataOf(e)
+			answered = d["by"] == "owner" && fmt.Sprint(d["answer"]) == "map[option:deny]"
+			if !answered {
+				t.Errorf("the answer is recorded as %v, want the owner's deny", d)
+			}
+		}
+	}
+	if !answered {
+		t.Fatal("no attention.answered for the held call")
+	}
+
+	// The request is over: the update replaces the notification, quietly,
+	// without actions.
+	upd, err := ps.Next(ctx, sub, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u notify.PushPayload
+	if err := json.Unmarshal(upd.Plaintext, &u); err != nil || !u.Close || u.Tag != p.Tag || len(u.Answers) != 0 {
+		t.Fatalf("the update: %s (%v)", upd.Plaintext, err)
+	}
+	push.Deliver(upd.Plaintext)
+	push.Notification("replaced by the update", func(n browsertest.Notification) bool {
+		return n.Tag == p.Tag && n.Title == u.Title && len(n.Actions) == 0 && n.Silent
+	})
+	if shown := push.Shown(p.Tag); len(shown) != 1 {
+		t.Errorf("%d notifications for the request, want the one replaced", len(shown))
+	}
+
+	// The device is removed from the page.
+	b.Click("remove the device", "#notify-devices button[data-device-remove]")
+	b.WaitJS("no device listed", `document.querySelectorAll('#notify-devices li').length === 0 && !document.getElementById('notify-empty').hidden`)
+}
