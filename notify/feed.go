@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -273,10 +274,24 @@ func (n *Notifier) forgetSession(s string) {
 	delete(n.feed.seen, s)
 }
 
+// current is whether r's person may still be told: a device whose
+// owner's token was revoked, or whose role no longer reads, gets nothing.
+func (n *Notifier) current(r *recipient) bool {
+	ref := n.relay.Load()
+	if ref == nil || r.surface != SurfacePush {
+		return true
+	}
+	p, ok := ref.Person(r.who.Name)
+	return ok && p.Can(access.RoleWatch)
+}
+
 // notify sends one request to every recipient.
 func (n *Notifier) notify(t *tracked, now time.Time) {
 	t.notified = true
 	for _, r := range n.recipients() {
+		if !n.current(r) {
+			continue
+		}
 		m, ok := n.compose(r, t, now)
 		if !ok {
 			continue
@@ -294,7 +309,9 @@ func (n *Notifier) notifyDigest(ts []*tracked, now time.Time) {
 		t.notified, t.digest = true, d
 	}
 	for _, r := range n.recipients() {
-		n.send(r, n.composeDigest(r, ts, d.tag, now), ts)
+		if n.current(r) {
+			n.send(r, n.composeDigest(r, ts, d.tag, now), ts)
+		}
 	}
 }
 
@@ -313,6 +330,9 @@ func (n *Notifier) closed(t *tracked, now time.Time) {
 		return
 	}
 	for _, r := range n.recipients() {
+		if !n.current(r) {
+			continue
+		}
 		if m, ok := n.composeUpdate(r, t, now); ok {
 			n.send(r, m, nil)
 		}

@@ -20,6 +20,8 @@ const (
 	CodeAnswerExpired = "answer-expired"
 	CodeAnswerUnknown = "answer-unknown"
 	CodeAnswerFailed  = "answer-undelivered"
+	// CodeAnswerForbidden: the person the link answers for lost the right.
+	CodeAnswerForbidden = "answer-forbidden"
 	// respondTimeout bounds handing an answer to the relay.
 	respondTimeout = 10 * time.Second
 )
@@ -135,6 +137,9 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	case errors.As(err, &re) && re.Code == wire.CodeNoRoute:
 		// Nobody holds the session any more: the request is over.
 		return http.StatusGone, CodeAnswerExpired, "This request no longer waits: its session is not connected to the relay."
+	case errors.As(err, &re) && re.Code == wire.CodeForbidden:
+		// The person it was made for may no longer answer: it never will.
+		return http.StatusForbidden, CodeAnswerForbidden, "This link answers for " + c.By + ", who may no longer answer on this relay."
 	}
 	n.signer.Unuse(c)
 	n.log.Warn("answer from a link not delivered", "session", c.Session, "request", c.Request, "err", err)

@@ -70,6 +70,13 @@ type stage struct {
 
 func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
 	t.Helper()
+	return newStageWith(t, cfg, relay.Config{Rules: book})
+}
+
+// newStageWith is newStage on a relay configured as rcfg (its token and
+// notifier set here).
+func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +90,8 @@ func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := relay.NewServer(relay.Config{Token: testToken, Notify: n, Rules: book})
+	rcfg.Token, rcfg.Notify = testToken, n
+	srv, err := relay.NewServer(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

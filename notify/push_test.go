@@ -12,13 +12,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // api calls the relay's notification API with the relay token.
 func api(t *testing.T, st *stage, method, path string, body any) (int, []byte) {
+	t.Helper()
+	return apiAs(t, st, testToken, method, path, body)
+}
+
+// apiAs calls the notification API with token.
+func apiAs(t *testing.T, st *stage, token, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -26,7 +34,7 @@ func api(t *testing.T, st *stage, method, path string, body any) (int, []byte) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, st.url+path, rd)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +240,52 @@ func TestNotifyTestEndpoint(t *testing.T) {
 	}
 	if len(rec.got()) != 1 || rec.got()[0].Kind != notify.KindTest {
 		t.Errorf("webhook got %+v", rec.got())
+	}
+}
+
+// A person's device is theirs: it answers as them, and once their token is
+// revoked it is told nothing more and its links answer nothing.
+func TestWebPushRevoked(t *testing.T) {
+	ps := pushtest.New(t)
+	home := t.TempDir()
+	_, alice, err := access.Store{Home: home}.Add("alice", access.RoleAnswer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond}, relay.Config{People: access.OpenBook(home, nil)})
+	code, b := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
+	var vapid map[string]string
+	if code != 200 || json.Unmarshal(b, &vapid) != nil {
+		t.Fatalf("vapid as alice: %d %s", code, b)
+	}
+	sub, _ := ps.Subscribe(vapid["public_key"])
+	code, b = apiAs(t, st, alice, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": "Pixel 8"})
+	if code != http.StatusCreated || !strings.Contains(string(b), `"owner":"alice"`) {
+		t.Fatalf("subscribe as alice: %d %s", code, b)
+	}
+	st.start(t, "v1")
+	st.ask(t, "v1", "ls", time.Minute)
+	_, p := nextPush(t, ps, sub, 0)
+	var allow string
+	for _, a := range p.Answers {
+		if a.Option == "allow" {
+			allow = a.URL
+		}
+	}
+	if _, err := (access.Store{Home: home}).Remove("alice"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 3*time.Second, "alice's token refused", func() bool {
+		c, _ := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
+		return c == http.StatusForbidden || c == http.StatusUnauthorized
+	})
+	if code, js, raw := post(t, allow, nil); code != http.StatusForbidden || js["code"] != notify.CodeAnswerForbidden {
+		t.Fatalf("a revoked person's link: %d %s", code, raw)
+	}
+	noCommand(t, st, 200*time.Millisecond)
+	st.ask(t, "v1", "make", time.Minute)
+	time.Sleep(600 * time.Millisecond)
+	if n := ps.Requests(sub); n != 1 {
+		t.Fatalf("a revoked person's device got %d pushes, want only the first", n)
 	}
 }

@@ -42,7 +42,7 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	if p.Name != access.OwnerName && s.cfg.People != nil {
 		// The person as they stand now: a token revoked (or a role
 		// lowered) since a link was made for them answers nothing.
-		cur, ok := s.cfg.People.Current(p.Name)
+		cur, ok := s.Person(p.Name)
 		if !ok {
 			return &RespondError{Code: wire.CodeForbidden, Detail: fmt.Sprintf("%s no longer holds a token on this relay", p.Name)}
 		}
@@ -84,6 +84,19 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	s.metrics.commands.WithLabelValues(resultRouted).Inc()
 	s.backend.Ingest([]*Message{m})
 	return nil
+}
+
+// Person is the principal named name as the relay admits them now: the
+// owner, or a person of the tokens file; false for anyone else (a token
+// revoked since). Notifications ask before they go to someone's device.
+func (s *Server) Person(name string) (access.Principal, bool) {
+	if name == access.OwnerName {
+		return access.Owner(), s.cfg.Token != ""
+	}
+	if s.cfg.People == nil {
+		return access.Principal{}, false
+	}
+	return s.cfg.People.Current(name)
 }
 
 // stampBy is the command m carrying who sent it in ByAttr, replacing any
