@@ -226,7 +226,7 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 			s.batch.offerRun(run)
 		}
 	}
-	clear(b.matchBuf)
+	clear(b.matchBuf[:cap(b.matchBuf)]) // keeps no message alive
 	return res
 }
 

@@ -275,6 +275,11 @@ func (c *wsConn) frame(data []byte) {
 	if c.adm.ended() != "" {
 		return // the credential ended: the writer is closing the socket
 	}
+	// Most frames are events: one parse reads the kind and the event.
+	if ev, err := aep.ParseEvent(data); err == nil && strings.Contains(ev.Type, ".") {
+		c.event(data, ev)
+		return
+	}
 	f, err := wire.Parse(data)
 	if err != nil {
 		c.sendError(&wire.Error{Code: wire.CodeInvalidFrame, Detail: "a frame is one JSON object with a string type"})
@@ -284,7 +289,7 @@ func (c *wsConn) frame(data []byte) {
 	// the events sent before it, and a pong answers only once they are in.
 	switch f := f.(type) {
 	case wire.Event:
-		c.event(data)
+		c.event(data, nil)
 	case *wire.Subscribe:
 		c.inOrder(len(data), func() { c.subscribe(f) })
 	case *wire.Unsubscribe:
@@ -312,18 +317,21 @@ func (c *wsConn) sendError(f *wire.Error) {
 
 // event ingests one event sent on the socket, routes a command, and keeps
 // the socket's session claims current.
-func (c *wsConn) event(data []byte) {
+// ev, when not nil, is data already parsed.
+func (c *wsConn) event(data []byte, ev *aep.Event) {
 	s := c.srv
 	if detail := s.checkEventSize(data); detail != "" {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
 		c.sendError(&wire.Error{Code: wire.CodePayloadTooLarge, Detail: detail})
 		return
 	}
-	ev, err := aep.ParseEvent(data)
-	if err != nil {
-		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
-		c.sendError(&wire.Error{Code: wire.CodeInvalidEvent, Detail: err.Error()})
-		return
+	if ev == nil {
+		var err error
+		if ev, err = aep.ParseEvent(data); err != nil {
+			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+			c.sendError(&wire.Error{Code: wire.CodeInvalidEvent, Detail: err.Error()})
+			return
+		}
 	}
 	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
