@@ -1,0 +1,50 @@
+package station
+
+import (
+	"flag"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// The notification flags: repeatable --notify, --public-url from the
+// environment, --notify-after; a relay without a token has no notifier,
+// and --notify on one, a bad --public-url or a bad target is a usage
+// mistake, said in one line.
+func TestNotifyOptions(t *testing.T) {
+	var o NotifyOptions
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.BindFlags(fs, func(k string) string { return map[string]string{"AEP_PUBLIC_URL": "https://relay.example"}[k] })
+	if err := fs.Parse([]string{"--notify", "webhook:http://127.0.0.1:9/a", "--notify", "ntfy:https://ntfy.sh/t", "--notify-after", "30s"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Targets) != 2 || o.PublicURL != "https://relay.example" || o.After != 30*time.Second {
+		t.Fatalf("flags: %+v", o)
+	}
+	log := slog.New(slog.DiscardHandler)
+	home := t.TempDir()
+	n, err := o.notifier(relay.Config{Token: "tok-0123456789abcdef", Listen: "127.0.0.1:8787"}, home, log)
+	if err != nil || n == nil {
+		t.Fatalf("notifier: %v", err)
+	}
+	if n, err := (NotifyOptions{}).notifier(relay.Config{Listen: "127.0.0.1:8787"}, home, log); n != nil || err != nil {
+		t.Errorf("a watch-only relay: %v %v, want no notifier", n, err)
+	}
+	for name, c := range map[string]struct {
+		o     NotifyOptions
+		token string
+		want  string
+	}{
+		"no token":       {NotifyOptions{Targets: []string{"webhook:http://127.0.0.1:9/a"}}, "", "--notify needs a token"},
+		"bad public URL": {NotifyOptions{PublicURL: "relay.example"}, "tok-0123456789abcdef", "--public-url"},
+		"bad target":     {NotifyOptions{Targets: []string{"pager:http://x"}}, "tok-0123456789abcdef", "unknown target kind"},
+	} {
+		_, err := c.o.notifier(relay.Config{Token: c.token, Listen: "127.0.0.1:8787"}, home, log)
+		if err == nil || !IsUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want a one-line usage error about %q", name, err, c.want)
+		}
+	}
+}
