@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
@@ -83,6 +84,15 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 			rows = append(rows, r)
 		}
 		check(name+" json", rows)
+		// The latency the emitter measured is the wait the record's own
+		// times show.
+		for _, r := range rows {
+			asked, err1 := time.Parse(time.RFC3339Nano, r.Requested)
+			decided, err2 := time.Parse(time.RFC3339Nano, r.Time)
+			if d := decided.Sub(asked).Milliseconds() - r.LatencyMS; err1 != nil || err2 != nil || d < -250 || d > 250 {
+				t.Errorf("%s: %s waited %d ms by the emitter's measure, %s to %s by its times", name, r.Summary, r.LatencyMS, r.Requested, r.Time)
+			}
+		}
 
 		code, text := st.cli(t, append([]string{"audit", "--csv"}, src...)...)
 		recs, err := csv.NewReader(strings.NewReader(text)).ReadAll()
