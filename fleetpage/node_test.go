@@ -29,7 +29,7 @@ func TestStateConformance(t *testing.T) {
 	// The page's modules must at least parse: node checks their syntax as
 	// ES modules (a .mjs copy, since the page serves them as .js); the
 	// service worker is a classic script, checked as one by the worker test.
-	for _, f := range []string{"app.js", "state.js", "push.js"} {
+	for _, f := range []string{"app.js", "state.js", "push.js", "socket.js", "socketworker.js"} {
 		b, err := os.ReadFile(filepath.Join("assets", f))
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@
 // stream: a button sends a command and the request stays pending until the
 // stream settles it.
 import * as S from './state.js';
+import { openSocket } from './socket.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
 const TICK_MS = 5000; // the fleet's quiet transitions (a session's group)
@@ -198,7 +199,7 @@ function connect(c) {
   if (stopped) return;
   setConn(c, c.ever ? 'reconnecting' : 'connecting', c.ever ? 'reconnecting' : 'connecting');
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  const ws = new WebSocket(`${proto}//${location.host}${c.base}/socket`);
+  const ws = openSocket(`${proto}//${location.host}${c.base}/socket`);
   c.sock = ws;
   const resumed = c.ever;
   ws.onopen = () => {
