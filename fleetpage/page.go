@@ -696,13 +696,23 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 	// Only a browser logged in, with its bound secret, may end the logins:
 	// a stale cookie (or none) just clears itself.
 	var err error
-	ended := -1
+	ended, all := -1, true
 	p.reg.Update(func(tx *credreg.Tx) {
-		if _, in := p.admit(tx, r, false); !in {
+		l, in := p.admit(tx, r, false)
+		if !in {
 			return
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if !l.who.Can(access.RoleAdmin) {
+			// Ending everyone's logins is the admins' (the owner's) to do:
+			// anyone else logs out this browser.
+			all = false
+			delete(p.logins, l.id)
+			p.endLocked(l.id, l.exp)
+			ended = tx.End(credreg.ReasonLoggedOut, credreg.ByID("login:"+hex.EncodeToString([]byte(l.id))))
+			return
+		}
 		var gen []byte
 		if gen, err = newGeneration(p.cfg.LoginsFile == "", p.cfg.LoginsFile); err != nil {
 			return
@@ -717,8 +727,11 @@ func (p *Page) logout(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusInternalServerError, "internal", "the logout could not be kept; the login still stands")
 		return
 	}
-	if ended >= 0 {
+	switch {
+	case ended >= 0 && all:
 		p.cfg.Logger.Info("fleet page logout: every browser login ended", "remote", r.RemoteAddr, "connections", ended)
+	case ended >= 0:
+		p.cfg.Logger.Info("fleet page logout: one browser's login ended", "remote", r.RemoteAddr, "connections", ended)
 	}
 	http.SetCookie(w, gone)
 	httpguard.WriteJSON(w, http.StatusOK, authReply{Required: p.required(), LoggedIn: false})

@@ -81,3 +81,49 @@ func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
 	default:
 	}
 }
+
+// A person who is not an admin logs out their own browser; only an admin's
+// (the owner's) logout ends every login.
+func TestPersonLogoutEndsOnlyTheirs(t *testing.T) {
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	_, walt, err := store.Add("walt", access.RoleWatch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := access.OpenBook(home, nil)
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book}).URL
+	login := func(tok string) *login {
+		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + tok + `"}`, origin: base})
+		var body struct{ Login string }
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		for _, c := range res.Cookies() {
+			if c.Name == cookieName(base) {
+				return &login{cookie: c, secret: body.Login}
+			}
+		}
+		t.Fatalf("login: %d", res.StatusCode)
+		return nil
+	}
+	owner, w := login(testToken), login(walt)
+	ownerSock, waltSock := openSocket(t, base, owner), openSocket(t, base, w)
+	do(t, base, req{method: http.MethodPost, path: "/app/logout", login: w, origin: base})
+	closedWith(t, "walt's logout", waltSock, "logged-out")
+	if code := status(t, base, req{login: w, origin: base}); code != http.StatusUnauthorized {
+		t.Errorf("walt's login after his logout: %d", code)
+	}
+	if code := status(t, base, req{login: owner, origin: base}); code != http.StatusOK {
+		t.Errorf("the owner's login after walt's logout: %d", code)
+	}
+	select {
+	case r := <-ownerSock:
+		t.Fatalf("walt's logout closed the owner's socket (%q)", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	do(t, base, req{method: http.MethodPost, path: "/app/logout", login: owner, origin: base})
+	closedWith(t, "the owner's logout", ownerSock, "logged-out")
+}
