@@ -60,7 +60,7 @@ func TestStoreSyncCoversEveryAdmittedEvent(t *testing.T) {
 	d.mu.Lock()
 	d.order = nil
 	d.mu.Unlock()
-	const writers, events = 4, 400
+	const writers, events = 4, 200
 	var g errgroup.Group
 	for w := range writers {
 		g.Go(func() error {
