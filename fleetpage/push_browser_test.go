@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -210,4 +211,37 @@ func TestBrowserPush(t *testing.T) {
 	// The link to a request no longer waiting opens its session.
 	p.b.MustRun("open the settled request's link", chromedp.Evaluate(`location.hash = '#/request/s2/`+settled+`'`, nil))
 	p.b.WaitJS("its session open", `!document.getElementById('session-pane').hidden && document.getElementById('session-title').textContent.includes('write the docs')`)
+}
+
+// In Chromium: a page opened without the login URL (an installed page
+// opens at its start URL) offers a field for it; a paste that is not one
+// is refused in words; the login URL pasted logs in, and the token leaves
+// the address.
+func TestBrowserPasteLogin(t *testing.T) {
+	b := browsertest.New(t, 360, 800)
+	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
+	b.MustRun("open the start URL", chromedp.Navigate(srv.URL+"/"))
+	b.WaitJS("the login field", `!document.getElementById('login-form').hidden && document.getElementById('conn').dataset.conn === 'login-needed'`)
+	b.MustRun("paste a wrong URL", chromedp.SetValue("#login-url", srv.URL+"/", chromedp.ByID))
+	b.Click("log in", "#login-form button")
+	b.WaitJS("the refusal", `document.getElementById('notice').textContent.includes('not a login URL')`)
+	b.MustRun("paste the login URL", chromedp.SetValue("#login-url", fleetpage.LoginURL(srv.URL, testToken), chromedp.ByID))
+	b.Click("log in", "#login-form button")
+	// The page reloads to log in: a read during the reload finds no page.
+	if !poll.Until(browsertest.Wait, func() bool {
+		var live bool
+		err := b.Run(chromedp.Evaluate(`document.getElementById('conn').dataset.conn === 'live' && document.getElementById('login-form').hidden`, &live))
+		return err == nil && live
+	}) {
+		t.Fatal("the pasted login URL did not log in")
+	}
+	var href string
+	b.Eval("the address", `location.href`, &href)
+	if strings.Contains(href, testToken) {
+		t.Fatalf("the token stayed in the address: %s", href)
+	}
 }

@@ -259,9 +259,50 @@ function showLinked() {
   look();
 }
 
+// --- logging in where there is no address bar -----------------------------------
+
+// tokenOf reads the token from a pasted login URL (…#token=T) or takes the
+// paste as the token itself.
+export function tokenOf(pasted) {
+  const v = pasted.trim();
+  const m = /#(?:.*&)?token=([^&]*)/.exec(v);
+  if (m) {
+    try {
+      return decodeURIComponent(m[1].replace(/\+/g, ' '));
+    } catch {
+      return '';
+    }
+  }
+  return /^[\x21-\x7e]+$/.test(v) && !v.includes('://') ? v : '';
+}
+
+// loginForm shows while the page needs a login: the page installed on a
+// phone opens at its start URL, without the token the login URL carries,
+// and has no address bar to open that URL in. The pasted token takes the
+// login URL's own way in (the fragment, never sent to a server).
+function loginForm() {
+  const form = $('login-form');
+  const show = () => { form.hidden = $('conn').dataset.conn !== 'login-needed'; };
+  new MutationObserver(show).observe($('conn'), { attributes: true, attributeFilter: ['data-conn'] });
+  show();
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const token = tokenOf($('login-url').value);
+    $('login-url').value = '';
+    if (!token) {
+      $('notice').hidden = false;
+      $('notice').textContent = 'That is not a login URL: paste the whole URL that aep-kimi open prints.';
+      return;
+    }
+    location.hash = `token=${encodeURIComponent(token)}`;
+    location.reload();
+  });
+}
+
 // --- start ------------------------------------------------------------------------
 
 function start() {
+  loginForm();
   $('notify-toggle').addEventListener('click', togglePane);
   $('notify-on').addEventListener('click', subscribe);
   $('notify-device').placeholder = deviceName();
