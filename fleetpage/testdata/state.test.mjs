@@ -112,6 +112,21 @@ test('cause edges resolve across the control boundary', { skip }, () => {
   assert.ok(run.cancelledBy, 'the cancelled run knows what cancelled it');
 });
 
+// A live lane is folded onto what was derived before; a cancel whose
+// command arrives after it (the command is appended) is still named once
+// the command is held.
+test('a cancel learns its command when the command arrives later', () => {
+  const st = S.newState();
+  const ev = (seq, type, extra) => ({ aep: '0.1', id: `e${seq}`, type, session: 's1', source: 'aep://h/agent/a/session/s1', agent: 'a', seq, epoch: 1, ...extra });
+  for (const e of [ev(0, 'session.started'), ev(1, 'run.started', { run: 'r1' }), ev(2, 'run.cancelled', { run: 'r1', cause: 'cmd1' })]) {
+    S.apply(st, e);
+    S.session(st, 's1');
+  }
+  assert.equal(S.session(st, 's1').runById.get('r1').cancelledBy, null);
+  S.apply(st, { aep: '0.1', id: 'cmd1', type: 'control.cancel', session: 's1', source: 'aep://h/agent/aep-kimi-page/session/s1', agent: 'aep-kimi-page', run: 'r1' });
+  assert.equal(S.session(st, 's1').runById.get('r1').cancelledBy, 'control.cancel');
+});
+
 test('respond_via without control is information only', () => {
   const st = S.newState();
   const base = { aep: '0.1', agent: 'kimi-code', session: 's1', time: '2026-01-01T00:00:00.000Z', epoch: 0 };
