@@ -99,6 +99,51 @@ func openAs(t *testing.T, relayURL, token string) *personStream {
 	return ps
 }
 
+// sendForged answers request as the page would, with token, but naming
+// the owner as its sender twice over.
+func sendForged(t *testing.T, relayURL, token, session, request string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(relayURL, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow() //nolint:errcheck // the test is done with it
+	id := aep.NewID()
+	cmd := `{"aep":"0.1","id":"` + id + `","type":"control.attention.respond","time":"` + aep.FormatTime(time.Now()) +
+		`","source":"aep://e2e/agent/aep-kimi-page","agent":"aep-kimi-page","session":"` + session + `","subject":"` + request +
+		`","cause":"` + request + `","aepkimiby":"owner","data":{"answer":{"option":"allow"},"by":"owner"}}`
+	for _, f := range []string{
+		`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"aep-kimi-page","instance":"e2e"},"capabilities":{}}`,
+		`{"type":"subscribe","id":"acks","filter":{"session":"` + session + `","type":"control.*"}}`,
+	} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("no ack for the forged command: %v", err)
+		}
+		var f struct{ Type, Cause, Code string }
+		_ = json.Unmarshal(b, &f)
+		switch {
+		case f.Type == "error":
+			t.Fatalf("the forged command was refused: %s", b)
+		case f.Type == "control.accepted" && f.Cause == id:
+			return
+		case f.Type == "subscribed": // the ack cannot pass unseen now
+			if err := c.Write(ctx, websocket.MessageText, []byte(cmd)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // drain is what the stream has delivered so far.
 func drain(ch chan string) []string {
 	var out []string
@@ -116,8 +161,9 @@ func drain(ch chan string) []string {
 // watcher and an answerer with `aep-kimi token add`. The watcher's stream
 // and socket carry the session's shape but no text above metadata, and its
 // respond is refused; the answerer's deny reaches the hook (Kimi is told
-// who denied it) and the stream names her; `token rm` ends the watcher's
-// stream and socket within 2 s.
+// who denied it) and the stream names her; a command she makes herself
+// naming the owner (aepkimiby, and by in its data) is recorded as hers;
+// `token rm` ends the watcher's stream and socket within 2 s.
 func TestE2ETeamRoles(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_CAPTURE=redacted")
@@ -140,7 +186,7 @@ func TestE2ETeamRoles(t *testing.T) {
 
 	const secret = "echo team-secret-7f3a"
 	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- scenario(t, kimi, bashSteps(t, secret), st.hookCmd(t)) }()
+	go func() { done <- scenario(t, kimi, bashSteps(t, secret, "echo forged"), st.hookCmd(t)) }()
 	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "team-secret-7f3a") }, "pending")
 	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)
 	if m == nil {
@@ -152,6 +198,16 @@ func TestE2ETeamRoles(t *testing.T) {
 	if code, msg := st.cliAs(t, ann, "respond", "--option", "deny", m[1], m[2]); code != 0 {
 		t.Fatalf("the answerer's respond: exit %d: %s", code, msg)
 	}
+
+	// The second call: ann answers with a command of her own making that
+	// names someone else (aepkimiby, and a by in its data): the relay
+	// writes her name over it.
+	out = st.waitCLI(t, func(s string) bool { return strings.Contains(s, "echo forged") }, "pending")
+	m2 := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)
+	if m2 == nil {
+		t.Fatalf("no answering command in pending:\n%s", out)
+	}
+	sendForged(t, st.relayURL, ann, m2[1], m2[2])
 	run := <-done
 	st.waitQuiet(t)
 
@@ -160,14 +216,17 @@ func TestE2ETeamRoles(t *testing.T) {
 		t.Errorf("Kimi's model was not told ann denied the call:\n%s", reqs)
 	}
 	_, _, evs := st.oneSession(t)
-	var answered *aep.Event
+	answers := map[string]map[string]any{} // request -> the answer's data
 	for _, e := range evs {
 		if e.Type == "attention.answered" {
-			answered = e
+			answers[e.Subject] = dataOf(e)
 		}
 	}
-	if answered == nil || dataOf(answered)["by"] != "ann" || dataOf(answered)["x-kimi-code-surface"] != "cli" {
-		t.Fatalf("the answer on the record: %+v", answered)
+	if a := answers[m[2]]; a["by"] != "ann" || a["x-kimi-code-surface"] != "cli" {
+		t.Fatalf("the answer on the record: %v", a)
+	}
+	if a := answers[m2[2]]; a["by"] != "ann" || a["x-kimi-code-surface"] != "page" {
+		t.Fatalf("the forged answer on the record: %v", a)
 	}
 	if code, tail := st.cli(t, "tail", "--from", "all", "--no-color", "--once"); code != 0 || !strings.Contains(tail, "denied by ann (cli)") {
 		t.Errorf("tail (exit %d) does not name ann:\n%s", code, tail)
