@@ -85,12 +85,14 @@ type RelayOptions struct {
 // set): allowed hosts, the exposure checks (off loopback needs a token,
 // and TLS or a TLS-terminating proxy), the TLS it serves, the people, the fleet page, the rules and the notifier under the home,
 // the store opened, and the heap limit. beside is what runs beside the
-// relay (the notifier); the closer closes the store. A configuration
+// relay (the notifier, the ACME certificates' first request); the closer closes the store. A configuration
 // mistake is a UsageError; a store that cannot open is a failure.
 func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func(string) string) (srv *relay.Server, beside []Component, closeStore func(), err error) {
 	if cfg.AllowedHosts, err = httpguard.ParseAllowedHostsFlag(o.AllowedHosts); err != nil {
 		return nil, nil, nil, Usage(err)
 	}
+	// The names it has certificates for are names it answers to.
+	cfg.AllowedHosts = append(cfg.AllowedHosts, o.TLS.ACMEDomains...)
 	if err := o.Store.Validate(); err != nil {
 		return nil, nil, nil, Usage(err)
 	}
@@ -103,7 +105,8 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	if err := httpguard.CheckTransport(cfg.Listen, o.Public, cfg.TLS != nil || o.TLS.Enabled(), o.TLS.BehindProxy); err != nil {
 		return nil, nil, nil, Usage(err)
 	}
-	if _, err := o.TLS.apply(&cfg, o.Store.Home); err != nil {
+	st, err := o.TLS.apply(&cfg, o.Store.Home)
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	WithPeople(&cfg, o.Store.Home)
@@ -129,6 +132,9 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	}
 	if n != nil {
 		beside = append(beside, Component{Name: "notify", Run: func(ctx context.Context) error { return n.Run(ctx, srv) }})
+	}
+	if c, ok := st.warmer(); ok {
+		beside = append(beside, c)
 	}
 	relay.LimitHeap(getenv, cfg.BufferBytes, cfg.Logger)
 	return srv, beside, closeStore, nil

@@ -1,6 +1,7 @@
 package station
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -44,9 +45,13 @@ func (o *TLSOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.CertFile, "tls-cert", getenv("AEP_TLS_CERT"), "serve TLS with this PEM certificate chain, reloaded when it changes (env AEP_TLS_CERT); needs --tls-key")
 	fs.StringVar(&o.KeyFile, "tls-key", getenv("AEP_TLS_KEY"), "the PEM private key of --tls-cert, mode 0600 (env AEP_TLS_KEY)")
 	o.ACMEDomains = splitList(getenv("AEP_ACME_DOMAIN"))
+	given := false // the first --acme-domain replaces the environment's
 	fs.Func("acme-domain", "serve TLS with certificates for this name from an ACME CA, kept under $AEP_HOME/"+ACMEDirName+
 		" (repeat, or comma-separated; env AEP_ACME_DOMAIN); the CA checks the name on this port (tls-alpn-01), so it must reach it as port 443",
 		func(s string) error {
+			if !given {
+				o.ACMEDomains, given = nil, true
+			}
 			o.ACMEDomains = append(o.ACMEDomains, splitList(s)...)
 			return nil
 		})
@@ -104,8 +109,8 @@ type serverTLS struct {
 
 // apply gives cfg what o asks for: the TLS it serves (unless cfg already
 // has it: up applies it first, to keep its self-trust) and whether a proxy
-// fronts it, and starts obtaining ACME certificates. It returns how
-// clients in this process reach the relay: nil without TLS.
+// fronts it. It returns how clients in this process reach the relay, and
+// what obtains ACME certificates: nil without TLS.
 func (o TLSOptions) apply(cfg *relay.Config, home string) (*serverTLS, error) {
 	cfg.BehindProxy = o.BehindProxy
 	if cfg.TLS != nil {
@@ -119,9 +124,6 @@ func (o TLSOptions) apply(cfg *relay.Config, home string) (*serverTLS, error) {
 		return nil, usageOrNil(err)
 	}
 	cfg.TLS = st.config
-	if st.warm != nil {
-		go st.warm()
-	}
 	return st, nil
 }
 
@@ -153,6 +155,23 @@ func (o TLSOptions) build(home string, log *slog.Logger) (*serverTLS, error) {
 	st.config = &tls.Config{GetCertificate: served.Record(get), NextProtos: protos, MinVersion: tls.VersionTLS12}
 	st.self = served.ClientConfig(firstOr(o.ACMEDomains, ""))
 	return st, nil
+}
+
+// warmer is the component that asks for the ACME certificates once the
+// relay listens (the CA's challenge connects to it), so a CA that refuses
+// is in the log at start rather than at a user's first handshake; ok false
+// without ACME. autocert takes no context and bounds each request itself:
+// the component returns when the station stops, the request ends with the
+// process.
+func (st *serverTLS) warmer() (Component, bool) {
+	if st == nil || st.warm == nil {
+		return Component{}, false
+	}
+	return Component{Name: "acme", Run: func(ctx context.Context) error {
+		go st.warm()
+		<-ctx.Done()
+		return nil
+	}}, true
 }
 
 func firstOr(s []string, def string) string {

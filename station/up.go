@@ -98,6 +98,9 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 	for _, c := range beside {
 		stn.Add(c, nil)
 	}
+	if c, ok := self.warmer(); ok {
+		stn.Add(c, nil)
+	}
 	var relayHTTP *http.Client
 	if self != nil {
 		relayURL = "https" + strings.TrimPrefix(relayURL, "http")

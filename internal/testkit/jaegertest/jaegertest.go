@@ -16,11 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
 // Version is the Jaeger release the tools module pins.
@@ -35,48 +32,20 @@ const EnvCache = "AEP_KIMI_JAEGER_CACHE"
 // Jaeger skips unless the binary is cached.
 const EnvBuild = "AEP_KIMI_JAEGER_BUILD"
 
-// buildTimeout bounds one build of Jaeger from source (a large module).
-const buildTimeout = 30 * time.Minute
+// tool is Jaeger built from the tools module (a large one: about seven
+// CPU-minutes).
+func tool() proctest.Tool {
+	return proctest.Tool{Name: "jaeger", Version: Version, EnvCache: EnvCache,
+		Module: "tools/jaeger", Pkg: "github.com/jaegertracing/jaeger/cmd/jaeger", Timeout: 30 * time.Minute}
+}
 
 // CacheDir is where Bin keeps the binary: $AEP_KIMI_JAEGER_CACHE, else a
 // directory per pinned version under the user cache.
-func CacheDir() string {
-	return usercache.Dir(EnvCache, "jaeger-"+Version)
-}
+func CacheDir() string { return tool().CacheDir() }
 
 // Bin returns the Jaeger binary, building it from the tools module into
-// CacheDir on first use. An exclusive lock on the directory makes parallel
-// test packages build it once.
-func Bin(ctx context.Context) (string, error) {
-	dir := CacheDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "jaeger")
-	lock, err := safefile.OpenFile(filepath.Join(dir, ".build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := safefile.Lock(lock); err != nil {
-		return "", err
-	}
-	defer safefile.Unlock(lock)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	root, err := fixtures.ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
-	defer cancel()
-	tmp := bin + ".tmp"
-	if err := proctest.GoBuild(ctx, filepath.Join(root, "tools", "jaeger"), tmp, "github.com/jaegertracing/jaeger/cmd/jaeger"); err != nil {
-		return "", fmt.Errorf("building jaeger %s: %w", Version, err)
-	}
-	return bin, os.Rename(tmp, bin)
-}
+// CacheDir on first use.
+func Bin(ctx context.Context) (string, error) { return tool().Bin(ctx) }
 
 // Jaeger is a running Jaeger with in-memory storage.
 type Jaeger struct {

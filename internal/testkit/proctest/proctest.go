@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
 // StopWait bounds a graceful stop: past it the process is killed and the
@@ -167,4 +171,56 @@ func GoBuild(ctx context.Context, dir, out string, pkgs ...string) error {
 		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, b)
 	}
 	return nil
+}
+
+// Tool is a program a test runs (Jaeger, Pebble), pinned by a Go module of
+// its own under tools/ and built once into the user cache.
+type Tool struct {
+	// Name is the binary's name; Version the release the module pins.
+	Name, Version string
+	// EnvCache names the variable that moves the cache directory.
+	EnvCache string
+	// Module is the tools module's directory under the repository root;
+	// Pkg the package built from it.
+	Module, Pkg string
+	// Timeout bounds one build.
+	Timeout time.Duration
+}
+
+// CacheDir is where Bin keeps the binary: $EnvCache, else a directory per
+// pinned version under the user cache.
+func (tl Tool) CacheDir() string { return usercache.Dir(tl.EnvCache, tl.Name+"-"+tl.Version) }
+
+// Bin returns the binary, building it into CacheDir first when it is not
+// there yet. An exclusive lock on the directory makes parallel test
+// packages build it once.
+func (tl Tool) Bin(ctx context.Context) (string, error) {
+	root, err := fixtures.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, tl.Timeout)
+	defer cancel()
+	dir := tl.CacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, tl.Name)
+	lock, err := safefile.OpenFile(filepath.Join(dir, ".build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := safefile.Lock(lock); err != nil {
+		return "", err
+	}
+	defer safefile.Unlock(lock) //nolint:errcheck // closing releases it too
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	tmp := bin + ".tmp"
+	if err := GoBuild(ctx, filepath.Join(root, tl.Module), tmp, tl.Pkg); err != nil {
+		return "", fmt.Errorf("building %s %s: %w", tl.Name, tl.Version, err)
+	}
+	return bin, os.Rename(tmp, bin)
 }
