@@ -132,7 +132,7 @@ func benchIngestConcurrent(b *testing.B, be Backend, writers int) {
 // every batch before admitting it (--store-sync always, the group commit)
 // with the server's interval, from one emitter and from four at once.
 func BenchmarkStoreSync(b *testing.B) {
-	for _, writers := range []int{1, 4} {
+	for _, writers := range []int{1, 4, 16} {
 		for _, always := range []bool{false, true} {
 			name := fmt.Sprintf("%s/emitters=%d", map[bool]string{false: StoreSyncInterval, true: StoreSyncAlways}[always], writers)
 			b.Run(name, func(b *testing.B) {
