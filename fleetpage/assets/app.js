@@ -286,6 +286,8 @@ function frame(c, ws, f, resumed) {
         if (c.sock !== ws) return;
         setConn(c, 'live', 'live');
         notice('');
+        // What loaded last is drawn in the next frame, not at the loading pace.
+        if (renderQueued && !document.hidden) requestAnimationFrame(renderQueuedNow);
       });
       break;
     }
@@ -344,13 +346,10 @@ async function replay(c, filter, each) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      const blocks = (buf + value).split('\n\n');
-      buf = blocks.pop();
-      for (const block of blocks) {
-        let data = '';
-        for (const line of block.split('\n')) {
-          if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line.startsWith('data: ') ? 6 : 5);
-        }
+      const text = buf + value;
+      let at = 0;
+      for (let end = text.indexOf('\n\n'); end >= 0; at = end + 2, end = text.indexOf('\n\n', at)) {
+        const data = sseData(text, at, end);
         if (!data) continue;
         let ev;
         try {
@@ -361,10 +360,30 @@ async function replay(c, filter, each) {
         if (each) each(ev);
         if (S.apply(state, ev, c.name)) eventApplied(c, ev);
       }
+      buf = text.slice(at);
     }
   } catch {
     // the live subscription carries on; the next reconnect tries again
   }
+}
+
+// sseData is the data of the server-sent event in text[from, to): its data
+// lines joined by newlines. It reads the lines in place: a replay of 50,000
+// events is not split into arrays of blocks and lines.
+function sseData(text, from, to) {
+  let data = '';
+  let first = true;
+  for (let p = from; p < to;) {
+    let e = text.indexOf('\n', p);
+    if (e < 0 || e > to) e = to;
+    if (text.startsWith('data:', p)) {
+      const piece = text.slice(p + (text.startsWith('data: ', p) ? 6 : 5), e);
+      data = first ? piece : `${data}\n${piece}`;
+      first = false;
+    }
+    p = e + 1;
+  }
+  return data;
 }
 
 // BACKFILL_BATCH bounds the sessions one replay asks for (the filter rides
@@ -491,14 +510,23 @@ function reach(req) {
 // scheduleRender renders once in the next animation frame, whatever
 // arrived before it. A hidden tab gets no animation frames: it renders on a
 // timer (one timer per frame as well cost a task each on a busy page).
+// While a relay's held events load in bulk the page draws a few times a
+// second, not every frame: a frame then re-placed a fleet growing under it.
 function scheduleRender() {
   if (renderQueued) return;
   renderQueued = true;
   if (document.hidden) setTimeout(renderQueuedNow, HIDDEN_RENDER_MS);
+  else if (bulkLoading()) setTimeout(renderQueuedNow, LOADING_RENDER_MS);
   else requestAnimationFrame(renderQueuedNow);
 }
 
 const HIDDEN_RENDER_MS = 100;
+const LOADING_RENDER_MS = 200;
+
+function bulkLoading() {
+  for (const c of conns.values()) if (c.kind === 'loading') return true;
+  return false;
+}
 
 function renderQueuedNow() {
   if (!renderQueued) return;
