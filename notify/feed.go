@@ -218,7 +218,7 @@ func (n *Notifier) due(now time.Time) {
 			f.windowEnd = now.Add(n.cfg.Window)
 		}
 	}
-	n.forget(now)
+	n.forget()
 }
 
 func (t *tracked) inBatch(batch []*tracked) bool {
@@ -232,7 +232,7 @@ func (t *tracked) inBatch(batch []*tracked) bool {
 
 // forget drops the sessions that ended, and the least recently seen past
 // MaxSessions, from every fold, unless a tracked request is theirs.
-func (n *Notifier) forget(now time.Time) {
+func (n *Notifier) forget() {
 	f := &n.feed
 	busy := map[string]bool{}
 	for _, t := range f.tracked {
@@ -264,7 +264,6 @@ func (n *Notifier) forget(now time.Time) {
 	for _, a := range all[:max(0, min(len(all), len(f.seen)-MaxSessions))] {
 		n.forgetSession(a.s)
 	}
-	_ = now
 }
 
 func (n *Notifier) forgetSession(s string) {

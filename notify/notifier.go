@@ -82,8 +82,6 @@ type Config struct {
 	Capture aep.Capture
 	// Logger receives the notifier's logs; nil discards them.
 	Logger *slog.Logger
-	// Signer overrides the answer link key under Home (tests).
-	Signer *Signer
 }
 
 // Notifier reaches people when requests wait: it follows the relay's
@@ -99,6 +97,10 @@ type Notifier struct {
 	source string // the attention.routed events' source
 
 	relay atomic.Pointer[relayRef]
+	// sub is the stream's subscription, from Attach on.
+	attachMu sync.Mutex
+	sub      *feedSub
+	unfollow func()
 
 	// targets are the --notify recipients, fixed at start.
 	targets []*recipient
@@ -142,15 +144,16 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Capture == 0 {
 		cfg.Capture = DefaultCapture
 	}
+	if cfg.Home == "" {
+		return nil, errors.New("notify: no AEP home to keep the answer link key and the push subscriptions in")
+	}
 	base, err := ParsePublicURL(cfg.PublicURL)
 	if err != nil {
 		return nil, err
 	}
-	n := &Notifier{cfg: cfg, log: cfg.Logger, met: NewMetrics(), base: base, signer: cfg.Signer}
-	if n.signer == nil {
-		if n.signer, err = OpenSigner(cfg.Home); err != nil {
-			return nil, err
-		}
+	n := &Notifier{cfg: cfg, log: cfg.Logger, met: NewMetrics(), base: base}
+	if n.signer, err = OpenSigner(cfg.Home); err != nil {
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	n.source = aep.AgentSourceURI(host, routerAgent)
@@ -164,16 +167,14 @@ func New(cfg Config) (*Notifier, error) {
 	n.feed.init()
 	n.devices = map[string]*device{}
 	n.client = &http.Client{Timeout: SendTimeout}
-	if cfg.Home != "" {
-		if n.vapid, err = loadVAPID(cfg.Home); err != nil {
-			return nil, err
-		}
-		if n.push, err = openPushStore(cfg.Home); err != nil {
-			return nil, err
-		}
-		for _, sub := range n.push.list() {
-			n.addDeviceLocked(sub)
-		}
+	if n.vapid, err = loadVAPID(cfg.Home); err != nil {
+		return nil, err
+	}
+	if n.push, err = openPushStore(cfg.Home); err != nil {
+		return nil, err
+	}
+	for _, sub := range n.push.list() {
+		n.addDeviceLocked(sub)
 	}
 	return n, nil
 }
@@ -268,9 +269,35 @@ func (n *Notifier) openURL(session, request string) string {
 	return u.String()
 }
 
+// Attach follows the relay's stream from now on: call it before the relay
+// serves, so nothing it admits is missed (Run attaches when not yet
+// attached, from the moment it starts).
+func (n *Notifier) Attach(r Relay) error {
+	n.attachMu.Lock()
+	defer n.attachMu.Unlock()
+	if n.sub != nil {
+		return nil
+	}
+	filter, err := aep.ParseFilter([]byte(FeedFilter))
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	sub := &feedSub{ch: make(chan *relay.Message, FeedQueue), dropped: n.feed.dropped, log: n.log}
+	cancel, err := r.Backend().Subscribe(relay.SubscribeRequest{Filter: filter}, sub)
+	if err != nil {
+		return fmt.Errorf("notify: follow the relay: %w", err)
+	}
+	n.relay.Store(&relayRef{r})
+	n.sub, n.unfollow = sub, cancel
+	return nil
+}
+
 // Run follows the relay's stream and delivers until ctx ends.
 func (n *Notifier) Run(ctx context.Context, r Relay) error {
-	n.relay.Store(&relayRef{r})
+	if err := n.Attach(r); err != nil {
+		return err
+	}
+	defer n.unfollow()
 	g, ctx := errgroup.WithContext(ctx)
 	n.mu.Lock()
 	n.runCtx = ctx
@@ -282,18 +309,8 @@ func (n *Notifier) Run(ctx context.Context, r Relay) error {
 	for _, t := range n.targets {
 		g.Go(func() error { return t.q.Run(ctx) })
 	}
-	sub := &feedSub{ch: make(chan *relay.Message, FeedQueue), dropped: n.feed.dropped, log: n.log}
-	filter, err := aep.ParseFilter([]byte(FeedFilter))
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	cancel, err := r.Backend().Subscribe(relay.SubscribeRequest{Filter: filter}, sub)
-	if err != nil {
-		return fmt.Errorf("notify: follow the relay: %w", err)
-	}
-	defer cancel()
-	g.Go(func() error { return n.follow(ctx, sub.ch) })
-	err = g.Wait()
+	g.Go(func() error { return n.follow(ctx, n.sub.ch) })
+	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -301,7 +318,7 @@ func (n *Notifier) Run(ctx context.Context, r Relay) error {
 }
 
 // recipients is everyone a notification goes to now: the targets, then
-// the devices in the order they subscribed. n.mu held.
+// the devices (by id, an order that does not change). n.mu held.
 func (n *Notifier) recipients() []*recipient {
 	out := append([]*recipient(nil), n.targets...)
 	ids := make([]string, 0, len(n.devices))

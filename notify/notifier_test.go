@@ -95,6 +95,9 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := n.Attach(srv); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ctx, ln) })

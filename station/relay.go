@@ -131,6 +131,12 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 		return nil, nil, nil, Usage(err)
 	}
 	if n != nil {
+		// Following the stream from before the relay serves: no request
+		// admitted at start goes unseen.
+		if err := n.Attach(srv); err != nil {
+			closeStore()
+			return nil, nil, nil, err
+		}
 		beside = append(beside, Component{Name: "notify", Run: func(ctx context.Context) error { return n.Run(ctx, srv) }})
 	}
 	if c, ok := st.warmer(); ok {
