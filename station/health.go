@@ -17,12 +17,16 @@ func DefaultHealthURLs() []string {
 	return []string{"http://127.0.0.1:8787/healthz", "http://127.0.0.1:8398/healthz"}
 }
 
-// CheckHealth asks each URL, each within timeout, and writes its answer
-// (or why it is down) on w: ok is false when one is down or answers other
-// than 200. An error is a URL that cannot be asked at all.
-func CheckHealth(ctx context.Context, timeout time.Duration, urls []string, w io.Writer) (ok bool, err error) {
+// CheckHealth asks each URL, each within timeout, through hc (nil: the
+// default client; an https relay's CA: tlsconf.HTTPClient), and writes its
+// answer (or why it is down) on w: ok is false when one is down or answers
+// other than 200. An error is a URL that cannot be asked at all.
+func CheckHealth(ctx context.Context, timeout time.Duration, hc *http.Client, urls []string, w io.Writer) (ok bool, err error) {
 	ok = true
 	client := &http.Client{Timeout: timeout}
+	if hc != nil {
+		client.Transport = hc.Transport
+	}
 	for _, u := range urls {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {

@@ -18,15 +18,15 @@ func TestCheckHealth(t *testing.T) {
 	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 	defer sick.Close()
 	var out bytes.Buffer
-	if ok, err := CheckHealth(context.Background(), time.Second, []string{up.URL}, &out); !ok || err != nil || !strings.Contains(out.String(), ": 200 ok") {
+	if ok, err := CheckHealth(context.Background(), time.Second, nil, []string{up.URL}, &out); !ok || err != nil || !strings.Contains(out.String(), ": 200 ok") {
 		t.Fatalf("healthy: %v %v %q", ok, err, out.String())
 	}
 	out.Reset()
-	ok, err := CheckHealth(context.Background(), time.Second, []string{sick.URL, up.URL}, &out)
+	ok, err := CheckHealth(context.Background(), time.Second, nil, []string{sick.URL, up.URL}, &out)
 	if ok || err != nil || strings.Count(out.String(), "\n") != 2 {
 		t.Fatalf("one sick: %v %v %q", ok, err, out.String())
 	}
-	if _, err := CheckHealth(context.Background(), time.Second, []string{"://bad"}, &out); err == nil {
+	if _, err := CheckHealth(context.Background(), time.Second, nil, []string{"://bad"}, &out); err == nil {
 		t.Fatal("a URL that cannot be asked passed")
 	}
 }

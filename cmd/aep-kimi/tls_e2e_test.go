@@ -110,6 +110,12 @@ func TestE2ETLSCertFiles(t *testing.T) {
 	if code, out := client("pending", "--relay", st.relayURL, "--ca", files.CA); code != 0 || !strings.Contains(out, "rm -rf build") {
 		t.Fatalf("pending --ca: exit %d:\n%s", code, out)
 	}
+	if code, out := client("healthz", "--ca", files.CA, st.relayURL+"/healthz"); code != 0 {
+		t.Errorf("healthz --ca: exit %d:\n%s", code, out)
+	}
+	if code, out := client("healthz", st.relayURL+"/healthz"); code != 1 || !strings.Contains(out, "unknown authority") {
+		t.Errorf("healthz without --ca: exit %d, want 1 naming the unknown authority:\n%s", code, out)
+	}
 
 	// Without the CA every client refuses the relay's certificate, at once
 	// and in one line.
