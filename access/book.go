@@ -48,17 +48,23 @@ func OpenBook(home string, log *slog.Logger) *Book {
 	if b.uses == nil {
 		b.uses = map[string]time.Time{}
 	}
-	b.Reload()
+	if apply := b.Reload(); apply != nil {
+		apply()
+	}
 	return b
 }
 
 // Path is the tokens file's path.
 func (b *Book) Path() string { return b.path }
 
-// Reload re-reads the file and returns the names whose entry is gone or
-// changed (role, capture or token): what those tokens opened must end. A
-// file that cannot be read keeps the people in force, logged once.
-func (b *Book) Reload() (ended []string) {
+// Reload re-reads the file. When it changed, apply puts it in force and
+// returns the names whose entry is gone or changed (role, capture or
+// token): what those tokens opened must end. The caller runs apply where
+// admissions cannot interleave (the relay's credential lock), so no
+// connection is admitted by a token after its connections were ended. A
+// file that cannot be read keeps the people in force, logged once; nil
+// apply means nothing changed.
+func (b *Book) Reload() (apply func() (ended []string)) {
 	if b == nil {
 		return nil
 	}
@@ -79,6 +85,13 @@ func (b *Book) Reload() (ended []string) {
 	if b.byHash != nil && bytes.Equal(raw, b.raw) {
 		return nil
 	}
+	return func() []string { return b.apply(f, raw) }
+}
+
+// apply puts f in force and returns the names it ended.
+func (b *Book) apply(f File, raw []byte) (ended []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	byHash := make(map[[sha256.Size]byte]Entry, len(f.People))
 	byRef := make(map[Ref]Entry, len(f.People))
 	byName := make(map[string]Entry, len(f.People))

@@ -425,9 +425,13 @@ func (s *Server) pollCredentials() {
 		}
 	}
 	if s.cfg.People != nil {
-		for _, name := range s.cfg.People.Reload() {
-			n := s.creds.Revoke(credreg.ReasonRevoked, credreg.ByPrincipal(name))
-			s.log.Info("a person's token was revoked or changed: what it opened is closed", "who", name, "connections", n)
+		if apply := s.cfg.People.Reload(); apply != nil {
+			s.creds.Update(func(tx *credreg.Tx) {
+				for _, name := range apply() {
+					n := tx.End(credreg.ReasonRevoked, credreg.ByPrincipal(name))
+					s.log.Info("a person's token was revoked or changed: what it opened is closed", "who", name, "connections", n)
+				}
+			})
 		}
 		s.cfg.People.Flush()
 	}
