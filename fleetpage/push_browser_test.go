@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -243,5 +244,31 @@ func TestBrowserPasteLogin(t *testing.T) {
 	b.Eval("the address", `location.href`, &href)
 	if strings.Contains(href, testToken) {
 		t.Fatalf("the token stayed in the address: %s", href)
+	}
+}
+
+// In Chromium dressed as Safari on an iPhone, in a tab (no Push API, as
+// iOS gives a page not installed): the notifications pane says to install
+// the page first and offers no button that cannot work.
+func TestBrowserNotifyNeedsInstallOnIOS(t *testing.T) {
+	b := browsertest.New(t, 390, 844)
+	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
+	const iPhone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"
+	b.MustRun("an iPhone's Safari tab", emulation.SetUserAgentOverride(iPhone), chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(`delete window.PushManager`).Do(ctx)
+		return err
+	}))
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(srv.URL, testToken)))
+	b.WaitJS("live", `document.getElementById('conn').dataset.conn === 'live'`)
+	b.Click("the notifications pane", "#notify-toggle")
+	b.WaitJS("the iOS note", `document.getElementById('notify-note').textContent.includes('Add to Home Screen') && document.getElementById('notify-on').disabled`)
+	var device string
+	b.Eval("the device's name", `document.getElementById('notify-device').placeholder`, &device)
+	if device != "Safari on iPhone" {
+		t.Errorf("device named %q, want Safari on iPhone", device)
 	}
 }
