@@ -20,8 +20,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
-	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // answerLinks stands in for the relay's answer links on the page's own
@@ -74,12 +72,8 @@ type pushPage struct {
 
 func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
 	b := browsertest.New(t, width, height)
-	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
-	target, _ := url.Parse(srv.URL)
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	target, _ := url.Parse(base)
 	links := &answerLinks{status: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.Handle("/test-answer/", links)
@@ -89,7 +83,7 @@ func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
 	p := &pushPage{Push: b.EnablePush(front.URL), b: b, origin: front.URL, links: links}
 	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(front.URL, testToken)))
 	p.Ready()
-	return p, dialEmitter(t, srv.URL)
+	return p, dialEmitter(t, base)
 }
 
 // requestPush is the payload the relay pushes for a held request (the Web
@@ -220,17 +214,13 @@ func TestBrowserPush(t *testing.T) {
 // the address.
 func TestBrowserPasteLogin(t *testing.T) {
 	b := browsertest.New(t, 360, 800)
-	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
-	b.MustRun("open the start URL", chromedp.Navigate(srv.URL+"/"))
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
+	b.MustRun("open the start URL", chromedp.Navigate(base+"/"))
 	b.WaitJS("the login field", `!document.getElementById('login-form').hidden && document.getElementById('conn').dataset.conn === 'login-needed'`)
-	b.MustRun("paste a wrong URL", chromedp.SetValue("#login-url", srv.URL+"/", chromedp.ByID))
+	b.MustRun("paste a wrong URL", chromedp.SetValue("#login-url", base+"/", chromedp.ByID))
 	b.Click("log in", "#login-form button")
 	b.WaitJS("the refusal", `document.getElementById('notice').textContent.includes('not a login URL')`)
-	b.MustRun("paste the login URL", chromedp.SetValue("#login-url", fleetpage.LoginURL(srv.URL, testToken), chromedp.ByID))
+	b.MustRun("paste the login URL", chromedp.SetValue("#login-url", fleetpage.LoginURL(base, testToken), chromedp.ByID))
 	b.Click("log in", "#login-form button")
 	// The page reloads to log in: a read during the reload finds no page.
 	if !poll.Until(browsertest.Wait, func() bool {
@@ -252,17 +242,13 @@ func TestBrowserPasteLogin(t *testing.T) {
 // the page first and offers no button that cannot work.
 func TestBrowserNotifyNeedsInstallOnIOS(t *testing.T) {
 	b := browsertest.New(t, 390, 844)
-	pg, err := fleetpage.New(fleetpage.Config{Token: testToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: pg})
+	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	const iPhone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"
 	b.MustRun("an iPhone's Safari tab", emulation.SetUserAgentOverride(iPhone), chromedp.ActionFunc(func(ctx context.Context) error {
 		_, err := page.AddScriptToEvaluateOnNewDocument(`delete window.PushManager`).Do(ctx)
 		return err
 	}))
-	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(srv.URL, testToken)))
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(base, testToken)))
 	b.WaitJS("live", `document.getElementById('conn').dataset.conn === 'live'`)
 	b.Click("the notifications pane", "#notify-toggle")
 	b.WaitJS("the iOS note", `document.getElementById('notify-note').textContent.includes('Add to Home Screen') && document.getElementById('notify-on').disabled`)
