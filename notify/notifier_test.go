@@ -419,6 +419,20 @@ func TestNotifyDigest(t *testing.T) {
 	if len(msgs) != 2 || msgs[1].Kind != notify.KindDigest || msgs[1].Title != "3 sessions need you" {
 		t.Fatalf("messages: %+v", msgs)
 	}
+	// The sessions end with their requests open (withdrawn): once all
+	// three are over, one update replaces the digest.
+	for _, s := range []string{"d2", "d3"} {
+		st.publish(t, s, "session.ended", "", map[string]any{"reason": "normal"}, aep.CaptureMetadata)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := rec.got(); len(got) != 2 {
+		t.Fatalf("an update before every request in the digest was over: %+v", got[2:])
+	}
+	st.publish(t, "d4", "session.ended", "", map[string]any{"reason": "normal"}, aep.CaptureMetadata)
+	u := waitMsgs(t, rec, 3, 2*time.Second)[2]
+	if u.Kind != notify.KindUpdate || u.Tag != msgs[1].Tag || len(u.Answers) != 0 {
+		t.Fatalf("digest update: %+v", u)
+	}
 }
 
 // A receiver that never answers holds nothing up: the relay takes events
