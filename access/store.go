@@ -103,7 +103,9 @@ func (s Store) Remove(name string) (Entry, error) {
 
 // change reads, changes and replaces the file under its lock.
 func (s Store) change(fn func(*File) error) error {
-	if err := safefile.PrivateDir(s.Home); err != nil {
+	// The home is made if missing, and otherwise left as it is; the files
+	// in it are 0600.
+	if err := os.MkdirAll(s.Home, 0o700); err != nil {
 		return fmt.Errorf("tokens file: %w", err)
 	}
 	lock, err := safefile.OpenFile(s.Path()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
