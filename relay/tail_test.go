@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
@@ -206,5 +208,41 @@ func TestTailerShowsLateArrivals(t *testing.T) {
 	eventually(t, "all three events shown", func() bool { return len(l.ids()) == 3 })
 	if got := l.ids(); got[2] != evs[2].ID {
 		t.Fatalf("shown %v, want the late seq 1 last", got)
+	}
+}
+
+// A person's tail ends within the relay's 2 s when their token is removed:
+// the stream's end says token-revoked, and the tail asks again at once
+// (not after its backoff, here 5 s) and is refused.
+func TestTailerEndsWhenTokenRevoked(t *testing.T) {
+	tm := newTeam(t)
+	l := &tailLog{}
+	tl, err := client.NewTailer(client.TailConfig{URL: tm.srv.URL, Token: tm.walt, Live: true,
+		BackoffMin: 5 * time.Second, BackoffMax: 10 * time.Second, OnEvent: l.onEvent, OnStatus: l.onStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(context.Background()) }()
+	eventually(t, "connected", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.statuses) > 0 && l.statuses[len(l.statuses)-1].Kind == client.TailReplayed
+	})
+	start := time.Now()
+	if _, err := tm.store.Remove("walt"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var te *client.TailError
+		if !errors.As(err, &te) || te.Status != http.StatusForbidden {
+			t.Fatalf("the tail ended with %v, want a 403 refusal", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("the tail ended %v after the token was removed", took)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("the tail still runs 4 s after its token was removed")
 	}
 }

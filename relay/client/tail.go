@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/backoff"
+	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -109,6 +110,11 @@ type Tailer struct {
 	cfg  TailConfig
 	seen map[[2]string]struct{}
 	fifo [][2]string
+	// credentialEnded: the last stream ended because its token was revoked
+	// or replaced. The next connection is tried at once, not after the
+	// backoff, so a revoked token's refusal ends the tail within the
+	// relay's 2 s (and a token whose role changed resumes at its new one).
+	credentialEnded bool
 }
 
 // NewTailer validates cfg.
@@ -155,7 +161,7 @@ func NewTailer(cfg TailConfig) (*Tailer, error) {
 func (t *Tailer) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Min: t.cfg.BackoffMin, Max: t.cfg.BackoffMax}
 	first := true
-	attempt := 0
+	attempt, retriedAtOnce := 0, false
 	for ctx.Err() == nil {
 		from := t.cfg.State.From()
 		if first && !t.cfg.From.Empty() {
@@ -179,6 +185,11 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if !t.cfg.Live {
 				return nil
 			}
+			if t.credentialEnded && !retriedAtOnce {
+				retriedAtOnce = true // once: a relay ending every stream so still backs off
+				continue
+			}
+			retriedAtOnce = false
 		case tlsconf.CertError(err) != nil:
 			// The same certificate fails the same way on every retry.
 			return tlsconf.CertError(err)
@@ -251,6 +262,7 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 			if ctx.Err() == nil {
 				t.cfg.OnStatus(TailStatus{Kind: TailEnded, Detail: ended})
 			}
+			t.credentialEnded = ended == credreg.ReasonRevoked || ended == credreg.ReasonTokenChanged
 			return true, nil
 		}
 		if it.IsComment {
@@ -263,6 +275,8 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 				ended = "shutting-down"
 			case "slow-consumer:":
 				ended = "slow-consumer"
+			case credreg.ReasonRevoked, credreg.ReasonTokenChanged:
+				ended = word
 			}
 			continue
 		}
