@@ -214,16 +214,21 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 		}
 		var run *msgRun
 		for _, s := range g.members {
-			if s.batch == nil {
+			switch {
+			case s.batch == nil:
 				for _, m := range matched {
 					s.sub.Offer(m)
 				}
-				continue
+			case len(g.members) == 1:
+				// Nothing to share: queued message by message, which
+				// allocates nothing.
+				s.batch.offerMsgs(matched)
+			default:
+				if run == nil {
+					run = newMsgRun(slices.Clone(matched))
+				}
+				s.batch.offerRun(run)
 			}
-			if run == nil {
-				run = newMsgRun(slices.Clone(matched))
-			}
-			s.batch.offerRun(run)
 		}
 	}
 	clear(b.matchBuf[:cap(b.matchBuf)]) // keeps no message alive
@@ -231,10 +236,12 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 }
 
 // batchSubscriber is a Subscriber that takes a batch's matching messages
-// as one run, shared with every subscriber of the same filter, and acts
-// on them at once (one wake-up of its writer per batch).
+// at once and acts on them at once (one wake-up of its writer per batch):
+// as one run, shared with every subscriber of the same filter, or, alone
+// with its filter, as the messages themselves (it must not keep msgs).
 type batchSubscriber interface {
 	offerRun(r *msgRun)
+	offerMsgs(msgs []*Message)
 }
 
 // admit holds m in its session unless the session already holds its

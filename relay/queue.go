@@ -219,25 +219,34 @@ func (s *subscription) offerRun(r *msgRun) {
 	if r.low {
 		limit = q.lowWater
 	}
-	n := 0
 	q.mu.Lock()
-	if q.n+len(r.msgs) <= limit && (s.conn == 0 || !r.routedTo(s.conn)) {
-		q.items = append(q.items, outItem{run: r, sub: s})
-		q.n += len(r.msgs)
-		n = len(r.msgs)
-	} else {
-		for _, m := range r.msgs {
-			if m.RoutedTo != 0 && m.RoutedTo == s.conn {
-				continue
-			}
-			if q.offerLocked(outItem{msg: m, sub: s}) {
-				n++
-			}
+	if q.n+len(r.msgs) > limit || s.conn != 0 && r.routedTo(s.conn) {
+		q.mu.Unlock()
+		s.offerMsgs(r.msgs)
+		return
+	}
+	q.items = append(q.items, outItem{run: r, sub: s})
+	q.n += len(r.msgs)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// offerMsgs implements batchSubscriber: msgs go into the queue one by one
+// under the severity policy, under one lock, and the writer is woken once.
+func (s *subscription) offerMsgs(msgs []*Message) {
+	n := 0
+	s.q.mu.Lock()
+	for _, m := range msgs {
+		if m.RoutedTo != 0 && m.RoutedTo == s.conn {
+			continue
+		}
+		if s.q.offerLocked(outItem{msg: m, sub: s}) {
+			n++
 		}
 	}
-	q.mu.Unlock()
+	s.q.mu.Unlock()
 	if n > 0 {
-		q.signal()
+		s.q.signal()
 	}
 }
 

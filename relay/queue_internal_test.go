@@ -172,3 +172,40 @@ func TestOfferRunKeepsThePolicy(t *testing.T) {
 		t.Fatalf("notice past the bound: %d queued, overflowed %v; want 8 and true", q.queued(), q.overflowed())
 	}
 }
+
+// Streams that share a filter share the batch: one run, framed once, the
+// same piece for each.
+func TestSharedFilterSharesOneRun(t *testing.T) {
+	b := NewMemoryBackend(0, 0)
+	f, err := aep.ParseFilter([]byte(`{"session":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs []*outQueue
+	for range 2 {
+		q := newOutQueue(256, newMetrics(b))
+		cancel, err := b.Subscribe(SubscribeRequest{Filter: f, filterKey: `{"session":"s"}`}, newSubscription("", q, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+		<-q.wake
+		q.take(nil) // the replay
+		qs = append(qs, q)
+	}
+	b.Ingest([]*Message{benchEvent(t, "s", 1), benchEvent(t, "other", 2), benchEvent(t, "s", 3)})
+	var runs []*msgRun
+	for _, q := range qs {
+		items := q.take(nil)
+		if len(items) != 1 || items[0].run == nil || len(items[0].run.msgs) != 2 {
+			t.Fatalf("queued %+v, want one run of the two matching events", items)
+		}
+		runs = append(runs, items[0].run)
+	}
+	if runs[0] != runs[1] {
+		t.Fatal("two streams of one filter got two runs")
+	}
+	if a, b := runs[0].sseFrames(), runs[1].sseFrames(); &a[0] != &b[0] {
+		t.Fatal("the run was framed twice")
+	}
+}
