@@ -200,7 +200,9 @@ func (n *Notifier) test(w http.ResponseWriter, r *http.Request, who access.Princ
 			err := rc.q.Target().Send(ctx, m)
 			results[i] = TestResult{Target: rc.to, OK: err == nil}
 			if err != nil {
-				results[i].Error = err.Error()
+				// The report names the target already; the error's own prefix
+				// (its name, for logs) would say it twice.
+				results[i].Error = strings.TrimPrefix(err.Error(), rc.to+": ")
 				if errors.Is(err, context.DeadlineExceeded) {
 					results[i].Error = "no answer within " + SendTimeout.String()
 				}

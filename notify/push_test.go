@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -219,13 +220,13 @@ func TestWebPushRefusals(t *testing.T) {
 func TestNotifyTestEndpoint(t *testing.T) {
 	ps := pushtest.New(t)
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec, downTarget("webhook:down.test")}}, nil)
 	sub, _ := subscribe(t, st, ps, "Pixel 8")
 	gone, _ := subscribe(t, st, ps, "old phone")
 	ps.Answer(gone, http.StatusGone)
 	code, b := api(t, st, http.MethodPost, notify.PathTest, nil)
 	var rep notify.TestReport
-	if code != 200 || json.Unmarshal(b, &rep) != nil || len(rep.Results) != 3 {
+	if code != 200 || json.Unmarshal(b, &rep) != nil || len(rep.Results) != 4 {
 		t.Fatalf("test: %d %s", code, b)
 	}
 	got := map[string]notify.TestResult{}
@@ -234,6 +235,10 @@ func TestNotifyTestEndpoint(t *testing.T) {
 	}
 	if !got["webhook:receiver.test"].OK || !got["push:owner's Pixel 8"].OK || got["push:owner's old phone"].OK || !strings.Contains(got["push:owner's old phone"].Error, "410") {
 		t.Fatalf("results: %+v", rep.Results)
+	}
+	// The report names each target once: a failure says why, not whose.
+	if down := got["webhook:down.test"]; down.OK || down.Error != "post: connection refused" {
+		t.Errorf("the target that is down: %+v", down)
 	}
 	if _, p := nextPush(t, ps, sub, 0); p.Title != "aep-kimi test notification" {
 		t.Errorf("test push: %+v", p)
@@ -288,4 +293,13 @@ func TestWebPushRevoked(t *testing.T) {
 	if n := ps.Requests(sub); n != 1 {
 		t.Fatalf("a revoked person's device got %d pushes, want only the first", n)
 	}
+}
+
+// downTarget is a target whose receiver cannot be reached.
+type downTarget string
+
+func (d downTarget) Name() string { return string(d) }
+
+func (d downTarget) Send(context.Context, notify.Message) error {
+	return &notify.SendError{Target: string(d), Err: errors.New("post: connection refused")}
 }
