@@ -2,13 +2,13 @@ package notify
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/apicall"
 )
 
 // DefaultClientTimeout bounds one API call; a test waits for every target
@@ -23,22 +23,9 @@ type Client struct {
 	HTTP *http.Client
 }
 
-// APIError is the relay's refusal: its status and JSON error.
-type APIError struct {
-	Status int
-	Code   string `json:"error"`
-	Detail string `json:"detail"`
-}
-
-func (e *APIError) Error() string {
-	switch {
-	case e.Status == http.StatusNotFound && e.Code == "":
-		return "this relay serves no notifications (an older relay, or one without a token)"
-	case e.Detail != "":
-		return e.Detail
-	}
-	return fmt.Sprintf("%s (HTTP %d)", e.Code, e.Status)
-}
+// ErrNoNotifyAPI means the relay serves no notifications (an older relay,
+// or one without a token).
+var ErrNoNotifyAPI = errors.New("this relay serves no notifications (an older relay, or one without a token)")
 
 // List returns the subscriptions the token's person may see.
 func (c Client) List(ctx context.Context) (Listing, error) {
@@ -58,37 +45,12 @@ func (c Client) Test(ctx context.Context) (TestReport, error) {
 }
 
 func (c Client) call(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, nil)
-	if err != nil {
-		return fmt.Errorf("relay URL: %w", err)
+	err := apicall.Call{Base: c.Base, Token: c.Token, HTTP: c.HTTP, Timeout: DefaultClientTimeout,
+		Limit: 1 << 20, API: "the notification API"}.Do(ctx, method, path, nil, out)
+	var e *apicall.Error
+	// A 404 outside one subscription's path is a relay without the API.
+	if errors.As(err, &e) && e.Status == http.StatusNotFound && !strings.HasPrefix(path, PathSubscriptions+"/") {
+		return ErrNoNotifyAPI
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: DefaultClientTimeout}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("read the relay's answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		e := &APIError{Status: resp.StatusCode}
-		_ = json.Unmarshal(b, e) // a body that is not the relay's JSON leaves the status to speak
-		if e.Code == "not-found" && resp.StatusCode == http.StatusNotFound && !strings.HasPrefix(path, PathSubscriptions+"/") {
-			e.Code, e.Detail = "", ""
-		}
-		return e
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("the relay's answer is not what the notification API sends: %w", err)
-	}
-	return nil
+	return err
 }

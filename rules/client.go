@@ -1,17 +1,13 @@
 package rules
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/apicall"
 )
 
 // DefaultClientTimeout bounds one API call.
@@ -24,23 +20,6 @@ type Client struct {
 	// HTTP is the client used: its transport, and its timeout when set,
 	// else DefaultClientTimeout; nil means a default client.
 	HTTP *http.Client
-}
-
-// APIError is the relay's refusal: its status and JSON error.
-type APIError struct {
-	Status int
-	Code   string `json:"error"`
-	Detail string `json:"detail"`
-}
-
-func (e *APIError) Error() string {
-	if e.Detail != "" {
-		return e.Detail
-	}
-	if e.Code != "" {
-		return fmt.Sprintf("%s (HTTP %d)", e.Code, e.Status)
-	}
-	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
 // ErrNoRulesAPI means the relay serves no rules (an older relay, or one
@@ -76,49 +55,12 @@ func (c Client) Test(ctx context.Context, p Probe) (Verdict, error) {
 }
 
 func (c Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	err := apicall.Call{Base: c.Base, Token: c.Token, HTTP: c.HTTP, Timeout: DefaultClientTimeout,
+		Limit: MaxFileBytes + maxAPIBody, API: "the rules API"}.Do(ctx, method, path, in, out)
+	var e *apicall.Error
+	// A 404 that is not the API's own not-found is a relay without it.
+	if errors.As(err, &e) && e.Status == http.StatusNotFound && e.Code != CodeNotFound {
+		return ErrNoRulesAPI
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, body)
-	if err != nil {
-		return fmt.Errorf("relay URL: %w", err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	hc := &http.Client{Timeout: DefaultClientTimeout}
-	if c.HTTP != nil {
-		hc = &http.Client{Transport: c.HTTP.Transport, Timeout: cmp.Or(c.HTTP.Timeout, DefaultClientTimeout)}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileBytes+maxAPIBody))
-	if err != nil {
-		return fmt.Errorf("read the relay's answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		e := &APIError{Status: resp.StatusCode}
-		if json.Unmarshal(b, e) != nil || e.Code == "" {
-			e.Code = ""
-		}
-		if resp.StatusCode == http.StatusNotFound && e.Code != CodeNotFound {
-			return ErrNoRulesAPI
-		}
-		return e
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("the relay's answer is not what the rules API sends: %w", err)
-	}
-	return nil
+	return err
 }

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
-	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -100,33 +98,14 @@ func notifyCommand(getenv func(string) string, io stdio) cli.Command {
 	}
 }
 
-// runNotify reads the token, calls fn with a client and maps its error to
-// an exit code and one line.
+// runNotify calls fn with a notification API client (see rulesClient.call).
 func runNotify(io stdio, c *rulesClient, mode string, fn func(notify.Client) error) int {
-	token, err := tokenfile.ClientIn(c.getenv, c.tokenFile, c.home)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi notify %s: %v\n", mode, err)
-		return 2
-	}
-	hc, err := c.http()
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi notify %s: %v\n", mode, err)
-		return 2
-	}
-	if hc != nil {
-		hc.Timeout = notify.DefaultClientTimeout
-	}
-	err = fn(notify.Client{Base: c.url, Token: token, HTTP: hc})
-	var apiErr *notify.APIError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &apiErr):
-		fmt.Fprintf(io.err, "aep-kimi notify %s: the relay refused: %s\n", mode, consumer.Line(apiErr.Error()))
-	default:
-		fmt.Fprintf(io.err, "aep-kimi notify %s: relay %s: %v\n", mode, httpguard.DisplayURL(c.url), err)
-	}
-	return 1
+	return c.call(io, "notify "+mode, func(token string, hc *http.Client) error {
+		if hc != nil {
+			hc.Timeout = notify.DefaultClientTimeout
+		}
+		return fn(notify.Client{Base: c.url, Token: token, HTTP: hc})
+	})
 }
 
 // writeSubscriptions prints one line per device: id, whose, which, since

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"net/http"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/apicall"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
@@ -156,28 +160,37 @@ func rulesClientFlags(fs *flag.FlagSet, getenv func(string) string) *rulesClient
 	return c
 }
 
-// run reads the token, calls fn with a client and maps its error to an
-// exit code and one line.
+// run reads the token, calls fn with a rules client and maps its error to
+// an exit code and one line.
 func (c *rulesClient) run(io stdio, mode string, fn func(rules.Client) error) int {
+	return c.call(io, "rules "+mode, func(token string, hc *http.Client) error {
+		return fn(rules.Client{Base: c.url, Token: token, HTTP: hc})
+	})
+}
+
+// call reads the token and the relay's TLS trust, calls fn with them and
+// maps its error to an exit code and one line: 2 for a usage or local
+// problem, 1 for the relay's refusal or an unreachable relay.
+func (c *rulesClient) call(io stdio, what string, fn func(token string, hc *http.Client) error) int {
 	token, err := tokenfile.ClientIn(c.getenv, c.tokenFile, c.home)
 	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", what, err)
 		return 2
 	}
 	hc, err := c.http()
 	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi rules %s: %v\n", mode, err)
+		fmt.Fprintf(io.err, "aep-kimi %s: %v\n", what, err)
 		return 2
 	}
-	err = fn(rules.Client{Base: c.url, Token: token, HTTP: hc})
-	var apiErr *rules.APIError
+	err = fn(token, hc)
+	var apiErr *apicall.Error
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &apiErr):
-		fmt.Fprintf(io.err, "aep-kimi rules %s: the relay refused: %v\n", mode, apiErr)
+		fmt.Fprintf(io.err, "aep-kimi %s: the relay refused: %s\n", what, consumer.Line(apiErr.Error()))
 	default:
-		fmt.Fprintf(io.err, "aep-kimi rules %s: relay %s: %v\n", mode, httpguard.DisplayURL(c.url), err)
+		fmt.Fprintf(io.err, "aep-kimi %s: relay %s: %s\n", what, httpguard.DisplayURL(c.url), consumer.Line(err.Error()))
 	}
 	return 1
 }
