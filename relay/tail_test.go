@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,5 +246,21 @@ func TestTailerEndsWhenTokenRevoked(t *testing.T) {
 		}
 	case <-time.After(4 * time.Second):
 		t.Fatal("the tail still runs 4 s after its token was removed")
+	}
+}
+
+// A relay serving TLS asked in plain HTTP answers a bare 400 (Go's TLS
+// server does): the refusal says what to do, not "HTTP 400 " and nothing.
+func TestTailerPlainHTTPToTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	tl, err := client.NewTailer(client.TailConfig{URL: strings.Replace(srv.URL, "https://", "http://", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tl.Run(context.Background())
+	var te *client.TailError
+	if !errors.As(err, &te) || te.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "use an https:// URL") {
+		t.Fatalf("plain HTTP to a TLS server: %v", err)
 	}
 }

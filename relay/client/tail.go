@@ -249,6 +249,14 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 		var body wire.HTTPError
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			if body.Error == "" {
+				// Not the relay's JSON refusal: most often a TLS server asked
+				// in plain HTTP, whose own answer is a bare 400.
+				body.Error = http.StatusText(resp.StatusCode)
+				if resp.StatusCode == http.StatusBadRequest && u.Scheme == "http" {
+					body.Detail = "not the relay's answer: if it serves TLS, use an https:// URL"
+				}
+			}
 			return false, &TailError{Status: resp.StatusCode, Code: body.Error, Detail: body.Detail}
 		}
 		return false, fmt.Errorf("HTTP %d %s", resp.StatusCode, body.Error)
