@@ -140,12 +140,13 @@ func clip(s string, n int) string {
 }
 
 // optionLabel is the words on an option's button: its label, or (at a
-// ceiling that reduced the label to the id) the id capitalized.
+// ceiling that reduced the label to the id) the id in words, capitalized
+// ("allow_session": "Allow session").
 func optionLabel(o consumer.Option) string {
 	if l := consumer.Line(o.Label); l != "" && l != o.ID {
 		return l
 	}
-	id := consumer.Line(o.ID)
+	id := strings.NewReplacer("_", " ", "-", " ").Replace(consumer.Line(o.ID))
 	r, size := utf8.DecodeRuneInString(id)
 	return string(unicode.ToUpper(r)) + id[size:]
 }
