@@ -97,6 +97,8 @@ function notice(text) {
 // The login's bound secret lives in this tab's session storage, which is
 // this origin's alone (another port's page cannot read it): the cookie
 // without it opens nothing. A reload keeps it; a new tab logs in again.
+// An installed page keeps it in local storage instead, until the login
+// ends: a phone closes that page whenever it likes.
 const LOGIN_KEY = 'aep-fleet-login';
 const LOGIN_HEADER = 'AEP-Login';
 // Closing reasons that mean this browser's login ended.
@@ -122,12 +124,45 @@ export function store(area, key, v) {
   }
 }
 
+// installed says whether the page runs as an installed app, decided once:
+// the login stays in one area for the page's life.
+const installed = (() => {
+  try {
+    return navigator.standalone === true
+      || ['standalone', 'fullscreen', 'minimal-ui'].some((m) => matchMedia(`(display-mode: ${m})`).matches);
+  } catch {
+    return false;
+  }
+})();
+
+// loginArea is where this page keeps the login. Local storage is as much
+// this origin's alone as session storage (another port's page cannot read
+// either), so the stolen cookie still opens nothing. A tab never reads it:
+// a tab logs in by its own URL, as it always has.
+const loginArea = () => (installed ? localStorage : sessionStorage);
+
 function loginSecret() {
-  return stored(() => sessionStorage, LOGIN_KEY);
+  return stored(loginArea, LOGIN_KEY);
 }
 
 function setLoginSecret(v) {
-  store(() => sessionStorage, LOGIN_KEY, v);
+  store(loginArea, LOGIN_KEY, v);
+}
+
+const loginAreas = [() => sessionStorage, () => localStorage];
+
+// newLogin keeps a new login's secret and clears any other login's from
+// both areas; the same login's stays (logging in again keeps the login).
+function newLogin(v) {
+  for (const area of loginAreas) {
+    if (stored(area, LOGIN_KEY) !== v) store(area, LOGIN_KEY, '');
+  }
+  setLoginSecret(v);
+}
+
+// forgetLogin clears an ended login's secret from both areas.
+function forgetLogin() {
+  for (const area of loginAreas) store(area, LOGIN_KEY, '');
 }
 
 // authed is fetch's options for a request to the page's own origin that
@@ -158,13 +193,15 @@ async function login() {
         : `${body.detail || 'the token in the URL is not this relay\'s'}. Run aep-kimi open for a fresh URL.`;
       return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${why}` };
     }
-    setLoginSecret(body.login);
+    newLogin(body.login);
   }
   const a = await authState();
   if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
   showWho(a);
   if (a.required && !a.logged_in) {
+    // This page's area only: a tab not logged in leaves an installed
+    // page's login be.
     setLoginSecret('');
     return { ok: false, why: 'Not connected: this relay needs its token and this tab is not logged in. Open the URL that aep-kimi up or aep-kimi open prints (it carries the token after #, which never reaches a server).' };
   }
@@ -174,7 +211,7 @@ async function login() {
 
 async function logout() {
   await fetch('/app/logout', authed({ method: 'POST' }));
-  setLoginSecret('');
+  forgetLogin();
   loggedOut('Logged out. Open the URL that aep-kimi open prints to log in again.');
 }
 
@@ -244,7 +281,7 @@ async function probe() {
 async function loginEnded(reason) {
   const a = await authState().catch(() => null);
   if (a && a.required && !a.logged_in) {
-    setLoginSecret('');
+    forgetLogin();
     loggedOut(`Logged out (${reason}). Open the URL that aep-kimi open prints to log in again.`);
   }
 }

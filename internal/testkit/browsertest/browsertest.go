@@ -134,6 +134,21 @@ func removeProfile(t testing.TB, dir string) {
 	t.Logf("browser profile %s left behind: %v", dir, err)
 }
 
+// Tab opens another tab in b's browser, as a person opens a new window: it
+// shares the browser's cookies and local storage, not b's session storage.
+// closeTab closes it (the tab's page is gone, as when a phone closes an app);
+// the test's end closes it too.
+func (b *Browser) Tab() (tab *Browser, closeTab func()) {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.Ctx)
+	b.t.Cleanup(cancel)
+	// As in New: the first Run's context owns the tab.
+	if err := chromedp.Run(ctx); err != nil {
+		b.t.Fatalf("open a tab: %v", err)
+	}
+	return &Browser{t: b.t, Ctx: ctx}, cancel
+}
+
 // Run runs actions within Wait.
 func (b *Browser) Run(actions ...chromedp.Action) error {
 	ctx, cancel := context.WithTimeout(b.Ctx, Wait)
