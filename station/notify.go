@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
@@ -50,7 +51,7 @@ func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger)
 		if err != nil {
 			return nil, Usage(fmt.Errorf("--public-url: the relay's address %q: %w", cfg.Listen, err))
 		}
-		ncfg.PublicURL = httpdrain.LocalURL(addr)
+		ncfg.PublicURL = localPublicURL(addr, cfg.TLS != nil)
 		if !addr.IP.IsLoopback() && len(o.Targets) > 0 {
 			log.Warn("answer links point at this machine's loopback address: set --public-url to the address phones reach the relay at", "links", ncfg.PublicURL)
 		}
@@ -66,4 +67,15 @@ func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger)
 		ncfg.Targets = append(ncfg.Targets, t)
 	}
 	return notify.New(ncfg)
+}
+
+// localPublicURL is where answer links point without --public-url: the
+// relay's own address, over https when it serves TLS itself (an http://
+// link to a TLS port answers a bare 400, never the request).
+func localPublicURL(addr net.Addr, tls bool) string {
+	u := httpdrain.LocalURL(addr)
+	if tls {
+		u = "https://" + strings.TrimPrefix(u, "http://")
+	}
+	return u
 }

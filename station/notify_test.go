@@ -3,6 +3,7 @@ package station
 import (
 	"flag"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,29 @@ func TestNotifyOptions(t *testing.T) {
 		_, err := c.o.notifier(relay.Config{Token: c.token, Listen: "127.0.0.1:8787"}, home, log)
 		if err == nil || !IsUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want a one-line usage error about %q", name, err, c.want)
+		}
+	}
+}
+
+// Without --public-url, answer links point at the relay itself, over
+// https when it serves TLS (by hand, a TLS relay's webhook carried
+// http:// links that its port answered with a bare 400).
+func TestLocalPublicURL(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		tls    bool
+		want   string
+	}{
+		{"127.0.0.1:8787", false, "http://127.0.0.1:8787"},
+		{"127.0.0.1:8787", true, "https://127.0.0.1:8787"},
+		{"0.0.0.0:443", true, "https://127.0.0.1:443"},
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", c.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := localPublicURL(addr, c.tls); got != c.want {
+			t.Errorf("%s tls=%v: %s, want %s", c.listen, c.tls, got, c.want)
 		}
 	}
 }
