@@ -2,8 +2,6 @@ package adapter
 
 import (
 	"fmt"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
-	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // BenchmarkIngest measures the adapter's intake — map, sequence, append to
@@ -88,7 +88,7 @@ func BenchmarkIngest(b *testing.B) {
 func BenchmarkHookSync(b *testing.B) {
 	pre := `{"hook_event_name":"PreToolUse","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","tool_name":"Bash","tool_input":{"command":"echo probe"},"tool_call_id":"c%d-%d"}`
 	post := `{"hook_event_name":"PostToolUse","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","tool_name":"Bash","tool_input":{"command":"echo probe"},"tool_call_id":"c%d-%d","tool_output":"probe\n"}`
-	for _, mode := range []journal.Sync{journal.SyncNone, journal.SyncInterval, journal.SyncAlways} {
+	for _, mode := range []syncmode.Mode{syncmode.None, syncmode.Interval, syncmode.Always} {
 		for _, at := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/hooks-at-once=%d", mode, at), func(b *testing.B) {
 				var syncs atomic.Int64

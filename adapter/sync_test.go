@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
-// syncRecorder is an injected journal.Syncer: it keeps, per completed sync,
+// syncRecorder is an injected syncmode.Syncer: it keeps, per completed sync,
 // the log bytes it covered, and fails while failing is set.
 type syncRecorder struct {
 	mu      sync.Mutex
@@ -47,7 +47,7 @@ func (r *syncRecorder) onDisk(s string) bool {
 func TestHookAcknowledgedAfterSync(t *testing.T) {
 	home := t.TempDir()
 	rec := &syncRecorder{}
-	s := newTestServer(t, home, func(c *Config) { c.Sync, c.Syncer = journal.SyncAlways, rec.sync })
+	s := newTestServer(t, home, func(c *Config) { c.Sync, c.Syncer = syncmode.Always, rec.sync })
 	base := runServer(t, s)
 	start := []byte(`{"hook_event_name":"SessionStart","session_id":"sy","source":"startup"}`)
 	if code, body := postDelivery(t, base, s.token, "sy-0", start); code != 200 {
@@ -89,7 +89,7 @@ func TestHookAcknowledgedAfterSync(t *testing.T) {
 // Under none a hook is answered without a sync.
 func TestHookNoSyncUnderNone(t *testing.T) {
 	rec := &syncRecorder{}
-	s := newTestServer(t, t.TempDir(), func(c *Config) { c.Sync, c.Syncer = journal.SyncNone, rec.sync })
+	s := newTestServer(t, t.TempDir(), func(c *Config) { c.Sync, c.Syncer = syncmode.None, rec.sync })
 	base := runServer(t, s)
 	p := []byte(`{"hook_event_name":"SessionStart","session_id":"ns","source":"startup"}`)
 	if code, body := postDelivery(t, base, s.token, "ns-0", p); code != 200 {

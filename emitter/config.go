@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -49,11 +50,11 @@ type Config struct {
 	// MaxOpenLogs bounds the session log files open at once.
 	MaxOpenLogs int
 	// Sync is when the session logs reach the disk, and so what a hook's
-	// acknowledgement promises; empty is journal.DefaultSync. Answers and
+	// acknowledgement promises; empty is syncmode.Default. Answers and
 	// decisions are synced before they are acknowledged in every mode.
-	Sync journal.Sync
+	Sync syncmode.Mode
 	// Syncer syncs a log's file; nil is journal.FileSync (tests inject one).
-	Syncer journal.Syncer
+	Syncer syncmode.Syncer
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -71,7 +72,7 @@ func (c Config) WithDefaults(component string) (Config, error) {
 		c.Host, _ = os.Hostname()
 	}
 	errs = append(errs, defaults.Positive(component+" config", "MaxOpenLogs", &c.MaxOpenLogs, DefaultMaxOpenLogs))
-	if sync, err := journal.ParseSync(string(c.Sync)); err != nil {
+	if sync, err := syncmode.Parse(string(c.Sync)); err != nil {
 		errs = append(errs, fmt.Errorf("%s config: Sync: %w", component, err))
 	} else {
 		c.Sync = sync

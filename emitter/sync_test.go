@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -45,7 +45,7 @@ func (c *onDiskCheck) Publish(ev *aep.Event) {
 // A command's ack (an answer's, a rule's decision's) is on the disk before
 // it is published, in every sync mode, none included.
 func TestAckSyncedBeforePublishedInEveryMode(t *testing.T) {
-	for _, mode := range []journal.Sync{journal.SyncNone, journal.SyncInterval, journal.SyncAlways} {
+	for _, mode := range []syncmode.Mode{syncmode.None, syncmode.Interval, syncmode.Always} {
 		t.Run(string(mode), func(t *testing.T) {
 			home := t.TempDir()
 			chk := &onDiskCheck{}

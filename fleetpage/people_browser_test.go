@@ -15,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -123,7 +124,7 @@ func TestBrowserPeopleRoles(t *testing.T) {
 	}
 	a.Click("allow", item+" "+sel("data-option", "allow"))
 	cmd := em.command()
-	if cmd["type"] != "control.attention.respond" || cmd["subject"] != held || cmd["agent"] != "aep-kimi-page" || cmd[relay.ByAttr] != "bob" {
+	if cmd["type"] != "control.attention.respond" || cmd["subject"] != held || cmd["agent"] != "aep-kimi-page" || cmd[mapping.ExtBy] != "bob" {
 		b, _ := json.Marshal(cmd)
 		t.Fatalf("bob's answer as the emitter got it: %s", b)
 	}

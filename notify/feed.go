@@ -12,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -277,7 +278,7 @@ func (n *Notifier) forgetSession(s string) {
 // owner's token was revoked, or whose role no longer reads, gets nothing.
 func (n *Notifier) current(r *recipient) bool {
 	ref := n.relay.Load()
-	if ref == nil || r.surface != SurfacePush {
+	if ref == nil || r.surface != mapping.AgentPush {
 		return true
 	}
 	p, ok := ref.Person(r.who.Name)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -146,7 +147,7 @@ func TestFormatsThroughNotifier(t *testing.T) {
 	case c := <-st.cmds:
 		data, _ := c.DataMap()
 		ans, _ := data["answer"].(map[string]any)
-		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != notify.SurfaceLink {
+		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != mapping.AgentLink {
 			t.Fatalf("command %s %s from %s", c.Type, c.Data, c.Agent)
 		}
 	case <-time.After(2 * time.Second):

@@ -20,8 +20,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
-	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Defaults and bounds of the notifier.
@@ -40,9 +40,6 @@ const (
 	FeedQueue = 4096
 	// MaxSessions bounds the sessions the notifier's fold keeps.
 	MaxSessions = 2048
-	// Surfaces: the agent of the command an answer link sends.
-	SurfaceLink = consumer.LinkAgent // a webhook's, ntfy's or chat's link
-	SurfacePush = consumer.PushAgent // a phone's notification action
 	// routerAgent is the agent of the attention.routed events the
 	// notifier emits (AEP-0002 §7.3: the router's own identity).
 	routerAgent = "aep-kimi-notify"
@@ -160,7 +157,7 @@ func New(cfg Config) (*Notifier, error) {
 	for _, t := range cfg.Targets {
 		kind, _, _ := strings.Cut(t.Name(), ":")
 		n.targets = append(n.targets, &recipient{
-			q: NewQueue(t, kind, n.met, n.log), who: access.Owner(), surface: SurfaceLink,
+			q: NewQueue(t, kind, n.met, n.log), who: access.Owner(), surface: mapping.AgentLink,
 			ceiling: cfg.Capture, to: t.Name(), via: kind,
 		})
 	}
@@ -194,7 +191,7 @@ func (n *Notifier) addDeviceLocked(sub Subscription) {
 	t := &pushTarget{sub: sub, keys: n.vapid, contact: n.contact(), client: n.client,
 		sent: func(id string) { n.push.ok(id, time.Now()) },
 		gone: n.dropDevice}
-	d := &device{rec: &recipient{q: NewQueue(t, "push", n.met, n.log), who: who, surface: SurfacePush,
+	d := &device{rec: &recipient{q: NewQueue(t, "push", n.met, n.log), who: who, surface: mapping.AgentPush,
 		ceiling: min(who.Capture, n.cfg.Capture), to: t.Name(), via: "push"}}
 	n.devices[sub.ID] = d
 	if n.runCtx != nil {

@@ -256,8 +256,8 @@ func TestNotifyAnswerLink(t *testing.T) {
 		data, _ := c.DataMap()
 		ans, _ := data["answer"].(map[string]any)
 		var by string
-		_ = json.Unmarshal(c.Ext[relay.ByAttr], &by)
-		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != notify.SurfaceLink || by != access.OwnerName {
+		_ = json.Unmarshal(c.Ext[mapping.ExtBy], &by)
+		if c.Type != rules.CommandType || c.Subject != req.ID || ans["option"] != "deny" || c.Agent != mapping.AgentLink || by != access.OwnerName {
 			t.Fatalf("command: %s %s agent %s by %q", c.Type, c.Data, c.Agent, by)
 		}
 	case <-time.After(2 * time.Second):

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -120,7 +121,7 @@ func TestWebPush(t *testing.T) {
 		t.Fatalf("the push's deny: %d %s", code, raw)
 	}
 	c := <-st.cmds
-	if c.Agent != notify.SurfacePush || c.Subject != req.ID {
+	if c.Agent != mapping.AgentPush || c.Subject != req.ID {
 		t.Fatalf("command from %s for %s", c.Agent, c.Subject)
 	}
 	st.resolve(t, "p1", req, "answered")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 func TestSignerLifecycle(t *testing.T) {
@@ -22,7 +24,7 @@ func TestSignerLifecycle(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	c := Claims{Session: "s", Request: "r", Option: "deny", By: "alice", Surface: SurfaceLink, Expires: now.Add(time.Minute).Unix()}
+	c := Claims{Session: "s", Request: "r", Option: "deny", By: "alice", Surface: mapping.AgentLink, Expires: now.Add(time.Minute).Unix()}
 	tok, err := s.Mint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +96,7 @@ func TestSignerUsedBounded(t *testing.T) {
 
 func FuzzParseToken(f *testing.F) {
 	s := NewMemorySigner([]byte("fuzz key"))
-	good, _ := s.Mint(Claims{Session: "s", Request: "r", Option: "allow", By: "owner", Surface: SurfaceLink, Expires: 1 << 40})
+	good, _ := s.Mint(Claims{Session: "s", Request: "r", Option: "allow", By: "owner", Surface: mapping.AgentLink, Expires: 1 << 40})
 	f.Add(good)
 	f.Add("")
 	f.Add(".")

@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -90,11 +91,11 @@ func line(t testing.TB, e *aep.Event) []byte {
 }
 
 // stamped is cmd's line as the relay routes it for the person named by:
-// their name in relay.ByAttr, replacing any the sender set.
+// their name in mapping.ExtBy, replacing any the sender set.
 func stamped(t testing.TB, cmd *aep.Event, by string) []byte {
 	t.Helper()
 	c := cmd.Clone()
-	if err := c.SetExt(relay.ByAttr, by); err != nil {
+	if err := c.SetExt(mapping.ExtBy, by); err != nil {
 		t.Fatal(err)
 	}
 	return line(t, c)

@@ -13,6 +13,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -134,7 +135,7 @@ func TestRolesOnEveryBinding(t *testing.T) {
 		w.send(t, c.cmd)
 		if c.ok {
 			got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == c.cmd.ID })
-			if got.str(relay.ByAttr) != c.who {
+			if got.str(mapping.ExtBy) != c.who {
 				t.Errorf("%s's %s reached the target as %s", c.who, c.cmd.Type, got.raw)
 			}
 			continue
@@ -174,20 +175,20 @@ func TestForgedByIsReplaced(t *testing.T) {
 	tgt := target(t, tm.srv, "both", "kimi", "s-f", `{"accepts":["control.attention.respond"]}`)
 	watch := openSSE(t, tm.srv, url.Values{"filter": {`{"session":"s-f","type":"control.*"}`}}, nil)
 	cmd := command("control.attention.respond", "s-f", `{"answer":{"option":"allow"},"by":"ada"}`)
-	if err := cmd.SetExt(relay.ByAttr, "ada"); err != nil {
+	if err := cmd.SetExt(mapping.ExtBy, "ada"); err != nil {
 		t.Fatal(err)
 	}
 	w := helloAs(t, tm.srv, tm.ann, "both", "aep-kimi-page")
 	w.send(t, cmd)
 	got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == cmd.ID })
-	if got.str(relay.ByAttr) != "ann" || strings.Count(string(got.raw), relay.ByAttr) != 1 {
+	if got.str(mapping.ExtBy) != "ann" || strings.Count(string(got.raw), mapping.ExtBy) != 1 {
 		t.Fatalf("the target got %s: want aepkimiby ann, once", got.raw)
 	}
 	held, err := aep.ParseEvent([]byte(watch.next(t, false).Data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if by, _ := held.ExtString(relay.ByAttr); by != "ann" {
+	if by, _ := held.ExtString(mapping.ExtBy); by != "ann" {
 		t.Fatalf("the history holds %s", watch.next(t, false).Data)
 	}
 }

@@ -14,10 +14,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
-// ByAttr is the extension attribute the relay stamps on a command it
-// routes for a person (mapping.ExtBy).
-const ByAttr = mapping.ExtBy
-
 // RespondError is why Respond could not deliver an answer: the relay's
 // refusal code (wire.CodeNoRoute, ...) and a sentence.
 type RespondError struct{ Code, Detail string }
@@ -33,7 +29,7 @@ var ErrWatchOnly = errors.New(watchOnlyDetail)
 // notification action). The command is routed as a socket's
 // control.attention.respond is: to the session's one claimant (through
 // another relay on a shared store), then held in the session's history and
-// fanned out to watchers, the person stamped in ByAttr. It returns once
+// fanned out to watchers, the person stamped in mapping.ExtBy. It returns once
 // the claimant has the command; the emitter's answer follows on the stream.
 func (s *Server) Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error {
 	if s.cfg.Token == "" {
@@ -64,7 +60,7 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 		Source: aep.AgentSourceURI(host, surface), Agent: surface, Session: session,
 		Subject: request, Cause: request,
 	}
-	if err := cmd.SetExt(ByAttr, p.Name); err != nil {
+	if err := cmd.SetExt(mapping.ExtBy, p.Name); err != nil {
 		return fmt.Errorf("relay: respond: %w", err)
 	}
 	if err := cmd.SetData(map[string]any{"answer": map[string]any{"option": option}}); err != nil {
@@ -99,7 +95,7 @@ func (s *Server) Person(name string) (access.Principal, bool) {
 	return s.cfg.People.Current(name)
 }
 
-// stampBy is the command m carrying who sent it in ByAttr, replacing any
+// stampBy is the command m carrying who sent it in mapping.ExtBy, replacing any
 // the sender set: the emitter writes it as the answer's by. Only an
 // extension attribute changes; a command is no sequenced event, so its
 // bytes are the relay's to re-serialize.
@@ -109,7 +105,7 @@ func stampBy(m *Message, name string) (*Message, error) {
 		return nil, err
 	}
 	stamped := ev.Clone()
-	if err := stamped.SetExt(ByAttr, name); err != nil {
+	if err := stamped.SetExt(mapping.ExtBy, name); err != nil {
 		return nil, err
 	}
 	return NewMessage(stamped, m.Ingested)

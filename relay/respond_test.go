@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
@@ -36,7 +37,7 @@ func TestRespond(t *testing.T) {
 	data, _ := cmd["data"].(map[string]any)
 	ans, _ := data["answer"].(map[string]any)
 	if cmd["type"] != "control.attention.respond" || cmd["agent"] != "aep-kimi-link" || cmd["subject"] != "req-1" ||
-		cmd["cause"] != "req-1" || cmd[relay.ByAttr] != "alice" || ans["option"] != "deny" || cmd["seq"] != nil {
+		cmd["cause"] != "req-1" || cmd[mapping.ExtBy] != "alice" || ans["option"] != "deny" || cmd["seq"] != nil {
 		t.Fatalf("command: %s", got.raw)
 	}
 	hist := sessionReplay(t, srv, "s-rsp")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -192,7 +193,7 @@ func (s *Server) ruleAnswer(m *Message) *Message {
 // routeCommand routes a person's, and returns it to be admitted; nil when
 // it could not be delivered (then nothing of it is stored).
 func (s *Server) deliverRuleCommand(cmd *aep.Event, now time.Time) *Message {
-	if cmd.SetExt(ByAttr, cmd.Agent) != nil { // the rule answers: "rule:<id>"
+	if cmd.SetExt(mapping.ExtBy, cmd.Agent) != nil { // the rule answers: "rule:<id>"
 		return nil
 	}
 	m, err := NewMessage(cmd, now)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // LogSync is --log-sync (AEP_LOG_SYNC): when the session logs of the
@@ -16,15 +16,15 @@ type LogSync struct{ Mode string }
 
 // BindFlags registers --log-sync, its default read through getenv.
 func (l *LogSync) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&l.Mode, "log-sync", cli.EnvOr(getenv, "AEP_LOG_SYNC", string(journal.DefaultSync)),
+	fs.StringVar(&l.Mode, "log-sync", cli.EnvOr(getenv, "AEP_LOG_SYNC", string(syncmode.Default)),
 		"when session logs reach the disk: always (a hook is acknowledged once its events are synced; one sync serves the hooks that arrive meanwhile), "+
-			"interval (acknowledged once written, synced within "+journal.SyncEvery.String()+"), or none (the OS flushes when it will); "+
+			"interval (acknowledged once written, synced within "+syncmode.Every.String()+"), or none (the OS flushes when it will); "+
 			"answers and decisions are synced before they are acknowledged in every mode (env AEP_LOG_SYNC)")
 }
 
 // Apply sets cfg's Sync, or says what is wrong with the flag.
 func (l LogSync) Apply(cfg *emitter.Config) error {
-	m, err := journal.ParseSync(l.Mode)
+	m, err := syncmode.Parse(l.Mode)
 	if err != nil {
 		return fmt.Errorf("--log-sync: %w", err)
 	}

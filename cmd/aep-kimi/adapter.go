@@ -7,8 +7,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/station"
 )
 
@@ -26,7 +26,7 @@ func adapterCommand(getenv func(string) string, io stdio) cli.Command {
 			fmt.Sprintf("AEP_KIMI_MAX_OPEN_LOGS (%d)", adapter.DefaultMaxOpenLogs),
 			fmt.Sprintf("AEP_KIMI_MAX_SESSIONS (%d)", adapter.DefaultMaxSessions),
 			fmt.Sprintf("AEP_KIMI_MAX_WATCHES (%d)", adapter.DefaultMaxWatches),
-			fmt.Sprintf("AEP_LOG_SYNC (%s)", journal.DefaultSync)},
+			fmt.Sprintf("AEP_LOG_SYNC (%s)", syncmode.Default)},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o station.AdapterOptions

@@ -7,8 +7,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
-	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/logging"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/station"
 )
 
@@ -25,7 +25,7 @@ func bridgeWebCommand(getenv func(string) string, io stdio) cli.Command {
 		Env: []string{"AEP_TOKEN", "AEP_CAPTURE (metadata)", "AEP_CAPTURE_ATTENTION (redacted)", "AEP_REDACT_NAMES",
 			"AEP_REDACT_PII (1)", "AEP_KIMI_WEB_CONTROL (primary mode: answer approvals and cancel runs)",
 			fmt.Sprintf("AEP_KIMI_WEB_MAX_OPEN_LOGS (%d)", bridgeweb.DefaultMaxOpenLogs),
-			fmt.Sprintf("AEP_LOG_SYNC (%s)", journal.DefaultSync)},
+			fmt.Sprintf("AEP_LOG_SYNC (%s)", syncmode.Default)},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o station.BridgeOptions

@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -231,10 +232,10 @@ func TestE2ENotifyWebhook(t *testing.T) {
 			}
 		}
 	}
-	if cmd == nil || cmd.Agent != notify.SurfaceLink {
+	if cmd == nil || cmd.Agent != mapping.AgentLink {
 		t.Fatalf("no command from the link on the stream (%v)", cmd)
 	}
-	if by, _ := cmd.ExtString(relay.ByAttr); by != "owner" {
+	if by, _ := cmd.ExtString(mapping.ExtBy); by != "owner" {
 		t.Errorf("the link's command is stamped %q, want the owner", by)
 	}
 	for _, e := range evs {

@@ -20,8 +20,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
-	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -169,10 +169,10 @@ func TestE2EPushPhone(t *testing.T) {
 			cmd = e
 		}
 	}
-	if cmd == nil || cmd.Agent != notify.SurfacePush {
+	if cmd == nil || cmd.Agent != mapping.AgentPush {
 		t.Fatalf("no command from the push on the stream (%v)", cmd)
 	}
-	if by, _ := cmd.ExtString(relay.ByAttr); by != "owner" {
+	if by, _ := cmd.ExtString(mapping.ExtBy); by != "owner" {
 		t.Errorf("the push's command is stamped %q, want the subscription's owner", by)
 	}
 	answered := false

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
 // DefaultMaxOpenLogs bounds the log files an emitter keeps open at once. A
@@ -30,16 +32,16 @@ type Handles struct {
 	mu    sync.Mutex
 	order list.List // of *Log, most recently written first
 
-	// sync is the mode of the logs made here (SetSync); empty is SyncNone.
-	sync      Sync
-	syncer    Syncer
+	// sync is the mode of the logs made here (SetSync); empty is syncmode.None.
+	sync      syncmode.Mode
+	syncer    syncmode.Syncer
 	onSyncErr func(path string, err error)
 }
 
 // SetSync sets when the logs made from now on reach the disk, the syncer
 // they use (nil: FileSync) and who hears of a sync that failed with nobody
-// waiting on it (SyncInterval's; nil: nobody). It returns h.
-func (h *Handles) SetSync(mode Sync, syncer Syncer, onErr func(path string, err error)) *Handles {
+// waiting on it (syncmode.Interval's; nil: nobody). It returns h.
+func (h *Handles) SetSync(mode syncmode.Mode, syncer syncmode.Syncer, onErr func(path string, err error)) *Handles {
 	h.sync, h.syncer, h.onSyncErr = mode, syncer, onErr
 	return h
 }

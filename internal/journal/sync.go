@@ -10,27 +10,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
-// Sync is when a log's writes reach the disk (syncmode.Mode).
-type Sync = syncmode.Mode
-
-// The modes, DefaultSync and SyncEvery are syncmode's.
-const (
-	SyncAlways   = syncmode.Always
-	SyncInterval = syncmode.Interval
-	SyncNone     = syncmode.None
-	DefaultSync  = syncmode.Default
-	SyncEvery    = syncmode.Every
-)
-
-// ParseSync reads a mode name; empty is DefaultSync.
-func ParseSync(s string) (Sync, error) { return syncmode.Parse(s) }
-
-// Syncer makes what was written to f durable (syncmode.Syncer).
-type Syncer = syncmode.Syncer
-
 // Mark is a point in a log's writes: Wait returns once everything the log
 // took up to it is on the disk, as the log's mode promises before an
-// acknowledgement (SyncAlways), or at once (the other modes). A forced
+// acknowledgement (syncmode.Always), or at once (the other modes). A forced
 // mark syncs whatever the mode. The zero Mark waits for nothing.
 type Mark struct {
 	l     *Log
@@ -51,7 +33,7 @@ func (m Mark) Wait() error {
 	if m.l == nil || m.gen == 0 {
 		return nil
 	}
-	if !m.force && m.l.mode() != SyncAlways {
+	if !m.force && m.l.mode() != syncmode.Always {
 		return nil
 	}
 	return m.l.syncTo(m.gen)
@@ -67,14 +49,14 @@ func (l *Log) Mark() Mark {
 	return Mark{l: l, gen: l.gen}
 }
 
-func (l *Log) mode() Sync {
+func (l *Log) mode() syncmode.Mode {
 	if l.handles == nil || l.handles.sync == "" {
-		return SyncNone
+		return syncmode.None
 	}
 	return l.handles.sync
 }
 
-func (l *Log) syncer() Syncer {
+func (l *Log) syncer() syncmode.Syncer {
 	if l.handles != nil && l.handles.syncer != nil {
 		return l.handles.syncer
 	}
@@ -123,11 +105,11 @@ func (l *Log) syncFile(f *os.File) error {
 }
 
 // wrote is told of each write (the log's lock released): unless the mode
-// is SyncNone it schedules a sync within SyncEvery when none is pending, so
-// under SyncAlways too what no acknowledgement waited for (an event the
+// is syncmode.None it schedules a sync within syncmode.Every when none is pending, so
+// under syncmode.Always too what no acknowledgement waited for (an event the
 // source synthesized) reaches the disk within that bound.
 func (l *Log) wrote() {
-	if l.mode() == SyncNone {
+	if l.mode() == syncmode.None {
 		return
 	}
 	l.smu.Lock()
@@ -136,7 +118,7 @@ func (l *Log) wrote() {
 		return
 	}
 	l.timerSet = true
-	time.AfterFunc(SyncEvery, func() {
+	time.AfterFunc(syncmode.Every, func() {
 		l.smu.Lock()
 		l.timerSet = false
 		l.smu.Unlock()

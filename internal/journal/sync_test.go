@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// disk is an injected Syncer that models the disk: each sync records the
+// disk is an injected syncmode.Syncer that models the disk: each sync records the
 // file's bytes as they were when it began (what it makes durable), in the
 // order the syncs complete, and can be told to fail or to take its time.
 type disk struct {
@@ -66,7 +67,7 @@ func (d *disk) syncs() int {
 	return len(d.synced)
 }
 
-func syncedLog(t *testing.T, mode Sync, d *disk) *Log {
+func syncedLog(t *testing.T, mode syncmode.Mode, d *disk) *Log {
 	t.Helper()
 	h := NewHandles(0).SetSync(mode, d.sync, nil)
 	l := h.NewLog(t.TempDir(), "s")
@@ -80,7 +81,7 @@ func syncedLog(t *testing.T, mode Sync, d *disk) *Log {
 // than appends).
 func TestGroupCommitCoversEveryAck(t *testing.T) {
 	d := &disk{delay: 2 * time.Millisecond}
-	l := syncedLog(t, SyncAlways, d)
+	l := syncedLog(t, syncmode.Always, d)
 	const writers, each = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*each)
@@ -122,7 +123,7 @@ func TestGroupCommitCoversEveryAck(t *testing.T) {
 // pages); writes after it are acknowledged by the next good sync.
 func TestGroupCommitFailureSticksToItsWrites(t *testing.T) {
 	d := &disk{fail: 1}
-	l := syncedLog(t, SyncAlways, d)
+	l := syncedLog(t, syncmode.Always, d)
 	l.Append([]byte(`{"a":1}`))
 	lost := l.Mark()
 	if err := lost.Wait(); err == nil {
@@ -138,11 +139,11 @@ func TestGroupCommitFailureSticksToItsWrites(t *testing.T) {
 }
 
 // The modes: none never syncs unless forced; interval acknowledges at once
-// and syncs within SyncEvery; a forced mark syncs in every mode.
+// and syncs within syncmode.Every; a forced mark syncs in every mode.
 func TestSyncModes(t *testing.T) {
 	t.Run("none", func(t *testing.T) {
 		d := &disk{}
-		l := syncedLog(t, SyncNone, d)
+		l := syncedLog(t, syncmode.None, d)
 		l.Append([]byte(`{"a":1}`))
 		if err := l.Mark().Wait(); err != nil || d.syncs() != 0 {
 			t.Fatalf("none synced: %d syncs, %v", d.syncs(), err)
@@ -153,7 +154,7 @@ func TestSyncModes(t *testing.T) {
 	})
 	t.Run("interval", func(t *testing.T) {
 		d := &disk{}
-		l := syncedLog(t, SyncInterval, d)
+		l := syncedLog(t, syncmode.Interval, d)
 		l.Append([]byte(`{"a":1}`))
 		if err := l.Mark().Wait(); err != nil {
 			t.Fatal(err)
@@ -164,10 +165,10 @@ func TestSyncModes(t *testing.T) {
 		}
 	})
 	t.Run("unknown", func(t *testing.T) {
-		if _, err := ParseSync("sometimes"); err == nil {
+		if _, err := syncmode.Parse("sometimes"); err == nil {
 			t.Fatal("an unknown mode parsed")
 		}
-		if m, err := ParseSync(""); err != nil || m != DefaultSync {
+		if m, err := syncmode.Parse(""); err != nil || m != syncmode.Default {
 			t.Fatalf("empty mode: %q %v", m, err)
 		}
 	})
@@ -177,7 +178,7 @@ func TestSyncModes(t *testing.T) {
 // descriptor) what was written through the old one.
 func TestSyncAfterHandleClosed(t *testing.T) {
 	d := &disk{}
-	l := syncedLog(t, SyncAlways, d)
+	l := syncedLog(t, syncmode.Always, d)
 	l.Append([]byte(`{"a":1}`))
 	m := l.Mark()
 	l.Close()
@@ -193,7 +194,7 @@ func TestSyncAfterHandleClosed(t *testing.T) {
 // acknowledged line survives it, and the torn tail is cut on reopen.
 func TestCrashKeepsEveryAcknowledgedLine(t *testing.T) {
 	d := &disk{}
-	l := syncedLog(t, SyncAlways, d)
+	l := syncedLog(t, syncmode.Always, d)
 	var acked []string
 	for i := range 20 {
 		line := fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, strings.Repeat("x", i*7))
@@ -238,7 +239,7 @@ func TestCrashKeepsEveryAcknowledgedLine(t *testing.T) {
 // whatever the mode; a plain one under none is published without a sync.
 func TestDurableEntrySyncedBeforePublished(t *testing.T) {
 	d := &disk{}
-	l := syncedLog(t, SyncNone, d)
+	l := syncedLog(t, syncmode.None, d)
 	pub := publishFunc(func(ev *aep.Event) { d.note("publish " + ev.Type) })
 	s := NewStream(StreamConfig{Source: "aep://h/agent/kimi-code/session/s", Agent: mapping.Agent, Session: "s", Epoch: 1, Log: l, Publisher: pub})
 	p := mapping.DefaultPosture()

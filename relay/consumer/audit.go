@@ -17,14 +17,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
-// The agents of the commands aep-kimi's own surfaces send besides the page
-// (PageAgent) and the terminal (client.SenderAgent): a phone's notification
-// action, and an answer link a webhook carried.
-const (
-	PushAgent = mapping.AgentPush
-	LinkAgent = mapping.AgentLink
-)
-
 // Surfaces an outcome came through, as the audit names them.
 const (
 	SurfacePage    = "page"

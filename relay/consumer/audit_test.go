@@ -227,7 +227,7 @@ func FuzzParseSince(f *testing.F) {
 
 // The agents of aep-kimi's own senders name the surfaces mapping knows.
 func TestSurfaceAgents(t *testing.T) {
-	for agent, want := range map[string]string{PageAgent: SurfacePage, client.SenderAgent: SurfaceCLI, PushAgent: SurfacePush, LinkAgent: SurfaceLink} {
+	for agent, want := range map[string]string{mapping.AgentPage: SurfacePage, client.SenderAgent: SurfaceCLI, mapping.AgentPush: SurfacePush, mapping.AgentLink: SurfaceLink} {
 		if got, ok := mapping.SurfaceOf(agent); !ok || got != want {
 			t.Errorf("SurfaceOf(%q) = %q %v, want %q", agent, got, ok, want)
 		}

@@ -11,15 +11,12 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
-// PageAgent is the agent of the commands the fleet page sends.
-const PageAgent = mapping.AgentPage
-
 // Who names the sender of an answer or a command the way a person reads it:
 // the page and the terminal are "you", a relay's rule is that rule, anyone
 // else their own name.
 func Who(agent string) string {
 	switch {
-	case agent == PageAgent:
+	case agent == mapping.AgentPage:
 		return "you from the page"
 	case agent == client.SenderAgent:
 		return "you from the terminal"
