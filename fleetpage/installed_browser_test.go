@@ -61,8 +61,9 @@ func wantSecret(t *testing.T, tab *browsertest.Browser, what string, session, lo
 // login URL stays logged in when closed and opened again at its start URL
 // (its socket streams what comes next), and a tab of the same browser
 // neither takes that login up nor, not logged in or logging in itself,
-// clears it; logging out clears it, and a tab's login, as before, lasts
-// only as long as the tab.
+// clears it; the login ending (a tab logs out) and logging out clear it, a
+// new login clears another's, and a tab's login, as before, lasts only as
+// long as the tab.
 func TestBrowserInstalledKeepsLogin(t *testing.T) {
 	b := browsertest.New(t, 360, 800)
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
@@ -90,9 +91,24 @@ func TestBrowserInstalledKeepsLogin(t *testing.T) {
 	tab, closeTab = openAt(t, b, fleetpage.LoginURL(base, testToken), false)
 	tab.WaitJS("the tab live", live)
 	wantSecret(t, tab, "a tab logged in beside the installed page", true, true)
-	closeTab()
 	wantSecret(t, app, "the installed page after a tab's login", false, true)
 
+	// The tab logs out: the login ends for the installed page too, which
+	// forgets it.
+	tab.Click("log out in the tab", "#logout")
+	app.WaitJS("the installed page told its login ended", `document.getElementById('conn').dataset.conn === 'login-needed' && document.getElementById('notice').textContent.includes('logged-out')`)
+	wantSecret(t, app, "the installed page after its login ended", false, false)
+	closeTab()
+	closeApp()
+	app, closeApp = openAt(t, b, base+"/", true)
+	app.WaitJS("the installed page needs the login again", loginNeeded)
+
+	// A new login leaves no other login's secret in either area; logging
+	// out of it in the installed page clears it.
+	app.MustRun("an old login's secret in session storage", chromedp.Evaluate(`sessionStorage.setItem('aep-fleet-login', 'old')`, nil),
+		chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, testToken)))
+	app.WaitJS("the installed page live", live)
+	wantSecret(t, app, "a new login", false, true)
 	app.Click("log out", "#logout")
 	app.WaitJS("logged out", `document.getElementById('conn').dataset.conn === 'login-needed'`)
 	wantSecret(t, app, "logged out", false, false)

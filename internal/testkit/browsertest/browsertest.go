@@ -52,8 +52,10 @@ func Find(t testing.TB) string {
 
 // Browser is one headless Chromium tab.
 type Browser struct {
-	t   testing.TB
-	Ctx context.Context
+	t    testing.TB
+	Ctx  context.Context
+	name string // "" for the browser's first tab, "-tabN" for the Nth it opened
+	tabs int    // tabs opened with Tab
 }
 
 // New starts a headless Chromium with one tab, closed when the test ends;
@@ -141,12 +143,19 @@ func removeProfile(t testing.TB, dir string) {
 func (b *Browser) Tab() (tab *Browser, closeTab func()) {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.Ctx)
-	b.t.Cleanup(cancel)
+	b.tabs++
+	tab = &Browser{t: b.t, Ctx: ctx, name: fmt.Sprintf("%s-tab%d", b.name, b.tabs)}
+	b.t.Cleanup(func() {
+		if b.t.Failed() && ctx.Err() == nil {
+			tab.artifacts()
+		}
+		cancel()
+	})
 	// As in New: the first Run's context owns the tab.
 	if err := chromedp.Run(ctx); err != nil {
 		b.t.Fatalf("open a tab: %v", err)
 	}
-	return &Browser{t: b.t, Ctx: ctx}, cancel
+	return tab, cancel
 }
 
 // Run runs actions within Wait.
@@ -212,7 +221,7 @@ func (b *Browser) artifacts() {
 		b.t.Logf("no artifacts: %v", err)
 		return
 	}
-	base := filepath.Join(dir, unsafeName.ReplaceAllString(b.t.Name(), "_"))
+	base := filepath.Join(dir, unsafeName.ReplaceAllString(b.t.Name()+b.name, "_"))
 	ctx, cancel := context.WithTimeout(b.Ctx, 20*time.Second)
 	defer cancel()
 	var png []byte
