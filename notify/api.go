@@ -128,7 +128,7 @@ func (n *Notifier) subscribe(w http.ResponseWriter, r *http.Request, who access.
 		return
 	}
 	ps := req.Subscription
-	if err := checkEndpoint(ps.Endpoint); err != nil {
+	if err := checkEndpoint(ps.Endpoint, n.cfg.PushServiceAllow); err != nil {
 		httpguard.WriteError(w, http.StatusBadRequest, CodeBadSubscription, err.Error())
 		return
 	}

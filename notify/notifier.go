@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"sort"
@@ -79,6 +80,10 @@ type Config struct {
 	Capture aep.Capture
 	// Logger receives the notifier's logs; nil discards them.
 	Logger *slog.Logger
+	// PushServiceAllow are addresses where a Web Push service may be
+	// besides public ones, over plain http too: a push service on this
+	// machine in tests (AEP_NOTIFY_PUSH_ALLOW). None by default.
+	PushServiceAllow []netip.Prefix
 }
 
 // Notifier reaches people when requests wait: it follows the relay's
@@ -163,7 +168,7 @@ func New(cfg Config) (*Notifier, error) {
 	}
 	n.feed.init()
 	n.devices = map[string]*device{}
-	n.client = &http.Client{Timeout: SendTimeout}
+	n.client = newPushClient(cfg.PushServiceAllow)
 	if n.vapid, err = loadVAPID(cfg.Home); err != nil {
 		return nil, err
 	}
@@ -190,7 +195,7 @@ func (n *Notifier) addDeviceLocked(sub Subscription) {
 	who := sub.principal()
 	t := &pushTarget{sub: sub, keys: n.vapid, contact: n.contact(), client: n.client,
 		sent: func(id string) { n.push.ok(id, time.Now()) },
-		gone: n.dropDevice}
+		drop: n.dropDevice}
 	d := &device{rec: &recipient{q: NewQueue(t, "push", n.met, n.log), who: who, surface: mapping.AgentPush,
 		ceiling: min(who.Capture, n.cfg.Capture), to: t.Name(), via: "push"}}
 	n.devices[sub.ID] = d
@@ -214,13 +219,13 @@ func (n *Notifier) removeDeviceLocked(id string) {
 	}
 }
 
-// dropDevice forgets a subscription the push service no longer knows.
-func (n *Notifier) dropDevice(id string) {
+// dropDevice forgets a subscription that can never be delivered to.
+func (n *Notifier) dropDevice(id, why string) {
 	n.mu.Lock()
 	n.removeDeviceLocked(id)
 	n.mu.Unlock()
 	if sub, ok, err := n.push.remove(id); ok {
-		n.log.Info("push subscription dropped: the push service no longer knows it", "device", sub.Device, "owner", sub.Owner, "err", err)
+		n.log.Info("push subscription dropped: "+why, "device", sub.Device, "owner", sub.Owner, "err", err)
 	}
 }
 

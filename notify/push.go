@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -215,9 +213,10 @@ type pushTarget struct {
 	keys    vapidKeys
 	contact string
 	client  *http.Client
-	// sent notes an accepted push; gone drops a subscription the push
-	// service no longer knows.
-	sent, gone func(id string)
+	// sent notes an accepted push; drop forgets a subscription that can
+	// never be delivered to, saying why.
+	sent func(id string)
+	drop func(id, why string)
 }
 
 func (t *pushTarget) Name() string { return "push:" + t.sub.Owner + "'s " + t.sub.Device }
@@ -282,11 +281,14 @@ func (t *pushTarget) Send(ctx context.Context, m Message) error {
 		HTTPClient: t.client, Subscriber: t.contact, Topic: topic(m.Tag), TTL: int(ttl / time.Second), Urgency: urgency,
 		VAPIDPublicKey: t.keys.Public, VAPIDPrivateKey: t.keys.Private,
 	})
+	if errors.Is(err, errNonPublic) {
+		// Pushing again would only probe the same place (or tell the
+		// subscriber whether it answers): the subscription goes.
+		t.drop(t.sub.ID, "its push service is not at a public address")
+		return fmt.Errorf("push: %w: the subscription is dropped: %w", err, ErrPermanent)
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("push: %w", err)
-		}
-		return fmt.Errorf("push: %w", err) // unreachable or refused at the socket: retried
+		return fmt.Errorf("push: %w", err) // unreachable, refused at the socket or out of time: retried
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -295,31 +297,13 @@ func (t *pushTarget) Send(ctx context.Context, m Message) error {
 		t.sent(t.sub.ID)
 		return nil
 	case st == http.StatusNotFound || st == http.StatusGone:
-		t.gone(t.sub.ID)
+		t.drop(t.sub.ID, "the push service no longer knows it")
 		return fmt.Errorf("push service answered %d: the subscription is gone and dropped: %w", st, ErrPermanent)
 	case st == http.StatusTooManyRequests || st >= 500:
 		return fmt.Errorf("push service answered %d", st)
 	default:
 		return fmt.Errorf("push service answered %d: %w", st, ErrPermanent)
 	}
-}
-
-// checkEndpoint accepts a push service's URL: https, or http on loopback
-// (a push service on this machine: tests).
-func checkEndpoint(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil {
-		return errors.New("the subscription's endpoint is not an absolute URL")
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() || u.Hostname() == "localhost" {
-			return nil
-		}
-	}
-	return errors.New("the subscription's endpoint must be an https URL")
 }
 
 // checkKeys accepts the browser's keys: p256dh an uncompressed P-256

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,7 +90,7 @@ func nextPush(t *testing.T, ps *pushtest.Server, sub *pushtest.Subscription, n i
 func TestWebPush(t *testing.T) {
 	ps := pushtest.New(t)
 	home := t.TempDir()
-	st := newStage(t, notify.Config{Home: home}, nil)
+	st := newStage(t, notify.Config{Home: home, PushServiceAllow: ps.Allow()}, nil)
 	sub, listed := subscribe(t, st, ps, "Pixel 8")
 	for _, f := range []string{notify.VAPIDFileName, notify.SubscriptionsFileName} {
 		if fi, err := os.Stat(filepath.Join(home, f)); err != nil || fi.Mode().Perm() != 0o600 {
@@ -160,7 +162,7 @@ func TestWebPush(t *testing.T) {
 // stalls holds up neither the relay nor other devices.
 func TestWebPushGoneAndStalled(t *testing.T) {
 	ps := pushtest.New(t)
-	st := newStage(t, notify.Config{}, nil)
+	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
 	gone, _ := subscribe(t, st, ps, "old phone")
 	stalled, _ := subscribe(t, st, ps, "slow phone")
 	fine, _ := subscribe(t, st, ps, "laptop")
@@ -187,8 +189,8 @@ func TestWebPushGoneAndStalled(t *testing.T) {
 
 // Bad subscriptions are refused with a reason; another origin is refused.
 func TestWebPushRefusals(t *testing.T) {
-	st := newStage(t, notify.Config{}, nil)
 	ps := pushtest.New(t)
+	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
 	good, _ := ps.Subscribe("")
 	var ok map[string]any
 	_ = json.Unmarshal(good.JSON(), &ok)
@@ -216,12 +218,89 @@ func TestWebPushRefusals(t *testing.T) {
 	}
 }
 
+// The relay pushes only to public https push services: an endpoint
+// naming a loopback, private, link-local, CGNAT or unspecified address, or
+// plain http, is refused at registration.
+func TestWebPushRefusesNonPublicEndpoints(t *testing.T) {
+	st := newStage(t, notify.Config{}, nil)
+	ps := pushtest.New(t)
+	good, _ := ps.Subscribe("")
+	keys := map[string]any{"p256dh": good.P256dh, "auth": good.Auth}
+	for _, endpoint := range []string{
+		good.Endpoint, // the loopback push service, not allowed here
+		"http://127.0.0.1:8398/hook/kimi",
+		"https://127.0.0.1/x",
+		"https://10.0.0.1/x",
+		"https://172.16.5.4/x",
+		"https://192.168.1.1/x",
+		"https://169.254.169.254/latest/meta-data",
+		"https://100.64.0.1/x",
+		"https://0.0.0.0/x",
+		"https://[::1]/x",
+		"https://[fd00::1]/x",
+		"https://[fe80::1%25eth0]/x",
+		"https://[::ffff:10.0.0.1]/x",
+	} {
+		code, b := api(t, st, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": map[string]any{"endpoint": endpoint, "keys": keys}})
+		if code != http.StatusBadRequest || !strings.Contains(string(b), notify.CodeBadSubscription) || !strings.Contains(string(b), "endpoint") {
+			t.Errorf("%s: %d %s", endpoint, code, b)
+		}
+	}
+	if code, b := api(t, st, http.MethodGet, notify.PathSubscriptions, nil); code != http.StatusOK || strings.Contains(string(b), "endpoint") || strings.Contains(string(b), `"id"`) {
+		t.Errorf("subscriptions after refusals: %d %s", code, b)
+	}
+}
+
+// A name is checked where the push connects: one that resolves to
+// loopback is refused by the dialer, nothing reaches the port, and the
+// subscription is dropped.
+func TestWebPushRefusesNonPublicAtConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	st := newStage(t, notify.Config{}, nil)
+	ps := pushtest.New(t)
+	good, _ := ps.Subscribe("")
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	sub := map[string]any{"endpoint": "https://localhost:" + port + "/push/x", "keys": map[string]any{"p256dh": good.P256dh, "auth": good.Auth}}
+	if code, b := api(t, st, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": sub, "device": "probe"}); code != http.StatusCreated {
+		t.Fatalf("a host name is checked when the push connects, not before: %d %s", code, b)
+	}
+	code, b := api(t, st, http.MethodPost, notify.PathTest, nil)
+	var rep notify.TestReport
+	if code != http.StatusOK || json.Unmarshal(b, &rep) != nil || len(rep.Results) != 1 {
+		t.Fatalf("test: %d %s", code, b)
+	}
+	if r := rep.Results[0]; r.OK || !strings.Contains(r.Error, "not at a public address") {
+		t.Errorf("the push to a name on loopback: %+v", r)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the push reached the loopback port: %d connections", n)
+	}
+	if code, b := api(t, st, http.MethodGet, notify.PathSubscriptions, nil); code != http.StatusOK || strings.Contains(string(b), "probe") {
+		t.Errorf("the subscription is kept after a refusal: %d %s", code, b)
+	}
+}
+
 // notify test sends one message to each target and device and says what
 // each answered.
 func TestNotifyTestEndpoint(t *testing.T) {
 	ps := pushtest.New(t)
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec, downTarget("webhook:down.test")}}, nil)
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec, downTarget("webhook:down.test")}, PushServiceAllow: ps.Allow()}, nil)
 	sub, _ := subscribe(t, st, ps, "Pixel 8")
 	gone, _ := subscribe(t, st, ps, "old phone")
 	ps.Answer(gone, http.StatusGone)
@@ -258,7 +337,7 @@ func TestWebPushRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond}, relay.Config{People: access.OpenBook(home, nil)})
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenBook(home, nil)})
 	code, b := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
 	var vapid map[string]string
 	if code != 200 || json.Unmarshal(b, &vapid) != nil {

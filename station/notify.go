@@ -22,6 +22,9 @@ type NotifyOptions struct {
 	PublicURL string
 	// After is --notify-after.
 	After time.Duration
+	// PushAllow is AEP_NOTIFY_PUSH_ALLOW: where a Web Push service may be
+	// besides public addresses (tests and labs; no flag on purpose).
+	PushAllow string
 }
 
 // BindFlags registers --notify, --public-url and --notify-after.
@@ -31,6 +34,7 @@ func (o *NotifyOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) 
 		return nil
 	})
 	fs.StringVar(&o.PublicURL, "public-url", getenv("AEP_PUBLIC_URL"), "the relay's address as phones and chat apps reach it, for answer links (env AEP_PUBLIC_URL; default the relay's own address)")
+	o.PushAllow = getenv("AEP_NOTIFY_PUSH_ALLOW")
 	fs.DurationVar(&o.After, "notify-after", 0, "wait this long before notifying, and send nothing if the request was answered by then")
 }
 
@@ -45,7 +49,11 @@ func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger)
 		}
 		return nil, nil
 	}
-	ncfg := notify.Config{Home: home, PublicURL: o.PublicURL, After: o.After, Logger: log}
+	allow, err := notify.ParsePushAllow(o.PushAllow)
+	if err != nil {
+		return nil, Usage(err)
+	}
+	ncfg := notify.Config{Home: home, PublicURL: o.PublicURL, After: o.After, Logger: log, PushServiceAllow: allow}
 	if ncfg.PublicURL == "" {
 		addr, err := net.ResolveTCPAddr("tcp", cfg.Listen)
 		if err != nil {

@@ -278,10 +278,10 @@ func TestE2ENotifyCLI(t *testing.T) {
 	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
 	rport := netaddr.FreePort(t)
 	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "relay",
+	ps := pushtest.New(t)
+	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, ps.Env()}, "relay",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", rport), "--notify", "webhook:"+recv.URL+"/hook", "--notify", "webhook:"+down)
 
-	ps := pushtest.New(t)
 	sub, err := ps.Subscribe(st.vapidKey(t))
 	if err != nil {
 		t.Fatal(err)

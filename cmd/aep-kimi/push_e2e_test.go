@@ -88,13 +88,14 @@ func TestE2EPushPhone(t *testing.T) {
 	if code, out := setupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home},
+	// The phone's push service, on this machine: the relay is told it may
+	// push there.
+	ps := pushtest.New(t)
+	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, ps.Env()},
 		"up", "--control", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
 		"--web=false", "--kimi-home", home)
 
-	// The phone's push service, holding the keys of the subscription the
-	// page will make with the relay's key.
-	ps := pushtest.New(t)
+	// The subscription the page will make with the relay's key.
 	key := st.vapidKey(t)
 	sub, err := ps.Subscribe(key)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"sync"
 	"testing"
@@ -103,6 +104,20 @@ func New(tb testing.TB) *Server {
 	s.URL = s.srv.URL
 	tb.Cleanup(s.Close)
 	return s
+}
+
+// Allow is the prefix a relay must allow push services at for this one
+// (notify.Config.PushServiceAllow): the relay pushes only to public
+// addresses otherwise.
+func (s *Server) Allow() []netip.Prefix {
+	ap := netip.MustParseAddrPort(s.srv.Listener.Addr().String())
+	return []netip.Prefix{netip.PrefixFrom(ap.Addr(), ap.Addr().BitLen())}
+}
+
+// Env is Allow as the environment of an aep-kimi process
+// (AEP_NOTIFY_PUSH_ALLOW=...).
+func (s *Server) Env() string {
+	return "AEP_NOTIFY_PUSH_ALLOW=" + s.Allow()[0].String()
 }
 
 // Close releases stalled requests and stops the service.
