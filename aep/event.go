@@ -288,14 +288,18 @@ var ErrNotUTF8 = errors.New("event is not valid UTF-8")
 // may escape one, since it is forwarded as bytes). Everything else, including
 // grammar and payload rules, is Validate's job. The event keeps b as Raw.
 //
-// It is the relay's per-event ingest cost, so it checks the JSON once and
-// then walks the top-level members in place instead of decoding into a map.
+// It is the relay's per-event ingest cost, so it reads the bytes once: one
+// scan checks the JSON grammar and UTF-8 while it collects the top-level
+// members in place, stepping over nested values (data) without allocating.
+// A malformed event is reported as the JSON grammar's error first, then as
+// bad UTF-8, then as a bad attribute, whichever comes first in the bytes.
 func ParseEvent(b []byte) (*Event, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
-	if !json.Valid(b) {
+	s := scanner{b: b, badUTF8: -1, ev: &Event{raw: b}}
+	if end := s.object(0, 1); end < 0 || end != len(b) {
 		var m map[string]json.RawMessage
 		err := json.Unmarshal(b, &m) // for its precise message
 		if err == nil {
@@ -303,134 +307,283 @@ func ParseEvent(b []byte) (*Event, error) {
 		}
 		return nil, fmt.Errorf("event is not valid JSON: %w", err)
 	}
-	if !utf8.Valid(b) {
-		return nil, fmt.Errorf("%w: invalid byte sequence at offset %d", ErrNotUTF8, invalidUTF8At(b))
+	if s.badUTF8 >= 0 {
+		return nil, fmt.Errorf("%w: invalid byte sequence at offset %d", ErrNotUTF8, s.badUTF8)
 	}
-	e := &Event{raw: b}
-	err := eachMember(b, func(key, v []byte) error {
-		i := coreIndexBytes(key)
-		if i < 0 {
-			if e.Ext == nil {
-				e.Ext = make(map[string]json.RawMessage)
-			}
-			e.Ext[string(key)] = v
-			return nil
-		}
-		k := coreAttrs[i]
-		if isNull(v) {
-			return fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
-		}
-		e.present |= 1 << uint(i)
-		switch k {
-		case AttrSeq, AttrEpoch:
-			n, err := parseInt(v)
-			if err != nil {
-				return fmt.Errorf("attribute %q: %w", k, err)
-			}
-			if k == AttrSeq {
-				e.Seq = &n
-			} else {
-				e.Epoch = &n
-			}
-		case AttrData:
-			if v[0] != '{' {
-				return errors.New(`attribute "data" must be an object`)
-			}
-			e.Data = v
-		default:
-			str, ok := jsonString(v)
-			if !ok {
-				return fmt.Errorf("attribute %q must be a string", k)
-			}
-			if bytes.IndexByte(v, '\\') >= 0 && unpairedSurrogate(v) {
-				return fmt.Errorf("%w: attribute %q escapes an unpaired UTF-16 surrogate", ErrNotUTF8, k)
-			}
-			*e.stringPtr(k) = str
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	if s.err != nil {
+		return nil, s.err
 	}
-	return e, nil
+	return s.ev, nil
 }
 
-// eachMember calls fn with each top-level member of a JSON object already
-// known to be valid: the decoded key and the raw value. A later duplicate key
-// overrides an earlier one, as encoding/json does.
-func eachMember(b []byte, fn func(key, val []byte) error) error {
-	i := skipSpace(b, 1)
-	for i < len(b) && b[i] != '}' {
-		kend := stringEnd(b, i)
-		key := b[i+1 : kend-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var s string
-			if err := json.Unmarshal(b[i:kend], &s); err != nil {
-				return err
-			}
-			key = []byte(s)
-		}
-		i = skipSpace(b, kend)
-		i = skipSpace(b, i+1) // the colon
-		vend := valueEnd(b, i)
-		if err := fn(key, b[i:vend]); err != nil {
-			return err
-		}
-		i = skipSpace(b, vend)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
-	return nil
+// maxDepth is encoding/json's nesting limit: deeper input is not valid JSON.
+const maxDepth = 10000
+
+// scanner checks JSON (RFC 8259, as json.Valid does) and UTF-8 in one pass.
+// Every method returns the index just past what it read, or -1 when the
+// grammar fails there. Members of the outermost object go to ev until the
+// first bad attribute (err) or bad UTF-8 byte, after which it only checks.
+type scanner struct {
+	b       []byte
+	badUTF8 int // offset of the first byte that is not UTF-8, or -1
+	ev      *Event
+	err     error
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+func (s *scanner) space(i int) int {
+	for i < len(s.b) && (s.b[i] == ' ' || s.b[i] == '\t' || s.b[i] == '\n' || s.b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-// stringEnd returns the index just past the string starting at b[i] ('"').
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
+func (s *scanner) value(i, depth int) int {
+	if i >= len(s.b) {
+		return -1
 	}
-	return len(b)
+	switch c := s.b[i]; {
+	case c == '{':
+		return s.object(i, depth+1)
+	case c == '[':
+		return s.array(i, depth+1)
+	case c == '"':
+		end, _ := s.str(i)
+		return end
+	case c == 't':
+		return s.literal(i, "true")
+	case c == 'f':
+		return s.literal(i, "false")
+	case c == 'n':
+		return s.literal(i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number(i)
+	}
+	return -1
 }
 
-// valueEnd returns the index just past the value starting at b[i].
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
+// object reads the object at b[i] ('{'), collecting its members when it is
+// the outermost one (depth 1).
+func (s *scanner) object(i, depth int) int {
+	if depth > maxDepth {
+		return -1
+	}
+	b := s.b
+	i = s.space(i + 1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1
 		}
-		return len(b)
+		kend, esc := s.str(i)
+		if kend < 0 {
+			return -1
+		}
+		key := b[i:kend]
+		i = s.space(kend)
+		if i >= len(b) || b[i] != ':' {
+			return -1
+		}
+		vstart := s.space(i + 1)
+		if i = s.value(vstart, depth); i < 0 {
+			return -1
+		}
+		if depth == 1 && s.err == nil && s.badUTF8 < 0 {
+			s.err = s.member(key, esc, b[vstart:i])
+		}
+		i = s.space(i)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case '}':
+			return i + 1
+		case ',':
+			i = s.space(i + 1)
+		default:
+			return -1
+		}
 	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
+}
+
+func (s *scanner) array(i, depth int) int {
+	if depth > maxDepth {
+		return -1
 	}
-	return j
+	b := s.b
+	i = s.space(i + 1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i = s.value(i, depth); i < 0 {
+			return -1
+		}
+		i = s.space(i)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ']':
+			return i + 1
+		case ',':
+			i = s.space(i + 1)
+		default:
+			return -1
+		}
+	}
+}
+
+// str reads the string at b[i] ('"') and reports whether it has escapes.
+// Bytes that are not UTF-8 are JSON (json.Valid takes them); the first one
+// is noted for ErrNotUTF8.
+func (s *scanner) str(i int) (int, bool) {
+	b := s.b
+	esc := false
+	for j := i + 1; j < len(b); {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, esc
+		case c == '\\':
+			esc = true
+			if j+1 >= len(b) {
+				return -1, esc
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
+					return -1, esc
+				}
+				j += 6
+			default:
+				return -1, esc
+			}
+		case c < 0x20:
+			return -1, esc
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, n := utf8.DecodeRune(b[j:])
+			if r == utf8.RuneError && n == 1 && s.badUTF8 < 0 {
+				s.badUTF8 = j
+			}
+			j += n
+		}
+	}
+	return -1, esc
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func (s *scanner) literal(i int, lit string) int {
+	if len(s.b)-i < len(lit) || string(s.b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; what follows
+// it is the caller's to check.
+func (s *scanner) number(i int) int {
+	b := s.b
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		i = s.digits(i + 1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i+1 >= len(b) || !isDigit(b[i+1]) {
+			return -1
+		}
+		i = s.digits(i + 1)
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		i = s.digits(i)
+	}
+	return i
+}
+
+func (s *scanner) digits(i int) int {
+	for i < len(s.b) && isDigit(s.b[i]) {
+		i++
+	}
+	return i
+}
+
+// member records one top-level member: key is the raw key with its quotes
+// (esc when it has escapes), v the raw value. A later duplicate key
+// overrides an earlier one, as encoding/json does.
+func (s *scanner) member(key []byte, esc bool, v []byte) error {
+	e := s.ev
+	if esc {
+		var k string
+		if err := json.Unmarshal(key, &k); err != nil {
+			return err
+		}
+		key = []byte(k)
+	} else {
+		key = key[1 : len(key)-1]
+	}
+	i := coreIndexBytes(key)
+	if i < 0 {
+		if e.Ext == nil {
+			e.Ext = make(map[string]json.RawMessage)
+		}
+		e.Ext[string(key)] = v
+		return nil
+	}
+	k := coreAttrs[i]
+	if isNull(v) {
+		return fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
+	}
+	e.present |= 1 << uint(i)
+	switch k {
+	case AttrSeq, AttrEpoch:
+		n, err := parseInt(v)
+		if err != nil {
+			return fmt.Errorf("attribute %q: %w", k, err)
+		}
+		if k == AttrSeq {
+			e.Seq = &n
+		} else {
+			e.Epoch = &n
+		}
+	case AttrData:
+		if v[0] != '{' {
+			return errors.New(`attribute "data" must be an object`)
+		}
+		e.Data = v
+	default:
+		str, ok := jsonString(v)
+		if !ok {
+			return fmt.Errorf("attribute %q must be a string", k)
+		}
+		if bytes.IndexByte(v, '\\') >= 0 && unpairedSurrogate(v) {
+			return fmt.Errorf("%w: attribute %q escapes an unpaired UTF-16 surrogate", ErrNotUTF8, k)
+		}
+		*e.stringPtr(k) = str
+	}
+	return nil
 }
 
 // jsonString decodes a JSON string value, without allocating beyond the
@@ -448,19 +601,6 @@ func jsonString(v []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-// invalidUTF8At returns the offset of the first byte that is not part of a
-// valid UTF-8 sequence.
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }
 
 // unpairedSurrogate reports whether a JSON string literal (valid JSON)
