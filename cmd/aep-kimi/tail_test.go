@@ -85,6 +85,10 @@ func TestTailErrors(t *testing.T) {
 		{"bad from", []string{"--from", "yesterday"}, 2, "--from"},
 		{"wrong token", []string{"--relay", srv.URL, "--token-file", wrong, "--once", "--state", "none"}, 1, "403"},
 		{"stray argument", []string{"extra"}, 2, "unexpected argument"},
+		// --once reads what the relay holds and ends: a relay it cannot
+		// reach is the answer, not a reason to wait.
+		{"once, relay down", []string{"--relay", "http://" + netaddr.FreeAddr(t), "--once", "--state", "none"}, 1, "unreachable"},
+		{"not a URL", []string{"--relay", "127.0.0.1:8787"}, 2, `aep-kimi tail: relay URL "127.0.0.1:8787" is not an http(s) URL`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

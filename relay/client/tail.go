@@ -126,7 +126,7 @@ func NewTailer(cfg TailConfig) (*Tailer, error) {
 		base, err = httpBase(u)
 	}
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("tail: relay URL %q is not an http(s) URL (nor ws(s))", cfg.URL)
+		return nil, fmt.Errorf("relay URL %q is not an http(s) URL (nor ws(s)), e.g. %s", cfg.URL, DefaultURL)
 	}
 	cfg.URL = base
 	if _, err := aep.ParseFilter([]byte(cfg.Filter)); err != nil {

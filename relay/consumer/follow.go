@@ -40,6 +40,11 @@ type Follower struct {
 	tailer      *client.Tailer
 	lastSave    time.Time
 	unreachable bool
+	// A one-pass run (not Tail.Live) does not wait for a relay it cannot
+	// reach: the first failed connect stops it (stop) and is its answer
+	// (gone), as it is for pending and audit.
+	stop context.CancelFunc
+	gone error
 }
 
 // NewFollower checks cfg (the relay URL, filter and capture) and returns a
@@ -67,9 +72,14 @@ func NewFollower(cfg FollowConfig) (*Follower, error) {
 
 // Run follows until ctx ends or, without Tail.Live, the replay is done.
 func (f *Follower) Run(ctx context.Context) error {
+	ctx, f.stop = context.WithCancel(ctx)
+	defer f.stop()
 	err := f.tailer.Run(ctx)
 	f.cfg.Printer.Live()
 	f.save(true)
+	if err == nil && f.gone != nil {
+		return fmt.Errorf("relay %s unreachable: %w", f.cfg.Relay, f.gone)
+	}
 	return err
 }
 
@@ -91,6 +101,11 @@ func (f *Follower) onEvent(ev *aep.Event) {
 func (f *Follower) onStatus(st client.TailStatus) {
 	switch st.Kind {
 	case client.TailUnreachable:
+		if !f.cfg.Tail.Live {
+			f.gone = st.Err
+			f.stop()
+			return
+		}
 		if !f.unreachable {
 			f.unreachable = true
 			f.cfg.Report(fmt.Sprintf("relay %s unreachable (%v); retrying with backoff", f.cfg.Relay, st.Err))
