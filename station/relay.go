@@ -109,11 +109,8 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	WithPeople(&cfg, o.Store.Home)
-	if err := WithPage(&cfg, o.Store.Home, getenv); err != nil {
-		return nil, nil, nil, Usage(err)
-	}
-	WithRules(&cfg, o.Store.Home)
+	// The targets are read before anything else logs, so a bad --notify
+	// is the one line the command prints.
 	n, err := o.Notify.notifier(cfg, o.Store.Home, cfg.Logger.With("component", "notify"))
 	if err != nil {
 		return nil, nil, nil, err
@@ -121,6 +118,11 @@ func NewRelay(ctx context.Context, cfg relay.Config, o RelayOptions, getenv func
 	if n != nil {
 		cfg.Notify = n
 	}
+	WithPeople(&cfg, o.Store.Home)
+	if err := WithPage(&cfg, o.Store.Home, getenv); err != nil {
+		return nil, nil, nil, Usage(err)
+	}
+	WithRules(&cfg, o.Store.Home)
 	closeStore, err = o.Store.Open(ctx, &cfg)
 	if err != nil {
 		return nil, nil, nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // cleanEnv is the environment with every variable that names a token or a
@@ -477,6 +478,28 @@ func TestE2ERelayByteBudget(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		if kb, ok := rssKB(t, p.Cmd.Process.Pid); ok {
 			t.Logf("relay RSS after 12 x 900 KiB into a 4 MiB budget: %d kB", kb)
+		}
+	}
+}
+
+// A bad --notify target is the one line the relay prints, even with rules
+// on disk to load (whose log line used to come first).
+func TestE2EBadNotifyOneLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, rules.FileName), []byte(`{"version":1,"rules":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(home, "AEP_TOKEN=0123456789abcdef-e2e")
+	for _, up := range []bool{false, true} {
+		args := []string{"relay", "--listen", "127.0.0.1:" + strconv.Itoa(netaddr.FreePort(t)), "--notify", "ftp://example.org/x"}
+		if up {
+			args = []string{"up", "--relay-listen", args[2], "--notify", args[4], "--web=false"}
+		}
+		if msg := runRefused(t, env, args...); !strings.Contains(msg, "ftp") {
+			t.Fatalf("%s: stderr %q does not name the bad target", args[0], msg)
 		}
 	}
 }
