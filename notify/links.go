@@ -73,21 +73,34 @@ func (n *Notifier) check(tok string, now time.Time) (Claims, int, string, string
 	case errors.Is(err, ErrTokenUsed):
 		return c, http.StatusConflict, CodeAnswerUsed, "This answer link was used already: the request was answered from it."
 	case errors.Is(err, ErrTokenExpired):
+		// Say how the request ended when it is known (answered from
+		// another link, say): its deadline is only the last way.
+		if closed := n.requestClosed(c, now); closed != "" && closed != "expired" {
+			return c, http.StatusGone, CodeAnswerExpired, noLongerWaits(closed)
+		}
 		return c, http.StatusGone, CodeAnswerExpired, "This answer link has expired: the request's time to answer is over."
 	case err != nil:
 		return c, http.StatusNotFound, CodeAnswerUnknown, "This is not an answer link this relay made (or it was copied incompletely)."
 	}
-	n.mu.Lock()
-	_, req := n.request(DefaultCapture, c.Session, c.Request)
-	closed := ""
-	if req != nil {
-		closed = req.Closed(now)
-	}
-	n.mu.Unlock()
-	if closed != "" {
-		return c, http.StatusGone, CodeAnswerExpired, "This request no longer waits (" + closed + "): there is nothing left to answer."
+	if closed := n.requestClosed(c, now); closed != "" {
+		return c, http.StatusGone, CodeAnswerExpired, noLongerWaits(closed)
 	}
 	return c, 0, "", ""
+}
+
+// requestClosed says how the link's request ended ("" while it waits, or
+// when the notifier no longer holds it).
+func (n *Notifier) requestClosed(c Claims, now time.Time) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, req := n.request(DefaultCapture, c.Session, c.Request); req != nil {
+		return req.Closed(now)
+	}
+	return ""
+}
+
+func noLongerWaits(closed string) string {
+	return "This request no longer waits (" + closed + "): there is nothing left to answer."
 }
 
 func (n *Notifier) answer(w http.ResponseWriter, r *http.Request, tok string) {

@@ -330,6 +330,24 @@ func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 	return out
 }
 
+// A link to a request answered elsewhere says so, even once the request's
+// deadline has passed too: the deadline is not why it no longer waits.
+func TestNotifyAnsweredElsewhereThenExpired(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	st.start(t, "s3")
+	req := st.ask(t, "s3", "ls", 1200*time.Millisecond)
+	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
+	st.resolve(t, "s3", req, "answered")
+	waitMsgs(t, rec, 2, 2*time.Second)
+	time.Sleep(time.Until(m.Deadline) + 100*time.Millisecond)
+	status, js, raw := post(t, answerURL(t, m, "allow"), nil)
+	if detail, _ := js["detail"].(string); status != http.StatusGone || js["code"] != notify.CodeAnswerExpired || !strings.Contains(detail, "(answered)") {
+		t.Fatalf("answered, then past its deadline: %d %s", status, raw)
+	}
+}
+
 // A request past its deadline is refused with 410, and a link to a
 // request the notifier never saw, past its expiry, too.
 func TestNotifyExpired(t *testing.T) {
