@@ -98,32 +98,39 @@ func do(t *testing.T, base string, r req) *http.Response {
 // cookieName is the session cookie's name on the server at base.
 func cookieName(base string) string { return fleetpage.CookieName(strings.TrimPrefix(base, "http://")) }
 
-func loginCookie(t *testing.T, base string) *login {
+// tryLogin logs in at base with tok: the login, or nil when none was
+// made, and the answer's body.
+func tryLogin(t *testing.T, base, tok string) (*login, map[string]any) {
 	t.Helper()
-	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: base, site: "same-origin"})
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("login: %d %s", res.StatusCode, b)
-	}
-	var body struct {
-		Login string `json:"login"`
-	}
-	if json.Unmarshal(b, &body) != nil || len(body.Login) < 32 {
-		t.Fatalf("login answered no bound secret: %s", b)
-	}
+	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + tok + `"}`, origin: base, site: "same-origin"})
+	var body map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	secret, _ := body["login"].(string)
 	for _, c := range res.Cookies() {
 		if c.Name == cookieName(base) {
-			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == "" || c.Path != "/" {
-				t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", c)
-			}
-			if strings.Contains(c.Value, body.Login) {
-				t.Fatal("the cookie carries the bound secret")
-			}
-			return &login{cookie: c, secret: body.Login}
+			return &login{cookie: c, secret: secret}, body
 		}
 	}
-	t.Fatalf("login set no session cookie named %s", cookieName(base))
-	return nil
+	return nil, body
+}
+
+func loginCookie(t *testing.T, base string) *login {
+	t.Helper()
+	l, body := tryLogin(t, base, testToken)
+	if l == nil {
+		t.Fatalf("login set no session cookie named %s: %v", cookieName(base), body)
+	}
+	if len(l.secret) < 32 {
+		t.Fatalf("login answered no bound secret: %v", body)
+	}
+	c := l.cookie
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == "" || c.Path != "/" {
+		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", c)
+	}
+	if strings.Contains(c.Value, l.secret) {
+		t.Fatal("the cookie carries the bound secret")
+	}
+	return l
 }
 
 func status(t *testing.T, base string, r req) int {

@@ -17,31 +17,8 @@ import (
 // its socket closes, its cookie opens nothing more, and a new token for
 // the same name does not bring it back.
 func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
-	home := t.TempDir()
-	store := access.Store{Home: home}
-	_, alice, err := store.Add("alice", access.RoleWatch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	book := access.OpenBook(home, nil)
-	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book, TokenPoll: 20 * time.Millisecond}).URL
-
-	login := func(tok string) (*login, map[string]any) {
-		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + tok + `"}`, origin: base})
-		var body map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&body)
-		for _, c := range res.Cookies() {
-			if c.Name == cookieName(base) {
-				s, _ := body["login"].(string)
-				return &login{cookie: c, secret: s}, body
-			}
-		}
-		return nil, body
-	}
+	store, alice, base := peopleRelay(t, "alice", access.RoleWatch, 20*time.Millisecond)
+	login := func(tok string) (*login, map[string]any) { return tryLogin(t, base, tok) }
 	if l, _ := login("not-a-token-of-anyone"); l != nil {
 		t.Fatal("an unknown token logged in")
 	}
@@ -85,29 +62,13 @@ func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
 // A person who is not an admin logs out their own browser; only an admin's
 // (the owner's) logout ends every login.
 func TestPersonLogoutEndsOnlyTheirs(t *testing.T) {
-	home := t.TempDir()
-	store := access.Store{Home: home}
-	_, walt, err := store.Add("walt", access.RoleWatch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	book := access.OpenBook(home, nil)
-	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book}).URL
+	_, walt, base := peopleRelay(t, "walt", access.RoleWatch, 0)
 	login := func(tok string) *login {
-		res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + tok + `"}`, origin: base})
-		var body struct{ Login string }
-		_ = json.NewDecoder(res.Body).Decode(&body)
-		for _, c := range res.Cookies() {
-			if c.Name == cookieName(base) {
-				return &login{cookie: c, secret: body.Login}
-			}
+		l, body := tryLogin(t, base, tok)
+		if l == nil {
+			t.Fatalf("login: %v", body)
 		}
-		t.Fatalf("login: %d", res.StatusCode)
-		return nil
+		return l
 	}
 	owner, w := login(testToken), login(walt)
 	ownerSock, waltSock := openSocket(t, base, owner), openSocket(t, base, w)
@@ -126,4 +87,23 @@ func TestPersonLogoutEndsOnlyTheirs(t *testing.T) {
 	}
 	do(t, base, req{method: http.MethodPost, path: "/app/logout", login: owner, origin: base})
 	closedWith(t, "the owner's logout", ownerSock, "logged-out")
+}
+
+// peopleRelay serves the page on a relay whose tokens file holds one
+// person, name with role: the file's store, their token and the base URL
+// (poll: how often the relay re-reads the file; 0 its default).
+func peopleRelay(t *testing.T, name string, role access.Role, poll time.Duration) (access.Store, string, string) {
+	t.Helper()
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	_, tok, err := store.Add(name, role, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := access.OpenBook(home, nil)
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, tok, relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book, TokenPoll: poll}).URL
 }
