@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -313,6 +314,7 @@ func ParseEvent(b []byte) (*Event, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	s.plainStrings()
 	return s.ev, nil
 }
 
@@ -328,6 +330,36 @@ type scanner struct {
 	badUTF8 int // offset of the first byte that is not UTF-8, or -1
 	ev      *Event
 	err     error
+	// plain holds where each string attribute without escapes sits in b
+	// (its contents, without the quotes; end 0: not plain or absent):
+	// plainStrings copies them all out in one allocation once the scan
+	// has succeeded, instead of one allocation per attribute.
+	plain [len(coreAttrs)]struct{ start, end int }
+}
+
+// plainStrings sets the string attributes recorded in plain. They share
+// one backing string, so keeping any of them keeps all of their bytes
+// (a few hundred at most; the event's Raw holds them all anyway).
+func (s *scanner) plainStrings() {
+	n := 0
+	for _, p := range s.plain {
+		n += p.end - p.start
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, p := range s.plain {
+		sb.Write(s.b[p.start:p.end])
+	}
+	all := sb.String()
+	off := 0
+	for i, p := range s.plain {
+		if p.end == 0 {
+			continue
+		}
+		l := p.end - p.start
+		*s.ev.stringPtr(coreAttrs[i]) = all[off : off+l]
+		off += l
+	}
 }
 
 func (s *scanner) space(i int) int {
@@ -390,7 +422,7 @@ func (s *scanner) object(i, depth int) int {
 			return -1
 		}
 		if depth == 1 && s.err == nil && s.badUTF8 < 0 {
-			s.err = s.member(key, esc, b[vstart:i])
+			s.err = s.member(key, esc, vstart, i)
 		}
 		i = s.space(i)
 		if i >= len(b) {
@@ -531,10 +563,10 @@ func (s *scanner) digits(i int) int {
 }
 
 // member records one top-level member: key is the raw key with its quotes
-// (esc when it has escapes), v the raw value. A later duplicate key
-// overrides an earlier one, as encoding/json does.
-func (s *scanner) member(key []byte, esc bool, v []byte) error {
-	e := s.ev
+// (esc when it has escapes), b[vstart:vend] the raw value. A later duplicate
+// key overrides an earlier one, as encoding/json does.
+func (s *scanner) member(key []byte, esc bool, vstart, vend int) error {
+	e, v := s.ev, s.b[vstart:vend]
 	if esc {
 		var k string
 		if err := json.Unmarshal(key, &k); err != nil {
@@ -574,13 +606,24 @@ func (s *scanner) member(key []byte, esc bool, v []byte) error {
 		}
 		e.Data = v
 	default:
+		if v[0] != '"' {
+			return fmt.Errorf("attribute %q must be a string", k)
+		}
+		// No bad UTF-8 so far (or member would not run): without escapes
+		// the contents are the string.
+		if bytes.IndexByte(v, '\\') < 0 {
+			s.plain[i].start, s.plain[i].end = vstart+1, vend-1
+			*e.stringPtr(k) = ""
+			return nil
+		}
+		if unpairedSurrogate(v) {
+			return fmt.Errorf("%w: attribute %q escapes an unpaired UTF-16 surrogate", ErrNotUTF8, k)
+		}
 		str, ok := jsonString(v)
 		if !ok {
 			return fmt.Errorf("attribute %q must be a string", k)
 		}
-		if bytes.IndexByte(v, '\\') >= 0 && unpairedSurrogate(v) {
-			return fmt.Errorf("%w: attribute %q escapes an unpaired UTF-16 surrogate", ErrNotUTF8, k)
-		}
+		s.plain[i].start, s.plain[i].end = 0, 0
 		*e.stringPtr(k) = str
 	}
 	return nil

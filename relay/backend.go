@@ -259,7 +259,8 @@ func NewMessage(ev *aep.Event, now time.Time) (*Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serialize event: %w", err)
 	}
-	if bytes.ContainsAny(raw, "\r\n") {
+	// Two byte searches, not ContainsAny: this runs for every event.
+	if bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
 			return nil, fmt.Errorf("compact event: %w", err)
