@@ -13,6 +13,12 @@
 //	go run ./bench/relay -subs 100 -duration 10s            # max deliveries/s
 //	go run ./bench/relay -subs 100 -rate 10000 -ingest ws   # latency at 10k ev/s
 //	go run ./bench/relay -store jetstream -rounds 3         # the durable store
+//	go run ./bench/relay -peer centrifugo -rounds 2         # against Centrifugo
+//
+// With -peer centrifugo the tool compares aep-kimi relay binaries, each run
+// as its own process, with a Centrifugo binary under the same load and the
+// same consumers, and charges each only its server process's CPU (see
+// peer.go).
 package main
 
 import (
@@ -52,6 +58,9 @@ type options struct {
 	rounds                             int
 	duration                           time.Duration
 	baseline                           bool
+	// peer mode (peer.go)
+	peer, centrifugo, relayBins string
+	pacedRate, pacedBatch       int
 }
 
 func main() {
@@ -69,6 +78,11 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 1, "measurements of each, relay and baseline alternating")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long to ingest")
 	flag.BoolVar(&o.baseline, "baseline", true, "also measure the raw SSE fan-out baseline of the same bytes")
+	flag.StringVar(&o.peer, "peer", "", "compare with another server instead of the raw baseline: centrifugo")
+	flag.StringVar(&o.centrifugo, "centrifugo", defaultCentrifugo(), "Centrifugo binary for -peer centrifugo")
+	flag.StringVar(&o.relayBins, "aep-kimi", "", "for -peer: aep-kimi binaries to run as the relay, label=path comma-separated (default: build this checkout's)")
+	flag.IntVar(&o.pacedRate, "paced-rate", defaultPacedRate, "for -peer: events per second of the paced latency measurement (0: none)")
+	flag.IntVar(&o.pacedBatch, "paced-batch", defaultPacedBatch, "for -peer: events per request in the paced measurement")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (relay, load and baseline) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -104,6 +118,9 @@ func run(o options) error {
 		return errors.New("-subs, -batch and -rounds must be >= 1, -size >= 100")
 	}
 	ctx := context.Background()
+	if o.peer != "" {
+		return runPeer(ctx, o)
+	}
 	base := o.relayURL
 	if base == "" {
 		stop, u, err := startRelay(ctx, o)
@@ -117,7 +134,7 @@ func run(o options) error {
 	withBaseline := o.baseline && o.transport == "sse"
 	var rel, raw []*result
 	measureRelay := func() error {
-		res, err := load(ctx, o, base, o.token, o.transport)
+		res, err := load(ctx, o, relayTarget(o, base, o.token, o.transport))
 		if err != nil {
 			return err
 		}
@@ -130,7 +147,7 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		b, err := load(ctx, o, u, "", "sse")
+		b, err := load(ctx, o, relayTarget(o, u, "", "sse"))
 		stop()
 		if err != nil {
 			return err
@@ -179,10 +196,10 @@ func per100(n, of int64) float64 {
 	return float64(n) * 100 / float64(of)
 }
 
-// syscalls reads the process's read and write system call counts from
-// /proc/self/io; zeros where there is none.
-func syscalls() (r, w int64) {
-	b, err := os.ReadFile("/proc/self/io")
+// syscalls reads a process's read and write system call counts from
+// /proc/PROC/io (PROC a pid or "self"); zeros where there is none.
+func syscalls(proc string) (r, w int64) {
+	b, err := os.ReadFile("/proc/" + proc + "/io")
 	if err != nil {
 		return 0, 0
 	}
@@ -204,6 +221,14 @@ func median(rs []*result, f func(*result) float64) float64 {
 	for i, r := range rs {
 		v[i] = f(r)
 	}
+	return medianOf(v)
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
@@ -264,13 +289,17 @@ type result struct {
 	deliverTo time.Duration
 	latencies []time.Duration
 	ended     int64
-	// cpu is the whole process's CPU over the run: the server under test,
-	// the load generator and the consumers, which cost the same in every
-	// measurement, so a difference is the server's.
+	// cpu is the CPU over the run of what the target charges: in-process,
+	// the whole process (the server under test, the load generator and the
+	// consumers, which cost the same in every measurement, so a difference
+	// is the server's); with -peer, the server's own process alone.
 	cpu time.Duration
-	// syscr and syscw count the process's read and write system calls
-	// over the run (Linux; zero elsewhere).
+	// syscr and syscw count the same process's read and write system
+	// calls over the run (Linux; zero elsewhere).
 	syscr, syscw int64
+	// charged names what cpu counts; load is the one-minute load average
+	// when the run ended.
+	charged, load string
 }
 
 // cpuPerDelivery is the process's CPU time per delivery, in microseconds.
@@ -299,8 +328,8 @@ func (r *result) print(name string, o options) {
 	fmt.Printf("  ingest:    %d events in %v = %.0f events/s (%s)\n", r.ingested, r.ingestDur.Round(time.Millisecond), float64(r.ingested)/r.ingestDur.Seconds(), mode)
 	fmt.Printf("  delivered: %d to %d %s consumers in %v = %.0f deliveries/s (missing %d, streams cut %d)\n",
 		r.delivered, o.subs, o.transport, r.deliverTo.Round(time.Millisecond), r.deliveryRate(), r.missing, r.ended)
-	fmt.Printf("  process CPU: %v = %.3f us per delivery; system calls per 100 deliveries: %.2f reads, %.2f writes\n",
-		r.cpu.Round(time.Millisecond), r.cpuPerDelivery(), per100(r.syscr, r.delivered), per100(r.syscw, r.delivered))
+	fmt.Printf("  %s CPU: %v = %.3f us per delivery; system calls per 100 deliveries: %.2f reads, %.2f writes (load %s)\n",
+		r.charged, r.cpu.Round(time.Millisecond), r.cpuPerDelivery(), per100(r.syscr, r.delivered), per100(r.syscw, r.delivered), r.load)
 	fmt.Printf("  latency ingest->deliver (n=%d): p50 %v  p90 %v  p99 %v  max %v\n", len(r.latencies),
 		r.p(0.5).Round(time.Microsecond), r.p(0.9).Round(time.Microsecond), r.p(0.99).Round(time.Microsecond), r.p(1).Round(time.Microsecond))
 }
@@ -335,8 +364,46 @@ func (c *clock) sentAt(seq int64) int64 {
 	return at
 }
 
-// load runs one measurement against base.
-func load(ctx context.Context, o options, base, token, transport string) (*result, error) {
+// target is one server under load: how its consumers read it, how events
+// reach it and whose resources a run charges.
+type target struct {
+	// consume reads one consumer's stream of session's events: it sends
+	// nil on ready once subscribed (or why it could not), then calls
+	// onEvent with each delivered event's seq until ctx ends.
+	consume func(ctx context.Context, session string, ready chan<- error, onEvent func(int64)) error
+	// open starts ingest for session's events: send takes NDJSON lines.
+	open func(ctx context.Context, session string) (send func([]byte) error, closeSend func(), err error)
+	// usage is the CPU time and read and write system calls so far of
+	// what a run charges; charged names it.
+	usage   func() (cpu time.Duration, r, w int64)
+	charged string
+}
+
+// relayTarget is an aep-kimi relay (or the raw baseline) at base, in this
+// process or not, charged this process's usage.
+func relayTarget(o options, base, token, transport string) target {
+	return target{
+		consume: func(ctx context.Context, session string, ready chan<- error, onEvent func(int64)) error {
+			if transport == "sse" {
+				return consumeSSE(ctx, base, token, session, ready, onEvent)
+			}
+			return consumeWS(ctx, base, token, session, ready, onEvent)
+		},
+		open: func(ctx context.Context, _ string) (func([]byte) error, func(), error) {
+			return sender(ctx, o, base, token)
+		},
+		usage:   selfUsage,
+		charged: "process",
+	}
+}
+
+func selfUsage() (time.Duration, int64, int64) {
+	r, w := syscalls("self")
+	return cpuTime(), r, w
+}
+
+// load runs one measurement against t.
+func load(ctx context.Context, o options, t target) (*result, error) {
 	session := fmt.Sprintf("load-%d", time.Now().UnixNano())
 	maxEvents := 1 << 62
 	if o.rate > 0 {
@@ -370,13 +437,7 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 					}
 				}
 			}
-			var err error
-			if transport == "sse" {
-				err = consumeSSE(ctx, base, token, session, ready, onEvent)
-			} else {
-				err = consumeWS(ctx, base, token, session, ready, onEvent)
-			}
-			if err != nil && ctx.Err() == nil {
+			if err := t.consume(ctx, session, ready, onEvent); err != nil && ctx.Err() == nil {
 				ended.Add(1)
 			}
 		}()
@@ -389,10 +450,9 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 	time.Sleep(100 * time.Millisecond) // every subscription attached
 
 	tmpl := template(session, o.size)
-	cpu0 := cpuTime()
-	r0, w0 := syscalls()
+	cpu0, r0, w0 := t.usage()
 	clk.start = time.Now()
-	n, ingestDur, err := produce(ctx, o, base, token, tmpl, clk, maxEvents)
+	n, ingestDur, err := produce(ctx, o, t, session, tmpl, clk, maxEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -417,13 +477,12 @@ func load(ctx context.Context, o options, base, token, transport string) (*resul
 	for _, c := range cons {
 		lastAt = max(lastAt, c.last.Load())
 	}
-	cpu := cpuTime() - cpu0
-	r1, w1 := syscalls()
+	cpu1, r1, w1 := t.usage()
 	cancel()
 	wg.Wait()
 	r := &result{ingested: int64(n), delivered: total, missing: want - total, ingestDur: ingestDur,
-		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu,
-		syscr: r1 - r0, syscw: w1 - w0}
+		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu1 - cpu0,
+		syscr: r1 - r0, syscw: w1 - w0, charged: t.charged, load: loadAvg()}
 	for _, c := range cons {
 		r.latencies = append(r.latencies, c.lat...)
 	}
@@ -459,8 +518,8 @@ func (t eventTemplate) appendEvent(dst []byte, seq int64) []byte {
 }
 
 // produce ingests events at the configured rate for the duration.
-func produce(ctx context.Context, o options, base, token string, t eventTemplate, clk *clock, maxEvents int) (int, time.Duration, error) {
-	send, closeSend, err := sender(ctx, o, base, token)
+func produce(ctx context.Context, o options, tg target, session string, t eventTemplate, clk *clock, maxEvents int) (int, time.Duration, error) {
+	send, closeSend, err := tg.open(ctx, session)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -496,24 +555,14 @@ func produce(ctx context.Context, o options, base, token string, t eventTemplate
 
 func sender(ctx context.Context, o options, base, token string) (func([]byte) error, func(), error) {
 	if o.ingest == "http" {
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		h := http.Header{"Content-Type": {"application/x-ndjson"}, "Aep-Version": {aep.Version}}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+		post := poster(ctx, base+"/events", h, http.StatusAccepted)
 		return func(body []byte) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/events", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/x-ndjson")
-			req.Header.Set("AEP-Version", aep.Version)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return err
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusAccepted {
-				return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
-			}
-			return nil
+			_, err := post(body)
+			return err
 		}, func() {}, nil
 	}
 	c, err := dialWS(ctx, base, token, wire.NewHello(wire.RoleEmitter, wire.Identity{Agent: "kimi-code", Instance: "bench"}, wire.Capabilities{}))
@@ -523,6 +572,30 @@ func sender(ctx context.Context, o options, base, token string) (func([]byte) er
 	return func(b []byte) error {
 		return c.Write(ctx, websocket.MessageText, bytes.TrimSuffix(b, []byte{'\n'}))
 	}, func() { _ = c.CloseNow() }, nil
+}
+
+// poster POSTs bodies to url with the header h, one connection pool for
+// all, and returns each answer's body; an answer other than want is an
+// error.
+func poster(ctx context.Context, url string, h http.Header, want int) func(body []byte) ([]byte, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	return func(body []byte) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header = h.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			return nil, fmt.Errorf("POST %s: HTTP %d %s", req.URL.Path, resp.StatusCode, b)
+		}
+		return b, nil
+	}
 }
 
 func dialWS(ctx context.Context, base, token string, hello *wire.Hello) (*websocket.Conn, error) {
@@ -548,23 +621,18 @@ func dialWS(ctx context.Context, base, token string, hello *wire.Hello) (*websoc
 // id lines, whose last field is the seq.
 func consumeSSE(ctx context.Context, base, token, session string, ready chan<- error, onEvent func(int64)) error {
 	q := url.Values{"filter": {`{"session":"` + session + `"}`}}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?"+q.Encode(), nil)
+	h := http.Header{}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	body, err := getStream(ctx, base+"/stream?"+q.Encode(), h)
 	if err != nil {
 		ready <- err
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("GET /stream: HTTP %d", resp.StatusCode)
-		ready <- err
-		return err
-	}
+	defer body.Close()
 	ready <- nil
-	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	br := bufio.NewReaderSize(body, 256<<10)
 	for {
 		l, err := br.ReadSlice('\n')
 		if err != nil {
@@ -574,6 +642,25 @@ func consumeSSE(ctx context.Context, base, token, session string, ready chan<- e
 			onEvent(lastInt(l))
 		}
 	}
+}
+
+// getStream opens the response stream of a GET of u with the header h; an
+// answer other than 200 is an error.
+func getStream(ctx context.Context, u string, h http.Header) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: HTTP %d", req.URL.Path, resp.StatusCode)
+	}
+	return resp.Body, nil
 }
 
 func consumeWS(ctx context.Context, base, token, session string, ready chan<- error, onEvent func(int64)) error {
