@@ -145,6 +145,10 @@ type JetStreamBackend struct {
 	admitMu    sync.Mutex
 	admitCond  *sync.Cond
 	admitted   uint64 // tickets admitted or abandoned so far
+	// admittedN mirrors admitted for a read without admitMu: a batch that
+	// saw every earlier ticket admitted before it asked the index what it
+	// holds need not ask again at its admission (see dropStoredDuplicates).
+	admittedN atomic.Uint64
 
 	routes jsRoutes
 
@@ -160,6 +164,7 @@ type JetStreamBackend struct {
 	fromSnapshot uint64
 
 	purges  chan purge
+	strays  chan stray // a private store's stored copies nobody admitted
 	stop    context.CancelFunc
 	group   *errgroup.Group
 	closeMu sync.Once
@@ -218,6 +223,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		followBytes: followBytes,
 		private:     cfg.URL == "" && cfg.Listen == "",
 		purges:      make(chan purge, 1024),
+		strays:      make(chan stray, strayQueue),
 	}
 	if b.private {
 		b.snapshot = filepath.Join(cfg.Dir, snapshotName)
@@ -413,9 +419,9 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 	// relay on it holds of an in-order session (one whose events arrive
 	// out of order by more than the depth may come back from a rebuild
 	// with a different window), within streamBytesFactor times the budget.
-	perSubject, maxBytes := int64(-1), int64(-1)
+	perSubject, maxBytes, window := int64(-1), int64(-1), privateDuplicateWindow
 	if !b.private {
-		perSubject, maxBytes = int64(mem.depth), mem.maxBytes*streamBytesFactor
+		perSubject, maxBytes, window = int64(mem.depth), mem.maxBytes*streamBytesFactor, DefaultDuplicateWindow
 	}
 	scfg := jetstream.StreamConfig{
 		Name:        cfg.Stream,
@@ -428,7 +434,7 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: perSubject,
 		MaxBytes:          maxBytes,
-		Duplicates:        DefaultDuplicateWindow,
+		Duplicates:        window,
 		Replicas:          cfg.Replicas,
 	}
 	st, err := b.js.CreateOrUpdateStream(ctx, scfg)
@@ -521,9 +527,12 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		for {
 			select {
 			case <-gctx.Done():
+				b.drainStrays(gctx)
 				return nil
 			case p := <-b.purges:
 				b.purge(gctx, p)
+			case s := <-b.strays:
+				b.deleteStrays(gctx, s)
 			}
 		}
 	})
@@ -751,10 +760,12 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	// duplicate window it would otherwise be stored twice. It is a
 	// duplicate for good: should its session be evicted before this batch
 	// is admitted, it is not admitted again without a stored copy.
+	checked := b.admittedN.Load()
 	already := b.mem.heldAlready(msgs)
 	futs, held, ticket, err := b.publishInTurn(msgs, already)
+	consumed := 0
 	if err == nil {
-		err = b.awaitAcks(futs, held)
+		consumed, err = b.awaitAcks(futs, held)
 	}
 	if err == nil && b.sync != nil && len(futs) > 0 {
 		err = b.sync.wait()
@@ -766,9 +777,16 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	}
 	defer b.admitCond.Broadcast()
 	b.admitted++
+	b.admittedN.Store(b.admitted)
 	if err != nil {
 		b.pubErrors.Add(1)
+		if b.private {
+			b.discard(held, futs, consumed)
+		}
 		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
+	}
+	if b.private && checked != ticket {
+		b.dropStoredDuplicates(msgs, already)
 	}
 	for _, m := range held {
 		b.indexedSeq = max(b.indexedSeq, m.StoreSeq)
@@ -787,12 +805,21 @@ func (b *JetStreamBackend) publishInTurn(msgs []*Message, already []bool) ([]jet
 	return futs, held, ticket, err
 }
 
+// dupKey is an event's admission key.
+type dupKey struct{ session, source, id string }
+
 // publish sends msgs to the stream without waiting: the held kinds to their
 // session's subject, live-only events to the live subject. The caller holds
-// pubMu, so batches reach the stream in ticket order.
+// pubMu, so batches reach the stream in ticket order. On an error it returns
+// what it did publish. A private store publishes an event the batch repeats
+// once (the stream dedupes nothing for it); the repeat is marked already.
 func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream.PubAckFuture, []*Message, error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	held := make([]*Message, 0, len(msgs))
+	var inBatch map[dupKey]struct{}
+	if b.private && len(msgs) > 1 {
+		inBatch = make(map[dupKey]struct{}, len(msgs))
+	}
 	for i, m := range msgs {
 		if already[i] {
 			b.redeliveries.Add(1)
@@ -805,16 +832,24 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 			}
 			nm := &nats.Msg{Subject: b.liveOut, Data: m.Raw, Header: nats.Header{originHeader: []string{b.origin}}}
 			if err := b.nc.PublishMsg(nm); err != nil {
-				return nil, nil, err
+				return futs, held, err
 			}
 			continue
+		}
+		if inBatch != nil {
+			k := dupKey{m.Session, m.Source, m.ID}
+			if _, dup := inBatch[k]; dup {
+				already[i] = true
+				continue
+			}
+			inBatch[k] = struct{}{}
 		}
 		nm := b.storedMsg(m)
 		// Past the pending bound (several large batches in flight) the
 		// publish waits for acks rather than failing the batch.
 		f, err := b.js.PublishMsgAsync(nm, jetstream.WithStallWait(b.timeout))
 		if err != nil {
-			return nil, nil, err
+			return futs, held, err
 		}
 		futs = append(futs, f)
 		held = append(held, m)
@@ -827,9 +862,11 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 // duplicate of one it stored earlier (a retry of a batch that was refused
 // after the stream took part of it) is kept at the earlier sequence, unless
 // that copy has been purged since: then it is stored again under a new id.
-func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message) error {
+// It returns how many of futs it read: held[i].StoreSeq is where the
+// stream stored the i-th of those, 0 where it stored nothing.
+func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message) (int, error) {
 	if len(futs) == 0 {
-		return nil
+		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
@@ -842,9 +879,10 @@ func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Mess
 				again = append(again, held[i])
 			}
 		case err := <-f.Err():
-			return err
+			held[i].StoreSeq = 0
+			return i + 1, err
 		case <-ctx.Done():
-			return errors.New("timed out waiting for the stream to store the batch")
+			return i, errors.New("timed out waiting for the stream to store the batch")
 		}
 	}
 	for _, m := range again {
@@ -852,20 +890,23 @@ func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Mess
 		nm.Header[jetstream.MsgIDHeader] = []string{msgID(m.Session, m.Source, m.ID) + "-" + strconv.FormatUint(m.StoreSeq, 10)}
 		ack, err := b.js.PublishMsg(ctx, nm)
 		if err != nil {
-			return err
+			return len(futs), err
 		}
 		m.StoreSeq = ack.Sequence
 	}
-	return nil
+	return len(futs), nil
 }
 
 // storedMsg is the stream message that keeps m: on its session's subject,
-// with its admission key as the message id and its index header.
+// with its index header and, on a shared stream, its publisher and its
+// admission key as the message id. A private store has one publisher and
+// dedupes without the stream (see privateDuplicateWindow).
 func (b *JetStreamBackend) storedMsg(m *Message) *nats.Msg {
-	nm := &nats.Msg{Subject: b.storedSubject(m.Session), Data: m.Raw, Header: nats.Header{
-		originHeader:          []string{b.origin},
-		jetstream.MsgIDHeader: []string{msgID(m.Session, m.Source, m.ID)},
-	}}
+	nm := &nats.Msg{Subject: b.storedSubject(m.Session), Data: m.Raw, Header: make(nats.Header, 3)}
+	if !b.private {
+		nm.Header[originHeader] = []string{b.origin}
+		nm.Header[jetstream.MsgIDHeader] = []string{msgID(m.Session, m.Source, m.ID)}
+	}
 	if v, ok := indexValue(m); ok {
 		nm.Header[indexHeader] = []string{v}
 	}

@@ -70,15 +70,7 @@ func TestJetStreamPurgesBelowFloor(t *testing.T) {
 // stream message's subject and headers outweigh it.
 func smallEvent(t testing.TB, session string, seq int64) *Message {
 	t.Helper()
-	ev, err := aep.ParseEvent([]byte(`{"aep":"0.1","id":"` + aep.NewID() + `","type":"progress.status","time":"2026-11-30T12:00:00Z","source":"aep://h/s/` + session + `","agent":"k","session":"` + session + `","seq":` + strconv.FormatInt(seq, 10) + `,"epoch":0}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMessage(ev, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return messageFrom(t, []byte(`{"aep":"0.1","id":"`+aep.NewID()+`","type":"progress.status","time":"2026-11-30T12:00:00Z","source":"aep://h/s/`+session+`","agent":"k","session":"`+session+`","seq":`+strconv.FormatInt(seq, 10)+`,"epoch":0}`))
 }
 
 func heldIDs(b *MemoryBackend) map[string]int {
