@@ -18,7 +18,6 @@ import (
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,12 +229,7 @@ func relayServer(o options, b relayBinary) peerServer {
 	return peerServer{name: b.label, start: func(dir, addr string) (*proc, target, error) {
 		// The relay's own settings come from its flags and a fresh home,
 		// none from this environment: no token, so none in the load.
-		env := []string{"AEP_HOME=" + dir}
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "AEP_") {
-				env = append(env, kv)
-			}
-		}
+		env := environWithout("AEP_", "AEP_HOME="+dir)
 		p, err := startServer(dir, env, "http://"+addr+"/healthz", b.path, "relay", "--listen", addr, "--store", o.store)
 		if err != nil {
 			return nil, target{}, err
@@ -259,7 +253,9 @@ func centrifugoServer(bin string) peerServer {
 			return nil, target{}, err
 		}
 		base := "http://" + addr
-		p, err := startServer(dir, os.Environ(), base+"/api/info", bin, "--config", path)
+		// Its settings are the file's alone: CENTRIFUGO_* variables would
+		// override them.
+		p, err := startServer(dir, environWithout("CENTRIFUGO_"), base+"/api/info", bin, "--config", path)
 		if err != nil {
 			return nil, target{}, err
 		}
@@ -494,7 +490,19 @@ func moduleVersion(bin string) string {
 	return bi.Main.Path + " " + bi.Main.Version + ", " + bi.GoVersion
 }
 
-func randomKey() string { return hex.EncodeToString([]byte(rand.Text())) }
+func randomKey() string { return rand.Text() }
+
+// environWithout is this process's environment without the variables
+// named with prefix, and with extra.
+func environWithout(prefix string, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
 
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
