@@ -29,7 +29,7 @@ func TestStateConformance(t *testing.T) {
 	// The page's modules must at least parse: node checks their syntax as
 	// ES modules (a .mjs copy, since the page serves them as .js); the
 	// service worker is a classic script, checked as one by the worker test.
-	for _, f := range []string{"app.js", "state.js", "push.js", "socket.js", "socketworker.js"} {
+	for _, f := range []string{"app.js", "state.js", "push.js", "socket.js", "socketworker.js", "vlist.js"} {
 		b, err := os.ReadFile(filepath.Join("assets", f))
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +43,8 @@ func TestStateConformance(t *testing.T) {
 		}
 	}
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec",
-		filepath.Join("testdata", "state.test.mjs"), filepath.Join("testdata", "fold.test.mjs"), filepath.Join("testdata", "sw.test.mjs"))
+		filepath.Join("testdata", "state.test.mjs"), filepath.Join("testdata", "fold.test.mjs"), filepath.Join("testdata", "sw.test.mjs"),
+		filepath.Join("testdata", "vlist.test.mjs"))
 	cmd.Env = append(os.Environ(), fixtures.Env+"="+corpus, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

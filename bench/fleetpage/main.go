@@ -7,6 +7,7 @@
 //
 //	go run ./bench/fleetpage                                  # 500 sessions, 50,000 events, 1,000 ev/s
 //	go run ./bench/fleetpage -screenshot docs/fleet.png       # also the README's picture
+//	go run ./bench/fleetpage -stress 8 -old DIR               # under a load of its own, against another build
 package main
 
 import (
@@ -17,12 +18,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +53,8 @@ type options struct {
 	screenshot, chromium, old    string
 	profile                      string
 	trace                        bool
+	stress                       int
+	minLoad                      float64
 }
 
 func main() {
@@ -62,7 +69,14 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "trace Chromium's main thread during each variant's first live phase and print where its time went (script, style, layout, paint, ...)")
 	flag.StringVar(&o.screenshot, "screenshot", "", "write a screenshot of the loaded fleet view here (PNG)")
 	flag.StringVar(&o.chromium, "chromium", "chromium", "the Chromium binary")
+	flag.IntVar(&o.stress, "stress", 0, "load the machine with this many CPU-bound busy threads (a child process) for the whole measurement")
+	flag.Float64Var(&o.minLoad, "min-load", defaultMinLoad, "with -stress, wait (up to 3 minutes) for the 1-minute load average to reach this before the first run")
+	spin := flag.Int("spin", 0, "internal: be the -stress child, spinning this many threads until stdin closes")
 	flag.Parse()
+	if *spin > 0 {
+		spinUntilEOF(*spin)
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetpage bench:", err)
 		os.Exit(1)
@@ -82,12 +96,80 @@ type result struct {
 	frames                []float64 // ms of script in each animation frame callback during the live phase
 	styleLayout, script   float64   // ms over the live phase (Chromium's own accounting)
 	loadAvg               []float64 // 1-minute load average, sampled each second of the live phase
+	loadAvgAtLoad         float64   // and when the page was opened on the full relay
 	heap, heap2           int64
+}
+
+// defaultMinLoad is the load average the page's goals are stated at.
+const defaultMinLoad = 8
+
+// spinUntilEOF keeps n OS threads busy (each counts in the load average)
+// until the parent closes stdin or dies.
+func spinUntilEOF(n int) {
+	runtime.GOMAXPROCS(n + 1)
+	for i := 0; i < n; i++ {
+		go func() {
+			runtime.LockOSThread()
+			x := uint64(1)
+			for {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}()
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// startStress runs the -spin child and waits for the load average to reach
+// minLoad; the function it returns stops the child.
+func startStress(n int, minLoad float64) (func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-spin", strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	// The child keeps nothing: killed at once. Should this process die
+	// first, the child's stdin closes and it ends by itself.
+	stop := func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		stdin.Close()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		l, err := loadAverage()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if l >= minLoad {
+			fmt.Printf("stress: %d busy threads (pid %d), load average %.1f\n", n, cmd.Process.Pid, l)
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("stress: %d busy threads, load average only %.1f after 3 minutes: measuring anyway\n", n, l)
+			return stop, nil
+		}
+		time.Sleep(5 * time.Second)
+	}
 }
 
 func run(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	if o.stress > 0 {
+		stop, err := startStress(o.stress, o.minLoad)
+		if err != nil {
+			return fmt.Errorf("stress: %w", err)
+		}
+		defer stop()
+	}
 	variants := []variant{{name: "page"}}
 	if o.old != "" {
 		variants = append(variants, variant{name: "old page", dir: o.old})
@@ -119,8 +201,8 @@ func run(o options) error {
 }
 
 func printRun(r result) {
-	fmt.Printf("  load: page %.0f ms, empty relay %.0f ms, Go replay reader %.0f ms; JS heap %.1f MB\n", r.load, r.emptyLoad, r.wire, float64(r.heap)/(1<<20))
-	fmt.Printf("  live: page n=%d p50 %.1f p99 %.1f max %.1f ms; Go consumer n=%d p50 %.1f p99 %.1f ms; load average %.1f (%.1f-%.1f)\n",
+	fmt.Printf("  load: page %.0f ms, empty relay %.0f ms, Go replay reader %.0f ms; JS heap %.1f MB; load average %.1f\n", r.load, r.emptyLoad, r.wire, float64(r.heap)/(1<<20), r.loadAvgAtLoad)
+	fmt.Printf("  live: page n=%d p50 %.1f p99 %.1f max %.1f ms; Go consumer n=%d p50 %.1f p99 %.1f ms; load average %.1f (%.1f-%.1f) sampled each second\n",
 		len(r.page), pct(r.page, 50), pct(r.page, 99), pct(r.page, 100), len(r.floor), pct(r.floor, 50), pct(r.floor, 99),
 		pct(r.loadAvg, 50), pct(r.loadAvg, 0), pct(r.loadAvg, 100))
 	fmt.Printf("  frames: %d, script %.2f ms mean (p99 %.1f), style+layout %.2f ms per frame; all script %.0f ms; JS heap after %.1f MB\n",
@@ -153,6 +235,7 @@ var figures = []figure{
 	{"  frames in the live phase", func(r result) float64 { return float64(len(r.frames)) }},
 	{"  all script in the live phase (ms)", func(r result) float64 { return r.script }},
 	{"load average during the live phase", func(r result) float64 { return pct(r.loadAvg, 50) }},
+	{"load average at the first render", func(r result) float64 { return r.loadAvgAtLoad }},
 	{"JS heap after live (MB)", func(r result) float64 { return float64(r.heap2) / (1 << 20) }},
 }
 
@@ -243,6 +326,7 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 			return r, err
 		}
 	}
+	r.loadAvgAtLoad, _ = loadAverage()
 	if r.load, err = load(browser, base, o.sessions, n); err != nil {
 		return r, fmt.Errorf("full fleet: %w", err)
 	}
@@ -515,15 +599,27 @@ func newBrowser(ctx context.Context, bin string) (context.Context, func(), error
 func load(browser context.Context, base string, sessions, events int) (float64, error) {
 	ctx, cancel := context.WithTimeout(browser, 5*time.Minute)
 	defer cancel()
-	cond := fmt.Sprintf(`(window.aepFleet && document.getElementById('conn').dataset.conn === 'live' && aepFleet.state.version >= %d && document.querySelectorAll('#fleet [data-session]').length >= %d) ? performance.now() : false`, events, sessions)
+	cond := fmt.Sprintf(`window.aepFleet && document.getElementById('conn').dataset.conn === 'live' && aepFleet.state.version >= %d && document.getElementById('fleet-count').textContent === '%d of %d'`, events, sessions, sessions)
 	var at float64
 	err := chromedp.Run(ctx,
 		chromedp.Navigate("about:blank"),
 		chromedp.Navigate(fleetpage.LoginURL(base, token)),
-		chromedp.Poll(cond, &at, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(4*time.Minute)),
+		chromedp.Poll(fmt.Sprintf(drawn, cond), &at, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(4*time.Minute)),
 	)
 	return at, err
 }
+
+// drawn is the page's clock once the frame after the condition (%s) held
+// has run (the page draws in animation frames): the time a fleet counted in
+// full is also on screen, whichever build of the page.
+const drawn = `(() => {
+  if (window.__drawnAt) return window.__drawnAt;
+  if (!window.__drawing && (%s)) {
+    window.__drawing = true;
+    requestAnimationFrame(() => setTimeout(() => { window.__drawnAt = performance.now(); }));
+  }
+  return false;
+})()`
 
 func memory(browser context.Context) (heap int64, nodes int64, err error) {
 	m, err := metrics(browser)
@@ -561,6 +657,12 @@ const frameTimer = `(() => {
   });
 })()`
 
+// liveInView scrolls the group the live sessions are listed in (idle: a run
+// finished, none open) to the top of the window, on any build: the events
+// measured change rows on screen (a session changing off screen is not
+// drawn until it comes into view).
+const liveInView = `(() => { const g = document.querySelector('#fleet .group[data-group="idle"]'); if (g) g.scrollIntoView(); return true; })()`
+
 // observer records, on every DOM change of the fleet view, the wall clock
 // and the state version the page had rendered; afterwards each event's
 // latency is the first render at or after its version, less its send time.
@@ -594,7 +696,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	if err != nil {
 		return err
 	}
-	if err := chromedp.Run(browser, chromedp.Evaluate(observer, nil)); err != nil {
+	if err := chromedp.Run(browser, chromedp.Evaluate(liveInView, nil), chromedp.Sleep(300*time.Millisecond), chromedp.Evaluate(observer, nil)); err != nil {
 		return err
 	}
 	var endTrace func() error

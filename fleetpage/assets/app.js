@@ -5,6 +5,7 @@
 // stream settles it.
 import * as S from './state.js';
 import { openSocket } from './socket.js';
+import { span } from './vlist.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
 const TICK_MS = 5000; // the fleet's quiet transitions (a session's group)
@@ -685,11 +686,10 @@ function renderFleet(now, dirty) {
       $('f-agent').append(el('option', { value: s.agent }, s.agent));
     }
     const g = S.group(s, now, QUIET_MS);
-    let row = ui.rows.get(id);
-    if (!row || dirty.has(id) || row.dataset.state !== g) {
-      row = renderRow(s, g, now, row);
-      ui.rows.set(id, row);
-    }
+    // Only the rows in the window exist; the others are drawn when they
+    // come into it.
+    const row = ui.rows.get(id);
+    if (row && (full || dirty.has(id) || row.dataset.state !== g)) renderRow(s, g, now, row);
     const shows = (!fAgent || s.agents.includes(fAgent)) && (!fState || g === fState) && (!q || searchText(s).includes(q));
     const into = shows ? g : null;
     const was = fleet.of.get(id) ?? null;
@@ -721,11 +721,145 @@ function renderFleet(now, dirty) {
     const list = [...fleet.members.get(g)].map((id) => S.session(state, id)).sort((a, b) => cmp(a, b) || (a.id < b.id ? -1 : 1));
     if (box.hidden !== (list.length === 0)) box.hidden = list.length === 0;
     setText(box._head, `${g.replace('-', ' ')} (${list.length})`);
-    placeInOrder(box._list, list.map((s) => ui.rows.get(s.id)));
+    vl.order.set(g, list.map((s) => s.id));
   }
+  placeWindow(now);
   let shown = 0;
   for (const m of fleet.members.values()) shown += m.size;
   setText($('fleet-count'), `${shown} of ${state.sessions.size}`);
+}
+
+// The fleet list is virtual: only the rows near the viewport are in the
+// document (OVERSCAN of its height above and below), so a frame restyles
+// and lays out a few dozen rows whatever the fleet's size, and a session
+// that changes off screen costs no DOM write. Every row is one height (its
+// texts are clamped), measured from a drawn row; each group's list keeps
+// the height of all its rows with padding above and below those drawn, so
+// the page's length and its scroll bar are the whole fleet's. The window
+// follows scrolling and resizing (and anything above the list that changes
+// size). Find in page finds the drawn rows only: the search box filters
+// the whole fleet. A focused row stays drawn while the window then holds at
+// most MAX_PINNED rows, so scrolling away does not drop keyboard focus.
+const OVERSCAN = 0.5;
+const MAX_PINNED = 200;
+const ROW_GUESS_REM = 5; // a row's height before one is measured
+const vl = {
+  order: new Map(), // group -> its shown sessions, in order
+  pitch: 0, cols: 1, head: 0, // a row's height, columns, a group's heading (px)
+  measured: false, width: -1, top: null, // the list's width and top (document px) last placed at
+  focus: null, // the session whose row holds the focus
+};
+
+// placeWindow puts in each group's list the rows its window holds, reusing
+// each session's row while it stays in the window.
+function placeWindow(now = Date.now()) {
+  const boxes = S.GROUPS.map((g) => fleet.boxes.get(g)).filter(Boolean);
+  if (vl.focus && !ui.rows.get(vl.focus)?.contains(document.activeElement)) vl.focus = null;
+  if (!vl.measured) measureRows();
+  const top = $('fleet').getBoundingClientRect().top;
+  vl.top = top + scrollY;
+  const h = innerHeight;
+  const keep = new Set();
+  let y = top;
+  for (const box of boxes) {
+    const ids = box.hidden ? [] : vl.order.get(box.dataset.group) || [];
+    const listTop = y + vl.head;
+    const pin = vl.focus ? ids.indexOf(vl.focus) : -1;
+    const w = span(ids.length, vl.cols, vl.pitch, listTop, -h * OVERSCAN, h * (1 + OVERSCAN), pin, MAX_PINNED);
+    const rows = [];
+    for (let i = w.from; i < w.to; i++) {
+      const id = ids[i];
+      let row = ui.rows.get(id);
+      if (!row) {
+        const s = S.session(state, id);
+        row = renderRow(s, S.group(s, now, QUIET_MS), now, null);
+        ui.rows.set(id, row);
+      }
+      keep.add(id);
+      rows.push(row);
+    }
+    setStyle(box._list, 'paddingTop', `${w.before}px`);
+    setStyle(box._list, 'paddingBottom', `${w.after}px`);
+    placeInOrder(box._list, rows);
+    if (!box.hidden) y = listTop + w.lines * vl.pitch;
+  }
+  for (const id of ui.rows.keys()) if (!keep.has(id)) ui.rows.delete(id);
+  // The first rows drawn give the real height: place again with it.
+  if (!vl.measured && keep.size > 0 && measureRows()) placeWindow(now);
+}
+
+// measureRows reads a drawn row's height, its list's columns and a group
+// heading's height; false when no row is drawn (the guess stands).
+function measureRows() {
+  const row = $('fleet').querySelector('li[data-session]');
+  if (!row) {
+    vl.pitch = vl.pitch || ROW_GUESS_REM * parseFloat(getComputedStyle(document.documentElement).fontSize);
+    return false;
+  }
+  const list = row.parentElement;
+  const box = list.parentElement;
+  const cs = getComputedStyle(list);
+  vl.pitch = row.getBoundingClientRect().height;
+  vl.cols = cs.display === 'grid' ? cs.gridTemplateColumns.split(' ').filter(Boolean).length : 1;
+  vl.head = box.getBoundingClientRect().height - list.getBoundingClientRect().height;
+  vl.width = $('fleet').getBoundingClientRect().width;
+  vl.measured = vl.pitch > 0;
+  return vl.measured;
+}
+
+function setStyle(node, prop, v) {
+  if (node.style[prop] !== v) node.style[prop] = v;
+}
+
+// revealRow scrolls a session's row into view when it is not drawn, and
+// focuses it.
+function revealRow(id) {
+  if (!ui.rows.has(id)) {
+    let y = $('fleet').getBoundingClientRect().top;
+    for (const g of S.GROUPS) {
+      const box = fleet.boxes.get(g);
+      if (!box || box.hidden) continue;
+      const ids = vl.order.get(g) || [];
+      const i = ids.indexOf(id);
+      if (i >= 0) {
+        scrollBy(0, y + vl.head + Math.floor(i / vl.cols) * vl.pitch - innerHeight / 3);
+        placeWindow();
+        break;
+      }
+      y += vl.head + Math.ceil(ids.length / vl.cols) * vl.pitch;
+    }
+  }
+  const row = ui.rows.get(id);
+  if (row) row._button.focus();
+}
+
+function watchWindow() {
+  const fleetEl = $('fleet');
+  addEventListener('scroll', () => placeWindow(), { passive: true });
+  addEventListener('resize', () => {
+    vl.measured = false;
+    placeWindow();
+  });
+  // After layout, before paint: the list's width (its columns, a row's
+  // height) or its place on the page changed.
+  new ResizeObserver(() => {
+    const r = fleetEl.getBoundingClientRect();
+    if (r.width !== vl.width) {
+      vl.measured = false;
+      placeWindow();
+    } else if (vl.top !== null && Math.abs(r.top + scrollY - vl.top) > 0.5) {
+      placeWindow();
+    }
+  }).observe(fleetEl);
+  const above = new ResizeObserver(() => {
+    if (vl.top !== null && Math.abs(fleetEl.getBoundingClientRect().top + scrollY - vl.top) > 0.5) placeWindow();
+  });
+  for (const id of ['inbox-pane', 'notice', 'notify-pane', 'login-form']) above.observe($(id));
+  above.observe(document.querySelector('header'));
+  fleetEl.addEventListener('focusin', (e) => {
+    const li = e.target.closest('li[data-session]');
+    vl.focus = li ? li._lane : null;
+  });
 }
 
 // metaParts is a row's facts: texts, and ages ({ label, since, suffix })
@@ -773,6 +907,7 @@ function renderRow(s, g, now, row) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
   if (!row) {
     row = el('li', { 'data-session': s.session, 'data-relay': s.origin || undefined });
+    row._lane = s.id;
     row._title = el('span', { class: 'title' });
     row._badge = el('span', { class: 'badge' });
     row._meta = el('span', { class: 'meta' });
@@ -782,7 +917,6 @@ function renderRow(s, g, now, row) {
       row.dataset.selected = '';
       row._button.setAttribute('aria-current', 'true');
     }
-    row.addEventListener('contentvisibilityautostatechange', onScreen);
   }
   const t = title(s);
   if (row._title.textContent !== t) {
@@ -813,26 +947,6 @@ function renderRow(s, g, now, row) {
   }
   if (row.dataset.state !== g) row.dataset.state = g;
   return row;
-}
-
-// visible holds the fleet rows on screen: the tick rewrites the ages of
-// those only (the others are not drawn: content-visibility), and a row
-// coming into view has its ages brought up to date. Chromium says when a
-// row's drawing is skipped or not (its own observer of content-visibility:
-// auto), which costs nothing more per frame than an IntersectionObserver
-// over every row would.
-const visible = new Set();
-// A browser that does not say when it skips a row ticks every row.
-const SKIP_EVENTS = typeof ContentVisibilityAutoStateChangeEvent === 'function';
-
-function onScreen(e) {
-  const row = e.currentTarget;
-  if (e.skipped) {
-    visible.delete(row);
-  } else {
-    visible.add(row);
-    tickAges(row, Date.now());
-  }
 }
 
 function renderInbox(now) {
@@ -1148,8 +1262,7 @@ function closeSession() {
   ui.selected = null;
   $('session-pane').hidden = true;
   markSelected();
-  const row = ui.rows.get(id);
-  if (row) row.querySelector('button').focus();
+  if (id) revealRow(id);
 }
 
 function dur(msv) {
@@ -1174,12 +1287,7 @@ function tickAges(root, now, sel = '[data-since]') {
 // views around them, and lets go of traces that have had their time.
 function tick() {
   const now = Date.now();
-  if (SKIP_EVENTS) {
-    tickAges(document, now, '[data-since]:not(#fleet [data-since])');
-    for (const row of visible) tickAges(row, now);
-  } else {
-    tickAges(document, now);
-  }
+  tickAges(document, now);
   for (const n of document.querySelectorAll('[data-countdown]')) {
     const req = { expiresAt: n.dataset.expires, onExpiry: n.dataset.onExpiry || null };
     const left = S.countdown(req, now);
@@ -1408,6 +1516,7 @@ document.addEventListener('keydown', (e) => {
 async function start() {
   $('logout').addEventListener('click', logout);
   $('session-close').addEventListener('click', closeSession);
+  watchWindow();
   for (const id of ['search', 'f-agent', 'f-state', 'sort']) {
     $(id).addEventListener('input', scheduleRender);
   }
