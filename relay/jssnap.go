@@ -20,7 +20,8 @@ import (
 
 // The index snapshot. A private embedded store writes its index to
 // snapshotName when it closes: every held entry with its stream sequence,
-// position and bytes, session by session in eviction order, and the
+// position and bytes, session by session in eviction order (each session's
+// types and sources once, in a table the entries refer to), and the
 // highest stream sequence the index reflects. The next start reads it back
 // (a sequential read, no stream round trips) and replays only the stream
 // after that sequence, which is what a full rebuild would replay last: the
@@ -30,7 +31,7 @@ import (
 // stream is the truth, and the rebuild reads all of it.
 const (
 	snapshotName  = "index.snap"
-	snapshotMagic = "aep-kimi relay index v1\n"
+	snapshotMagic = "aep-kimi relay index v2\n"
 )
 
 // snapshotHeader says which stream, in which state, and which limits a
@@ -125,12 +126,27 @@ func (e *snapEncoder) str(s string) {
 	}
 }
 
+// ref writes a type or source as its place in the session's table (from
+// 1), or as 0 and the string when the table does not hold it.
+func (e *snapEncoder) ref(s *session, i uint16, v string) {
+	if i == noIntern || int(i) >= len(s.strs) {
+		e.uint(0)
+		e.str(v)
+		return
+	}
+	e.uint(uint64(i) + 1)
+}
+
 func (e *snapEncoder) session(s *session) {
 	e.str(s.name)
 	e.int(s.trimmedMax.Epoch)
 	e.int(s.trimmedMax.Seq)
 	e.uint(s.maxGseq)
 	e.int(s.lastWrite.UnixNano())
+	e.uint(uint64(len(s.strs)))
+	for _, v := range s.strs {
+		e.str(v)
+	}
 	e.uint(uint64(s.n))
 	for ci, c := range s.chunks {
 		lo := 0
@@ -150,8 +166,8 @@ func (e *snapEncoder) session(s *session) {
 			e.uint(flags)
 			e.uint(uint64(en.sev))
 			e.uint(uint64(en.capt))
-			e.str(typ)
-			e.str(src)
+			e.ref(s, en.typ, typ)
+			e.ref(s, en.src, src)
 			e.str(id)
 			e.bytes(en.raw)
 		}
@@ -357,6 +373,15 @@ func (b *MemoryBackend) restoreSession(d *snapDecoder) {
 	s.trimmedMax = wire.Position{Epoch: d.int(), Seq: d.int()}
 	s.maxGseq = d.uint()
 	s.lastWrite = time.Unix(0, d.int())
+	strs := d.uint()
+	if strs > maxInterned {
+		d.fail("session %q has a table of %d strings", name, strs)
+		return
+	}
+	table := make([]uint16, 0, strs)
+	for range strs {
+		table = append(table, d.interned(s))
+	}
 	n := d.uint()
 	if n > uint64(b.depth) {
 		d.fail("session %q holds %d entries, past the depth", name, n)
@@ -367,7 +392,7 @@ func (b *MemoryBackend) restoreSession(d *snapDecoder) {
 		e := entry{gseq: d.uint(), pos: wire.Position{Epoch: d.int(), Seq: d.int()}}
 		e.foreign = d.uint() == 1
 		e.sev, e.capt = aep.Severity(d.uint()), aep.Capture(d.uint())
-		typ, src := d.interned(s), d.interned(s)
+		typ, src := d.ref(s, table), d.ref(s, table)
 		e.typ, e.src = typ, src
 		id := d.bytes()
 		if d.err != nil {
@@ -478,6 +503,21 @@ func (d *snapDecoder) interned(s *session) uint16 {
 		return i
 	}
 	return s.intern(string(v))
+}
+
+// ref reads what snapEncoder.ref wrote.
+func (d *snapDecoder) ref(s *session, table []uint16) uint16 {
+	i := d.uint()
+	switch {
+	case d.err != nil:
+		return noIntern
+	case i == 0:
+		return d.interned(s)
+	case i > uint64(len(table)):
+		d.fail("string %d of a table of %d", i, len(table))
+		return noIntern
+	}
+	return table[i-1]
 }
 
 // into reads an event's bytes straight into s's arena.
