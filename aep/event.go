@@ -324,7 +324,8 @@ const maxDepth = 10000
 // scanner checks JSON (RFC 8259, as json.Valid does) and UTF-8 in one pass.
 // Every method returns the index just past what it read, or -1 when the
 // grammar fails there. Members of the outermost object go to ev until the
-// first bad attribute (err) or bad UTF-8 byte, after which it only checks.
+// first bad attribute (err) or bad UTF-8 byte, after which it only checks;
+// without ev it only checks.
 type scanner struct {
 	b       []byte
 	badUTF8 int // offset of the first byte that is not UTF-8, or -1
@@ -421,7 +422,7 @@ func (s *scanner) object(i, depth int) int {
 		if i = s.value(vstart, depth); i < 0 {
 			return -1
 		}
-		if depth == 1 && s.err == nil && s.badUTF8 < 0 {
+		if depth == 1 && s.ev != nil && s.err == nil && s.badUTF8 < 0 {
 			s.err = s.member(key, esc, vstart, i)
 		}
 		i = s.space(i)

@@ -22,3 +22,22 @@ func BenchmarkCheckEnvelope(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidatePayload reads benchLine's data against its schema;
+// BenchmarkValidatePayloadOracle is the decoding validator it replaced.
+func BenchmarkValidatePayload(b *testing.B) { benchValidatePayload(b, ValidatePayload) }
+
+func BenchmarkValidatePayloadOracle(b *testing.B) { benchValidatePayload(b, validatePayloadOracle) }
+
+func benchValidatePayload(b *testing.B, validate func(*Event) []Violation) {
+	e, err := ParseEvent(benchLine)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if vs := validate(e); len(vs) > 0 {
+			b.Fatal(vs)
+		}
+	}
+}

@@ -292,6 +292,29 @@ func BenchmarkIngestParse(b *testing.B) {
 	}
 }
 
+// BenchmarkIngestBatch is what POST /events does with a body of 100
+// events before the store sees them (split, size check, ParseEvent,
+// CheckEnvelope, NewMessage), per event: the relay checks the envelope only,
+// never the payload.
+func BenchmarkIngestBatch(b *testing.B) {
+	srv, err := NewServer(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var body []byte
+	for i := range 100 {
+		body = append(append(body, benchEvent(b, "s", int64(i)).Raw...), '\n')
+	}
+	b.SetBytes(int64(len(body) / 100))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 100 {
+		if _, herr := srv.parseBody(body, true); herr != nil {
+			b.Fatal(herr.body)
+		}
+	}
+}
+
 func BenchmarkMarshalEvent(b *testing.B) {
 	var generic map[string]any
 	if err := json.Unmarshal(benchEvent(b, "s", 1).Raw, &generic); err != nil {
