@@ -19,25 +19,33 @@ const virtualSessions = 500
 
 // windowJS checks the fleet list as drawn: each group's rows are a run of
 // its whole order (sorted by title: s000, s002, ... idle; s001, s003, ...
-// working) starting where the padding above them says; every point of the
-// viewport over the list shows a row or a heading, never bare padding; and
-// it says how many rows are in the document.
+// working), each at its place in the list (line and column); the list is
+// as tall as all its rows; every point of the viewport over the list shows
+// a row or a heading, never a gap where rows should be; and it says how
+// many rows are in the document.
 const windowJS = `(() => {
   const want = { working: [], idle: [] };
   for (let i = 0; i < %d; i++) (i %% 2 ? want.working : want.idle).push('s' + String(i).padStart(3, '0'));
   const out = { drawn: document.querySelectorAll('#fleet li[data-session]').length, problems: [] };
   for (const g of ['working', 'idle']) {
     const ul = document.querySelector('#fleet .group[data-group="' + g + '"] ul');
-    const got = [...ul.children].map((li) => li.dataset.session);
-    if (!got.length) continue;
-    const from = want[g].indexOf(got[0]);
-    if (from < 0 || got.some((id, k) => want[g][from + k] !== id)) out.problems.push(g + ': ' + got.join() + ' is not a run of the order');
+    const rows = [...ul.children];
+    if (!rows.length) continue;
     const cs = getComputedStyle(ul);
-    const cols = cs.display === 'grid' ? cs.gridTemplateColumns.split(' ').length : 1;
-    const pitch = ul.firstElementChild.getBoundingClientRect().height;
-    if (Math.abs(parseFloat(cs.paddingTop) - (from / cols) * pitch) > 1) out.problems.push(g + ': padding above ' + cs.paddingTop + ' for row ' + from);
+    const tracks = cs.display === 'grid' ? cs.gridTemplateColumns.split(' ').map(parseFloat) : [];
+    const cols = Math.max(1, tracks.length);
+    const step = cols > 1 ? tracks[0] + (parseFloat(cs.columnGap) || 0) : 0;
+    const box = ul.getBoundingClientRect();
+    const pitch = rows[0].getBoundingClientRect().height;
+    const at = rows.map((li) => want[g].indexOf(li.dataset.session)).sort((a, b) => a - b);
+    if (at[0] < 0 || at.some((x, k) => k > 0 && x !== at[k - 1] + 1)) out.problems.push(g + ': rows ' + at.join() + ' are not a run of the order');
+    for (const li of rows) {
+      const i = want[g].indexOf(li.dataset.session), r = li.getBoundingClientRect();
+      const top = box.top + Math.floor(i / cols) * pitch, left = box.left + (i %% cols) * step;
+      if (Math.abs(r.top - top) > 1 || Math.abs(r.left - left) > 1) out.problems.push(g + ': ' + li.dataset.session + ' at ' + r.left + ',' + r.top + ', want ' + left + ',' + top);
+    }
     const whole = Math.ceil(want[g].length / cols) * pitch;
-    if (Math.abs(ul.getBoundingClientRect().height - whole) > 1) out.problems.push(g + ': list ' + ul.getBoundingClientRect().height + ' px tall, want ' + whole);
+    if (Math.abs(box.height - whole) > 1) out.problems.push(g + ': list ' + box.height + ' px tall, want ' + whole);
   }
   const f = document.getElementById('fleet').getBoundingClientRect();
   for (let y = Math.max(f.top, 0) + 1; y < Math.min(f.bottom, innerHeight); y += 13) {
@@ -127,6 +135,7 @@ func TestBrowserVirtualList(t *testing.T) {
 
 	// The open session's highlight survives its row leaving and coming back.
 	scroll("the top", `scrollTo(0, 0)`)
+	check("the top again", 120)
 	b.Click("open s001", `#fleet [data-session="s001"] button`)
 	b.WaitJS("the session view", `document.getElementById('session-pane').dataset.session === 's001'`)
 	check("the top, a session open", 120)
@@ -134,13 +143,14 @@ func TestBrowserVirtualList(t *testing.T) {
 	check("the bottom, a session open", 120)
 	b.WaitJS("s001's row gone from the document", `document.querySelector('#fleet [data-session="s001"]') === null`)
 	scroll("the top", `scrollTo(0, 0)`)
-	b.WaitJS("s001 highlighted again, alone", `document.querySelector('#fleet [data-session="s001"] button').getAttribute('aria-current') === 'true'
-	  && document.querySelector('#fleet [data-session="s001"]').dataset.selected === '' && document.querySelectorAll('#fleet [aria-current]').length === 1`)
+	b.WaitJS("s001 highlighted again, alone", `document.querySelector('#fleet [data-session="s001"] button')?.getAttribute('aria-current') === 'true'
+	  && document.querySelector('#fleet [data-session="s001"]')?.dataset.selected === '' && document.querySelectorAll('#fleet [aria-current]').length === 1`)
 
 	// Closing the session focuses its row; the focused row stays drawn
 	// while scrolled away (keyboard focus is not dropped).
 	b.MustRun("close the session", chromedp.KeyEvent("\x1b"))
 	b.WaitJS("s001's row focused", `document.activeElement === document.querySelector('#fleet [data-session="s001"] button')`)
+	b.WaitJS("the rows in the list's order in the document (Tab follows it)", `[...document.querySelectorAll('#fleet .group[data-group="working"] li')].every((li, k, all) => k === 0 || li.dataset.session > all[k - 1].dataset.session)`)
 	scroll("3,000 px down", `scrollTo(0, 3000)`)
 	b.MustRun("settle", chromedp.Sleep(250*time.Millisecond))
 	var focused bool

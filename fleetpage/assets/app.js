@@ -730,85 +730,163 @@ function renderFleet(now, dirty) {
 }
 
 // The fleet list is virtual: only the rows near the viewport are in the
-// document (OVERSCAN of its height above and below), so a frame restyles
-// and lays out a few dozen rows whatever the fleet's size, and a session
-// that changes off screen costs no DOM write. Every row is one height (its
-// texts are clamped), measured from a drawn row; each group's list keeps
-// the height of all its rows with padding above and below those drawn, so
-// the page's length and its scroll bar are the whole fleet's. The window
-// follows scrolling and resizing (and anything above the list that changes
-// size). Find in page finds the drawn rows only: the search box filters
-// the whole fleet. A focused row stays drawn while the window then holds at
-// most MAX_PINNED rows, so scrolling away does not drop keyboard focus.
-const OVERSCAN = 0.5;
+// document (OVERSCAN_LINES above and below it), so a frame restyles and
+// lays out a few dozen rows whatever the fleet's size, and a session that
+// changes off screen costs no DOM write. Every row is one height (its texts
+// are clamped), measured from a drawn row; each group's list keeps the
+// height of all its rows, and each row is placed in it by a transform, so
+// a session moving up its group (the latest first, a live fleet does so
+// all the time) is a transform on the rows that shift, not a DOM move
+// that rebuilds the row's layout. A session keeps its row while it stays
+// in the window; one that comes into it takes the row of one that left
+// (its texts rewritten), so a busy list creates and removes no nodes. The
+// rows' DOM order, which Tab and screen readers follow, is put back in the
+// list's order at once while the keyboard is in the list, else at most once
+// every ORDER_MS. The list's place on the page is read after layout (when
+// anything above it changes size) and the scroll offset when it scrolls,
+// never in a frame: a read there would force a layout of its own.
+// Find in page finds the drawn rows only: the search box filters the whole
+// fleet. A focused row stays drawn while the window then holds at most
+// MAX_PINNED rows, so scrolling away does not drop keyboard focus.
+const OVERSCAN_LINES = 3;
 const MAX_PINNED = 200;
 const ROW_GUESS_REM = 5; // a row's height before one is measured
+const ORDER_MS = 1000; // the longest the rows' DOM order lags the list's
 const vl = {
   order: new Map(), // group -> its shown sessions, in order
-  pitch: 0, cols: 1, head: 0, // a row's height, columns, a group's heading (px)
-  measured: false, width: -1, top: null, // the list's width and top (document px) last placed at
+  pitch: 0, cols: 1, colStep: 0, head: 0, // a row's height, columns, one column to the next, a group's heading (px)
+  measured: false, width: -1, top: null, scrollY: 0, // the list's width and top (document px), the page's scroll offset
   focus: null, // the session whose row holds the focus
+  at: new Map(), // session -> [list, index] of the rows placed
+  unordered: false, orderQueued: false, // the DOM order lags the list's
 };
 
-// placeWindow puts in each group's list the rows its window holds, reusing
-// each session's row while it stays in the window.
+// placeWindow puts in each group's list the rows its window holds.
 function placeWindow(now = Date.now()) {
-  const boxes = S.GROUPS.map((g) => fleet.boxes.get(g)).filter(Boolean);
   if (vl.focus && !ui.rows.get(vl.focus)?.contains(document.activeElement)) vl.focus = null;
   if (!vl.measured) measureRows();
-  const top = $('fleet').getBoundingClientRect().top;
-  vl.top = top + scrollY;
-  const h = innerHeight;
-  const keep = new Set();
+  if (vl.top === null) readTop();
+  const top = vl.top - vl.scrollY;
+  const over = OVERSCAN_LINES * vl.pitch;
+  const want = new Map();
   let y = top;
-  for (const box of boxes) {
-    const ids = box.hidden ? [] : vl.order.get(box.dataset.group) || [];
+  for (const g of S.GROUPS) {
+    const box = fleet.boxes.get(g);
+    if (!box) continue;
+    const ids = box.hidden ? [] : vl.order.get(g) || [];
     const listTop = y + vl.head;
     const pin = vl.focus ? ids.indexOf(vl.focus) : -1;
-    const w = span(ids.length, vl.cols, vl.pitch, listTop, -h * OVERSCAN, h * (1 + OVERSCAN), pin, MAX_PINNED);
-    const rows = [];
-    for (let i = w.from; i < w.to; i++) {
-      const id = ids[i];
-      let row = ui.rows.get(id);
-      if (!row) {
-        const s = S.session(state, id);
-        row = renderRow(s, S.group(s, now, QUIET_MS), now, null);
-        ui.rows.set(id, row);
-      }
-      keep.add(id);
-      rows.push(row);
-    }
-    setStyle(box._list, 'paddingTop', `${w.before}px`);
-    setStyle(box._list, 'paddingBottom', `${w.after}px`);
-    placeInOrder(box._list, rows);
+    const w = span(ids.length, vl.cols, vl.pitch, listTop, -over, innerHeight + over, pin, MAX_PINNED);
+    for (let i = w.from; i < w.to; i++) want.set(ids[i], [box._list, i]);
+    setStyle(box._list, 'height', `${w.lines * vl.pitch}px`);
     if (!box.hidden) y = listTop + w.lines * vl.pitch;
   }
-  for (const id of ui.rows.keys()) if (!keep.has(id)) ui.rows.delete(id);
+  const free = [];
+  for (const [id, row] of ui.rows) {
+    if (want.has(id)) continue;
+    ui.rows.delete(id);
+    vl.at.delete(id);
+    // A row holding the focus is not handed to another session.
+    if (row.contains(document.activeElement)) row.remove();
+    else free.push(row);
+  }
+  for (const [id, [list, i]] of want) {
+    let row = ui.rows.get(id);
+    if (!row) {
+      const s = S.session(state, id);
+      row = renderRow(s, S.group(s, now, QUIET_MS), now, free.pop());
+      ui.rows.set(id, row);
+    }
+    if (row.parentElement !== list) {
+      list.append(row);
+      vl.unordered = true;
+    }
+    const was = vl.at.get(id);
+    if (!was || was[1] !== i || was[0] !== list) {
+      vl.at.set(id, [list, i]);
+      vl.unordered = true;
+      setStyle(row, 'transform', `translate(${(i % vl.cols) * vl.colStep}px, ${Math.floor(i / vl.cols) * vl.pitch}px)`);
+    }
+  }
+  for (const row of free) row.remove();
   // The first rows drawn give the real height: place again with it.
-  if (!vl.measured && keep.size > 0 && measureRows()) placeWindow(now);
+  if (!vl.measured && want.size > 0 && measureRows()) {
+    placeWindow(now);
+    return;
+  }
+  if (vl.unordered) orderRows();
+}
+
+// orderRows puts the rows' DOM order back in the list's: at once while the
+// focus is in the list (Tab follows it), else when the page is next idle.
+function orderRows(atOnce) {
+  if (!atOnce && !$('fleet').contains(document.activeElement)) {
+    if (vl.orderQueued) return;
+    vl.orderQueued = true;
+    setTimeout(() => orderRows(true), ORDER_MS);
+    return;
+  }
+  vl.orderQueued = false;
+  if (!vl.unordered) return;
+  vl.unordered = false;
+  const lists = new Map();
+  for (const [id, [list, i]] of vl.at) {
+    if (!lists.has(list)) lists.set(list, []);
+    lists.get(list).push([i, ui.rows.get(id)]);
+  }
+  for (const [list, rows] of lists) placeInOrder(list, rows.sort((a, b) => a[0] - b[0]).map((r) => r[1]));
 }
 
 // measureRows reads a drawn row's height, its list's columns and a group
 // heading's height; false when no row is drawn (the guess stands).
 function measureRows() {
-  const row = $('fleet').querySelector('li[data-session]');
+  const fleetEl = $('fleet');
+  const row = fleetEl.querySelector('li[data-session]');
+  vl.width = fleetEl.getBoundingClientRect().width;
+  const list = row ? row.parentElement : fleetEl.querySelector('.group:not([hidden]) ul');
+  let colW = vl.width;
+  vl.cols = 1;
+  vl.colStep = 0;
+  if (list) {
+    const cs = getComputedStyle(list);
+    const tracks = cs.display === 'grid' ? cs.gridTemplateColumns.split(' ').map(parseFloat).filter((x) => x > 0) : [];
+    colW = list.getBoundingClientRect().width;
+    if (tracks.length > 1) {
+      vl.cols = tracks.length;
+      colW = tracks[0];
+      vl.colStep = tracks[0] + (parseFloat(cs.columnGap) || 0);
+    }
+  }
+  setStyle(fleetEl, '--row-w', `${colW}px`);
   if (!row) {
     vl.pitch = vl.pitch || ROW_GUESS_REM * parseFloat(getComputedStyle(document.documentElement).fontSize);
     return false;
   }
-  const list = row.parentElement;
-  const box = list.parentElement;
-  const cs = getComputedStyle(list);
   vl.pitch = row.getBoundingClientRect().height;
-  vl.cols = cs.display === 'grid' ? cs.gridTemplateColumns.split(' ').filter(Boolean).length : 1;
-  vl.head = box.getBoundingClientRect().height - list.getBoundingClientRect().height;
-  vl.width = $('fleet').getBoundingClientRect().width;
+  vl.head = list.parentElement.getBoundingClientRect().height - list.getBoundingClientRect().height;
   vl.measured = vl.pitch > 0;
+  readTop();
+  if (vl.measured) {
+    // Every placed row moves to the new geometry.
+    vl.at.clear();
+  }
   return vl.measured;
 }
 
+// readTop reads where the list starts on the page and the scroll offset.
+function readTop() {
+  vl.scrollY = scrollY;
+  vl.top = $('fleet').getBoundingClientRect().top + vl.scrollY;
+}
+
+// setStyle writes a style property (or a custom one, --name) only when it
+// differs from the one written last.
 function setStyle(node, prop, v) {
-  if (node.style[prop] !== v) node.style[prop] = v;
+  const st = node._st || (node._st = {});
+  if (st[prop] === v) return;
+  st[prop] = v;
+  if (prop.startsWith('--')) node.style.setProperty(prop, v);
+  else node.style[prop] = v;
 }
 
 // revealRow scrolls a session's row into view when it is not drawn, and
@@ -823,6 +901,7 @@ function revealRow(id) {
       const i = ids.indexOf(id);
       if (i >= 0) {
         scrollBy(0, y + vl.head + Math.floor(i / vl.cols) * vl.pitch - innerHeight / 3);
+        readTop();
         placeWindow();
         break;
       }
@@ -835,30 +914,33 @@ function revealRow(id) {
 
 function watchWindow() {
   const fleetEl = $('fleet');
-  addEventListener('scroll', () => placeWindow(), { passive: true });
+  addEventListener('scroll', () => {
+    vl.scrollY = scrollY;
+    placeWindow();
+  }, { passive: true });
   addEventListener('resize', () => {
     vl.measured = false;
     placeWindow();
   });
   // After layout, before paint: the list's width (its columns, a row's
   // height) or its place on the page changed.
-  new ResizeObserver(() => {
+  const moved = () => {
     const r = fleetEl.getBoundingClientRect();
     if (r.width !== vl.width) {
       vl.measured = false;
       placeWindow();
     } else if (vl.top !== null && Math.abs(r.top + scrollY - vl.top) > 0.5) {
+      readTop();
       placeWindow();
     }
-  }).observe(fleetEl);
-  const above = new ResizeObserver(() => {
-    if (vl.top !== null && Math.abs(fleetEl.getBoundingClientRect().top + scrollY - vl.top) > 0.5) placeWindow();
-  });
-  for (const id of ['inbox-pane', 'notice', 'notify-pane', 'login-form']) above.observe($(id));
-  above.observe(document.querySelector('header'));
+  };
+  const ro = new ResizeObserver(moved);
+  for (const id of ['fleet', 'inbox-pane', 'notice', 'notify-pane', 'login-form']) ro.observe($(id));
+  ro.observe(document.querySelector('header'));
   fleetEl.addEventListener('focusin', (e) => {
     const li = e.target.closest('li[data-session]');
     vl.focus = li ? li._lane : null;
+    orderRows(true);
   });
 }
 
@@ -906,17 +988,24 @@ function placeInOrder(parent, nodes) {
 function renderRow(s, g, now, row) {
   const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
   if (!row) {
-    row = el('li', { 'data-session': s.session, 'data-relay': s.origin || undefined });
-    row._lane = s.id;
+    row = el('li');
     row._title = el('span', { class: 'title' });
     row._badge = el('span', { class: 'badge' });
     row._meta = el('span', { class: 'meta' });
-    row._button = el('button', { type: 'button', class: 'row', onclick: () => openSession(s.id) }, row._title, row._badge, row._meta);
+    row._button = el('button', { type: 'button', class: 'row', onclick: () => openSession(row._lane) }, row._title, row._badge, row._meta);
     row.append(row._button);
-    if (s.id === ui.selected) {
-      row.dataset.selected = '';
-      row._button.setAttribute('aria-current', 'true');
-    }
+  }
+  if (row._lane !== s.id) {
+    // A new row, or one the window hands from a session that left it.
+    row._lane = s.id;
+    row.dataset.session = s.session;
+    if (s.origin) row.dataset.relay = s.origin;
+    else delete row.dataset.relay;
+    const on = s.id === ui.selected;
+    if (on) row.dataset.selected = '';
+    else delete row.dataset.selected;
+    if (on) row._button.setAttribute('aria-current', 'true');
+    else row._button.removeAttribute('aria-current');
   }
   const t = title(s);
   if (row._title.textContent !== t) {
