@@ -36,8 +36,10 @@ import (
 //     nor leave a gap.
 //
 // JetStreamBackend maps onto this with one stream, a subject per session
-// (history trimmed by MaxMsgsPerSubject, dedupe by a Nats-Msg-Id of session,
-// source and id) and an in-memory index rebuilt from the stream on start.
+// (on a shared stream, history trimmed by MaxMsgsPerSubject and dedupe by a
+// Nats-Msg-Id of session, source and id; a private one is trimmed and
+// deduplicated by its index) and an in-memory index rebuilt from the stream
+// on start.
 // Implementations must be safe for concurrent use.
 type Backend interface {
 	// Ingest admits msgs in order and offers each to the matching live

@@ -95,8 +95,9 @@ type JetStreamConfig struct {
 var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // JetStreamBackend is the durable Backend. Every admitted event is a message
-// on one JetStream stream, on a subject per session; admission dedupe spans
-// relays through Nats-Msg-Id. The in-memory index (a MemoryBackend) holds
+// on one JetStream stream, on a subject per session; on a shared stream
+// admission dedupe spans relays through Nats-Msg-Id, and a private store
+// dedupes by itself (jetstream_strays.go). The in-memory index (a MemoryBackend) holds
 // each session in (epoch, seq) order, with each entry's stream sequence, and
 // does admission, trimming and fan-out exactly as the memory store does; it
 // is rebuilt from the stream, in stream order, when the store opens. A
@@ -777,7 +778,9 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	}
 	defer b.admitCond.Broadcast()
 	b.admitted++
-	b.admittedN.Store(b.admitted)
+	// Published once the index has taken the batch (deferred calls run
+	// after the return value, the index's answer, is made).
+	defer b.admittedN.Store(b.admitted)
 	if err != nil {
 		b.pubErrors.Add(1)
 		if b.private {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
@@ -237,4 +238,45 @@ func waitTickets(t *testing.T, js *JetStreamBackend, n uint64) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("fewer than %d batches published", n)
+}
+
+// Emitters resending one history at once, each batch racing the others'
+// admissions: the stream ends up holding each event once, as the index
+// does.
+func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	const events, emitters = 400, 4
+	history := benchBatchesFor(t, events, "r")
+	copies := make([][][]*Message, emitters)
+	for e := range copies {
+		for _, batch := range history {
+			again := make([]*Message, len(batch))
+			for i, m := range batch {
+				again[i] = resent(t, m)
+			}
+			copies[e] = append(copies[e], again)
+		}
+	}
+	var g errgroup.Group
+	for _, batches := range copies {
+		g.Go(func() error {
+			for _, batch := range batches {
+				if res := js.Ingest(batch); res.Err != nil {
+					return res.Err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := js.Stats().Events; got != events {
+		t.Fatalf("the index holds %d events, want %d", got, events)
+	}
+	waitStreamMsgs(t, js, events)
 }

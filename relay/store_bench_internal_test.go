@@ -162,9 +162,10 @@ func BenchmarkStoreFanout100(b *testing.B) {
 // holding b.N events (over 100 sessions of up to 10,000 each, so the
 // default caps keep them all), and the disk bytes per stored event: from
 // the index snapshot a clean close leaves, at once (restart-s, of which
-// restore-s reading the snapshot; the rest is mostly NATS reloading the
-// message ids of its duplicate window, here every event) and once the
-// window has passed (restart-aged-s); and, in the same run, rebuilding the
+// restore-s reading the snapshot) and once NATS's duplicate window of a
+// shared stream would have passed (restart-aged-s: a private store keeps
+// no message ids, so the two should match; before it, NATS reloaded every
+// event's id at once); and, in the same run, rebuilding the
 // index from the whole stream as a start after a crash does (rebuild-s).
 // The memory store has nothing to reopen: it restarts empty.
 func BenchmarkStoreReopen(b *testing.B) {
