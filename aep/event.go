@@ -180,40 +180,51 @@ func (e *Event) Has(attr string) bool {
 	return ok && v != ""
 }
 
-// stringAttr returns a string core attribute by name.
-func (e *Event) stringAttr(name string) (string, bool) {
-	switch name {
-	case AttrAEP:
+// hasAt is Has for the core attribute at index i of coreAttrs.
+func (e *Event) hasAt(i int) bool {
+	if e.present != 0 {
+		return e.present&(1<<uint(i)) != 0
+	}
+	return e.Has(coreAttrs[i])
+}
+
+// stringAt is stringAttr for the core attribute at index i of coreAttrs.
+func (e *Event) stringAt(i int) (string, bool) {
+	switch i {
+	case 0:
 		return e.AEP, true
-	case AttrID:
+	case 1:
 		return e.ID, true
-	case AttrType:
+	case 2:
 		return e.Type, true
-	case AttrSubject:
+	case 3:
 		return e.Subject, true
-	case AttrTime:
+	case 4:
 		return e.Time, true
-	case AttrSource:
+	case 5:
 		return e.Source, true
-	case AttrAgent:
+	case 6:
 		return e.Agent, true
-	case AttrSession:
+	case 7:
 		return e.Session, true
-	case AttrRun:
+	case 8:
 		return e.Run, true
-	case AttrStep:
+	case 9:
 		return e.Step, true
-	case AttrCause:
+	case 12:
 		return e.Cause, true
-	case AttrTraceparent:
+	case 13:
 		return e.Traceparent, true
-	case AttrSeverity:
+	case 14:
 		return e.Severity, true
-	case AttrCapture:
+	case 15:
 		return e.Capture, true
 	}
 	return "", false
 }
+
+// stringAttr returns a string core attribute by name.
+func (e *Event) stringAttr(name string) (string, bool) { return e.stringAt(coreIndex(name)) }
 
 func (e *Event) stringPtr(name string) *string {
 	switch name {

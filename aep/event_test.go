@@ -183,3 +183,23 @@ func TestParseEventEscapesAndDuplicates(t *testing.T) {
 		t.Fatalf("subject %q id %q data %s", e.Subject, e.ID, e.Data)
 	}
 }
+
+// stringAt and hasAt are stringAttr and Has by index: the same answers for
+// every core attribute, parsed or built.
+func TestAttrByIndex(t *testing.T) {
+	parsed, err := ParseEvent(benchLine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := parsed.Clone()
+	built.Subject, built.Seq = "", nil
+	for _, e := range []*Event{parsed, built, {}} {
+		for i, name := range coreAttrs {
+			s1, ok1 := e.stringAt(i)
+			s2, ok2 := e.stringAttr(name)
+			if s1 != s2 || ok1 != ok2 || e.hasAt(i) != e.Has(name) {
+				t.Errorf("%s: stringAt %q %v hasAt %v, stringAttr %q %v Has %v", name, s1, ok1, e.hasAt(i), s2, ok2, e.Has(name))
+			}
+		}
+	}
+}
