@@ -13,7 +13,8 @@ import (
 )
 
 // Pair serves a certificate and key read from two files, and reads them
-// again when either file changes (its size or modification time), checked
+// again when either file changes (its size, modification time or the file
+// itself, as when it is replaced by a rename within one clock tick), checked
 // on every handshake: a renewed certificate is served from the next
 // handshake on, without a restart. A pair that does not load (a file
 // written halfway, a key that does not match) keeps the one in force and
@@ -32,7 +33,14 @@ type Pair struct {
 type fileStamp struct {
 	size int64
 	mod  time.Time
+	fi   os.FileInfo // for os.SameFile; nil in a zero stamp
 }
+
+func (a fileStamp) same(b fileStamp) bool {
+	return a.size == b.size && a.mod.Equal(b.mod) && a.fi != nil && b.fi != nil && os.SameFile(a.fi, b.fi)
+}
+
+func sameStamps(a, b [2]fileStamp) bool { return a[0].same(b[0]) && a[1].same(b[1]) }
 
 // LoadPair reads the pair; a pair that does not load is an error (at start
 // there is nothing to keep serving). log receives reloads and refusals.
@@ -70,7 +78,7 @@ func (p *Pair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return p.cert, nil
 	}
 	p.statErr = ""
-	if st == p.stamp || st == p.refused {
+	if sameStamps(st, p.stamp) || sameStamps(st, p.refused) {
 		return p.cert, nil
 	}
 	cert, err := p.load()
@@ -91,7 +99,7 @@ func (p *Pair) stamps() ([2]fileStamp, error) {
 		if err != nil {
 			return st, err
 		}
-		st[i] = fileStamp{fi.Size(), fi.ModTime()}
+		st[i] = fileStamp{fi.Size(), fi.ModTime(), fi}
 	}
 	return st, nil
 }
