@@ -703,8 +703,8 @@ function renderFleet(now, dirty) {
     if (into) touched.add(into);
   }
   const cmp = {
-    recent: (a, b) => (b.lastTime ?? 0) - (a.lastTime ?? 0),
-    oldest: (a, b) => (a.lastTime ?? 0) - (b.lastTime ?? 0),
+    recent: (a, b) => lastSecond(b) - lastSecond(a),
+    oldest: (a, b) => lastSecond(a) - lastSecond(b),
     title: (a, b) => title(a).localeCompare(title(b)),
     tools: (a, b) => b.tools - a.tools,
   }[sort];
@@ -728,6 +728,18 @@ function renderFleet(now, dirty) {
   for (const m of fleet.members.values()) shown += m.size;
   setText($('fleet-count'), `${shown} of ${state.sessions.size}`);
 }
+
+// lastSecond is the second of a session's last event: the latest-first
+// order goes by the ages the rows show (to the second), and sessions whose
+// last events fall in one second keep their order among themselves (the
+// ids'). To the millisecond, a fleet taking events from many sessions
+// reordered its rows in every frame, each a move on screen and, for a
+// session coming into the window, a row's texts rewritten.
+function lastSecond(s) {
+  return Math.floor((s.lastTime ?? 0) / ORDER_STEP_MS);
+}
+
+const ORDER_STEP_MS = 1000;
 
 // The fleet list is virtual: only the rows near the viewport are in the
 // document (OVERSCAN_LINES above and below it), so a frame restyles and
