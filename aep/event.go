@@ -2,9 +2,11 @@ package aep
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,35 +192,8 @@ func (e *Event) hasAt(i int) bool {
 
 // stringAt is stringAttr for the core attribute at index i of coreAttrs.
 func (e *Event) stringAt(i int) (string, bool) {
-	switch i {
-	case 0:
-		return e.AEP, true
-	case 1:
-		return e.ID, true
-	case 2:
-		return e.Type, true
-	case 3:
-		return e.Subject, true
-	case 4:
-		return e.Time, true
-	case 5:
-		return e.Source, true
-	case 6:
-		return e.Agent, true
-	case 7:
-		return e.Session, true
-	case 8:
-		return e.Run, true
-	case 9:
-		return e.Step, true
-	case 12:
-		return e.Cause, true
-	case 13:
-		return e.Traceparent, true
-	case 14:
-		return e.Severity, true
-	case 15:
-		return e.Capture, true
+	if p := e.stringPtrAt(i); p != nil {
+		return *p, true
 	}
 	return "", false
 }
@@ -226,35 +201,39 @@ func (e *Event) stringAt(i int) (string, bool) {
 // stringAttr returns a string core attribute by name.
 func (e *Event) stringAttr(name string) (string, bool) { return e.stringAt(coreIndex(name)) }
 
-func (e *Event) stringPtr(name string) *string {
-	switch name {
-	case AttrAEP:
+func (e *Event) stringPtr(name string) *string { return e.stringPtrAt(coreIndex(name)) }
+
+// stringPtrAt is the string core attribute at index i of coreAttrs, nil for
+// another index: the scanner sets them by index, without comparing names.
+func (e *Event) stringPtrAt(i int) *string {
+	switch i {
+	case 0:
 		return &e.AEP
-	case AttrID:
+	case 1:
 		return &e.ID
-	case AttrType:
+	case 2:
 		return &e.Type
-	case AttrSubject:
+	case 3:
 		return &e.Subject
-	case AttrTime:
+	case 4:
 		return &e.Time
-	case AttrSource:
+	case 5:
 		return &e.Source
-	case AttrAgent:
+	case 6:
 		return &e.Agent
-	case AttrSession:
+	case 7:
 		return &e.Session
-	case AttrRun:
+	case 8:
 		return &e.Run
-	case AttrStep:
+	case 9:
 		return &e.Step
-	case AttrCause:
+	case 12:
 		return &e.Cause
-	case AttrTraceparent:
+	case 13:
 		return &e.Traceparent
-	case AttrSeverity:
+	case 14:
 		return &e.Severity
-	case AttrCapture:
+	case 15:
 		return &e.Capture
 	}
 	return nil
@@ -369,7 +348,7 @@ func (s *scanner) plainStrings() {
 			continue
 		}
 		l := p.end - p.start
-		*s.ev.stringPtr(coreAttrs[i]) = all[off : off+l]
+		*s.ev.stringPtrAt(i) = all[off : off+l]
 		off += l
 	}
 }
@@ -430,11 +409,17 @@ func (s *scanner) object(i, depth int) int {
 			return -1
 		}
 		vstart := s.space(i + 1)
-		if i = s.value(vstart, depth); i < 0 {
+		vesc := false
+		if depth == 1 && vstart < len(b) && b[vstart] == '"' {
+			i, vesc = s.str(vstart) // whether it has escapes, for member
+		} else {
+			i = s.value(vstart, depth)
+		}
+		if i < 0 {
 			return -1
 		}
 		if depth == 1 && s.ev != nil && s.err == nil && s.badUTF8 < 0 {
-			s.err = s.member(key, esc, vstart, i)
+			s.err = s.member(key, esc, vstart, i, vesc)
 		}
 		i = s.space(i)
 		if i >= len(b) {
@@ -486,6 +471,16 @@ func (s *scanner) str(i int) (int, bool) {
 	b := s.b
 	esc := false
 	for j := i + 1; j < len(b); {
+		// Plain ASCII eight bytes at a time, straight to the first byte
+		// that needs a look.
+		if j+8 <= len(b) {
+			m := special8(binary.LittleEndian.Uint64(b[j:]))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += bits.TrailingZeros64(m) >> 3
+		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, esc
@@ -519,6 +514,28 @@ func (s *scanner) str(i int) (int, bool) {
 	}
 	return -1, esc
 }
+
+// Word-at-a-time masks: a byte of ones and the high bit of every byte.
+const (
+	ones8  = 0x0101010101010101
+	highs8 = 0x8080808080808080
+)
+
+// special8 marks (with its high bit) each of the eight bytes of w, read
+// little-endian, that str must look at: '"', '\\', a control byte (< 0x20)
+// or a non-ASCII one (>= 0x80). A plain byte above a marked one may be
+// marked too (a borrow), never a plain byte below the first special one:
+// the lowest mark is the first byte to look at, and zero means none.
+func special8(w uint64) uint64 {
+	// Below 0x20 (w - 0x20 borrows into the high bit of such a byte), a
+	// byte equal to '"' or '\\' (a zero byte once xored with it), or a high
+	// bit set in w itself.
+	return (w | (w - 0x20*ones8) | zeroBytes(w^('"'*ones8)) | zeroBytes(w^('\\'*ones8))) & highs8
+}
+
+// zeroBytes has the high bit set in each zero byte of x (and perhaps in a
+// byte above one, by the borrow).
+func zeroBytes(x uint64) uint64 { return (x - ones8) &^ x }
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
@@ -575,9 +592,10 @@ func (s *scanner) digits(i int) int {
 }
 
 // member records one top-level member: key is the raw key with its quotes
-// (esc when it has escapes), b[vstart:vend] the raw value. A later duplicate
-// key overrides an earlier one, as encoding/json does.
-func (s *scanner) member(key []byte, esc bool, vstart, vend int) error {
+// (esc when it has escapes), b[vstart:vend] the raw value (vesc: a string
+// with escapes). A later duplicate key overrides an earlier one, as
+// encoding/json does.
+func (s *scanner) member(key []byte, esc bool, vstart, vend int, vesc bool) error {
 	e, v := s.ev, s.b[vstart:vend]
 	if esc {
 		var k string
@@ -623,9 +641,9 @@ func (s *scanner) member(key []byte, esc bool, vstart, vend int) error {
 		}
 		// No bad UTF-8 so far (or member would not run): without escapes
 		// the contents are the string.
-		if bytes.IndexByte(v, '\\') < 0 {
+		if !vesc {
 			s.plain[i].start, s.plain[i].end = vstart+1, vend-1
-			*e.stringPtr(k) = ""
+			*e.stringPtrAt(i) = ""
 			return nil
 		}
 		if unpairedSurrogate(v) {
@@ -636,7 +654,7 @@ func (s *scanner) member(key []byte, esc bool, vstart, vend int) error {
 			return fmt.Errorf("attribute %q must be a string", k)
 		}
 		s.plain[i].start, s.plain[i].end = 0, 0
-		*e.stringPtr(k) = str
+		*e.stringPtrAt(i) = str
 	}
 	return nil
 }

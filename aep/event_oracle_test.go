@@ -2,9 +2,12 @@ package aep
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -216,4 +219,45 @@ func invalidUTF8At(b []byte) int {
 		i += n
 	}
 	return len(b)
+}
+
+// special8's lowest mark must be the first byte the string loop must look
+// at: each byte value at each position among plain ones, and random words
+// (where it may also mark plain bytes above a special one).
+func TestSpecial8(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			want := uint64(0)
+			if special(byte(c)) {
+				want = 0x80 << (8 * pos)
+			}
+			if got := special8(binary.LittleEndian.Uint64(w)); got != want {
+				t.Fatalf("%q: special8 %#x, want %#x", w, got, want)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(0x20 + r.IntN(0x60)) // mostly plain, like strings
+			if r.IntN(8) == 0 {
+				b[i] = byte(r.IntN(256))
+			}
+		}
+		first := 8
+		for i, c := range b {
+			if special(c) {
+				first = i
+				break
+			}
+		}
+		m := special8(binary.LittleEndian.Uint64(b[:]))
+		if got := bits.TrailingZeros64(m) / 8; got != first {
+			t.Fatalf("%q: special8 %#x marks byte %d first, want %d", b, m, got, first)
+		}
+	}
 }

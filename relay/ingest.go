@@ -48,7 +48,7 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("body of %d bytes exceeds the %d byte limit", r.ContentLength, s.cfg.MaxBody))
 		return
 	}
-	body, err := httpguard.ReadBody(w, r, s.cfg.MaxBody, s.cfg.BodyTimeout)
+	body, err := s.bodies.Read(w, r, s.cfg.MaxBody, s.cfg.BodyTimeout)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

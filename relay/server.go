@@ -51,6 +51,7 @@ type Server struct {
 
 	discovery []byte
 	hello     []byte
+	bodies    httpguard.BodyReader // POST /events bodies, read into reused chunks
 
 	drainCh     chan struct{}
 	drainCtx    context.Context // done once draining starts

@@ -4,16 +4,17 @@
 package httpguard
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -190,6 +191,28 @@ var ErrBodyTimeout = errors.New("request body not received in time")
 // *http.MaxBytesError. Either way the server closes the connection after the
 // reply. A zero timeout means none.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+	var br BodyReader
+	return br.Read(w, r, limit, timeout)
+}
+
+// Body chunk sizes: a body is read into chunks no larger than what has
+// already arrived (the first one bodyChunkMin), so the chunks hold at most
+// about twice the bytes received.
+const (
+	bodyChunkMin = 4 << 10
+	bodyClasses  = 3 // 4, 16 and 64 KiB
+)
+
+// BodyReader is ReadBody for a handler that reads many bodies (the relay's
+// ingest): the chunks a body is read into are reused from body to body, so a
+// body costs one allocation of exactly its size and no copies as it grows.
+// The zero value is ready; it is safe for concurrent use.
+type BodyReader struct {
+	chunks [bodyClasses]sync.Pool // of *[]byte, by size class
+}
+
+// Read is ReadBody with this reader's chunks.
+func (br *BodyReader) Read(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	if timeout > 0 {
 		// Not every writer supports deadlines (test recorders); then the
@@ -202,17 +225,63 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	defer body.Close()
-	// bytes.Buffer grows by doubling from a small start: at most about
-	// twice what was actually received.
-	var buf bytes.Buffer
-	_, err := buf.ReadFrom(body)
+	var held [16]*[]byte
+	chunks := held[:0]
+	defer func() {
+		for _, c := range chunks {
+			br.put(c)
+		}
+	}()
+	n, last := 0, 0 // bytes read in all, and in the last chunk
+	var err error
+	for {
+		c := br.get(n)
+		chunks = append(chunks, c)
+		last, err = io.ReadFull(body, *c)
+		n += last
+		if err != nil {
+			break
+		}
+	}
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The rest of the body may still trickle in: never read it as the
 		// next request.
 		w.Header().Set("Connection", "close")
-		return nil, fmt.Errorf("%w (%s, %d bytes received)", ErrBodyTimeout, timeout, buf.Len())
+		return nil, fmt.Errorf("%w (%s, %d bytes received)", ErrBodyTimeout, timeout, n)
 	}
-	return buf.Bytes(), err
+	if n == 0 {
+		return nil, err
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks[:len(chunks)-1] {
+		out = append(out, *c...)
+	}
+	return append(out, (*chunks[len(chunks)-1])[:last]...), err
+}
+
+// get returns a chunk for a body of which received bytes have arrived: the
+// largest size class not above that, or the smallest.
+func (br *BodyReader) get(received int) *[]byte {
+	class, size := 0, bodyChunkMin
+	for class+1 < bodyClasses && size*4 <= received {
+		class, size = class+1, size*4
+	}
+	if c, ok := br.chunks[class].Get().(*[]byte); ok {
+		return c
+	}
+	c := make([]byte, size)
+	return &c
+}
+
+func (br *BodyReader) put(c *[]byte) {
+	class := 0
+	for size := bodyChunkMin; size < len(*c); size *= 4 {
+		class++
+	}
+	br.chunks[class].Put(c)
 }
 
 // SameOrigin reports whether a browser request comes from a page of the

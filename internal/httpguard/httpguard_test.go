@@ -2,13 +2,16 @@ package httpguard
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,5 +273,61 @@ func TestDisplayURL(t *testing.T) {
 	}
 	if got := DisplayURL("http://%zz"); got != "(unparseable relay URL)" {
 		t.Errorf("DisplayURL of garbage = %q", got)
+	}
+}
+
+// A BodyReader reads each body whole, of any size around its chunks' sizes,
+// into bytes of its own: the chunks it reuses for the next body never show
+// through in one already returned. Bodies past the limit fail as ReadBody's.
+func TestBodyReaderReuse(t *testing.T) {
+	const limit = 300 << 10
+	var br BodyReader
+	var mu sync.Mutex
+	var got [][]byte
+	addr := serve(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := br.Read(w, r, limit, 5*time.Second)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "too-large", err.Error())
+			return
+		}
+		if err != nil {
+			WriteError(w, 400, "read", err.Error())
+			return
+		}
+		mu.Lock()
+		got = append(got, b)
+		mu.Unlock()
+		fmt.Fprintf(w, "%d", len(b))
+	}))
+	var sent [][]byte
+	for i, n := range []int{0, 1, 4095, 4096, 4097, 16 << 10, 20000, 38000, 64 << 10, 100000, 200001, limit} {
+		body := make([]byte, n)
+		for j := range body {
+			body[j] = byte('a' + (i+j)%26)
+		}
+		resp, err := http.Post("http://"+addr+"/", "application/x-ndjson", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(reply) != strconv.Itoa(n) {
+			t.Fatalf("%d bytes: %d %s", n, resp.StatusCode, reply)
+		}
+		sent = append(sent, body)
+	}
+	for i := range sent {
+		if !bytes.Equal(got[i], sent[i]) {
+			t.Errorf("body %d (%d bytes) read back as %d different bytes", i, len(sent[i]), len(got[i]))
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/", "application/x-ndjson", bytes.NewReader(make([]byte, limit+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body past the limit: %d, want 413", resp.StatusCode)
 	}
 }
