@@ -23,6 +23,7 @@ const ui = {
   shown: new Set(), // lanes the session view draws (its subagents nest)
   rows: new Map(), // lane -> row element
   items: new Map(), // attention id -> inbox element
+  inbox: { stale: true, lanes: new Set(), count: 0 }, // redraw it; the lanes it shows requests of, how many
   agentsSeen: new Set(),
   commands: new Map(), // command id -> {request}
   notes: new Map(), // attention id -> latest settlement note
@@ -46,6 +47,7 @@ function can(role) {
 // showWho says in the header who this login speaks for.
 function showWho(a) {
   ui.me = a && a.logged_in && a.name ? { name: a.name, role: a.role || '' } : null;
+  ui.inbox.stale = true; // the answers shown follow the role
   const w = $('whoami');
   w.hidden = !ui.me;
   if (!ui.me) return;
@@ -73,6 +75,8 @@ const CONN_RANK = { 'login-needed': 0, offline: 1, reconnecting: 2, connecting: 
 // setConn records one relay's connection state and shows the fleet's: live
 // only when every relay is.
 function setConn(c, kind, text) {
+  // The inbox's requests say whether their relay is connected.
+  if (c.kind !== kind) ui.inbox.stale = true;
   c.kind = kind;
   c.text = text;
   const all = [...conns.values()];
@@ -465,13 +469,14 @@ function eventApplied(c, ev) {
       ui.notes.set(c.request, ev.type === 'control.accepted'
         ? 'accepted by the agent; waiting for the outcome'
         : `rejected: ${d.reason || 'no reason'}${d.detail ? ` (${d.detail})` : ''}`);
+      ui.inbox.stale = true;
     }
   }
   if (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence'))) {
     clearTimeout(c.rosterTimer);
     c.rosterTimer = setTimeout(() => requestRoster(c), 300);
   }
-  scheduleRender();
+  scheduleRender(true);
 }
 
 function requestRoster(c) {
@@ -550,7 +555,9 @@ function reach(req) {
 // timer (one timer per frame as well cost a task each on a busy page).
 // While a relay's held events load in bulk the page draws a few times a
 // second, not every frame: a frame then re-placed a fleet growing under it.
-function scheduleRender() {
+// Only a render for events alone (events) may leave the inbox as it is.
+function scheduleRender(events = false) {
+  if (!events) ui.inbox.stale = true;
   if (renderQueued) return;
   renderQueued = true;
   if (document.hidden) setTimeout(renderQueuedNow, HIDDEN_RENDER_MS);
@@ -646,7 +653,7 @@ function render() {
   const dirty = S.takeDirty(state);
   noteLabels(dirty);
   renderFleet(now, dirty);
-  const pending = renderInbox(now);
+  const pending = inboxChanged(dirty) ? renderInbox(now) : ui.inbox.count;
   // The session view redraws when its session changes (not on the age tick:
   // a timeline that moves under the pointer swallows clicks).
   if (ui.selected && [...ui.shown].some((k) => dirty.has(k))) renderSession(now);
@@ -952,7 +959,10 @@ function watchWindow() {
   fleetEl.addEventListener('focusin', (e) => {
     const li = e.target.closest('li[data-session]');
     vl.focus = li ? li._lane : null;
-    orderRows(true);
+    // The keyboard follows the DOM order: put it right at once. A click's
+    // focus leaves it to the timer: moving the row being clicked between
+    // the press and the release loses the click.
+    if (e.target.matches(':focus-visible')) orderRows(true);
   });
 }
 
@@ -1050,8 +1060,26 @@ function renderRow(s, g, now, row) {
   return row;
 }
 
+// inboxChanged says whether the inbox may show something else: anything
+// but events asked for the render, or a session that changed holds requests
+// or held them when the inbox was drawn. Events of sessions with no
+// requests (most of a busy fleet's) leave it as it was; listing the
+// fleet's requests again in every frame was a quarter of a frame's script.
+function inboxChanged(dirty) {
+  if (ui.inbox.stale) return true;
+  for (const id of dirty) {
+    if (ui.inbox.lanes.has(id)) return true;
+    const s = S.session(state, id);
+    if (s && s.pending.length > 0) return true;
+  }
+  return false;
+}
+
 function renderInbox(now) {
   const reqs = S.inbox(state, now);
+  ui.inbox.stale = false;
+  ui.inbox.lanes = new Set(reqs.map((r) => r.lane));
+  ui.inbox.count = reqs.length;
   const ol = $('inbox');
   const want = new Set(reqs.map((r) => r.id));
   for (const [id, node] of ui.items) {
