@@ -219,6 +219,13 @@ func (s *subscription) offerRun(r *msgRun) {
 	if r.low {
 		limit = q.lowWater
 	}
+	if s.conn == 0 && (!s.capped || r.capture <= s.ceiling) {
+		// Framed on the ingest path, before any stream can see the run:
+		// framed by the first stream's writer instead, it held every other
+		// writer of the run waiting on it (r.once), the relay's extra p99
+		// over the raw forwarder at 100 streams.
+		r.sseFrames()
+	}
 	q.mu.Lock()
 	if q.n+len(r.msgs) > limit || s.conn != 0 && r.routedTo(s.conn) {
 		q.mu.Unlock()

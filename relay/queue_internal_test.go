@@ -205,7 +205,21 @@ func TestSharedFilterSharesOneRun(t *testing.T) {
 	if runs[0] != runs[1] {
 		t.Fatal("two streams of one filter got two runs")
 	}
+	if runs[0].sse == nil {
+		t.Fatal("the run reached the streams unframed: their writers would wait on the first to frame it")
+	}
 	if a, b := runs[0].sseFrames(), runs[1].sseFrames(); &a[0] != &b[0] {
 		t.Fatal("the run was framed twice")
+	}
+}
+
+// A run only sockets read is never framed for SSE: the framing is paid
+// where a stream will write it.
+func TestSocketRunNotFramed(t *testing.T) {
+	q := newOutQueue(8, newMetrics(NewMemoryBackend(0, 0)))
+	r := newMsgRun([]*Message{{Severity: aep.SeverityNotice, Raw: []byte(`{}`)}})
+	newSubscription("", q, 7, 0).offerRun(r)
+	if len(q.items) != 1 || r.sse != nil {
+		t.Fatalf("%d items queued, framed %q; want 1 and unframed", len(q.items), r.sse)
 	}
 }

@@ -34,6 +34,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -84,7 +86,16 @@ func main() {
 	flag.IntVar(&o.pacedRate, "paced-rate", defaultPacedRate, "for -peer: events per second of the paced latency measurement (0: none)")
 	flag.IntVar(&o.pacedBatch, "paced-batch", defaultPacedBatch, "for -peer: events per request in the paced measurement")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (relay, load and baseline) to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a profile of the whole run's mutex contention to this file")
 	flag.Parse()
+	if *memProfile != "" {
+		defer writeProfile("allocs", *memProfile)
+	}
+	if *mutexProfile != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer writeProfile("mutex", *mutexProfile)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -101,6 +112,19 @@ func main() {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench/relay:", err)
 		os.Exit(1)
+	}
+}
+
+// writeProfile writes the named runtime profile to path.
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/relay:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/relay:", err)
 	}
 }
 
@@ -236,6 +260,34 @@ func medianOf(v []float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
+// gcStats is the process's garbage collection so far: the relay, the
+// baseline, the load generator and the consumers share one heap, so a
+// difference between runs is what the server under test allocates.
+type gcStats struct {
+	cycles, allocBytes uint64
+	cpu                time.Duration
+}
+
+func readGC() gcStats {
+	m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(m)
+	var g gcStats
+	if m[0].Value.Kind() == metrics.KindUint64 {
+		g.cycles = m[0].Value.Uint64()
+	}
+	if m[1].Value.Kind() == metrics.KindUint64 {
+		g.allocBytes = m[1].Value.Uint64()
+	}
+	if m[2].Value.Kind() == metrics.KindFloat64 {
+		g.cpu = time.Duration(m[2].Value.Float64() * float64(time.Second))
+	}
+	return g
+}
+
+func (g gcStats) sub(o gcStats) gcStats {
+	return gcStats{cycles: g.cycles - o.cycles, allocBytes: g.allocBytes - o.allocBytes, cpu: g.cpu - o.cpu}
+}
+
 // loadAvg is the one-minute load average, where the system reports one.
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -300,6 +352,8 @@ type result struct {
 	// charged names what cpu counts; load is the one-minute load average
 	// when the run ended.
 	charged, load string
+	// gc is this process's garbage collection over the run.
+	gc gcStats
 }
 
 // cpuPerDelivery is the process's CPU time per delivery, in microseconds.
@@ -330,6 +384,10 @@ func (r *result) print(name string, o options) {
 		r.delivered, o.subs, o.transport, r.deliverTo.Round(time.Millisecond), r.deliveryRate(), r.missing, r.ended)
 	fmt.Printf("  %s CPU: %v = %.3f us per delivery; system calls per 100 deliveries: %.2f reads, %.2f writes (load %s)\n",
 		r.charged, r.cpu.Round(time.Millisecond), r.cpuPerDelivery(), per100(r.syscr, r.delivered), per100(r.syscw, r.delivered), r.load)
+	if r.ingested > 0 {
+		fmt.Printf("  process GC: %d cycles, %.0f bytes allocated per event, GC CPU %v\n",
+			r.gc.cycles, float64(r.gc.allocBytes)/float64(r.ingested), r.gc.cpu.Round(time.Millisecond))
+	}
 	fmt.Printf("  latency ingest->deliver (n=%d): p50 %v  p90 %v  p99 %v  max %v\n", len(r.latencies),
 		r.p(0.5).Round(time.Microsecond), r.p(0.9).Round(time.Microsecond), r.p(0.99).Round(time.Microsecond), r.p(1).Round(time.Microsecond))
 }
@@ -451,6 +509,7 @@ func load(ctx context.Context, o options, t target) (*result, error) {
 
 	tmpl := template(session, o.size)
 	cpu0, r0, w0 := t.usage()
+	gc0 := readGC()
 	clk.start = time.Now()
 	n, ingestDur, err := produce(ctx, o, t, session, tmpl, clk, maxEvents)
 	if err != nil {
@@ -478,11 +537,12 @@ func load(ctx context.Context, o options, t target) (*result, error) {
 		lastAt = max(lastAt, c.last.Load())
 	}
 	cpu1, r1, w1 := t.usage()
+	gc1 := readGC()
 	cancel()
 	wg.Wait()
 	r := &result{ingested: int64(n), delivered: total, missing: want - total, ingestDur: ingestDur,
 		deliverTo: time.Duration(lastAt), ended: ended.Load(), cpu: cpu1 - cpu0,
-		syscr: r1 - r0, syscw: w1 - w0, charged: t.charged, load: loadAvg()}
+		syscr: r1 - r0, syscw: w1 - w0, charged: t.charged, load: loadAvg(), gc: gc1.sub(gc0)}
 	for _, c := range cons {
 		r.latencies = append(r.latencies, c.lat...)
 	}
