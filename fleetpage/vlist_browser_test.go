@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 )
@@ -166,4 +167,33 @@ func TestBrowserVirtualList(t *testing.T) {
 	check("the top at 360 px", 60)
 	scroll("half way", `scrollTo(0, (document.documentElement.scrollHeight - innerHeight) * 0.5)`)
 	check("half way at 360 px", 60)
+}
+
+// In Chromium, the latest-first order goes by the second of each session's
+// last event (the ages the rows show): sessions whose last events fall in
+// one second are listed by id whichever came last within it, so a busy
+// fleet's rows do not move with every event.
+func TestBrowserOrderBySecond(t *testing.T) {
+	b := browsertest.New(t, 1280, 900)
+	rl := newRestartableRelay(t)
+	em := dialEmitter(t, rl.base())
+	base := time.Now().Truncate(time.Second).Add(-3 * time.Second)
+	at := map[string]time.Duration{"s-c": 1500 * time.Millisecond, "s-b": 900 * time.Millisecond, "s-a": 100 * time.Millisecond, "s-d": -500 * time.Millisecond}
+	var evs []map[string]any
+	for s, d := range at {
+		ev := em.event(s, "session.started", 0, nil)
+		ev["time"] = aep.FormatTime(base.Add(d))
+		evs = append(evs, ev)
+	}
+	post(t, rl.base(), evs...)
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(rl.base(), testToken)))
+	order := `(() => [...document.querySelectorAll('#fleet .group[data-group="idle"] li')]
+	  .map((li) => [li.getBoundingClientRect(), li.dataset.session]).sort((x, y) => x[0].top - y[0].top || x[0].left - y[0].left).map((x) => x[1]).join(' '))()`
+	b.WaitJS("the four sessions", `document.getElementById('fleet-count').textContent === '4 of 4'`)
+	b.MustRun("settle", chromedp.Sleep(250*time.Millisecond))
+	var got string
+	b.Eval("the order", order, &got)
+	if want := "s-c s-a s-b s-d"; got != want {
+		t.Errorf("idle sessions listed %q, want %q (latest second first, then by id)", got, want)
+	}
 }
