@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/coder/websocket"
@@ -422,7 +421,7 @@ func TestBrowserFleet(t *testing.T) {
 	b.MustRun("log out", chromedp.Click("#logout", chromedp.ByID))
 	b.WaitJS("logged out", `document.getElementById('conn').dataset.conn === 'login-needed'`)
 	var after int
-	b.MustRun("the stream after logout", chromedp.Evaluate(`fetch('/stream?live=0').then(r => r.status)`, &after, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	b.EvalAwait("the stream after logout", `fetch('/stream?live=0').then(r => r.status)`, &after)
 	if after != http.StatusUnauthorized {
 		t.Errorf("the stream after logout: %d, want 401", after)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/aep-kimi/aep-kimi/access"
@@ -93,7 +92,7 @@ func TestBrowserPeopleRoles(t *testing.T) {
 		t.Errorf("the watcher's page offers %d answer or rule controls", controls)
 	}
 	var reply string
-	w.MustRun("an answer from the console", chromedp.Evaluate(consoleRespond(held), &reply, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	w.EvalAwait("an answer from the console", consoleRespond(held), &reply)
 	if !strings.HasPrefix(reply, "unauthorized: ") || !strings.Contains(reply, "answer") {
 		t.Errorf("the relay answered the watcher's console command with %q, want unauthorized, naming the answer role", reply)
 	}

@@ -205,6 +205,19 @@ func (b *Browser) Eval(what, expr string, out any) {
 	b.MustRun(what, chromedp.Evaluate(expr, out))
 }
 
+// EvalAwait evaluates expr, a promise, into what it resolves to.
+func (b *Browser) EvalAwait(what, expr string, out any) {
+	b.t.Helper()
+	b.MustRun(what, chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+}
+
+// AfterFrames wraps a JavaScript expression so that EvalAwait reads it once
+// two animation frames have been drawn: what the user sees, after the
+// observers that run before paint (a ResizeObserver) have run.
+func AfterFrames(expr string) string {
+	return `new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(` + expr + `))))`
+}
+
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // artifacts writes the tab's screenshot and DOM for a failed test.
