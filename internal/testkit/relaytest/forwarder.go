@@ -56,10 +56,16 @@ func (f *forwarder) fanout(piece []byte) {
 	}
 }
 
-// frame appends line framed as one SSE message.
+// frame appends line framed as one SSE message, byte for byte as the relay
+// frames a session event (TestForwarderFramesAsTheRelay): its id line names
+// the event's session, epoch and seq, read by byte scans.
 func frame(dst, line []byte) []byte {
-	dst = append(dst, "id: s:0:"...)
-	dst = strconv.AppendInt(dst, seqOf(line), 10)
+	dst = append(dst, "id: "...)
+	dst = append(dst, stringOf(line, `"session":"`)...)
+	dst = append(dst, ':')
+	dst = strconv.AppendInt(dst, intOf(line, `"epoch":`), 10)
+	dst = append(dst, ':')
+	dst = strconv.AppendInt(dst, intOf(line, `"seq":`), 10)
 	dst = append(dst, "\nevent: tool.completed\ndata: "...)
 	dst = append(dst, line...)
 	return append(dst, "\n\n"...)
@@ -135,18 +141,33 @@ func (f *forwarder) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// seqOf reads the digits after the first "seq": without decoding JSON.
-func seqOf(msg []byte) int64 {
-	i := bytes.Index(msg, []byte(`"seq":`))
+// intOf reads the digits after the first key (such as "seq":) without
+// decoding JSON; 0 when there is none.
+func intOf(msg []byte, key string) int64 {
+	i := bytes.Index(msg, []byte(key))
 	if i < 0 {
 		return 0
 	}
 	var n int64
-	for _, c := range msg[i+6:] {
+	for _, c := range msg[i+len(key):] {
 		if c < '0' || c > '9' {
 			break
 		}
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// stringOf reads the unescaped string after the first key (such as
+// "session":") up to its closing quote; empty when there is none.
+func stringOf(msg []byte, key string) []byte {
+	i := bytes.Index(msg, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	rest := msg[i+len(key):]
+	if j := bytes.IndexByte(rest, '"'); j >= 0 {
+		return rest[:j]
+	}
+	return nil
 }
