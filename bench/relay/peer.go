@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
@@ -174,7 +175,7 @@ func measurePeer(ctx context.Context, o options, s peerServer, work string) (*re
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	addr, err := freeAddr()
+	addr, err := netaddr.Free()
 	if err != nil {
 		return nil, err
 	}
@@ -502,13 +503,4 @@ func environWithout(prefix string, extra ...string) []string {
 		}
 	}
 	return append(env, extra...)
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }

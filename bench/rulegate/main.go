@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -72,11 +72,11 @@ func run(n, nRules int) error {
 	if err := os.WriteFile(filepath.Join(home, rules.FileName), rules.Encode(ruleBook(nRules)), 0o600); err != nil {
 		return err
 	}
-	relayAddr, err := freeAddr()
+	relayAddr, err := netaddr.Free()
 	if err != nil {
 		return err
 	}
-	adapterAddr, err := freeAddr()
+	adapterAddr, err := netaddr.Free()
 	if err != nil {
 		return err
 	}
@@ -272,15 +272,6 @@ func waitUp(url string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("did not come up")
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {

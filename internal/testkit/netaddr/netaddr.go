@@ -32,12 +32,21 @@ func NonLoopbackIPv4(t testing.TB) string {
 // checks the daemon says it listens on it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := Free()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return addr
+}
+
+// Free is FreeAddr for a program (the load tools) rather than a test.
+func Free() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), nil
 }
 
 // FreePort is FreeAddr's port.
