@@ -56,6 +56,12 @@ type Backend interface {
 	Stats() BackendStats
 }
 
+// wakeDeferrer is a Backend that can leave waking the writers a batch feeds
+// to its caller (wakeList), which answers the sender first.
+type wakeDeferrer interface {
+	ingestWaking(msgs []*Message, wake *wakeList) IngestResult
+}
+
 // EventLimiter is a Backend that carries events up to a size of its own
 // (a NATS server's payload limit). The bindings refuse larger events with
 // payload-too-large instead of accepting what the store cannot keep.

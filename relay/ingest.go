@@ -69,7 +69,14 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteJSON(w, herr.status, herr.body)
 		return
 	}
-	res := s.admit(msgs)
+	// The streams this batch feeds are woken once the sender has its
+	// answer, not before: the deferred fire runs after the reply is sent.
+	wake, _ := s.wakes.Get().(*wakeList)
+	if wake == nil {
+		wake = new(wakeList)
+	}
+	defer func() { wake.fire(); s.wakes.Put(wake) }()
+	res := s.admitWaking(msgs, wake)
 	if res.Err != nil {
 		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Add(float64(len(msgs)))
 		s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)
@@ -82,6 +89,7 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		"buffered":   res.Buffered,
 		"duplicates": res.Duplicates,
 	})
+	_ = http.NewResponseController(w).Flush()
 }
 
 func ingestMediaType(ct string) (batch, ok bool) {

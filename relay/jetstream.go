@@ -757,6 +757,11 @@ func msgID(session, source, id string) string {
 // is admitted and Err says why; what the stream did store is deduplicated
 // when the sender retries.
 func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
+	return b.ingestWaking(msgs, nil)
+}
+
+// ingestWaking implements wakeDeferrer.
+func (b *JetStreamBackend) ingestWaking(msgs []*Message, wake *wakeList) IngestResult {
 	// A redelivery the index holds is answered from it: past the stream's
 	// duplicate window it would otherwise be stored twice. It is a
 	// duplicate for good: should its session be evicted before this batch
@@ -794,7 +799,7 @@ func (b *JetStreamBackend) Ingest(msgs []*Message) IngestResult {
 	for _, m := range held {
 		b.indexedSeq = max(b.indexedSeq, m.StoreSeq)
 	}
-	return b.mem.ingest(msgs, already)
+	return b.mem.ingest(msgs, already, wake)
 }
 
 // publishInTurn publishes msgs under pubMu and takes the next ticket, which

@@ -209,7 +209,7 @@ func TestJetStreamReopenAfterLastMessageDeleted(t *testing.T) {
 func TestMemoryIngestMarkedDuplicates(t *testing.T) {
 	b := NewMemoryBackend(0, 0)
 	m := benchEvent(t, "s", 0)
-	if res := b.ingest([]*Message{m}, []bool{true}); res.Duplicates != 1 || res.Buffered != 0 {
+	if res := b.ingest([]*Message{m}, []bool{true}, nil); res.Duplicates != 1 || res.Buffered != 0 {
 		t.Fatalf("marked duplicate: %+v", res)
 	}
 	if st := b.Stats(); st.Events != 0 || st.Sessions != 0 {

@@ -172,12 +172,18 @@ func (b *MemoryBackend) keyHash(source, id string) uint64 {
 
 // Ingest implements Backend.
 func (b *MemoryBackend) Ingest(msgs []*Message) IngestResult {
-	return b.ingest(msgs, nil)
+	return b.ingest(msgs, nil, nil)
+}
+
+// ingestWaking implements wakeDeferrer.
+func (b *MemoryBackend) ingestWaking(msgs []*Message, wake *wakeList) IngestResult {
+	return b.ingest(msgs, nil, wake)
 }
 
 // ingest is Ingest with the messages dup marks taken as duplicates without
-// a look: fanned out, never admitted.
-func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
+// a look (fanned out, never admitted), and the writers it feeds woken
+// through wake.
+func (b *MemoryBackend) ingest(msgs []*Message, dup []bool, wake *wakeList) IngestResult {
 	var res IngestResult
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -222,12 +228,12 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 			case len(g.members) == 1:
 				// Nothing to share: queued message by message, which
 				// allocates nothing.
-				s.batch.offerMsgs(matched)
+				s.batch.offerMsgs(matched, wake)
 			default:
 				if run == nil {
 					run = newMsgRun(slices.Clone(matched))
 				}
-				s.batch.offerRun(run)
+				s.batch.offerRun(run, wake)
 			}
 		}
 	}
@@ -240,8 +246,8 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool) IngestResult {
 // as one run, shared with every subscriber of the same filter, or, alone
 // with its filter, as the messages themselves (it must not keep msgs).
 type batchSubscriber interface {
-	offerRun(r *msgRun)
-	offerMsgs(msgs []*Message)
+	offerRun(r *msgRun, wake *wakeList)
+	offerMsgs(msgs []*Message, wake *wakeList)
 }
 
 // admit holds m in its session unless the session already holds its

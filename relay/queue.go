@@ -117,6 +117,30 @@ func (q *outQueue) signal() {
 	}
 }
 
+// wakeList holds the writers an ingest fed, to be woken once the sender has
+// its answer: woken first, a hundred writers are queued to run ahead of the
+// reply, which then waits for them all (Server.serveIngest). A nil list
+// wakes each writer at once.
+type wakeList struct{ qs []*outQueue }
+
+// wake signals q now, or on fire when the list is in use.
+func (w *wakeList) wake(q *outQueue) {
+	if w == nil {
+		q.signal()
+		return
+	}
+	w.qs = append(w.qs, q)
+}
+
+// fire wakes every writer held and empties the list.
+func (w *wakeList) fire() {
+	for i, q := range w.qs {
+		q.signal()
+		w.qs[i] = nil
+	}
+	w.qs = w.qs[:0]
+}
+
 // take hands the writer everything queued, in order, and gives the queue
 // spare (emptied) to fill next, so a steady stream allocates no slices.
 func (q *outQueue) take(spare []outItem) []outItem {
@@ -212,8 +236,8 @@ func (s *subscription) Offer(m *Message) {
 // item when the severity policy would have queued each of its messages
 // (below the low-water mark, or below the bound when none is debug or
 // info) and none was routed to this socket; otherwise message by message
-// under the policy. Either way the writer is woken once.
-func (s *subscription) offerRun(r *msgRun) {
+// under the policy. Either way the writer is woken once, through wake.
+func (s *subscription) offerRun(r *msgRun, wake *wakeList) {
 	q := s.q
 	limit := q.size
 	if r.low {
@@ -229,18 +253,19 @@ func (s *subscription) offerRun(r *msgRun) {
 	q.mu.Lock()
 	if q.n+len(r.msgs) > limit || s.conn != 0 && r.routedTo(s.conn) {
 		q.mu.Unlock()
-		s.offerMsgs(r.msgs)
+		s.offerMsgs(r.msgs, wake)
 		return
 	}
 	q.items = append(q.items, outItem{run: r, sub: s})
 	q.n += len(r.msgs)
 	q.mu.Unlock()
-	q.signal()
+	wake.wake(q)
 }
 
 // offerMsgs implements batchSubscriber: msgs go into the queue one by one
-// under the severity policy, under one lock, and the writer is woken once.
-func (s *subscription) offerMsgs(msgs []*Message) {
+// under the severity policy, under one lock, and the writer is woken once,
+// through wake.
+func (s *subscription) offerMsgs(msgs []*Message, wake *wakeList) {
 	n := 0
 	s.q.mu.Lock()
 	for _, m := range msgs {
@@ -253,7 +278,7 @@ func (s *subscription) offerMsgs(msgs []*Message) {
 	}
 	s.q.mu.Unlock()
 	if n > 0 {
-		s.q.signal()
+		wake.wake(s.q)
 	}
 }
 

@@ -154,20 +154,20 @@ func TestOfferRunKeepsThePolicy(t *testing.T) {
 	sub := newSubscription("", q, 0, 0)
 	info := func() *Message { return &Message{Severity: aep.SeverityInfo} }
 	notice := func() *Message { return &Message{Severity: aep.SeverityNotice} }
-	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), info()}))
+	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), info()}), nil)
 	if q.queued() != 4 || len(q.items) != 1 {
 		t.Fatalf("a run that fits: %d queued in %d items, want 4 in 1", q.queued(), len(q.items))
 	}
 	// Two of these infos fit under the low-water mark; the notice after
 	// them still fits under the bound.
-	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), notice()}))
+	sub.offerRun(newMsgRun([]*Message{info(), info(), info(), notice()}), nil)
 	if q.queued() != 7 || counterValue(m.dropLow) != 1 {
 		t.Fatalf("past the low-water mark: %d queued, %v dropped; want 7 and 1", q.queued(), counterValue(m.dropLow))
 	}
 	if q.overflowed() {
 		t.Fatal("overflowed with room for notice")
 	}
-	sub.offerRun(newMsgRun([]*Message{notice(), notice()}))
+	sub.offerRun(newMsgRun([]*Message{notice(), notice()}), nil)
 	if q.queued() != 8 || !q.overflowed() {
 		t.Fatalf("notice past the bound: %d queued, overflowed %v; want 8 and true", q.queued(), q.overflowed())
 	}
@@ -218,7 +218,7 @@ func TestSharedFilterSharesOneRun(t *testing.T) {
 func TestSocketRunNotFramed(t *testing.T) {
 	q := newOutQueue(8, newMetrics(NewMemoryBackend(0, 0)))
 	r := newMsgRun([]*Message{{Severity: aep.SeverityNotice, Raw: []byte(`{}`)}})
-	newSubscription("", q, 7, 0).offerRun(r)
+	newSubscription("", q, 7, 0).offerRun(r, nil)
 	if len(q.items) != 1 || r.sse != nil {
 		t.Fatalf("%d items queued, framed %q; want 1 and unframed", len(q.items), r.sse)
 	}

@@ -97,7 +97,17 @@ func newRuleState(s *Server) *ruleState {
 // admitted right behind the requests they decide: every binding that takes
 // events from emitters admits them here.
 func (s *Server) admit(msgs []*Message) IngestResult {
-	return s.backend.Ingest(s.applyRules(msgs))
+	return s.admitWaking(msgs, nil)
+}
+
+// admitWaking is admit with the wake-ups of the writers the batch feeds
+// left in wake, when the backend can defer them and wake is not nil.
+func (s *Server) admitWaking(msgs []*Message, wake *wakeList) IngestResult {
+	msgs = s.applyRules(msgs)
+	if d, ok := s.backend.(wakeDeferrer); ok && wake != nil {
+		return d.ingestWaking(msgs, wake)
+	}
+	return s.backend.Ingest(msgs)
 }
 
 // applyRules runs the rules over a batch about to be admitted: it learns

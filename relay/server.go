@@ -52,6 +52,7 @@ type Server struct {
 	discovery []byte
 	hello     []byte
 	bodies    httpguard.BodyReader // POST /events bodies, read into reused chunks
+	wakes     sync.Pool            // of *wakeList, for POST /events
 
 	drainCh     chan struct{}
 	drainCtx    context.Context // done once draining starts

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -119,13 +120,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		h.Set("Transfer-Encoding", "identity")
 	}
 	w.WriteHeader(http.StatusOK)
-	out := bufio.NewWriterSize(&deadlineWriter{w: w, rc: rc, timeout: s.cfg.WriteTimeout}, 64<<10)
+	direct := &deadlineWriter{w: w, rc: rc, timeout: s.cfg.WriteTimeout}
+	out := bufio.NewWriterSize(direct, 64<<10)
 	_, _ = out.WriteString("retry: 3000\n\n")
 	if err := out.Flush(); err != nil {
 		return
 	}
 
-	sw := &sseWriter{srv: s, out: out, sub: sub, ctx: r.Context(), revoked: adm.done()}
+	sw := &sseWriter{srv: s, out: out, direct: direct, sub: sub, ctx: r.Context(), revoked: adm.done()}
 	if err := sw.run(live); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// A write stalled past WriteTimeout: the consumer is cut off
@@ -163,8 +165,11 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 }
 
 type sseWriter struct {
-	srv     *Server
-	out     *bufio.Writer
+	srv *Server
+	out *bufio.Writer
+	// direct is what out writes to: a run's shared frames large enough to
+	// be worth a system call of their own go there as they are.
+	direct  io.Writer
 	sub     *subscription
 	ctx     context.Context
 	revoked <-chan struct{} // closed when the credential that admitted the stream ends
@@ -266,7 +271,19 @@ func (sw *sseWriter) deliverAll(items []outItem) error {
 // when the subscription's ceiling leaves all of it as sent.
 func (sw *sseWriter) deliverRun(r *msgRun) error {
 	if !sw.sub.capped || r.capture <= sw.sub.ceiling {
-		_, err := sw.out.Write(r.sseFrames())
+		f := r.sseFrames()
+		if len(f) < directWriteMin || sw.direct == nil {
+			_, err := sw.out.Write(f)
+			return err
+		}
+		// Every stream shares these bytes: writing them to the socket
+		// from where they lie saves each stream a copy into its buffer,
+		// which at a hundred streams costs more than the relay's whole
+		// ingest of the run.
+		if err := sw.out.Flush(); err != nil {
+			return err
+		}
+		_, err := sw.direct.Write(f)
 		return err
 	}
 	for _, m := range r.msgs {
@@ -320,6 +337,11 @@ func (sw *sseWriter) deliver(m *Message) error {
 	}
 	return err
 }
+
+// directWriteMin is the size from which a run's shared frames skip the
+// stream's buffer: one system call more at most (for what was buffered
+// before them) costs less than copying this much.
+const directWriteMin = 8 << 10
 
 // maxScratch bounds the framing buffer a stream keeps between messages.
 const maxScratch = 64 << 10

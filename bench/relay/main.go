@@ -37,6 +37,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +89,19 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (relay, load and baseline) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	mutexProfile := flag.String("mutexprofile", "", "write a profile of the whole run's mutex contention to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/relay:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
+	}
 	if *memProfile != "" {
 		defer writeProfile("allocs", *memProfile)
 	}
@@ -110,6 +123,7 @@ func main() {
 	}
 	if err := run(o); err != nil {
 		pprof.StopCPUProfile()
+		trace.Stop()
 		fmt.Fprintln(os.Stderr, "bench/relay:", err)
 		os.Exit(1)
 	}

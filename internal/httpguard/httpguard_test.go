@@ -331,3 +331,35 @@ func TestBodyReaderReuse(t *testing.T) {
 		t.Fatalf("a body past the limit: %d, want 413", resp.StatusCode)
 	}
 }
+
+// A JSON answer is sized, so a handler can flush it before it returns and
+// the client still reads one unchunked body.
+func TestWriteJSONSized(t *testing.T) {
+	big := strings.Repeat("x", 8<<10)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusAccepted, map[string]string{"detail": big})
+		_ = http.NewResponseController(w).Flush()
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"detail":"` + big + "\"}\n"
+	if resp.StatusCode != http.StatusAccepted || string(body) != want {
+		t.Fatalf("%d, %d bytes; want 202 and %d bytes", resp.StatusCode, len(body), len(want))
+	}
+	if resp.ContentLength != int64(len(want)) || len(resp.TransferEncoding) != 0 {
+		t.Fatalf("Content-Length %d, Transfer-Encoding %v; want %d and none", resp.ContentLength, resp.TransferEncoding, len(want))
+	}
+}

@@ -1,0 +1,127 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// flushRecorder notes, when the handler flushes its answer, whether the
+// watched writer had been woken by then.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	q              *outQueue
+	flushed, woken bool
+}
+
+func (f *flushRecorder) Flush() {
+	if !f.flushed {
+		f.flushed, f.woken = true, len(f.q.wake) > 0
+	}
+	f.ResponseRecorder.Flush()
+}
+
+// POST /events answers the sender before it wakes the streams the batch
+// feeds, and wakes them before it returns: woken first, the writers are
+// queued to run ahead of the reply.
+func TestIngestAnswersBeforeWaking(t *testing.T) {
+	srv, err := NewServer(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs []*outQueue
+	for range 2 { // two streams of one filter share a run; one alone takes messages
+		q := newOutQueue(256, srv.metrics)
+		cancel, err := srv.backend.Subscribe(SubscribeRequest{}, newSubscription("", q, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+		<-q.wake
+		q.take(nil) // the replay
+		qs = append(qs, q)
+	}
+	for _, n := range []int{3, 1} {
+		var body []byte
+		for i := range n {
+			body = append(append(body, benchEvent(t, "s", int64(10*n+i)).Raw...), '\n')
+		}
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/events", bytes.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("AEP-Version", "0.1")
+		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder(), q: qs[0]}
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("POST of %d: %d %s", n, rec.Code, rec.Body)
+		}
+		if !rec.flushed || rec.woken {
+			t.Fatalf("POST of %d: answer flushed %v, stream woken before it %v; want true, false", n, rec.flushed, rec.woken)
+		}
+		for i, q := range qs {
+			if len(q.wake) != 1 || q.queued() != n {
+				t.Fatalf("POST of %d, stream %d: woken %v with %d queued, want woken with %d", n, i, len(q.wake) == 1, q.queued(), n)
+			}
+			<-q.wake
+			q.take(nil)
+		}
+	}
+}
+
+// writeLog records each write: its bytes and where they lay.
+type writeLog struct {
+	all    bytes.Buffer
+	starts []*byte
+}
+
+func (w *writeLog) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		w.starts = append(w.starts, &p[0])
+	}
+	return w.all.Write(p)
+}
+
+// A run's shared frames, when large, go to the socket from where they lie
+// instead of being copied into each stream's buffer, in order with what
+// the stream had buffered around them.
+func TestSSEWritesLargeRunsInPlace(t *testing.T) {
+	srv, err := NewServer(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := newSubscription("", newOutQueue(4096, srv.metrics), 0, 0)
+	dst := &writeLog{}
+	sw := &sseWriter{srv: srv, out: bufio.NewWriterSize(dst, 64<<10), direct: dst, sub: sub, ctx: context.Background()}
+	var small []*Message
+	for i := range 2 {
+		small = append(small, benchEvent(t, "s", int64(i)))
+	}
+	var big []*Message
+	for i := range 100 {
+		big = append(big, benchEvent(t, "s", int64(10+i)))
+	}
+	run := newMsgRun(big)
+	frames := run.sseFrames()
+	if len(frames) < directWriteMin {
+		t.Fatalf("a run of %d bytes is below the direct write size %d", len(frames), directWriteMin)
+	}
+	if err := sw.deliverAll([]outItem{{msg: small[0], sub: sub}, {run: run, sub: sub}, {msg: small[1], sub: sub}}); err != nil {
+		t.Fatal(err)
+	}
+	want := appendSSE(nil, small[0], small[0].Raw)
+	want = append(want, frames...)
+	want = appendSSE(want, small[1], small[1].Raw)
+	if !bytes.Equal(dst.all.Bytes(), want) {
+		t.Fatalf("stream wrote\n%.300q\nwant\n%.300q", dst.all.Bytes(), want)
+	}
+	inPlace := false
+	for _, p := range dst.starts {
+		inPlace = inPlace || p == &frames[0]
+	}
+	if !inPlace {
+		t.Fatalf("the run's frames were copied before the write (%d writes)", len(dst.starts))
+	}
+}
