@@ -9,8 +9,8 @@ import (
 	"math/bits"
 	"sort"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Event is one AEP envelope (AEP-0001 §5): sixteen context attributes, any
@@ -47,6 +47,12 @@ type Event struct {
 	// present records which core attributes appeared on the wire (parsed
 	// events only), so validation can tell "" from absent.
 	present uint32
+	// multiline: raw holds a line break (in a parsed event, whitespace
+	// between tokens: a JSON string cannot hold one).
+	multiline bool
+	// seq and epoch hold a parsed event's Seq and Epoch, which point here:
+	// the event is one allocation, not three.
+	seq, epoch int64
 }
 
 // Core attribute names in wire order.
@@ -77,6 +83,28 @@ var coreAttrs = [...]string{
 	AttrSession, AttrRun, AttrStep, AttrSeq, AttrEpoch, AttrCause,
 	AttrTraceparent, AttrSeverity, AttrCapture, AttrData,
 }
+
+// Indexes into coreAttrs, for the per-event paths, which go by index
+// rather than by name.
+const (
+	idxAEP = iota
+	idxID
+	idxType
+	idxSubject
+	idxTime
+	idxSource
+	idxAgent
+	idxSession
+	idxRun
+	idxStep
+	idxSeq
+	idxEpoch
+	idxCause
+	idxTraceparent
+	idxSeverity
+	idxCapture
+	idxData
+)
 
 func coreIndex(name string) int {
 	for i, n := range coreAttrs {
@@ -147,12 +175,17 @@ func (e *Event) Seal() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.raw = b
+	e.raw, e.multiline = b, bytes.ContainsAny(b, "\r\n")
 	return b, nil
 }
 
 // ClearRaw forgets the parsed bytes; call it after changing a parsed event.
-func (e *Event) ClearRaw() { e.raw = nil; e.present = 0 }
+func (e *Event) ClearRaw() { e.raw = nil; e.present = 0; e.multiline = false }
+
+// Multiline reports whether Raw holds a line break (CR or LF): for a parsed
+// event, that it was pretty-printed. It is known without a scan of Raw;
+// false when there is no Raw.
+func (e *Event) Multiline() bool { return e.raw != nil && e.multiline }
 
 // Bytes returns the wire form: the parsed bytes when the event is unchanged,
 // otherwise a fresh serialization.
@@ -182,12 +215,39 @@ func (e *Event) Has(attr string) bool {
 	return ok && v != ""
 }
 
-// hasAt is Has for the core attribute at index i of coreAttrs.
-func (e *Event) hasAt(i int) bool {
+// presentMask has bit i set when Has(coreAttrs[i]) holds.
+func (e *Event) presentMask() uint32 {
 	if e.present != 0 {
-		return e.present&(1<<uint(i)) != 0
+		return e.present
 	}
-	return e.Has(coreAttrs[i])
+	var m uint32
+	for i, s := range e.coreStrings() {
+		if s != "" {
+			m |= 1 << i
+		}
+	}
+	if e.Seq != nil {
+		m |= 1 << idxSeq
+	}
+	if e.Epoch != nil {
+		m |= 1 << idxEpoch
+	}
+	if e.Data != nil {
+		m |= 1 << idxData
+	}
+	return m
+}
+
+// coreStrings copies the string core attributes by index of coreAttrs
+// ("" at seq, epoch and data).
+func (e *Event) coreStrings() [len(coreAttrs)]string {
+	return [len(coreAttrs)]string{
+		idxAEP: e.AEP, idxID: e.ID, idxType: e.Type, idxSubject: e.Subject,
+		idxTime: e.Time, idxSource: e.Source, idxAgent: e.Agent,
+		idxSession: e.Session, idxRun: e.Run, idxStep: e.Step,
+		idxCause: e.Cause, idxTraceparent: e.Traceparent,
+		idxSeverity: e.Severity, idxCapture: e.Capture,
+	}
 }
 
 // stringAt is stringAttr for the core attribute at index i of coreAttrs.
@@ -285,27 +345,40 @@ var ErrNotUTF8 = errors.New("event is not valid UTF-8")
 // A malformed event is reported as the JSON grammar's error first, then as
 // bad UTF-8, then as a bad attribute, whichever comes first in the bytes.
 func ParseEvent(b []byte) (*Event, error) {
+	e := new(Event)
+	if err := ParseEventInto(e, b); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ParseEventInto is ParseEvent into e, which must be a zero Event: a caller
+// that keeps the event inside a larger value (the relay's message) allocates
+// both at once. On error e holds part of the event and must not be used.
+func ParseEventInto(e *Event, b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
-		return nil, ErrNotObject
+		return ErrNotObject
 	}
-	s := scanner{b: b, badUTF8: -1, ev: &Event{raw: b}}
+	e.raw = b
+	s := scanner{b: b, badUTF8: -1, ev: e}
 	if end := s.object(0, 1); end < 0 || end != len(b) {
 		var m map[string]json.RawMessage
 		err := json.Unmarshal(b, &m) // for its precise message
 		if err == nil {
 			err = errors.New("trailing data after the event object")
 		}
-		return nil, fmt.Errorf("event is not valid JSON: %w", err)
+		return fmt.Errorf("event is not valid JSON: %w", err)
 	}
 	if s.badUTF8 >= 0 {
-		return nil, fmt.Errorf("%w: invalid byte sequence at offset %d", ErrNotUTF8, s.badUTF8)
+		return fmt.Errorf("%w: invalid byte sequence at offset %d", ErrNotUTF8, s.badUTF8)
 	}
 	if s.err != nil {
-		return nil, s.err
+		return s.err
 	}
 	s.plainStrings()
-	return s.ev, nil
+	e.multiline = s.newline
+	return nil
 }
 
 // maxDepth is encoding/json's nesting limit: deeper input is not valid JSON.
@@ -321,6 +394,7 @@ type scanner struct {
 	badUTF8 int // offset of the first byte that is not UTF-8, or -1
 	ev      *Event
 	err     error
+	newline bool // whitespace held a line break
 	// plain holds where each string attribute without escapes sits in b
 	// (its contents, without the quotes; end 0: not plain or absent):
 	// plainStrings copies them all out in one allocation once the scan
@@ -336,26 +410,49 @@ func (s *scanner) plainStrings() {
 	for _, p := range s.plain {
 		n += p.end - p.start
 	}
-	var sb strings.Builder
-	sb.Grow(n)
-	for _, p := range s.plain {
-		sb.Write(s.b[p.start:p.end])
-	}
-	all := sb.String()
+	buf := make([]byte, n)
 	off := 0
-	for i, p := range s.plain {
-		if p.end == 0 {
-			continue
-		}
-		l := p.end - p.start
-		*s.ev.stringPtrAt(i) = all[off : off+l]
-		off += l
+	for _, p := range s.plain {
+		off += copy(buf[off:], s.b[p.start:p.end])
 	}
+	// buf is never written again: the string is its bytes, not a copy.
+	all := unsafe.String(unsafe.SliceData(buf), n)
+	// Field by field, not through stringPtrAt: this runs for every event.
+	off = 0
+	set := func(i int, dst *string) {
+		if p := s.plain[i]; p.end != 0 {
+			l := p.end - p.start
+			*dst = all[off : off+l]
+			off += l
+		}
+	}
+	e := s.ev
+	set(idxAEP, &e.AEP)
+	set(idxID, &e.ID)
+	set(idxType, &e.Type)
+	set(idxSubject, &e.Subject)
+	set(idxTime, &e.Time)
+	set(idxSource, &e.Source)
+	set(idxAgent, &e.Agent)
+	set(idxSession, &e.Session)
+	set(idxRun, &e.Run)
+	set(idxStep, &e.Step)
+	set(idxCause, &e.Cause)
+	set(idxTraceparent, &e.Traceparent)
+	set(idxSeverity, &e.Severity)
+	set(idxCapture, &e.Capture)
 }
 
 func (s *scanner) space(i int) int {
-	for i < len(s.b) && (s.b[i] == ' ' || s.b[i] == '\t' || s.b[i] == '\n' || s.b[i] == '\r') {
-		i++
+	b := s.b
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t':
+		case '\n', '\r':
+			s.newline = true
+		default:
+			return i
+		}
 	}
 	return i
 }
@@ -619,18 +716,20 @@ func (s *scanner) member(key []byte, esc bool, vstart, vend int, vesc bool) erro
 		return fmt.Errorf("attribute %q is null: absent attributes are omitted, never null", k)
 	}
 	e.present |= 1 << uint(i)
-	switch k {
-	case AttrSeq, AttrEpoch:
+	switch i {
+	case idxSeq:
 		n, err := parseInt(v)
 		if err != nil {
 			return fmt.Errorf("attribute %q: %w", k, err)
 		}
-		if k == AttrSeq {
-			e.Seq = &n
-		} else {
-			e.Epoch = &n
+		e.seq, e.Seq = n, &e.seq
+	case idxEpoch:
+		n, err := parseInt(v)
+		if err != nil {
+			return fmt.Errorf("attribute %q: %w", k, err)
 		}
-	case AttrData:
+		e.epoch, e.Epoch = n, &e.epoch
+	case idxData:
 		if v[0] != '{' {
 			return errors.New(`attribute "data" must be an object`)
 		}
@@ -640,10 +739,10 @@ func (s *scanner) member(key []byte, esc bool, vstart, vend int, vesc bool) erro
 			return fmt.Errorf("attribute %q must be a string", k)
 		}
 		// No bad UTF-8 so far (or member would not run): without escapes
-		// the contents are the string.
+		// the contents are the string, which plainStrings sets (over an
+		// escaped duplicate's) once the scan is done.
 		if !vesc {
 			s.plain[i].start, s.plain[i].end = vstart+1, vend-1
-			*e.stringPtrAt(i) = ""
 			return nil
 		}
 		if unpairedSurrogate(v) {
@@ -725,6 +824,21 @@ func hex4(h []byte) rune {
 func isNull(v json.RawMessage) bool { return len(v) == 4 && string(v) == "null" }
 
 func parseInt(v json.RawMessage) (int64, error) {
+	// Up to 18 plain digits cannot overflow: the common case, without
+	// strconv.
+	if len(v) > 0 && len(v) <= 18 {
+		n, ok := int64(0), true
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				ok = false
+				break
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if ok {
+			return n, nil
+		}
+	}
 	s := string(v)
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
@@ -835,11 +949,12 @@ func (e *Event) Clone() *Event {
 	c := *e
 	c.raw = nil
 	c.present = 0
+	c.multiline = false
 	if e.Seq != nil {
-		c.Seq = Int64(*e.Seq)
+		c.seq, c.Seq = *e.Seq, &c.seq
 	}
 	if e.Epoch != nil {
-		c.Epoch = Int64(*e.Epoch)
+		c.epoch, c.Epoch = *e.Epoch, &c.epoch
 	}
 	if e.Ext != nil {
 		c.Ext = make(map[string]json.RawMessage, len(e.Ext))

@@ -184,8 +184,8 @@ func TestParseEventEscapesAndDuplicates(t *testing.T) {
 	}
 }
 
-// stringAt and hasAt are stringAttr and Has by index: the same answers for
-// every core attribute, parsed or built.
+// stringAt, coreStrings and presentMask are stringAttr and Has by index:
+// the same answers for every core attribute, parsed or built.
 func TestAttrByIndex(t *testing.T) {
 	parsed, err := ParseEvent(benchLine)
 	if err != nil {
@@ -194,12 +194,38 @@ func TestAttrByIndex(t *testing.T) {
 	built := parsed.Clone()
 	built.Subject, built.Seq = "", nil
 	for _, e := range []*Event{parsed, built, {}} {
+		strs, mask := e.coreStrings(), e.presentMask()
 		for i, name := range coreAttrs {
 			s1, ok1 := e.stringAt(i)
 			s2, ok2 := e.stringAttr(name)
-			if s1 != s2 || ok1 != ok2 || e.hasAt(i) != e.Has(name) {
-				t.Errorf("%s: stringAt %q %v hasAt %v, stringAttr %q %v Has %v", name, s1, ok1, e.hasAt(i), s2, ok2, e.Has(name))
+			has := mask&(1<<i) != 0
+			if s1 != s2 || ok1 != ok2 || strs[i] != s2 || has != e.Has(name) {
+				t.Errorf("%s: stringAt %q %v coreStrings %q mask %v, stringAttr %q %v Has %v", name, s1, ok1, strs[i], has, s2, ok2, e.Has(name))
 			}
+		}
+	}
+}
+
+// Multiline tells the relay, without a scan, that an event must be
+// compacted onto one line before it is framed.
+func TestMultiline(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"id":"a","data":{"x":"\n"}}`:        false, // an escape, not a line break
+		"{\"id\":\"a\",\"data\":{\"x\":1}}":   false,
+		"{\"id\":\"a\",\r\"data\":{}}":        true,
+		"{\"id\":\"a\",\"data\":{\"x\":\n1}}": true,
+		"\n{\"id\":\"a\"}\r\n":                false, // trimmed: Raw is one line
+	} {
+		e, err := ParseEvent([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Multiline() != want || e.Multiline() != bytes.ContainsAny(e.Raw(), "\r\n") {
+			t.Errorf("%q: Multiline %v, want %v", in, e.Multiline(), want)
+		}
+		c := e.Clone()
+		if b, err := c.Seal(); err != nil || c.Multiline() {
+			t.Errorf("%q: sealed clone %q: Multiline %v (err %v)", in, b, c.Multiline(), err)
 		}
 	}
 }

@@ -28,10 +28,79 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 // FormatTime renders t as an event time.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
-// ValidTime reports whether s is an RFC 3339 date-time with a zone.
+// ValidTime reports whether s is an RFC 3339 date-time with a zone, as
+// time.Parse with time.RFC3339Nano reads one.
 func ValidTime(s string) bool {
+	// Every event has a time: the common form is checked by hand, and only
+	// what that check does not take goes to time.Parse, which takes a few
+	// more forms (a comma before the fraction, a zone hour of 24).
+	if plainTime(s) {
+		return true
+	}
 	_, err := time.Parse(time.RFC3339Nano, s)
 	return err == nil
+}
+
+// plainTime reports whether s is YYYY-MM-DDTHH:MM:SS, an optional fraction
+// of one or more digits after a dot, then Z or ±HH:MM, every field in
+// range: a subset of what time.Parse takes for time.RFC3339Nano.
+func plainTime(s string) bool {
+	const date = len("2006-01-02T15:04:05")
+	if len(s) < date+1 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	year, ok1 := decimal(s[0:4], 0, 9999)
+	month, ok2 := decimal(s[5:7], 1, 12)
+	day, ok3 := decimal(s[8:10], 1, 31)
+	_, ok4 := decimal(s[11:13], 0, 23)
+	_, ok5 := decimal(s[14:16], 0, 59)
+	_, ok6 := decimal(s[17:19], 0, 59)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || day > daysIn(month, year) {
+		return false
+	}
+	rest := s[date:]
+	if len(rest) >= 2 && rest[0] == '.' && isDigit(rest[1]) {
+		n := 2
+		for n < len(rest) && isDigit(rest[n]) {
+			n++
+		}
+		rest = rest[n:]
+	}
+	if rest == "Z" {
+		return true
+	}
+	if len(rest) != len("+07:00") || rest[0] != '+' && rest[0] != '-' || rest[3] != ':' {
+		return false
+	}
+	_, ok1 = decimal(rest[1:3], 0, 23)
+	_, ok2 = decimal(rest[4:6], 0, 59)
+	return ok1 && ok2
+}
+
+// decimal reads s, all ASCII digits, as a number in [lo, hi].
+func decimal(s string, lo, hi int) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, lo <= n && n <= hi
+}
+
+// daysIn is the length of month in year, by the Gregorian calendar.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // Canonical returns the canonical JSON of v: object keys sorted by code point,

@@ -100,7 +100,26 @@ func validURI(s string) bool {
 			return false
 		}
 	}
-	return !strings.ContainsAny(rest, " \t\n\r\f")
+	// Not strings.ContainsAny, which builds its set on every call: eight
+	// bytes at a time, looking closer only at a word with a byte <= ' '.
+	i := 0
+	for ; i+8 <= len(rest); i += 8 {
+		if below8(le64(rest, i), ' '+1) != 0 && !noSpace(rest[i:i+8]) {
+			return false
+		}
+	}
+	return noSpace(rest[i:])
+}
+
+// noSpace reports whether s holds none of space, tab, CR, LF or FF.
+func noSpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r', '\f':
+			return false
+		}
+	}
+	return true
 }
 
 // validTraceparent reports whether s is a W3C traceparent as the envelope
@@ -110,12 +129,41 @@ func validTraceparent(s string) bool {
 	if len(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; i != 2 && i != 35 && i != 52 && !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+	// The trace id (3-34) and parent id (36-51) eight digits at a time.
+	for _, i := range [...]int{3, 11, 19, 27, 36, 44} {
+		if !lowerHex8(le64(s, i)) {
+			return false
+		}
+	}
+	for _, i := range [...]int{0, 1, 53, 54} {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}
 	}
 	return true
+}
+
+// le64 is the eight bytes of s at i as a little-endian word.
+func le64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// below8 marks (with its high bit) each byte of w below n (n <= 128), and
+// is zero when there is none.
+func below8(w uint64, n byte) uint64 { return (w - uint64(n)*ones8) &^ w & highs8 }
+
+// lowerHex8 reports whether each byte of w is 0-9 or a-f.
+func lowerHex8(w uint64) bool {
+	if w&highs8 != 0 {
+		return false
+	}
+	// Below 0x80 no byte carries into the next: the high bit of c+0x50 is
+	// c >= '0', of c+0x46 c > '9', of c+0x1f c >= 'a', of c+0x19 c > 'f'.
+	digit := (w + 0x50*ones8) &^ (w + 0x46*ones8)
+	letter := (w + 0x1f*ones8) &^ (w + 0x19*ones8)
+	return (digit|letter)&highs8 == highs8
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
@@ -175,15 +223,19 @@ func ValidateEnvelope(e *Event) []Violation {
 	add := func(rule, path, format string, args ...any) {
 		vs = append(vs, Violation{Rule: rule, Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
-	// By index into coreAttrs, not by name: this runs for every event a
-	// relay admits, and a name is a search.
-	for _, i := range [...]int{0, 1, 2, 4, 5, 6} { // aep, id, type, time, source, agent
-		if s, _ := e.stringAt(i); s == "" && !e.hasAt(i) {
+	// By index into coreAttrs, not by name, from a copy of the strings
+	// and a mask of what is present: this runs for every event a relay
+	// admits, and a name is a search.
+	strs, has := e.coreStrings(), e.presentMask()
+	for _, i := range [...]int{idxAEP, idxID, idxType, idxTime, idxSource, idxAgent} {
+		if strs[i] == "" && has&(1<<i) == 0 {
 			add("AEP-0001 §5.1", coreAttrs[i], "required attribute missing")
 		}
 	}
+	// A present attribute with an empty value is a string one: seq, epoch
+	// and data are never "".
 	for i := range coreAttrs {
-		if s, ok := e.stringAt(i); ok && s == "" && e.hasAt(i) {
+		if strs[i] == "" && has&(1<<i) != 0 && i != idxSeq && i != idxEpoch && i != idxData {
 			add("AEP-0001 §5.1", coreAttrs[i], "must be a non-empty string")
 		}
 	}
@@ -229,23 +281,23 @@ func ValidateEnvelope(e *Event) []Violation {
 	if e.Type != "" {
 		switch ScopeOf(e.Type) {
 		case ScopeAgent:
-			for _, a := range []string{AttrSession, AttrRun, AttrStep, AttrSeq} {
-				if e.Has(a) {
-					add("AEP-0001 §5.2", a, "agent-scoped events omit %s", a)
+			for _, i := range [...]int{idxSession, idxRun, idxStep, idxSeq} {
+				if has&(1<<i) != 0 {
+					add("AEP-0001 §5.2", coreAttrs[i], "agent-scoped events omit %s", coreAttrs[i])
 				}
 			}
 		case ScopeForeign:
-			if !e.Has(AttrSession) {
+			if has&(1<<idxSession) == 0 {
 				add("AEP-0001 §5.2", AttrSession, "foreign-emitter session events carry session")
 			}
-			if e.Has(AttrSeq) {
+			if has&(1<<idxSeq) != 0 {
 				add("AEP-0004 §2.2", AttrSeq, "commands and attention.routed omit seq: the sender does not own the session's order")
 			}
 		default:
-			if !e.Has(AttrSession) {
+			if has&(1<<idxSession) == 0 {
 				add("AEP-0001 §5.2", AttrSession, "session-scoped events carry session")
 			}
-			if !e.Has(AttrSeq) {
+			if has&(1<<idxSeq) == 0 {
 				add("AEP-0001 §5.2", AttrSeq, "session-scoped events carry seq")
 			}
 		}

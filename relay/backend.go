@@ -263,29 +263,34 @@ func (m *Message) Envelope() (*aep.Event, error) {
 // bytes, compacted onto one line if they span several (a pretty-printed
 // single POST), since every binding frames one event per line.
 func NewMessage(ev *aep.Event, now time.Time) (*Message, error) {
+	m := new(Message)
+	if err := m.init(ev, now); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// init is NewMessage into m, a zero Message.
+func (m *Message) init(ev *aep.Event, now time.Time) error {
 	raw, err := ev.Bytes()
 	if err != nil {
-		return nil, fmt.Errorf("serialize event: %w", err)
+		return fmt.Errorf("serialize event: %w", err)
 	}
-	// Two byte searches, not ContainsAny: this runs for every event.
-	if bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0 {
+	// An event with Raw knows whether it holds a line break; one built in
+	// code is searched (twice IndexByte, not ContainsAny).
+	if ev.Multiline() || ev.Raw() == nil && (bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
-			return nil, fmt.Errorf("compact event: %w", err)
+			return fmt.Errorf("compact event: %w", err)
 		}
 		raw = buf.Bytes()
 	}
-	m := &Message{
-		Raw:      raw,
-		Event:    ev,
-		Type:     ev.Type,
-		Session:  ev.Session,
-		Source:   ev.Source,
-		ID:       ev.ID,
-		Severity: ev.SeverityLevel(),
-		Capture:  ev.CaptureLevel(),
-		Ingested: now,
-	}
+	m.Raw = raw
+	m.Event = ev
+	m.Type, m.Session, m.Source, m.ID = ev.Type, ev.Session, ev.Source, ev.ID
+	m.Severity = ev.SeverityLevel()
+	m.Capture = ev.CaptureLevel()
+	m.Ingested = now
 	switch aep.ScopeOf(ev.Type) {
 	case aep.ScopeAgent:
 		m.Kind = KindAgent
@@ -297,5 +302,5 @@ func NewMessage(ev *aep.Event, now time.Time) (*Message, error) {
 			m.Pos = wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
 		}
 	}
-	return m, nil
+	return nil
 }
