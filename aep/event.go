@@ -445,7 +445,7 @@ func (s *scanner) plainStrings() {
 
 func (s *scanner) space(i int) int {
 	b := s.b
-	for ; i < len(b); i++ {
+	for ; i < len(b) && b[i] <= ' '; i++ {
 		switch b[i] {
 		case ' ', '\t':
 		case '\n', '\r':

@@ -60,20 +60,26 @@ func ValidType(t string) bool {
 }
 
 // segments counts the dot-separated segments of s, each non-empty and of
-// typeChar only; -1 when one is not.
+// typeChar only; -1 when one is not. One pass, byte by byte.
 func segments(s string) int {
-	n := 0
-	for {
-		seg, rest, more := strings.Cut(s, ".")
-		if seg == "" || !allOf(seg, typeChar, 0) {
+	n, seg := 0, 0 // segments before this one, bytes in this one
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if seg == 0 {
+				return -1
+			}
+			n, seg = n+1, 0
+		case typeChar(c):
+			seg++
+		default:
 			return -1
 		}
-		n++
-		if !more {
-			return n
-		}
-		s = rest
 	}
+	if seg == 0 {
+		return -1
+	}
+	return n + 1
 }
 
 func typeChar(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' }

@@ -48,6 +48,9 @@ func TestIngestRefusals(t *testing.T) {
 		{"empty body", nil, hdr(), 400, "invalid-event", 0, "empty"},
 		{"invalid batch line", bytes.Join([][]byte{good, []byte(""), bad}, []byte("\n")), hdr("Content-Type", "application/x-ndjson"), 400, "invalid-event", 3, "line 3"},
 		{"batch over MaxBatch", bytes.Repeat(append(good, '\n'), 4), hdr("Content-Type", "application/x-ndjson"), 413, "too-many-events", 0, "nothing was ingested"},
+		// The count comes before any line is read, and counts events, not blank lines.
+		{"batch over MaxBatch with a bad line", append(bytes.Repeat(append(good, "\n\n"...), 4), bad...), hdr("Content-Type", "application/x-ndjson"), 413, "too-many-events", 0, "batch of 5 events"},
+		{"blank batch", []byte("\n \n\t\r\n\n\n"), hdr("Content-Type", "application/x-ndjson"), 400, "invalid-event", 0, "empty batch"},
 		{"body over MaxBody", bytes.Repeat([]byte(" "), 5000), hdr(), 413, "payload-too-large", 0, ""},
 		{"command over HTTP", cmd, hdr(), 403, "control-requires-socket", 0, "WebSocket"},
 	}
@@ -146,14 +149,33 @@ func TestIngestBatchOrderAndOneLine(t *testing.T) {
 		}
 	}
 
-	pretty := "{\n  " + strings.TrimPrefix(string(line(t, mkEvent("s-pretty", 0))), "{")
-	r = do(t, srv, http.MethodPost, "/events", []byte(pretty), map[string]string{"Content-Type": "application/json", "AEP-Version": "0.1"})
+	for _, nl := range []string{"\n", "\r", "\r\n"} {
+		session := "s-pretty-" + strings.ReplaceAll(strings.ReplaceAll(nl, "\r", "cr"), "\n", "lf")
+		pretty := "{" + nl + "  " + strings.Replace(strings.TrimPrefix(string(line(t, mkEvent(session, 0))), "{"), ",", ","+nl+"  ", 3)
+		r = do(t, srv, http.MethodPost, "/events", []byte(pretty), map[string]string{"Content-Type": "application/json", "AEP-Version": "0.1"})
+		if r.status != 202 {
+			t.Fatalf("%q: HTTP %d %s", pretty, r.status, r.body)
+		}
+		got := openSSE(t, srv, url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"` + session + `"}`}}, nil).next(t, false)
+		if strings.ContainsAny(got.Data, "\r\n") || !strings.HasPrefix(got.Data, `{"aep"`) {
+			t.Fatalf("pretty event not stored on one line: %q", got.Data)
+		}
+	}
+}
+
+// MaxBatch counts events: blank lines between them do not count.
+func TestIngestBatchLimitCountsEvents(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{MaxBatch: 3})
+	var body []byte
+	for _, ev := range seqEvents("s-blank", 0, 3) {
+		body = append(append(body, line(t, ev)...), "\n \n\n\r\n"...)
+	}
+	r := do(t, srv, http.MethodPost, "/events", body, map[string]string{"Content-Type": "application/x-ndjson", "AEP-Version": "0.1"})
 	if r.status != 202 {
 		t.Fatalf("HTTP %d %s", r.status, r.body)
 	}
-	got := openSSE(t, srv, url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"s-pretty"}`}}, nil).next(t, false)
-	if strings.ContainsAny(got.Data, "\n") || !strings.HasPrefix(got.Data, `{"aep"`) {
-		t.Fatalf("pretty event not stored on one line: %q", got.Data)
+	if m := r.json(t); m["accepted"] != float64(3) {
+		t.Fatalf("202 body %s", r.body)
 	}
 }
 
