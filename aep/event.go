@@ -823,21 +823,25 @@ func hex4(h []byte) rune {
 
 func isNull(v json.RawMessage) bool { return len(v) == 4 && string(v) == "null" }
 
+// plainUint reads v when it is 1 to 18 decimal digits and nothing else
+// (too few to overflow).
+func plainUint(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	n := int64(0)
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
 func parseInt(v json.RawMessage) (int64, error) {
-	// Up to 18 plain digits cannot overflow: the common case, without
-	// strconv.
-	if len(v) > 0 && len(v) <= 18 {
-		n, ok := int64(0), true
-		for _, c := range v {
-			if c < '0' || c > '9' {
-				ok = false
-				break
-			}
-			n = n*10 + int64(c-'0')
-		}
-		if ok {
-			return n, nil
-		}
+	if n, ok := plainUint(v); ok { // the common case, without strconv
+		return n, nil
 	}
 	s := string(v)
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {

@@ -313,6 +313,15 @@ func rawNumber(raw []byte) (float64, bool) {
 	if !isNumberStart(raw[0]) {
 		return 0, false
 	}
+	// Up to 15 digits without a fraction or exponent (most bounded
+	// fields) are exact in a float64: no strconv.
+	digits, neg := bytes.CutPrefix(raw, []byte{'-'})
+	if n, ok := plainUint(digits); ok && len(digits) <= 15 {
+		if neg {
+			return -float64(n), true
+		}
+		return float64(n), true
+	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	return f, err == nil || isRangeErr(err)
 }
@@ -421,6 +430,15 @@ func isNumber(v any) bool {
 // zero or its trailing zeros cover the negative power. It allocates nothing.
 func integerLiteral(s string) bool {
 	s = strings.TrimPrefix(s, "-")
+	// Digits alone (the common case) are an integer, without the search
+	// for an exponent and a fraction below.
+	digits := len(s) > 0
+	for i := 0; i < len(s) && digits; i++ {
+		digits = isDigit(s[i])
+	}
+	if digits {
+		return true
+	}
 	mant, expStr, hasExp := s, "", false
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		mant, expStr, hasExp = s[:i], s[i+1:], true
