@@ -275,9 +275,10 @@ func (c *wsConn) frame(data []byte) {
 	if c.adm.ended() != "" {
 		return // the credential ended: the writer is closing the socket
 	}
-	// Most frames are events: one parse reads the kind and the event.
-	if ev, err := aep.ParseEvent(data); err == nil && strings.Contains(ev.Type, ".") {
-		c.event(data, ev)
+	// Most frames are events: one parse reads the kind and the event,
+	// into the message that will carry it.
+	if in := new(ingested); aep.ParseEventInto(&in.ev, data) == nil && strings.Contains(in.ev.Type, ".") {
+		c.event(data, in)
 		return
 	}
 	f, err := wire.Parse(data)
@@ -317,29 +318,30 @@ func (c *wsConn) sendError(f *wire.Error) {
 
 // event ingests one event sent on the socket, routes a command, and keeps
 // the socket's session claims current.
-// ev, when not nil, is data already parsed.
-func (c *wsConn) event(data []byte, ev *aep.Event) {
+// in, when not nil, holds data already parsed.
+func (c *wsConn) event(data []byte, in *ingested) {
 	s := c.srv
 	if detail := s.checkEventSize(data); detail != "" {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
 		c.sendError(&wire.Error{Code: wire.CodePayloadTooLarge, Detail: detail})
 		return
 	}
-	if ev == nil {
-		var err error
-		if ev, err = aep.ParseEvent(data); err != nil {
+	if in == nil {
+		in = new(ingested)
+		if err := aep.ParseEventInto(&in.ev, data); err != nil {
 			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
 			c.sendError(&wire.Error{Code: wire.CodeInvalidEvent, Detail: err.Error()})
 			return
 		}
 	}
+	ev := &in.ev
 	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
 		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
 	}
-	m, err := NewMessage(ev, time.Now())
-	if err != nil {
+	m := &in.m
+	if err := m.init(ev, time.Now()); err != nil {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
 		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
