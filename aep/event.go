@@ -9,8 +9,8 @@ import (
 	"math/bits"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // Event is one AEP envelope (AEP-0001 §5): sixteen context attributes, any
@@ -410,15 +410,14 @@ func (s *scanner) plainStrings() {
 	for _, p := range s.plain {
 		n += p.end - p.start
 	}
-	buf := make([]byte, n)
-	off := 0
+	var sb strings.Builder
+	sb.Grow(n)
 	for _, p := range s.plain {
-		off += copy(buf[off:], s.b[p.start:p.end])
+		sb.Write(s.b[p.start:p.end])
 	}
-	// buf is never written again: the string is its bytes, not a copy.
-	all := unsafe.String(unsafe.SliceData(buf), n)
+	all := sb.String()
 	// Field by field, not through stringPtrAt: this runs for every event.
-	off = 0
+	off := 0
 	set := func(i int, dst *string) {
 		if p := s.plain[i]; p.end != 0 {
 			l := p.end - p.start
