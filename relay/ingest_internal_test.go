@@ -7,19 +7,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
-// flushRecorder notes, when the handler flushes its answer, whether the
-// watched writer had been woken by then.
+// flushRecorder notes, when the handler flushes its answer, whether any of
+// the watched writers had been woken by then.
 type flushRecorder struct {
 	*httptest.ResponseRecorder
-	q              *outQueue
+	qs             []*outQueue
 	flushed, woken bool
 }
 
 func (f *flushRecorder) Flush() {
 	if !f.flushed {
-		f.flushed, f.woken = true, len(f.q.wake) > 0
+		f.flushed = true
+		for _, q := range f.qs {
+			f.woken = f.woken || len(q.wake) > 0
+		}
 	}
 	f.ResponseRecorder.Flush()
 }
@@ -32,17 +37,16 @@ func TestIngestAnswersBeforeWaking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var qs []*outQueue
-	for range 2 { // two streams of one filter share a run; one alone takes messages
-		q := newOutQueue(256, srv.metrics)
-		cancel, err := srv.backend.Subscribe(SubscribeRequest{}, newSubscription("", q, 0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cancel()
-		<-q.wake
-		q.take(nil) // the replay
-		qs = append(qs, q)
+	f, err := aep.ParseFilter([]byte(`{"session":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two streams of one filter share a run; a stream alone with its
+	// filter takes the messages themselves.
+	qs := []*outQueue{
+		liveQueue(t, srv.backend, srv.metrics, SubscribeRequest{}),
+		liveQueue(t, srv.backend, srv.metrics, SubscribeRequest{}),
+		liveQueue(t, srv.backend, srv.metrics, SubscribeRequest{Filter: f, filterKey: `{"session":"s"}`}),
 	}
 	for _, n := range []int{3, 1} {
 		var body []byte
@@ -53,7 +57,7 @@ func TestIngestAnswersBeforeWaking(t *testing.T) {
 		req.Host = "127.0.0.1"
 		req.Header.Set("Content-Type", "application/x-ndjson")
 		req.Header.Set("AEP-Version", "0.1")
-		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder(), q: qs[0]}
+		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder(), qs: qs}
 		srv.Handler().ServeHTTP(rec, req)
 		if rec.Code != http.StatusAccepted {
 			t.Fatalf("POST of %d: %d %s", n, rec.Code, rec.Body)

@@ -183,15 +183,7 @@ func TestSharedFilterSharesOneRun(t *testing.T) {
 	}
 	var qs []*outQueue
 	for range 2 {
-		q := newOutQueue(256, newMetrics(b))
-		cancel, err := b.Subscribe(SubscribeRequest{Filter: f, filterKey: `{"session":"s"}`}, newSubscription("", q, 0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cancel()
-		<-q.wake
-		q.take(nil) // the replay
-		qs = append(qs, q)
+		qs = append(qs, liveQueue(t, b, newMetrics(b), SubscribeRequest{Filter: f, filterKey: `{"session":"s"}`}))
 	}
 	b.Ingest([]*Message{benchEvent(t, "s", 1), benchEvent(t, "other", 2), benchEvent(t, "s", 3)})
 	var runs []*msgRun
@@ -222,4 +214,18 @@ func TestSocketRunNotFramed(t *testing.T) {
 	if len(q.items) != 1 || r.sse != nil {
 		t.Fatalf("%d items queued, framed %q; want 1 and unframed", len(q.items), r.sse)
 	}
+}
+
+// liveQueue subscribes a stream's queue to b with req and takes its replay.
+func liveQueue(t *testing.T, b Backend, m *metrics, req SubscribeRequest) *outQueue {
+	t.Helper()
+	q := newOutQueue(256, m)
+	cancel, err := b.Subscribe(req, newSubscription("", q, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	<-q.wake
+	q.take(nil) // the replay
+	return q
 }
