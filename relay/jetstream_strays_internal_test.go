@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 )
@@ -261,18 +260,7 @@ func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
 			copies[e] = append(copies[e], again)
 		}
 	}
-	var g errgroup.Group
-	for _, batches := range copies {
-		g.Go(func() error {
-			for _, batch := range batches {
-				if res := js.Ingest(batch); res.Err != nil {
-					return res.Err
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := ingestEach(js, copies); err != nil {
 		t.Fatal(err)
 	}
 	if got := js.Stats().Events; got != events {

@@ -111,18 +111,7 @@ func benchIngestConcurrent(b *testing.B, be Backend, writers int) {
 	}
 	b.ResetTimer()
 	start := time.Now()
-	var g errgroup.Group
-	for _, batches := range work {
-		g.Go(func() error {
-			for _, batch := range batches {
-				if res := be.Ingest(batch); res.Err != nil {
-					return res.Err
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := ingestEach(be, work); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
@@ -235,4 +224,20 @@ func BenchmarkStoreReopen(b *testing.B) {
 	b.ReportMetric(closeTook.Seconds(), "close-s")
 	b.ReportMetric(float64(disk)/float64(n), "disk-bytes/event")
 	b.ReportMetric(float64(len(benchEvent(b, "s0", 0).Raw)), "event-bytes")
+}
+
+// ingestEach ingests each writer's batches in order, the writers at once.
+func ingestEach(be Backend, work [][][]*Message) error {
+	var g errgroup.Group
+	for _, batches := range work {
+		g.Go(func() error {
+			for _, batch := range batches {
+				if res := be.Ingest(batch); res.Err != nil {
+					return res.Err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
