@@ -143,13 +143,15 @@ func (ws *webStack) logPath(sid string) string {
 	return filepath.Join(bridgeweb.LogDir(ws.home), ws.session(sid)+".jsonl")
 }
 
-// events reads the bridge's log of a kap session.
+// events reads the bridge's log of a kap session, which the bridge may be
+// appending to: its whole lines.
 func (ws *webStack) events(t *testing.T, sid string) ([]byte, []*aep.Event) {
 	t.Helper()
 	b, err := os.ReadFile(ws.logPath(sid))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+	b = wholeLines(b)
 	return b, parseLines(t, b)
 }
 

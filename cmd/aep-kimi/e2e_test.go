@@ -168,7 +168,7 @@ func (st *stack) logsUntil(t testing.TB, cond func([]*aep.Event) bool) bool {
 	t.Helper()
 	return poll.Until(60*time.Second, func() bool {
 		for _, b := range st.sessionLogs(t) {
-			if cond(parseLines(t, b)) {
+			if cond(parseLines(t, wholeLines(b))) {
 				return true
 			}
 		}
@@ -191,6 +191,10 @@ func (st *stack) sessionLogs(t testing.TB) map[string][]byte {
 	}
 	return out
 }
+
+// wholeLines is b up to its last line end: a log read while its writer
+// appends may end in part of a line, which a poll reads whole next time.
+func wholeLines(b []byte) []byte { return b[:bytes.LastIndexByte(b, '\n')+1] }
 
 func parseLines(t testing.TB, b []byte) []*aep.Event {
 	t.Helper()

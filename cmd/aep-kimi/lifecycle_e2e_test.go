@@ -79,7 +79,7 @@ func (st *stack) waitEnded(t *testing.T, n int, since time.Time) ([]*aep.Event, 
 	var took time.Duration
 	if !poll.Until(time.Until(since.Add(maxEndLatency+10*time.Second)), func() bool {
 		for _, b := range st.sessionLogs(t) {
-			if ev = parseLines(t, b); typeCounts(ev)["session.ended"] >= n {
+			if ev = parseLines(t, wholeLines(b)); typeCounts(ev)["session.ended"] >= n {
 				took = time.Since(since)
 				return true
 			}
