@@ -83,7 +83,10 @@ async function notifyAPI(path, method = 'GET', body) {
     return await relayAPI(`/notify${path}`, method, body);
   } catch (err) {
     if (err.status === 401 || err.status === 403) throw new Error('log in to this relay first');
-    if (err.status === 404 && path === '/vapid') throw new Error('this relay does not send notifications');
+    // Without a notifier the relay serves no notify API at all.
+    if (err.status === 404 && (path === '/vapid' || path === '/subscriptions')) {
+      throw new Error('this relay does not send notifications');
+    }
     throw err;
   }
 }
@@ -182,7 +185,10 @@ async function listDevices() {
     list = (await notifyAPI('/subscriptions')).subscriptions || [];
   } catch (err) {
     ul.replaceChildren();
-    setNote(`Devices not listed: ${err.message}`);
+    // Said after, never instead of, why this browser cannot be notified
+    // (the pane showed it before the list was asked for).
+    const why = unsupported();
+    setNote(`${why ? `${why} ` : ''}Devices not listed: ${err.message}.`);
     return;
   }
   const mine = thisDevice();
