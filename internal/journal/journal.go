@@ -68,7 +68,11 @@ func FileName(session string) string {
 // Log appends one event per line with a single write(2) each, so a
 // concurrent reader (tail -f) never sees a torn line. The file (0600, in a
 // 0700 directory) opens on the first append, never through a link, and a
-// torn tail left by a crash is repaired as it opens (see Repair). A log made
+// torn tail left by a crash is repaired as it opens (see Repair). A write
+// that fails part-way (a full disk) is cut back to the last whole line
+// before the append returns its error, or, when even that fails, the file is
+// closed so the next append's open repairs it: the log always ends in a
+// whole line before the next one is written. A log made
 // by Handles.NewLog may be closed by its Handles to make room and reopens on
 // its next append. Its owner serializes appends (one writer per session);
 // Close may come from anywhere.
@@ -79,6 +83,11 @@ type Log struct {
 
 	mu sync.Mutex
 	f  *os.File
+	// end is where the log's last whole line ends in f: a write that fails
+	// part-way is cut back to it.
+	end int64
+	// faults stands in for f's writes in tests (a disk that fills mid-line).
+	faults fileFaults
 	// gen counts the writes the log took (see Mark).
 	gen uint64
 	// elem is the log's place in its Handles' list; guarded by handles.mu.
@@ -154,17 +163,50 @@ func (l *Log) write(buf []byte) error {
 	} else {
 		l.handles.touch(l)
 	}
-	_, err := l.f.Write(buf)
+	var stale *os.File
+	_, err := l.writeFile(buf)
 	if err == nil {
 		l.gen++
+		l.end += int64(len(buf))
+	} else if terr := l.cutBack(); terr != nil {
+		// Closed, the log reopens on its next append, and that open
+		// repairs the torn tail (repairTail) before anything is written.
+		err = fmt.Errorf("%w (cutting the partial line back failed too, so the next append repairs it first: %w)", err, terr)
+		l.handles.forget(l)
+		stale, l.f = l.f, nil
 	}
 	l.mu.Unlock()
 	closeAll(victims)
+	if stale != nil {
+		stale.Close() //nolint:errcheck // the append failed already; the reopen repairs
+	}
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
 	l.wrote()
 	return nil
+}
+
+// fileFaults is what a test puts between a log and its file.
+type fileFaults interface {
+	Write(f *os.File, b []byte) (int, error)
+	Truncate(f *os.File, size int64) error
+}
+
+func (l *Log) writeFile(b []byte) (int, error) {
+	if l.faults != nil {
+		return l.faults.Write(l.f, b)
+	}
+	return l.f.Write(b)
+}
+
+// cutBack takes whatever a failed write left past the last whole line off
+// the file. Callers hold l.mu.
+func (l *Log) cutBack() error {
+	if l.faults != nil {
+		return l.faults.Truncate(l.f, l.end)
+	}
+	return l.f.Truncate(l.end)
 }
 
 // open opens the log for appending: its directory private, never through a
@@ -178,10 +220,15 @@ func (l *Log) open() (*os.File, error) {
 		return nil, fmt.Errorf("log: %w", err)
 	}
 	rep, err := repairTail(f, l.path, time.Now())
+	var st os.FileInfo
+	if err == nil {
+		st, err = f.Stat()
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("log: %w", err)
 	}
+	l.end = st.Size()
 	if rep.Action != "" && l.onRepair != nil {
 		l.onRepair(rep)
 	}

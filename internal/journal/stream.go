@@ -218,8 +218,10 @@ func (s *Stream) Begin() {
 // Commit ends the batch: it appends its events to the log in one write
 // (synced first when one of them is Durable), then publishes and counts
 // them. When the append fails, none of them happened: nothing is
-// published, the seqs they took are handed out again, and the error (the
-// caller answers not-durable and logs it) is returned.
+// published, the seqs they took are handed out again, the log still ends
+// at its last whole line (what a full disk let through is cut back, see
+// Log), so the next batch starts a line of its own, and the error (the
+// caller answers not-durable) is returned.
 func (s *Stream) Commit() error {
 	if !s.batching {
 		return nil

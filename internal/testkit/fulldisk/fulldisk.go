@@ -1,0 +1,76 @@
+// Package fulldisk makes a real full disk for a test: a small tmpfs of its
+// own (mounting needs root on Linux; elsewhere the test skips), filled to
+// the last byte and freed again when the test says.
+package fulldisk
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// fillerName is the file Fill grows to take the free space.
+const fillerName = ".fulldisk-filler"
+
+// Disk is a tmpfs mounted for one test.
+type Disk struct {
+	// Dir is its mount point.
+	Dir string
+	t   testing.TB
+}
+
+// Mount mounts a tmpfs of size bytes on a new directory and unmounts it
+// when the test ends. It skips the test when this is not Linux, not root,
+// or the mount is refused (a container without the capability).
+func Mount(t testing.TB, size int64) *Disk {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("a real full disk needs a tmpfs: Linux and root")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10)+",mode=0700", "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return &Disk{Dir: dir, t: t}
+}
+
+// Fill takes every free byte of the disk, so the next write that needs a
+// new page fails with ENOSPC.
+func (d *Disk) Fill() {
+	d.t.Helper()
+	f, err := os.OpenFile(filepath.Join(d.Dir, fillerName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for _, chunk := range []int{4096, 1} {
+		for {
+			if _, err := f.Write(buf[:chunk]); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					d.t.Fatalf("fill %s: %v", d.Dir, err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// Free gives back what Fill took.
+func (d *Disk) Free() {
+	d.t.Helper()
+	if err := os.Remove(filepath.Join(d.Dir, fillerName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.t.Fatal(err)
+	}
+}
