@@ -97,9 +97,6 @@ const (
 	// processes, tracked evicted sessions): one line, with a count, per
 	// interval at most.
 	BoundLogEvery = 10 * time.Second
-	// NotDurableLogEvery paces the error line for hooks answered
-	// not-durable: one line, with a count, per interval at most.
-	NotDurableLogEvery = 10 * time.Second
 	// UnknownSession names the session of a payload without session_id.
 	UnknownSession = "unknown"
 	// DefaultIdleEnd ends a session whose Kimi process cannot be watched

@@ -2,8 +2,10 @@ package adapter
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // postDelivery sends one hook with a delivery id and returns status and body.
@@ -189,4 +193,90 @@ func grepLines(text string, subs ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// healthz is the adapter's /healthz: its status and body.
+func healthz(t *testing.T, base string) (int, Health) {
+	t.Helper()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, h
+}
+
+// A full disk is said where an operator looks, once: while hooks are
+// answered not-durable /healthz answers 503 not ok with the reason, the
+// logs_durable gauge reads 0 and one line is logged however many hooks
+// fail; once space is freed the next hook is durable and all of it clears
+// by itself, with one more line. Both faults: a real full tmpfs (root), and
+// a log that cannot be opened (anywhere).
+func TestFullDiskReportedAndRecovered(t *testing.T) {
+	for _, fault := range []string{"full-tmpfs", "blocked-log"} {
+		t.Run(fault, func(t *testing.T) {
+			var home string
+			var fill, free func()
+			if fault == "full-tmpfs" {
+				d := fulldisk.Mount(t, 1<<20)
+				home, fill, free = d.Dir, d.Fill, d.Free
+			} else {
+				home = t.TempDir()
+				var unblock func()
+				fill = func() { unblock = blockLog(t, home, "fd") }
+				free = func() { unblock() }
+			}
+			var logs syncbuf.Buffer
+			s := newTestServer(t, home, func(cfg *Config) {
+				cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			})
+			base := runServer(t, s)
+			hook := func(i int) int {
+				p := fmt.Appendf(nil, `{"hook_event_name":"UserPromptSubmit","session_id":"fd","prompt":[{"type":"text","text":"prompt %d %s"}],"is_steer":false}`, i, strings.Repeat("x", 900))
+				code, _ := postDelivery(t, base, s.token, fmt.Sprintf("fd-%d", i), p)
+				return code
+			}
+			if code, h := healthz(t, base); code != 200 || !h.OK || h.Reason != "" {
+				t.Fatalf("healthz before the fault: %d %+v", code, h)
+			}
+			fill()
+			failed := 0
+			for i := range 20 {
+				if hook(i) == http.StatusServiceUnavailable {
+					failed++
+				}
+			}
+			if failed < 2 {
+				t.Fatalf("%d hooks answered not-durable on a full disk", failed)
+			}
+			code, h := healthz(t, base)
+			if code != http.StatusServiceUnavailable || h.OK || !strings.Contains(h.Reason, "session logs are not reaching the disk") {
+				t.Fatalf("healthz on a full disk: %d %+v", code, h)
+			}
+			if m := metricsText(t, base); !strings.Contains(m, "aepkimi_adapter_logs_durable 0\n") {
+				t.Fatalf("full disk not in the gauge:\n%s", grepLines(m, "logs_durable"))
+			}
+			if n := strings.Count(logs.String(), "session logs are not reaching the disk"); n != 1 {
+				t.Fatalf("%d lines for one full disk (%d hooks failed):\n%s", n, failed, logs.String())
+			}
+			free()
+			if code := hook(100); code != 200 {
+				t.Fatalf("hook after freeing space answered %d", code)
+			}
+			if code, h := healthz(t, base); code != 200 || !h.OK || h.Reason != "" {
+				t.Fatalf("healthz after freeing space: %d %+v", code, h)
+			}
+			if m := metricsText(t, base); !strings.Contains(m, "aepkimi_adapter_logs_durable 1\n") {
+				t.Fatalf("recovery not in the gauge:\n%s", grepLines(m, "logs_durable"))
+			}
+			if n := strings.Count(logs.String(), "session logs reach the disk again"); n != 1 {
+				t.Fatalf("%d recovery lines:\n%s", n, logs.String())
+			}
+			assertValidStream(t, readLog(t, home, "fd"))
+		})
+	}
 }

@@ -48,9 +48,6 @@ type Server struct {
 	turnHooks atomic.Bool
 	anyHook   atomic.Bool
 
-	// notDurable paces the log line for hooks answered not-durable.
-	notDurable logPacer
-
 	spoolMu sync.Mutex
 
 	web *httpdrain.Endpoint
@@ -241,8 +238,8 @@ func (s *Server) serveHook(w http.ResponseWriter, r *http.Request) {
 	if out.err != nil {
 		// Nothing is acknowledged that is not on disk: kimi-hook keeps (or
 		// writes) the payload in its spool on any answer but 200.
+		// The log line is the core's, one per change (emitter.Health).
 		s.metrics.notDurable.Inc()
-		s.logNotDurable(out.err)
 		httpguard.WriteError(w, http.StatusServiceUnavailable, "not-durable", "the hook's events could not be written to the session log; spool the payload and retry")
 		return
 	}
@@ -309,12 +306,6 @@ func (p *logPacer) allow(now time.Time, every time.Duration) (bool, int) {
 	n := p.suppressed
 	p.last, p.suppressed = now, 0
 	return true, n
-}
-
-func (s *Server) logNotDurable(err error) {
-	if ok, n := s.notDurable.allow(s.cfg.Now(), NotDurableLogEvery); ok {
-		s.log.Error("hook answered not-durable (503): its events did not reach the log; kimi-hook spools it", "err", err, "since_last_line", n)
-	}
 }
 
 // ingest maps one delivery and applies it to its session.
@@ -392,7 +383,6 @@ func (s *Server) ingestSpool(minAge time.Duration) int {
 		if err == nil && out.err != nil {
 			// Still not durable: the record stays for a later pass.
 			s.metrics.notDurable.Inc()
-			s.logNotDurable(out.err)
 			continue
 		}
 		if err != nil {

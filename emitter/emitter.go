@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -94,6 +95,10 @@ type Core[S Member] struct {
 
 	mu       sync.Mutex
 	sessions map[string]S
+
+	// notDurable is why the session logs do not reach the disk as their
+	// mode promises, nil while they do (journal.Handles.OnDurable).
+	notDurable atomic.Pointer[error]
 }
 
 // New prepares the core of a source: its private directories, this run's
@@ -114,7 +119,7 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 	}
 	c := &Core[S]{cfg: cfg, spec: spec, src: src, log: cfg.Logger, sessions: map[string]S{},
 		handles: journal.NewHandles(cfg.MaxOpenLogs)}
-	c.handles.SetSync(cfg.Sync, cfg.Syncer, c.syncFailed)
+	c.handles.SetSync(cfg.Sync, cfg.Syncer, c.syncFailed).OnDurable(c.durability)
 	// The epoch never repeats for a session across restarts, even with a
 	// wiped home (journal.NextEpoch).
 	if c.epoch, err = journal.NextEpoch(spec.EpochFile, cfg.Now()); err != nil {
@@ -124,11 +129,24 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 	return c, nil
 }
 
-// syncFailed hears of a background sync of a session log that failed: what
-// it covered may not survive a power loss.
-func (c *Core[S]) syncFailed(path string, err error) {
-	c.metrics.AppendFailed()
-	c.log.Error("session log sync failed: events written but maybe not on the disk", "log", path, "err", err)
+// syncFailed hears of a sync of a session log that failed: what it
+// covered may not survive a power loss. It is counted; the log line is
+// durability's, one per change.
+func (c *Core[S]) syncFailed(string, error) { c.metrics.AppendFailed() }
+
+// durability hears that the session logs stopped reaching the disk (err)
+// or do again (nil), once per change: /healthz, the logs_durable gauge and
+// one log line follow it.
+func (c *Core[S]) durability(err error) {
+	if err != nil {
+		c.notDurable.Store(&err)
+		c.metrics.durable.Set(0)
+		c.log.Error("session logs are not reaching the disk: events are not durable and hooks are answered not-durable until a write succeeds again", "err", err)
+		return
+	}
+	c.notDurable.Store(nil)
+	c.metrics.durable.Set(1)
+	c.log.Info("session logs reach the disk again")
 }
 
 // Epoch is this run's epoch.
@@ -146,7 +164,10 @@ func (c *Core[S]) OpenLogs() int { return c.handles.Open() }
 // Health is what every source reports on /healthz: that it runs, its relay
 // link, its epoch and the commands it accepts. A source's health embeds it.
 type Health struct {
-	OK bool `json:"ok"`
+	// OK is false while the source cannot make what it takes durable;
+	// Reason says why.
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
 	// Relay is the publisher's state ("none" without one, "unknown" for
 	// one that does not report: journal.PublisherStatus); Outbox its depth.
 	Relay   string   `json:"relay"`
@@ -158,9 +179,15 @@ type Health struct {
 // Health is the source's health as far as the core knows it.
 func (c *Core[S]) Health() Health {
 	h := Health{OK: true, Epoch: c.epoch, Control: c.Accepts()}
+	if err := c.notDurable.Load(); err != nil {
+		h.OK, h.Reason = false, "session logs are not reaching the disk: "+(*err).Error()
+	}
 	h.Relay, h.Outbox = c.relay()
 	return h
 }
+
+// Healthy is h.OK: /healthz answers 503 when it is false.
+func (h Health) Healthy() bool { return h.OK }
 
 // relay is the publisher's state and outbox depth.
 func (c *Core[S]) relay() (state string, outbox int) {

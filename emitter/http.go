@@ -18,7 +18,8 @@ type Route struct {
 
 // Handler serves a source's HTTP endpoints behind the Host allow-list
 // (httpguard.Hosts: a defence against DNS rebinding): its own routes,
-// GET /healthz with health's JSON, and /metrics from its registry. Anything
+// GET /healthz with health's JSON (503 when it reports itself not Healthy),
+// and /metrics from its registry. Anything
 // else is a JSON 404 or 405 naming what is served.
 func (c *Core[S]) Handler(allowedHosts []string, health func() any, routes ...Route) http.Handler {
 	r := chi.NewRouter()
@@ -29,7 +30,11 @@ func (c *Core[S]) Handler(allowedHosts []string, health func() any, routes ...Ro
 		served = append(served, rt.Method+" "+rt.Path)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpguard.WriteJSON(w, http.StatusOK, health())
+		h, status := health(), http.StatusOK
+		if hv, ok := h.(interface{ Healthy() bool }); ok && !hv.Healthy() {
+			status = http.StatusServiceUnavailable
+		}
+		httpguard.WriteJSON(w, status, h)
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
 	list := strings.Join(append(served, "GET /healthz", "GET /metrics"), ", ")

@@ -65,6 +65,7 @@ type metrics struct {
 	tornTails  *prometheus.CounterVec
 	commands   *prometheus.CounterVec
 	evicted    prometheus.Counter
+	durable    prometheus.Gauge
 }
 
 func newMetrics[S Member](c *Core[S]) *metrics {
@@ -84,7 +85,10 @@ func newMetrics[S Member](c *Core[S]) *metrics {
 			"Session logs found ending in a partial line when opened, by what was done (cut: moved to a .torn- file; completed).", "action"),
 		commands: r.CounterVec("commands_total", "Control commands by type and outcome.", "type", "outcome"),
 		evicted:  r.Counter("sessions_evicted_total", "Sessions dropped from memory (idle, or over the session cap); their state comes back from the log."),
+		durable: r.Gauge("logs_durable",
+			"1 while the session logs reach the disk as their sync mode promises, 0 since a write or sync failed (a full disk) until one succeeds again; /healthz says why."),
 	}
+	m.durable.Set(1)
 	for _, a := range []string{journal.RepairCut, journal.RepairCompleted} {
 		m.tornTails.WithLabelValues(a)
 	}

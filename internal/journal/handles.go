@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/aep-kimi/aep-kimi/internal/syncmode"
@@ -36,6 +37,36 @@ type Handles struct {
 	sync      syncmode.Mode
 	syncer    syncmode.Syncer
 	onSyncErr func(path string, err error)
+
+	// Whether the logs reach the disk as their mode promises (OnDurable).
+	failing   atomic.Bool
+	dmu       sync.Mutex
+	onDurable func(err error)
+}
+
+// OnDurable sets who hears, once per change, that the logs made here
+// stopped reaching the disk as their mode promises (err says why: a write
+// or a sync failed, a full disk) and that they do again (nil: the next
+// write that reached the disk as promised, a sync unless the mode is
+// syncmode.None). It returns h.
+func (h *Handles) OnDurable(fn func(err error)) *Handles {
+	h.onDurable = fn
+	return h
+}
+
+// durable hears whether a write (under syncmode.None) or a sync reached
+// the disk; it tells OnDurable's function of a change.
+func (h *Handles) durable(err error) {
+	if h == nil || h.onDurable == nil || (err == nil) == !h.failing.Load() {
+		return
+	}
+	h.dmu.Lock()
+	defer h.dmu.Unlock()
+	if (err != nil) == h.failing.Load() {
+		return // another got here first
+	}
+	h.failing.Store(err != nil)
+	h.onDurable(err)
 }
 
 // SetSync sets when the logs made from now on reach the disk, the syncer

@@ -156,6 +156,7 @@ func (l *Log) write(buf []byte) error {
 		}
 		if err != nil {
 			l.mu.Unlock()
+			l.handles.durable(err)
 			return err
 		}
 		l.f = f
@@ -181,7 +182,11 @@ func (l *Log) write(buf []byte) error {
 		stale.Close() //nolint:errcheck // the append failed already; the reopen repairs
 	}
 	if err != nil {
+		l.handles.durable(err)
 		return fmt.Errorf("log: %w", err)
+	}
+	if l.mode() == syncmode.None {
+		l.handles.durable(nil)
 	}
 	l.wrote()
 	return nil

@@ -78,6 +78,7 @@ func (l *Log) syncTo(gen uint64) error {
 		if err != nil && l.handles != nil && l.handles.onSyncErr != nil {
 			l.handles.onSyncErr(l.path, err)
 		}
+		l.handles.durable(err)
 		return err
 	})
 	if err != nil {
