@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,21 +258,25 @@ func (s *Server) sessionCwd(session string) (string, bool) {
 	cwd, known := rs.cwd[session]
 	rs.mu.Unlock()
 	if !known {
-		cwd = s.historyCwd(session)
+		cwd = s.historyCwd(session, aep.CaptureFull)
 		rs.setCwd(session, cwd)
 	}
 	return cwd, cwd != ""
 }
 
 // historyCwd reads the cwd of the latest session.started the store holds
-// for session ("" when none says it).
-func (s *Server) historyCwd(session string) string {
+// for session as a reader at ceiling is served it ("" when none says it).
+func (s *Server) historyCwd(session string, ceiling aep.Capture) string {
 	filter, err := aep.NewFilter(map[string]any{"session": session, "type": "session.started"})
 	if err != nil {
 		return ""
 	}
 	cwd := ""
 	s.eachHeld(session, filter, func(ev *aep.Event) {
+		ev, err := aep.Downlevel(ev, ceiling)
+		if err != nil {
+			return
+		}
 		if data, _ := ev.DataMap(); data != nil {
 			if c, _ := data["cwd"].(string); c != "" {
 				cwd = c
@@ -312,19 +317,29 @@ func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusForbidden, wire.CodeForbidden, "a request from another origin may not read or change rules")
 		return
 	}
-	if !allow(w, r, rulesRole(r), "changing rules") {
+	what := "changing rules"
+	if strings.HasSuffix(r.URL.Path, "/propose") {
+		what = "proposing a rule from a held request"
+	}
+	if !allow(w, r, rulesRole(r), what) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && s.cfg.Token == "" {
 		httpguard.WriteError(w, http.StatusForbidden, wire.CodeUnauthorized, "this relay is watch-only (no AEP_TOKEN): rules answer nothing and cannot be changed")
 		return
 	}
-	rules.API{Book: s.cfg.Rules, Request: s.heldRequest}.ServeHTTP(w, r)
+	// What the API reads of a held request (its argument text, its
+	// session's directory) it answers with: no more than the caller's
+	// capture ceiling lets the stream serve them.
+	ceiling, _ := admissionOf(r).ceiling()
+	held := func(session, id string) (rules.Asked, string, bool) { return s.heldRequest(session, id, ceiling) }
+	rules.API{Book: s.cfg.Rules, Request: held}.ServeHTTP(w, r)
 }
 
 // heldRequest finds an attention request in the session's history, as
-// rules read it, with the session's working directory.
-func (s *Server) heldRequest(session, id string) (rules.Asked, string, bool) {
+// rules read it, with the session's working directory, both as a reader
+// at ceiling is served them.
+func (s *Server) heldRequest(session, id string, ceiling aep.Capture) (rules.Asked, string, bool) {
 	filter, err := aep.NewFilter(map[string]any{"session": session, "type": "attention.requested"})
 	if err != nil {
 		return rules.Asked{}, "", false
@@ -332,7 +347,10 @@ func (s *Server) heldRequest(session, id string) (rules.Asked, string, bool) {
 	var asked rules.Asked
 	found := false
 	s.eachHeld(session, filter, func(ev *aep.Event) {
-		if ev.ID == id {
+		if ev.ID != id {
+			return
+		}
+		if ev, err = aep.Downlevel(ev, ceiling); err == nil {
 			asked, found = rules.ReadRequest(ev)
 		}
 	})
@@ -340,8 +358,12 @@ func (s *Server) heldRequest(session, id string) (rules.Asked, string, bool) {
 		return rules.Asked{}, "", false
 	}
 	cwd := ""
-	if s.rules != nil {
+	switch {
+	case s.rules == nil:
+	case ceiling >= aep.CaptureFull:
 		cwd, _ = s.sessionCwd(session)
+	default:
+		cwd = s.historyCwd(session, ceiling)
 	}
 	return asked, cwd, true
 }

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"github.com/aep-kimi/aep-kimi/access"
 	"os"
 	"strings"
 	"testing"
@@ -199,5 +200,52 @@ func TestRulesAPIFromAnswer(t *testing.T) {
 	}
 	if r := do(t, srv, "POST", "/rules/always", []byte(ref), withHeaders(jsonCT, "Origin", "https://evil.example")); r.status != 403 {
 		t.Fatalf("always from a foreign origin: %d", r.status)
+	}
+}
+
+// What propose answers is read from a held request, so it is served like
+// the stream: only to those who may save the rule (admin), and no more of
+// the request's argument text or its session's directory than the
+// caller's capture ceiling lets the stream carry. A watcher at metadata
+// once read both here.
+func TestRulesProposeWithinCeiling(t *testing.T) {
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	add := func(name string, role access.Role, capture string) map[string]string {
+		_, tok, err := store.Add(name, role, capture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
+	}
+	walt, ann := add("walt", access.RoleWatch, ""), add("ann", access.RoleAnswer, "")
+	meta, red := add("meta", access.RoleAdmin, "metadata"), add("red", access.RoleAdmin, "redacted")
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenBook(home, nil)})
+	tgt := gateTarget(t, srv, "s-ceil")
+	start := mkEvent("s-ceil", 1, withType("session.started"), withSeverity("notice"), withData(`{"cwd":"/home/ann/src/secret-project"}`))
+	start.Agent, start.Source, start.Capture = "kimi-code", "aep://test/agent/kimi-code", "redacted"
+	ask := askEvent("s-ceil", 2, "curl https://secret.example/x", "redacted")
+	tgt.send(t, start)
+	tgt.send(t, ask)
+	syncWS(t, tgt)
+	ref := []byte(`{"session":"s-ceil","request":"` + ask.ID + `"}`)
+	for who, h := range map[string]map[string]string{"walt": walt, "ann": ann} {
+		if r := do(t, srv, "POST", "/rules/propose", ref, h); r.status != 403 || strings.Contains(string(r.body), "secret") {
+			t.Errorf("%s's propose: %d %s", who, r.status, r.body)
+		}
+	}
+	r := do(t, srv, "POST", "/rules/propose", ref, meta)
+	var p rules.Proposal
+	if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 || strings.Contains(string(r.body), "secret") ||
+		p.ArgsCarried || p.Project != "" || p.Tool != "Bash" || p.Pattern != "*" || p.Allow != "allow" {
+		t.Errorf("an admin at metadata's propose: %d %s", r.status, r.body)
+	}
+	// A project scope would put the directory into the rule it answers.
+	if r := do(t, srv, "POST", "/rules/always", []byte(`{"session":"s-ceil","request":"`+ask.ID+`","option":"allow","pattern":"*","scope":"project"}`), meta); r.status == 201 || strings.Contains(string(r.body), "secret") {
+		t.Errorf("an admin at metadata's always: %d %s", r.status, r.body)
+	}
+	r = do(t, srv, "POST", "/rules/propose", ref, red)
+	if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 || p.Args != "curl https://secret.example/x" || p.Project != "/home/ann/src/secret-project" {
+		t.Errorf("an admin at redacted's propose: %d %s", r.status, r.body)
 	}
 }
