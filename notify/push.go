@@ -281,6 +281,9 @@ func (t *pushTarget) Send(ctx context.Context, m Message) error {
 		HTTPClient: t.client, Subscriber: t.contact, Topic: topic(m.Tag), TTL: int(ttl / time.Second), Urgency: urgency,
 		VAPIDPublicKey: t.keys.Public, VAPIDPrivateKey: t.keys.Private,
 	})
+	// The endpoint is the device's capability: net/http's errors quote it,
+	// and these errors are logged.
+	err = transportError(err)
 	if errors.Is(err, errNonPublic) {
 		// Pushing again would only probe the same place (or tell the
 		// subscriber whether it answers): the subscription goes.

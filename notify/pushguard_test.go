@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -104,5 +105,33 @@ func TestPushFollowsNoRedirect(t *testing.T) {
 	}
 	if n := conns.Load(); n != 0 {
 		t.Errorf("the redirect was followed: %d connections", n)
+	}
+}
+
+// A device's endpoint is its capability (whoever holds it can push to the
+// device), so a push that fails does not quote it: the errors the queue
+// logs name the failure, never the URL, whether the service is refused
+// at connect or does not answer.
+func TestPushErrorsHideEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	const capability = "dGhpcy1pcy10aGUtZGV2aWNlcy1zZWNyZXQ"
+	allow := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	var drops atomic.Int32
+	for name, tc := range map[string]struct {
+		endpoint string
+		allow    []netip.Prefix
+	}{
+		"refused": {"http://" + closed + "/push/" + capability, allow},
+		"guarded": {"https://localhost:1/push/" + capability, nil},
+	} {
+		err := guardedTarget(t, tc.endpoint, tc.allow, &drops).Send(t.Context(), Message{Kind: KindTest, Tag: "t"})
+		if err == nil || strings.Contains(err.Error(), capability) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

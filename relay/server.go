@@ -513,7 +513,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // accessLog logs method, path and status at debug level. It never logs the
-// query string, which may carry access_token.
+// query string, which may carry access_token, nor a path segment that may
+// be a secret (an answer link's token: httpguard.LogPath), nor a header.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -523,6 +524,6 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))
+		s.log.Debug("http", "method", r.Method, "path", httpguard.LogPath(r.URL.Path, AnswerPath), "status", sw.status, "dur", time.Since(start))
 	})
 }

@@ -141,6 +141,7 @@ func TestStreamPingAndDrain(t *testing.T) {
 // The relay never logs the access_token query parameter, and strips it
 // before handlers see the request.
 func TestAccessTokenNeverLogged(t *testing.T) {
+	const longToken = "aep-3f9c1d7e5b2a4c6e8f0a1b3c5d7e9f2a4c6e8b0d"
 	var logs bytes.Buffer
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Logger: newTestLogger(&logs)})
 	u := srv.URL + "/stream?live=0&access_token=" + testToken + "&filter=%7Bbad"
@@ -154,16 +155,20 @@ func TestAccessTokenNeverLogged(t *testing.T) {
 	if resp.StatusCode != 400 {
 		t.Fatalf("HTTP %d", resp.StatusCode)
 	}
-	resp, err = http.Get(srv.URL + "/nope?access_token=" + testToken)
-	if err != nil {
-		t.Fatal(err)
+	// A token in the path (an answer link's, or one pasted where a path
+	// goes) is no more logged than one in the query.
+	for _, path := range []string{"/nope?access_token=" + testToken, relay.AnswerPath + testToken, "/x/" + longToken + "/y"} {
+		resp, err = http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = body.ReadFrom(resp.Body)
+		resp.Body.Close()
 	}
-	_, _ = body.ReadFrom(resp.Body)
-	resp.Body.Close()
 	if err := srv.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(logs.String(), testToken) || strings.Contains(body.String(), testToken) {
+	if strings.Contains(logs.String(), testToken) || strings.Contains(body.String(), testToken) || strings.Contains(logs.String(), longToken) {
 		t.Fatalf("token leaked:\nlogs: %s\nbodies: %s", logs.String(), body.String())
 	}
 	if !strings.Contains(logs.String(), "/stream") {

@@ -313,3 +313,35 @@ func SameOrigin(r *http.Request) bool {
 	}
 	return strings.EqualFold(u.Host, r.Host)
 }
+
+// secretSegment is the shortest path segment LogPath hides: the relay's
+// own routes name nothing longer (rule and device ids are shorter), while
+// a bearer token or a login pasted into a path is longer.
+const secretSegment = 24
+
+// LogPath is a request path as a log line may carry it: whatever follows
+// one of the capability prefixes (an answer link's token after /answer/)
+// is replaced by "[redacted]", whatever its length, and so is every other
+// segment of secretSegment bytes or more, so a credential a path carries
+// never reaches a log at any verbosity, whatever route it was sent to.
+func LogPath(path string, capabilities ...string) string {
+	for _, p := range capabilities {
+		if i := strings.Index(path, p); i >= 0 && len(path) > i+len(p) {
+			return LogPath(path[:i+len(p)]) + "[redacted]"
+		}
+	}
+	if len(path) < secretSegment {
+		return path
+	}
+	var b strings.Builder
+	for i, seg := range strings.Split(path, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if len(seg) >= secretSegment {
+			seg = "[redacted]"
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}

@@ -363,3 +363,26 @@ func TestWriteJSONSized(t *testing.T) {
 		t.Fatalf("Content-Length %d, Transfer-Encoding %v; want %d and none", resp.ContentLength, resp.TransferEncoding, len(want))
 	}
 }
+
+// A path segment long enough to be a credential never reaches a log: an
+// answer link's token, a bearer token pasted where a path goes. The
+// relay's own routes pass as they are.
+func TestLogPath(t *testing.T) {
+	tok := "eyJ2IjoxLCJuIjoiQUJDREVGR0hJSktMIn0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+	for in, want := range map[string]string{
+		"/answer/" + tok:                     "/answer/[redacted]",
+		"//answer/" + tok + "/x":             "//answer/[redacted]",
+		"/answer/short":                      "/answer/[redacted]",
+		"/answer/":                           "/answer/",
+		"/answr/" + tok:                      "/answr/[redacted]",
+		"/events":                            "/events",
+		"/rules/r-wnzpw5n4":                  "/rules/r-wnzpw5n4",
+		"/notify/subscriptions/AbCdEfGhIjKl": "/notify/subscriptions/AbCdEfGhIjKl",
+		"/app/login":                         "/app/login",
+		"":                                   "",
+	} {
+		if got := LogPath(in, "/answer/"); got != want {
+			t.Errorf("LogPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
