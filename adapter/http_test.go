@@ -344,3 +344,58 @@ func TestChannelStale(t *testing.T) {
 		t.Fatalf("after a heartbeat: %s", st)
 	}
 }
+
+// A permission request still open when the adapter restarts (or evicts
+// the session) comes back from the log: SessionEnd dismisses it before
+// session.ended (AEP-0002 §7.2), and a PermissionResult that arrives after
+// the restart answers it rather than opening a second request.
+func TestRestartKeepsOpenPermissionRequests(t *testing.T) {
+	caps := loadCapture(t, "tui")
+	at := func(event string) int {
+		for i, c := range caps {
+			if c.Event == event {
+				return i
+			}
+		}
+		t.Fatalf("no %s in the capture", event)
+		return -1
+	}
+	req, end := at("PermissionRequest"), at("SessionEnd")
+	session := sessionOf(t, caps)
+	for _, tc := range []struct {
+		name  string
+		after []capture // fed after the restart
+	}{
+		{"ended", caps[end:]},
+		{"answered-then-ended", caps[req+1:]},
+	} {
+		for _, how := range []string{"restart", "eviction"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				home := t.TempDir()
+				s := newTestServer(t, home, func(cfg *Config) { cfg.MaxSessions = 1 })
+				feed(t, s, caps[:req+1])
+				if how == "restart" {
+					s.core.CloseAll()
+					s = newTestServer(t, home, nil)
+				} else {
+					p := []byte(`{"hook_event_name":"SessionStart","session_id":"other","source":"startup"}`)
+					if out, _, err := s.ingest(&delivery{payload: p, at: time.Now()}, false); err != nil || out.err != nil {
+						t.Fatal(err, out.err)
+					}
+					if ids := s.SessionIDs(); len(ids) != 1 || ids[0] != "other" {
+						t.Fatalf("sessions in memory %v: the first was not evicted", ids)
+					}
+				}
+				feed(t, s, tc.after)
+				ev := readLog(t, home, session)
+				assertValidStream(t, ev)
+				if n := len(byType(ev, "attention.requested")); n != 1 {
+					t.Fatalf("%d attention requests for one permission prompt", n)
+				}
+				if ev[len(ev)-1].Type != "session.ended" {
+					t.Fatalf("the log ends with %s", ev[len(ev)-1].Type)
+				}
+			})
+		}
+	}
+}

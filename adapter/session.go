@@ -180,6 +180,7 @@ func (s *session) fold(ev *aep.Event) {
 		s.life.proc = procOfEvent(ev)
 	case "session.ended":
 		s.ended, s.cur = true, nil
+		clear(s.perms) // what an ended session left open is no later chapter's
 		s.life.observed, _ = ev.ExtString(ExtObserved)
 	case "run.started":
 		s.cur = &run{id: ev.Run, startID: ev.ID, at: t}
@@ -208,7 +209,43 @@ func (s *session) fold(ev *aep.Event) {
 				delete(s.tools, id)
 			}
 		}
+	case "attention.requested":
+		// Still open at the log's end, it is dismissed when the session
+		// ends (AEP-0002 §7.2), or answered by its PermissionResult (matched
+		// by tool call: the approval id is not in the event).
+		rec := &permRec{id: ev.ID, run: ev.Run, at: t}
+		for callID, tr := range s.tools {
+			if tr.id == ev.Cause {
+				rec.callID, rec.tool = callID, tr.name
+			}
+		}
+		if tool, ok := data["tool"].(map[string]any); ok {
+			if id, _ := tool["call_id"].(string); id != "" {
+				rec.callID = id
+			}
+		}
+		s.perms[restoredKey(ev.ID)] = rec
+	case "attention.resolved", "attention.timeout":
+		delete(s.perms, restoredKey(ev.Subject))
 	}
+}
+
+// restoredKey is the perms key of a request folded back from the log: its
+// event id, marked so no hook's key (an approval or tool call id) meets it.
+func restoredKey(requestID string) string { return "\x00log:" + requestID }
+
+// restored finds the open request folded back from the log that the tool
+// call callID waits on, or nil.
+func (s *session) restored(callID string) *permRec {
+	if callID == "" {
+		return nil
+	}
+	for key, rec := range s.perms {
+		if !rec.closed && rec.callID == callID && strings.HasPrefix(key, restoredKey("")) {
+			return rec
+		}
+	}
+	return nil
 }
 
 // emitOpts adjusts one emitted event's identity.
@@ -302,7 +339,7 @@ func (s *session) readiness(r *mapping.HookResult) func() bool {
 		if key == "" {
 			return nil
 		}
-		return func() bool { return s.perms[key] != nil }
+		return func() bool { return s.perms[key] != nil || s.restored(f.ToolCallID) != nil }
 	case mapping.HookPostToolUse, mapping.HookPostToolUseFailure:
 		// Only possible through the spool: the request is awaited.
 		if f.ToolCallID == "" {
@@ -680,6 +717,12 @@ func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
 	key := f.PermissionKey()
 	p := s.srv.cfg.Posture
 	rec := s.perms[key]
+	if rec == nil {
+		// Opened before a restart (or an eviction): it came back from the log.
+		if rec = s.restored(f.ToolCallID); rec != nil && key != "" {
+			s.perms[key] = rec
+		}
+	}
 	if rec == nil && key != "" {
 		// The request never came within the window: the result carries the
 		// same approval object, so open the attention from it.
