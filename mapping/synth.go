@@ -235,6 +235,15 @@ func CommandSender(cmd *aep.Event) (by, surface string) {
 	return stamped, cmd.Agent
 }
 
+// CommandRule is the rule that sent cmd, when the relay says a rule did:
+// only its stamp (ExtBy "rule:<id>") counts, never the command's agent,
+// which its sender chose.
+func CommandRule(cmd *aep.Event) (string, bool) {
+	stamped, _ := cmd.ExtString(ExtBy)
+	id, ok := strings.CutPrefix(stamped, RuleAgentPrefix)
+	return id, ok && id != ""
+}
+
 // SenderWords names who sent a command in a sentence: "alice (page)", or
 // by alone.
 func SenderWords(by, surface string) string {

@@ -177,6 +177,9 @@ func (s *Server) parseOne(b []byte, now time.Time) (*Message, *eventError) {
 	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
 		return nil, &eventError{http.StatusBadRequest, wire.CodeInvalidEvent, err.Error()}
 	}
+	if detail := ruleAgentRefusal(ev); detail != "" {
+		return nil, &eventError{http.StatusForbidden, wire.CodeForbidden, detail}
+	}
 	if aep.IsCommand(ev.Type) {
 		return nil, &eventError{http.StatusForbidden, wire.CodeControlSocket,
 			fmt.Sprintf("%s is a control command: commands flow only on the authenticated WebSocket binding (AEP-0004 §4.1)", ev.Type)}

@@ -193,6 +193,41 @@ func TestForgedByIsReplaced(t *testing.T) {
 	}
 }
 
+// Only the relay's rules send as "rule:<id>": a command whose sender
+// names a rule as its agent is refused on the socket (it would otherwise
+// reach the emitter stamped with the person, yet read as a rule's answer
+// to whatever believes the agent), and so is any event naming one, on the
+// socket and on POST /events, whoever sends it.
+func TestForgedRuleAgentRefused(t *testing.T) {
+	tm := newTeam(t)
+	tgt := target(t, tm.srv, "both", "kimi", "s-fr", `{"accepts":["control.attention.respond"]}`)
+	for who, tok := range map[string]string{"ann": tm.ann, "ada": tm.ada, "owner": testToken} {
+		cmd := command("control.attention.respond", "s-fr", `{"answer":{"option":"allow"}}`)
+		cmd.Agent = "rule:r-always"
+		w := helloAs(t, tm.srv, tok, "both", "aep-kimi-page")
+		w.send(t, cmd)
+		f := w.expect(t, func(f wsFrame) bool { return f.str("type") == "error" })
+		if f.str("code") != "forbidden" || f.str("cause") != cmd.ID || !strings.Contains(f.str("detail"), "reserved") {
+			t.Errorf("%s's command as rule:r-always: %s", who, f.raw)
+		}
+		ev := mkEvent("s-fr-"+who, 0)
+		ev.Agent = "rule:r-always"
+		w.send(t, ev)
+		if f := w.expect(t, func(f wsFrame) bool { return f.str("type") == "error" }); f.str("code") != "forbidden" {
+			t.Errorf("%s's event as rule:r-always on the socket: %s", who, f.raw)
+		}
+	}
+	tgt.quiet(t, 100*time.Millisecond)
+	ev := mkEvent("s-fr-post", 0)
+	ev.Agent = "rule:r-always"
+	if res := do(t, tm.srv, http.MethodPost, "/events", line(t, ev), withIngest(tm.aH)); res.status != http.StatusForbidden || !strings.Contains(string(res.body), "reserved") {
+		t.Errorf("POST /events as rule:r-always: %d %s", res.status, res.body)
+	}
+	if n := len(sessionReplay(t, tm.srv, "s-fr")) + len(sessionReplay(t, tm.srv, "s-fr-post")) + len(sessionReplay(t, tm.srv, "s-fr-ada")); n != 1 {
+		t.Errorf("refused events were stored: %d besides the claim", n-1)
+	}
+}
+
 // Removing a person's token closes what it opened, an SSE stream and a
 // socket, within 2 s; the token is refused from then on, as are blank and
 // unknown tokens. The others' connections stay.

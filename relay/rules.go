@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -220,6 +221,17 @@ func (s *Server) deliverRuleCommand(cmd *aep.Event, now time.Time) *Message {
 	}
 	s.metrics.commands.WithLabelValues(resultRouted).Inc()
 	return m
+}
+
+// ruleAgentRefusal says why ev may not be taken from a client: its agent
+// names one of the relay's rules ("rule:<id>"), which only the relay's own
+// commands do (stamped so in mapping.ExtBy, which is what consumers
+// believe). "" when it may.
+func ruleAgentRefusal(ev *aep.Event) string {
+	if !strings.HasPrefix(ev.Agent, rules.AgentPrefix) {
+		return ""
+	}
+	return fmt.Sprintf("agent %q is reserved: only the relay's own rules send as %s<id>", ev.Agent, rules.AgentPrefix)
 }
 
 // noteStart learns a session's working directory from its session.started

@@ -346,6 +346,11 @@ func (c *wsConn) event(data []byte, in *ingested) {
 		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
 		return
 	}
+	if detail := ruleAgentRefusal(ev); detail != "" {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeForbidden, Detail: detail})
+		return
+	}
 	if aep.IsCommand(ev.Type) {
 		if role := commandRole(ev.Type); !c.adm.can(role) {
 			s.metrics.commands.WithLabelValues(wire.CodeUnauthorized).Inc()

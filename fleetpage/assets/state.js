@@ -402,12 +402,13 @@ function foldEvent(state, l, f, rec) {
       break;
     }
     case 'control.attention.respond': {
-      // A rule's answer (its sender is rule:<id>): the request is
+      // A rule's answer (the relay stamped its sender rule:<id>; the
+      // agent a command names itself proves nothing): the request is
       // answered from here on, though its emitter has yet to say so; it
       // never waits on a person. A person's command changes nothing until
       // the emitter answers.
       const req = s.attention.get(ev.subject);
-      const rule = ruleOf(ev.agent);
+      const rule = ruleOf(strOf(ev, BY_ATTR));
       if (rule && req && !refused.has(ev.id) && !req.rule && !req.answered && !req.outcome) {
         req.rule = rule;
         req.ruled = ev;
@@ -793,9 +794,10 @@ const optionOutcome = (o) => (!o ? 'answered' : OPTION_OUTCOMES[o.toLowerCase()]
 
 // settler is relay/consumer's Answerer: by (the stamped person, else a
 // sender that names itself; a rule's id) and the surface an answer came
-// through.
+// through. Only the relay's stamp names a rule: an agent is whatever its
+// sender wrote.
 export function settler(agent, stamped) {
-  const rule = ruleOf(agent);
+  const rule = ruleOf(stamped);
   if (rule) return { by: rule, surface: 'rule' };
   if (Object.hasOwn(SURFACE_OF_AGENT, agent)) return { by: stamped, surface: SURFACE_OF_AGENT[agent] };
   return { by: firstOf(stamped, typeof agent === 'string' ? agent : ''), surface: '' };
@@ -819,6 +821,10 @@ export function settled(state, req) {
     if (cmd && cmd.type === 'control.attention.respond') {
       agent = typeof cmd.agent === 'string' ? cmd.agent : '';
       stamped = strOf(cmd, BY_ATTR);
+    } else if (ruleOf(agent)) {
+      // The command is not at hand: the emitter's by is the stamp the
+      // relay put on it.
+      stamped = agent;
     }
     if (strOf(d, 'via') === 'oob' && agent === '') {
       out.surface = 'kimi';

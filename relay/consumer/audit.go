@@ -37,9 +37,10 @@ const Nobody = "nobody"
 // or "" when the record does not say who; surface one of the Surface
 // words, or "" for a sender aep-kimi does not know. agent is the answering
 // command's agent (attention.answered's by when the command is not at
-// hand), stamped the relay's mapping.ExtBy on it.
+// hand), stamped the relay's mapping.ExtBy on it. Only the stamp names a
+// rule: an agent is whatever its sender wrote.
 func Answerer(agent, stamped string) (by, surface string) {
-	if id, ok := rules.RuleOfAgent(agent); ok {
+	if id, ok := rules.RuleOfAgent(stamped); ok {
 		return id, SurfaceRule
 	}
 	if s, ok := mapping.SurfaceOf(agent); ok {
@@ -161,6 +162,10 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 		if cmd := s.Event(r.Answered.Cause); cmd != nil && cmd.Type == rules.CommandType {
 			agent = cmd.Agent
 			stamped, _ = cmd.ExtString(mapping.ExtBy)
+		} else if _, ok := rules.RuleOfAgent(agent); ok {
+			// The command is not at hand: the emitter's by is the stamp
+			// the relay put on it (mapping.CommandSender).
+			stamped = agent
 		}
 		if r.Answered.Via == "oob" && agent == "" {
 			row.Surface = SurfaceKimi

@@ -441,11 +441,12 @@ func (s *Session) apply(rec *record) {
 			}
 		}
 	case rules.CommandType:
-		// A rule's answer (its sender is rule:<id>): the request is
+		// A rule's answer (the relay stamped its sender rule:<id>; the
+		// agent a command names itself proves nothing): the request is
 		// answered from here on, though its emitter has yet to say so; it
 		// never waits on a person. A person's command changes nothing
 		// until the emitter answers.
-		id, ok := rules.RuleOfAgent(ev.Agent)
+		id, ok := mapping.CommandRule(ev)
 		if r := s.requests[ev.Subject]; ok && !s.refused[ev.ID] && r != nil && r.Rule == "" && r.Answered == nil && r.Outcome == nil {
 			r.Rule, r.Ruled = id, markOf(ev)
 			s.ruled[ev.ID] = r

@@ -362,7 +362,9 @@ func BenchmarkFold(b *testing.B) {
 
 // A request a rule answered never waits on a person, from the rule's
 // command on; one whose rule answer the emitter refused waits again, and a
-// person's command changes nothing until the emitter answers.
+// person's command changes nothing until the emitter answers, even one
+// whose agent names a rule (6, 7: only the relay's stamp says a rule
+// sent it; 7's answer is ann's).
 func TestFoldRuleAnswered(t *testing.T) {
 	f := fold(readEvents(t, filepath.Join("testdata", "streams", "attention-rule.jsonl")))
 	now, _ := time.Parse(time.RFC3339, "2026-07-03T11:01:00Z")
@@ -370,8 +372,18 @@ func TestFoldRuleAnswered(t *testing.T) {
 	for _, r := range f.Pending(now) {
 		pending = append(pending, strings.TrimLeft(strings.TrimPrefix(r.ID, "01JZRULEREQ"), "0"))
 	}
-	if got := strings.Join(pending, ","); got != "3,4,5" {
-		t.Fatalf("pending %s, want 3,4,5 (1 and 2 were answered by rules)", got)
+	if got := strings.Join(pending, ","); got != "3,4,5,6" {
+		t.Fatalf("pending %s, want 3,4,5,6 (1 and 2 were answered by rules, 7 by ann)", got)
+	}
+	for _, id := range []string{"01JZRULEREQ000000000000006", "01JZRULEREQ000000000000007"} {
+		if r := f.Session(f.Sessions()[0]).Request(id); r.Rule != "" {
+			t.Errorf("request %s: ruled by %q, from a command whose agent only names the rule", id, r.Rule)
+		}
+	}
+	for _, row := range f.Audit(time.Time{}) {
+		if row.Request == "01JZRULEREQ000000000000007" && (row.By != "ann" || row.Surface == SurfaceRule) {
+			t.Errorf("the audit of request 7: %+v", row)
+		}
 	}
 	s := f.Session(f.Sessions()[0])
 	if r := s.Request("01JZRULEREQ000000000000002"); r.Rule != "rmrf" || r.State() != StateAnswered || r.Ruled.Event != "01JZRULECMD000000000000002" {
