@@ -85,7 +85,23 @@ func NewRedactor(o RedactOptions) *Redactor {
 
 // Text redacts one string. Text with nothing to redact comes back as the
 // same string without allocating.
-func (r *Redactor) Text(s string) string {
+func (r *Redactor) Text(s string) string { return r.redact(s, pass{}) }
+
+// Command redacts a command line (a tool's argument text, which rules read
+// and a person approves) as Text does, except that no redaction ever takes
+// a shell operator (; & | ` < > $( a line break, or LineBreak): a
+// credential value ends where the shell would end it (`password=x;rm`
+// keeps `;rm`, `TOKEN=$(...)` and a backquoted value keep the command they
+// run), and a finding that spans an operator (a quoted value, a key block)
+// is replaced around it, each side by its own marker. The operators of the
+// result are those of s, in order, so what runs after one stays readable.
+func (r *Redactor) Command(s string) string { return r.redact(s, pass{cmd: true}) }
+
+// LineBreak is how a line break reads in a one-line argument text (the
+// mapping's summary of a tool's input): Command keeps it as an operator.
+const LineBreak = "⏎"
+
+func (r *Redactor) redact(s string, ps pass) string {
 	if r == nil {
 		r = &Redactor{}
 	}
@@ -95,37 +111,37 @@ func (r *Redactor) Text(s string) string {
 	h := scanHints(s)
 	// (a) secrets and credentials.
 	if h.dash && pemNeedle.index(s, 0) >= 0 {
-		s = pemBlockRe.ReplaceAllLiteralString(s, RedactedSecret)
-		s = pemOpenRe.ReplaceAllLiteralString(s, RedactedSecret)
+		s = ps.replaceRe(pemBlockRe, s, RedactedSecret)
+		s = ps.replaceRe(pemOpenRe, s, RedactedSecret)
 	}
-	s = redactTokens(s)
+	s = redactTokens(s, ps)
 	if h.letterB {
-		s = redactBearer(s)
+		s = redactBearer(s, ps)
 	}
 	if h.sep || h.dash {
-		s = redactAssignments(s, r.secretNames, h)
+		s = redactAssignments(s, r.secretNames, h, ps)
 	}
 	if h.at && h.sep {
-		s = redactURLPasswords(s)
+		s = redactURLPasswords(s, ps)
 	}
 	if jwtNeedle.index(s, 0) >= 0 {
-		s = jwtRe.ReplaceAllLiteralString(s, RedactedSecret)
+		s = ps.replaceRe(jwtRe, s, RedactedSecret)
 	}
 	// (b) operator-configured values.
 	for _, v := range r.secretValues {
-		s = replaceOutsideMarkers(s, v, RedactedSecret)
+		s = replaceOutsideMarkers(s, v, RedactedSecret, ps)
 	}
 	// (c) home paths.
 	if h.slash || h.backslash {
-		s = r.redactHome(s)
+		s = r.redactHome(s, ps)
 	}
 	// (d) PII.
 	if !r.noPII {
 		if h.at {
-			s = redactEmails(s)
+			s = redactEmails(s, ps)
 		}
 		if h.phone {
-			s = redactPhones(s)
+			s = redactPhones(s, ps)
 		}
 	}
 	return s
@@ -313,8 +329,14 @@ var (
 
 type span struct{ start, end int }
 
-// applySpans replaces each span (sorted, non-overlapping) with repl.
-func applySpans(s string, spans []span, repl string) string {
+// pass is how one redaction runs: over free text, or over a command line
+// (cmd), where no replacement may take a shell operator.
+type pass struct{ cmd bool }
+
+// apply replaces each span (sorted, non-overlapping) with repl; on a
+// command line the operators inside a span stay, and each run between them
+// is replaced on its own.
+func (ps pass) apply(s string, spans []span, repl string) string {
 	if len(spans) == 0 {
 		return s
 	}
@@ -323,11 +345,75 @@ func applySpans(s string, spans []span, repl string) string {
 	last := 0
 	for _, sp := range spans {
 		b.WriteString(s[last:sp.start])
-		b.WriteString(repl)
+		if ps.cmd {
+			writeAroundOperators(&b, s, sp, repl)
+		} else {
+			b.WriteString(repl)
+		}
 		last = sp.end
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// writeAroundOperators writes sp of s with each run of non-operator bytes
+// replaced by repl and the operators kept.
+func writeAroundOperators(b *strings.Builder, s string, sp span, repl string) {
+	run := false
+	for i := sp.start; i < sp.end; {
+		if n := operatorAt(s, i); n > 0 {
+			b.WriteString(s[i:min(i+n, sp.end)])
+			i += n
+			run = false
+			continue
+		}
+		if !run {
+			b.WriteString(repl)
+			run = true
+		}
+		i++
+	}
+}
+
+// operatorAt returns the length of the shell operator byte sequence at
+// s[i] (0 when there is none): ; & | ` < > a line break, LineBreak, and
+// both bytes of $( wherever i falls in it.
+func operatorAt(s string, i int) int {
+	switch s[i] {
+	case ';', '&', '|', '`', '<', '>', '\n', '\r':
+		return 1
+	case '$':
+		if i+1 < len(s) && s[i+1] == '(' {
+			return 1
+		}
+	case '(':
+		if i > 0 && s[i-1] == '$' {
+			return 1
+		}
+	case LineBreak[0]:
+		if strings.HasPrefix(s[i:], LineBreak) {
+			return len(LineBreak)
+		}
+	}
+	return 0
+}
+
+// endsValue reports whether a credential value scanned on a command line
+// ends at s[i]: the shell ends an unquoted word at an operator.
+func (ps pass) endsValue(s string, i int) bool {
+	return ps.cmd && operatorAt(s, i) > 0
+}
+
+// replaceRe replaces re's matches with repl.
+func (ps pass) replaceRe(re *regexp.Regexp, s, repl string) string {
+	if !ps.cmd {
+		return re.ReplaceAllLiteralString(s, repl)
+	}
+	var spans []span
+	for _, m := range re.FindAllStringIndex(s, -1) {
+		spans = append(spans, span{m[0], m[1]})
+	}
+	return ps.apply(s, spans, repl)
 }
 
 // mergeSpans sorts spans and joins overlapping ones.
@@ -363,7 +449,7 @@ func markerAt(s string, i int) int {
 // replaceOutsideMarkers replaces every occurrence of v that does not overlap
 // an existing marker, so a configured value like "secret" leaves
 // "[REDACTED:secret]" alone and the pipeline stays idempotent.
-func replaceOutsideMarkers(s string, v needle, repl string) string {
+func replaceOutsideMarkers(s string, v needle, repl string, ps pass) string {
 	first := v.index(s, 0)
 	if first < 0 {
 		return s
@@ -395,7 +481,7 @@ func replaceOutsideMarkers(s string, v needle, repl string) string {
 		spans = append(spans, span{start, end})
 		start = v.index(s, end)
 	}
-	return applySpans(s, spans, repl)
+	return ps.apply(s, spans, repl)
 }
 
 // --- byte classes -------------------------------------------------------------------
@@ -491,7 +577,7 @@ type anchoredShape struct {
 var anchorBytes = [3]byte{'_', '-', 'A'}
 
 // redactTokens replaces AWS key ids and the bare token shapes.
-func redactTokens(s string) string {
+func redactTokens(s string, ps pass) string {
 	var spans []span
 	for a, shapes := range tokenAnchors {
 		c := anchorBytes[a]
@@ -511,7 +597,7 @@ func redactTokens(s string) string {
 			}
 		}
 	}
-	return applySpans(s, mergeSpans(spans), RedactedSecret)
+	return ps.apply(s, mergeSpans(spans), RedactedSecret)
 }
 
 // matchAt reports whether the shape's token starts at start and where it ends.
@@ -538,7 +624,7 @@ func bearerTokenByte(c byte) bool {
 // redactBearer replaces the token after a case-insensitive "Bearer ". Prose
 // ("the bearer of good news") is spared: the token must be 8+ b64token bytes
 // that look like a token, not a word.
-func redactBearer(s string) string {
+func redactBearer(s string, ps pass) string {
 	var spans []span
 	for from := 0; from < len(s); {
 		j := indexFold(s[from:], "bearer")
@@ -570,7 +656,7 @@ func redactBearer(s string) string {
 		spans = append(spans, span{k, end})
 		from = end
 	}
-	return applySpans(s, spans, RedactedSecret)
+	return ps.apply(s, spans, RedactedSecret)
 }
 
 // tokenLike tells a credential from an English word: a digit, a symbol, or
@@ -680,7 +766,7 @@ func credentialSuffix(key, w string) bool {
 // redactAssignments replaces credential values in key=value, key: value,
 // "key": "value", key := value and --key value forms, including a value on
 // the next line. Only the value goes; the key stays readable.
-func redactAssignments(s string, extra []string, h hints) string {
+func redactAssignments(s string, extra []string, h hints, ps pass) string {
 	var spans []span
 	nextEq, nextColon := strings.IndexByte(s, '='), strings.IndexByte(s, ':')
 	for from := 0; from < len(s); {
@@ -721,7 +807,7 @@ func redactAssignments(s string, extra []string, h hints) string {
 		if !endsWithCredential(key, extra) {
 			continue
 		}
-		sp, ok := credentialValue(s, p+sepLen, isAuthorization(key))
+		sp, ok := credentialValue(s, p+sepLen, isAuthorization(key), ps)
 		if !ok {
 			continue
 		}
@@ -729,9 +815,9 @@ func redactAssignments(s string, extra []string, h hints) string {
 		from = max(from, sp.end)
 	}
 	if h.dash {
-		spans = append(spans, flagValues(s, extra)...)
+		spans = append(spans, flagValues(s, extra, ps)...)
 	}
-	return applySpans(s, mergeSpans(spans), RedactedSecret)
+	return ps.apply(s, mergeSpans(spans), RedactedSecret)
 }
 
 func isAuthorization(key string) bool {
@@ -741,15 +827,21 @@ func isAuthorization(key string) bool {
 // credentialValue finds the value that starts after whitespace at i: a
 // quoted string's contents, else the next run of non-space bytes. For an
 // authorization value "Scheme token" it takes the token and keeps the scheme.
-func credentialValue(s string, i int, authorization bool) (span, bool) {
-	for i < len(s) && isSpace(s[i]) {
+// On a command line the value is the shell's: it starts on the same line,
+// an unquoted one ends at an operator, a backquote runs a command rather
+// than quoting one, and a double-quoted one ends where $( or ` would run one.
+func credentialValue(s string, i int, authorization bool, ps pass) (span, bool) {
+	for i < len(s) && (isSpace(s[i]) && !ps.cmd || s[i] == ' ' || s[i] == '\t') {
 		i++
 	}
 	if i >= len(s) {
 		return span{}, false
 	}
-	if q := s[i]; q == '"' || q == '\'' || q == '`' {
+	if q := s[i]; q == '"' || q == '\'' || q == '`' && !ps.cmd {
 		if end, ok := closingQuote(s, i); ok {
+			if ps.cmd && q == '"' {
+				end = substitutionIn(s, i+1, end)
+			}
 			if end == i+1 || strings.HasPrefix(s[i+1:], markerPrefix) {
 				return span{}, false
 			}
@@ -762,10 +854,7 @@ func credentialValue(s string, i int, authorization bool) (span, bool) {
 		}
 		i++
 	}
-	end := i
-	for end < len(s) && !isSpace(s[end]) {
-		end++
-	}
+	end := ps.wordEnd(s, i)
 	if end == i || strings.HasPrefix(s[i:], markerPrefix) {
 		return span{}, false
 	}
@@ -774,10 +863,7 @@ func credentialValue(s string, i int, authorization bool) (span, bool) {
 		for k < len(s) && (s[k] == ' ' || s[k] == '\t') {
 			k++
 		}
-		tokEnd := k
-		for tokEnd < len(s) && !isSpace(s[tokEnd]) {
-			tokEnd++
-		}
+		tokEnd := ps.wordEnd(s, k)
 		if tokEnd > k {
 			if strings.HasPrefix(s[k:], markerPrefix) {
 				return span{}, false
@@ -786,6 +872,26 @@ func credentialValue(s string, i int, authorization bool) (span, bool) {
 		}
 	}
 	return span{i, end}, true
+}
+
+// wordEnd is where the run of non-space bytes at i ends; on a command line
+// an operator ends it too.
+func (ps pass) wordEnd(s string, i int) int {
+	for i < len(s) && !isSpace(s[i]) && !ps.endsValue(s, i) {
+		i++
+	}
+	return i
+}
+
+// substitutionIn is where a command substitution ($( or `) first starts in
+// s[from:end], else end: the shell runs it even inside double quotes.
+func substitutionIn(s string, from, end int) int {
+	for k := from; k < end; k++ {
+		if s[k] == '`' || s[k] == '$' && k+1 < len(s) && s[k+1] == '(' {
+			return k
+		}
+	}
+	return end
 }
 
 // schemeToken splits a quoted authorization value "Scheme token" at the
@@ -837,7 +943,7 @@ func closingQuote(s string, i int) (int, bool) {
 
 // flagValues finds --name value pairs (space-separated command-line flags)
 // whose name is a credential; the --name=value form is an assignment.
-func flagValues(s string, extra []string) []span {
+func flagValues(s string, extra []string, ps pass) []span {
 	var spans []span
 	for from := 0; from < len(s); {
 		j := flagDashNeedle.index(s, from)
@@ -865,23 +971,27 @@ func flagValues(s string, extra []string) []span {
 		}
 		if q := s[k]; q == '"' || q == '\'' {
 			if e, ok := closingQuote(s, k); ok && e > k+1 {
-				spans = append(spans, span{k + 1, e})
+				if ps.cmd && q == '"' {
+					e = substitutionIn(s, k+1, e)
+				}
+				if e > k+1 {
+					spans = append(spans, span{k + 1, e})
+				}
 				from = e
 				continue
 			}
 		}
-		e := k
-		for e < len(s) && !isSpace(s[e]) {
-			e++
+		e := ps.wordEnd(s, k)
+		if e > k {
+			spans = append(spans, span{k, e})
 		}
-		spans = append(spans, span{k, e})
-		from = e
+		from = max(e, from)
 	}
 	return spans
 }
 
 // redactURLPasswords replaces the password of scheme://user:password@host.
-func redactURLPasswords(s string) string {
+func redactURLPasswords(s string, ps pass) string {
 	var spans []span
 	for from := 0; from < len(s); {
 		j := schemeNeedle.index(s, from)
@@ -910,7 +1020,7 @@ func redactURLPasswords(s string) string {
 			}
 		}
 	}
-	return applySpans(s, spans, RedactedSecret)
+	return ps.apply(s, spans, RedactedSecret)
 }
 
 // --- (c) home paths ---------------------------------------------------------------
@@ -927,7 +1037,7 @@ func userNameByte(c byte) bool {
 
 // redactHome replaces the configured home and any /home/<user>,
 // /Users/<user> or X:\Users\<user> prefix with "~".
-func (r *Redactor) redactHome(s string) string {
+func (r *Redactor) redactHome(s string, ps pass) string {
 	var spans []span
 	if r.home.s != "" {
 		for from := 0; ; {
@@ -949,7 +1059,7 @@ func (r *Redactor) redactHome(s string) string {
 	if strings.IndexByte(s, '\\') >= 0 {
 		spans = appendHomeSpans(spans, s, winUsersNeedle)
 	}
-	return applySpans(s, mergeSpans(spans), "~")
+	return ps.apply(s, mergeSpans(spans), "~")
 }
 
 // appendHomeSpans adds root<user> prefixes, taking in a drive letter before
@@ -987,7 +1097,7 @@ func emailLocalByte(c byte) bool  { return isAlnum(c) || strings.IndexByte("._%+
 func emailDomainByte(c byte) bool { return isAlnum(c) || c == '.' || c == '-' }
 
 // redactEmails replaces local@domain.tld addresses.
-func redactEmails(s string) string {
+func redactEmails(s string, ps pass) string {
 	var spans []span
 	lastEnd := 0
 	for from := 0; from < len(s); {
@@ -1026,7 +1136,7 @@ func redactEmails(s string) string {
 		spans = append(spans, span{start, end})
 		from, lastEnd = end, end
 	}
-	return applySpans(s, spans, RedactedPII)
+	return ps.apply(s, spans, RedactedPII)
 }
 
 // emailDomain accepts label(.label)+ ending in a 2+ letter TLD.
@@ -1054,7 +1164,7 @@ func phoneSepByte(c byte) bool { return c == ' ' || c == '-' || c == '.' || c ==
 // redactPhones replaces phone numbers. It is deliberately shape-driven so
 // versions (22.11.0), counts (42 tests), dates, IPs and plain long numbers
 // stay: see phoneShape.
-func redactPhones(s string) string {
+func redactPhones(s string, ps pass) string {
 	var spans []span
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -1079,7 +1189,7 @@ func redactPhones(s string) string {
 		}
 		i = skipRun(s, i)
 	}
-	return applySpans(s, spans, RedactedPII)
+	return ps.apply(s, spans, RedactedPII)
 }
 
 // skipRun moves past the digit/separator run at i.

@@ -203,6 +203,8 @@ func FuzzRedactText(f *testing.F) {
 		"upgraded to node 22.11.0, ran 42 tests",
 		"postgres://u:p@h/db --password x",
 		"AKIAAKIA0000000000000000000000",
+		"echo password=x;rm -rf /tmp/victim && TOKEN=$(id) `id`",
+		"password=\"a;b$(c)\" ⏎ -----BEGIN PRIVATE KEY----- ⏎ x",
 	} {
 		f.Add(s)
 	}
@@ -223,7 +225,66 @@ func FuzzRedactText(f *testing.F) {
 		if again := r.Text(out); again != out {
 			t.Fatalf("not idempotent:\n in  %q\n out %q\n out2 %q", s, out, again)
 		}
+		// A command line keeps every operator, in order, and is redacted
+		// as far as free text would be for what the shell reads as one word.
+		cmd := r.Command(s)
+		if got, want := operatorsOf(cmd), operatorsOf(s); got != want {
+			t.Fatalf("Command took an operator:\n in  %q (%q)\n out %q (%q)", s, want, cmd, got)
+		}
+		if strings.Contains(cmd, "s3cr3t") {
+			t.Fatalf("configured secret survived Command: %q -> %q", s, cmd)
+		}
+		if again := r.Command(cmd); again != cmd {
+			t.Fatalf("Command not idempotent:\n in  %q\n out %q\n out2 %q", s, cmd, again)
+		}
 	})
+}
+
+// operatorsOf lists the shell operators of s in order (operatorAt's).
+func operatorsOf(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if n := operatorAt(s, i); n > 0 {
+			b.WriteString(s[i : i+n])
+			i += n
+			continue
+		}
+		i++
+	}
+	return b.String()
+}
+
+// A command line's credential ends where the shell ends the word: the
+// operator and what it runs stay readable, and a finding that spans an
+// operator is replaced on each side of it.
+func TestRedactCommand(t *testing.T) {
+	r := NewRedactor(RedactOptions{SecretValues: []string{"ab;cd"}})
+	for in, want := range map[string]string{
+		"echo password=x;rm -rf /tmp/victim":       "echo password=[REDACTED:secret];rm -rf /tmp/victim",
+		"echo token=abc&&rm -rf ~":                 "echo token=[REDACTED:secret]&&rm -rf ~",
+		"--api-key=k;rm":                           "--api-key=[REDACTED:secret];rm",
+		"--api-key k|sh":                           "--api-key [REDACTED:secret]|sh",
+		"TOKEN=$(rm -rf ~)":                        "TOKEN=$(rm -rf ~)",
+		"authorization=Bearer x;rm":                "authorization=Bearer [REDACTED:secret];rm",
+		"DB_PASSWORD=x|sh":                         "DB_PASSWORD=[REDACTED:secret]|sh",
+		"password=`rm -rf /`":                      "password=`rm -rf /`",
+		`password="abc$(rm -rf /)"`:                `password="[REDACTED:secret]$(rm -rf /)"`,
+		`password="a;b" ok`:                        `password="[REDACTED:secret];[REDACTED:secret]" ok`,
+		"password=\nrm -rf /":                      "password=\nrm -rf /",
+		"password= ⏎ rm -rf /":                     "password= ⏎ rm -rf /",
+		"echo ab;cd":                               "echo [REDACTED:secret];[REDACTED:secret]",
+		"curl https://u:p;w@h/x":                   "curl https://u:[REDACTED:secret];[REDACTED:secret]@h/x",
+		"-----BEGIN RSA PRIVATE KEY----- ⏎ MIIE ⏎": "[REDACTED:secret]⏎[REDACTED:secret]⏎",
+		"go test ./... && go vet ./...":            "go test ./... && go vet ./...",
+	} {
+		if got := r.Command(in); got != want {
+			t.Errorf("Command(%q)\n got  %q\n want %q", in, got, want)
+		}
+	}
+	// Free text keeps the wider reading: a value runs to the next space.
+	if got := r.Text("password=ab&cd"); got != "password=[REDACTED:secret]" {
+		t.Errorf("Text: %q", got)
+	}
 }
 
 // cleanBenchText is ~1 KiB of ordinary tool output with nothing to redact.
@@ -280,7 +341,7 @@ func TestPhoneHintIsSound(t *testing.T) {
 		"x  5 5  5  1 2  3  4", "+1 (555) 123-4567", "555-1234", "pad pad 555 123 4567",
 		"1234567", "0 1 2 3 4 5 6", strings.Repeat("a", 13) + "555.123.4567",
 	} {
-		if redactPhones(s) != s && !mayHoldPhone(s) {
+		if redactPhones(s, pass{}) != s && !mayHoldPhone(s) {
 			t.Errorf("mayHoldPhone(%q) = false, but a phone number is there", s)
 		}
 	}

@@ -404,7 +404,7 @@ func GateRequest(r *HookResult, p Posture, expiresAt, onExpiry string, options [
 	e := toolEvent(p, "attention.requested", aep.SeverityNotice, tool, str(r.payload, "tool_call_id"))
 	e.Data["kind"] = "permission"
 	e.Data["prompt"] = aep.SynthesizePrompt(Agent, "permission", tool)
-	if s, ok := p.text(e.Capture, ToolPrompt(tool, ArgsSummary(r.payload["tool_input"]))); ok {
+	if s, ok := p.argsText(e.Capture, ToolPrompt(tool, ArgsSummary(r.payload["tool_input"]))); ok {
 		e.Data["prompt"] = s
 	}
 	e.Data["respond_via"] = []any{"control"}

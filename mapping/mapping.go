@@ -101,6 +101,22 @@ func (p Posture) text(level aep.Capture, s string) (string, bool) {
 	return p.redactor().Text(s), true
 }
 
+// argsText renders a tool permission prompt (ToolPrompt) as text does,
+// with the argument text redacted as a command line: no redaction takes a
+// shell operator, and a text cut short keeps its Cut, so a rule reading it
+// sees every command in it and that it is partial.
+func (p Posture) argsText(level aep.Capture, s string) (string, bool) {
+	if level != aep.CaptureRedacted || s == "" {
+		return p.text(level, s)
+	}
+	body, cut := strings.CutSuffix(s, Cut)
+	s = p.redactor().Command(body)
+	if cut {
+		s += Cut
+	}
+	return s, true
+}
+
 // value renders a structured value gated at redacted (the *_redacted fields).
 func (p Posture) value(level aep.Capture, v any) (any, bool) {
 	if v == nil || level < aep.CaptureRedacted {

@@ -15,8 +15,10 @@ import (
 // follow, then the argument text.
 const toolPromptLead = "Kimi wants to use "
 
-// LineBreak stands for a line break in a one-line argument text.
-const LineBreak = "⏎"
+// LineBreak stands for a line break in a one-line argument text: a shell
+// operator to the redaction of a command line (aep.Redactor.Command) and to
+// the rules.
+const LineBreak = aep.LineBreak
 
 // Cut ends an argument text cut short.
 const Cut = "…"

@@ -391,7 +391,7 @@ func ToolAsked(e Event, f Frame, p Posture) Event {
 	}
 	e = e.with("tool", toolRef(tool, firstStr(f.Payload, "tool_call_id", "toolCallId")))
 	if args := ArgsSummary(f.Payload["tool_input_display"]); args != "" {
-		if s, ok := p.text(e.Capture, ToolPrompt(tool, args)); ok {
+		if s, ok := p.argsText(e.Capture, ToolPrompt(tool, args)); ok {
 			e = e.with("prompt", s)
 		}
 	}

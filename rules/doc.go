@@ -22,10 +22,13 @@
 // rule needing a fact the request does not carry never matches
 // (Unknowable), and a deny or ask rule in that state keeps every allow rule
 // from answering, so a blind spot sends the request to a person rather than
-// letting a broad allow through. Two more guards keep an allow narrow: its
+// letting a broad allow through. More guards keep an allow narrow: its
 // wildcards never span a shell operator (Pattern.Safe: `echo *` does not
 // allow `echo ok; rm -rf /`), and it never reads an argument text the
-// emitter cut short.
+// emitter cut short or redacted (Redacted): that is not the command that
+// runs. The emitter redacts a command line so that no marker takes an
+// operator (aep.Redactor.Command), so a deny rule still sees what follows
+// one; a deny or ask rule that misses a cut text is unknowable.
 //
 // Book keeps the file: a change on disk is taken once it holds still, a
 // file that stops parsing leaves the last good rules in force and says why

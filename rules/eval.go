@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/aep-kimi/aep-kimi/aep"
 )
 
 // Request is what a rule can match: the facts of one tool permission
@@ -182,6 +184,14 @@ func (s *Set) Evaluate(req Request, trace bool) Verdict {
 	return v
 }
 
+// Redacted reports whether an argument text holds a redaction marker
+// ([REDACTED:secret], [REDACTED:pii], ...): part of it is not the tool's
+// own input, so no allow rule reads it.
+func Redacted(args string) bool { return strings.Contains(args, redactedMarker) }
+
+// redactedMarker opens every redaction marker (AEP-0003 §9.4).
+const redactedMarker = "[REDACTED"
+
 // each calls fn for the rules that may concern tool (lowercase): its own and the
 // wildcard ones, each list in file order.
 func (s *Set) each(tool string, fn func(*compiled)) {
@@ -205,6 +215,7 @@ type prepared struct {
 	Request
 	tool, agent text // lowercased: name patterns fold case
 	args        text
+	redacted    bool // args hold a redaction marker
 	argPieces   [][]rune
 	argSeps     []rune
 	dirs        []text
@@ -214,6 +225,7 @@ func prepare(req Request) *prepared {
 	p := &prepared{Request: req, tool: lower(req.Tool), agent: lower(req.Agent)}
 	if req.ArgsCarried {
 		p.args = newText(req.Args)
+		p.redacted = Redacted(req.Args)
 		p.argPieces, p.argSeps = splitText(p.args.rs)
 	}
 	return p
@@ -261,6 +273,8 @@ func (c *compiled) test(req *prepared, explain bool) (Outcome, string) {
 			unknown = append(unknown, "the request carries no argument text (capture below redacted)")
 		case req.ArgsCut && c.Effect == Allow:
 			unknown = append(unknown, "the request's argument text was cut short, and an allow rule never reads a partial command")
+		case c.Effect == Allow && req.redacted:
+			unknown = append(unknown, "the request's argument text was redacted ("+aep.RedactedSecret+" or the like), and an allow rule never reads a command it cannot see whole")
 		case c.Effect == Allow && !c.args.safe(req.args, req.argPieces, req.argSeps):
 			if explain && c.args.match(req.args) {
 				return Missed, why(func() string {
@@ -268,6 +282,9 @@ func (c *compiled) test(req *prepared, explain bool) (Outcome, string) {
 				})
 			}
 			return Missed, why(func() string { return fmt.Sprintf("args %q do not match %q", req.Args, c.Args) })
+		case c.Effect != Allow && !c.args.match(req.args) && req.ArgsCut:
+			// What was cut off may hold whole commands this rule is about.
+			unknown = append(unknown, "the request's argument text was cut short and what is left does not match, so the rest might")
 		case c.Effect != Allow && !c.args.match(req.args):
 			return Missed, why(func() string { return fmt.Sprintf("args %q do not match %q", req.Args, c.Args) })
 		}

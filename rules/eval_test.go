@@ -136,6 +136,46 @@ func TestEvaluateCut(t *testing.T) {
 	}
 }
 
+// A redacted command is not the tool's own input: no allow rule reads it,
+// whatever its wildcards, while a deny rule still matches what it shows.
+func TestEvaluateRedacted(t *testing.T) {
+	s := mustSet(t,
+		Rule{ID: "echo", Effect: Allow, Tool: "Bash", Args: "echo *"},
+		Rule{ID: "any", Effect: Allow, Tool: "Bash", Args: "*"},
+		Rule{ID: "rmrf", Effect: Deny, Tool: "Bash", Args: "*rm -rf*"},
+	)
+	for _, args := range []string{"echo password=" + aep.RedactedSecret + " -rf /tmp/victim", "echo " + aep.RedactedPII} {
+		v := s.Evaluate(bash(args), true)
+		if v.Effect != "" {
+			t.Fatalf("%q: %+v", args, v)
+		}
+		if v.Trace[0].Outcome != Unknowable || !strings.Contains(v.Trace[0].Why, "redacted") {
+			t.Fatalf("%q: the trace does not say the allow rule cannot read it: %+v", args, v.Trace[0])
+		}
+	}
+	if v := s.Evaluate(bash("echo password="+aep.RedactedSecret+";rm -rf /tmp/victim"), false); v.Effect != Deny {
+		t.Fatalf("the deny rule does not see past the marker: %+v", v)
+	}
+}
+
+// What was cut off a command may hold the command a deny rule is about, so
+// a deny rule that misses the rest is unknowable and keeps an allow rule on
+// the tool alone from answering.
+func TestEvaluateCutHoldsAllow(t *testing.T) {
+	s := mustSet(t,
+		Rule{ID: "bash", Effect: Allow, Tool: "Bash"},
+		Rule{ID: "rmrf", Effect: Deny, Tool: "Bash", Args: "*rm -rf*"},
+	)
+	cut := bash("echo " + strings.Repeat("a", 240) + "…")
+	cut.ArgsCut = true
+	if v := s.Evaluate(cut, false); v.Effect != "" || v.Held == nil || v.Held.ID != "rmrf" {
+		t.Fatalf("a cut command was allowed past a deny rule that cannot see its end: %+v", v)
+	}
+	if v := s.Evaluate(bash("echo ok"), false); v.Effect != Allow {
+		t.Fatalf("a whole command the deny rule misses: %+v", v)
+	}
+}
+
 func TestEvaluateSafeAllow(t *testing.T) {
 	s := mustSet(t, Rule{ID: "echo", Effect: Allow, Tool: "Bash", Args: "echo *"}, Rule{ID: "semi", Effect: Deny, Tool: "Bash", Args: "*;*"})
 	v := s.Evaluate(bash("echo ok; rm -rf /"), true)

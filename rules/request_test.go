@@ -12,11 +12,16 @@ import (
 
 // gateAsk maps a PreToolUse through the real mapping into the gate's
 // attention.requested, at attention capture level.
-func gateAsk(t *testing.T, command string, level aep.Capture) *aep.Event {
+func gateAsk(t testing.TB, command string, level aep.Capture) *aep.Event {
+	t.Helper()
+	return gateAskWith(t, command, mapping.Posture{Capture: aep.CaptureMetadata, AttentionCapture: level})
+}
+
+// gateAskWith is gateAsk at posture p.
+func gateAskWith(t testing.TB, command string, p mapping.Posture) *aep.Event {
 	t.Helper()
 	payload, _ := json.Marshal(map[string]any{"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash",
 		"tool_call_id": "c1", "tool_input": map[string]any{"command": command}})
-	p := mapping.Posture{Capture: aep.CaptureMetadata, AttentionCapture: level}
 	r, err := mapping.Hook(payload, p)
 	if err != nil {
 		t.Fatal(err)

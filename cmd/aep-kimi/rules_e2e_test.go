@@ -111,14 +111,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 
 	// On the relay's stream, the rules' commands, each right behind its
 	// request, and no person's command before git push.
-	var stream []*aep.Event
-	for _, b := range st.relayEvents(t, requests[0].Session) {
-		e, err := aep.ParseEvent(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stream = append(stream, e)
-	}
+	stream := st.relayEventsOf(t, requests[0].Session)
 	for i, rule := range []string{echo, rmrf} {
 		at := indexOf(stream, requests[i].ID)
 		if at < 0 || at+1 >= len(stream) || stream[at+1].Type != rules.CommandType || stream[at+1].Agent != "rule:"+rule || stream[at+1].Subject != requests[i].ID {

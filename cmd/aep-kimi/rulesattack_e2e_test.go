@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// An allow rule is not talked around through redaction: with `allow Bash
+// "echo *"` and the gate denying at its deadline, a command that hides a
+// second one behind a credential (`echo password=x;rm -rf /tmp/victim`) is
+// not allowed by the rule. The redactor once took the operator and what
+// followed into the secret's marker, so the rule read `echo
+// password=[REDACTED:secret] -rf /tmp/victim` and allowed it at once. Now
+// the marker alone keeps the allow rule off (a person, here the deadline,
+// answers), and a deny rule still sees the `rm -rf` behind the operator.
+func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds and runs the binaries")
+	}
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
+	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *")
+	session := "rules-" + strings.ToLower(aep.NewID())
+
+	if out := reply(t, st.heldGate(t, session, "call_ok", "echo ok")); out != "" {
+		t.Fatalf("echo ok was not allowed by rule %s: %q", echo, out)
+	}
+	attacks := []string{
+		"echo password=x;rm -rf /tmp/victim",
+		"echo token=abc&&rm -rf ~",
+		"echo --api-key=k;rm -rf /tmp/victim",
+		"echo TOKEN=$(rm -rf ~)",
+		"echo authorization=Bearer x;rm -rf /tmp/victim",
+		"echo DB_PASSWORD=x|sh",
+		"echo password=x",
+		"echo ok;rm -rf /tmp/victim",
+	}
+	held := make([]<-chan string, len(attacks))
+	for i, c := range attacks {
+		held[i] = st.heldGate(t, session, "call_"+string(rune('a'+i)), c)
+	}
+	for i, c := range attacks {
+		if out := reply(t, held[i]); !denies(out) || !strings.Contains(out, "AEP_KIMI_ON_TIMEOUT=deny") {
+			t.Errorf("%q was not left to the deadline (which denies): reply %q", c, out)
+		}
+	}
+	evs := st.relayEventsOf(t, session)
+	for _, e := range evs {
+		if e.Type == "attention.answered" {
+			if by, _ := dataOf(e)["by"].(string); by != "rule:"+echo {
+				continue
+			}
+			for _, r := range evs {
+				if r.ID == e.Subject && !strings.HasSuffix(asString(dataOf(r)["prompt"]), ": echo ok") {
+					t.Errorf("rule %s answered %q", echo, dataOf(r)["prompt"])
+				}
+			}
+		}
+	}
+
+	// A deny rule reads what follows the operator: it answers at once.
+	deny := st.addRule(t, "deny", "--tool", "Bash", "--args", "*rm -rf*")
+	for i, c := range attacks[:4] {
+		out := reply(t, st.heldGate(t, session, "call_deny_"+string(rune('a'+i)), c))
+		if !denies(out) || !strings.Contains(out, "Denied by aep-kimi rule "+deny) {
+			t.Errorf("deny rule %s did not answer %q: reply %q", deny, c, out)
+		}
+	}
+}
+
+// relayEventsOf is the session's stream on the relay, parsed.
+func (st *stack) relayEventsOf(t testing.TB, session string) []*aep.Event {
+	t.Helper()
+	var out []*aep.Event
+	for _, b := range st.relayEvents(t, session) {
+		e, err := aep.ParseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
