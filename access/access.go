@@ -62,6 +62,11 @@ type Principal struct {
 	Role Role
 	// Capture is the ceiling on everything the relay serves this person.
 	Capture aep.Capture
+	// Token names the token the person was admitted with (zero for the
+	// owner): whatever acts for them later (a login, an answer link, a
+	// subscribed device) acts for that token, and ends with it, though
+	// the name be given a new token.
+	Token Ref
 }
 
 // Can reports whether p's role includes r.

@@ -159,8 +159,31 @@ func TestBookLookupReloadEnds(t *testing.T) {
 	if _, ok := b.Resolve(ref); ok {
 		t.Fatal("a login made with a revoked token resolves under the new one")
 	}
-	if _, _, ok := b.Lookup(alice2); !ok {
+	p2, _, ok := b.Lookup(alice2)
+	if !ok {
 		t.Fatal("the new token does not admit")
+	}
+	// Whatever acts for alice later (a link, a device) names her token:
+	// the old one's stays dead under the new one, the new one's stands,
+	// and a name alone (or with its Ref carried over text) stands for
+	// nobody but the token it names.
+	if _, ok := b.Current(p); ok || p.Token == p2.Token || p2.Token == (Ref{}) {
+		t.Fatalf("Current(the old alice) stands, or the tokens share a Ref: %v %v", p.Token, p2.Token)
+	}
+	if q, ok := b.Current(p2); !ok || q != p2 {
+		t.Fatalf("Current(the new alice) = %+v %v", q, ok)
+	}
+	if q, ok := b.Current(Principal{Name: "alice", Role: RoleAnswer}); ok {
+		t.Fatalf("a name alone stands: %+v", q)
+	}
+	if q, ok := b.Current(Principal{Name: "alice", Token: ParseRef(p2.Token.String())}); !ok || q != p2 {
+		t.Fatalf("the new token's Ref read back: %+v %v", q, ok)
+	}
+	if _, ok := b.Current(Principal{Name: "bob", Token: p2.Token}); ok {
+		t.Fatal("alice's token stands for bob")
+	}
+	if ParseRef("") != (Ref{}) || ParseRef("zz") != (Ref{}) || (Ref{}).String() != "" {
+		t.Fatal("the zero Ref does not round-trip as empty")
 	}
 	if _, _, ok := b.Lookup(bob); !ok {
 		t.Fatal("bob's token stopped working")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,9 +15,37 @@ import (
 )
 
 // Ref names a person's token without holding it: the first bytes of its
-// hash. A page login keeps it, so a login made with a token ends with that
-// token, and a new token for the same name does not revive it.
+// hash. A page login, an answer link and a subscribed device keep it, so
+// each ends with the token it was made with, and a new token for the same
+// name does not revive it. The zero Ref names no token.
 type Ref [16]byte
+
+// String is r in hex, as links and files keep it ("" for the zero Ref).
+func (r Ref) String() string {
+	if r == (Ref{}) {
+		return ""
+	}
+	return hex.EncodeToString(r[:])
+}
+
+// ParseRef reads a Ref's String; anything else is the zero Ref.
+func ParseRef(s string) Ref {
+	var r Ref
+	if b, err := hex.DecodeString(s); err == nil && len(b) == len(r) {
+		copy(r[:], b)
+	}
+	return r
+}
+
+// refOfHash is the Ref of a token kept as h (an Entry's Hash); zero when
+// h is not one.
+func refOfHash(h string) Ref {
+	raw, err := hex.DecodeString(strings.TrimPrefix(h, hashPrefix))
+	if err != nil || !strings.HasPrefix(h, hashPrefix) || len(raw) != sha256.Size {
+		return Ref{}
+	}
+	return refOf([sha256.Size]byte(raw))
+}
 
 // Book is the relay's view of the tokens file: the people it admits,
 // re-read on Reload, and their last uses, kept on Flush. Its methods are
@@ -29,7 +58,6 @@ type Book struct {
 	raw    []byte // the file's bytes in force
 	byHash map[[sha256.Size]byte]Entry
 	byRef  map[Ref]Entry
-	byName map[string]Entry
 	err    string // the last reading problem logged
 
 	usesMu sync.Mutex
@@ -109,7 +137,7 @@ func (b *Book) apply(f File, raw []byte) (ended []string) {
 	if b.byHash != nil {
 		b.log.Info("tokens file changed", "people", len(f.People), "ended", ended)
 	}
-	b.raw, b.byHash, b.byRef, b.byName = raw, byHash, byRef, byName
+	b.raw, b.byHash, b.byRef = raw, byHash, byRef
 	return ended
 }
 
@@ -158,17 +186,22 @@ func (b *Book) Resolve(ref Ref) (Principal, bool) {
 	return e.Principal(), true
 }
 
-// Current is the person named name as the file says now; false once
-// their token is gone. Whoever acts for a person outside a connection (an
-// answer link minted earlier) checks they still stand.
-func (b *Book) Current(name string) (Principal, bool) {
-	if b == nil {
+// Current is the person p as the file says now, while the token p was
+// admitted with stands; false once that token is gone, though the name
+// hold another. Whoever acts for a person outside a connection (an answer
+// link minted earlier, a device subscribed earlier) checks they still
+// stand.
+func (b *Book) Current(p Principal) (Principal, bool) {
+	if b == nil || p.Token == (Ref{}) {
 		return Principal{}, false
 	}
 	b.mu.RLock()
-	e, ok := b.byName[name]
+	e, ok := b.byRef[p.Token]
 	b.mu.RUnlock()
-	return e.Principal(), ok
+	if !ok || e.Name != p.Name {
+		return Principal{}, false
+	}
+	return e.Principal(), true
 }
 
 // usesGrain is how finely last uses are kept: a busy token is noted once

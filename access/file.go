@@ -45,7 +45,7 @@ func (e Entry) Principal() Principal {
 	if e.Capture != "" {
 		c, _ = aep.ParseCapture(e.Capture) // checked by Parse
 	}
-	return Principal{Name: e.Name, Role: e.Role, Capture: c}
+	return Principal{Name: e.Name, Role: e.Role, Capture: c, Token: refOfHash(e.Hash)}
 }
 
 // File is the tokens file.

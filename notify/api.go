@@ -104,7 +104,7 @@ func (n *Notifier) listSubs(w http.ResponseWriter, who access.Principal) {
 	out := Listing{Subscriptions: []Listed{}}
 	if n.push != nil {
 		for _, s := range sortedSubs(n.push.list()) {
-			if s.Owner == who.Name || who.Can(access.RoleAdmin) {
+			if s.ownedBy(who) || who.Can(access.RoleAdmin) {
 				out.Subscriptions = append(out.Subscriptions, Listed{ID: s.ID, Device: s.Device, Owner: s.Owner, Created: s.Created, LastOK: s.LastOK})
 			}
 		}
@@ -142,7 +142,7 @@ func (n *Notifier) subscribe(w http.ResponseWriter, r *http.Request, who access.
 		return
 	}
 	sub, err := n.push.put(Subscription{
-		ID: id, Device: deviceName(req.Device), Owner: who.Name, Role: string(who.Role), Capture: who.Capture.String(),
+		ID: id, Device: deviceName(req.Device), Owner: who.Name, Token: who.Token.String(), Role: string(who.Role), Capture: who.Capture.String(),
 		Created: time.Now().UTC().Truncate(time.Second), Endpoint: ps.Endpoint,
 		P256dh: strings.TrimRight(ps.Keys.P256dh, "="), Auth: strings.TrimRight(ps.Keys.Auth, "="),
 	})
@@ -160,7 +160,7 @@ func (n *Notifier) subscribe(w http.ResponseWriter, r *http.Request, who access.
 func (n *Notifier) unsubscribe(w http.ResponseWriter, who access.Principal, id string) {
 	if n.push != nil {
 		for _, s := range n.push.list() {
-			if s.ID != id || (s.Owner != who.Name && !who.Can(access.RoleAdmin)) {
+			if s.ID != id || (!s.ownedBy(who) && !who.Can(access.RoleAdmin)) {
 				continue
 			}
 			n.mu.Lock()

@@ -50,7 +50,7 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 			exp = now.Add(DefaultTokenTTL)
 		}
 		for _, o := range req.Options {
-			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.who.Name, Surface: r.surface, Expires: exp.Unix()})
+			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.who.Name, Token: r.who.Token.String(), Surface: r.surface, Expires: exp.Unix()})
 			if err != nil {
 				n.log.Warn("answer link not made", "err", err)
 				continue

@@ -281,7 +281,7 @@ func (n *Notifier) current(r *recipient) bool {
 	if ref == nil || r.surface != mapping.AgentPush {
 		return true
 	}
-	p, ok := ref.Person(r.who.Name)
+	p, ok := ref.Person(r.who)
 	return ok && p.Can(access.RoleWatch)
 }
 

@@ -141,7 +141,7 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	defer cancel()
 	// Links are minted only for people who may answer (compose); the
 	// answer is theirs.
-	err := ref.Respond(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer}, c.Surface, c.Session, c.Request, c.Option)
+	err := ref.Respond(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer, Token: access.ParseRef(c.Token)}, c.Surface, c.Session, c.Request, c.Option)
 	var re *relay.RespondError
 	switch {
 	case err == nil:

@@ -53,9 +53,9 @@ const (
 type Relay interface {
 	// Respond answers a held request (relay.Server.Respond).
 	Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error
-	// Person is who name is now (relay.Server.Person): false once their
-	// token is revoked.
-	Person(name string) (access.Principal, bool)
+	// Person is who p is now (relay.Server.Person): false once the token
+	// p was admitted with is revoked.
+	Person(p access.Principal) (access.Principal, bool)
 	// Backend is the relay's store, followed in process and written to
 	// with attention.routed.
 	Backend() relay.Backend

@@ -87,11 +87,14 @@ func loadVAPID(home string) (vapidKeys, error) {
 // Subscription is one device's push subscription, tied to the person who
 // made it.
 type Subscription struct {
-	ID       string    `json:"id"`
-	Device   string    `json:"device"`
-	Owner    string    `json:"owner"`
-	Role     string    `json:"role"`
-	Capture  string    `json:"capture"`
+	ID      string `json:"id"`
+	Device  string `json:"device"`
+	Owner   string `json:"owner"`
+	Role    string `json:"role"`
+	Capture string `json:"capture"`
+	// Token names the token Owner subscribed with (access.Ref; "" for
+	// the owner): the device is told nothing once that token is gone.
+	Token    string    `json:"token,omitempty"`
 	Created  time.Time `json:"created"`
 	LastOK   time.Time `json:"last_ok,omitzero"`
 	Endpoint string    `json:"endpoint"`
@@ -105,7 +108,13 @@ func (s Subscription) principal() access.Principal {
 	if err != nil {
 		c = aep.CaptureMetadata
 	}
-	return access.Principal{Name: s.Owner, Role: access.Role(s.Role), Capture: c}
+	return access.Principal{Name: s.Owner, Role: access.Role(s.Role), Capture: c, Token: access.ParseRef(s.Token)}
+}
+
+// ownedBy reports whether who made the subscription, with the token they
+// hold now: a name given a new token owns none of the old one's devices.
+func (s Subscription) ownedBy(who access.Principal) bool {
+	return s.Owner == who.Name && s.Token == who.Token.String()
 }
 
 // pushStore keeps the subscriptions in a 0600 file under the home.
@@ -164,7 +173,7 @@ func (s *pushStore) put(sub Subscription) (Subscription, error) {
 			}
 			return sub, nil
 		}
-		if old.Owner == sub.Owner {
+		if old.ownedBy(sub.principal()) {
 			mine++
 		}
 	}

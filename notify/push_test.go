@@ -351,10 +351,13 @@ func TestWebPushRevoked(t *testing.T) {
 	st.start(t, "v1")
 	st.ask(t, "v1", "ls", time.Minute)
 	_, p := nextPush(t, ps, sub, 0)
-	var allow string
+	var allow, deny string
 	for _, a := range p.Answers {
-		if a.Option == "allow" {
+		switch a.Option {
+		case "allow":
 			allow = a.URL
+		case "deny":
+			deny = a.URL
 		}
 	}
 	if _, err := (access.Store{Home: home}).Remove("alice"); err != nil {
@@ -364,14 +367,36 @@ func TestWebPushRevoked(t *testing.T) {
 		c, _ := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
 		return c == http.StatusForbidden || c == http.StatusUnauthorized
 	})
-	if code, js, raw := post(t, allow, nil); code != http.StatusForbidden || js["code"] != notify.CodeAnswerForbidden {
-		t.Fatalf("a revoked person's link: %d %s", code, raw)
+	// dead checks the old token's link answers nothing and its device is
+	// told nothing of the next request.
+	dead := func(when, link, command string) {
+		t.Helper()
+		if code, js, raw := post(t, link, nil); code != http.StatusForbidden || js["code"] != notify.CodeAnswerForbidden {
+			t.Fatalf("%s, the old token's link: %d %s", when, code, raw)
+		}
+		noCommand(t, st, 200*time.Millisecond)
+		st.ask(t, "v1", command, time.Minute)
+		time.Sleep(600 * time.Millisecond)
+		if n := ps.Requests(sub); n != 1 {
+			t.Fatalf("%s, the old token's device got %d pushes, want only the first", when, n)
+		}
 	}
-	noCommand(t, st, 200*time.Millisecond)
-	st.ask(t, "v1", "make", time.Minute)
-	time.Sleep(600 * time.Millisecond)
-	if n := ps.Requests(sub); n != 1 {
-		t.Fatalf("a revoked person's device got %d pushes, want only the first", n)
+	dead("revoked", allow, "make")
+
+	// Her name given a new token (a lost phone's rotation) revives
+	// neither: the old link and the old device were the old token's, and
+	// the new token does not own the old device.
+	_, again, err := access.Store{Home: home}.Add("alice", access.RoleAnswer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 3*time.Second, "alice's new token admitted", func() bool {
+		c, _ := apiAs(t, st, again, http.MethodGet, notify.PathVAPID, nil)
+		return c == http.StatusOK
+	})
+	dead("the name given a new token", deny, "make install") // deny: a link never used
+	if code, b := apiAs(t, st, again, http.MethodGet, notify.PathSubscriptions, nil); code != http.StatusOK || strings.Contains(string(b), "Pixel 8") {
+		t.Fatalf("the new token lists the old one's device: %d %s", code, b)
 	}
 }
 

@@ -54,6 +54,10 @@ type Claims struct {
 	Request string `json:"r"`
 	Option  string `json:"o"`
 	By      string `json:"b"` // the person the answer is attributed to
+	// Token names the token By held when the link was made
+	// (access.Ref; absent for the owner): the link answers while that
+	// token stands, never for whoever holds the name later.
+	Token   string `json:"k,omitempty"`
 	Surface string `json:"f"` // the command's agent: aep-kimi-link, aep-kimi-push
 	Expires int64  `json:"e"` // Unix seconds
 }

@@ -305,12 +305,22 @@ func TestRulesNeedAdminToChange(t *testing.T) {
 	}
 }
 
-// Respond answers for a person as they stand now: a token revoked since a
-// link was made for it answers nothing.
+// Respond answers for a person as they stand now, by the token they were
+// admitted with: a token revoked since a link was made for it answers
+// nothing, and giving the name a new token (the rotation after a lost
+// phone) does not revive it; the new token's own principal answers.
 func TestRespondAsRevokedPerson(t *testing.T) {
 	tm := newTeam(t)
 	target(t, tm.srv, "both", "kimi", "s-l", `{"accepts":["control.attention.respond"]}`)
-	ann := access.Principal{Name: "ann", Role: access.RoleAnswer, Capture: aep.CaptureFull}
+	admitted := func(tok string) access.Principal {
+		t.Helper()
+		p, _, ok := access.OpenBook(tm.store.Home, nil).Lookup(tok)
+		if !ok {
+			t.Fatal("the token is not in the file")
+		}
+		return p
+	}
+	ann := admitted(tm.ann)
 	if err := tm.srv.Respond(context.Background(), ann, "aep-kimi-link", "s-l", "req-1", "deny"); err != nil {
 		t.Fatalf("ann's answer: %v", err)
 	}
@@ -322,7 +332,23 @@ func TestRespondAsRevokedPerson(t *testing.T) {
 		err := tm.srv.Respond(context.Background(), ann, "aep-kimi-link", "s-l", "req-1", "deny")
 		return errors.As(err, &re) && re.Code == "forbidden"
 	})
-	walt := access.Principal{Name: "walt", Role: access.RoleAnswer} // the link says answer; the file says watch
+	_, again, err := tm.store.Add("ann", access.RoleAnswer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann2 := admitted(again)
+	eventually(t, "ann's new token answers", func() bool {
+		return tm.srv.Respond(context.Background(), ann2, "aep-kimi-link", "s-l", "req-1", "deny") == nil
+	})
+	if err := tm.srv.Respond(context.Background(), ann, "aep-kimi-link", "s-l", "req-1", "deny"); !errors.As(err, &re) || re.Code != "forbidden" {
+		t.Fatalf("ann's old token answered once her name had a new one: %v", err)
+	}
+	nameOnly := access.Principal{Name: "ann", Role: access.RoleAnswer}
+	if err := tm.srv.Respond(context.Background(), nameOnly, "aep-kimi-link", "s-l", "req-1", "deny"); !errors.As(err, &re) || re.Code != "forbidden" {
+		t.Fatalf("a name without its token answered: %v", err)
+	}
+	walt := admitted(tm.walt)
+	walt.Role = access.RoleAnswer // the link says answer; the file says watch
 	if err := tm.srv.Respond(context.Background(), walt, "aep-kimi-link", "s-l", "req-1", "deny"); !errors.As(err, &re) || re.Code != "forbidden" {
 		t.Fatalf("walt's answer: %v", err)
 	}

@@ -38,7 +38,7 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	if p.Name != access.OwnerName && s.cfg.People != nil {
 		// The person as they stand now: a token revoked (or a role
 		// lowered) since a link was made for them answers nothing.
-		cur, ok := s.Person(p.Name)
+		cur, ok := s.Person(p)
 		if !ok {
 			return &RespondError{Code: wire.CodeForbidden, Detail: fmt.Sprintf("%s no longer holds a token on this relay", p.Name)}
 		}
@@ -82,17 +82,18 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	return nil
 }
 
-// Person is the principal named name as the relay admits them now: the
-// owner, or a person of the tokens file; false for anyone else (a token
-// revoked since). Notifications ask before they go to someone's device.
-func (s *Server) Person(name string) (access.Principal, bool) {
-	if name == access.OwnerName {
+// Person is p as the relay admits them now: the owner, or a person of
+// the tokens file while the token p was admitted with stands; false for
+// anyone else (that token revoked since, though the name hold a new one).
+// Notifications ask before they go to someone's device.
+func (s *Server) Person(p access.Principal) (access.Principal, bool) {
+	if p.Name == access.OwnerName {
 		return access.Owner(), s.cfg.Token != ""
 	}
 	if s.cfg.People == nil {
 		return access.Principal{}, false
 	}
-	return s.cfg.People.Current(name)
+	return s.cfg.People.Current(p)
 }
 
 // stampBy is the command m carrying who sent it in mapping.ExtBy, replacing any
