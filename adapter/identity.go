@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
@@ -34,20 +32,21 @@ func ensureToken(home string) (string, error) {
 		if rerr != nil {
 			return "", fmt.Errorf("hook token: %w", rerr)
 		}
-		if tok := strings.TrimSpace(string(b)); tok != "" {
-			return tok, nil
+		// Empty or torn (a crash of an older release): an error naming
+		// the fix, never quietly replaced.
+		tok, cerr := tokenfile.Check(path, b, true)
+		if cerr != nil {
+			return "", fmt.Errorf("hook token: %w", cerr)
 		}
+		return tok, nil
 	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("hook token: %w", err)
 	}
-	tok, err := tokenfile.Random(tokenfile.NewTokenBytes)
-	if err != nil {
+	if err := tokenfile.Create(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
-	if err := atomicfile.Write(path, []byte(tok+"\n"), atomicfile.Options{Perm: 0o600}); err != nil {
-		return "", fmt.Errorf("hook token: %w", err)
-	}
-	return tok, nil
+	// Made here, or by another adapter starting at the same moment.
+	return tokenfile.ReadHome(path)
 }
 
 // LogFileName returns the JSONL file name for a session (journal.FileName):

@@ -52,6 +52,19 @@ func cleanEnv(home string, extra ...string) []string {
 // and the case fails.
 func runRefused(t *testing.T, env []string, args ...string) string {
 	t.Helper()
+	code, stderr := runStopped(t, env, args...)
+	msg := strings.TrimSuffix(stderr, "\n")
+	if code != 2 || msg == "" || strings.Contains(msg, "\n") {
+		t.Fatalf("aep-kimi %s: exit %d, want 2 with one line; stderr:\n%s", strings.Join(args, " "), code, stderr)
+	}
+	return msg
+}
+
+// runStopped runs `aep-kimi ARGS` expecting it to stop by itself, and
+// returns its exit code and standard error. A daemon still running after
+// 10 s is killed and the case fails.
+func runStopped(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
 	bin := filepath.Join(binaries(t), "aep-kimi") // built before the clock starts
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -59,16 +72,11 @@ func runRefused(t *testing.T, env []string, args ...string) string {
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	cmd.Run() //nolint:errcheck // the exit code is the result
 	if ctx.Err() != nil {
 		t.Fatalf("aep-kimi %s started instead of refusing:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
 	}
-	code := cmd.ProcessState.ExitCode()
-	msg := strings.TrimSuffix(stderr.String(), "\n")
-	if code != 2 || msg == "" || strings.Contains(msg, "\n") {
-		t.Fatalf("aep-kimi %s: exit %d (%v), want 2 with one line; stderr:\n%s", strings.Join(args, " "), code, err, stderr.String())
-	}
-	return msg
+	return cmd.ProcessState.ExitCode(), stderr.String()
 }
 
 // Off loopback, every daemon refuses to start without a real token: none,
@@ -93,8 +101,8 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 		{"relay non-loopback listen, no token", nil, []string{"relay", "--listen", anyIf}, "needs a token"},
 		{"relay blank AEP_TOKEN", []string{"AEP_TOKEN= \n"}, []string{"relay", "--listen", anyIf}, "needs a token"},
 		{"relay --public, short token", []string{"AEP_TOKEN=short-token"}, []string{"relay", "--public"}, "at least 16 bytes"},
-		{"relay AEP_PUBLIC=1, empty token file", []string{"AEP_PUBLIC=1", "AEP_TOKEN_FILE=" + empty, "AEP_PORT=" + port}, []string{"relay"}, "needs a token"},
-		{"up --public, empty token file", []string{"AEP_TOKEN_FILE=" + empty}, []string{"up", "--public", "--relay-listen", anyIf}, "needs a token"},
+		{"relay AEP_PUBLIC=1, empty token file", []string{"AEP_PUBLIC=1", "AEP_TOKEN_FILE=" + empty, "AEP_PORT=" + port}, []string{"relay"}, "is empty: write the secret into it"},
+		{"up --public, empty token file", []string{"AEP_TOKEN_FILE=" + empty}, []string{"up", "--public", "--relay-listen", anyIf}, "is empty: write the secret into it"},
 		{"up --public, blank AEP_TOKEN", []string{"AEP_TOKEN= "}, []string{"up", "--public", "--relay-listen", anyIf}, "token you chose"},
 		{"up, relay off loopback, short token", []string{"AEP_TOKEN=0123456789"}, []string{"up", "--relay-listen", anyIf}, "at least 16 bytes"},
 		{"adapter non-loopback listen, no token", nil, []string{"adapter", "--listen", anyIf, "--relay", "none"}, "needs a token"},
@@ -501,5 +509,62 @@ func TestE2EBadNotifyOneLine(t *testing.T) {
 		if msg := runRefused(t, env, args...); !strings.Contains(msg, "ftp") {
 			t.Fatalf("%s: stderr %q does not name the bad target", args[0], msg)
 		}
+	}
+}
+
+// A secret file that is there but empty, or torn as a power cut leaves a
+// file written without a sync (its size, but zeros), stops the daemon with
+// one line naming the file and the fix: `up` never falls back to a relay
+// without a token, and the relay never starts without the one it was given.
+func TestE2EEmptyOrTornSecretRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: builds and runs the binaries")
+	}
+	loopback := func() string { return "127.0.0.1:" + strconv.Itoa(netaddr.FreePort(t)) }
+	torn := make([]byte, 44) // a token's size, never written
+	cases := []struct {
+		name    string
+		file    string // under the home
+		content []byte
+		env     []string
+		args    []string
+		want    string
+	}{
+		{"up, empty home token", "token", nil, nil,
+			[]string{"up", "--relay-listen", loopback(), "--adapter-listen", loopback(), "--web=false"},
+			"token is empty: remove it to make a new one, or restore it"},
+		{"up, torn home token", "token", torn, nil,
+			[]string{"up", "--relay-listen", loopback(), "--adapter-listen", loopback(), "--web=false"},
+			"token is torn"},
+		{"up, empty hook token", "kimi/hook.token", []byte("\n"), nil,
+			[]string{"up", "--relay-listen", loopback(), "--adapter-listen", loopback(), "--web=false"},
+			"hook.token is empty: remove it to make a new one, or restore it"},
+		{"relay, empty token file", "relay.token", nil, []string{"AEP_TOKEN_FILE=@"},
+			[]string{"relay", "--listen", loopback()},
+			"relay.token is empty: write the secret into it, or restore it"},
+		{"relay, empty answer-link key", "notify-key", nil, []string{"AEP_TOKEN=relay-token-0123456789abcdef"},
+			[]string{"relay", "--listen", loopback()},
+			"notify-key is empty: remove it to make a new one, or restore it"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "aep")
+			path := filepath.Join(home, c.file)
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, c.content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := cleanEnv(home)
+			for _, kv := range c.env {
+				env = append(env, strings.ReplaceAll(kv, "@", path))
+			}
+			code, stderr := runStopped(t, env, c.args...)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if last := lines[len(lines)-1]; code == 0 || !strings.Contains(last, path) || !strings.Contains(last, c.want) {
+				t.Fatalf("exit %d, its last line does not name %s and say %q:\n%s", code, path, c.want, stderr)
+			}
+		})
 	}
 }

@@ -36,6 +36,12 @@ type Options struct {
 	// target that changed since it was read). An error leaves the target
 	// untouched.
 	Prepare func(tmp *os.File) error
+	// NoReplace creates path rather than replacing it: when anything is
+	// there already (a link included, never followed) the write fails with
+	// an error wrapping fs.ErrExist and leaves it alone. For files made once
+	// that two processes may race to make (a secret): one wins, the other
+	// reads the winner's.
+	NoReplace bool
 }
 
 // Write replaces path with data. The temporary file is named after path
@@ -78,7 +84,7 @@ func Write(path string, data []byte, o Options) (err error) {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Rename(name, path); err != nil {
+	if err := place(name, path, o.NoReplace); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed = true
@@ -89,4 +95,24 @@ func Write(path string, data []byte, o Options) (err error) {
 		return fmt.Errorf("write %s: %w: %w", path, ErrDirSync, err)
 	}
 	return nil
+}
+
+// place puts the written temporary file name at path: a rename, or with
+// noReplace a hard link (which, unlike a rename, fails when path exists)
+// and the temporary name removed. Where links are not supported the
+// check and the rename are two steps.
+func place(name, path string, noReplace bool) error {
+	if !noReplace {
+		return os.Rename(name, path)
+	}
+	err := os.Link(name, path)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		os.Remove(name) //nolint:errcheck // a leftover dot file at worst
+		return err
+	}
+	if _, lerr := os.Lstat(path); !errors.Is(lerr, fs.ErrNotExist) {
+		os.Remove(name) //nolint:errcheck // as above
+		return &fs.PathError{Op: "create", Path: path, Err: fs.ErrExist}
+	}
+	return os.Rename(name, path)
 }

@@ -86,3 +86,37 @@ func TestWriteMissingDirectory(t *testing.T) {
 		t.Fatalf("err %v, want a not-exist error before any rename", err)
 	}
 }
+
+// NoReplace makes the file only where nothing is: a file or a link already
+// there is left alone (never followed) and the error is fs.ErrExist; no
+// temporary file stays behind either way.
+func TestWriteNoReplace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secret")
+	if err := Write(path, []byte("first"), Options{NoReplace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("second"), Options{NoReplace: true}); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("a second create: %v, want ErrExist", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Fatalf("the first file became %q", b)
+	}
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip(err)
+	}
+	if err := Write(link, []byte("through"), Options{NoReplace: true}); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("create over a link: %v, want ErrExist", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "kept" {
+		t.Fatalf("the link's target became %q", b)
+	}
+	if l := leftovers(t, dir, "secret"); len(l) != 2 { // target and link
+		t.Fatalf("left %v", l)
+	}
+}

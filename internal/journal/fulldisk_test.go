@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -147,5 +149,35 @@ func TestFullDiskLeavesWholeLines(t *testing.T) {
 	l.Close()
 	if ids := wholeLines(t, l.Path()); len(ids) != took || len(rec.published) != took {
 		t.Fatalf("log holds %d events, %d published, %d appends took (%d refused)", len(ids), len(rec.published), took, refused)
+	}
+}
+
+// A new log's name reaches the disk before its first line is acknowledged:
+// its directory is synced when the file is made (unless the mode syncs
+// nothing), and not again for a log that already has lines.
+func TestNewLogSyncsItsDirectory(t *testing.T) {
+	for _, mode := range []syncmode.Mode{syncmode.Always, syncmode.Interval, syncmode.None} {
+		var synced []string
+		h := NewHandles(0).SetSync(mode, func(*os.File) error { return nil }, nil)
+		h.syncDirFn = func(dir string) error { synced = append(synced, dir); return nil }
+		dir := t.TempDir()
+		l := h.NewLog(dir, "s")
+		for range 3 {
+			if err := l.Append([]byte(event1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Close()
+		if err := l.Append([]byte(event1)); err != nil { // reopened
+			t.Fatal(err)
+		}
+		l.Close()
+		want := []string{dir}
+		if mode == syncmode.None {
+			want = nil
+		}
+		if !slices.Equal(synced, want) {
+			t.Errorf("%s: directory syncs %v, want %v", mode, synced, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
 
@@ -37,6 +38,8 @@ type Handles struct {
 	sync      syncmode.Mode
 	syncer    syncmode.Syncer
 	onSyncErr func(path string, err error)
+	// syncDirFn syncs a directory (nil: atomicfile.SyncDir; tests inject).
+	syncDirFn func(dir string) error
 
 	// Whether the logs reach the disk as their mode promises (OnDurable).
 	failing   atomic.Bool
@@ -180,4 +183,18 @@ func closeAll(logs []*Log) {
 // tooManyFiles reports whether err is the process or system file limit.
 func tooManyFiles(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// dirSync makes the entries of dir durable. A file system that cannot sync
+// a directory at all (EINVAL, ENOTSUP) keeps its names as it does anyway.
+func (h *Handles) dirSync(dir string) error {
+	sync := atomicfile.SyncDir
+	if h != nil && h.syncDirFn != nil {
+		sync = h.syncDirFn
+	}
+	err := sync(dir)
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return err
 }

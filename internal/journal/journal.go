@@ -234,6 +234,14 @@ func (l *Log) open() (*os.File, error) {
 		return nil, fmt.Errorf("log: %w", err)
 	}
 	l.end = st.Size()
+	if l.end == 0 && l.mode() != syncmode.None {
+		// A new log: its name must reach the disk as its first line will,
+		// or a power cut loses the file with every line synced into it.
+		if err := l.handles.dirSync(filepath.Dir(l.path)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("log: directory sync: %w", err)
+		}
+	}
 	if rep.Action != "" && l.onRepair != nil {
 		l.onRepair(rep)
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 )
@@ -24,16 +25,38 @@ import (
 // NewTokenBytes is the entropy of a token Create makes.
 const NewTokenBytes = 32
 
-// Read reads the token in path; an empty file is no token. follow says
-// whether a link at path is read where it points (a file the operator
-// names may well be a link into a secret mount) or refused
-// (safefile.ErrLink: the files aep-kimi keeps in its home).
+// Read reads the token in path. follow says whether a link at path is
+// read where it points (a file the operator names may well be a link into a
+// secret mount) or refused (safefile.ErrLink: the files aep-kimi keeps in
+// its home). A file that holds no token, or one torn by a crash, is an
+// error naming the fix (Check), never a token-less posture.
 func Read(path string, follow bool) (string, error) {
 	b, err := ReadSecret(path, follow, "token file")
 	if err != nil {
 		return "", err
 	}
-	return httpguard.TrimToken(string(b)), nil
+	return Check(path, b, !follow)
+}
+
+// Check is the secret a file at path holds (b, trimmed), or an error saying
+// why there is none and what to do: an empty file, or one holding bytes no
+// secret has (a crash can leave a file its size but zeros). kept says
+// aep-kimi made the file in its home, so removing it makes a new one.
+func Check(path string, b []byte, kept bool) (string, error) {
+	fix := "write the secret into it, or restore it"
+	if kept {
+		fix = "remove it to make a new one, or restore it"
+	}
+	tok := httpguard.TrimToken(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty: %s", path, fix)
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x20 || c == 0x7f {
+			return "", fmt.Errorf("%s is torn (it holds control bytes no secret has, as a crash leaves): %s", path, fix)
+		}
+	}
+	return tok, nil
 }
 
 // ReadSecret reads a file holding a secret (what, in errors: "token
@@ -77,7 +100,10 @@ func ReadHome(path string) (string, error) {
 }
 
 // Create writes a fresh random token to path (0600, in a 0700 directory
-// made if missing), failing if anything, a link included, is there.
+// made if missing), failing if anything, a link included, is there. The
+// token is on the disk, under its name, before Create returns (written
+// aside, synced, linked into place, the directory synced): a power cut
+// leaves the whole token or no file, never an empty or torn one.
 func Create(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("token: %w", err)
@@ -86,15 +112,10 @@ func Create(path string) error {
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	f, err := safefile.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), atomicfile.Options{NoReplace: true}); err != nil && !errors.Is(err, atomicfile.ErrDirSync) {
 		return fmt.Errorf("token: %w", err)
 	}
-	_, werr := f.WriteString(tok + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	return werr
+	return nil
 }
 
 // Random is a fresh token of n random bytes, URL-safe base64 without
