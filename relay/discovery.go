@@ -52,20 +52,41 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(s.discovery)
 }
 
+// storeReporter is a Backend that can be unable to make events durable
+// (a full disk, a NATS cluster without a leader).
+type storeReporter interface {
+	storeStatus() storeStatus
+}
+
 // serveHealth answers {"ok":true} to anyone (probes carry no tokens) and adds
-// the topology counts only for an authorized request.
+// the topology counts only for an authorized request. A store that cannot
+// make events durable makes it 503 {"ok":false}; the reason is for an
+// authorized request.
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if s.draining() {
 		httpguard.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "draining": true})
 		return
 	}
+	store := storeStatus{OK: true}
+	if sr, ok := s.backend.(storeReporter); ok {
+		store = sr.storeStatus()
+	}
+	status := http.StatusOK
+	if !store.OK {
+		status = http.StatusServiceUnavailable
+	}
 	if !s.authorized(r) {
-		httpguard.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		h := map[string]any{"ok": store.OK}
+		if !store.OK {
+			h["error"] = errStoreUnavailable.Error()
+		}
+		httpguard.WriteJSON(w, status, h)
 		return
 	}
 	st := s.backend.Stats()
 	h := map[string]any{
-		"ok":           true,
+		"ok":           store.OK,
+		"store":        store,
 		"sessions":     st.Sessions,
 		"events":       st.Events,
 		"bytes":        st.Bytes,
@@ -77,5 +98,5 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if r := s.rulesHealth(); r != nil {
 		h["rules"] = r
 	}
-	httpguard.WriteJSON(w, http.StatusOK, h)
+	httpguard.WriteJSON(w, status, h)
 }

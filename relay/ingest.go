@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,8 +80,15 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	res := s.admitWaking(msgs, wake)
 	if res.Err != nil {
 		s.metrics.ingest.WithLabelValues(bindingHTTP, resultRejected).Add(float64(len(msgs)))
-		s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)
-		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeStoreUnavailable, "the store did not take the batch; nothing was accepted, retry")
+		detail := "the store did not take the batch; nothing was accepted, retry"
+		if errors.Is(res.Err, errStoreUnavailable) {
+			// Known already, and logged once when it became so.
+			detail = "the store cannot make events durable now (see /healthz); nothing was accepted, retry"
+		} else {
+			s.log.Warn("store refused a batch", "events", len(msgs), "err", res.Err)
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
+		httpguard.WriteError(w, http.StatusServiceUnavailable, wire.CodeStoreUnavailable, detail)
 		return
 	}
 	s.metrics.countIngest(bindingHTTP, res)

@@ -104,24 +104,30 @@ var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // follower reads the stream for events other relays published and admits
 // them here too, so consumers of this relay see them.
 type JetStreamBackend struct {
-	mem     *MemoryBackend
-	log     *slog.Logger
-	srv     *server.Server // nil on an external NATS
-	lock    *os.File       // the embedded store directory's lock
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	stream  jetstream.Stream
-	name    string
-	subject string // session subject prefix, ending in "."
-	live    string // core subject prefix for live-only events, ending in "."
-	liveOut string // the live subject this relay publishes to: live + identity
-	origin  string
+	mem *MemoryBackend
+	log *slog.Logger
+	srv *server.Server // nil on an external NATS
+	dir string         // the embedded server's store
+	// serverOpts are the options the embedded server runs with, afresh
+	// for each reload (a server keeps the options it is handed).
+	serverOpts func() *server.Options
+	lock       *os.File // the embedded store directory's lock
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	stream     jetstream.Stream
+	name       string
+	scfg       jetstream.StreamConfig
+	subject    string // session subject prefix, ending in "."
+	live       string // core subject prefix for live-only events, ending in "."
+	liveOut    string // the live subject this relay publishes to: live + identity
+	origin     string
 	// identity is this relay's name on the stream's subjects (see
 	// natsauth.go); credentialed says the NATS authenticated it, and then
 	// it routes no command from a relay the NATS did not.
 	identity     string
 	credentialed bool
 	timeout      time.Duration
+	replicas     int
 	// followBytes bounds one pull of the follower; see followBytes.
 	followBytes int
 
@@ -152,6 +158,9 @@ type JetStreamBackend struct {
 	admittedN atomic.Uint64
 
 	routes jsRoutes
+
+	// health is whether the stream can store; see storeHealth.
+	health storeHealth
 
 	// sync is the group commit under SyncAlways (nil: the server's interval).
 	sync *storeSync
@@ -221,6 +230,8 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		live:        "aep." + cfg.Stream + ".live.",
 		origin:      ulid.Make().String(),
 		timeout:     DefaultPublishTimeout,
+		replicas:    cfg.Replicas,
+		health:      storeHealth{log: cfg.Logger},
 		followBytes: followBytes,
 		private:     cfg.URL == "" && cfg.Listen == "",
 		purges:      make(chan purge, 1024),
@@ -284,39 +295,39 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 			return err
 		}
 		opts = append(opts, auth)
-		sopts := &server.Options{
-			// Every client authenticates, the relay's own in-process
-			// connection too (see embeddedUsers).
-			Nkeys:      users,
-			ServerName: "aep-kimi-relay",
-			JetStream:  true,
-			StoreDir:   cfg.Dir,
-			NoSigs:     true,
-			NoLog:      true,
-			MaxPayload: int32(cfg.MaxBody + headroom),
-			DontListen: cfg.Listen == "",
-			// Every admitted event is in the operating system's hands when
-			// acknowledged (it survives the relay's crash); this bounds how
-			// long it may wait there for the disk. Under SyncAlways the
-			// relay syncs each batch itself (storeSync): the server's own
-			// sync-always would sync each message on its own.
-			SyncInterval: DefaultSyncInterval,
+		host, port, err := listenAddr(cfg.Listen)
+		if err != nil {
+			return err
 		}
-		if cfg.Listen != "" {
-			host, port, err := net.SplitHostPort(cfg.Listen)
-			if err != nil {
-				return fmt.Errorf("jetstream store: listen address %q: %w", cfg.Listen, err)
-			}
-			sopts.Host = host
-			if sopts.Port, err = strconv.Atoi(port); err != nil {
-				return fmt.Errorf("jetstream store: listen port %q: %w", port, err)
+		b.dir = cfg.Dir
+		b.serverOpts = func() *server.Options {
+			return &server.Options{
+				// Every client authenticates, the relay's own in-process
+				// connection too (see embeddedUsers).
+				Nkeys:      users,
+				ServerName: "aep-kimi-relay",
+				JetStream:  true,
+				StoreDir:   cfg.Dir,
+				NoSigs:     true,
+				NoLog:      true,
+				MaxPayload: int32(cfg.MaxBody + headroom),
+				DontListen: cfg.Listen == "",
+				// Every admitted event is in the operating system's hands when
+				// acknowledged (it survives the relay's crash); this bounds how
+				// long it may wait there for the disk. Under SyncAlways the
+				// relay syncs each batch itself (storeSync): the server's own
+				// sync-always would sync each message on its own.
+				SyncInterval: DefaultSyncInterval,
+				Host:         host,
+				Port:         port,
 			}
 		}
-		srv, err := server.NewServer(sopts)
+		srv, err := server.NewServer(b.serverOpts())
 		if err != nil {
 			return fmt.Errorf("jetstream store: embedded server: %w", err)
 		}
 		b.srv = srv
+		srv.SetLogger(natsLogger{b.log}, false, false)
 		srv.Start()
 		deadline, _ := ctx.Deadline()
 		if !srv.ReadyForConnections(time.Until(deadline)) {
@@ -346,7 +357,12 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 	}
 	b.liveOut = b.live + b.identity
 	opts = append(opts, nats.CustomInboxPrefix(inboxPrefix(b.identity)))
-	nc, err := nats.Connect(url, opts...)
+	var nc *nats.Conn
+	err := b.retryNATS(ctx, "connect", func(context.Context) error {
+		var err error
+		nc, err = nats.Connect(url, opts...)
+		return err
+	})
 	if errors.Is(err, nats.ErrAuthorization) {
 		return fmt.Errorf("jetstream store: connect: %w: pass the NATS user this relay may connect as with --nats-creds (another relay's embedded NATS: its $AEP_HOME/%s/%s)", err, StoreDirName, NATSCredsName)
 	}
@@ -364,12 +380,31 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 	if b.maxEvent <= 0 {
 		return fmt.Errorf("jetstream store: the NATS server takes messages of at most %d bytes: too small to carry events", nc.MaxPayload())
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*DefaultMaxBatch))
+	// A request without a deadline of its own (the follower resuming) is
+	// asked again rather than waited on.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*DefaultMaxBatch), jetstream.WithDefaultTimeout(natsAttemptTimeout))
 	if err != nil {
 		return fmt.Errorf("jetstream store: %w", err)
 	}
 	b.js = js
 	return nil
+}
+
+// listenAddr splits the embedded server's client address; empty is no
+// port at all.
+func listenAddr(listen string) (string, int, error) {
+	if listen == "" {
+		return "", 0, nil
+	}
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("jetstream store: listen address %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("jetstream store: listen port %q: %w", p, err)
+	}
+	return host, port, nil
 }
 
 // lockDir makes the embedded store's directory private and takes its lock:
@@ -438,7 +473,13 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 		Duplicates:        window,
 		Replicas:          cfg.Replicas,
 	}
-	st, err := b.js.CreateOrUpdateStream(ctx, scfg)
+	b.scfg = scfg
+	var st jetstream.Stream
+	err := b.retryNATS(ctx, "stream "+cfg.Stream, func(ctx context.Context) error {
+		var err error
+		st, err = b.js.CreateOrUpdateStream(ctx, scfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("jetstream store: stream %s: %w", cfg.Stream, err)
 	}
@@ -455,14 +496,25 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 	start := time.Now()
 	ictx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
-	info, err := b.stream.Info(ictx)
+	var info *jetstream.StreamInfo
+	err := b.retryNATS(ictx, "stream info", func(ctx context.Context) error {
+		var err error
+		info, err = b.stream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("jetstream store: stream info: %w", err)
 	}
 	last := info.State.LastSeq
 	// A snapshot of the index leaves only the stream after it to replay.
 	seq := b.loadSnapshot(info)
-	it, pending, err := b.messages(ictx, seq+1)
+	var it jetstream.MessagesContext
+	var pending uint64
+	err = b.retryNATS(ictx, "stream consumer", func(ctx context.Context) error {
+		var err error
+		it, pending, err = b.messages(ctx, seq+1)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -524,6 +576,10 @@ func (b *JetStreamBackend) follow(ctx context.Context) error {
 		g.Go(func() error { return b.followFrom(gctx, it, seq+1) })
 		g.Go(func() error { return b.applyClaims(gctx) })
 	}
+	g.Go(func() error {
+		b.watchStore(gctx)
+		return nil
+	})
 	g.Go(func() error {
 		for {
 			select {
@@ -766,16 +822,27 @@ func (b *JetStreamBackend) ingestWaking(msgs []*Message, wake *wakeList) IngestR
 	// duplicate window it would otherwise be stored twice. It is a
 	// duplicate for good: should its session be evicted before this batch
 	// is admitted, it is not admitted again without a stored copy.
+	// While the store is known unable to store, the batch is refused at
+	// once, unless it is the one that tries again.
+	probe, lost, err := b.health.admit()
+	if err != nil {
+		return IngestResult{Err: fmt.Errorf("jetstream store: %w", err)}
+	}
+	timeout := b.timeout
+	if probe {
+		timeout = storeProbeTimeout
+	}
 	checked := b.admittedN.Load()
 	already := b.mem.heldAlready(msgs)
 	futs, held, ticket, err := b.publishInTurn(msgs, already)
 	consumed := 0
 	if err == nil {
-		consumed, err = b.awaitAcks(futs, held)
+		consumed, err = b.awaitAcks(futs, held, timeout, lost)
 	}
 	if err == nil && b.sync != nil && len(futs) > 0 {
 		err = b.sync.wait()
 	}
+	b.health.done(probe, err)
 	b.admitMu.Lock()
 	defer b.admitMu.Unlock()
 	for b.admitted != ticket {
@@ -871,12 +938,13 @@ func (b *JetStreamBackend) publish(msgs []*Message, already []bool) ([]jetstream
 // after the stream took part of it) is kept at the earlier sequence, unless
 // that copy has been purged since: then it is stored again under a new id.
 // It returns how many of futs it read: held[i].StoreSeq is where the
-// stream stored the i-th of those, 0 where it stored nothing.
-func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message) (int, error) {
+// stream stored the i-th of those, 0 where it stored nothing. It stops
+// waiting after timeout, or once lost is closed (the store went down).
+func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Message, timeout time.Duration, lost <-chan struct{}) (int, error) {
 	if len(futs) == 0 {
 		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var again []*Message
 	for i, f := range futs {
@@ -890,7 +958,9 @@ func (b *JetStreamBackend) awaitAcks(futs []jetstream.PubAckFuture, held []*Mess
 			held[i].StoreSeq = 0
 			return i + 1, err
 		case <-ctx.Done():
-			return i, errors.New("timed out waiting for the stream to store the batch")
+			return i, fmt.Errorf("timed out after %v waiting for the stream to store the batch", timeout)
+		case <-lost:
+			return i, errStoreUnavailable
 		}
 	}
 	for _, m := range again {
@@ -1065,6 +1135,14 @@ func (b *JetStreamBackend) storeCollectors() []prometheus.Collector {
 			func() float64 { return float64(b.pubErrors.Load()) }),
 		counter("aepkimi_relay_store_redeliveries_total", "Redelivered events the index already held, not written to the stream again.",
 			func() float64 { return float64(b.redeliveries.Load()) }),
+		gauge("aepkimi_relay_store_available", "1 while the store can make events durable, 0 while it cannot (/healthz says why) and batches are refused.",
+			b.health.available),
+		counter("aepkimi_relay_store_outages_total", "Times the store became unable to make events durable.",
+			func() float64 { return float64(b.health.outages.Load()) }),
+		counter("aepkimi_relay_store_refused_unavailable_total", "Batches refused at once (503) because the store was known unable to store them.",
+			func() float64 { return float64(b.health.refused.Load()) }),
+		counter("aepkimi_relay_store_jetstream_restarts_total", "Restarts of the embedded server's JetStream after a write error, once the disk took writes again.",
+			func() float64 { return float64(b.health.restarts.Load()) }),
 		counter("aepkimi_relay_store_purges_total", "Purges of the stream below what the index holds: evicted sessions and trimmed history (private store only).",
 			func() float64 { return float64(b.purged.Load()) }),
 	}

@@ -147,6 +147,24 @@ func (s *storeSync) syncPath(path string) error {
 	return s.sync(f)
 }
 
+// reopen drops the kept descriptor and finds the newest block again: the
+// server reopened the stream's files (JetStream restarted), and a sync
+// must go through the files it now writes.
+func (s *storeSync) reopen() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLast()
+	s.last = 0
+	if ents, err := os.ReadDir(s.dir); err == nil {
+		for _, e := range ents {
+			s.last = max(s.last, blockIndex(e.Name()))
+		}
+	}
+}
+
 // close releases the kept descriptor.
 func (s *storeSync) close() {
 	if s == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -167,21 +165,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forms a three-node JetStream cluster; skipped under -short")
 	}
-	ports := []int{netaddr.FreePort(t), netaddr.FreePort(t), netaddr.FreePort(t)}
-	var routes []*url.URL
-	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
-	}
-	var nodes []*server.Server
-	var urls string
-	for i, p := range ports {
-		ns := runNATS(t, fmt.Sprintf("n%d", i+1), &server.ClusterOpts{Name: "aep", Host: "127.0.0.1", Port: p}, routes)
-		nodes = append(nodes, ns)
-		if urls != "" {
-			urls += ","
-		}
-		urls += ns.ClientURL()
-	}
+	nodes, urls := startCluster(t)
 	if !poll.Until(30*time.Second, func() bool {
 		return slices.ContainsFunc(nodes, func(ns *server.Server) bool { return ns.JetStreamIsLeader() })
 	}) {

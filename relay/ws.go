@@ -424,9 +424,15 @@ func (c *wsConn) store(msgs []*Message) {
 	res := s.admit(msgs)
 	if res.Err != nil {
 		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
-		s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
+		detail := "the store did not take the event; resend it"
+		if errors.Is(res.Err, errStoreUnavailable) {
+			// Known already, and logged once when it became so.
+			detail = "the store cannot make events durable now; resend it later"
+		} else {
+			s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
+		}
 		for _, m := range msgs {
-			c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: "the store did not take the event; resend it"})
+			c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: detail})
 		}
 		return
 	}

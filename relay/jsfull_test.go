@@ -1,0 +1,211 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// smallDisk mounts a tmpfs of size bytes on a fresh directory for the
+// test: a disk that fills up for real. It skips where it cannot (not Linux,
+// not root).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("a full disk is a tmpfs mounted for the test: Linux and root only")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a ballast file over dir's free space but keep bytes, and
+// returns its path: removing it frees the space again.
+func fillDisk(t *testing.T, dir string, keep int64) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	path := filepath.Join(dir, "ballast")
+	if err := os.WriteFile(path, make([]byte, max(free-keep, 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A JetStream relay whose disk fills up says so on /healthz and /metrics,
+// refuses batches at once (503 with Retry-After) while it cannot store
+// them, and once space is freed recovers by itself, without a restart:
+// every event it acknowledged, before and after, is there in order, in
+// the relay and in the stream a restart rebuilds from.
+func TestJetStreamFullDiskRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a tmpfs and waits for the store to recover; skipped under -short")
+	}
+	disk := smallDisk(t, "16m")
+	dir := filepath.Join(disk, "store")
+	var logs bytes.Buffer
+	cfg := relay.JetStreamConfig{Dir: dir, SyncAlways: true, Logger: newTestLogger(&logs)}
+	b, err := relay.OpenJetStream(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			b.Close()
+		}
+		if t.Failed() || testing.Verbose() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
+	ballast := fillDisk(t, disk, 2<<20)
+
+	pad := strings.Repeat("x", 2000)
+	var acked []int64
+	next := int64(0)
+	batch := func() []*aep.Event {
+		return seqEvents("full", next, next+20, func(e *aep.Event) { e.Data = json.RawMessage(`{"pad":"` + pad + `"}`) })
+	}
+	var refused []*aep.Event
+	for i := 0; refused == nil; i++ {
+		if i > 2000 {
+			t.Fatal("the disk never filled up")
+		}
+		evs := batch()
+		start := time.Now()
+		r := post(t, srv, evs...)
+		switch r.status {
+		case http.StatusAccepted:
+			acked = append(acked, seqsOf(evs)...)
+			next += int64(len(evs))
+		case http.StatusServiceUnavailable:
+			refused = evs
+			t.Logf("disk full after %d events; refused in %v: %s", len(acked), time.Since(start), r.body)
+		default:
+			t.Fatalf("POST: HTTP %d %s", r.status, r.body)
+		}
+	}
+	// Known unavailable: the next batches are refused at once, saying when
+	// to come back.
+	poll.Until(5*time.Second, func() bool { return do(t, srv, http.MethodGet, "/healthz", nil, nil).status != http.StatusOK })
+	for range 5 {
+		start := time.Now()
+		r := post(t, srv, refused...)
+		took := time.Since(start)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("a batch while the disk is full: HTTP %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+		if took > 500*time.Millisecond {
+			t.Fatalf("a batch while the store is known unavailable waited %v", took)
+		}
+	}
+	h := do(t, srv, http.MethodGet, "/healthz", nil, nil)
+	if store, _ := h.json(t)["store"].(map[string]any); h.status != http.StatusServiceUnavailable || h.json(t)["ok"] != false ||
+		!strings.Contains(fmt.Sprint(store["error"]), "no space left") {
+		t.Fatalf("/healthz with a full disk: HTTP %d %s", h.status, h.body)
+	}
+	// A probe without a token learns only that the relay is not well.
+	if h := do(t, srv, http.MethodGet, "/healthz", nil, map[string]string{"Authorization": ""}); h.status != http.StatusServiceUnavailable || bytes.Contains(h.body, []byte(disk)) {
+		t.Fatalf("/healthz without a token, with a full disk: HTTP %d %s", h.status, h.body)
+	}
+	if m := do(t, srv, http.MethodGet, "/metrics", nil, nil); !bytes.Contains(m.body, []byte("aepkimi_relay_store_available 0")) {
+		t.Fatalf("/metrics with a full disk:\n%s", grepLines(m.body, "aepkimi_relay_store"))
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	if !poll.Until(60*time.Second, func() bool {
+		return do(t, srv, http.MethodGet, "/healthz", nil, nil).status == http.StatusOK
+	}) {
+		t.Fatalf("the store did not recover within 60 s of space being freed; /healthz %s", do(t, srv, http.MethodGet, "/healthz", nil, nil).body)
+	}
+	t.Logf("healthy %v after space was freed", time.Since(freed))
+	// The emitter resends what was refused, then goes on.
+	for _, evs := range [][]*aep.Event{refused, nil, nil} {
+		if evs == nil {
+			evs = batch()
+		}
+		mustPost(t, srv, evs...)
+		acked = append(acked, seqsOf(evs)...)
+		next = max(next, *evs[len(evs)-1].Seq+1)
+	}
+	if m := do(t, srv, http.MethodGet, "/metrics", nil, nil); !bytes.Contains(m.body, []byte("aepkimi_relay_store_available 1")) {
+		t.Fatalf("/metrics after recovery:\n%s", grepLines(m.body, "aepkimi_relay_store"))
+	}
+	if got := replayedSeqs(t, srv, "full"); !slices.Equal(got, acked) {
+		t.Fatalf("the relay replays %d events, %d acknowledged:\n got %v\nwant %v", len(got), len(acked), got, acked)
+	}
+	srv.Shutdown()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	// The stream itself, not only the index: rebuilt from it alone.
+	os.Remove(filepath.Join(dir, "index.snap"))
+	again := openJetStreamIn(t, dir, 0, 0, 0)
+	srv2 := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: again})
+	if got := replayedSeqs(t, srv2, "full"); !slices.Equal(got, acked) {
+		t.Fatalf("the reopened store replays %d events, %d acknowledged:\n got %v\nwant %v", len(got), len(acked), got, acked)
+	}
+	// One line when the store went down, one when it came back.
+	for _, line := range []string{"cannot make events durable", "storing events again"} {
+		if n := strings.Count(logs.String(), line); n != 1 {
+			t.Errorf("the log says %q %d times, want once", line, n)
+		}
+	}
+	// NATS's own error says why, in the relay's log.
+	if !strings.Contains(logs.String(), `level=ERROR msg="nats: JetStream failed to store a msg`) {
+		t.Error("the relay's log does not carry the embedded NATS's errors")
+	}
+}
+
+func replayedSeqs(t *testing.T, srv *relaytest.Server, session string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, it := range sessionReplay(t, srv, session) {
+		ev, err := aep.ParseEvent([]byte(it.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, *ev.Seq)
+	}
+	return out
+}
+
+func grepLines(b []byte, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
