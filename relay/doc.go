@@ -11,7 +11,8 @@
 //	GET  /events          the discovery document (also /.well-known/aep)
 //	GET  /stream          SSE: filter, capture, from (positions or "all"), Last-Event-ID, live=0
 //	GET  /socket          WebSocket: hello, subscribe/unsubscribe, roster, ping, events, commands
-//	GET  /healthz         {"ok":true}; counts only for an authorized request
+//	GET  /healthz         {"ok":true}, or 503 {"ok":false} while the store cannot make events
+//	                      durable; counts and the reason only for an authorized request
 //	GET  /metrics         Prometheus, from a private registry
 //	     /rules           the fleet's rules (rules.API), with Config.Rules
 //

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -208,4 +211,88 @@ func grepLines(b []byte, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// On an external NATS whose disk fills up, the stream's failures show on
+// the relay's /healthz, and the relay stores again by itself once the
+// server does (space freed, the server restarted), without its own
+// restart: nothing it acknowledged is lost.
+func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a tmpfs under a NATS server; skipped under -short")
+	}
+	disk := smallDisk(t, "16m")
+	port := netaddr.FreePort(t)
+	start := func() *server.Server {
+		return runNATSWith(t, "ext", func(o *server.Options) {
+			// The server sizes its store by the disk unless told: the stream's limit is larger than this one.
+			o.Port, o.StoreDir, o.JetStreamMaxStore = port, filepath.Join(disk, "nats"), 1<<30
+		})
+	}
+	ns := start()
+	var logs bytes.Buffer
+	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL(), Logger: newTestLogger(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		if t.Failed() || testing.Verbose() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
+	ballast := fillDisk(t, disk, 2<<20)
+
+	pad := strings.Repeat("x", 2000)
+	var acked []int64
+	next := int64(0)
+	var refused []*aep.Event
+	for i := 0; refused == nil; i++ {
+		if i > 2000 {
+			t.Fatal("the disk never filled up")
+		}
+		evs := seqEvents("ext", next, next+20, func(e *aep.Event) { e.Data = json.RawMessage(`{"pad":"` + pad + `"}`) })
+		switch r := post(t, srv, evs...); r.status {
+		case http.StatusAccepted:
+			acked = append(acked, seqsOf(evs)...)
+			next += int64(len(evs))
+		case http.StatusServiceUnavailable:
+			refused = evs
+		default:
+			t.Fatalf("POST: HTTP %d %s", r.status, r.body)
+		}
+	}
+	h := do(t, srv, http.MethodGet, "/healthz", nil, nil)
+	if h.status != http.StatusServiceUnavailable || h.json(t)["ok"] != false {
+		t.Fatalf("/healthz with the NATS server's disk full: HTTP %d %s", h.status, h.body)
+	}
+	t.Logf("/healthz with the NATS server's disk full: %s", h.body)
+
+	// The operator frees space and restarts the NATS server.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	start()
+	restarted := time.Now()
+	// The emitter resends what was refused until it is taken.
+	if !poll.Until(60*time.Second, func() bool {
+		if post(t, srv, refused...).status != http.StatusAccepted {
+			time.Sleep(200 * time.Millisecond)
+			return false
+		}
+		return true
+	}) {
+		t.Fatalf("the relay did not store again within 60 s of the NATS server's restart; /healthz %s", do(t, srv, http.MethodGet, "/healthz", nil, nil).body)
+	}
+	acked = append(acked, seqsOf(refused)...)
+	t.Logf("stored again %v after the NATS server restarted", time.Since(restarted))
+	if h := do(t, srv, http.MethodGet, "/healthz", nil, nil); h.status != http.StatusOK {
+		t.Fatalf("/healthz once storing again: HTTP %d %s", h.status, h.body)
+	}
+	if got := replayedSeqs(t, srv, "ext"); !slices.Equal(got, acked) {
+		t.Fatalf("the relay replays %d events, %d acknowledged:\n got %v\nwant %v", len(got), len(acked), got, acked)
+	}
 }
