@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -180,4 +181,43 @@ func TestNewLogSyncsItsDirectory(t *testing.T) {
 			t.Errorf("%s: directory syncs %v, want %v", mode, synced, want)
 		}
 	}
+}
+
+// The logs stop being durable at the first failure and are again only when
+// every log that failed has taken a write that reached the disk, or was
+// closed: a write another log still fits in its last page says nothing of
+// the disk, so it does not clear the state (which would flap with every
+// hook on a full disk).
+func TestDurableStateFollowsTheLogsThatFailed(t *testing.T) {
+	var changes []string
+	h := NewHandles(0).SetSync(syncmode.None, nil, nil).OnDurable(func(err error) {
+		changes = append(changes, fmt.Sprint(err != nil))
+	})
+	dir := t.TempDir()
+	a, b, c := h.NewLog(dir, "a"), h.NewLog(dir, "b"), h.NewLog(dir, "c")
+	fa, fb := &partWay{}, &partWay{}
+	a.faults, b.faults = fa, fb
+	step := func(l *Log, f *partWay, fail bool, want string) {
+		t.Helper()
+		if f != nil {
+			f.armed = fail
+		}
+		l.Append([]byte(event1)) //nolint:errcheck // the state is what is checked
+		if got := strings.Join(changes, ","); got != want {
+			t.Fatalf("changes %s, want %s", got, want)
+		}
+	}
+	step(a, fa, false, "")
+	step(a, fa, true, "true")
+	step(b, fb, true, "true")
+	step(c, nil, false, "true")      // another log fits: still not durable
+	step(a, fa, false, "true")       // a is back, b is not
+	step(b, fb, false, "true,false") // both back
+	step(a, fa, true, "true,false,true")
+	a.Close() // closed, a waits for nothing
+	if got := strings.Join(changes, ","); got != "true,false,true,false" {
+		t.Fatalf("changes %s after closing the failed log", got)
+	}
+	b.Close()
+	c.Close()
 }

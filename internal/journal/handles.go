@@ -41,35 +41,54 @@ type Handles struct {
 	// syncDirFn syncs a directory (nil: atomicfile.SyncDir; tests inject).
 	syncDirFn func(dir string) error
 
-	// Whether the logs reach the disk as their mode promises (OnDurable).
-	failing   atomic.Bool
+	// The logs whose last write or sync failed (OnDurable), counted in
+	// nFailing so a success with none failing takes no lock.
+	nFailing  atomic.Int64
 	dmu       sync.Mutex
+	failing   map[*Log]bool
 	onDurable func(err error)
 }
 
 // OnDurable sets who hears, once per change, that the logs made here
 // stopped reaching the disk as their mode promises (err says why: a write
-// or a sync failed, a full disk) and that they do again (nil: the next
-// write that reached the disk as promised, a sync unless the mode is
-// syncmode.None). It returns h.
+// or a sync failed, a full disk) and that they do again (nil). A log that
+// failed counts until it takes a write that reaches the disk as promised
+// (a sync, unless the mode is syncmode.None) or is closed: a success on
+// another log says nothing of it (a full disk still takes the bytes that
+// fit in a log's last page), so the state does not flap with every hook.
+// It returns h.
 func (h *Handles) OnDurable(fn func(err error)) *Handles {
 	h.onDurable = fn
 	return h
 }
 
-// durable hears whether a write (under syncmode.None) or a sync reached
-// the disk; it tells OnDurable's function of a change.
-func (h *Handles) durable(err error) {
-	if h == nil || h.onDurable == nil || (err == nil) == !h.failing.Load() {
+// durable hears whether a write (under syncmode.None) or a sync of l
+// reached the disk; it tells OnDurable's function of a change.
+func (h *Handles) durable(l *Log, err error) {
+	if h == nil || h.onDurable == nil || err == nil && h.nFailing.Load() == 0 {
 		return
 	}
 	h.dmu.Lock()
 	defer h.dmu.Unlock()
-	if (err != nil) == h.failing.Load() {
-		return // another got here first
+	before := len(h.failing)
+	switch {
+	case err != nil:
+		if h.failing == nil {
+			h.failing = map[*Log]bool{}
+		}
+		h.failing[l] = true
+	case h.failing[l]:
+		delete(h.failing, l)
+	default:
+		return
 	}
-	h.failing.Store(err != nil)
-	h.onDurable(err)
+	h.nFailing.Store(int64(len(h.failing)))
+	switch {
+	case before == 0 && len(h.failing) > 0:
+		h.onDurable(err)
+	case before > 0 && len(h.failing) == 0:
+		h.onDurable(nil)
+	}
 }
 
 // SetSync sets when the logs made from now on reach the disk, the syncer

@@ -156,7 +156,7 @@ func (l *Log) write(buf []byte) error {
 		}
 		if err != nil {
 			l.mu.Unlock()
-			l.handles.durable(err)
+			l.handles.durable(l, err)
 			return err
 		}
 		l.f = f
@@ -182,11 +182,11 @@ func (l *Log) write(buf []byte) error {
 		stale.Close() //nolint:errcheck // the append failed already; the reopen repairs
 	}
 	if err != nil {
-		l.handles.durable(err)
+		l.handles.durable(l, err)
 		return fmt.Errorf("log: %w", err)
 	}
 	if l.mode() == syncmode.None {
-		l.handles.durable(nil)
+		l.handles.durable(l, nil)
 	}
 	l.wrote()
 	return nil
@@ -264,6 +264,9 @@ func (l *Log) Close() error {
 	if l == nil {
 		return nil
 	}
+	// Closed, a log that failed is no longer waiting to reach the disk:
+	// what it could not take was cut back.
+	defer l.handles.durable(l, nil)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {

@@ -78,7 +78,7 @@ func (l *Log) syncTo(gen uint64) error {
 		if err != nil && l.handles != nil && l.handles.onSyncErr != nil {
 			l.handles.onSyncErr(l.path, err)
 		}
-		l.handles.durable(err)
+		l.handles.durable(l, err)
 		return err
 	})
 	if err != nil {
