@@ -207,18 +207,28 @@ func consumerHello(secret string) string {
 // socket closed first.
 func (s *liveSocket) next(t *testing.T, typ string) map[string]any {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	f, closed := s.within(typ, 10*time.Second)
+	if f == nil && !closed {
+		t.Fatalf("no %s frame in 10 s", typ)
+	}
+	return f
+}
+
+// within is the next frame of type typ within d, skipping others; nil when
+// none came, closed when the socket closed first.
+func (s *liveSocket) within(typ string, d time.Duration) (f map[string]any, closed bool) {
+	timeout := time.After(d)
 	for {
 		select {
 		case f, ok := <-s.frames:
 			if !ok {
-				return nil
+				return nil, true
 			}
 			if f["type"] == typ {
-				return f
+				return f, false
 			}
 		case <-timeout:
-			t.Fatalf("no %s frame in 10 s", typ)
+			return nil, false
 		}
 	}
 }
