@@ -29,7 +29,8 @@ func gateAsk(id, command string) map[string]any {
 // `go *` in aep-kimi/", the proposed pattern edited first), and that rule
 // answers the next matching call with no person, which never shows in the
 // inbox; a pattern that does not match the request is refused and nothing
-// is sent; the rules view lists the rules with their uses and removes one.
+// is sent; the rules view lists the rules with their uses and removes one;
+// a wildcard over a destructive command needs a confirm past a warning.
 func TestBrowserRules(t *testing.T) {
 	b := browsertest.New(t, 1200, 900)
 	book := rules.Open(rules.Config{Path: filepath.Join(t.TempDir(), rules.FileName)})
@@ -113,5 +114,44 @@ func TestBrowserRules(t *testing.T) {
 	b.Eval("uses", `document.querySelector('`+sel("data-rule", saved.ID)+` [data-uses]').dataset.uses`, &uses)
 	if strings.TrimSpace(uses) != "1" {
 		t.Fatalf("the view shows %q uses, want 1", uses)
+	}
+
+	// "Always" has a floor: rm -rf ./build is proposed exactly, and a
+	// wildcard over it is saved only past a visible warning, on a second,
+	// deliberate click.
+	third := aep.NewID()
+	em.send(em.event("s1", "attention.requested", -1, gateAsk(third, "rm -rf ./build")))
+	item := sel("data-attention", third)
+	b.WaitJS("the exact proposal", `(document.querySelector('`+item+` [data-always-pattern]')||{}).value === 'rm -rf ./build'`)
+	b.MustRun("widen the pattern", chromedp.Evaluate(`(e => { e.value = 'rm *'; e.dispatchEvent(new Event('input')); })(document.querySelector('`+item+` [data-always-pattern]'))`, nil))
+	b.Click("save rm *", sel("data-always", third))
+	b.WaitJS("the warning", `(document.querySelector('`+sel("data-always-danger", third)+`')||{}).textContent?.includes('rm (rm -rf /)')`)
+	var visible bool
+	b.Eval("the warning shows", `(e => e.getBoundingClientRect().height > 0 && getComputedStyle(e).display !== 'none')(document.querySelector('`+sel("data-always-danger", third)+`'))`, &visible)
+	if !visible {
+		t.Fatal("the warning is not visible")
+	}
+	for _, r := range book.Set().Rules() {
+		if r.Args == "rm *" {
+			t.Fatal("rm * was saved without the confirm")
+		}
+	}
+	select {
+	case f := <-em.frames:
+		if typ, _ := f["type"].(string); strings.HasPrefix(typ, "control.") {
+			t.Fatalf("an answer went before the confirm: %v", f)
+		}
+	default:
+	}
+	b.Click("confirm", sel("data-always-confirm", third))
+	if cmd := em.command(); cmd["subject"] != third || cmd["agent"] != "aep-kimi-page" {
+		t.Fatalf("the confirmed answer: %v", cmd)
+	}
+	wide := false
+	for _, r := range book.Set().Rules() {
+		wide = wide || r.Args == "rm *" && r.Effect == rules.Allow
+	}
+	if !wide {
+		t.Fatalf("the confirmed rule was not saved: %+v", book.Set().Rules())
 	}
 }

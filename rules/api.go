@@ -19,10 +19,12 @@ import (
 //
 //	GET    /rules          {"status": Status, "rules": [Listed]}
 //	POST   /rules          a Rule without id (or with one) -> 201 {"rule": Rule}
+//	                       (?allow_destructive=1: see OverrideDestructive)
 //	DELETE /rules/{id}     -> 200 {"removed": Rule}
 //	POST   /rules/test     a Probe -> 200 {"verdict": Verdict}
 //	POST   /rules/propose  a RequestRef -> 200 a Proposal: the rule an answer to that request would make
-//	POST   /rules/always   an AlwaysBody -> 201 {"rule": Rule}: that rule, saved (Asked.Always)
+//	POST   /rules/always   an AlwaysBody -> 201 {"rule": Rule}: that rule, saved (Asked.Always;
+//	                       ?allow_destructive=1 as for POST /rules)
 //
 // Errors are {"error": code, "detail": text} with these codes.
 const (
@@ -33,7 +35,17 @@ const (
 	CodeTooLarge    = "payload-too-large"
 	CodeMedia       = "unsupported-media-type"
 	CodeBodyTimeout = "body-timeout"
+	// CodeDestructive refuses an allow rule that would answer a
+	// destructive command through a wildcard, unless the request says
+	// OverrideDestructive.
+	CodeDestructive = "destructive-allow"
 )
+
+// OverrideDestructive is the query parameter (=1) with which POST /rules
+// and POST /rules/always save an allow rule that would answer destructive
+// commands through a wildcard (WildDestructive): the person saving it has
+// seen which, and means it.
+const OverrideDestructive = "allow_destructive"
 
 // APIPath is where the relay serves the API.
 const APIPath = "/rules"
@@ -96,9 +108,10 @@ type RequestRef struct {
 }
 
 // Proposal is the rule an answer to a request would make by default: its
-// tool and agent, a pattern for its argument text (Propose; "*" when the
-// request carries none), and its session's directory for scope project
-// ("" when the stream never said it).
+// tool and agent, a pattern for its argument text (Asked.Proposal; "*" when
+// the request carries none, "" when nothing can be suggested that would
+// not allow a destructive command through a wildcard), and its session's
+// directory for scope project ("" when the stream never said it).
 type Proposal struct {
 	Tool        string `json:"tool"`
 	Agent       string `json:"agent,omitempty"`
@@ -173,7 +186,7 @@ func (a API) list(w http.ResponseWriter) {
 
 func (a API) add(w http.ResponseWriter, r *http.Request) {
 	var in Rule
-	if !readJSON(w, r, &in) {
+	if !readJSON(w, r, &in) || refusedDestructive(w, r, in) {
 		return
 	}
 	out, err := a.Book.Add(in)
@@ -234,10 +247,8 @@ func (a API) propose(w http.ResponseWriter, r *http.Request) {
 		Allow: asked.Option(Allow), Deny: asked.Option(Deny)}
 	if asked.ArgsCarried {
 		p.Args = asked.Args
-		if pat := Propose(asked.Args); pat != "" {
-			p.Pattern = pat
-		}
 	}
+	p.Pattern, _ = asked.Proposal()
 	httpguard.WriteJSON(w, http.StatusOK, p)
 }
 
@@ -252,12 +263,42 @@ func (a API) always(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidRule, err.Error())
 		return
 	}
+	if refusedDestructive(w, r, rule) {
+		return
+	}
 	out, err := a.Book.Add(rule)
 	if err != nil {
 		writeBookError(w, err)
 		return
 	}
 	httpguard.WriteJSON(w, http.StatusCreated, map[string]Rule{"rule": out})
+}
+
+// refusedDestructive refuses, with 422 and CodeDestructive, an allow rule
+// that would answer destructive commands through a wildcard when the
+// request does not say OverrideDestructive; true means it is answered.
+func refusedDestructive(w http.ResponseWriter, r *http.Request, rule Rule) bool {
+	forms := WildDestructive(rule)
+	if len(forms) == 0 || r.URL.Query().Get(OverrideDestructive) == "1" {
+		return false
+	}
+	httpguard.WriteError(w, http.StatusUnprocessableEntity, CodeDestructive, DestructiveRefusal(rule, forms))
+	return true
+}
+
+// DestructiveRefusal says why a wildcard allow is not saved as it stands,
+// and how to save it anyway.
+func DestructiveRefusal(rule Rule, forms []DestructiveForm) string {
+	names := make([]string, len(forms))
+	for i, f := range forms {
+		names[i] = f.String()
+	}
+	const most = 6
+	if len(names) > most {
+		names = append(names[:most], fmt.Sprintf("and %d more", len(forms)-most))
+	}
+	return fmt.Sprintf("%s would also allow destructive commands: %s; name the command exactly, or save it anyway with %s=1 "+
+		"(aep-kimi rules add --allow-destructive, respond --always ... --allow-destructive)", Describe(rule), strings.Join(names, ", "), OverrideDestructive)
 }
 
 func writeBookError(w http.ResponseWriter, err error) {

@@ -33,10 +33,16 @@ func (c Client) List(ctx context.Context) (Listing, error) {
 	return out, err
 }
 
-// Add adds r and returns it as stored.
-func (c Client) Add(ctx context.Context, r Rule) (Rule, error) {
+// Add adds r and returns it as stored. allowDestructive saves an allow
+// rule that would answer destructive commands through a wildcard, which
+// the relay otherwise refuses (OverrideDestructive).
+func (c Client) Add(ctx context.Context, r Rule, allowDestructive bool) (Rule, error) {
+	path := APIPath
+	if allowDestructive {
+		path += "?" + OverrideDestructive + "=1"
+	}
 	var out struct{ Rule Rule }
-	err := c.call(ctx, http.MethodPost, APIPath, r, &out)
+	err := c.call(ctx, http.MethodPost, path, r, &out)
 	return out.Rule, err
 }
 

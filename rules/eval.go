@@ -105,6 +105,9 @@ type Step struct {
 	Rule    Rule    `json:"rule"`
 	Outcome Outcome `json:"outcome"`
 	Why     string  `json:"why"`
+	// Destructive lists the destructive forms this allow rule would answer
+	// through a wildcard (WildDestructive), whatever this request is.
+	Destructive []DestructiveForm `json:"destructive,omitempty"`
 
 	index int
 }
@@ -146,7 +149,7 @@ func (s *Set) Evaluate(req Request, trace bool) Verdict {
 	visit := func(c *compiled) {
 		out, why := c.test(prep, trace)
 		if trace {
-			v.Trace = append(v.Trace, Step{Rule: c.Rule, Outcome: out, Why: why, index: c.index})
+			v.Trace = append(v.Trace, Step{Rule: c.Rule, Outcome: out, Why: why, Destructive: WildDestructive(c.Rule), index: c.index})
 		}
 		switch out {
 		case Matched:

@@ -63,6 +63,15 @@ func WriteVerdict(w io.Writer, p Probe, v Verdict) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Rule.ID, s.Rule.Effect, s.Outcome, s.Why)
 	}
 	_ = tw.Flush()
+	for _, s := range v.Trace {
+		if len(s.Destructive) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nwarning: %s (%s) would also allow these destructive commands through its wildcard:\n", s.Rule.ID, Describe(s.Rule))
+		for _, f := range s.Destructive {
+			fmt.Fprintf(w, "  %-26s e.g. %s\n", f.Name, f.Example)
+		}
+	}
 }
 
 // Describe is a rule in one line: "allow Bash `go test *` in ~/src/x".
@@ -111,12 +120,38 @@ var subcommandTools = map[string]bool{
 // text: a command's program (and its subcommand, for the programs that have
 // them) and then anything, `go test ./...` -> `go test *`; a path's
 // directory and anything under it. "" when there is nothing to propose
-// (then a rule on the tool alone covers any arguments).
-func Propose(args string) string {
-	args = strings.TrimSpace(strings.TrimSuffix(args, "…"))
-	if args == "" {
-		return ""
+// (then a rule on the tool alone covers any arguments). For a shell tool
+// the suggestion is never wider than the command's risk: a command holding
+// a destructive form, or one whose widening could allow one, is proposed
+// exactly (`rm -rf ./build` as itself); ok is false when even that cannot
+// be, for a text cut short.
+func Propose(tool, args string) (pattern string, ok bool) {
+	body, cut := strings.CutSuffix(strings.TrimSpace(args), "…")
+	body = strings.TrimSpace(body)
+	if body == "" {
+		return "", !cut
 	}
+	pattern = widen(body)
+	t, err := Compile(tool, true)
+	if err != nil || !shellTool(t) {
+		return pattern, true
+	}
+	p, err := Compile(pattern, false)
+	switch {
+	case err == nil && len(DestructiveIn(body)) == 0 && len(p.destructiveIn()) == 0:
+		return pattern, true
+	case cut:
+		return "", false
+	}
+	exact := escapeGlob(body)
+	if _, err := Compile(exact, false); err != nil {
+		return "", false
+	}
+	return exact, true
+}
+
+// widen is Propose's pattern before the floor.
+func widen(args string) string {
 	words := strings.Fields(args)
 	if first := words[0]; strings.HasPrefix(first, "/") || strings.HasPrefix(first, "~/") {
 		if i := strings.LastIndexByte(first, '/'); i > 0 && len(words) == 1 {

@@ -160,6 +160,32 @@ const (
 	ScopeAll = "all"
 )
 
+// Proposal is the args pattern "always allow" suggests for this request:
+// Propose's for its argument text, "*" (any arguments) for a request that
+// carries none. ok is false when there is no suggestion: Propose has none,
+// or the suggestion would allow a destructive form through a wildcard (any
+// arguments of a shell tool, when the request does not say what it runs).
+func (a Asked) Proposal() (pattern string, ok bool) {
+	pattern = "*"
+	if a.ArgsCarried {
+		p, ok := Propose(a.Tool, a.Args)
+		if !ok {
+			return "", false
+		}
+		if p != "" {
+			pattern = p
+		}
+	}
+	args := pattern
+	if args == "*" {
+		args = ""
+	}
+	if len(WildDestructive(Rule{Effect: Allow, Tool: a.Tool, Args: args})) > 0 {
+		return "", false
+	}
+	return pattern, true
+}
+
 // Always turns an answer to this request into a rule that gives the same
 // answer from now on: the option's effect (allow, or deny for a refusing
 // option), this tool and agent, args the pattern ("*" or "" for any

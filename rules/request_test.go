@@ -158,27 +158,60 @@ func TestAlways(t *testing.T) {
 func TestPropose(t *testing.T) {
 	for in, want := range map[string]string{
 		"go test ./...":             "go test *",
-		"git push origin main":      "git push *",
-		"rm -rf ./build":            "rm *",
+		"git push origin main":      "git push origin main",
+		"git status":                "git status *",
+		"rm -rf ./build":            "rm -rf ./build",
 		"echo ok":                   "echo *",
 		"make":                      "make *",
-		"git --no-pager log":        "git *",
+		"git --no-pager log":        "git --no-pager log",
 		"./scripts/release.sh v1":   "./scripts/release.sh v1",
-		"/home/ann/src/x/main.go":   "/home/ann/src/x/*",
+		"/home/ann/src/x/main.go":   "/home/ann/src/x/main.go",
 		"python3 -c 'print(1)'…":    "python3 *",
 		"":                          "",
 		"weird*name arg":            `weird\*name arg`,
 		"npm run build && npm test": "npm run *",
+		"npm publish --tag beta":    "npm publish --tag beta",
+		"env FOO=1 make":            "env FOO=1 make",
+		"curl -fsSL https://x | sh": "curl -fsSL https://x | sh",
 	} {
-		if got := Propose(in); got != want {
-			t.Errorf("Propose(%q) = %q, want %q", in, got, want)
+		if got, ok := Propose("Bash", in); got != want || !ok {
+			t.Errorf("Propose(Bash, %q) = %q %v, want %q", in, got, ok, want)
 		}
+	}
+	// A tool that runs no shell command keeps the wider proposals.
+	if got, _ := Propose("Write", "/home/ann/src/x/main.go"); got != "/home/ann/src/x/*" {
+		t.Errorf("Propose(Write, path) = %q", got)
+	}
+	if got, _ := Propose("Bash", "git push origin main"); got != "git push origin main" {
+		t.Errorf("git push: %q", got)
+	}
+	// A destructive command cut short cannot be proposed exactly: nothing is.
+	if got, ok := Propose("Bash", "rm -rf ./build/"+strings.Repeat("a", 200)+"…"); ok || got != "" {
+		t.Errorf("a cut rm: %q %v", got, ok)
 	}
 	// A proposal always matches the text it came from (allow-safe where the
 	// text has no operators).
-	for _, in := range []string{"go test ./...", "echo ok", "./scripts/release.sh v1", "/home/ann/src/x/main.go"} {
-		if p := MustCompile(Propose(in), false); !p.Safe(in) {
+	for _, in := range []string{"go test ./...", "echo ok", "./scripts/release.sh v1", "/home/ann/src/x/main.go", "rm -rf ./build"} {
+		got, _ := Propose("Bash", in)
+		if p := MustCompile(got, false); !p.Safe(in) {
 			t.Errorf("Propose(%q) = %q does not match it", in, p)
 		}
+	}
+}
+
+// At metadata a Bash request does not say what it runs: "*" would allow
+// every destructive form, so nothing is proposed; for another tool "*" is.
+func TestProposal(t *testing.T) {
+	meta, _ := ReadRequest(gateAsk(t, "rm -rf ./build", aep.CaptureMetadata))
+	if p, ok := meta.Proposal(); ok || p != "" {
+		t.Fatalf("Bash at metadata: %q %v", p, ok)
+	}
+	meta.Tool = "Read"
+	if p, ok := meta.Proposal(); !ok || p != "*" {
+		t.Fatalf("Read at metadata: %q %v", p, ok)
+	}
+	red, _ := ReadRequest(gateAsk(t, "rm -rf ./build", aep.CaptureRedacted))
+	if p, ok := red.Proposal(); !ok || p != "rm -rf ./build" {
+		t.Fatalf("rm at redacted: %q %v", p, ok)
 	}
 }

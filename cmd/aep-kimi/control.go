@@ -103,14 +103,17 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "respond",
 		Summary: "answer an agent's attention request through the relay",
-		Forms:   []string{"[--relay URL] --option ID [--text T] [--always PATTERN [--scope project|all]] SESSION [REQUEST_ID]"},
+		Forms:   []string{"[--relay URL] --option ID [--text T] [--always PATTERN [--scope project|all] [--allow-destructive]] SESSION [REQUEST_ID]"},
 		About: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
 			"session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the\n" +
 			"full command for each request it shows.\n\n" +
 			"--always also saves the answer as a rule (see aep-kimi rules), so the next request of\n" +
 			"this tool whose arguments match PATTERN (a glob; '*' for any) is answered the same way\n" +
 			"at once, in this session's project (--scope project, the default) or in every one.\n" +
-			"pending proposes a pattern for each request. The rule is saved once the answer is accepted.",
+			"pending proposes a pattern for each request, never wider than the command's risk (a\n" +
+			"destructive command, rm -rf ./build, exactly). An allow whose wildcard would also allow\n" +
+			"destructive commands (see aep-kimi rules add) needs --allow-destructive. The rule is saved\n" +
+			"once the answer is accepted.",
 		Env: []string{"AEP_TOKEN"},
 		Exit: senderExitCodes + "\n" +
 			"Before sending, respond checks the target against the relay's replay: 5 unknown\n" +
@@ -129,6 +132,7 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 			var a alwaysOptions
 			fs.StringVar(&a.pattern, "always", "", "also save the answer as a rule for this tool's requests whose arguments match this glob ('*': any)")
 			fs.StringVar(&a.scope, "scope", rules.ScopeProject, "the saved rule's reach: project (this session's working directory and below) or all")
+			fs.BoolVar(&a.destructive, "allow-destructive", false, "with --always: save the rule even though its wildcard would also allow destructive commands")
 			return func(ctx context.Context, args []string) int {
 				return runRespond(ctx, o, *option, *text, a, args, io)
 			}
@@ -137,7 +141,10 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 }
 
 // alwaysOptions are respond's flags for saving the answer as a rule.
-type alwaysOptions struct{ pattern, scope string }
+type alwaysOptions struct {
+	pattern, scope string
+	destructive    bool
+}
 
 // runRespond checks the target, makes the rule --always asks for, sends
 // the answer and, once it is accepted, saves the rule.
@@ -167,13 +174,18 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 			fmt.Fprintf(io.err, "aep-kimi respond: --always: %v\n", err)
 			return 2
 		}
+		// Refused before the answer goes, so nothing is half done.
+		if forms := rules.WildDestructive(r); len(forms) > 0 && !a.destructive {
+			fmt.Fprintf(io.err, "aep-kimi respond: --always: %s\n", rules.DestructiveRefusal(r, forms))
+			return 2
+		}
 		rule = &r
 	}
 	cmd.Subject, cmd.Cause = req.ID, req.ID
 	if code := o.send(ctx, "respond", cmd, io); code != exitAccepted || rule == nil {
 		return code
 	}
-	added, err := rules.Client{Base: o.url, Token: token, HTTP: hc}.Add(ctx, *rule)
+	added, err := rules.Client{Base: o.url, Token: token, HTTP: hc}.Add(ctx, *rule, a.destructive)
 	if err != nil {
 		fmt.Fprintf(io.err, "aep-kimi respond: answered, but the rule was not saved: %s\n", consumer.Line(err.Error()))
 		return 1

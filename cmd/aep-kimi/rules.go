@@ -34,8 +34,11 @@ func rulesCommand(getenv func(string) string, io stdio) cli.Command {
 		Exit: "Exit 0 ok, 1 failure (the relay unreachable, or it refused: the reason on stderr), 2 usage.",
 		Modes: []cli.Command{
 			{
-				Name: "add", Forms: []string{"allow|deny|ask --tool NAME [--args GLOB] [--project GLOB] [--agent NAME] [--note TEXT] [--id ID]"},
-				About:    "Adds a rule and prints its id.",
+				Name: "add", Forms: []string{"allow|deny|ask --tool NAME [--args GLOB] [--project GLOB] [--agent NAME] [--note TEXT] [--id ID] [--allow-destructive]"},
+				About: "Adds a rule and prints its id. The relay refuses an allow rule whose wildcard (or no --args at\n" +
+					"all, on a shell tool) would also allow destructive commands (rm, dd, mkfs, shred, chmod -R,\n" +
+					"chown -R, git push --force, git reset --hard, git clean, sudo, curl|sh, kubectl delete,\n" +
+					"terraform destroy, docker rm, npm publish, ...), saying which; --allow-destructive saves it anyway.",
 				Examples: []string{"aep-kimi rules add allow --tool Bash --args 'go test *' --project ~/src/aep-kimi", "aep-kimi rules add deny --tool Bash --args 'rm -rf *' --note 'never force-remove'"},
 				Args:     cli.Exactly(1), Interspersed: true,
 				Flags: func(fs *flag.FlagSet) cli.Run {
@@ -47,6 +50,7 @@ func rulesCommand(getenv func(string) string, io stdio) cli.Command {
 					fs.StringVar(&r.Agent, "agent", "", "glob over the agent (default: any)")
 					fs.StringVar(&r.Note, "note", "", "why: shown in rules list, and to the agent a deny refuses")
 					fs.StringVar(&r.ID, "id", "", "the rule's id (default: a fresh one)")
+					destructive := fs.Bool("allow-destructive", false, "save an allow rule even though its wildcard would also allow destructive commands")
 					return func(ctx context.Context, args []string) int {
 						e, err := rules.ParseEffect(args[0])
 						if err != nil {
@@ -59,7 +63,7 @@ func rulesCommand(getenv func(string) string, io stdio) cli.Command {
 						}
 						r.Effect = e
 						return c.run(io, "add", func(cl rules.Client) error {
-							added, err := cl.Add(ctx, r)
+							added, err := cl.Add(ctx, r, *destructive)
 							if err == nil {
 								fmt.Fprintln(io.out, added.ID)
 							}
@@ -105,7 +109,8 @@ func rulesCommand(getenv func(string) string, io stdio) cli.Command {
 			},
 			{
 				Name: "test", Forms: []string{"--tool NAME [--args TEXT] [--project DIR] [--agent NAME] [--capture LEVEL] [--json]"},
-				About: "Says which rule would decide a request, and why, rule by rule. Without --args (or at\n" +
+				About: "Says which rule would decide a request, and why, rule by rule, and the destructive commands\n" +
+					"each allow rule about the tool would also allow through its wildcard. Without --args (or at\n" +
 					"--capture metadata) the request carries no argument text, as a request captured at\n" +
 					"metadata does: no rule with args can match it.",
 				Args: cli.NoArgs,

@@ -46,7 +46,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000", "AEP_CAPTURE=redacted")
 	here := filepath.Dir(t.TempDir())
 	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *", "--project", here)
-	rm := st.addRule(t, "allow", "--tool", "Bash", "--args", "rm *")
+	rm := st.addRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
 	rmrf := st.addRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
 
 	script := bashSteps(t, "echo ok", "rm -rf ./build", "git push")
@@ -57,7 +57,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	if !strings.Contains(out, "1 request waits on you") || strings.Contains(out, "echo ok") || strings.Contains(out, "rm -rf") {
 		t.Fatalf("pending shows more than git push:\n%s", out)
 	}
-	if !strings.Contains(out, "always: aep-kimi respond --option allow --always 'git push *'") {
+	if !strings.Contains(out, "always: aep-kimi respond --option allow --always 'git push'") {
 		t.Fatalf("pending proposes no rule for git push:\n%s", out)
 	}
 	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)

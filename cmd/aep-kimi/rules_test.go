@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,7 +36,13 @@ func TestRulesCLI(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(deny, "r-") || strings.Contains(deny, "\n") || errs != "" {
 		t.Fatalf("add: exit %d, out %q, err %q", code, out, errs)
 	}
-	if code, out, _ := cli("add", "allow", "--tool", "Bash", "--args", "rm *", "--id", "rm-any"); code != 0 || strings.TrimSpace(out) != "rm-any" {
+	// A wildcard allow over a destructive program is refused, saying
+	// which commands it would allow and how to save it anyway.
+	code, _, errs = cli("add", "allow", "--tool", "Bash", "--args", "rm *", "--id", "rm-any")
+	if code != 1 || !strings.Contains(errs, "rm (rm -rf /)") || !strings.Contains(errs, "--allow-destructive") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("add allow 'rm *' without the override: %d %q", code, errs)
+	}
+	if code, out, _ := cli("add", "allow", "--tool", "Bash", "--args", "rm *", "--id", "rm-any", "--allow-destructive"); code != 0 || strings.TrimSpace(out) != "rm-any" {
 		t.Fatalf("add --id: %d %q", code, out)
 	}
 	code, out, _ = cli("list")
@@ -52,6 +59,10 @@ func TestRulesCLI(t *testing.T) {
 	code, out, _ = cli("test", "--tool", "Bash", "--args", "rm -rf ./build")
 	if code != 0 || !strings.Contains(out, "deny by rule "+deny) || !strings.Contains(out, "rm-any") {
 		t.Fatalf("test:\n%s", out)
+	}
+	if !strings.Contains(out, "warning: rm-any (allow Bash `rm *`) would also allow these destructive commands") ||
+		!regexp.MustCompile(`(?m)^  rm +e\.g\. rm -rf /$`).MatchString(out) || strings.Contains(out, "warning: "+deny) {
+		t.Fatalf("test does not show what rm-any would allow:\n%s", out)
 	}
 	code, out, _ = cli("test", "--tool", "Bash")
 	if code != 0 || !strings.Contains(out, "carries no argument text") || !strings.Contains(out, "unknowable") || !strings.Contains(out, "a person answers") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,6 +67,56 @@ func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
 		if !denies(out) || !strings.Contains(out, "Denied by aep-kimi rule "+deny) {
 			t.Errorf("deny rule %s did not answer %q: reply %q", deny, c, out)
 		}
+	}
+}
+
+// "Always" has a floor, against the built binaries: for `rm -rf ./build`
+// pending once suggested `--always 'rm *' --scope all`, which allows `rm
+// -rf ~ /` (rules test said so). Now it suggests the command exactly;
+// saving `rm *` from respond or rules add is refused, naming the override,
+// before anything is sent; the exact rule does not allow `rm -rf ~ /`; and
+// rules test shows what a wildcard allow saved with the override allows.
+func TestE2ERulesAlwaysHasAFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds and runs the binaries")
+	}
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=20000")
+	session := "floor-" + strings.ToLower(aep.NewID())
+	held := st.heldGate(t, session, "call_1", "rm -rf ./build")
+	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf ./build") }, "pending")
+	if strings.Contains(out, "'rm *'") || !strings.Contains(out, "--always 'rm -rf ./build'") {
+		t.Fatalf("pending does not suggest the command exactly:\n%s", out)
+	}
+	m := regexp.MustCompile(`aep-kimi respond --option allow --always '[^']*'(?: --scope all)? (\S+) (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no always command in pending:\n%s", out)
+	}
+	code, msg := st.cli(t, "respond", "--option", "allow", "--always", "rm *", "--scope", "all", m[1], m[2])
+	if code != 2 || !strings.Contains(msg, "--allow-destructive") || !strings.Contains(msg, "rm (rm -rf /)") {
+		t.Fatalf("respond --always 'rm *': exit %d: %s", code, msg)
+	}
+	code, msg = st.cli(t, "rules", "add", "allow", "--tool", "Bash", "--args", "rm *")
+	if code != 1 || !strings.Contains(msg, "--allow-destructive") {
+		t.Fatalf("rules add allow 'rm *': exit %d: %s", code, msg)
+	}
+	if code, list := st.cli(t, "rules", "list"); code != 0 || !strings.Contains(list, "no rules") {
+		t.Fatalf("a refused rule was saved:\n%s", list)
+	}
+	// Nothing was sent: the call still waits, and the exact rule answers it.
+	if code, msg := st.cli(t, "respond", "--option", "allow", "--always", "rm -rf ./build", "--scope", "all", m[1], m[2]); code != 0 || !strings.Contains(msg, "saved rule") {
+		t.Fatalf("respond --always 'rm -rf ./build': exit %d: %s", code, msg)
+	}
+	if r := reply(t, held); r != "" {
+		t.Fatalf("the allowed call's reply: %q", r)
+	}
+	code, msg = st.cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
+	if code != 0 || !strings.Contains(msg, "no rule decides") || strings.Contains(msg, "warning:") {
+		t.Fatalf("rules test on rm -rf ~ / with the exact rule:\n%s", msg)
+	}
+	wide := st.addRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
+	code, msg = st.cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
+	if code != 0 || !strings.Contains(msg, "allow by rule "+wide) || !strings.Contains(msg, "warning: "+wide) || !strings.Contains(msg, "e.g. rm -rf /") {
+		t.Fatalf("rules test does not show what %s allows:\n%s", wide, msg)
 	}
 }
 

@@ -28,6 +28,7 @@ const ui = {
   commands: new Map(), // command id -> {request}
   notes: new Map(), // attention id -> latest settlement note
   proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
+  dangers: new Map(), // attention id -> the relay's refusal of a wildcard allow over destructive commands, awaiting a confirm
   traces: new Map(), // attention id -> its trace once settled
   me: null, // who this login speaks for ({name, role}); null: the relay says not
 };
@@ -1159,7 +1160,7 @@ function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
   const p = ui.proposals.get(req.id);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length].join('|');
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', ui.dangers.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length].join('|');
 }
 
 // sent says where the request was last sent and how long ago, ticking
@@ -1252,6 +1253,7 @@ export async function relayAPI(path, method = 'GET', body) {
   if (!res.ok) {
     const err = new Error((out && out.detail) || `HTTP ${res.status}`);
     err.status = res.status;
+    err.code = out && out.error;
     throw err;
   }
   return out;
@@ -1266,7 +1268,10 @@ function ownRelay(req) {
 // alwaysForm is "Allow, and always allow PATTERN in PROJECT": an answer
 // that becomes a rule, the pattern the relay proposes, editable. The rule
 // is saved first (the relay refuses a pattern that does not match this
-// request's own arguments); the allow is sent once it is.
+// request's own arguments); the allow is sent once it is. A pattern whose
+// wildcard would also allow destructive commands (rm, git push --force,
+// sudo, ...) the relay refuses until told otherwise: the page then shows
+// which, in a warning, and saves it only on a second, deliberate click.
 function alwaysForm(req, s) {
   if (!ownRelay(req) || !can('admin')) return null;
   const p = ui.proposals.get(req.id);
@@ -1279,28 +1284,50 @@ function alwaysForm(req, s) {
     return null;
   }
   if (!p || p === 'asking') return null;
-  const mark = (e) => { e.target.dataset.edited = '1'; };
-  const pattern = el('input', { type: 'text', value: p.pattern, 'data-always-pattern': true, 'aria-label': 'Pattern over the arguments (* for any)', oninput: mark });
+  const mark = (e) => { e.target.dataset.edited = '1'; ui.dangers.delete(req.id); };
+  const pattern = el('input', {
+    type: 'text', value: p.pattern, 'data-always-pattern': true, 'aria-label': 'Pattern over the arguments (* for any)',
+    placeholder: p.pattern ? '' : 'nothing safe to suggest: write the pattern', oninput: mark,
+  });
   const dir = p.project ? p.project.replace(/\/+$/, '').split('/').pop() || p.project : '';
   const scope = el('select', { 'data-always-scope': true, 'aria-label': 'Where the rule applies', oninput: mark },
     el('option', { value: 'project', disabled: !p.project, title: p.project || "the session's directory is not on the stream (capture below redacted)" }, dir ? `in ${dir}/` : 'in this project (unknown)'),
     el('option', { value: 'all' }, 'in every project'));
   scope.value = p.project ? 'project' : 'all';
-  const save = el('button', {
-    type: 'button', 'data-always': req.id,
-    onclick: async () => {
-      try {
-        const out = await rulesAPI('/always', 'POST', { session: req.session, request: req.id, option: p.allow, pattern: pattern.value.trim(), scope: scope.value });
-        answer(req, { option: p.allow });
-        ui.notes.set(req.id, `saved rule ${out.rule.id}; ${ui.notes.get(req.id) || ''}`);
-        loadRules();
-      } catch (err) {
+  const save = async (destructive) => {
+    const body = { session: req.session, request: req.id, option: p.allow, pattern: pattern.value.trim(), scope: scope.value };
+    if (!body.pattern) {
+      ui.notes.set(req.id, 'rule not saved: write a pattern (* for any arguments)');
+      scheduleRender();
+      return;
+    }
+    try {
+      const out = await rulesAPI(destructive ? '/always?allow_destructive=1' : '/always', 'POST', body);
+      ui.dangers.delete(req.id);
+      answer(req, { option: p.allow });
+      ui.notes.set(req.id, `saved rule ${out.rule.id}; ${ui.notes.get(req.id) || ''}`);
+      loadRules();
+    } catch (err) {
+      if (err.code === 'destructive-allow' && !destructive) {
+        ui.dangers.set(req.id, err.message);
+      } else {
         ui.notes.set(req.id, `rule not saved: ${err.message}`);
       }
-      scheduleRender();
-    },
-  }, `Allow, and always allow ${p.tool}`);
-  return el('div', { class: 'always', role: 'group', 'aria-label': 'Answer and keep answering alike' }, save, pattern, scope);
+    }
+    scheduleRender();
+  };
+  const form = el('div', { class: 'always', role: 'group', 'aria-label': 'Answer and keep answering alike' },
+    el('button', { type: 'button', 'data-always': req.id, onclick: () => save(false) }, `Allow, and always allow ${p.tool}`), pattern, scope);
+  const danger = ui.dangers.get(req.id);
+  if (danger) {
+    form.append(el('div', { class: 'danger', role: 'alert', 'data-always-danger': req.id },
+      el('strong', null, 'Warning: this rule would also allow destructive commands, with no one asked. '),
+      el('span', null, danger),
+      el('button', { type: 'button', class: 'danger-confirm', 'data-always-confirm': req.id, onclick: () => save(true) },
+        'Save it anyway, destructive commands included'),
+      el('button', { type: 'button', 'data-always-cancel': req.id, onclick: () => { ui.dangers.delete(req.id); scheduleRender(); } }, 'Keep it narrow')));
+  }
+  return form;
 }
 
 // loadRules refreshes the rules view; it stays hidden where the page's

@@ -227,11 +227,9 @@ func alwaysCommand(f *Fold, r *Request, relayArg string) string {
 	if !ok || option == "" {
 		return ""
 	}
-	pattern := "*"
-	if asked.ArgsCarried {
-		if p := rules.Propose(asked.Args); p != "" {
-			pattern = p
-		}
+	pattern, proposed := asked.Proposal()
+	if !proposed {
+		return ""
 	}
 	args := []string{"aep-kimi", "respond"}
 	if relayArg != "" {
