@@ -51,7 +51,8 @@ func Reject(reason, detail string) Verdict { return Verdict{Reason: reason, Deta
 //     command as a redelivery, with nothing ever answering any of them.
 //  3. Decide, emit the ack and record it, then apply, all under the
 //     session's lock, so the command's outcome follows its ack on the
-//     stream.
+//     stream. An ack the log cannot take (a full disk) is not published
+//     and nothing is applied: the claim is released for a redelivery.
 func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 	if cmd == nil || cmd.Session == "" {
 		return // no session to answer in
@@ -85,6 +86,14 @@ func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 		outcome = "rejected_" + v.Reason
 	}
 	ack := c.src.Ack(s, journal.Entry{Event: m, At: at, Cause: cmd.ID, Durable: true})
+	if ack == nil {
+		// Not on the disk (a full disk), so not acknowledged and not
+		// carried out: a redelivery decides again.
+		c.cmds.Release(key)
+		c.metrics.commands.WithLabelValues(label, "not_durable").Inc()
+		c.log.Warn("control command not acknowledged: its ack could not be made durable", "type", label, "id", Clip(cmd.ID), "session", Clip(cmd.Session))
+		return
+	}
 	c.cmds.Put(key, ack)
 	c.metrics.commands.WithLabelValues(label, outcome).Inc()
 	c.log.Info("control command", "type", label, "id", Clip(cmd.ID), "session", Clip(cmd.Session), "outcome", outcome)

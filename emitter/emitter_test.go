@@ -476,3 +476,35 @@ func TestConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// An ack the session log cannot take (here a directory stands where the
+// log goes; a full disk does the same) is not published and its command not
+// carried out: nothing is acknowledged that is not on the disk. The claim
+// is released, so a redelivery once the log can be written is decided,
+// acknowledged and applied, once.
+func TestAckNotDurableIsNotPublished(t *testing.T) {
+	home := t.TempDir()
+	f := newFixture(t, home, nil)
+	applied := 0
+	f.src.verdict = Accept(func(time.Time) { applied++ })
+	blocker := filepath.Join(home, "logs", "test", journal.FileName("s1"))
+	if err := os.MkdirAll(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := emittertest.Command(t, cmdPoke, "s1", "x", map[string]any{"answer": map[string]any{"option": "allow"}})
+	f.core.HandleCommand(context.Background(), cmd)
+	if acks := f.acks(cmd); len(acks) != 0 || applied != 0 {
+		t.Fatalf("an ack that is not on the disk: %d published, applied %d times", len(acks), applied)
+	}
+	if got := f.commands(cmdPoke, "not_durable"); got != 1 {
+		t.Fatalf("not_durable counted %v", got)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	f.core.HandleCommand(context.Background(), cmd)
+	acks := f.acks(cmd)
+	if len(acks) != 1 || applied != 1 || *acks[0].Seq != 0 {
+		t.Fatalf("the redelivery: %d acks, applied %d times", len(acks), applied)
+	}
+}

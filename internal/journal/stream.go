@@ -109,7 +109,10 @@ type Entry struct {
 
 // Emit builds, seals, sequences, logs, publishes and counts one event. It
 // returns the event, or nil when it could not be built (logged; no seq is
-// spent). A Durable entry is synced before it is published. A failed
+// spent). A Durable entry is synced before it is published; when it cannot
+// be appended or synced it is not published either and Emit returns nil
+// (an answer is never acknowledged before it is on the disk; a position
+// the log did not take is handed out again). For other entries a failed
 // append or sync is logged and counted and the event still publishes: the
 // log is a record, the relay a separate path.
 func (s *Stream) Emit(e Entry) *aep.Event {
@@ -132,13 +135,20 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 		return ev
 	}
 	err := s.cfg.Log.Append(line)
-	if err == nil && e.Durable {
+	appended := err == nil
+	if appended && e.Durable {
 		err = s.cfg.Log.Mark().Forced().Wait()
 	}
 	if err != nil {
-		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "err", err)
+		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "type", ev.Type, "durable", e.Durable, "err", err)
 		if s.cfg.Counters != nil {
 			s.cfg.Counters.AppendFailed()
+		}
+		if e.Durable {
+			if !appended {
+				s.seq--
+			}
+			return nil
 		}
 	}
 	s.publish(ev)
