@@ -842,7 +842,7 @@ func (b *JetStreamBackend) ingestWaking(msgs []*Message, wake *wakeList) IngestR
 	if err == nil && b.sync != nil && len(futs) > 0 {
 		err = b.sync.wait()
 	}
-	b.health.done(probe, err)
+	b.health.done(probe, len(futs) > 0, err)
 	b.admitMu.Lock()
 	defer b.admitMu.Unlock()
 	for b.admitted != ticket {

@@ -96,17 +96,21 @@ func (h *storeHealth) admit() (probe bool, lost <-chan struct{}, err error) {
 }
 
 // done records what a batch met: stored proves the store up, a failure
-// takes it down.
-func (h *storeHealth) done(probe bool, err error) {
+// takes it down. A batch that wrote nothing (redeliveries, live-only
+// events) proves nothing.
+func (h *storeHealth) done(probe, wrote bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if probe {
 		h.probing = false
-		h.probeAt = time.Now().Add(storeProbeInterval)
+		if wrote {
+			h.probeAt = time.Now().Add(storeProbeInterval)
+		}
 	}
-	if err == nil {
+	switch {
+	case err == nil && wrote:
 		h.upLocked(false)
-	} else if !errors.Is(err, errStoreUnavailable) {
+	case err != nil && !errors.Is(err, errStoreUnavailable):
 		h.downLocked(err.Error(), false)
 	}
 }

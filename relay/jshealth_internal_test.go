@@ -16,7 +16,7 @@ func TestStoreHealthProbes(t *testing.T) {
 	if probe || lost == nil || err != nil {
 		t.Fatalf("a healthy store: probe %v lost %v err %v", probe, lost, err)
 	}
-	h.done(false, errors.New("timed out"))
+	h.done(false, true, errors.New("timed out"))
 	select {
 	case <-lost:
 	default:
@@ -31,7 +31,7 @@ func TestStoreHealthProbes(t *testing.T) {
 	if _, _, err := h.admit(); !errors.Is(err, errStoreUnavailable) {
 		t.Fatalf("a batch beside the probe: %v", err)
 	}
-	h.done(true, errors.New("timed out again"))
+	h.done(true, true, errors.New("timed out again"))
 	if _, _, err := h.admit(); !errors.Is(err, errStoreUnavailable) {
 		t.Fatalf("a batch just after a failed probe: %v", err)
 	}
@@ -39,7 +39,14 @@ func TestStoreHealthProbes(t *testing.T) {
 	if probe, _, _ := h.admit(); !probe {
 		t.Fatal("no probe a second after the last")
 	}
-	h.done(true, nil)
+	h.done(true, false, nil)
+	if h.status().OK {
+		t.Fatal("a probe that wrote nothing (redeliveries) brought the store back")
+	}
+	if probe, _, _ := h.admit(); !probe {
+		t.Fatal("no probe after one that wrote nothing")
+	}
+	h.done(true, true, nil)
 	if !h.status().OK || h.refused.Load() != 2 {
 		t.Fatalf("after a stored probe: %+v, %d refused", h.status(), h.refused.Load())
 	}
@@ -52,7 +59,7 @@ func TestStoreHealthProbes(t *testing.T) {
 	if !h.status().OK {
 		t.Fatal("the server's check did not clear what it found")
 	}
-	h.done(false, errors.New("timed out"))
+	h.done(false, true, errors.New("timed out"))
 	h.ok(true)
 	if h.status().OK {
 		t.Fatal("the server's check cleared a failed batch")
