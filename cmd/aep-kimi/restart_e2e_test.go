@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+)
+
+// recordedHooks reads a hook capture the adapter's tests keep (a real
+// Kimi session): each hook's name and payload, in arrival order.
+func recordedHooks(t *testing.T, name string) (events, payloads []string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "adapter", "testdata", "captures", name+".hooks.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var c struct{ Event, Raw string }
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		events, payloads = append(events, c.Event), append(payloads, c.Raw)
+	}
+	return events, payloads
+}
+
+// The adapter killed (-9) while a permission request is open in Kimi, then
+// started again on the same home: the request comes back from the log, so
+// the session's end dismisses it (or its result answers it) and the log is
+// valid by `aep-kimi validate` (AEP-0002 §7.2: no session ends with a
+// request pending).
+func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
+	binaries(t)
+	events, payloads := recordedHooks(t, "tui")
+	req := -1
+	for i, e := range events {
+		if e == "PermissionRequest" {
+			req = i
+		}
+	}
+	if req < 0 || events[len(events)-1] != "SessionEnd" {
+		t.Fatalf("the capture has no PermissionRequest or does not end: %v", events)
+	}
+	var session struct {
+		ID string `json:"session_id"`
+	}
+	json.Unmarshal([]byte(payloads[0]), &session) //nolint:errcheck // checked below
+	for _, c := range []struct {
+		name  string
+		after []string
+	}{
+		{"ended", payloads[len(payloads)-1:]},
+		{"answered-then-ended", payloads[req+1:]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
+			base := "http://" + addr
+			start := func() func() {
+				p := startDaemon(t, base, cleanEnv(home), "adapter", "--listen", addr, "--relay", "none", "--home", home)
+				return p.Kill
+			}
+			post := func(payload string) {
+				tok, err := os.ReadFile(adapter.TokenPath(home))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, _ := http.NewRequest(http.MethodPost, base+"/hook", strings.NewReader(payload))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+				resp, err := http.DefaultClient.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("hook answered %d %s", resp.StatusCode, body)
+				}
+			}
+			kill := start()
+			for _, p := range payloads[:req+1] {
+				post(p)
+			}
+			kill()
+			kill = start()
+			for _, p := range c.after {
+				post(p)
+			}
+			kill()
+			path := filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session.ID))
+			validateWithCLI(t, path)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), `"type":"attention.requested"`); n != 1 {
+				t.Fatalf("%d attention requests for one permission prompt:\n%s", n, b)
+			}
+		})
+	}
+}
