@@ -3,8 +3,11 @@ package emitter
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +22,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -130,6 +135,14 @@ func (f *fixture) acks(cmd *aep.Event) []*aep.Event {
 
 func (f *fixture) commands(typ, outcome string) float64 {
 	return counted(f.core.metrics.commands.WithLabelValues(typ, outcome))
+}
+
+func gauge(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }
 
 func counted(c prometheus.Counter) float64 {
@@ -506,5 +519,73 @@ func TestAckNotDurableIsNotPublished(t *testing.T) {
 	acks := f.acks(cmd)
 	if len(acks) != 1 || applied != 1 || *acks[0].Seq != 0 {
 		t.Fatalf("the redelivery: %d acks, applied %d times", len(acks), applied)
+	}
+}
+
+// Every source's /healthz (the adapter's and bridge-web's alike) answers
+// 503 not ok with the reason while a session log cannot take its events,
+// and ok again once that log takes one; the gauge follows, and one line is
+// logged each way however many events fail.
+func TestHealthFollowsTheLogs(t *testing.T) {
+	home := t.TempDir()
+	f := newFixture(t, home, nil)
+	var logs syncbuf.Buffer
+	f.core.log = slog.New(slog.NewTextHandler(&logs, nil))
+	srv := httptest.NewServer(f.core.Handler(nil, func() any { return f.core.Health() }))
+	defer srv.Close()
+	healthz := func() (int, Health) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h Health
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, h
+	}
+	emit := func() {
+		s := f.core.Lock("s1")
+		defer s.Unlock()
+		s.Stream().Emit(journal.Entry{Event: mapping.RunDrained(mapping.DefaultPosture()), At: *f.now})
+	}
+	emit()
+	if code, h := healthz(); code != 200 || !h.OK || h.Reason != "" {
+		t.Fatalf("healthy: %d %+v", code, h)
+	}
+	f.core.CloseAll()
+	blocker := filepath.Join(home, "logs", "test", journal.FileName("s1"))
+	if err := os.Rename(blocker, blocker+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	emit()
+	emit()
+	if code, h := healthz(); code != http.StatusServiceUnavailable || h.OK || !strings.Contains(h.Reason, "session logs are not reaching the disk") {
+		t.Fatalf("with a log that cannot be written: %d %+v", code, h)
+	}
+	if v := gauge(f.core.metrics.durable); v != 0 {
+		t.Fatalf("logs_durable %v", v)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	emit()
+	// Under the default mode (always) the write counts once a sync covers
+	// it: the one an ack waits for, else the background one within
+	// syncmode.Every.
+	poll.Must(t, 5*time.Second, "healthz ok after the log took a write", func() bool {
+		code, h := healthz()
+		return code == 200 && h.OK
+	})
+	if v := gauge(f.core.metrics.durable); v != 1 {
+		t.Fatalf("logs_durable %v", v)
+	}
+	if a, b := strings.Count(logs.String(), "not reaching the disk"), strings.Count(logs.String(), "reach the disk again"); a != 1 || b != 1 {
+		t.Fatalf("%d and %d lines:\n%s", a, b, logs.String())
 	}
 }
