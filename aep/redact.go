@@ -95,6 +95,8 @@ func (r *Redactor) Text(s string) string { return r.redact(s, pass{}) }
 // run), and a finding that spans an operator (a quoted value, a key block)
 // is replaced around it, each side by its own marker. The operators of the
 // result are those of s, in order, so what runs after one stays readable.
+// Only the configured home reads "~" (what the shell means by it); any other
+// user's home becomes RedactedPII.
 func (r *Redactor) Command(s string) string { return r.redact(s, pass{cmd: true}) }
 
 // LineBreak is how a line break reads in a one-line argument text (the
@@ -1054,12 +1056,27 @@ func (r *Redactor) redactHome(s string, ps pass) string {
 			from = end
 		}
 	}
-	spans = appendHomeSpans(spans, s, homeNeedle)
+	if ps.cmd {
+		// On a command line "~" means the home of whoever runs it: only
+		// that home may read so. Another user's home is hidden by a
+		// marker, so no allow rule takes it for "~" (a rule's `cat ~/*`
+		// does not allow `cat /home/bob/x`).
+		s = ps.apply(s, spans, "~")
+		return ps.apply(s, otherHomes(s), RedactedPII)
+	}
+	spans = append(spans, otherHomes(s)...)
+	return ps.apply(s, mergeSpans(spans), "~")
+}
+
+// otherHomes finds the /home/<user>, /Users/<user> and X:\Users\<user>
+// prefixes of s.
+func otherHomes(s string) []span {
+	spans := appendHomeSpans(nil, s, homeNeedle)
 	spans = appendHomeSpans(spans, s, usersNeedle)
 	if strings.IndexByte(s, '\\') >= 0 {
 		spans = appendHomeSpans(spans, s, winUsersNeedle)
 	}
-	return ps.apply(s, mergeSpans(spans), "~")
+	return mergeSpans(spans)
 }
 
 // appendHomeSpans adds root<user> prefixes, taking in a drive letter before

@@ -281,6 +281,14 @@ func TestRedactCommand(t *testing.T) {
 			t.Errorf("Command(%q)\n got  %q\n want %q", in, got, want)
 		}
 	}
+	// Only the configured home reads "~" on a command line.
+	h := NewRedactor(RedactOptions{Home: "/home/ann"})
+	if got := h.Command("cat /home/ann/x /home/bob/y ~/z C:\\Users\\bob\\w"); got != "cat ~/x [REDACTED:pii]/y ~/z [REDACTED:pii]\\w" {
+		t.Errorf("homes on a command line: %q", got)
+	}
+	if got := h.Text("cat /home/ann/x /home/bob/y"); got != "cat ~/x ~/y" {
+		t.Errorf("homes in free text: %q", got)
+	}
 	// Free text keeps the wider reading: a value runs to the next space.
 	if got := r.Text("password=ab&cd"); got != "password=[REDACTED:secret]" {
 		t.Errorf("Text: %q", got)

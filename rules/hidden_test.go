@@ -79,3 +79,16 @@ func operatorsOf(s string) string {
 	_, seps := splitText([]rune(s))
 	return string(seps)
 }
+
+// "~" in a rule is the home of whoever runs the command: at redacted only
+// that home reads so, and another user's is a marker no allow reads.
+func TestAllowTildeIsOwnHome(t *testing.T) {
+	set := mustSet(t, Rule{ID: "notes", Effect: Allow, Tool: "Bash", Args: "cat ~/notes/*"})
+	p := mapping.Posture{Capture: aep.CaptureMetadata, AttentionCapture: aep.CaptureRedacted, Redactor: aep.NewRedactor(aep.RedactOptions{Home: "/home/ann"})}
+	for cmd, want := range map[string]Effect{"cat /home/ann/notes/x": Allow, "cat ~/notes/x": Allow, "cat /home/bob/notes/x": "", "cat /Users/bob/notes/x": ""} {
+		asked, _ := ReadRequest(gateAskWith(t, cmd, p))
+		if v := set.Evaluate(asked.Request, false); v.Effect != want {
+			t.Errorf("%q (read as %q): %q, want %q", cmd, asked.Args, v.Effect, want)
+		}
+	}
+}
