@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -153,5 +154,76 @@ func TestBrowserRules(t *testing.T) {
 	}
 	if !wide {
 		t.Fatalf("the confirmed rule was not saved: %+v", book.Set().Rules())
+	}
+}
+
+// brokenWords lists the words (runs of letters and digits) of the visible
+// text under the element with id root that a line break cuts: "Eff/ec/t".
+const brokenWords = `((root) => {
+  const bad = [];
+  const w = document.createTreeWalker(document.getElementById(root), NodeFilter.SHOW_TEXT);
+  for (let n = w.nextNode(); n; n = w.nextNode()) {
+    const re = /[\p{L}\p{N}]+/gu;
+    for (let m = re.exec(n.data); m; m = re.exec(n.data)) {
+      const r = document.createRange();
+      r.setStart(n, m.index);
+      r.setEnd(n, m.index + m[0].length);
+      const lines = new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top)));
+      if (lines.size > 1) bad.push(m[0]);
+    }
+  }
+  return bad;
+})`
+
+// The rules view reads at a laptop's width and a phone's: no word of it is
+// cut by a line break, nothing is wider than the screen, and each rule
+// shows its uses and when it was last used.
+func TestBrowserRulesLegible(t *testing.T) {
+	b := browsertest.New(t, 1280, 900)
+	book := rules.Open(rules.Config{Path: filepath.Join(t.TempDir(), rules.FileName)})
+	add := func(r rules.Rule) rules.Rule {
+		t.Helper()
+		got, err := book.Add(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	used := add(rules.Rule{Effect: rules.Allow, Tool: "Bash", Args: "go test *", Project: "~/src/aep-kimi", Note: "the unit tests are safe everywhere"})
+	add(rules.Rule{ID: "no-curl", Effect: rules.Deny, Tool: "Bash", Args: "curl *", Note: "no network"})
+	add(rules.Rule{Effect: rules.Ask, Tool: "*", Agent: "kimi-code", Project: "~/src/infrastructure/production-clusters"})
+	for i := 0; i < 3; i++ {
+		book.Record(rules.Verdict{Rule: &used, Effect: rules.Allow}, time.Now().Add(-3*time.Minute))
+	}
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, LoginsFile: filepath.Join(t.TempDir(), "page-login.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, Rules: book})
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(srv.URL, testToken)))
+	b.WaitJS("the rules view", `document.getElementById('rules-count').textContent === '3'`)
+	for _, size := range [][2]int64{{1280, 900}, {360, 740}} {
+		b.MustRun("resize", chromedp.EmulateViewport(size[0], size[1]))
+		var settled bool
+		b.EvalAwait("the layout settles", browsertest.AfterFrames(`true`), &settled)
+		var broken []string
+		b.Eval("broken words", brokenWords+`('rules-pane')`, &broken)
+		if len(broken) > 0 {
+			t.Errorf("at %d px the rules view cuts words across lines: %q", size[0], broken)
+		}
+		var wide bool
+		b.Eval("overflow", `document.getElementById('rules-pane').scrollWidth > document.getElementById('rules-pane').clientWidth || document.documentElement.scrollWidth > innerWidth`, &wide)
+		if wide {
+			t.Errorf("at %d px the rules view is wider than its place", size[0])
+		}
+		var text string
+		b.Eval("the used rule", `document.querySelector('`+sel("data-rule", used.ID)+`').innerText`, &text)
+		if !strings.Contains(text, "used 3 times") || !strings.Contains(text, "last 3m ago") {
+			t.Errorf("at %d px the rule's uses and last use: %q", size[0], text)
+		}
+		b.Eval("an unused rule", `document.querySelector('[data-rule="no-curl"]').innerText`, &text)
+		if !strings.Contains(text, "never used") {
+			t.Errorf("at %d px an unused rule says %q", size[0], text)
+		}
 	}
 }

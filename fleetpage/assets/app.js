@@ -1053,6 +1053,7 @@ function renderRow(s, g, now, row) {
       const at = String(p.since);
       if (a.dataset.since !== at) {
         a.dataset.since = at;
+        a.title = exactTime(p.since);
         setText(a, age(p.since, now) + p.suffix);
       }
     });
@@ -1350,29 +1351,39 @@ async function loadRules() {
 
 function renderRules(l, now) {
   $('rules-note').textContent = l.status.ok ? '' : `The rules file is refused, so the last good rules stay in force: ${l.status.error}`;
-  const rows = l.rules.map((r) => el('tr', { 'data-rule': r.id },
-    el('td', null, el('code', null, r.id), r.note ? el('div', { class: 'muted' }, r.note) : ''),
-    el('td', { 'data-effect': r.effect }, r.effect),
-    el('td', null, r.tool),
-    el('td', null, el('code', null, r.args || '*')),
-    el('td', null, el('code', null, r.project || '*')),
-    el('td', { 'data-uses': String(r.uses) }, String(r.uses) + (r.unknowable ? ` (${r.unknowable} unknowable)` : '')),
-    el('td', null, r.last_use ? since(Date.parse(r.last_use), now, ' ago') : 'never'),
-    el('td', null, can('admin') && el('button', {
-      type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
-      onclick: async () => {
-        try {
-          await rulesAPI(`/${encodeURIComponent(r.id)}`, 'DELETE');
-        } catch (err) {
-          $('rules-note').textContent = `Rule ${r.id} not removed: ${err.message}`;
-          return;
-        }
-        loadRules();
-      },
-    }, 'Remove'))));
-  $('rules').tBodies[0].replaceChildren(...rows);
+  $('rules').replaceChildren(...l.rules.map((r) => ruleItem(r, now)));
   $('rules-count').textContent = String(l.rules.length);
   $('rules-empty').hidden = l.rules.length > 0;
+}
+
+// ruleItem is one rule in words, a card rather than a table row: what it
+// does ("deny Bash curl *"), where, how often it was used and when last,
+// and its Remove button. A table's eight columns in the inbox's column (or
+// a phone's width) broke every heading and cell inside its words.
+function ruleItem(r, now) {
+  const used = r.uses ? `used ${r.uses} time${r.uses === 1 ? '' : 's'}` : 'never used';
+  const last = r.last_use ? [' · last ', since(Date.parse(r.last_use), now, ' ago')] : [];
+  const where = r.project ? ['in ', el('code', null, r.project)] : ['in every project'];
+  const remove = can('admin') && el('button', {
+    type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
+    onclick: async () => {
+      try {
+        await rulesAPI(`/${encodeURIComponent(r.id)}`, 'DELETE');
+      } catch (err) {
+        $('rules-note').textContent = `Rule ${r.id} not removed: ${err.message}`;
+        return;
+      }
+      loadRules();
+    },
+  }, 'Remove');
+  return el('li', { 'data-rule': r.id },
+    el('div', { class: 'rule-what' },
+      el('span', { class: 'rule-effect', 'data-effect': r.effect }, r.effect), ' ',
+      el('span', null, r.tool === '*' ? 'any tool' : r.tool), ' ', el('code', null, r.args || '*')),
+    remove || '',
+    el('div', { class: 'muted' }, ...where, r.agent ? ` · for ${r.agent}` : '', r.note ? ` · ${r.note}` : ''),
+    el('div', { class: 'muted', 'data-uses': String(r.uses) }, used,
+      r.unknowable ? ` (${r.unknowable} unknowable)` : '', ...last, ` · rule ${r.id}`));
 }
 
 function renderAgents(dirty) {
@@ -1427,10 +1438,16 @@ function dur(msv) {
 }
 
 // since renders an age that ticks: tickAges rewrites it every second
-// without redrawing the view around it.
+// without redrawing the view around it. The exact local time shows on
+// hover.
 function since(fromMs, now, suffix = '') {
   if (fromMs === null || fromMs === undefined || !Number.isFinite(fromMs)) return '';
-  return el('span', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined }, age(fromMs, now) + suffix);
+  return el('time', { class: 'age', 'data-since': String(fromMs), 'data-suffix': suffix || undefined, title: exactTime(fromMs) }, age(fromMs, now) + suffix);
+}
+
+// exactTime is a moment in the reader's own zone and words, to the second.
+function exactTime(ms) {
+  return new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
 // tickAges rewrites the ages under root that changed.
