@@ -28,6 +28,19 @@ func (r Ref) String() string {
 	return hex.EncodeToString(r[:])
 }
 
+// refIDBytes is how much of a Ref its ID shows.
+const refIDBytes = 6
+
+// ID names the token in the record (the audit, `token list`): the first
+// bytes of r in hex, enough to tell one person's tokens apart, never the
+// token; "" for the zero Ref.
+func (r Ref) ID() string {
+	if r == (Ref{}) {
+		return ""
+	}
+	return hex.EncodeToString(r[:refIDBytes])
+}
+
 // ParseRef reads a Ref's String; anything else is the zero Ref.
 func ParseRef(s string) Ref {
 	var r Ref

@@ -131,9 +131,11 @@ func (s Store) change(fn func(*File) error) error {
 
 // Listed is one person as `token list` shows them: never the token.
 type Listed struct {
-	Name    string    `json:"name"`
-	Role    Role      `json:"role"`
-	Capture string    `json:"capture"`
+	Name    string `json:"name"`
+	Role    Role   `json:"role"`
+	Capture string `json:"capture"`
+	// Token is the token's ID, as the audit names it.
+	Token   string    `json:"token"`
 	Created time.Time `json:"created"`
 	// LastUse is when the relay last admitted the token; zero if never.
 	LastUse time.Time `json:"last_use,omitzero"`
@@ -148,7 +150,8 @@ func (s Store) List() ([]Listed, error) {
 	uses := readUses(filepath.Join(s.Home, UsesFileName))
 	out := make([]Listed, 0, len(f.People))
 	for _, e := range f.People {
-		out = append(out, Listed{Name: e.Name, Role: e.Role, Capture: e.Principal().Capture.String(),
+		p := e.Principal()
+		out = append(out, Listed{Name: e.Name, Role: e.Role, Capture: p.Capture.String(), Token: p.Token.ID(),
 			Created: e.Created, LastUse: uses[e.Name]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

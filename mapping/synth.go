@@ -187,6 +187,12 @@ func ToolDenied(tool, callID, by string, p Posture) Event {
 // "rule:<id>" (AEP-0001 §4.2 lets a relay add extension attributes).
 const ExtBy = "aepkimiby"
 
+// ExtByToken is the extension attribute a relay stamps beside ExtBy on a
+// person's command: the ID of the token it came with (access.Ref.ID), so
+// the record tells apart two tokens one name held in turn. The owner's
+// commands and a rule's carry none.
+const ExtByToken = "aepkimibytoken"
+
 // DataSurface is the vendor field of an answer that names the surface the
 // answering command came through ("page", "cli", "push", "link"), beside
 // by, which names the person (AEP has no field for it).

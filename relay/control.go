@@ -163,7 +163,7 @@ func (s *Server) routeCommand(sender *wsConn, m *Message) {
 		refuse(wire.CodeUnauthorized, watchOnlyDetail)
 		return
 	}
-	m, err := stampBy(m, sender.adm.who.Name)
+	m, err := stampBy(m, sender.adm.who)
 	if err != nil {
 		refuse(wire.CodeInvalidEvent, err.Error())
 		return

@@ -168,28 +168,40 @@ func TestRolesOnEveryBinding(t *testing.T) {
 }
 
 // A command's sender cannot name who sent it: the relay writes the
-// authenticated person in aepkimiby over any the command carries, and a
-// by in its data is the command's own business, not who answered.
+// authenticated person in aepkimiby, and the ID of the token they sent it
+// with in aepkimibytoken, over any the command carries (the owner's
+// carries none); a by in its data is the command's own business, not who
+// answered.
 func TestForgedByIsReplaced(t *testing.T) {
 	tm := newTeam(t)
+	annRef := func() string {
+		_, ref, _ := access.OpenBook(tm.store.Home, nil).Lookup(tm.ann)
+		return ref.ID()
+	}()
 	tgt := target(t, tm.srv, "both", "kimi", "s-f", `{"accepts":["control.attention.respond"]}`)
 	watch := openSSE(t, tm.srv, url.Values{"filter": {`{"session":"s-f","type":"control.*"}`}}, nil)
-	cmd := command("control.attention.respond", "s-f", `{"answer":{"option":"allow"},"by":"ada"}`)
-	if err := cmd.SetExt(mapping.ExtBy, "ada"); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct{ who, token, name, ref string }{{"ann", tm.ann, "ann", annRef}, {"the owner", testToken, access.OwnerName, ""}} {
+		cmd := command("control.attention.respond", "s-f", `{"answer":{"option":"allow"},"by":"ada"}`)
+		if cmd.SetExt(mapping.ExtBy, "ada") != nil || cmd.SetExt(mapping.ExtByToken, "0123456789ab") != nil {
+			t.Fatal("cannot forge")
+		}
+		w := helloAs(t, tm.srv, c.token, "both", "aep-kimi-page")
+		w.send(t, cmd)
+		got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == cmd.ID })
+		if got.str(mapping.ExtBy) != c.name || got.str(mapping.ExtByToken) != c.ref ||
+			strings.Count(string(got.raw), `"`+mapping.ExtBy+`"`) != 1 || strings.Contains(string(got.raw), "0123456789ab") {
+			t.Fatalf("%s's command reached the target as %s: want aepkimiby %s, once, token %q", c.who, got.raw, c.name, c.ref)
+		}
+		held, err := aep.ParseEvent([]byte(watch.next(t, false).Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if by, _ := held.ExtString(mapping.ExtBy); by != c.name {
+			t.Fatalf("the history holds %s", held.Raw())
+		}
 	}
-	w := helloAs(t, tm.srv, tm.ann, "both", "aep-kimi-page")
-	w.send(t, cmd)
-	got := tgt.expect(t, func(f wsFrame) bool { return f.str("id") == cmd.ID })
-	if got.str(mapping.ExtBy) != "ann" || strings.Count(string(got.raw), mapping.ExtBy) != 1 {
-		t.Fatalf("the target got %s: want aepkimiby ann, once", got.raw)
-	}
-	held, err := aep.ParseEvent([]byte(watch.next(t, false).Data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if by, _ := held.ExtString(mapping.ExtBy); by != "ann" {
-		t.Fatalf("the history holds %s", watch.next(t, false).Data)
+	if annRef == "" {
+		t.Fatal("ann's token has no ID")
 	}
 }
 

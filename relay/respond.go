@@ -60,7 +60,7 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 		Source: aep.AgentSourceURI(host, surface), Agent: surface, Session: session,
 		Subject: request, Cause: request,
 	}
-	if err := cmd.SetExt(mapping.ExtBy, p.Name); err != nil {
+	if err := stampWho(cmd, p); err != nil {
 		return fmt.Errorf("relay: respond: %w", err)
 	}
 	if err := cmd.SetData(map[string]any{"answer": map[string]any{"option": option}}); err != nil {
@@ -96,20 +96,33 @@ func (s *Server) Person(p access.Principal) (access.Principal, bool) {
 	return s.cfg.People.Current(p)
 }
 
-// stampBy is the command m carrying who sent it in mapping.ExtBy, replacing any
-// the sender set: the emitter writes it as the answer's by. Only an
-// extension attribute changes; a command is no sequenced event, so its
+// stampBy is the command m carrying who sent it (stampWho), replacing
+// what the sender set: the emitter writes it as the answer's by. Only
+// extension attributes change; a command is no sequenced event, so its
 // bytes are the relay's to re-serialize.
-func stampBy(m *Message, name string) (*Message, error) {
+func stampBy(m *Message, who access.Principal) (*Message, error) {
 	ev, err := m.Envelope()
 	if err != nil {
 		return nil, err
 	}
 	stamped := ev.Clone()
-	if err := stamped.SetExt(mapping.ExtBy, name); err != nil {
+	if err := stampWho(stamped, who); err != nil {
 		return nil, err
 	}
 	return NewMessage(stamped, m.Ingested)
+}
+
+// stampWho writes who sent cmd: their name in mapping.ExtBy, and the ID of
+// their token in mapping.ExtByToken, or none for the owner (whatever the
+// sender put in either is gone).
+func stampWho(cmd *aep.Event, who access.Principal) error {
+	delete(cmd.Ext, mapping.ExtByToken)
+	if id := who.Token.ID(); id != "" {
+		if err := cmd.SetExt(mapping.ExtByToken, id); err != nil {
+			return err
+		}
+	}
+	return cmd.SetExt(mapping.ExtBy, who.Name)
 }
 
 // route delivers a command to its session's claimant, here or through the

@@ -13,12 +13,14 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -69,7 +71,7 @@ func emitSession(t *testing.T, st *stack, cwd string) *heldSession {
 	em := openSocket(t, st.relayURL, bearer(st.token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+
 		`"capabilities":{"control":{"accepts":["control.attention.respond"]}}}`)
 	h := &heldSession{em: em, id: "attack-" + aep.NewID(), cwd: cwd}
-	h.send(t, aep.NewID(), "session.started", "", `{"trigger":"startup","cwd":`+quote(cwd)+`}`)
+	h.send(t, aep.NewID(), "session.started", "", "", `{"trigger":"startup","cwd":`+quote(cwd)+`}`)
 	return h
 }
 
@@ -78,11 +80,15 @@ func quote(s string) string {
 	return string(b)
 }
 
-func (h *heldSession) send(t *testing.T, id, typ, subject, data string) {
+// send emits one event of the session; subject and cause when not "".
+func (h *heldSession) send(t *testing.T, id, typ, subject, cause, data string) {
 	t.Helper()
 	sub := ""
 	if subject != "" {
 		sub = `,"subject":` + quote(subject)
+	}
+	if cause != "" {
+		sub += `,"cause":` + quote(cause)
 	}
 	ev := `{"aep":"0.1","id":"` + id + `","type":"` + typ + `","time":"` + aep.FormatTime(time.Now()) + `","source":"aep://e2e/agent/kimi-code/session/` + h.id +
 		`","agent":"kimi-code","session":"` + h.id + `","seq":` + fmt.Sprint(h.seq) + `,"epoch":0,"severity":"notice","capture":"redacted"` + sub + `,"data":` + data + `}`
@@ -96,10 +102,32 @@ func (h *heldSession) send(t *testing.T, id, typ, subject, data string) {
 func (h *heldSession) ask(t *testing.T, command string) string {
 	t.Helper()
 	id := aep.NewID()
-	h.send(t, id, "attention.requested", "Bash", `{"kind":"permission","prompt":`+quote("Kimi wants to use Bash: "+command)+
+	h.send(t, id, "attention.requested", "Bash", "", `{"kind":"permission","prompt":`+quote("Kimi wants to use Bash: "+command)+
 		`,"tool":{"name":"Bash","call_id":"c`+fmt.Sprint(h.seq)+`"},"respond_via":["control"],"expires_at":"`+aep.FormatTime(time.Now().Add(5*time.Minute))+
 		`","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}]}`)
 	return id
+}
+
+// respondAs answers request with `aep-kimi respond` and token, the
+// session's emitter accepting the command and answering as the gate does
+// (by the sender the relay stamped).
+func (h *heldSession) respondAs(t *testing.T, st *stack, token, request, option string) {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		code, out := st.cliAs(t, token, "respond", "--option", option, h.id, request)
+		done <- fmt.Sprintf("exit %d: %s", code, out)
+	}()
+	f, _ := h.em.within(rules.CommandType, 10*time.Second)
+	if f == nil || f["subject"] != request {
+		t.Fatalf("the answer to %s did not reach the emitter: %v (respond: %s)", request, f, <-done)
+	}
+	cmd, by := f["id"].(string), f["aepkimiby"].(string)
+	h.send(t, aep.NewID(), "control.accepted", "", cmd, `{}`)
+	h.send(t, aep.NewID(), "attention.answered", request, cmd, `{"answer":{"option":`+quote(option)+`},"via":"control","by":`+quote(by)+`}`)
+	if res := <-done; !strings.HasPrefix(res, "exit 0") {
+		t.Fatalf("respond: %s", res)
+	}
 }
 
 // postAs POSTs body as JSON with token.
@@ -189,7 +217,8 @@ func TestE2EForgedRuleAnswer(t *testing.T) {
 // name is given a new one. Her old token's unused deny link answers
 // nothing, and her old device is told nothing of the next request, while
 // the owner's device is. Before, the link answered 200 and the device got
-// the push: both were checked by name.
+// the push: both were checked by name. The audit tells her two tokens'
+// answers apart by the token IDs `token list` shows.
 func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 	ps := pushtest.New(t)
 	st := relayOnly(t, []string{ps.Env()})
@@ -229,6 +258,9 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 	if deny == "" {
 		t.Fatalf("rita's push offers no deny: %s", m.Plaintext)
 	}
+	before := h.ask(t, "make test")
+	h.respondAs(t, st, rita, before, "allow")
+	oldID := st.tokenID(t, "rita")
 
 	if code, out := st.cliAs(t, st.token, "token", "rm", "rita"); code != 0 {
 		t.Fatalf("token rm: exit %d: %s", code, out)
@@ -236,7 +268,7 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 	poll.Must(t, 5*time.Second, "rita's token refused", func() bool {
 		return statusOf(t, st.relayURL+"/events", bearer(rita)) == http.StatusForbidden
 	})
-	st.addPerson(t, "rita", "answer")
+	rita2 := st.addPerson(t, "rita", "answer")
 
 	code, js := postLink(t, deny)
 	if code != http.StatusForbidden || js["code"] != notify.CodeAnswerForbidden {
@@ -261,6 +293,46 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 			t.Fatalf("rita's old device was told of the second request: %s", m.Plaintext)
 		}
 	}
+
+	h.respondAs(t, st, rita2, second, "deny")
+	newID := st.tokenID(t, "rita")
+	if oldID == "" || newID == "" || oldID == newID {
+		t.Fatalf("token IDs %q then %q", oldID, newID)
+	}
+	code, out := st.cli(t, "audit", "--json")
+	want := map[string]string{before: oldID, second: newID}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var row consumer.AuditRow
+		if json.Unmarshal([]byte(l), &row) != nil {
+			t.Fatalf("audit --json (exit %d): %s", code, out)
+		}
+		if id, ok := want[row.Request]; ok {
+			if row.By != "rita" || row.Token != id {
+				t.Errorf("audit of %s: by %q token %q, want rita %q", row.Request, row.By, row.Token, id)
+			}
+			delete(want, row.Request)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("audit (exit %d) has no row for %v:\n%s", code, want, out)
+	}
+}
+
+// tokenID is NAME's token ID as `aep-kimi token list --json` shows it.
+func (st *stack) tokenID(t *testing.T, name string) string {
+	t.Helper()
+	code, out := st.cliAs(t, st.token, "token", "list", "--json")
+	var l struct{ People []access.Listed }
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil {
+		t.Fatalf("token list: exit %d: %s", code, out)
+	}
+	for _, p := range l.People {
+		if p.Name == name {
+			return p.Token
+		}
+	}
+	t.Fatalf("token list has no %s: %s", name, out)
+	return ""
 }
 
 // With -v a relay logs every request, yet no secret: not an answer link's

@@ -179,13 +179,13 @@ func writePeople(w io.Writer, l []access.Listed, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tCAPTURE\tCREATED\tLAST USE")
+	fmt.Fprintln(tw, "NAME\tROLE\tCAPTURE\tTOKEN\tCREATED\tLAST USE")
 	for _, p := range l {
 		last := "never"
 		if !p.LastUse.IsZero() {
 			last = consumer.HumanDuration(now.Sub(p.LastUse)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Role, p.Capture, p.Created.Local().Format("2006-01-02 15:04"), last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Role, p.Capture, p.Token, p.Created.Local().Format("2006-01-02 15:04"), last)
 	}
 	_ = tw.Flush()
 }

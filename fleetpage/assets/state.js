@@ -785,6 +785,9 @@ export function who(agent) {
 // BY_ATTR is the extension attribute a relay stamps on every command it
 // routes: the name of the person whose credential sent it.
 export const BY_ATTR = 'aepkimiby';
+// BY_TOKEN_ATTR is the one it stamps beside it: the ID of that person's
+// token.
+export const BY_TOKEN_ATTR = 'aepkimibytoken';
 const SURFACE_OF_AGENT = { [PAGE_AGENT]: 'page', [CLI_AGENT]: 'cli', 'aep-kimi-push': 'push', 'aep-kimi-link': 'link' };
 const OPTION_OUTCOMES = {
   allow: 'allowed', approve: 'allowed', approved: 'allowed', allow_session: 'allowed for the session',
@@ -805,12 +808,13 @@ export function settler(agent, stamped) {
 
 // settled is req's outcome, or null while it waits on a person: time (of
 // the outcome), outcome, option, by (a person, a rule's id, 'nobody', or ''
-// when the record does not say), surface and latencyMs.
+// when the record does not say), token (the ID of the person's token, as
+// the relay stamped it, or ''), surface and latencyMs.
 export function settled(state, req) {
   const l = state.sessions.get(req.lane);
   const event = (id) => (l && typeof id === 'string' ? l.byId.get(id)?.ev : undefined);
   let end;
-  const out = { outcome: '', option: '', by: '', surface: '' };
+  const out = { outcome: '', option: '', by: '', token: '', surface: '' };
   if (req.answered) {
     end = req.answered;
     const d = data(req.answered);
@@ -830,6 +834,7 @@ export function settled(state, req) {
       out.surface = 'kimi';
     } else {
       Object.assign(out, settler(agent, stamped));
+      if (cmd && cmd.type === 'control.attention.respond' && out.surface !== 'rule') out.token = strOf(cmd, BY_TOKEN_ATTR);
       // The command is not at hand (a session log): the answer names its
       // surface itself.
       if (!out.surface) out.surface = strOf(d, DATA_SURFACE);

@@ -208,8 +208,8 @@ for (const name of audits) {
       const o = got.get(w.request);
       assert.ok(o, `request ${w.request} settled`);
       assert.deepStrictEqual(
-        { time: o.time, outcome: o.outcome, option: line(o.option), by: line(o.by), surface: o.surface, latency_ms: o.latencyMs },
-        { time: w.time, outcome: w.outcome, option: w.option ?? '', by: w.by, surface: w.surface, latency_ms: w.latency_ms },
+        { time: o.time, outcome: o.outcome, option: line(o.option), by: line(o.by), token: line(o.token), surface: o.surface, latency_ms: o.latencyMs },
+        { time: w.time, outcome: w.outcome, option: w.option ?? '', by: w.by, token: w.token ?? '', surface: w.surface, latency_ms: w.latency_ms },
         `request ${w.request}`,
       );
     }

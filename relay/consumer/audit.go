@@ -71,7 +71,12 @@ type AuditRow struct {
 	Option  string `json:"option,omitempty"`
 	// By is the person, the rule id, Nobody, or "" when the record does
 	// not say who; Surface how (Surface* constants, "" unknown).
-	By      string `json:"by"`
+	By string `json:"by"`
+	// Token is the ID of the token the person answered with, as the relay
+	// stamped it (mapping.ExtByToken; `aep-kimi token list` shows it):
+	// two tokens one name held in turn are told apart. "" for the owner,
+	// a rule, or a record that does not say.
+	Token   string `json:"token,omitempty"`
 	Surface string `json:"surface"`
 	// LatencyMS is how long the request waited for its outcome: the
 	// emitter's own measure when it recorded one.
@@ -159,7 +164,11 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 		end = r.Answered.Mark
 		row.Option = answerOption(r.Answer)
 		agent, stamped := r.Answered.By, ""
-		if cmd := s.Event(r.Answered.Cause); cmd != nil && cmd.Type == rules.CommandType {
+		cmd := s.Event(r.Answered.Cause)
+		if cmd != nil && cmd.Type != rules.CommandType {
+			cmd = nil
+		}
+		if cmd != nil {
 			agent = cmd.Agent
 			stamped, _ = cmd.ExtString(mapping.ExtBy)
 		} else if _, ok := rules.RuleOfAgent(agent); ok {
@@ -171,6 +180,9 @@ func (s *Session) auditRow(r *Request) (AuditRow, bool) {
 			row.Surface = SurfaceKimi
 		} else {
 			row.By, row.Surface = Answerer(agent, stamped)
+			if cmd != nil && row.Surface != SurfaceRule {
+				row.Token, _ = cmd.ExtString(mapping.ExtByToken)
+			}
 			if row.Surface == "" {
 				// The command is not at hand (a session log): the
 				// answer names its surface itself.
@@ -270,15 +282,15 @@ func (s *Session) eventData(id string) map[string]any {
 func answerOption(answer map[string]any) string { return str(answer, "option") }
 
 // AuditColumns are the audit's fields in the order the CSV writes them.
-var AuditColumns = []string{"time", "session", "label", "request", "requested", "tool", "summary", "outcome", "option", "by", "surface", "latency_ms"}
+var AuditColumns = []string{"time", "session", "label", "request", "requested", "tool", "summary", "outcome", "option", "by", "surface", "latency_ms", "token"}
 
 func (r AuditRow) cells() []string {
-	return []string{r.Time, r.Session, r.Label, r.Request, r.Requested, r.Tool, r.Summary, r.Outcome, r.Option, r.By, r.Surface, strconv.FormatInt(r.LatencyMS, 10)}
+	return []string{r.Time, r.Session, r.Label, r.Request, r.Requested, r.Tool, r.Summary, r.Outcome, r.Option, r.By, r.Surface, strconv.FormatInt(r.LatencyMS, 10), r.Token}
 }
 
 // sanitized is r with every text field through Line.
 func (r AuditRow) sanitized() AuditRow {
-	for _, p := range []*string{&r.Time, &r.Session, &r.Label, &r.Request, &r.Requested, &r.Tool, &r.Summary, &r.Outcome, &r.Option, &r.By, &r.Surface} {
+	for _, p := range []*string{&r.Time, &r.Session, &r.Label, &r.Request, &r.Requested, &r.Tool, &r.Summary, &r.Outcome, &r.Option, &r.By, &r.Token, &r.Surface} {
 		*p = Line(*p)
 	}
 	return r
