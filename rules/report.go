@@ -36,6 +36,18 @@ func WriteList(w io.Writer, l Listing, now time.Time) {
 			orAny(r.Agent), uses, last, r.Note)
 	}
 	_ = tw.Flush()
+	// Rules saved before the floor, or by hand, may allow more than their
+	// writer meant: say so where they are listed.
+	for _, r := range l.Rules {
+		if fs := WildDestructive(r.Rule); len(fs) > 0 {
+			names := make([]string, len(fs))
+			for i, f := range fs {
+				names[i] = f.Name
+			}
+			fmt.Fprintf(w, "warning: %s's wildcard also allows destructive commands (%s): aep-kimi rules test shows which\n",
+				r.ID, strings.Join(names, ", "))
+		}
+	}
 }
 
 // WriteVerdict prints what the rules would do with the request p

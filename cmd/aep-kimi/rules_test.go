@@ -46,7 +46,8 @@ func TestRulesCLI(t *testing.T) {
 		t.Fatalf("add --id: %d %q", code, out)
 	}
 	code, out, _ = cli("list")
-	for _, want := range []string{"ID", "USES", deny, "deny", "rm -rf *", "never force-remove", "rm-any", "never"} {
+	for _, want := range []string{"ID", "USES", deny, "deny", "rm -rf *", "never force-remove", "rm-any", "never",
+		"warning: rm-any's wildcard also allows destructive commands (rm)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("list lacks %q (exit %d):\n%s", want, code, out)
 		}
