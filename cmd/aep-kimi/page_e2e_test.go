@@ -56,7 +56,8 @@ func logIDs(ev []*aep.Event) []string {
 
 // A real Kimi session under the held gate: the page shows it live, the held
 // PreToolUse waits in the inbox, clicking Deny blocks the tool (its side
-// effect never happens) and the page shows what the stream settled.
+// effect never happens), the reason typed in the reply field reaches the
+// model with the deny, and the page shows what the stream settled.
 func TestE2EPageDeny(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
@@ -70,8 +71,13 @@ func TestE2EPageDeny(t *testing.T) {
 	var session, request string
 	b.Eval("the session", `document.querySelector('[data-attention]').dataset.session`, &session)
 	b.Eval("the request", `document.querySelector('[data-attention]').dataset.attention`, &request)
+	const reason = "not on this machine, use the staging box"
+	b.MustRun("type the reason", chromedp.SendKeys(`[data-attention] [data-reply]`, reason, chromedp.ByQuery))
 	b.Click("click Deny", `[data-attention] [data-option="deny"]`)
-	<-out
+	run := <-out
+	if reqs := run.Mock.Requests(t); !strings.Contains(strings.Join(reqs, "\n"), reason) {
+		t.Errorf("the model never saw the reason typed with the deny %q", reason)
+	}
 	st.waitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the denied tool ran: its side effect happened")
@@ -87,8 +93,8 @@ func TestE2EPageDeny(t *testing.T) {
 	var answer string
 	b.Eval("the answer", `JSON.stringify(aepFleet.S.session(aepFleet.state, `+browsertest.Quote(session)+`).attention.get(`+browsertest.Quote(request)+`).answer)`, &answer)
 	var a map[string]any
-	if json.Unmarshal([]byte(answer), &a) != nil || a["option"] != "deny" {
-		t.Errorf("settled answer %s, want option deny", answer)
+	if json.Unmarshal([]byte(answer), &a) != nil || a["option"] != "deny" || a["text"] != reason {
+		t.Errorf("settled answer %s, want option deny with the reason", answer)
 	}
 	_, _, ev := st.oneSession(t)
 	want := logIDs(ev)

@@ -531,6 +531,19 @@ function answer(req, answerObj) {
   send(req, cmd);
 }
 
+// REFUSALS are the options that refuse a call (the gate's deny and
+// cancel, a kimi web approval's reject and cancel): what the reply field
+// holds rides with them as the reason the agent is told.
+const REFUSALS = new Set(['deny', 'reject', 'cancel']);
+
+// withReason is the answer an option's button sends: a refusal carries the
+// text typed in the reply field, which the agent passes on to the model
+// (a deny that dropped it told Kimi only who denied).
+function withReason(option, typed) {
+  const text = (typed || '').trim();
+  return REFUSALS.has(option) && text ? { option, text } : { option };
+}
+
 function cancelRun(req) {
   const cmd = command('control.cancel', req.session, { run: req.run, data: { scope: 'run' } });
   send(req, cmd);
@@ -1203,11 +1216,11 @@ function renderRequest(req, now) {
     return li;
   }
   const opts = el('div', { class: 'options', role: 'group', 'aria-label': 'Options' });
+  const input = el('input', { type: 'text', 'data-reply': true, 'aria-label': 'Free-text reply, or the reason for a refusal', placeholder: 'Reply in words, or why you deny', oninput: (e) => { e.target.dataset.edited = '1'; } });
   req.options.forEach((o, i) => {
-    opts.append(el('button', { type: 'button', 'data-option': o.id, 'aria-keyshortcuts': i < 9 ? String(i + 1) : undefined, onclick: () => answer(req, { option: o.id }) },
+    opts.append(el('button', { type: 'button', 'data-option': o.id, 'aria-keyshortcuts': i < 9 ? String(i + 1) : undefined, onclick: () => answer(req, withReason(o.id, input.value)) },
       o.label || o.id));
   });
-  const input = el('input', { type: 'text', 'data-reply': true, 'aria-label': 'Free-text reply', placeholder: 'Reply in words', oninput: (e) => { e.target.dataset.edited = '1'; } });
   const form = el('div', { class: 'reply' }, input,
     el('button', { type: 'button', class: 'send', onclick: () => { if (input.value.trim()) answer(req, { text: input.value.trim() }); } }, 'Send reply'));
   input.addEventListener('keydown', (e) => {
