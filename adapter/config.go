@@ -137,6 +137,11 @@ type Control struct {
 	// KimiTimeout is the PreToolUse timeout registered in Kimi's
 	// config.toml, read at start (0: not known).
 	KimiTimeout time.Duration
+	// KimiTimeoutNow, when set, reads that timeout again as it is now (0:
+	// not known): each hold and each report go by it, so a registration
+	// changed under a running adapter (aep-setup write kimi-code --control)
+	// governs the next held call without a restart.
+	KimiTimeoutNow func() time.Duration
 	// Instruct enables the x.kimi-code.control.instruct queue (AEP_INSTRUCT=1).
 	Instruct bool
 	// AckWindow is declared at hello as ack_window_ms; zero means
@@ -245,12 +250,25 @@ func NeededKimiTimeout(hold time.Duration) int {
 	return int((need + time.Second - 1) / time.Second)
 }
 
+// RegisteredTimeout is Kimi's PreToolUse timeout as the gate knows it now
+// (0: not known).
+func (c Control) RegisteredTimeout() time.Duration {
+	if c.KimiTimeoutNow != nil {
+		return c.KimiTimeoutNow()
+	}
+	return c.KimiTimeout
+}
+
 // Hold is the gate's longest hold: HoldTimeout, capped by the registered
 // Kimi timeout when known; capped reports that the cap applied.
 func (c Control) Hold() (hold time.Duration, capped bool) {
+	return c.holdUnder(c.RegisteredTimeout())
+}
+
+func (c Control) holdUnder(kimi time.Duration) (hold time.Duration, capped bool) {
 	hold = c.HoldTimeout
-	if c.KimiTimeout > 0 {
-		if w := GateWindow(c.KimiTimeout); w < hold {
+	if kimi > 0 {
+		if w := GateWindow(kimi); w < hold {
 			return max(w, 0), true
 		}
 	}

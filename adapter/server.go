@@ -467,13 +467,13 @@ type Health struct {
 // with the PreToolUse timeout Kimi has registered.
 type GateReport struct {
 	// HoldMs is the configured longest hold; EffectiveHoldMs what is left
-	// of it under the Kimi timeout read at start.
+	// of it under the Kimi timeout registered now.
 	HoldMs          int64 `json:"hold_ms"`
 	EffectiveHoldMs int64 `json:"effective_hold_ms"`
 	// OnTimeout is applied when nobody answers: allow or deny.
 	OnTimeout string `json:"on_timeout"`
-	// KimiTimeoutS is the PreToolUse timeout read from Kimi's config.toml at
-	// start (absent: not known); NeedsKimiTimeoutS the one HoldMs needs.
+	// KimiTimeoutS is the PreToolUse timeout Kimi's config.toml registers
+	// now (absent: not known); NeedsKimiTimeoutS the one HoldMs needs.
 	KimiTimeoutS      int `json:"kimi_timeout_s,omitempty"`
 	NeedsKimiTimeoutS int `json:"needs_kimi_timeout_s"`
 }
@@ -484,10 +484,11 @@ func (s *Server) Gate() (GateReport, bool) {
 		return GateReport{}, false
 	}
 	c := s.cfg.Control
-	hold, _ := c.Hold()
+	kimi := c.RegisteredTimeout()
+	hold, _ := c.holdUnder(kimi)
 	return GateReport{
 		HoldMs: c.HoldTimeout.Milliseconds(), EffectiveHoldMs: hold.Milliseconds(), OnTimeout: c.OnTimeout,
-		KimiTimeoutS: int(c.KimiTimeout / time.Second), NeedsKimiTimeoutS: NeededKimiTimeout(c.HoldTimeout),
+		KimiTimeoutS: int(kimi / time.Second), NeedsKimiTimeoutS: NeededKimiTimeout(c.HoldTimeout),
 	}, true
 }
 

@@ -106,9 +106,33 @@ func Check(ctx context.Context, cfg Config) Report {
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("the adapter's gate is on (holds a tool call up to %s, then %s): expecting the --control registration",
 			time.Duration(gate.HoldMs)*time.Millisecond, gate.OnTimeout))
+	} else if !cfg.Control {
+		r.acceptControl(&cfg, holdSet)
 	}
 	r.checkFile(cfg, gate)
 	return r
+}
+
+// acceptControl takes a --control registration as meant when the gate is
+// not known to be on (the adapter stopped, or running without it): the hooks
+// work either way, and rewriting them plain would undo control for the
+// next `aep-kimi up --control`. cfg then expects that registration.
+func (r *Report) acceptControl(cfg *Config, holdSet bool) {
+	reg, err := Registered(cfg.Home)
+	pre, ok := reg[mapping.HookPreToolUse]
+	if err != nil || !ok || pre.Timeout <= DefaultHookTimeout {
+		return
+	}
+	cfg.Control = true
+	if !holdSet {
+		cfg.HoldMs = (pre.Timeout - GateTimeoutSlack) * 1000
+	}
+	gate := "the adapter is not running: the gate holds tool calls when it runs with --control (aep-kimi up --control)"
+	if r.DaemonReachable {
+		gate = "the running adapter's gate is off, so no call is held: restart it with --control (aep-kimi up --control) to hold them, " +
+			"or run `" + WriteCommand(Config{}) + "` to register without control"
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("registered with --control (PreToolUse timeout %ds); %s", pre.Timeout, gate))
 }
 
 // AdapterGate is the gate timing the adapter reports on /healthz ("gate").

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -98,9 +99,30 @@ func TestCheckGateTimeoutMismatch(t *testing.T) {
 	if r.OK() || !strings.Contains(strings.Join(r.Problems, "\n"), "`AEP_ATTENTION_TIMEOUT_MS=120000 aep-setup write kimi-code --control`") {
 		t.Fatalf("a 120 s hold: %q", r.Problems)
 	}
-	// No gate: the plain registration is what check expects.
+	// No gate, or no adapter: the --control registration stands (the
+	// hooks work either way, and a plain rewrite would undo control), and
+	// the note says what holds calls.
 	cfg.DaemonURL = gateAdapter(t, `{"ok":true}`)
-	if r := Check(ctx, cfg); r.OK() || !strings.Contains(r.StateDetail, "written with --control?") {
+	ctl.DaemonURL = cfg.DaemonURL
+	if _, err := Write(ctx, ctl); err != nil {
+		t.Fatal(err)
+	}
+	if r := Check(ctx, cfg); !r.OK() || r.State != StateCurrent || !strings.Contains(strings.Join(r.Notes, "\n"), "restart it with --control (aep-kimi up --control)") {
 		t.Fatalf("gate off: %+v", r)
+	}
+	cfg.DaemonURL = "http://" + netaddr.FreeAddr(t) // nothing listens there
+	ctl.DaemonURL = cfg.DaemonURL
+	if _, err := Write(ctx, ctl); err != nil {
+		t.Fatal(err)
+	}
+	if r := Check(ctx, cfg); !r.OK() || r.State != StateCurrent || !strings.Contains(strings.Join(r.Notes, "\n"), "the adapter is not running") {
+		t.Fatalf("adapter stopped: %+v", r)
+	}
+	// A plain registration is still what check expects then.
+	if _, err := Write(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := Check(ctx, cfg); !r.OK() || r.State != StateCurrent {
+		t.Fatalf("plain, adapter stopped: %+v", r)
 	}
 }

@@ -124,8 +124,8 @@ func (g *Gate) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 
 // Apply puts the gate on cfg. With the gate on it reads the PreToolUse
 // timeout Kimi has registered, so the gate never holds longer than Kimi
-// waits; a hook not registered yet keeps to the wait each kimi-hook
-// declares.
+// waits, and reads it again whenever config.toml changes; a hook not
+// registered yet keeps to the wait each kimi-hook declares.
 func (g Gate) Apply(cfg *adapter.Config, log *slog.Logger) error {
 	switch g.OnTimeout {
 	case "", mapping.OnExpiryAllow, mapping.OnExpiryDeny: // "": the adapter's default
@@ -151,6 +151,10 @@ func (g Gate) Apply(cfg *adapter.Config, log *slog.Logger) error {
 				path, secs, setup.WriteCommand(setupFor(cfg.Control)))
 		}
 	}
+	// Each hold reads the registration as it is then.
+	reg := &registration{home: g.KimiHome, log: log}
+	reg.Timeout()
+	cfg.Control.KimiTimeoutNow = reg.Timeout
 	return nil
 }
 

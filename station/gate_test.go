@@ -82,3 +82,34 @@ func TestGateOptionsReadRegistration(t *testing.T) {
 		})
 	}
 }
+
+// A registration changed under a running gate governs the next hold: the
+// plain registration caps it at 8 s, `aep-setup write kimi-code --control`
+// lifts the cap, and removing the hooks leaves each hook's declared wait.
+func TestGateFollowsRegistration(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	home := register(t, false, 0)
+	cfg := adapter.Config{Control: adapter.Control{HoldTimeout: 50 * time.Second}}
+	if err := (Gate{Control: true, KimiHome: home}).Apply(&cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		do   func(setup.Config) error
+		want time.Duration
+	}{
+		{"plain", func(setup.Config) error { return nil }, 8 * time.Second},
+		{"--control", func(c setup.Config) error { c.Control = true; _, err := setup.Write(context.Background(), c); return err }, 50 * time.Second},
+		{"plain again", func(c setup.Config) error { _, err := setup.Write(context.Background(), c); return err }, 8 * time.Second},
+		{"removed", func(c setup.Config) error { _, err := setup.Remove(context.Background(), c); return err }, 50 * time.Second},
+	}
+	for _, s := range steps {
+		c := setup.Config{Home: home, HookCmd: "/opt/aep/bin/kimi-hook", AEPHome: "/home/op/.aep", KimiVersion: "2.1.0"}
+		if err := s.do(c); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if hold, _ := cfg.Control.Hold(); hold != s.want {
+			t.Fatalf("%s: the next hold is %s, want %s", s.name, hold, s.want)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,8 +16,10 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/setup"
 )
 
 // kimiTimeoutGap is how close to Kimi's own hook timeout an unanswered hold
@@ -365,5 +369,78 @@ func TestE2EPageCountdown(t *testing.T) {
 	t.Logf("the page dropped the request %s after the hook was killed", time.Since(killed))
 	if lag := time.Since(killed); lag > kimiTimeoutGap {
 		t.Fatalf("the page showed the request for %s after its hook died", lag)
+	}
+}
+
+// Control takes effect without a restart (issue 36): under a running `up
+// --control` whose hooks were registered the plain way (a 10 s PreToolUse
+// timeout: an 8 s hold), `aep-setup write kimi-code --control` gives the
+// next held call, run by the command now registered, the full 50 s
+// deadline, and check says so. With up stopped, check does not call the
+// --control registration stale (its advice would undo control).
+func TestE2EUpControlFollowsRegistration(t *testing.T) {
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	home := t.TempDir()
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0",
+		"--hook-cmd", filepath.Join(binaries(t), "kimi-hook")}
+	if code, out := setupCLI(t, write...); code != 0 {
+		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
+	}
+	up := startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up", "--control",
+		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+		"--web=false", "--kimi-home", home)
+	st.relay = up
+	if !strings.Contains(up.Logs.String(), "gate ON: each tool call held up to 8s") {
+		t.Fatalf("up's banner:\n%s", up.Logs.String())
+	}
+	if code, out := setupCLI(t, append(write, "--control")...); code != 0 {
+		t.Fatalf("aep-setup write --control: exit %d\n%s", code, out)
+	}
+	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
+	if code, out := setupCLI(t, check...); code != 0 {
+		t.Fatalf("aep-setup check after write --control: exit %d\n%s", code, out)
+	}
+
+	reg, err := setup.Registered(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := "reg-" + strings.ToLower(aep.NewID())
+	b, _ := json.Marshal(bashCall(session, "call_1", "make deploy"))
+	hook := exec.Command("sh", "-c", reg[mapping.HookPreToolUse].Command)
+	hook.Stdin = bytes.NewReader(b)
+	kimiharness.OwnGroup(hook)
+	if err := hook.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kimiharness.SignalGroup(hook.Process, syscall.SIGKILL); hook.Wait() })
+	var req *aep.Event
+	if !poll.Until(10*time.Second, func() bool {
+		for _, e := range parseLines(t, append(bytes.Join(st.relayEvents(t, session), []byte("\n")), '\n')) {
+			if e.Type == "attention.requested" {
+				req = e
+			}
+		}
+		return req != nil
+	}) {
+		t.Fatal("the held call's request never reached the relay")
+	}
+	expires, err := time.Parse(time.RFC3339Nano, dataOf(req)["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := expires.Sub(eventTime(t, req))
+	t.Logf("the next held call's deadline: %s after its request", hold)
+	if hold < 45*time.Second || hold > 50*time.Second {
+		t.Fatalf("the next held call holds %s, want the --control registration's 50s", hold)
+	}
+
+	up.Stop(t)
+	code, out := setupCLI(t, check...)
+	if code != 0 || strings.Contains(out, "stale") || !strings.Contains(out, "registered with --control") {
+		t.Fatalf("aep-setup check with up stopped: exit %d\n%s", code, out)
 	}
 }
