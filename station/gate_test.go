@@ -99,7 +99,11 @@ func TestGateFollowsRegistration(t *testing.T) {
 		want time.Duration
 	}{
 		{"plain", func(setup.Config) error { return nil }, 8 * time.Second},
-		{"--control", func(c setup.Config) error { c.Control = true; _, err := setup.Write(context.Background(), c); return err }, 50 * time.Second},
+		{"--control", func(c setup.Config) error {
+			c.Control = true
+			_, err := setup.Write(context.Background(), c)
+			return err
+		}, 50 * time.Second},
 		{"plain again", func(c setup.Config) error { _, err := setup.Write(context.Background(), c); return err }, 8 * time.Second},
 		{"removed", func(c setup.Config) error { _, err := setup.Remove(context.Background(), c); return err }, 50 * time.Second},
 	}
