@@ -171,6 +171,12 @@ func patternWords(toks []tok) []word {
 // for each blank-separated field whether a wildcard stands in it.
 func splitWords(s string, wilds []bool) []word {
 	var out []word
+	if wilds == nil {
+		for _, f := range strings.Fields(s) {
+			out = append(out, word{text: f})
+		}
+		return out
+	}
 	for i, f := range strings.Split(s, " ") {
 		w := i < len(wilds) && wilds[i]
 		f = strings.TrimSpace(f)

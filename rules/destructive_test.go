@@ -52,6 +52,7 @@ func TestDestructiveIn(t *testing.T) {
 		"env -u HOME rm x":                        "rm",
 		"echo ok && rm -rf /":                     "rm",
 		"echo ok ⏎ rm -rf /":                      "rm",
+		"rm\t-rf\t/":                              "rm",
 		"ssh host 'rm -rf /'":                     "rm",
 		"go test ./...":                           "",
 		"git status":                              "",
