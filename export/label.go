@@ -2,6 +2,7 @@ package export
 
 import (
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -17,9 +18,12 @@ type sessionLabels struct {
 	of map[sessKey]labelParts
 }
 
+// labelParts are a session's project and title, each with the capture it
+// needs: the source's project field rides at metadata, a project read from
+// cwd and the title at their event's capture.
 type labelParts struct {
-	project, title string
-	capture        aep.Capture
+	project, title     string
+	projectAt, titleAt aep.Capture
 }
 
 // observe takes a session.started's project and title when its payload
@@ -34,14 +38,18 @@ func (l *sessionLabels) observe(e *aep.Event, max aep.Capture) {
 		return
 	}
 	title, _ := data["label"].(string)
-	cwd, _ := data["cwd"].(string)
-	if title == "" && cwd == "" {
+	project := consumer.ProjectOf(data)
+	if title == "" && project == "" {
 		return
 	}
 	if l.of == nil {
 		l.of = map[sessKey]labelParts{}
 	}
-	l.of[sessKey{e.Agent, e.Session}] = labelParts{project: consumer.Project(cwd), title: title, capture: e.CaptureLevel()}
+	parts := labelParts{project: project, title: title, projectAt: e.CaptureLevel(), titleAt: e.CaptureLevel()}
+	if p, _ := data[mapping.DataProject].(string); p != "" {
+		parts.projectAt = aep.CaptureMetadata
+	}
+	l.of[sessKey{e.Agent, e.Session}] = parts
 }
 
 // label is the label of e's session ("" for none): its project and title
@@ -52,8 +60,13 @@ func (l *sessionLabels) label(e *aep.Event) string {
 		return ""
 	}
 	of := consumer.LabelOf{Session: e.Session}
-	if p, ok := l.of[sessKey{e.Agent, e.Session}]; ok && p.capture <= e.CaptureLevel() {
-		of.Project, of.Title = p.project, p.title
+	if p, ok := l.of[sessKey{e.Agent, e.Session}]; ok {
+		if p.projectAt <= e.CaptureLevel() {
+			of.Project = p.project
+		}
+		if p.titleAt <= e.CaptureLevel() {
+			of.Title = p.title
+		}
 	}
 	return consumer.Labels([]consumer.LabelOf{of})[e.Session].String()
 }

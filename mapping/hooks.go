@@ -244,7 +244,10 @@ func hookMapperFor(name string) hookMapper {
 // 2.1.0 payload adds client_type and model, carried as client.name and
 // gen_ai.request.model (structural). cwd is a workstation path: content, so
 // it rides at redacted (through the pipeline) and full, as the registry
-// gates it; the relay's rules read a session's project from it.
+// gates it; the relay's rules read a session's project from it. Its last
+// element, once the path has been through the pipeline (a home directory is
+// "~", never its user's name), is the project's name: an identifier like a
+// file name in subject, so it rides at metadata (DataProject).
 func mapSessionStart(m map[string]any, p Posture) []Event {
 	e := newEvent(p, "session.started", aep.SeverityNotice)
 	if s := str(m, "source"); s != "" {
@@ -261,6 +264,10 @@ func mapSessionStart(m map[string]any, p Posture) []Event {
 	}
 	if cwd, ok := p.text(e.Capture, str(m, "cwd")); ok {
 		e.Data["cwd"] = cwd
+	}
+	dir, _ := p.text(aep.CaptureRedacted, str(m, "cwd"))
+	if name := ProjectName(dir); name != "" && e.Capture >= aep.CaptureMetadata {
+		e.Data[DataProject] = name
 	}
 	return []Event{e}
 }

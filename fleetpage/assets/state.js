@@ -318,7 +318,7 @@ function foldEvent(state, l, f, rec) {
       s.endedBy = null;
       if (typeof d.label === 'string' && d.label) s.title = d.label;
       if (typeof d.cwd === 'string' && d.cwd) s.cwd = d.cwd;
-      if (typeof d.cwd === 'string' && projectOf(d.cwd)) s.project = projectOf(d.cwd);
+      if (projectOfData(d)) s.project = projectOfData(d);
       if (d.parent) s.parent = d.parent;
       break;
     case 'session.ended':
@@ -639,6 +639,17 @@ const SHORT_ID = 6;
 export function projectOf(cwd) {
   const c = cwd.replace(/[/\\]+$/, '');
   return c.slice(Math.max(c.lastIndexOf('/'), c.lastIndexOf('\\')) + 1);
+}
+
+// PROJECT is the source's field naming a session's project at metadata
+// (relay/consumer's ProjectOf, mapping.DataProject).
+const PROJECT = 'x-kimi-code-project';
+
+// projectOfData is the project a session.started's data names: the source's
+// project field, else the last element of its cwd.
+export function projectOfData(d) {
+  if (typeof d[PROJECT] === 'string' && d[PROJECT]) return d[PROJECT];
+  return typeof d.cwd === 'string' ? projectOf(d.cwd) : '';
 }
 
 // typeWords is an event type a person can read, as relay/consumer's

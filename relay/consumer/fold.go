@@ -221,8 +221,8 @@ type Session struct {
 	// Agent is the owner: the agent of its first sequenced event.
 	Agent string
 	// Title is session.started's label, Cwd its cwd (both capture-gated),
-	// Project the last element of Cwd (so, like it, present at capture
-	// redacted and up), Model the last gen_ai.request.model seen.
+	// Project its project (ProjectOf: at metadata and up), Model the last
+	// gen_ai.request.model seen.
 	Title, Cwd, Project, Model string
 	// Started and Ended are the times of the last session.started and of
 	// the session.ended after it ("" while it lives): a resumed session
@@ -396,7 +396,7 @@ func (s *Session) apply(rec *record) {
 		if c := str(data, "cwd"); c != "" {
 			s.Cwd = c
 		}
-		if p := Project(str(data, "cwd")); p != "" {
+		if p := ProjectOf(data); p != "" {
 			s.Project = p
 		}
 	case "session.ended":

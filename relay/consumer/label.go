@@ -3,6 +3,8 @@ package consumer
 import (
 	"sort"
 	"strings"
+
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Label lengths.
@@ -104,12 +106,17 @@ func BareID(id string) string {
 
 // Project is the last element of a working directory, POSIX or Windows
 // ("" for none).
-func Project(cwd string) string {
-	cwd = strings.TrimRight(cwd, `/\`)
-	if i := strings.LastIndexAny(cwd, `/\`); i >= 0 {
-		cwd = cwd[i+1:]
+func Project(cwd string) string { return mapping.ProjectName(cwd) }
+
+// ProjectOf is the project a session.started's data names: the source's
+// project field (mapping.DataProject, at metadata), else the last element
+// of its cwd (at redacted and up).
+func ProjectOf(data map[string]any) string {
+	if p, _ := data[mapping.DataProject].(string); p != "" {
+		return p
 	}
-	return cwd
+	c, _ := data["cwd"].(string)
+	return Project(c)
 }
 
 // Labels labels every session the fold knows.

@@ -173,7 +173,7 @@ func (p *Printer) track(ev *aep.Event) {
 		of.Session = sid
 		if ev.Type == "session.started" && ev.Session == sid {
 			of.Title = firstOf(str(data, "label"), of.Title)
-			of.Project = firstOf(Project(str(data, "cwd")), of.Project)
+			of.Project = firstOf(ProjectOf(data), of.Project)
 		}
 		if !known || of != p.sessions[sid] {
 			p.sessions[sid], p.labels = of, nil
@@ -236,7 +236,9 @@ func (p *Printer) labelColumn(sid string, n int) string {
 		return padDisplay(clipDisplay(id, n), n)
 	}
 	room := n - displayWidth(id) - displayWidth(labelSep)
-	if room < 4 {
+	// A head clipped below four columns says nothing; a shorter one whole
+	// still does ("api · 3f2a9c").
+	if room < min(4, displayWidth(head)) {
 		return padDisplay(clipDisplay(id, n), n)
 	}
 	return padDisplay(clipDisplay(head, room)+labelSep+id, n)

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/aep"
+)
+
+// At the default capture a session is named by its project: the last
+// element of its working directory rides at metadata, so `pending` and
+// `tail` say "acme-shop · <short id>", never the working directory itself.
+func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds and runs the binaries")
+	}
+	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	session := "session_" + strings.ToLower(aep.NewID())
+	if out := reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session,
+		"cwd": "/home/ann/work/acme-shop", "source": "startup"})); out != "" {
+		t.Fatalf("SessionStart reply %q", out)
+	}
+	held := st.heldGate(t, session, "call_1", "make deploy")
+	short := regexp.QuoteMeta(strings.TrimPrefix(session, "session_")[:6])
+	label := regexp.MustCompile(`acme-shop · ` + short + `\b`)
+	timeRow := regexp.MustCompile(`^\d\d:\d\d:\d\d`)
+
+	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "request waits on you") }, "pending")
+	if !regexp.MustCompile(`(?m)^acme-shop · ` + short + `  request `).MatchString(out) {
+		t.Errorf("pending does not name the session by its project:\n%s", out)
+	}
+	tail := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "calls Bash") || strings.Contains(s, "Bash") },
+		"tail", "--from", "all", "--once", "--state", "none")
+	rows := 0
+	for _, l := range strings.Split(tail, "\n") {
+		if timeRow.MatchString(l) && strings.Contains(l, short) {
+			rows++
+			if !label.MatchString(l) {
+				t.Errorf("a tail row of the session lacks its project: %q", l)
+			}
+		}
+	}
+	if rows < 2 {
+		t.Errorf("tail printed %d rows of the session:\n%s", rows, tail)
+	}
+	for _, leak := range []string{"/home/ann", "~/work"} {
+		if strings.Contains(out+tail, leak) {
+			t.Errorf("the working directory (%s) left the adapter at the default capture:\n%s\n%s", leak, out, tail)
+		}
+	}
+	if code, msg := st.cli(t, "respond", "--option", "deny", session); code != 0 {
+		t.Fatalf("respond: exit %d: %s", code, msg)
+	}
+	reply(t, held)
+}
