@@ -82,7 +82,9 @@ func (n *Notifier) composeDigest(r *recipient, ts []*tracked, tag string, now ti
 	return Message{Kind: KindDigest, Tag: tag, Title: title, Body: clip(strings.Join(lines, "\n"), bodyRunes), Open: n.openURL("", "")}
 }
 
-// composeUpdate replaces a request's notification once it is over.
+// composeUpdate replaces a request's notification once it is over, saying
+// what became of it in words: "Denied by ann from a phone", "Allowed by
+// rule r3", "Proceeded: nobody answered".
 func (n *Notifier) composeUpdate(r *recipient, t *tracked, now time.Time) (Message, bool) {
 	s, req := n.request(r.ceiling, t.session, t.id)
 	if req == nil {
@@ -90,23 +92,37 @@ func (n *Notifier) composeUpdate(r *recipient, t *tracked, now time.Time) (Messa
 	}
 	tool := toolOf(s.Event(t.id))
 	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
+	m := Message{
+		Kind: KindUpdate, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
+		Body: clip(strings.Join(nonEmpty(tool, label), " · "), bodyRunes), Open: n.openURL(t.session, t.id),
+	}
+	if row, ok := s.Settlement(req); ok {
+		m.Title, m.Outcome = clip(capitalized(consumer.Line(row.Words())), titleRunes), row.Outcome
+		return m, true
+	}
 	why := req.Closed(now)
-	switch why {
-	case "":
+	if why == "" {
 		why = "no longer waits" // withdrawn from here (not answerable)
-	case "answered":
-		why = "answered"
-		if req.Answered != nil && req.Answered.By != "" {
-			why += " by " + consumer.Who(req.Answered.By)
-		} else if req.Rule != "" {
-			why += " by rule " + req.Rule
+	}
+	m.Title = clip(firstOf(tool, "The request")+": "+why, titleRunes)
+	return m, true
+}
+
+// capitalized is s with its first letter in upper case.
+func capitalized(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[size:]
+}
+
+// nonEmpty is the strings given that are not empty, in order.
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
 		}
 	}
-	return Message{
-		Kind: KindUpdate, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
-		Title: clip(firstOf(tool, "The request")+": "+why, titleRunes), Body: clip(label, bodyRunes),
-		Open: n.openURL(t.session, t.id),
-	}, true
+	return out
 }
 
 // toolOf is the tool a request asks about (data.tool.name, else subject).
@@ -146,7 +162,5 @@ func optionLabel(o consumer.Option) string {
 	if l := consumer.Line(o.Label); l != "" && l != o.ID {
 		return l
 	}
-	id := strings.NewReplacer("_", " ", "-", " ").Replace(consumer.Line(o.ID))
-	r, size := utf8.DecodeRuneInString(id)
-	return string(unicode.ToUpper(r)) + id[size:]
+	return capitalized(strings.NewReplacer("_", " ", "-", " ").Replace(consumer.Line(o.ID)))
 }

@@ -7,13 +7,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -34,6 +38,25 @@ func localReceiver(t *testing.T) (string, <-chan delivery) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL, got
+}
+
+// receiverTargets parses an ntfy target for topic aepalerts on ntfyURL, a
+// Slack target whose URL (a secret) is in a file, and more specs.
+func receiverTargets(t *testing.T, home, ntfyURL, slackURL string, more ...string) []notify.Target {
+	t.Helper()
+	slackFile := filepath.Join(t.TempDir(), "slack-url")
+	if err := os.WriteFile(slackFile, []byte(slackURL+"/services/T0/B0/SLACKSECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var targets []notify.Target
+	for _, spec := range append([]string{"ntfy:" + ntfyURL + "/aepalerts", "slack:@" + slackFile}, more...) {
+		tg, err := notify.ParseTargetIn(spec, home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, tg)
+	}
+	return targets
 }
 
 func firstDelivery(t *testing.T, name string, got <-chan delivery, within time.Duration) delivery {
@@ -58,18 +81,7 @@ func TestFormatsThroughNotifier(t *testing.T) {
 	ntfyURL, ntfyGot := localReceiver(t)
 	slackURL, slackGot := localReceiver(t)
 	hookURL, hookGot := localReceiver(t)
-	slackFile := filepath.Join(t.TempDir(), "slack-url")
-	if err := os.WriteFile(slackFile, []byte(slackURL+"/services/T0/B0/SLACKSECRET\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var targets []notify.Target
-	for _, spec := range []string{"ntfy:" + ntfyURL + "/aepalerts", "slack:@" + slackFile, "webhook:" + hookURL + "/in"} {
-		tg, err := notify.ParseTargetIn(spec, home)
-		if err != nil {
-			t.Fatal(err)
-		}
-		targets = append(targets, tg)
-	}
+	targets := receiverTargets(t, home, ntfyURL, slackURL, "webhook:"+hookURL+"/in")
 	st := newStage(t, notify.Config{Targets: targets, Home: home}, nil)
 	st.start(t, "h1")
 	req := st.ask(t, "h1", "rm -rf build", time.Minute)
@@ -175,5 +187,141 @@ func TestFormatsThroughNotifier(t *testing.T) {
 		if strings.Contains(to, "SLACKSECRET") || strings.Contains(to, "aepalerts") {
 			t.Errorf("attention.routed names %q", to)
 		}
+	}
+}
+
+// ntfyBody is ntfy's JSON publish format, the fields it documents for a
+// message with action buttons.
+type ntfyBody struct {
+	Topic    string   `json:"topic"`
+	Title    string   `json:"title"`
+	Message  string   `json:"message"`
+	Tags     []string `json:"tags"`
+	Priority int      `json:"priority"`
+	Click    string   `json:"click"`
+	Actions  []struct {
+		Action, Label, URL, Method string
+		Clear                      bool
+	} `json:"actions"`
+}
+
+// slackBody is a Slack incoming-webhook message with Block Kit blocks.
+type slackBody struct {
+	Text   string `json:"text"`
+	Blocks []struct {
+		Type     string
+		Elements []struct {
+			Type     string
+			Text     json.RawMessage // a text object on a button, a string on a context's text
+			URL      string
+			ActionID string `json:"action_id"`
+			Style    string
+		}
+	}
+}
+
+// A gate's four options (Allow, Allow session, Deny, Cancel) on a phone:
+// ntfy, which shows three actions, gets Allow and Deny, each POSTing its
+// answer link, and Open; Slack gets link buttons for every answer, Deny in
+// Block Kit's danger style, and Open. Denying from ntfy answers the held
+// request, and the follow-ups say so in words, with no check mark.
+func TestFormatsGateAllowDenyOpen(t *testing.T) {
+	home := t.TempDir()
+	ntfyURL, ntfyGot := localReceiver(t)
+	slackURL, slackGot := localReceiver(t)
+	targets := receiverTargets(t, home, ntfyURL, slackURL)
+	st := newStage(t, notify.Config{Targets: targets, Home: home}, nil)
+	st.start(t, "g1")
+	req := st.publish(t, "g1", "attention.requested", "Bash", map[string]any{
+		"kind": "permission", "prompt": "Kimi wants to use Bash: rm -rf build",
+		"options": []any{map[string]any{"id": "allow", "label": "Allow"}, map[string]any{"id": "allow_session", "label": "Allow for this session"},
+			map[string]any{"id": "deny", "label": "Deny"}, map[string]any{"id": "cancel", "label": "Cancel"}},
+		"respond_via": []any{"control"}, "expires_at": aep.FormatTime(time.Now().Add(time.Minute)), mapping.DataOnExpiry: mapping.OnExpiryAllow,
+		"tool": map[string]any{"name": "Bash"},
+	}, aep.CaptureRedacted)
+
+	var nm ntfyBody
+	if err := json.Unmarshal(firstDelivery(t, "ntfy", ntfyGot, 2*time.Second).body, &nm); err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, a := range nm.Actions {
+		labels = append(labels, a.Label)
+	}
+	if !slices.Equal(labels, []string{"Allow", "Deny", "Open"}) {
+		t.Fatalf("ntfy actions %q, want Allow, Deny, Open", labels)
+	}
+	deny := ""
+	for i, a := range nm.Actions {
+		switch {
+		case i < 2 && (a.Action != "http" || a.Method != http.MethodPost || !a.Clear || !strings.HasPrefix(a.URL, st.url+relay.AnswerPath)):
+			t.Errorf("ntfy answer action %+v: want an http POST to its answer link that clears", a)
+		case i == 2 && (a.Action != "view" || a.URL != nm.Click || !strings.HasPrefix(a.URL, st.url+"/?")):
+			t.Errorf("ntfy open action %+v: want a view of the page at the request", a)
+		}
+		if a.Label == "Deny" {
+			deny = a.URL
+		}
+	}
+
+	var sm slackBody
+	if err := json.Unmarshal(firstDelivery(t, "slack", slackGot, 2*time.Second).body, &sm); err != nil {
+		t.Fatal(err)
+	}
+	var buttons []string
+	for _, b := range sm.Blocks {
+		if b.Type != "actions" {
+			continue
+		}
+		if len(b.Elements) > 25 {
+			t.Errorf("slack actions block with %d elements (at most 25)", len(b.Elements))
+		}
+		for _, e := range b.Elements {
+			var text struct{ Type, Text string }
+			if err := json.Unmarshal(e.Text, &text); err != nil || e.Type != "button" || text.Type != "plain_text" || e.URL == "" || e.ActionID == "" || len(text.Text) > 75 {
+				t.Errorf("slack button %+v", e)
+			}
+			if e.Style != "" && e.Style != "primary" && e.Style != "danger" {
+				t.Errorf("slack button style %q", e.Style)
+			}
+			if (e.Style == "danger") != (text.Text == "Deny") {
+				t.Errorf("slack button %q has style %q", text.Text, e.Style)
+			}
+			buttons = append(buttons, text.Text)
+		}
+	}
+	if !slices.Contains(buttons, "Allow") || !slices.Contains(buttons, "Deny") || !slices.Contains(buttons, "Open") {
+		t.Fatalf("slack buttons %q, want Allow, Deny and Open among them", buttons)
+	}
+
+	// Deny from the phone: the ntfy action POSTs.
+	if status, js, raw := post(t, deny, nil); status != http.StatusOK || js["option"] != "deny" {
+		t.Fatalf("POST the ntfy Deny: %d %s", status, raw)
+	}
+	select {
+	case <-st.cmds:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the held request got no answer")
+	}
+	// The emitter applies it, as the gate does.
+	st.publish(t, "g1", "attention.answered", req.ID, map[string]any{
+		"answer": map[string]any{"option": "deny"}, "by": access.OwnerName, "via": "control", mapping.DataSurface: consumer.SurfaceLink,
+	}, aep.CaptureMetadata)
+	st.resolve(t, "g1", req, "answered")
+
+	var nu ntfyBody
+	if err := json.Unmarshal(firstDelivery(t, "ntfy follow-up", ntfyGot, 3*time.Second).body, &nu); err != nil {
+		t.Fatal(err)
+	}
+	const words = "Denied by owner through an answer link"
+	if nu.Title != words || len(nu.Actions) != 0 || slices.Contains(nu.Tags, "white_check_mark") || !strings.Contains(nu.Message, "Bash") {
+		t.Errorf("ntfy follow-up %+v: want %q, no buttons, no check mark", nu, words)
+	}
+	var su slackBody
+	if err := json.Unmarshal(firstDelivery(t, "slack follow-up", slackGot, 3*time.Second).body, &su); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(su.Text, words) {
+		t.Errorf("slack follow-up %q, want it to say %q", su.Text, words)
 	}
 }

@@ -7,6 +7,8 @@ package notify
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"time"
 )
 
@@ -35,6 +37,44 @@ type Message struct {
 	Deadline time.Time // zero when the request has none
 	Answers  []Answer  // one per option
 	Open     string    // absolute URL: the page at this request
+	// Outcome is, for an update, what became of the request in the
+	// audit's words (consumer.OutcomeDenied, ...); "" when it was
+	// withdrawn or the record does not say.
+	Outcome string
+}
+
+// refusal names an answer that refuses (deny, reject, no): where fewer
+// buttons fit than there are answers, one of them stays (the service
+// worker keeps one the same way).
+var refusal = regexp.MustCompile(`(?i)\b(deny|reject|no)\b`)
+
+// keptAnswers is at most n of answers, in their order: all when they fit;
+// else the first, the first refusal, then the rest in order. A gate's
+// Allow, Allow session, Deny, Cancel on two buttons is Allow and Deny.
+func keptAnswers(answers []Answer, n int) []Answer {
+	if len(answers) <= n {
+		return answers
+	}
+	keep := make([]bool, len(answers))
+	left := n
+	mark := func(i int) {
+		if i >= 0 && left > 0 && !keep[i] {
+			keep[i] = true
+			left--
+		}
+	}
+	mark(0)
+	mark(slices.IndexFunc(answers, func(a Answer) bool { return refusal.MatchString(a.Option + " " + a.Label) }))
+	for i := range answers {
+		mark(i)
+	}
+	var out []Answer
+	for i, a := range answers {
+		if keep[i] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Answer is one option of a request and the link that answers it.

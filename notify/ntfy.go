@@ -120,8 +120,8 @@ func (n *Ntfy) payload(m Message) ntfyMessage {
 	case KindUpdate:
 		// ntfy cannot replace a sent notification: the update arrives at
 		// the lowest priority (no sound, under the fold) and without
-		// buttons.
-		out.Priority, out.Tags = 1, []string{"white_check_mark"}
+		// buttons, its tag an emoji of the outcome.
+		out.Priority, out.Tags = 1, []string{ntfyOutcomeTag(m.Outcome)}
 		return out
 	case KindTest:
 		out.Priority, out.Tags = 3, []string{"test_tube"}
@@ -133,18 +133,18 @@ func (n *Ntfy) payload(m Message) ntfyMessage {
 }
 
 // ntfyActions turns the answers into http actions that POST to each
-// answer link. ntfy takes at most three: with more options, the first two
-// become buttons and the third opens the page, where every option is.
+// answer link. ntfy takes at most three: with more options, two answers
+// become buttons, the first and a refusal (Allow and Deny), and the third
+// opens the page, where every option is (without a page URL, three
+// answers, a refusal among them).
 func ntfyActions(m Message) []ntfyAction {
-	answers := m.Answers
-	more := len(answers) > ntfyMaxActions && m.Open != ""
-	if more {
-		answers = answers[:ntfyMaxActions-1]
-	} else if len(answers) > ntfyMaxActions {
-		answers = answers[:ntfyMaxActions]
+	open := len(m.Answers) > ntfyMaxActions && m.Open != ""
+	room := ntfyMaxActions
+	if open {
+		room--
 	}
 	var acts []ntfyAction
-	for _, a := range answers {
+	for _, a := range keptAnswers(m.Answers, room) {
 		acts = append(acts, ntfyAction{
 			Action: "http",
 			Label:  truncate(consumer.Line(answerLabel(a)), ntfyMaxLabel),
@@ -153,8 +153,8 @@ func ntfyActions(m Message) []ntfyAction {
 			Clear:  true,
 		})
 	}
-	if more {
-		acts = append(acts, ntfyAction{Action: "view", Label: "More…", URL: m.Open})
+	if open {
+		acts = append(acts, ntfyAction{Action: "view", Label: "Open", URL: m.Open})
 	}
 	return acts
 }
@@ -169,4 +169,18 @@ func answerLabel(a Answer) string {
 		return a.Option
 	}
 	return "Answer"
+}
+
+// ntfyOutcomeTag is the emoji (ntfy's tag shortcode) of a settled request's
+// outcome: a check mark only for what was allowed.
+func ntfyOutcomeTag(outcome string) string {
+	switch outcome {
+	case consumer.OutcomeAllowed, consumer.OutcomeAllowedSession:
+		return "white_check_mark"
+	case consumer.OutcomeDenied, consumer.OutcomeCancelled:
+		return "no_entry"
+	case consumer.OutcomeProceeded, consumer.OutcomeExpired:
+		return "hourglass"
+	}
+	return "information_source"
 }

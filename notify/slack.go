@@ -54,6 +54,7 @@ type slackButton struct {
 	Text     slackText `json:"text"`
 	URL      string    `json:"url"`
 	ActionID string    `json:"action_id"`
+	Style    string    `json:"style,omitempty"` // "danger" for a refusal
 }
 
 // Name is the target for logs: the webhook's host, its path (the
@@ -91,17 +92,18 @@ func slackPayload(m Message) slackMessage {
 	var buttons []any
 	var links []string
 	if m.Kind != KindUpdate {
-		for i, a := range m.Answers {
-			if len(buttons) == slackMaxButtons-1 {
-				break
-			}
+		for i, a := range keptAnswers(m.Answers, slackMaxButtons-1) {
 			label := consumer.Line(answerLabel(a))
-			buttons = append(buttons, slackButton{
+			b := slackButton{
 				Type:     "button",
 				Text:     *plain(label, slackMaxButton),
 				URL:      a.URL,
 				ActionID: fmt.Sprintf("aep-answer-%d", i),
-			})
+			}
+			if refusal.MatchString(a.Option + " " + a.Label) {
+				b.Style = "danger" // Block Kit's red button
+			}
+			buttons = append(buttons, b)
 			links = append(links, chatLink(a.URL, label))
 		}
 	}

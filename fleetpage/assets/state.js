@@ -885,12 +885,12 @@ export function settled(state, req) {
   return out;
 }
 
-// The surfaces in words, for an answer whose sender's name the record
-// does not carry.
+// The surfaces in words.
 const SURFACE_WORDS = { page: 'from the page', cli: 'from the terminal', push: 'from a phone', link: 'through an answer link' };
 
-// settledWords says a settled outcome in a line: "allowed by alice (page)",
-// "denied by rule r3", "proceeded: nobody answered".
+// settledWords says a settled outcome in a line: "allowed by alice from
+// the page", "denied by rule r3", "proceeded: nobody answered"
+// (relay/consumer's AuditRow.Words, which notifications say).
 export function settledWords(o) {
   switch (o.surface) {
     case 'rule':
@@ -902,7 +902,7 @@ export function settledWords(o) {
     default:
   }
   if (o.by === 'nobody') return o.outcome === 'session ended' ? 'closed: the session ended first' : `${o.outcome}: nobody answered`;
-  if (o.by && o.surface) return `${o.outcome} by ${o.by} (${o.surface})`;
+  if (o.by && o.surface) return `${o.outcome} by ${o.by} ${SURFACE_WORDS[o.surface] || `(${o.surface})`}`;
   if (o.by) return `${o.outcome} by ${o.by}`;
   return o.surface ? `${o.outcome} ${SURFACE_WORDS[o.surface]}` : o.outcome;
 }

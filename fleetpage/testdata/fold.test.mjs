@@ -222,14 +222,14 @@ test('settled words', () => {
   const lines = [];
   for (const req of S.session(st, [...st.sessions.keys()][0]).attention.values()) lines.push(S.settledWords(S.settled(st, req)));
   assert.deepStrictEqual(lines, [
-    'allowed by alice (page)',
+    'allowed by alice from the page',
     'denied by rule r3',
-    'denied by bob (cli)',
-    'allowed for the session by carol (push)',
-    'cancelled by dave (link)',
+    'denied by bob from the terminal',
+    'allowed for the session by carol from a phone',
+    'cancelled by dave through an answer link',
     'denied: nobody answered',
     'proceeded: nobody answered',
-    'denied by @mallory\u001b[2K (page)',
+    'denied by @mallory\u001b[2K from the page',
     'allowed from the page',
     'allowed by ops-bot',
     'closed: the session ended first',

@@ -32,6 +32,47 @@ const (
 // Nobody is who decided a request nobody answered.
 const Nobody = "nobody"
 
+// surfaceWords are the surfaces a person answers through, in words.
+var surfaceWords = map[string]string{
+	SurfacePage: "from the page", SurfaceCLI: "from the terminal", SurfacePush: "from a phone", SurfaceLink: "through an answer link",
+}
+
+// Words says the row's outcome in a line, as the page says it (state.js
+// settledWords): "denied by alice from a phone", "allowed by rule r3",
+// "proceeded: nobody answered". Its text is as the events carry it.
+func (r AuditRow) Words() string {
+	switch r.Surface {
+	case SurfaceRule:
+		return r.Outcome + " by rule " + r.By
+	case SurfaceTimeout:
+		return r.Outcome + ": nobody answered"
+	case SurfaceKimi:
+		return r.Outcome + " in Kimi"
+	}
+	switch {
+	case r.By == Nobody && r.Outcome == OutcomeSessionEnded:
+		return "closed: the session ended first"
+	case r.By == Nobody:
+		return r.Outcome + ": nobody answered"
+	case r.By != "" && r.Surface != "":
+		if w, ok := surfaceWords[r.Surface]; ok {
+			return r.Outcome + " by " + r.By + " " + w
+		}
+		return r.Outcome + " by " + r.By + " (" + r.Surface + ")"
+	case r.By != "":
+		return r.Outcome + " by " + r.By
+	case r.Surface != "":
+		return strings.TrimSpace(r.Outcome + " " + surfaceWords[r.Surface])
+	}
+	return r.Outcome
+}
+
+// Settlement is what became of r, as the audit records it; false while r
+// waits on a person.
+func (s *Session) Settlement(r *Request) (AuditRow, bool) {
+	return s.auditRow(r)
+}
+
 // Answerer says who sent an answer and through what: by is the person's
 // name (the relay's stamp, else a sender that names itself), a rule's id,
 // or "" when the record does not say who; surface one of the Surface

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,34 @@ func TestSurfaceAgents(t *testing.T) {
 		if got, ok := mapping.SurfaceOf(agent); !ok || got != want {
 			t.Errorf("SurfaceOf(%q) = %q %v, want %q", agent, got, ok, want)
 		}
+	}
+}
+
+// Each outcome in one line, the words the page's trace and a notification's
+// follow-up say (state.js settledWords, held to the same list).
+func TestAuditWords(t *testing.T) {
+	f := fold(readEvents(t, filepath.Join("testdata", "audit", "people.jsonl")))
+	s := f.Session(f.Sessions()[0])
+	var got []string
+	for _, r := range s.Requests {
+		if row, ok := s.Settlement(r); ok {
+			got = append(got, row.Words())
+		}
+	}
+	want := []string{
+		"allowed by alice from the page",
+		"denied by rule r3",
+		"denied by bob from the terminal",
+		"allowed for the session by carol from a phone",
+		"cancelled by dave through an answer link",
+		"denied: nobody answered",
+		"proceeded: nobody answered",
+		"denied by @mallory\x1b[2K from the page",
+		"allowed from the page",
+		"allowed by ops-bot",
+		"closed: the session ended first",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("words:\n got %q\nwant %q", got, want)
 	}
 }
