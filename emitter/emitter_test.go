@@ -585,7 +585,7 @@ func TestHealthFollowsTheLogs(t *testing.T) {
 	if v := gauge(f.core.metrics.durable); v != 1 {
 		t.Fatalf("logs_durable %v", v)
 	}
-	if a, b := strings.Count(logs.String(), "not reaching the disk"), strings.Count(logs.String(), "reach the disk again"); a != 1 || b != 1 {
-		t.Fatalf("%d and %d lines:\n%s", a, b, logs.String())
+	if a, b := strings.Count(logs.String(), "not reaching the disk"), strings.Count(logs.String(), "reach the disk again"); a != 1 || b != 1 || strings.Count(logs.String(), "\n") != 2 {
+		t.Fatalf("%d and %d lines, want one each and no other:\n%s", a, b, logs.String())
 	}
 }

@@ -113,8 +113,9 @@ type Entry struct {
 // be appended or synced it is not published either and Emit returns nil
 // (an answer is never acknowledged before it is on the disk; a position
 // the log did not take is handed out again). For other entries a failed
-// append or sync is logged and counted and the event still publishes: the
-// log is a record, the relay a separate path.
+// append or sync is counted and the event still publishes: the log is a
+// record, the relay a separate path. Neither is logged here, event by
+// event: the log line is the emitter's, one per change (Handles.OnDurable).
 func (s *Stream) Emit(e Entry) *aep.Event {
 	ev := &aep.Event{
 		Session: s.cfg.Session,
@@ -140,7 +141,6 @@ func (s *Stream) Emit(e Entry) *aep.Event {
 		err = s.cfg.Log.Mark().Forced().Wait()
 	}
 	if err != nil {
-		s.cfg.Logger.Error("log append failed", "session", s.cfg.Session, "type", ev.Type, "durable", e.Durable, "err", err)
 		if s.cfg.Counters != nil {
 			s.cfg.Counters.AppendFailed()
 		}
