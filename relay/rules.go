@@ -345,7 +345,7 @@ func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 	// capture ceiling lets the stream serve them.
 	ceiling, _ := admissionOf(r).ceiling()
 	held := func(session, id string) (rules.Asked, string, bool) { return s.heldRequest(session, id, ceiling) }
-	rules.API{Book: s.cfg.Rules, Request: held}.ServeHTTP(w, r)
+	rules.API{Book: s.cfg.Rules, Request: held, Hide: ceiling < aep.CaptureRedacted}.ServeHTTP(w, r)
 }
 
 // heldRequest finds an attention request in the session's history, as

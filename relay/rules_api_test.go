@@ -251,3 +251,61 @@ func TestRulesProposeWithinCeiling(t *testing.T) {
 		t.Errorf("an admin at redacted's propose: %d %s", r.status, r.body)
 	}
 }
+
+// A rule saved from an answer holds a command and a directory: a reader
+// below the redacted capture ceiling, who is not served those on the
+// stream, is not served them in the rules either: the listing and a
+// test's verdict blank them, saying so, and the verdict leaves out its
+// trace, whose steps quote them. At redacted and above they read as
+// written.
+func TestRulesListWithinCeiling(t *testing.T) {
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	add := func(name string, role access.Role, capture string) map[string]string {
+		_, tok, err := store.Add(name, role, capture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
+	}
+	walt, meta, red := add("walt", access.RoleWatch, ""), add("meta", access.RoleAdmin, "metadata"), add("red", access.RoleWatch, "redacted")
+	owner := map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json"}
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenBook(home, nil)})
+	for _, body := range []string{
+		`{"effect":"allow","tool":"Bash","args":"curl https://secret.example/*","project":"/home/ann/src/secret-project"}`,
+		`{"effect":"deny","tool":"Write"}`,
+	} {
+		if r := do(t, srv, "POST", "/rules", []byte(body), owner); r.status != 201 {
+			t.Fatalf("adding %s: %d %s", body, r.status, r.body)
+		}
+	}
+	probe := []byte(`{"tool":"Bash","args":"curl https://secret.example/x","project":"/home/ann/src/secret-project"}`)
+	for who, h := range map[string]map[string]string{"walt": walt, "meta": meta} {
+		r := do(t, srv, "GET", "/rules", nil, h)
+		var l rules.Listing
+		if err := json.Unmarshal(r.body, &l); err != nil || r.status != 200 || strings.Contains(string(r.body), "secret") ||
+			len(l.Rules) != 2 || !l.Rules[0].Hidden || l.Rules[1].Hidden || l.Rules[1].Tool != "Write" {
+			t.Errorf("%s's listing: %d %s", who, r.status, r.body)
+		}
+		r = do(t, srv, "POST", "/rules/test", probe, h)
+		var v struct{ Verdict rules.Verdict }
+		if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || strings.Contains(string(r.body), "secret") ||
+			!v.Verdict.Hidden || v.Verdict.Effect != rules.Allow || v.Verdict.Rule == nil || v.Verdict.Trace != nil {
+			t.Errorf("%s's test: %d %s", who, r.status, r.body)
+		}
+	}
+	for who, h := range map[string]map[string]string{"red": red, "owner": owner} {
+		r := do(t, srv, "GET", "/rules", nil, h)
+		var l rules.Listing
+		if err := json.Unmarshal(r.body, &l); err != nil || r.status != 200 || len(l.Rules) != 2 || l.Rules[0].Hidden ||
+			l.Rules[0].Args != "curl https://secret.example/*" || l.Rules[0].Project != "/home/ann/src/secret-project" {
+			t.Errorf("%s's listing: %d %s", who, r.status, r.body)
+		}
+		r = do(t, srv, "POST", "/rules/test", probe, h)
+		var v struct{ Verdict rules.Verdict }
+		if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || v.Verdict.Hidden || v.Verdict.Rule == nil ||
+			v.Verdict.Rule.Args != "curl https://secret.example/*" || len(v.Verdict.Trace) == 0 {
+			t.Errorf("%s's test: %d %s", who, r.status, r.body)
+		}
+	}
+}

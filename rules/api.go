@@ -99,6 +99,13 @@ type API struct {
 	// said it); ok false when there is no such request a rule could
 	// answer. nil: the propose and always endpoints find nothing.
 	Request func(session, id string) (a Asked, cwd string, ok bool)
+	// Hide keeps the rules' argument patterns and projects out of what the
+	// API answers: the listing and a test's verdict blank them, saying so
+	// (Listed.Hidden, Verdict.Hidden), and the verdict has no trace, whose
+	// steps quote them. A rule saved
+	// from an answer holds a command and a directory, which a reader below
+	// the redacted capture ceiling is not served on the stream either.
+	Hide bool
 }
 
 // RequestRef names a held attention request.
@@ -181,6 +188,11 @@ func (a API) list(w http.ResponseWriter) {
 	if rules == nil {
 		rules = []Listed{}
 	}
+	if a.Hide {
+		for i := range rules {
+			rules[i].hide()
+		}
+	}
 	httpguard.WriteJSON(w, http.StatusOK, Listing{Status: a.Book.Status(), Rules: rules})
 }
 
@@ -216,7 +228,11 @@ func (a API) test(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, err.Error())
 		return
 	}
-	httpguard.WriteJSON(w, http.StatusOK, map[string]Verdict{"verdict": a.Book.Evaluate(req, true)})
+	v := a.Book.Evaluate(req, !a.Hide)
+	if a.Hide {
+		v.hide()
+	}
+	httpguard.WriteJSON(w, http.StatusOK, map[string]Verdict{"verdict": v})
 }
 
 // find reads a RequestRef body and looks the request up; false means the

@@ -335,6 +335,16 @@ func (b *Book) useLocked(id string) *Use {
 type Listed struct {
 	Rule
 	Use
+	// Hidden says Args and Project were blanked for a reader below the
+	// redacted capture ceiling (API.Hide): the rule has its own, unread.
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+// hide blanks what a rule quotes of commands and directories.
+func (l *Listed) hide() {
+	if l.Args != "" || l.Project != "" {
+		l.Args, l.Project, l.Hidden = "", "", true
+	}
 }
 
 // List returns the rules in force, in file order, with their use.

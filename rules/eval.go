@@ -129,6 +129,23 @@ type Verdict struct {
 	// Trace lists the rules about this request's tool, in file order, with
 	// their outcomes (Evaluate fills it only when asked to).
 	Trace []Step `json:"trace,omitempty"`
+	// Hidden says Rule's and Held's argument patterns and projects were
+	// blanked, and the trace left out, for a reader below the redacted
+	// capture ceiling (API.Hide).
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+// hide blanks what the verdict quotes of the rules' commands and
+// directories.
+func (v *Verdict) hide() {
+	for _, r := range []**Rule{&v.Rule, &v.Held} {
+		if *r != nil {
+			c := **r
+			c.Args, c.Project = "", ""
+			*r = &c
+		}
+	}
+	v.Trace, v.Hidden = nil, true
 }
 
 // Decides reports whether the verdict answers the request by itself.

@@ -32,13 +32,20 @@ func WriteList(w io.Writer, l Listing, now time.Time) {
 		if r.Unknowable > 0 {
 			uses += fmt.Sprintf(" (%d unknowable)", r.Unknowable)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Effect, r.Tool, orAny(r.Args), orAny(r.Project),
+		args, project := orAny(r.Args), orAny(r.Project)
+		if r.Hidden {
+			args, project = hiddenField, hiddenField
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Effect, r.Tool, args, project,
 			orAny(r.Agent), uses, last, r.Note)
 	}
 	_ = tw.Flush()
 	// Rules saved before the floor, or by hand, may allow more than their
 	// writer meant: say so where they are listed.
 	for _, r := range l.Rules {
+		if r.Hidden {
+			continue // its pattern is not known here; blank reads as "*"
+		}
 		if fs := WildDestructive(r.Rule); len(fs) > 0 {
 			names := make([]string, len(fs))
 			for i, f := range fs {
@@ -64,6 +71,10 @@ func WriteVerdict(w io.Writer, p Probe, v Verdict) {
 	fmt.Fprintf(w, "why: %s\n", v.Why)
 	if p.Args == nil || *p.Args == "" {
 		fmt.Fprintln(w, "note: without --args the request carries no argument text (as at capture metadata), so no rule with args can match")
+	}
+	if v.Hidden {
+		fmt.Fprintln(w, "the rules' patterns and projects, and how each rule weighed the request, are hidden at your capture level")
+		return
 	}
 	if len(v.Trace) == 0 {
 		fmt.Fprintf(w, "no rule concerns tool %s\n", p.Tool)
@@ -101,6 +112,10 @@ func Describe(r Rule) string {
 	}
 	return b.String()
 }
+
+// hiddenField stands for a rule's pattern or project that the relay did
+// not show a reader below the redacted capture ceiling (Listed.Hidden).
+const hiddenField = "(hidden)"
 
 func orAny(s string) string {
 	if s == "" {

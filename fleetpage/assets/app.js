@@ -1376,7 +1376,10 @@ function renderRules(l, now) {
 function ruleItem(r, now) {
   const used = r.uses ? `used ${r.uses} time${r.uses === 1 ? '' : 's'}` : 'never used';
   const last = r.last_use ? [' · last ', since(Date.parse(r.last_use), now, ' ago')] : [];
-  const where = r.project ? ['in ', el('code', null, r.project)] : ['in every project'];
+  // hidden: the relay kept its pattern and project from a reader below
+  // the redacted capture ceiling; a blank would read as "anything".
+  const where = r.hidden ? ['pattern and project hidden at your capture level']
+    : r.project ? ['in ', el('code', null, r.project)] : ['in every project'];
   const remove = can('admin') && el('button', {
     type: 'button', 'data-rule-remove': r.id, 'aria-label': `Remove rule ${r.id}`,
     onclick: async () => {
@@ -1392,7 +1395,7 @@ function ruleItem(r, now) {
   return el('li', { 'data-rule': r.id },
     el('div', { class: 'rule-what' },
       el('span', { class: 'rule-effect', 'data-effect': r.effect }, r.effect), ' ',
-      el('span', null, r.tool === '*' ? 'any tool' : r.tool), ' ', el('code', null, r.args || '*')),
+      el('span', null, r.tool === '*' ? 'any tool' : r.tool), ' ', el('code', null, r.hidden ? '…' : r.args || '*')),
     remove || '',
     el('div', { class: 'muted' }, ...where, r.agent ? ` · for ${r.agent}` : '', r.note ? ` · ${r.note}` : ''),
     el('div', { class: 'muted', 'data-uses': String(r.uses) }, used,
