@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,9 +97,63 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 	if len(exhausted) != 1 || exhausted[0] != "s-tail 0:5" {
 		t.Fatalf("exhausted reports %v, want [s-tail 0:5]", exhausted)
 	}
+	// From all means all, whatever the state has seen (issue 36).
 	third := runTailOnce(t, client.TailConfig{URL: srv.URL, Token: testToken, From: wire.From{All: true}, State: state})
-	if got := third.ids(); len(got) != 0 {
-		t.Fatalf("replaying all again re-showed %d events", len(got))
+	if got := third.ids(); len(got) != 4 || got[0] != evs[5].ID {
+		t.Fatalf("replaying all again showed %d events, want the 4 held", len(got))
+	}
+}
+
+// A live tail that loses its relay shows, once back, a session begun while
+// it was away (spooled by kimi-hook while the relay was down, say): its
+// reconnection asks for every held session, not only the ones it knew,
+// and shows nothing twice.
+func TestTailerCatchesSessionsBegunInAGap(t *testing.T) {
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
+	target, _ := url.Parse(srv.URL)
+	var down atomic.Bool
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	known := seqEvents("s-known", 0, 2)
+	mustPost(t, srv, known...)
+	l := &tailLog{}
+	tl, err := client.NewTailer(client.TailConfig{URL: proxy.URL, Token: testToken, From: wire.From{All: true}, Live: true,
+		BackoffMin: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, OnEvent: l.onEvent, OnStatus: l.onStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the known session shown", func() bool { return len(l.ids()) == 2 })
+	down.Store(true)
+	proxy.CloseClientConnections()
+	eventually(t, "the tail finds the relay gone", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, s := range l.statuses {
+			if s.Kind == client.TailUnreachable {
+				return true
+			}
+		}
+		return false
+	})
+	gap := seqEvents("s-gap", 0, 3)
+	mustPost(t, srv, gap...)
+	down.Store(false)
+	eventually(t, "the session begun in the gap shown", func() bool { return len(l.ids()) == 5 })
+	time.Sleep(200 * time.Millisecond)
+	if got := l.ids(); len(got) != 5 || got[2] != gap[0].ID {
+		t.Fatalf("shown %v, want the 2 known then the 3 from the gap once", got)
 	}
 }
 

@@ -40,7 +40,7 @@ func tailCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&o.relayURL, "relay", client.URLFromEnv(getenv), "relay base URL (env AEP_RELAY)")
 			fs.StringVar(&o.filter, "filter", "", `attr-match filter JSON, e.g. '{"type":"attention.*"}'`)
 			fs.StringVar(&o.capture, "capture", "", "capture ceiling: none, metadata, redacted or full")
-			fs.StringVar(&o.from, "from", "", `replay first: "all", or a JSON array of {session, epoch, seq}`)
+			fs.StringVar(&o.from, "from", "", `replay first: "all" (everything the relay holds, whatever --state has seen), or a JSON array of {session, epoch, seq}`)
 			fs.StringVar(&o.statePath, "state", filepath.Join(tokenfile.AEPHome(getenv), "tail-state.json"), `resume state file ("none" disables)`)
 			fs.StringVar(&o.tokenFile, "token-file", "", "file holding the relay bearer token, not readable by others (default: AEP_TOKEN, AEP_TOKEN_FILE, else $AEP_HOME/token)")
 			tlsconf.CAFlag(fs, &o.caFile, getenv)

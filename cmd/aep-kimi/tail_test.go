@@ -62,9 +62,15 @@ func TestTailTimelineAndResume(t *testing.T) {
 	}
 	// A second run resumes from the state file: only the new event shows.
 	srv.Post(t, aeptest.Event("s1", 2, "run.finished", "info", `{"status":"success"}`))
-	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
+	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--once", "--state", state)
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "turn finished") {
 		t.Fatalf("resumed run (exit %d):\n%s", code, out)
+	}
+	// --from all replays what the relay holds, whatever the state file has
+	// seen (issue 36).
+	code, out, _ = tailRun(t, "--relay", srv.URL, "--token", "tok", "--from", "all", "--once", "--state", state)
+	if code != 0 || !strings.Contains(out, "calls Shell") || !strings.Contains(out, "Allow Bash?") || !strings.Contains(out, "turn finished") {
+		t.Fatalf("--from all after the state saw it all (exit %d):\n%s", code, out)
 	}
 }
 

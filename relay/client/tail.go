@@ -39,16 +39,18 @@ type TailConfig struct {
 	// Filter is attr-match JSON; Capture a ceiling name. Both optional.
 	Filter, Capture string
 	// From is the first connection's replay request. When empty, the
-	// Tailer resumes from State's positions.
+	// Tailer resumes from State's positions; From.All replays everything,
+	// whatever State has seen. Every later connection asks for all, State
+	// skipping what was shown.
 	From wire.From
 	// State holds the last position per session; the Tailer resumes from
 	// it after every reconnect and skips events at or before it. Nil means
 	// a fresh state.
 	State *TailState
-	// ReplayAll makes every connection ask for from=all, State skipping
-	// what was already seen: a consumer that must not miss sessions begun
-	// while it was away (a position list names only known sessions) pays
-	// a full replay per connection for it.
+	// ReplayAll makes the first connection too ask for from=all, State
+	// skipping what was already seen: a consumer that must not miss
+	// sessions begun while it was away (a position list names only known
+	// sessions) pays a full replay for it.
 	ReplayAll bool
 	// Live false makes one replay pass (live=0) and returns.
 	Live bool
@@ -163,15 +165,22 @@ func (t *Tailer) Run(ctx context.Context) error {
 	first := true
 	attempt, retriedAtOnce := 0, false
 	for ctx.Err() == nil {
-		from := t.cfg.State.From()
+		from, shown := t.cfg.State.From(), t.cfg.State.shown()
 		if first && !t.cfg.From.Empty() {
 			from = t.cfg.From
+			if from.All {
+				shown = nil // all means all: what an earlier run showed too
+			}
 		}
-		if t.cfg.ReplayAll {
+		if t.cfg.ReplayAll || !first {
+			// After a gap every held session is asked for, State skipping
+			// what was shown: a position list names only the sessions
+			// known, and one begun meanwhile (spooled while the relay was
+			// down) would never be shown.
 			from = wire.From{All: true}
 		}
 		start := time.Now()
-		connected, err := t.stream(ctx, from, t.cfg.State.shown())
+		connected, err := t.stream(ctx, from, shown)
 		var te *TailError
 		switch {
 		case errors.As(err, &te):
