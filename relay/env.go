@@ -92,8 +92,13 @@ type StoreOptions struct {
 }
 
 // BindFlags registers the store flags, their defaults read through getenv.
+// o.Store, when set, is the default in place of DefaultStore.
 func (o *StoreOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.Store, "store", cli.EnvOr(getenv, "AEP_STORE", DefaultStore),
+	def := DefaultStore
+	if o.Store != "" {
+		def = o.Store
+	}
+	fs.StringVar(&o.Store, "store", cli.EnvOr(getenv, "AEP_STORE", def),
 		"where the replay buffer lives: memory (lost on restart) or jetstream (durable; env AEP_STORE)")
 	fs.StringVar(&o.URL, "nats", getenv("AEP_NATS_URL"),
 		"jetstream on an external NATS at this URL (comma-separated for a cluster) instead of the embedded one (env AEP_NATS_URL)")

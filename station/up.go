@@ -21,6 +21,12 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
+// DefaultUpStore is the store `aep-kimi up` runs without --store
+// [AEP_STORE]: the embedded JetStream store under $AEP_HOME/relay, so the
+// page, `tail --from all` and `audit` still have the history after a
+// restart. It syncs every batch and adds about 0.1 s to the start.
+const DefaultUpStore = relay.StoreJetStream
+
 // UpOptions is `aep-kimi up`'s surface: the components' own flags, bound
 // once for all of them.
 type UpOptions struct {
@@ -42,6 +48,7 @@ func (o *UpOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
 	o.Bridge.BindFlags(fs, getenv)
 	o.Life.BindFlags(fs, getenv)
+	o.Relay.Store.Store = DefaultUpStore
 	o.Relay.BindFlags(fs, getenv)
 	o.Gate.BindFlags(fs, getenv)
 	o.LogSync.BindFlags(fs, getenv)

@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
 // recordedHooks reads a hook capture the adapter's tests keep (a real
@@ -110,5 +112,44 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 				t.Fatalf("%d attention requests for one permission prompt:\n%s", n, b)
 			}
 		})
+	}
+}
+
+// History survives a restart of `up` with the defaults (issue 36): a
+// session with an answered request, then `up` stopped and started again on
+// the same home. `tail --from all` (with a state file that has seen it all)
+// still prints the session and `audit` still says who answered, from the
+// relay alone.
+func TestE2EUpRestartKeepsHistory(t *testing.T) {
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	start := func() *proctest.Proc {
+		return startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE="}, "up", "--control",
+			"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+			"--web=false", "--kimi-home", t.TempDir())
+	}
+	st.relay = start()
+	session := "hist-" + strings.ToLower(aep.NewID())
+	reply := st.heldGate(t, session, "call_1", "make release")
+	st.waitCLI(t, func(s string) bool { return strings.Contains(s, "make release") }, "pending")
+	if code, out := st.cli(t, "respond", "--option", "deny", "--text", "not today", session); code != 0 {
+		t.Fatalf("respond: exit %d\n%s", code, out)
+	}
+	<-reply
+	state := filepath.Join(t.TempDir(), "tail-state.json")
+	before := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "make release") && strings.Contains(s, "denied") },
+		"tail", "--from", "all", "--once", "--state", state)
+	st.relay.Stop(t)
+
+	st.relay = start()
+	out := st.waitCLI(t, func(string) bool { return true }, "tail", "--from", "all", "--once", "--state", state)
+	if !strings.Contains(out, "make release") || !strings.Contains(out, "denied") {
+		t.Fatalf("tail --from all after up restarted:\n%s\nbefore it:\n%s", out, before)
+	}
+	out = st.waitCLI(t, func(string) bool { return true }, "audit")
+	if !strings.Contains(out, "make release") || !strings.Contains(out, "denied") || !strings.Contains(out, "owner") {
+		t.Fatalf("audit after up restarted:\n%s", out)
 	}
 }

@@ -212,7 +212,8 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 		t.Errorf("piped, the page line does not point at aep-kimi open:\n%s", piped.out.String())
 	}
 
-	tty := startBannered(t, cleanEnv(home), true, "aep-kimi tail", args...)
+	// A home of its own: the first up still holds its store.
+	tty := startBannered(t, cleanEnv(homeWithToken(t, token)), true, "aep-kimi tail", args...)
 	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.out.String()) {
 		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.out.String())
 	}
