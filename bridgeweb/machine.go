@@ -14,7 +14,7 @@ import (
 const (
 	// ExtKimiSession is the kap session id, on every companion event, so a
 	// consumer can correlate {sid}.web with the hook adapter's {sid}.
-	ExtKimiSession = "kimisession"
+	ExtKimiSession = mapping.ExtKimiSession
 	// ExtKimiSeq and ExtKimiEpoch name the kap frame an event came from (its
 	// journal seq and epoch): the bridge's resume position, recovered from
 	// its own log after a restart.

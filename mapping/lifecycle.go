@@ -29,6 +29,12 @@ const ExtObserved = "kimiobserved"
 // capture-gated).
 const ExtChannel = "kimichannel"
 
+// ExtKimiSession is the extension attribute naming the Kimi session an
+// event's session is another view of: the kimi web bridge's companion
+// session {id}.web carries the kap session id, so a consumer shows the two
+// as one Kimi session.
+const ExtKimiSession = "kimisession"
+
 // How an end was observed (ExtObserved values).
 const (
 	ObservedProcess = "process"

@@ -640,7 +640,7 @@ function noteLabels(dirty) {
 
 function title(s) {
   if (labelCache.stale || !labelCache.map.has(s.id)) {
-    const all = [...state.sessions.keys()].map((id) => S.session(state, id));
+    const all = [...state.sessions.keys()].map((id) => S.session(state, id)).filter(Boolean);
     labelCache.map = S.labels(all);
     labelCache.seen = new Map(all.map((x) => [x.id, `${x.project}\u001e${x.title}`]));
     labelCache.stale = false;
@@ -701,7 +701,16 @@ function renderFleet(now, dirty) {
   const touched = new Set(full ? S.GROUPS : []);
   for (const id of full ? state.sessions.keys() : dirty) {
     const s = S.session(state, id);
-    if (!s) continue;
+    if (!s) {
+      // A companion lane, now shown in its Kimi session's card.
+      const was = fleet.of.get(id) ?? null;
+      if (was) {
+        fleet.members.get(was).delete(id);
+        fleet.of.set(id, null);
+        touched.add(was);
+      }
+      continue;
+    }
     if (s.agent && !ui.agentsSeen.has(s.agent)) {
       ui.agentsSeen.add(s.agent);
       $('f-agent').append(el('option', { value: s.agent }, s.agent));
@@ -747,7 +756,7 @@ function renderFleet(now, dirty) {
   placeWindow(now);
   let shown = 0;
   for (const m of fleet.members.values()) shown += m.size;
-  setText($('fleet-count'), `${shown} of ${state.sessions.size}`);
+  setText($('fleet-count'), `${shown} of ${S.sessionCount(state)}`);
 }
 
 // lastSecond is the second of a session's last event: the latest-first

@@ -32,7 +32,22 @@ export function newState() {
     sessions: new Map(), // session id -> lane
     agents: new Map(), // agent -> sessionless (agent-scoped) events
     dirty: new Set(), // sessions changed since the last takeDirty()
+    // lane key -> the lane key of the Kimi session it is another view of
+    // (KIMI_SESSION_ATTR: the kimi web bridge's {id}.web beside the hooks'
+    // {id}). Each stays its own lane, with its own owner and order; a
+    // person sees one session (session()).
+    companionOf: new Map(),
   };
+}
+
+// KIMI_SESSION_ATTR is the extension attribute naming the Kimi session an
+// event's session is another view of (mapping.ExtKimiSession).
+export const KIMI_SESSION_ATTR = 'kimisession';
+
+// kimiSessionOf is the Kimi session ev's session is another view of, or ''.
+function kimiSessionOf(ev) {
+  const k = ev[KIMI_SESSION_ATTR];
+  return typeof k === 'string' && k !== '' && k !== ev.session ? k : '';
 }
 
 // laneKey names a session lane: the session id, prefixed by the relay it
@@ -108,7 +123,14 @@ export function apply(state, ev, origin = '') {
     state.dirty.add('');
     return true;
   }
+  const fresh = !state.sessions.has(laneKey(ev.session, origin));
   const l = lane(state, ev.session, origin);
+  const kimi = kimiSessionOf(ev);
+  if (kimi && !state.companionOf.has(l.id)) state.companionOf.set(l.id, laneKey(kimi, origin));
+  // A companion changes its Kimi session's card, and a Kimi session's own
+  // lane takes its companions' cards into its own.
+  if (state.companionOf.has(l.id)) state.dirty.add(state.companionOf.get(l.id));
+  if (fresh) for (const c of companionsOf(state, l.id)) state.dirty.add(c);
   // A command's agent is the surface or person that sent it (the page, the
   // CLI, a rule), not an agent of the session: people are not listed as agents.
   if (typeof ev.agent === 'string' && !ev.type.startsWith('control.')) l.agents.add(ev.agent);
@@ -232,6 +254,53 @@ function toolName(ev) {
 // an event that lands earlier starts the fold over. The derived object is
 // the same one, updated, while the fold continues.
 export function session(state, id) {
+  const kimi = state.companionOf.get(id);
+  if (kimi !== undefined) return state.sessions.has(kimi) ? null : laneSession(state, id);
+  const own = laneSession(state, id);
+  const comps = companionsOf(state, id);
+  if (comps.length === 0) return own;
+  // Without a lane of its own, a Kimi session is what its companions say.
+  const base = own || laneSession(state, comps[0]);
+  const m = own
+    ? { ...own, usage: own.usage ? { ...own.usage } : null, context: { ...own.context } }
+    : { ...base, id, usage: null, context: { tokens: null, limit: 0 } };
+  for (const c of comps) {
+    const cs = laneSession(state, c);
+    if (cs.usage) {
+      m.usage = m.usage || { input: 0, output: 0 };
+      m.usage.input += cs.usage.input;
+      m.usage.output += cs.usage.output;
+    }
+    if (cs.context.tokens !== null) m.context = { ...cs.context };
+    m.agent = m.agent || cs.agent;
+    m.model = m.model || cs.model;
+  }
+  return m;
+}
+
+// sessionCount is how many sessions a person sees: companions shown in
+// their Kimi session's card are not counted.
+export function sessionCount(state) {
+  let n = state.sessions.size;
+  for (const [c, k] of state.companionOf) if (state.sessions.has(c) && state.sessions.has(k)) n--;
+  return n;
+}
+
+// companionsOf lists the lanes that are other views of lane key id.
+function companionsOf(state, id) {
+  const out = [];
+  for (const [c, k] of state.companionOf) if (k === id && state.sessions.has(c)) out.push(c);
+  return out.sort();
+}
+
+// kimiKey is the key a person knows lane key id as: the Kimi session a
+// companion is a view of, else id itself.
+export function kimiKey(state, id) {
+  return state.companionOf.get(id) ?? id;
+}
+
+// laneSession derives one lane's own story (session() without companions).
+function laneSession(state, id) {
   const l = state.sessions.get(id);
   if (!l) return null;
   if (l.derived) return l.derived;
@@ -607,6 +676,7 @@ export function inbox(state, now) {
   const out = [];
   for (const id of state.sessions.keys()) {
     const s = session(state, id);
+    if (!s) continue;
     for (const a of s.pending) if (!expired(a, now)) out.push(a);
   }
   out.sort((a, b) => (ms(a.time) ?? 0) - (ms(b.time) ?? 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -617,9 +687,10 @@ export function inbox(state, now) {
 // an equal story.
 export function summary(state) {
   const sessions = {};
-  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)));
+  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)).filter(Boolean));
   for (const id of [...state.sessions.keys()].sort()) {
     const s = session(state, id);
+    if (!s) continue;
     sessions[id] = {
       agent: s.agent, ended: s.ended, runs: s.runs.map((r) => [r.id, r.state, [...r.tools.values()].map((t) => t.state)]),
       attention: [...s.attention.values()].map((a) => [a.id, a.state, a.answer]), tools: s.tools, failures: s.failures,
@@ -721,9 +792,10 @@ export function labels(list) {
 export function projection(state) {
   const text = (v) => (typeof v === 'string' && v !== '' ? v : undefined);
   const sessions = {};
-  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)));
+  const labs = labels([...state.sessions.keys()].map((id) => session(state, id)).filter(Boolean));
   for (const id of [...state.sessions.keys()].sort()) {
     const s = session(state, id);
+    if (!s) continue;
     const l = state.sessions.get(id);
     const mark = (ev, extra) => {
       const c = typeof ev.cause === 'string' ? l.byId.get(ev.cause) : undefined;
@@ -753,7 +825,7 @@ export function projection(state) {
       id: r.id, state: r.state, started: text(r.started), ended: text(r.ended),
       duration_ms: typeof r.duration === 'number' ? r.duration : undefined, reason: text(r.reason),
     }));
-    sessions[id] = {
+    sessions[kimiKey(state, id)] = {
       agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), project: text(s.project), label: labs.get(id).text, model: text(s.model), started: text(s.started),
       ended: text(s.ended), end_reason: text(s.endReason), runs: runs.length ? runs : undefined,
       requests: requests.length ? requests : undefined, open: open.length ? open : undefined,
@@ -1006,10 +1078,26 @@ function resultWords(d) {
   return '';
 }
 
+// WEB_TYPE_PREFIX begins the kimi web bridge's own event types.
+const WEB_TYPE_PREFIX = 'x.kimi-code.web.';
+
+// TOKEN_FIGURES are said in words (usedWords, tokenWords), never as raw fields.
+const TOKEN_FIGURES = new Set([...USAGE_FIELDS.map(([k]) => k), CONTEXT_TOKENS_FIELD, CONTEXT_LIMIT_FIELD]);
+
+// usedWords is the tokens an event's own work used ('110 tokens'), or ''.
+function usedWords(d) {
+  let n = null;
+  for (const [k] of USAGE_FIELDS) {
+    const c = tokenCount(d[k]);
+    if (c !== null) n = (n ?? 0) + c;
+  }
+  return n === null ? '' : `${compactCount(n)} tokens`;
+}
+
 function scalarWords(d) {
   const parts = [];
   for (const k of Object.keys(d).sort()) {
-    if (k.endsWith('_digest')) continue;
+    if (k.endsWith('_digest') || TOKEN_FIGURES.has(k)) continue;
     const x = d[k];
     let key = k;
     let v;
@@ -1213,8 +1301,13 @@ export function phraser() {
           add(typeof ev.subject === 'string' ? ev.subject : '');
           break;
         }
-        add(typeWords(ev.type));
+        if (String(ev.type).startsWith(WEB_TYPE_PREFIX)) {
+          add(`kimi web: ${ev.type.slice(WEB_TYPE_PREFIX.length).replace(/[._]/g, ' ').replace(/^event /, '')}`);
+        } else {
+          add(typeWords(ev.type));
+        }
         add(typeof ev.subject === 'string' ? ev.subject : '');
+        add(usedWords(d));
         add(scalarWords(d));
     }
     const out = words(parts.join(' · '));

@@ -27,6 +27,11 @@ type Fold struct {
 	seen     map[string]bool
 	lanes    map[string]*lane
 	arrivals int
+	// companionOf maps a session to the Kimi session it is another view
+	// of (mapping.ExtKimiSession: the kimi web bridge's {id}.web beside
+	// the hook adapter's {id}). Each stays its own AEP session, with its
+	// own owner and order; a person sees one session, under the Kimi id.
+	companionOf map[string]string
 }
 
 // lane is one session's events in derivation order, and what was derived
@@ -102,6 +107,12 @@ func (f *Fold) Add(ev *aep.Event) bool {
 		l = &lane{id: ev.Session, byID: map[string]*record{}, taken: map[wire.Position]bool{}}
 		f.lanes[ev.Session] = l
 	}
+	if k, ok := companionOf(ev); ok && f.companionOf[ev.Session] == "" {
+		if f.companionOf == nil {
+			f.companionOf = map[string]string{}
+		}
+		f.companionOf[ev.Session] = k
+	}
 	l.add(rec)
 	return true
 }
@@ -118,6 +129,12 @@ func (f *Fold) Forget(session string) {
 		delete(f.seen, rec.ev.Source+"\n"+rec.ev.ID)
 	}
 	delete(f.lanes, session)
+	delete(f.companionOf, session)
+	for c, k := range f.companionOf {
+		if k == session {
+			f.Forget(c)
+		}
+	}
 }
 
 func (l *lane) add(rec *record) {
@@ -153,8 +170,55 @@ func (l *lane) add(rec *record) {
 
 // Session returns the derived state of one session, or nil when the fold
 // holds no event of it. The result is shared: it stays valid until the next
-// Add, and must not be modified.
+// Add, and must not be modified. A Kimi session seen through hooks and the
+// kimi web bridge both is one: its companions' facts (tokens used, how full
+// the context is, which the bridge knows best) join the hooks' story, and
+// a companion is never a session of its own (Sessions).
 func (f *Fold) Session(id string) *Session {
+	if _, ok := f.companionOf[id]; ok {
+		return nil
+	}
+	comps := f.companions(id)
+	own := f.derive(id)
+	if len(comps) == 0 {
+		return own
+	}
+	base := own
+	if base == nil {
+		base = f.derive(comps[0])
+	}
+	m := *base
+	m.ID = id
+	if own == nil {
+		m.Usage, m.Context = Usage{}, Context{}
+	}
+	for _, c := range comps {
+		cs := f.derive(c)
+		m.Usage.InputTokens += cs.Usage.InputTokens
+		m.Usage.OutputTokens += cs.Usage.OutputTokens
+		m.Usage.Known = m.Usage.Known || cs.Usage.Known
+		if cs.Context.Known {
+			m.Context = cs.Context
+		}
+		m.Agent, m.Model = firstOf(m.Agent, cs.Agent), firstOf(m.Model, cs.Model)
+	}
+	return &m
+}
+
+// companions lists the sessions that are other views of session id.
+func (f *Fold) companions(id string) []string {
+	var out []string
+	for c, k := range f.companionOf {
+		if k == id && f.lanes[c] != nil {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// derive is one lane's own derived state, or nil.
+func (f *Fold) derive(id string) *Session {
 	l := f.lanes[id]
 	if l == nil {
 		return nil
@@ -170,14 +234,31 @@ func (f *Fold) Session(id string) *Session {
 	return l.derived
 }
 
-// Sessions lists the ids of the sessions the fold holds, sorted.
+// Sessions lists the ids of the sessions the fold holds, sorted: a
+// companion as the Kimi session it is a view of.
 func (f *Fold) Sessions() []string {
 	out := make([]string, 0, len(f.lanes))
+	seen := map[string]bool{}
 	for id := range f.lanes {
-		out = append(out, id)
+		if k, ok := f.companionOf[id]; ok {
+			id = k
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// KimiSession is the session a person knows session id as: the Kimi
+// session a companion is a view of, else id itself.
+func (f *Fold) KimiSession(id string) string {
+	if k, ok := f.companionOf[id]; ok {
+		return k
+	}
+	return id
 }
 
 // Pending lists the requests that wait on a person at now, oldest first:

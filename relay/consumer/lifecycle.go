@@ -34,6 +34,9 @@ func sourceSession(source string) (session string, chapter int, ok bool) {
 // rowSession is the session a row is about: its own, or for an agent-scoped
 // event the one its source names.
 func rowSession(ev *aep.Event) string {
+	if k, ok := companionOf(ev); ok {
+		return k
+	}
 	if ev.Session != "" {
 		return ev.Session
 	}
@@ -41,6 +44,16 @@ func rowSession(ev *aep.Event) string {
 		return s
 	}
 	return ""
+}
+
+// companionOf is the Kimi session ev's session is another view of
+// (mapping.ExtKimiSession: the kimi web bridge's companion session).
+func companionOf(ev *aep.Event) (string, bool) {
+	k, ok := ev.ExtString(mapping.ExtKimiSession)
+	if !ok || k == "" || ev.Session == "" || k == ev.Session {
+		return "", false
+	}
+	return k, true
 }
 
 // lifecycleText adds what the adapter observed about a session's life: the

@@ -212,11 +212,34 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 			add(ev.Subject)
 			break
 		}
-		add(typeWords(ev.Type))
+		if w, ok := strings.CutPrefix(ev.Type, webTypePrefix); ok {
+			add("kimi web: " + strings.TrimPrefix(strings.NewReplacer(".", " ", "_", " ").Replace(w), "event "))
+		} else {
+			add(typeWords(ev.Type))
+		}
 		add(ev.Subject)
+		add(usedWords(data))
 		add(scalars(data))
 	}
 	return strings.Join(parts, " · ")
+}
+
+// webTypePrefix begins the kimi web bridge's own event types.
+const webTypePrefix = "x." + mapping.Vendor + ".web."
+
+// usedWords is the tokens an event's own work used ("110 tokens"), or "".
+func usedWords(data map[string]any) string {
+	var n int64
+	known := false
+	for _, k := range []string{mapping.DataInputTokens, mapping.DataOutputTokens} {
+		if c, ok := tokenCount(data, k); ok {
+			n, known = n+c, true
+		}
+	}
+	if !known {
+		return ""
+	}
+	return CompactCount(n) + " tokens"
 }
 
 // deniedBy says who refused a tool call: a rule, the person who answered,

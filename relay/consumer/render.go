@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Rendering limits.
@@ -74,6 +75,9 @@ type Printer struct {
 	// are set); tokensShown the words last shown for them.
 	tokens      map[string]*Session
 	tokensShown map[string]string
+	// hooked holds the sessions seen from their own emitter, whose
+	// companions' rows are quiet.
+	hooked map[string]bool
 }
 
 func (p *Printer) clock() time.Time {
@@ -136,6 +140,10 @@ func (p *Printer) Live() {
 // Details); a session's new epoch (its emitter restarted, seq starts over)
 // gets a notice instead of a number in every row.
 func (p *Printer) Print(ev *aep.Event) {
+	if !p.Details && p.quiet(ev) {
+		p.track(ev)
+		return
+	}
 	if ev.Session != "" && ev.Seq != nil {
 		e := ev.EpochOrZero()
 		if last, seen := p.epochs[ev.Session]; seen && last != e {
@@ -154,6 +162,17 @@ func (p *Printer) Print(ev *aep.Event) {
 	for _, l := range p.detail(ev) {
 		p.writeln(l)
 	}
+}
+
+// quiet says whether ev's row is left to --details: a heartbeat (one a
+// minute says nothing a person acts on), and the kimi web bridge's view of
+// a Kimi session whose story its hooks tell (its token figures still count
+// toward the session's).
+func (p *Printer) quiet(ev *aep.Event) bool {
+	if k, ok := companionOf(ev); ok {
+		return p.hooked[k]
+	}
+	return ev.Type == "session.heartbeat" || strings.HasSuffix(ev.Type, ".session.heartbeat")
 }
 
 // writeln writes a line clipped to Width.
@@ -179,14 +198,20 @@ func (p *Printer) track(ev *aep.Event) {
 			p.sessions[sid], p.labels = of, nil
 		}
 	}
-	if ev.Session != "" {
+	if _, companion := companionOf(ev); !companion && ev.Session != "" && ev.Seq != nil {
+		if p.hooked == nil {
+			p.hooked = map[string]bool{}
+		}
+		p.hooked[ev.Session] = true
+	}
+	if sid := rowSession(ev); ev.Session != "" {
 		if p.tokens == nil {
 			p.tokens = map[string]*Session{}
 		}
-		s := p.tokens[ev.Session]
+		s := p.tokens[sid]
 		if s == nil {
-			s = &Session{ID: ev.Session}
-			p.tokens[ev.Session] = s
+			s = &Session{ID: sid}
+			p.tokens[sid] = s
 		}
 		s.countTokens(ev.Type, data)
 	}
@@ -540,6 +565,16 @@ func answerText(data map[string]any) string {
 
 // scalars renders data's scalar members as "key value" in key order, keys
 // in words and durations in human units; digests are left out.
+// tokenFigure says whether k is a token figure, which rows say in words
+// (usedWords and the session's TokenWords), never as a raw field.
+func tokenFigure(k string) bool {
+	switch k {
+	case mapping.DataInputTokens, mapping.DataOutputTokens, mapping.DataContextTokens, mapping.DataContextLimit:
+		return true
+	}
+	return false
+}
+
 func scalars(data map[string]any) string {
 	keys := make([]string, 0, len(data))
 	for k := range data {
@@ -548,7 +583,7 @@ func scalars(data map[string]any) string {
 	sort.Strings(keys)
 	var parts []string
 	for _, k := range keys {
-		if strings.HasSuffix(k, "_digest") {
+		if strings.HasSuffix(k, "_digest") || tokenFigure(k) {
 			continue
 		}
 		var v string

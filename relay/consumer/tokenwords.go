@@ -56,7 +56,8 @@ func showsTokens(typ string) bool {
 // on a row that shows them, when known and changed since the session's
 // last such row.
 func (p *Printer) tokenWords(ev *aep.Event) string {
-	s := p.tokens[ev.Session]
+	sid := rowSession(ev)
+	s := p.tokens[sid]
 	if s == nil || !showsTokens(ev.Type) {
 		return ""
 	}
@@ -66,12 +67,12 @@ func (p *Printer) tokenWords(ev *aep.Event) string {
 		c = Context{}
 	}
 	w := TokenWords(s.Usage, c)
-	if w == "" || w == p.tokensShown[ev.Session] {
+	if w == "" || w == p.tokensShown[sid] {
 		return ""
 	}
 	if p.tokensShown == nil {
 		p.tokensShown = map[string]string{}
 	}
-	p.tokensShown[ev.Session] = w
+	p.tokensShown[sid] = w
 	return w
 }
