@@ -189,7 +189,8 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 		t.Fatal("kimi never finished")
 	}
 	// The session's timeline says it in the terminal's words, the person
-	// who denied as a person; type names only behind the details toggles.
+	// who denied as a person, the request before what became of the call;
+	// type names only behind the details toggles.
 	b.Click("open the session", `#fleet [data-session] button.row`)
 	b.WaitJS("the deny in words", `document.getElementById('timeline').innerText.includes('Bash denied by owner (page)')`)
 	var timeline string
@@ -200,7 +201,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 			t.Errorf("the timeline shows the event type %s outside its details:\n%s", typ, timeline)
 		}
 	}
-	for _, want := range []string{"turn started", "answered deny by owner (page)", "turn finished"} {
+	for _, want := range []string{"Turn 1 · finished", "Kimi wants to use Bash", "denied by owner from the page"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, timeline)
 		}

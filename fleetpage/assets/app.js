@@ -995,7 +995,7 @@ function metaParts(s) {
   const run = s.openRuns[s.openRuns.length - 1];
   const last = s.lastEvent;
   return [
-    s.agents.join(', ') || 'unknown agent',
+    shownAgents(s).join(', ') || 'unknown agent',
     s.model,
     S.tokenWords(s),
     run ? { label: 'run open ', since: Date.parse(run.started), suffix: '' } : '',
@@ -1031,7 +1031,7 @@ function placeInOrder(parent, nodes) {
 // The facts keep their nodes while the same kinds of facts show: a new
 // event rewrites the texts that changed in place.
 function renderRow(s, g, now, row) {
-  const badge = g === 'needs-you' ? `${s.pending.length} waiting` : g === 'ended' ? (s.endReason || 'ended') : g;
+  const badge = [g === 'needs-you' ? `${s.pending.length} waiting` : g, ...outcomeWords(s)].join(' · ');
   if (!row) {
     row = el('li');
     row._title = el('span', { class: 'title' });
@@ -1414,14 +1414,27 @@ function ruleItem(r, now) {
 function renderAgents(dirty) {
   if (!dirty.has('')) return;
   const box = $('agents');
+  const now = Date.now();
   const items = [];
   for (const [agent, list] of state.agents) {
     const last = list[list.length - 1].ev;
-    const d = last.data || {};
-    const facts = [d.state, d.status, d.detail, d.reason].filter((x) => typeof x === 'string').join(' ');
-    items.push(el('li', { 'data-agent': agent }, `${agent}: ${S.typeWords(last.type)}${facts ? ` ${facts}` : ''} · ${list.length} report${list.length === 1 ? '' : 's'}`));
+    items.push(el('li', { 'data-agent': agent }, `${agent}: ${agentWords(last)} · last report `, since(Date.parse(last.time), now, ' ago')));
   }
   box.replaceChildren(items.length ? el('h3', null, 'Agents') : '', el('ul', null, ...items));
+}
+
+// agentWords says an agent-level report in words: "healthy, no session
+// running" for the adapter's hook channel stopped.
+function agentWords(ev) {
+  const d = ev.data && typeof ev.data === 'object' ? ev.data : {};
+  if (ev.type === 'agent.health') {
+    const st = { ok: 'healthy', degraded: 'degraded', failing: 'failing' }[d.status] || 'health reported';
+    const ch = typeof d.detail === 'string' ? d.detail.replace(/^hook channel /, '') : '';
+    const hooks = { active: 'hooks arriving', stopped: 'no session running', stale: 'no hook heard lately', error: 'hook channel failing' }[ch] || (ch ? `hook channel ${ch}` : '');
+    return hooks ? `${st}, ${hooks}` : st;
+  }
+  if (ev.type === 'agent.presence') return typeof d.state === 'string' ? d.state : 'present';
+  return S.typeWords(ev.type);
 }
 
 // markSelected highlights the open session's row and tells the layout a
@@ -1516,70 +1529,183 @@ function renderSession(now) {
   if (!s) return;
   $('session-pane').dataset.session = s.session;
   $('session-title').textContent = title(s);
+  const at = (t) => (t ? since(Date.parse(t), now, ' ago') : '');
   const facts = [
-    ['session', s.session], ['relay', s.origin], ['agent', s.agents.join(', ')], ['model', s.model || '(not reported)'],
+    ['relay', s.origin], ['agent', shownAgents(s).join(', ')], ['model', s.model || 'not reported'],
     ['tokens', S.tokenWords(s)],
-    ['state', S.group(s, now, QUIET_MS)], ['started', s.started || ''], ['ended', s.ended ? `${s.ended} (${s.endReason})` : ''],
+    ['state', [stateWords(s, now), ...outcomeWords(s)].join(' · ')], ['started', at(s.started)],
+    ['ended', s.ended ? el('span', null, at(s.ended), s.endReason && s.endReason !== 'normal' ? ` (${s.endReason})` : '') : ''],
     ['last event', s.lastEvent ? el('span', null, `${phraseOf(s, s.lastEvent)} `, since(s.lastTime, now, ' ago')) : ''],
-    ['events', String(s.events)], ['compactions', String(s.compactions)],
-    ['parent', s.parent ? `${s.parent.session || ''} ${s.parent.run || ''}` : ''],
+    ['compactions', s.compactions ? String(s.compactions) : ''],
+    ['parent', s.parent ? parentLink(s) : ''],
     ['plan', [...s.tasks.values()].map((t) => `${t.title}: ${t.state}`).join('; ')],
-    ['background tasks', s.background.size ? [...s.background.values()].map((t) => `${t.id}: ${t.state}`).join('; ') : ''],
+    ['background tasks', s.background.size ? [...s.background.values()].map((t) => `${t.kind || 'task'}: ${t.state}`).join('; ') : ''],
   ].filter(([, v]) => v);
-  $('session-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
+  $('session-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', null, k), el('dd', null, v)]),
+    el('dt', null, ''), el('dd', null, idDetails('ids', [`session ${s.session}`, s.parent ? `parent ${s.parent.session || ''} ${s.parent.run || ''}` : '',
+      `${s.events} events`, ...[...s.background.values()].map((t) => `task ${t.id}`)])));
   const shown = new Set([s.id]);
   const runs = runItems(s, now, 0, shown);
   // The lanes drawn here, nested subagents included: a change to any of
   // them redraws the view.
   ui.shown = shown;
-  const outside = S.ordered(state, s.id).filter((e) => !e.run && !e.type.startsWith('attention.') && !e.type.startsWith('control.'));
+  // What happened outside any turn reads the same way: a pseudo-turn of
+  // its own.
+  const outside = S.ordered(state, s.id).filter((e) => !e.run && !e.type.startsWith('control.'));
   if (outside.length) {
-    runs.push(el('li', { 'data-run': '' }, el('div', null, 'session events'),
-      el('ul', { class: 'items' }, ...outside.map((e) => (S.taskId(e) ? eventItem(s, e, now, 0, shown)
-        : el('li', { 'data-kind': 'event', 'data-type': e.type }, phraseOf(s, e), detailsOf(e)))))));
+    const r = { id: '', items: outside, tools: toolStates(outside) };
+    runs.push(el('li', { 'data-run': '' }, el('div', null, 'Outside any turn'), itemList(s, r, now, 0, shown), eventDetails(outside)));
   }
   $('timeline').replaceChildren(...runs);
+}
+
+// toolKey is the call a tool event is about.
+function toolKey(ev) {
+  const d = ev.data || {};
+  return (d.tool && d.tool.call_id) || ev.subject || ev.id;
+}
+
+// toolStates is each tool call among evs and the state it reached (a
+// run's tools, for events outside any run).
+function toolStates(evs) {
+  const out = new Map();
+  for (const ev of evs) {
+    if (!ev.type.startsWith('tool.')) continue;
+    const key = toolKey(ev);
+    const t = out.get(key) || { key, state: 'requested' };
+    if (t.state !== 'denied') t.state = { 'tool.denied': 'denied', 'tool.failed': 'failed', 'tool.completed': 'completed', 'tool.started': 'running' }[ev.type] || t.state;
+    out.set(key, t);
+  }
+  return out;
+}
+
+// QUIET_TYPES are events a turn's heading already says (its start, its
+// end in good order) or that say nothing to a person (a heartbeat).
+const QUIET_TYPES = new Set(['run.started', 'run.finished', 'x.kimi-code.run.turn_started', 'x.kimi-code.session.heartbeat',
+  'x.kimi-code.run.prompt_queued', 'x.kimi-code.run.prompt_submitted']);
+
+// shownAgents are the agents whose work a session is: the relay's own
+// consumers (the notifier's attention.routed, the page's and the
+// terminal's commands) write into it, but are not its agents.
+function shownAgents(s) {
+  return s.agents.filter((a) => !CONSUMER_AGENTS.has(a));
+}
+
+const CONSUMER_AGENTS = new Set(['aep-kimi-notify', PAGE_AGENT, 'aep-kimi-cli', 'aep-kimi-push', 'aep-kimi-link']);
+
+// stateWords is a session's state as its row groups it, in words.
+function stateWords(s, now) {
+  const g = S.group(s, now, QUIET_MS);
+  return g === 'needs-you' ? `waiting on you (${s.pending.length})` : g;
+}
+
+// outcomeWords tells what became of a session's requests apart, each kind
+// counted: "1 denied", "2 answered by a rule", "1 timed out" (a call
+// allowed by a person is the ordinary course, and says nothing).
+function outcomeWords(s) {
+  const n = { denied: 0, rule: 0, timeout: 0 };
+  for (const req of s.attention.values()) {
+    const o = req.state === 'pending' ? null : S.settled(state, req);
+    if (!o) continue;
+    if (o.surface === 'rule') n.rule++;
+    else if (o.surface === 'timeout') n.timeout++;
+    else if (o.outcome === 'denied' || o.outcome === 'cancelled') n.denied++;
+  }
+  return [n.denied ? `${n.denied} denied` : '', n.rule ? `${n.rule} by rule` : '', n.timeout ? `${n.timeout} timed out` : ''].filter(Boolean);
+}
+
+// parentLink opens the session a subagent's session was started from.
+function parentLink(s) {
+  const key = S.laneKey(s.parent.session || '', s.origin);
+  const p = S.session(state, key);
+  if (!p) return 'a session this page does not hold';
+  return el('button', { type: 'button', class: 'link', onclick: () => openSession(key) }, title(p));
+}
+
+// idDetails is what only a debugging eye needs (ids, event types), one
+// collapsed toggle for a whole block rather than one a line.
+function idDetails(summary, lines) {
+  return el('details', { class: 'event-details' }, el('summary', null, summary),
+    el('ul', null, ...lines.filter(Boolean).map((l) => el('li', null, l))));
+}
+
+// eventDetails lists events' types, ids, causes and digests.
+function eventDetails(evs, extra = []) {
+  return idDetails('ids and event types', [...extra, ...evs.map((ev) => {
+    const d = ev.data && typeof ev.data === 'object' ? ev.data : {};
+    return [ev.type, `id ${ev.id}`, ev.cause ? `cause ${ev.cause}` : '',
+      ...Object.keys(d).filter((k) => k.endsWith('_digest') && typeof d[k] === 'string').sort().map((k) => `${k.slice(0, -7)} ${d[k]}`)].filter(Boolean).join(' · ');
+  })]);
 }
 
 // runItems renders a session's runs; a subagent's session renders the same
 // way, nested under its delegation (seen guards a cycle of delegations).
 function runItems(s, now, depth, seen) {
-  return s.runs.map((r) => {
-    const items = el('ul', { class: 'items' });
-    // A subagent that runs inside its parent's session (Kimi's do: its
-    // hooks carry the parent's session and no agent id) owns what happens
-    // between its start and its stop; that nests under the start.
-    const scopes = [];
-    const into = () => (scopes.length ? scopes[scopes.length - 1].list : items);
-    // A tool call is drawn once, where it was asked for (so an Agent call
-    // stays outside the subagent it starts), in the state it reached.
-    const placed = new Set();
-    for (const ev of r.items) {
-      const d = ev.data || {};
-      if (ev.type.startsWith('tool.')) {
-        const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
-        if (placed.has(key)) continue;
-        placed.add(key);
-      }
-      if (ev.type === 'delegation.subagent.stopped' || ev.type === 'delegation.subagent.failed') {
-        const at = scopes.findLastIndex((sc) => sc.id === ev.cause || (!ev.cause && sc.subject === ev.subject));
-        if (at >= 0) scopes.length = at;
-      }
-      const item = eventItem(s, ev, now, depth, seen, r);
-      if (item) into().append(item);
-      const child = d.child && d.child.session;
-      if (ev.type === 'delegation.subagent.started' && item && (!child || child === s.session)) {
-        const list = el('ul', { class: 'items nested', 'data-scope': ev.id });
-        item.append(list);
-        scopes.push({ id: ev.id, subject: ev.subject, list });
-      }
-    }
-    const head = el('div', null, `run ${r.id} · ${r.state}`);
-    if (r.duration !== null) head.append(` · ${dur(r.duration)}`);
-    else if (r.started && r.state === 'open') head.append(' · open ', since(Date.parse(r.started), now));
-    if (r.cancelledBy) head.append(` · by ${r.cancelledBy}`);
-    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, items);
+  return s.runs.map((r, i) => {
+    const items = itemList(s, r, now, depth, seen);
+    const head = el('div', null, `Turn ${i + 1} · ${RUN_WORDS[r.state] || r.state}`);
+    if (r.duration !== null) head.append(` · took ${dur(r.duration)}`);
+    else if (r.started && r.state === 'open') head.append(' · for ', since(Date.parse(r.started), now));
+    if (r.started) head.append(' · started ', since(Date.parse(r.started), now, ' ago'));
+    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, items, eventDetails(r.items, [`turn ${r.id}`]));
   });
+}
+
+// RUN_WORDS say a turn's state.
+const RUN_WORDS = { open: 'running', finished: 'finished', failed: 'failed', cancelled: 'cancelled' };
+
+// itemList is a turn's lines, in order.
+function itemList(s, r, now, depth, seen) {
+  const items = el('ul', { class: 'items' });
+  // A subagent that runs inside its parent's session (Kimi's do: its
+  // hooks carry the parent's session and no agent id) owns what happens
+  // between its start and its stop; that nests under the start.
+  const scopes = [];
+  const into = () => (scopes.length ? scopes[scopes.length - 1].list : items);
+  // A tool call is drawn once, where it was asked for (so an Agent call
+  // stays outside the subagent it starts), in the state it reached; a
+  // call held for an answer right under its request, the request first
+  // and then what became of the call.
+  const placed = new Set();
+  const held = new Map(); // call key -> its attention.requested
+  const keyOf = new Map(); // tool event id -> its call key
+  for (const ev of r.items) {
+    if (ev.type.startsWith('tool.')) keyOf.set(ev.id, toolKey(ev));
+    if (ev.type !== 'attention.requested') continue;
+    // The request names its call (data.tool.call_id), or its cause is the
+    // call's request.
+    const c = (ev.data && ev.data.tool && ev.data.tool.call_id) || keyOf.get(ev.cause);
+    if (c && !held.has(c)) held.set(c, ev);
+  }
+  const callOf = new Map([...held].map(([c, ev]) => [ev.id, c]));
+  for (const ev of r.items) {
+    const d = ev.data || {};
+    if (ev.type.startsWith('tool.')) {
+      const key = toolKey(ev);
+      if (placed.has(key) || held.has(key)) continue;
+      placed.add(key);
+    }
+    const call = callOf.get(ev.id);
+    if (ev.type === 'delegation.subagent.stopped' || ev.type === 'delegation.subagent.failed') {
+      const at = scopes.findLastIndex((sc) => sc.id === ev.cause || (!ev.cause && sc.subject === ev.subject));
+      if (at >= 0) scopes.length = at;
+    }
+    const item = eventItem(s, ev, now, depth, seen, r);
+    if (item) into().append(item);
+    if (call && !placed.has(call)) {
+      placed.add(call);
+      const first = r.items.find((e) => e.type.startsWith('tool.') && toolKey(e) === call);
+      const tool = first && eventItem(s, first, now, depth, seen, r);
+      if (tool) into().append(tool);
+    }
+    const child = d.child && d.child.session;
+    if (ev.type === 'delegation.subagent.started' && item && (!child || child === s.session)) {
+      const list = el('ul', { class: 'items nested', 'data-scope': ev.id });
+      item.append(list);
+      scopes.push({ id: ev.id, subject: ev.subject, list });
+    }
+  }
+  return items;
 }
 
 // taskItem renders a background task once, where it started (or where it
@@ -1587,7 +1713,7 @@ function runItems(s, now, depth, seen) {
 // its ticking age while it runs.
 function taskItem(t, now) {
   const li = el('li', { 'data-kind': 'task', 'data-task': t.id, 'data-task-state': t.state },
-    `background task ${t.id}${t.kind ? ` (${t.kind})` : ''} · ${t.state}`);
+    `background ${t.kind || 'task'} · ${t.state}`);
   if (t.duration !== null) li.append(` · ${dur(t.duration)}`);
   else if (t.state === 'running' && t.started) li.append(' · ', since(Date.parse(t.started), now));
   return li;
@@ -1613,15 +1739,6 @@ function phraseOf(s, ev) {
   return c.words.get(ev.id) ?? S.typeWords(ev.type);
 }
 
-// detailsOf is what a person rarely needs, behind a toggle: the event's
-// type, its id and cause, and its digests.
-function detailsOf(ev) {
-  const d = ev.data && typeof ev.data === 'object' ? ev.data : {};
-  const facts = [ev.type, `id ${ev.id}`, ev.cause ? `cause ${ev.cause}` : '',
-    ...Object.keys(d).filter((k) => k.endsWith('_digest') && typeof d[k] === 'string').sort().map((k) => `${k.slice(0, -7)} ${d[k]}`)];
-  return el('details', { class: 'event-details' }, el('summary', null, 'details'), el('span', null, facts.filter(Boolean).join(' · ')));
-}
-
 function eventItem(s, ev, now, depth, seen, r) {
   const d = ev.data || {};
   const tid = S.taskId(ev);
@@ -1632,23 +1749,28 @@ function eventItem(s, ev, now, depth, seen, r) {
   }
   if (!r) return null;
   if (ev.type.startsWith('tool.')) {
-    const key = (d.tool && d.tool.call_id) || ev.subject || ev.id;
+    const key = toolKey(ev);
     const t = r.tools.get(key);
     if (!t) return null;
     // Drawn once, in the words of the event of the state it reached; its
     // event types, ids and digests sit behind the details toggle.
-    const mine = r.items.filter((e) => e.type.startsWith('tool.') && ((e.data && e.data.tool && e.data.tool.call_id) || e.subject || e.id) === key);
+    const mine = r.items.filter((e) => e.type.startsWith('tool.') && toolKey(e) === key);
     // A refusal is what matters about a call, even when Kimi then reports
     // it failed.
     const last = mine.find((e) => e.type === 'tool.denied') || mine.findLast((e) => e.type === `tool.${t.state}`) || mine.at(-1) || ev;
-    return el('li', { 'data-kind': t.state, 'data-tool': t.key }, phraseOf(s, last), detailsOf(last));
+    return el('li', { 'data-kind': t.state, 'data-tool': t.key, 'data-event': last.id }, phraseOf(s, last));
   }
   if (ev.type.startsWith('attention.')) {
-    const li = el('li', { 'data-kind': 'attention', 'data-rule': S.ruleOf(d.by) || undefined }, phraseOf(s, ev));
+    // What became of a request is said on its line (the request, then its
+    // outcome); its answer, resolution, timeout and deliveries are not
+    // lines of their own.
+    if (ev.type !== 'attention.requested' && s.attention.has(ev.subject)) return null;
+    const li = el('li', { 'data-kind': 'attention', 'data-event': ev.id, 'data-rule': S.ruleOf(d.by) || undefined }, phraseOf(s, ev));
     const req = ev.type === 'attention.requested' && s.attention.get(ev.id);
     const o = req && S.settled(state, req);
+    if (req) li.append(sent(req, now));
     if (o) li.append(el('span', { class: 'settled', 'data-settled': ev.id, 'data-by': o.by || undefined, 'data-surface': o.surface || undefined }, ` · ${S.settledWords(o)}`));
-    li.append(detailsOf(ev));
+    else if (req && req.state === 'pending') li.append(el('span', { class: 'settled' }, S.expired(req, now) ? ' · nobody answered in time' : ' · waiting'));
     return li;
   }
   if (ev.type.startsWith('delegation.subagent.')) {
@@ -1657,7 +1779,7 @@ function eventItem(s, ev, now, depth, seen, r) {
     const childKey = d.child && d.child.session ? S.laneKey(d.child.session, s.origin) : null;
     const child = childKey ? S.session(state, childKey) : null;
     const item = el('li', { 'data-kind': 'sub', 'data-child': d.child && d.child.session },
-      `subagent ${d.agent_type || ev.subject || ''} ${ev.type.slice(20)}${d.child ? ` (${d.child.session || ''})` : ''} ${dur(d.duration_ms)}`);
+      `subagent ${d.agent_type || ev.subject || ''} ${ev.type.slice(20)}${d.duration_ms ? ` after ${dur(d.duration_ms)}` : ''}`);
     if (child && ev.type.endsWith('.started')) {
       item.append(` · ${child.tools} tool${child.tools === 1 ? '' : 's'}, ${S.group(child, now, QUIET_MS)} `,
         el('button', { type: 'button', onclick: () => openSession(childKey) }, 'open'));
@@ -1668,8 +1790,8 @@ function eventItem(s, ev, now, depth, seen, r) {
     }
     return item;
   }
-  if (ev.type === 'run.started') return null;
-  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-type': ev.type }, phraseOf(s, ev), detailsOf(ev));
+  if (QUIET_TYPES.has(ev.type)) return null;
+  return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-event': ev.id }, phraseOf(s, ev));
 }
 
 // --- keyboard ----------------------------------------------------------------
