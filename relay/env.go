@@ -80,7 +80,7 @@ func LimitHeap(getenv func(string) string, bufferBytes int64, log *slog.Logger) 
 	}
 	limit := bufferBytes + HeapHeadroom
 	debug.SetMemoryLimit(limit)
-	log.Info("heap soft limit", "bytes", limit, "why", "buffer_bytes plus headroom; set GOMEMLIMIT to override")
+	log.Debug("heap soft limit", "bytes", limit, "why", "buffer_bytes plus headroom; set GOMEMLIMIT to override")
 }
 
 // StoreOptions selects and configures the relay's store from flags and

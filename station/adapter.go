@@ -180,3 +180,19 @@ func BannerGate(srv *adapter.Server, instruct bool) Control {
 	}
 	return c
 }
+
+// hooksRegistered is the config.toml holding the hooks Kimi runs for this
+// adapter, read back: "" when none are registered, or when the gate is on
+// and Kimi's PreToolUse timeout is too short for its hold (the banner then
+// names the command that registers them).
+func hooksRegistered(kimiHome string, srv *adapter.Server) string {
+	reg, err := setup.Registered(kimiHome)
+	pre, ok := reg[mapping.HookPreToolUse]
+	if err != nil || !ok {
+		return ""
+	}
+	if g, on := srv.Gate(); on && pre.Timeout < g.NeedsKimiTimeoutS {
+		return ""
+	}
+	return setup.Config{Home: kimiHome}.ConfigPath()
+}

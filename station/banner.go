@@ -23,6 +23,11 @@ type Banner struct {
 	Bridge          string // what the bridge does, or why it is off
 	Control         Control
 	Public          bool
+	// Hooks is the config.toml where Kimi's hooks are registered as this
+	// adapter needs them; "" when they are not (yet).
+	Hooks string
+	// Notify names the --notify targets (secrets elided).
+	Notify []string
 }
 
 // Control is the banner's view of the control legs.
@@ -66,6 +71,13 @@ func (b Banner) Write(w io.Writer, login bool) {
 	fmt.Fprintf(&sb, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", b.AdapterURL, b.HookToken, b.Logs)
 	fmt.Fprintf(&sb, "  bridge   %s\n", b.Bridge)
 	fmt.Fprintf(&sb, "  control  %s\n", b.Control.line())
+	if len(b.Notify) > 0 {
+		fmt.Fprintf(&sb, "  notify   %s\n", strings.Join(b.Notify, ", "))
+	}
+	if b.Hooks != "" {
+		fmt.Fprintf(&sb, "  hooks    registered in %s (aep-setup check checks them; changes apply to the next call)\n", b.Hooks)
+	}
+	fmt.Fprintf(&sb, "  settings flags and AEP_* are read at start (restart up to change them); rules and tokens as they change\n")
 	if b.Public {
 		fmt.Fprintf(&sb, "  WARNING  listening on all interfaces: anyone who reaches the port may try the token\n")
 	}
@@ -74,8 +86,12 @@ func (b Banner) Write(w io.Writer, login bool) {
 	if setupCmd == "" {
 		setupCmd = "aep-setup write kimi-code"
 	}
-	fmt.Fprintf(&sb, "  1. register the hooks with Kimi:  %s\n", setupCmd)
-	fmt.Fprintf(&sb, "  2. watch the stream:              aep-kimi tail\n")
+	step := 1
+	if b.Hooks == "" {
+		fmt.Fprintf(&sb, "  %d. register the hooks with Kimi:  %s\n", step, setupCmd)
+		step++
+	}
+	fmt.Fprintf(&sb, "  %d. watch the stream:              aep-kimi tail\n", step)
 	io.WriteString(w, sb.String()) //nolint:errcheck // stdout gone: nothing to tell
 }
 

@@ -87,3 +87,15 @@ func localPublicURL(addr net.Addr, tls bool) string {
 	}
 	return u
 }
+
+// names are the --notify targets as logs name them (secrets elided), for
+// up's banner; a target that does not parse (refused at start) is left out.
+func (o NotifyOptions) names(home string) []string {
+	var out []string
+	for _, spec := range o.Targets {
+		if t, err := notify.ParseTargetIn(spec, home); err == nil {
+			out = append(out, t.Name())
+		}
+	}
+	return out
+}

@@ -37,6 +37,8 @@ type UpOptions struct {
 	Relay                            RelayOptions
 	Gate                             Gate
 	LogSync                          LogSync
+	// BannerWritten, when set, is called once the banner is written.
+	BannerWritten func()
 }
 
 // BindFlags registers up's flags, their defaults read through getenv.
@@ -144,7 +146,10 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 		RelayAddr: stn.Addr().String(), RelayURL: relayURL, AdapterURL: "http://" + aaddr.String(),
 		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.Home), Logs: filepath.Join(o.Home, "logs", "kimi-code"),
 		Bridge: bridgeNote, Control: BannerGate(ad, cli.EnvBool(getenv, "AEP_INSTRUCT", false)),
-		Public: o.Public,
+		Public: o.Public, Hooks: hooksRegistered(o.Gate.KimiHome, ad), Notify: o.Relay.Notify.names(o.Home),
 	}.Write(out, login)
+	if o.BannerWritten != nil {
+		o.BannerWritten()
+	}
 	return stn.Run(ctx)
 }

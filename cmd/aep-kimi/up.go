@@ -52,7 +52,12 @@ func upCommand(getenv func(string) string, io stdio) cli.Command {
 
 // upRun runs up until ctx ends.
 func upRun(ctx context.Context, o upOptions, getenv func(string) string, io stdio) error {
-	log := logging.New(io.err, o.Verbose)
+	// The log waits for the banner, so the banner is the first thing up
+	// prints.
+	held := logging.NewHeld(io.err)
+	defer held.Release()
+	o.BannerWritten = held.Release
+	log := logging.New(held, o.Verbose)
 	exp, err := o.otlp.Exporter(o.Home, log.With("component", "otlp-export"))
 	if err != nil {
 		return station.Usage(err)

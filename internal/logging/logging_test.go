@@ -22,3 +22,29 @@ func TestLoggerNamesComponentOnce(t *testing.T) {
 		t.Errorf("line %q: want component=relay", lines[1])
 	}
 }
+
+// A held log writes nothing until released, then what it held, in order,
+// and the rest straight through; too much held is written early.
+func TestHeld(t *testing.T) {
+	var out bytes.Buffer
+	h := NewHeld(&out)
+	log := New(h, false)
+	log.Info("before the banner")
+	if out.Len() != 0 {
+		t.Fatalf("written before the release: %q", out.String())
+	}
+	out.WriteString("banner\n")
+	h.Release()
+	log.Info("after")
+	h.Release()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || lines[0] != "banner" || !strings.Contains(lines[1], "before the banner") || !strings.Contains(lines[2], "after") {
+		t.Fatalf("got %q", lines)
+	}
+	out.Reset()
+	h = NewHeld(&out)
+	h.Write(bytes.Repeat([]byte("x"), maxHeld+1))
+	if out.Len() != maxHeld+1 {
+		t.Fatalf("over the bound, %d bytes written", out.Len())
+	}
+}
