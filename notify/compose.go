@@ -35,7 +35,7 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 	}
 	m.Title = clip(firstOf(tool, "A request")+" waits for you", titleRunes)
 	var body []string
-	if p := consumer.Line(strings.Join(strings.Fields(req.Prompt), " ")); p != "" {
+	if p := promptLine(req); p != "" {
 		body = append(body, p)
 	}
 	facts := []string{label}
@@ -123,6 +123,11 @@ func nonEmpty(ss ...string) []string {
 		}
 	}
 	return out
+}
+
+// promptLine is a request's own words on one line, fit to print.
+func promptLine(req *consumer.Request) string {
+	return consumer.Line(strings.Join(strings.Fields(req.Prompt), " "))
 }
 
 // toolOf is the tool a request asks about (data.tool.name, else subject).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -144,17 +145,20 @@ func (n *Notifier) take(m *relay.Message, now time.Time) {
 	}
 }
 
-// ceilings are the capture levels recipients have, the default first: the
-// fold at DefaultCapture decides what is pending.
+// ceilings are the capture levels recipients have, and those their answer
+// links' pages say things at (linkCeiling), the default first: the fold at
+// DefaultCapture decides what is pending.
 func (n *Notifier) ceilings() []aep.Capture {
 	out := []aep.Capture{DefaultCapture}
 	for _, r := range n.recipients() {
-		found := false
-		for _, c := range out {
-			found = found || c == r.ceiling
+		levels := []aep.Capture{r.ceiling}
+		if r.who.Can(access.RoleAnswer) {
+			levels = append(levels, min(r.who.Capture, aep.CaptureRedacted))
 		}
-		if !found {
-			out = append(out, r.ceiling)
+		for _, l := range levels {
+			if !slices.Contains(out, l) {
+				out = append(out, l)
+			}
 		}
 	}
 	return out

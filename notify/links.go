@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -182,22 +183,48 @@ func (n *Notifier) confirmPage(w http.ResponseWriter, tok string) {
 		n.page(w, status, pageData{Title: "This link cannot answer", Words: words})
 		return
 	}
-	what := "a request"
+	what, asks := "a request", ""
+	ceiling := n.linkCeiling(c)
 	n.mu.Lock()
-	if s, req := n.request(DefaultCapture, c.Session, c.Request); req != nil {
-		what = firstOf(toolOf(s.Event(c.Request)), "a request") + " in " + n.feed.fold(DefaultCapture).Labels()[c.Session].String()
+	s, req := n.request(ceiling, c.Session, c.Request)
+	if req == nil {
+		ceiling = DefaultCapture
+		s, req = n.request(ceiling, c.Session, c.Request)
+	}
+	if req != nil {
+		what = firstOf(toolOf(s.Event(c.Request)), "a request") + " in " + n.feed.fold(ceiling).Labels()[c.Session].String()
+		asks = promptLine(req)
 	}
 	n.mu.Unlock()
-	n.page(w, http.StatusOK, pageData{Title: "Answer " + n.optionWords(c) + "?", Words: "This answers " + what + " with " + n.optionWords(c) + ". Nothing is answered until you press the button.", Button: "Answer " + n.optionWords(c)})
+	n.page(w, http.StatusOK, pageData{Title: "Answer " + n.optionWords(c) + "?", Words: "This answers " + what + " with " + n.optionWords(c) + ". Nothing is answered until you press the button.",
+		Asks: asks, Button: "Answer " + n.optionWords(c)})
 }
 
-type pageData struct{ Title, Words, Button string }
+// linkCeiling is the most a link's confirmation page says: the capture
+// ceiling of the person the link answers for, as it stands now, and never
+// above redacted (free text through the redaction pipeline): a link is a
+// bearer URL that may pass through a chat or a push service on its way.
+func (n *Notifier) linkCeiling(c Claims) aep.Capture {
+	ref := n.relay.Load()
+	if ref == nil {
+		return DefaultCapture
+	}
+	who, ok := ref.Person(access.Principal{Name: c.By, Role: access.RoleAnswer, Token: access.ParseRef(c.Token)})
+	if !ok {
+		return DefaultCapture
+	}
+	return min(who.Capture, aep.CaptureRedacted)
+}
+
+// pageData is what an answer link's page says: Asks is the request's own
+// words (the command it answers, within the page's ceiling).
+type pageData struct{ Title, Words, Asks, Button string }
 
 var answerPage = template.Must(template.New("answer").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{{.Title}} · aep-kimi</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:2rem auto;padding:0 1rem}button{font:inherit;padding:.6rem 1.2rem}</style>
-</head><body><h1>{{.Title}}</h1><p>{{.Words}}</p>
+</head><body><h1>{{.Title}}</h1>{{if .Asks}}<p><code>{{.Asks}}</code></p>{{end}}<p>{{.Words}}</p>
 {{if .Button}}<form method="post"><button type="submit">{{.Button}}</button></form>{{end}}
 </body></html>
 `))

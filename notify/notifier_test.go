@@ -135,7 +135,7 @@ func (st *stage) publish(t *testing.T, session, typ, subject string, data map[st
 }
 
 func (st *stage) start(t *testing.T, session string) {
-	st.publish(t, session, "session.started", "", map[string]any{"cwd": "/home/alice/acme-shop"}, aep.CaptureRedacted)
+	st.publish(t, session, "session.started", "", map[string]any{"cwd": "~/acme-shop", mapping.DataProject: "acme-shop"}, aep.CaptureRedacted)
 }
 
 // ask raises a permission request for Bash with args, answered allow or
@@ -236,6 +236,13 @@ func TestNotifyAnswerLink(t *testing.T) {
 	resp, body := get(t, deny)
 	if resp.StatusCode != 200 || !strings.Contains(body, "<form method=\"post\">") || !strings.Contains(body, "Deny") {
 		t.Fatalf("GET: %d %s", resp.StatusCode, body)
+	}
+	// The page names the session by its project and shows the command it
+	// answers, within the owner's ceiling (capped at redacted).
+	for _, want := range []string{"<code>Kimi wants to use Bash: rm -rf build</code>", "This answers Bash in acme-shop · s1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET page lacks %q:\n%s", want, body)
+		}
 	}
 	for k, want := range map[string]string{"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"} {
 		if resp.Header.Get(k) != want {

@@ -408,3 +408,38 @@ func (d downTarget) Name() string { return string(d) }
 func (d downTarget) Send(context.Context, notify.Message) error {
 	return &notify.SendError{Target: string(d), Err: errors.New("post: connection refused")}
 }
+
+// An answer link's page says no more than its person may read: for someone
+// whose ceiling is metadata it names the tool and the session, never the
+// command.
+func TestAnswerPageWithinCeiling(t *testing.T) {
+	ps := pushtest.New(t)
+	home := t.TempDir()
+	_, bob, err := access.Store{Home: home}.Add("bob", access.RoleAnswer, "metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenBook(home, nil)})
+	code, b := apiAs(t, st, bob, http.MethodGet, notify.PathVAPID, nil)
+	var vapid map[string]string
+	if code != 200 || json.Unmarshal(b, &vapid) != nil {
+		t.Fatalf("vapid as bob: %d %s", code, b)
+	}
+	sub, _ := ps.Subscribe(vapid["public_key"])
+	if code, b := apiAs(t, st, bob, http.MethodPost, notify.PathSubscriptions, map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": "Pixel 8"}); code != http.StatusCreated {
+		t.Fatalf("subscribe as bob: %d %s", code, b)
+	}
+	st.start(t, "m1")
+	st.ask(t, "m1", "rm -rf build", time.Minute)
+	_, p := nextPush(t, ps, sub, 0)
+	if len(p.Answers) == 0 {
+		t.Fatalf("push without answer links: %+v", p)
+	}
+	resp, body := get(t, p.Answers[0].URL)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "This answers Bash in acme-shop · m1") {
+		t.Fatalf("GET: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(body, "rm -rf") {
+		t.Errorf("the page of a metadata reader's link shows the command:\n%s", body)
+	}
+}
