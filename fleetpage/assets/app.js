@@ -1408,7 +1408,7 @@ function ruleItem(r, now) {
     remove || '',
     el('div', { class: 'muted' }, ...where, r.agent ? ` · for ${r.agent}` : '', r.note ? ` · ${r.note}` : ''),
     el('div', { class: 'muted', 'data-uses': String(r.uses) }, used,
-      r.unknowable ? ` (${r.unknowable} unknowable)` : '', ...last, ` · rule ${r.id}`));
+      r.unknowable ? ` (${r.unknowable} unknowable)` : '', ...last, ' · ', el('span', { class: 'rule-id' }, `rule ${r.id}`)));
 }
 
 function renderAgents(dirty) {
@@ -1695,7 +1695,8 @@ function itemList(s, r, now, depth, seen) {
     if (call && !placed.has(call)) {
       placed.add(call);
       const first = r.items.find((e) => e.type.startsWith('tool.') && toolKey(e) === call);
-      const tool = first && eventItem(s, first, now, depth, seen, r);
+      // A call still only asked for says nothing its request does not.
+      const tool = first && r.tools.get(call)?.state !== 'requested' && eventItem(s, first, now, depth, seen, r);
       if (tool) into().append(tool);
     }
     const child = d.child && d.child.session;
