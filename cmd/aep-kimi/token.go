@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -41,9 +44,11 @@ func tokenCommand(getenv func(string) string, io stdio) cli.Command {
 		Exit: "Exit 0 ok, 1 failure (the tokens file unreadable: nothing is changed), 2 usage.",
 		Modes: []cli.Command{
 			{
-				Name: "add", Forms: []string{"NAME --role watch|answer|admin [--capture metadata|redacted|full] [--json]"},
-				About: "Makes NAME's token and prints it, once: it is kept only as a hash. On a terminal it also\n" +
-					"prints the page's login link for the relay (--relay) and that link as a QR code, for a phone.",
+				Name: "add", Forms: []string{"NAME --role watch|answer|admin [--capture metadata|redacted|full] [--json] [--out FILE]"},
+				About: "Makes NAME's token and hands it over, once: it is kept only as a hash. On a terminal it prints\n" +
+					"the token, the page's login link for the relay (--relay) and that link as a QR code, for a phone;\n" +
+					"off a terminal it writes them to a 0600 file ($AEP_HOME/logins/NAME.txt, or --out) and prints\n" +
+					"only its path, so no log or redirect holds the token. --json prints the token for a program.",
 				Examples:     []string{"aep-kimi token add alice --role answer", "aep-kimi token add ci --role watch --json"},
 				Args:         cli.Exactly(1),
 				Interspersed: true,
@@ -53,6 +58,7 @@ func tokenCommand(getenv func(string) string, io stdio) cli.Command {
 					capture := fs.String("capture", "", "the ceiling on what the relay serves this token: metadata, redacted or full (default: metadata for watch, everything the relay holds for the others)")
 					asJSON := fs.Bool("json", false, "print {name, role, capture, token} as JSON")
 					relayURL := fs.String("relay", client.URLFromEnv(getenv), "the relay's address, for the login link (env AEP_RELAY)")
+					outFile := fs.String("out", "", "off a terminal, the 0600 file the token, login link and QR code go to (default $AEP_HOME/logins/NAME.txt)")
 					return func(_ context.Context, args []string) int {
 						r, err := access.ParseRole(*role)
 						if err != nil {
@@ -79,7 +85,20 @@ func tokenCommand(getenv func(string) string, io stdio) cli.Command {
 							_ = json.NewEncoder(io.out).Encode(map[string]string{"name": e.Name, "role": string(e.Role), "capture": capt, "token": tok})
 							return 0
 						}
-						writeHandover(io.out, e, capt, tok, *relayURL, consumer.IsTerminal(io.out))
+						if consumer.IsTerminal(io.out) {
+							writeHandover(io.out, e, capt, tok, *relayURL)
+							return 0
+						}
+						path := *outFile
+						if path == "" {
+							path = filepath.Join(*home, loginsDir, e.Name+".txt")
+						}
+						if err := handoverFile(path, e, capt, tok, *relayURL); err != nil {
+							fmt.Fprintf(io.err, "aep-kimi token add: %s's token is made, but %v: run token rm %s and add again\n", e.Name, err, e.Name)
+							return 1
+						}
+						fmt.Fprintf(io.out, "%s (%s, capture %s): token, login link and QR code written to %s (0600); hand them to %s, then delete it\n",
+							e.Name, e.Role, capt, path, e.Name)
 						return 0
 					}
 				},
@@ -128,14 +147,27 @@ func tokenCommand(getenv func(string) string, io stdio) cli.Command {
 	}
 }
 
-// writeHandover prints a new token: the one time it is shown. A terminal
-// also gets the page's login link and its QR code, for a phone.
-func writeHandover(w io.Writer, e access.Entry, capture, tok, relayURL string, terminal bool) {
+// loginsDir holds, under the AEP home, the handovers token add writes off
+// a terminal.
+const loginsDir = "logins"
+
+// handoverFile writes the handover to path, mode 0600 (its directory
+// 0700), replacing what is there without following a link.
+func handoverFile(path string, e access.Entry, capture, tok, relayURL string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	var b strings.Builder
+	writeHandover(&b, e, capture, tok, relayURL)
+	return atomicfile.Write(path, []byte(b.String()), atomicfile.Options{Perm: 0o600})
+}
+
+// writeHandover writes a new token, the one time it is shown, with the
+// page's login link and its QR code, for a phone: on a terminal, or into a
+// 0600 file.
+func writeHandover(w io.Writer, e access.Entry, capture, tok, relayURL string) {
 	fmt.Fprintf(w, "%s (%s, capture %s): this token is shown once; hand it to %s and keep no copy\n", e.Name, e.Role, capture, e.Name)
 	fmt.Fprintln(w, tok)
-	if !terminal {
-		return
-	}
 	link := fleetpage.LoginURL(relayURL, tok)
 	fmt.Fprintf(w, "\nlog in on the page: %s\n", link)
 	if code, err := qr.Encode(link, qr.M); err == nil {

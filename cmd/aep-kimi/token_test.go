@@ -27,10 +27,21 @@ func TestTokenCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Name != "alice" || got.Role != "answer" || got.Capture != "full" || len(got.Token) < 40 || errs != "" {
 		t.Fatalf("add: exit %d, out %q, err %q", code, out, errs)
 	}
-	code, out, _ = cli("add", "walt", "--role", "watch")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 2 || !strings.Contains(lines[0], "capture metadata") || len(lines[1]) < 40 || strings.Contains(out, "#token=") {
-		t.Fatalf("add off a terminal: exit %d %q (the login link and QR code are for terminals)", code, out)
+	// Off a terminal the token, its login link and QR code go to a 0600
+	// file, and stdout holds only the file's path (issue 36).
+	code, out, _ = cli("add", "walt", "--role", "watch", "--relay", "http://127.0.0.1:8787")
+	handover := filepath.Join(home, "logins", "walt.txt")
+	hb, err := os.ReadFile(handover)
+	if err != nil {
+		t.Fatalf("add off a terminal wrote no handover (exit %d %q): %v", code, out, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(hb)), "\n")
+	if code != 0 || !strings.Contains(out, handover+" (0600)") || strings.Contains(out, lines[1]) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("add off a terminal: exit %d %q: the token on stdout, or no path", code, out)
+	}
+	if fi, _ := os.Stat(handover); fi.Mode().Perm() != 0o600 || !strings.Contains(lines[0], "capture metadata") || len(lines[1]) < 40 ||
+		!strings.Contains(string(hb), "http://127.0.0.1:8787/#token="+lines[1]) || !strings.Contains(string(hb), "█") {
+		t.Fatalf("the handover (mode %v) lacks the token, its login link or the QR code:\n%s", fi.Mode().Perm(), hb)
 	}
 	b, err := os.ReadFile(filepath.Join(home, access.FileName))
 	if err != nil {
