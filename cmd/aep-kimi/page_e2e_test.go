@@ -192,7 +192,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 	// who denied as a person, the request before what became of the call;
 	// type names only behind the details toggles.
 	b.Click("open the session", `#fleet [data-session] button.row`)
-	b.WaitJS("the deny in words", `document.getElementById('timeline').innerText.includes('Bash denied by owner (page)')`)
+	b.WaitJS("the deny in words", `document.getElementById('timeline').innerText.includes('denied by owner from the page')`)
 	var timeline string
 	b.Eval("the timeline", `document.getElementById('timeline').innerText`, &timeline)
 	b.Eval("what the page holds", `[...new Set(aepFleet.S.ordered(aepFleet.state, document.querySelector('#fleet [data-session]').dataset.session).map((e) => e.type))]`, &seen.Types)
@@ -201,7 +201,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 			t.Errorf("the timeline shows the event type %s outside its details:\n%s", typ, timeline)
 		}
 	}
-	for _, want := range []string{"Turn 1 · finished", "Kimi wants to use Bash", "denied by owner from the page"} {
+	for _, want := range []string{"Turn 1 · finished", "Kimi wants to use Bash", "denied by owner from the page", "Bash did not run"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, timeline)
 		}

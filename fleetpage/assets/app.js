@@ -1696,7 +1696,7 @@ function itemList(s, r, now, depth, seen) {
       placed.add(call);
       const first = r.items.find((e) => e.type.startsWith('tool.') && toolKey(e) === call);
       // A call still only asked for says nothing its request does not.
-      const tool = first && r.tools.get(call)?.state !== 'requested' && eventItem(s, first, now, depth, seen, r);
+      const tool = first && r.tools.get(call)?.state !== 'requested' && eventItem(s, first, now, depth, seen, r, true);
       if (tool) into().append(tool);
     }
     const child = d.child && d.child.session;
@@ -1740,7 +1740,7 @@ function phraseOf(s, ev) {
   return c.words.get(ev.id) ?? S.typeWords(ev.type);
 }
 
-function eventItem(s, ev, now, depth, seen, r) {
+function eventItem(s, ev, now, depth, seen, r, underRequest = false) {
   const d = ev.data || {};
   const tid = S.taskId(ev);
   if (tid) {
@@ -1759,7 +1759,11 @@ function eventItem(s, ev, now, depth, seen, r) {
     // A refusal is what matters about a call, even when Kimi then reports
     // it failed.
     const last = mine.find((e) => e.type === 'tool.denied') || mine.findLast((e) => e.type === `tool.${t.state}`) || mine.at(-1) || ev;
-    return el('li', { 'data-kind': t.state, 'data-tool': t.key, 'data-event': last.id }, phraseOf(s, last));
+    // Under its request, whose line says who denied it, a denied call
+    // says only that it did not run.
+    const ld = last.data || {};
+    const words = underRequest && last.type === 'tool.denied' ? `${(ld.tool && ld.tool.name) || last.subject || 'The call'} did not run` : phraseOf(s, last);
+    return el('li', { 'data-kind': t.state, 'data-tool': t.key, 'data-event': last.id }, words);
   }
   if (ev.type.startsWith('attention.')) {
     // What became of a request is said on its line (the request, then its
