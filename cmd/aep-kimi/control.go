@@ -167,6 +167,13 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 	if req == nil {
 		return code
 	}
+	if req.Session != session {
+		// Named by its short id: the command goes to the whole.
+		if cmd, err = client.Respond(req.Session, requestID, option, text); err != nil {
+			fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
+			return 2
+		}
+	}
 	var rule *rules.Rule
 	if a.pattern != "" {
 		r, err := f.Always(req, option, a.pattern, a.scope)

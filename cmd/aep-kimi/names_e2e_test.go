@@ -10,7 +10,8 @@ import (
 
 // At the default capture a session is named by its project: the last
 // element of its working directory rides at metadata, so `pending` and
-// `tail` say "acme-shop · <short id>", never the working directory itself.
+// `tail` say "acme-shop · <short id>", never the working directory itself;
+// the respond command they print names it by the short id, which answers.
 func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
@@ -49,7 +50,13 @@ func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
 			t.Errorf("the working directory (%s) left the adapter at the default capture:\n%s\n%s", leak, out, tail)
 		}
 	}
-	if code, msg := st.cli(t, "respond", "--option", "deny", session); code != 0 {
+	// The command pending prints names the session by its short id, and
+	// answers it.
+	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)
+	if m == nil || m[1] != strings.TrimPrefix(session, "session_")[:6] {
+		t.Fatalf("pending's command does not name the session by its short id:\n%s", out)
+	}
+	if code, msg := st.cli(t, "respond", "--option", "deny", m[1], m[2]); code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, msg)
 	}
 	reply(t, held)

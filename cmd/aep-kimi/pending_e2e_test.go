@@ -101,7 +101,7 @@ func TestE2EPendingThenRespondSession(t *testing.T) {
 		t.Fatalf("pending does not name the session, its title and the request:\n%s", out)
 	}
 	for _, want := range []string{"1 request waits on you", "options allow, allow_session, deny, cancel", "· runs anyway in ",
-		"aep-kimi respond --option deny " + session + " " + m[2]} {
+		"aep-kimi respond --option deny " + m[1] + " " + m[2]} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("pending lacks %q:\n%s", want, out)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // cliAs runs an aep-kimi subcommand against the stack with token.
@@ -207,7 +208,12 @@ func TestE2ETeamRoles(t *testing.T) {
 	if m2 == nil {
 		t.Fatalf("no answering command in pending:\n%s", out)
 	}
-	sendForged(t, st.relayURL, ann, m2[1], m2[2])
+	// pending names the session by its short id; a command goes to the whole.
+	_, _, held := st.oneSession(t)
+	if len(held) == 0 || !strings.HasPrefix(consumer.BareID(held[0].Session), m2[1]) {
+		t.Fatalf("the session log does not hold session %s", m2[1])
+	}
+	sendForged(t, st.relayURL, ann, held[0].Session, m2[2])
 	run := <-done
 	st.waitQuiet(t)
 

@@ -68,7 +68,8 @@ func (r *Request) Countdown(now time.Time) string {
 // long it has waited and has left, and how to answer it (the command, with
 // relayArg as its --relay when not empty).
 func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg string) {
-	fmt.Fprintf(w, "%s  request %s\n", Line(f.Labels()[r.Session].String()), Line(r.ID))
+	label := f.Labels()[r.Session]
+	fmt.Fprintf(w, "%s  request %s\n", Line(label.String()), Line(r.ID))
 	prompt := r.Prompt
 	if r.Kind != "" {
 		prompt += " (" + r.Kind + ")"
@@ -83,8 +84,8 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 	}
 	fmt.Fprintf(w, "  %s\n", Line(strings.Join(facts, " · ")))
 	if r.Answerable() {
-		fmt.Fprintf(w, "  %s\n", Line(r.Command(relayArg)))
-		if always := alwaysCommand(f, r, relayArg); always != "" {
+		fmt.Fprintf(w, "  %s\n", Line(r.Command(relayArg, label.ID)))
+		if always := alwaysCommand(f, r, relayArg, label.ID); always != "" {
 			fmt.Fprintf(w, "  always: %s\n", Line(always))
 		}
 	} else {
@@ -121,6 +122,10 @@ func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error
 	refuse := func(p TargetProblem, format string, args ...any) (*Request, error) {
 		return nil, &TargetError{Problem: p, Reason: Line(fmt.Sprintf(format, args...))}
 	}
+	session, several := f.resolve(session)
+	if len(several) > 1 {
+		return refuse(UnknownSession, "session %q begins %d sessions' ids (%s): give more of it", several[0], len(several)-1, strings.Join(several[1:], ", "))
+	}
 	s := f.Session(session)
 	if s == nil {
 		return refuse(UnknownSession, "unknown session %q: the relay holds no attention requests or session events for it", session)
@@ -155,6 +160,35 @@ func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error
 		return refuse(NotPending, "session %s has no request answerable from here: answer it %s", session, elsewhere[0].Where())
 	}
 	return refuse(NotPending, "session %s has no pending request", session)
+}
+
+// minShortID is the shortest start of an id respond takes for the whole.
+const minShortID = 4
+
+// resolve is the session arg names: itself when the fold holds it, else
+// the one session whose id (without Kimi's session_ prefix) begins with
+// it, the short id labels print. With several, arg comes back first in
+// the list, then theirs.
+func (f *Fold) resolve(arg string) (string, []string) {
+	if f.Session(arg) != nil || len([]rune(BareID(arg))) < minShortID {
+		return arg, nil
+	}
+	var found []string
+	for _, id := range f.Sessions() {
+		switch {
+		case BareID(id) == BareID(arg):
+			return id, nil
+		case strings.HasPrefix(BareID(id), BareID(arg)):
+			found = append(found, id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return arg, nil
+	case 1:
+		return found[0], nil
+	}
+	return arg, append([]string{arg}, found...)
 }
 
 // WritePendingList writes what waits on a person at now, oldest first:
@@ -217,7 +251,7 @@ func (f *Fold) Always(r *Request, option, pattern, scope string) (rules.Rule, er
 // alwaysCommand is the respond command that allows the request and saves
 // the answer as a rule with the pattern rules.Propose makes of its
 // argument text, or "" when no rule could answer such a request.
-func alwaysCommand(f *Fold, r *Request, relayArg string) string {
+func alwaysCommand(f *Fold, r *Request, relayArg, short string) string {
 	s := f.Session(r.Session)
 	if s == nil {
 		return ""
@@ -239,5 +273,5 @@ func alwaysCommand(f *Fold, r *Request, relayArg string) string {
 	if s.Cwd == "" {
 		args = append(args, "--scope", rules.ScopeAll)
 	}
-	return strings.Join(append(args, ShellQuote(r.Session), ShellQuote(r.ID)), " ")
+	return strings.Join(append(args, ShellQuote(firstOf(short, r.Session)), ShellQuote(r.ID)), " ")
 }

@@ -403,7 +403,7 @@ func (p *Printer) detail(ev *aep.Event) []string {
 	case req.Answerable():
 		// Continuation lines go without the arrow, so the command pastes
 		// whole.
-		for i, l := range continued(Line(req.Command(p.RelayArg)), p.Width-displayWidth(indent)) {
+		for i, l := range continued(Line(req.Command(p.RelayArg, p.label(req.Session).ID)), p.Width-displayWidth(indent)) {
 			lead := indent
 			if i > 0 {
 				lead = strings.Repeat(" ", displayWidth(indent))
@@ -462,8 +462,10 @@ func shellWords(cmd string) []string {
 }
 
 // Command is the respond command that answers r, ready to paste: the
-// refusing option when offered (the safe default to show), else the first.
-func (r *Request) Command(relayArg string) string {
+// refusing option when offered (the safe default to show), else the first;
+// the session by short, its label's short id, when given (respond takes
+// it for the whole).
+func (r *Request) Command(relayArg, short string) string {
 	args := []string{"aep-kimi", "respond"}
 	if relayArg != "" {
 		args = append(args, "--relay", ShellQuote(relayArg))
@@ -473,7 +475,7 @@ func (r *Request) Command(relayArg string) string {
 	} else {
 		args = append(args, "--text", "'your answer'")
 	}
-	return strings.Join(append(args, ShellQuote(r.Session), ShellQuote(r.ID)), " ")
+	return strings.Join(append(args, ShellQuote(firstOf(short, r.Session)), ShellQuote(r.ID)), " ")
 }
 
 // Suggested is the option a pasted command offers: the refusing one when

@@ -145,11 +145,11 @@ func TestHumanDuration(t *testing.T) {
 // is single-quoted, and a tail on another relay repeats --relay.
 func TestRespondCommandQuoting(t *testing.T) {
 	r := &Request{Session: "it's a/b c", ID: "01JZ", Options: []Option{{ID: "allow"}, {ID: "deny"}}}
-	if got, want := r.Command("http://10.0.0.2:8787"), `aep-kimi respond --relay http://10.0.0.2:8787 --option deny 'it'\''s a/b c' 01JZ`; got != want {
+	if got, want := r.Command("http://10.0.0.2:8787", ""), `aep-kimi respond --relay http://10.0.0.2:8787 --option deny 'it'\''s a/b c' 01JZ`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	r = &Request{Session: "s", ID: "r"}
-	if got, want := r.Command(""), `aep-kimi respond --text 'your answer' s r`; got != want {
+	if got, want := r.Command("", ""), `aep-kimi respond --text 'your answer' s r`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

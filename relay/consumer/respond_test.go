@@ -69,3 +69,34 @@ func TestPendingListAndTargets(t *testing.T) {
 		t.Fatal("a scope that is none made a rule")
 	}
 }
+
+// respond takes the short id labels print for the whole session id: a
+// start of the id without Kimi's prefix, when one session's id begins so;
+// a start several share is refused with their ids.
+func TestTargetShortID(t *testing.T) {
+	now := time.Date(2026, 7, 3, 10, 13, 30, 0, time.UTC)
+	const gate = `{"kind":"permission","prompt":"run it?","respond_via":["control"],"expires_at":"2026-07-03T10:14:00Z","options":[{"id":"allow"},{"id":"deny"}]}`
+	req := func(session string) *aep.Event {
+		return &aep.Event{AEP: "0.1", ID: aep.NewID(), Type: "attention.requested", Subject: "Bash",
+			Time: "2026-07-03T10:13:00.000Z", Source: "aep://h/agent/a/session/" + session, Agent: "a", Session: session,
+			Seq: aep.Int64(0), Data: json.RawMessage(gate)}
+	}
+	a, b := "session_73700a68-b5bf-48db-a79a-430995754527", "session_73700b00-0000-4000-8000-000000000000"
+	f := fold([]*aep.Event{req(a), req(b)})
+	var out strings.Builder
+	WritePendingList(&out, f, now, "")
+	if !strings.Contains(out.String(), "--option deny 73700a ") || strings.Contains(out.String(), "respond --option deny session_") {
+		t.Fatalf("pending's command does not name the session by its short id:\n%s", out.String())
+	}
+	for arg, want := range map[string]string{"73700a": a, "session_73700b": b, a: a} {
+		r, err := f.Target(arg, "", now)
+		if err != nil || r.Session != want {
+			t.Errorf("Target(%q) = %v, %v; want %s's request", arg, r, err, want)
+		}
+	}
+	_, err := f.Target("73700", "", now)
+	var te *TargetError
+	if !errors.As(err, &te) || te.Problem != UnknownSession || !strings.Contains(te.Reason, a) || !strings.Contains(te.Reason, b) {
+		t.Errorf("an ambiguous start: %v", err)
+	}
+}
