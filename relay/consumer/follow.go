@@ -118,7 +118,7 @@ func (f *Follower) onStatus(st client.TailStatus) {
 	case client.TailReplayed:
 		f.cfg.Printer.Live()
 	case client.TailExhausted:
-		f.cfg.Printer.Notice("replay exhausted: " + describeExhausted(st.Detail))
+		f.cfg.Printer.Notice("replay exhausted: " + f.cfg.Printer.describeExhausted(st.Detail))
 	case client.TailEnded:
 		f.save(true)
 		if f.cfg.Tail.Live {
@@ -131,10 +131,12 @@ func (f *Follower) onStatus(st client.TailStatus) {
 	}
 }
 
-func describeExhausted(detail string) string {
+// describeExhausted says which session's replay fell short, by its label's
+// short id.
+func (p *Printer) describeExhausted(detail string) string {
 	session, earliest, ok := strings.Cut(detail, " ")
 	if !ok {
 		return detail
 	}
-	return fmt.Sprintf("session %s holds nothing older than %s; earlier events are gone from the relay", session, earliest)
+	return fmt.Sprintf("session %s holds nothing older than %s; earlier events are gone from the relay", p.label(session).ID, earliest)
 }

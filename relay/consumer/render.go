@@ -248,7 +248,8 @@ func (p *Printer) label(sid string) Label {
 	if l, ok := p.labels[sid]; ok {
 		return l
 	}
-	return Label{ID: BareID(sid)}
+	// A session no row has shown yet: its id's start, as labels begin.
+	return Labels([]LabelOf{{Session: sid}})[sid]
 }
 
 // labelColumn is a session's label fitted to n columns: the id always

@@ -203,3 +203,12 @@ func TestPhrasesGolden(t *testing.T) {
 		})
 	}
 }
+
+// A replay that fell short names the session by its short id, seen or not.
+func TestExhaustedNamesShortID(t *testing.T) {
+	var p Printer
+	got := p.describeExhausted("session_73700a68-b5bf-48db-a79a-430995754527 1796137578:12")
+	if want := "session 73700a holds nothing older than 1796137578:12"; !strings.HasPrefix(got, want) {
+		t.Fatalf("got %q, want it to begin %q", got, want)
+	}
+}
