@@ -84,3 +84,26 @@ func TestLogsSessionLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestTracerProjectAtMetadata: a start at the default capture names its
+// project (mapping.DataProject, a metadata member), so a run span exported
+// under a metadata ceiling is labelled by it, never by its title.
+func TestTracerProjectAtMetadata(t *testing.T) {
+	const sid = "session_73700a68-b5bf-48db-a79a-430995754527"
+	start := ev(sid, "", 0, "session.started", "", `{"x-kimi-code-project":"acme-shop"}`)
+	start.Capture = "metadata"
+	evs := []*aep.Event{start, ev(sid, "r1", 1, "run.started", "", `{"trigger":"user"}`), ev(sid, "r1", 2, "run.finished", "", ``)}
+	for _, e := range evs[1:] {
+		e.Capture = "metadata"
+	}
+	tr := Tracer{MaxCapture: aep.CaptureMetadata}
+	var got any
+	for _, sp := range spansOf(tr.Add(evs)) {
+		if a := kvMap(sp.Attributes); a["aep.run_id"] == "r1" {
+			got = a[AttrSessionLabel]
+		}
+	}
+	if want := "acme-shop · 73700a"; got != want {
+		t.Errorf("%s = %v, want %q", AttrSessionLabel, got, want)
+	}
+}
