@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -31,24 +32,39 @@ func buildCapabilities(cfg Config) wire.Capabilities {
 	return c
 }
 
-// buildDiscovery renders the discovery document and the socket hello once.
-func buildDiscovery(cfg Config) (discovery, hello []byte, err error) {
+// buildDiscovery renders the discovery document, the one a watcher gets
+// (no control) and the socket hello once.
+func buildDiscovery(cfg Config) (discovery, watch, hello []byte, err error) {
 	caps := buildCapabilities(cfg)
-	discovery, err = json.Marshal(map[string]any{
-		"aep":          []string{aep.Version},
-		"role":         "collector",
-		"endpoints":    map[string]string{"events": "/events", "stream": "/stream", "socket": "/socket"},
-		"capabilities": caps,
-	})
-	if err != nil {
-		return nil, nil, err
+	doc := func(caps wire.Capabilities) ([]byte, error) {
+		return json.Marshal(map[string]any{
+			"aep":          []string{aep.Version},
+			"role":         "collector",
+			"endpoints":    map[string]string{"events": "/events", "stream": "/stream", "socket": "/socket"},
+			"capabilities": caps,
+		})
 	}
-	return discovery, wire.Encode(wire.NewHello(wire.RoleBoth, wire.Identity{Agent: relayAgent, Instance: cfg.Instance}, caps)), nil
+	if discovery, err = doc(caps); err != nil {
+		return nil, nil, nil, err
+	}
+	watchCaps := caps
+	watchCaps.Control = nil
+	if watch, err = doc(watchCaps); err != nil {
+		return nil, nil, nil, err
+	}
+	return discovery, watch, wire.Encode(wire.NewHello(wire.RoleBoth, wire.Identity{Agent: relayAgent, Instance: cfg.Instance}, caps)), nil
 }
 
-func (s *Server) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
+// serveDiscovery answers the discovery document; to a caller who may not
+// answer (a watcher) it declares no control, so a client offers that
+// reader no answer commands.
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache")
+	if who, ok := PrincipalOf(r); ok && !who.Can(access.RoleAnswer) {
+		_, _ = w.Write(s.discoveryWatch)
+		return
+	}
 	_, _ = w.Write(s.discovery)
 }
 

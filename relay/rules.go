@@ -345,7 +345,34 @@ func (s *Server) serveRules(w http.ResponseWriter, r *http.Request) {
 	// capture ceiling lets the stream serve them.
 	ceiling, _ := admissionOf(r).ceiling()
 	held := func(session, id string) (rules.Asked, string, bool) { return s.heldRequest(session, id, ceiling) }
-	rules.API{Book: s.cfg.Rules, Request: held, Hide: ceiling < aep.CaptureRedacted}.ServeHTTP(w, r)
+	rules.API{Book: s.cfg.Rules, Request: held, Decided: s.ruleDecided, Hide: ceiling < aep.CaptureRedacted}.ServeHTTP(w, r)
+}
+
+// ruleDecided is what the rules answered a held request with when it
+// arrived: the rule (by the agent its command names) and the effect of the
+// option it chose.
+func (s *Server) ruleDecided(a rules.Asked) (rules.Verdict, bool) {
+	if s.rules == nil {
+		return rules.Verdict{}, false
+	}
+	cmd := s.rules.answeredFor(a.Source + "\n" + a.ID)
+	if cmd == nil {
+		return rules.Verdict{}, false
+	}
+	var data struct {
+		Answer struct {
+			Option string `json:"option"`
+		} `json:"answer"`
+	}
+	if err := json.Unmarshal(cmd.Data, &data); err != nil {
+		return rules.Verdict{}, false
+	}
+	effect := rules.Allow
+	if data.Answer.Option == a.Option(rules.Deny) {
+		effect = rules.Deny
+	}
+	id := strings.TrimPrefix(cmd.Agent, rules.AgentPrefix)
+	return rules.Verdict{Rule: &rules.Rule{ID: id, Effect: effect}, Effect: effect, Why: "rule " + id + " answered it when it arrived"}, true
 }
 
 // heldRequest finds an attention request in the session's history, as

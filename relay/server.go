@@ -50,9 +50,11 @@ type Server struct {
 	started      time.Time
 
 	discovery []byte
-	hello     []byte
-	bodies    httpguard.BodyReader // POST /events bodies, read into reused chunks
-	wakes     sync.Pool            // of *wakeList, for POST /events
+	// discoveryWatch is the discovery document a watcher gets: no control.
+	discoveryWatch []byte
+	hello          []byte
+	bodies         httpguard.BodyReader // POST /events bodies, read into reused chunks
+	wakes          sync.Pool            // of *wakeList, for POST /events
 
 	drainCh     chan struct{}
 	drainCtx    context.Context // done once draining starts
@@ -120,7 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.control.notify = rr.Claimed
 		rr.ServeRoutes(s.routeHere)
 	}
-	s.discovery, s.hello, err = buildDiscovery(cfg)
+	s.discovery, s.discoveryWatch, s.hello, err = buildDiscovery(cfg)
 	if err != nil {
 		return nil, err
 	}

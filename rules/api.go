@@ -59,12 +59,19 @@ const maxAPIBody = 64 << 10
 // Probe is a request to try the rules on: `rules test`. Args and Project
 // absent mean the request does not carry them; Capture, when set, is the
 // capture level the request would have (below redacted it carries neither).
+//
+// Session and Request, when set, name a held attention request instead:
+// the rules are tried on it as the relay reads it (its session's directory
+// included), so a reader can tell a request a rule answers from one a
+// person must.
 type Probe struct {
-	Tool    string  `json:"tool"`
-	Args    *string `json:"args,omitempty"`
-	Project *string `json:"project,omitempty"`
-	Agent   string  `json:"agent,omitempty"`
-	Capture string  `json:"capture,omitempty"`
+	Session   string  `json:"session,omitempty"`
+	RequestID string  `json:"request,omitempty"`
+	Tool      string  `json:"tool"`
+	Args      *string `json:"args,omitempty"`
+	Project   *string `json:"project,omitempty"`
+	Agent     string  `json:"agent,omitempty"`
+	Capture   string  `json:"capture,omitempty"`
 }
 
 // Request is the request a probe describes.
@@ -99,6 +106,11 @@ type API struct {
 	// said it); ok false when there is no such request a rule could
 	// answer. nil: the propose and always endpoints find nothing.
 	Request func(session, id string) (a Asked, cwd string, ok bool)
+	// Decided says what the rules decided for a held request when it
+	// arrived (ok false: no rule answered it); a test of a held request
+	// answers that rather than what the rules would decide now. nil: the
+	// rules are evaluated now.
+	Decided func(a Asked) (v Verdict, ok bool)
 	// Hide keeps the rules' argument patterns and projects out of what the
 	// API answers: the listing and a test's verdict blank them, saying so
 	// (Listed.Hidden, Verdict.Hidden), and the verdict has no trace, whose
@@ -223,10 +235,37 @@ func (a API) test(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &p) {
 		return
 	}
-	req, err := p.Request()
-	if err != nil {
-		httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, err.Error())
-		return
+	var req Request
+	if p.Session != "" || p.RequestID != "" {
+		asked, cwd, ok := Asked{}, "", a.Request != nil && p.Session != "" && p.RequestID != ""
+		if ok {
+			asked, cwd, ok = a.Request(p.Session, p.RequestID)
+		}
+		if !ok {
+			httpguard.WriteError(w, http.StatusNotFound, CodeNotFound, "no tool permission request with that session and id is held here")
+			return
+		}
+		if a.Decided != nil {
+			v, ok := a.Decided(asked)
+			if !ok {
+				v = Verdict{Why: "no rule answered this request when it arrived: a person answers it"}
+			}
+			if a.Hide {
+				v.hide()
+			}
+			httpguard.WriteJSON(w, http.StatusOK, map[string]Verdict{"verdict": v})
+			return
+		}
+		req = asked.Request
+		if cwd != "" {
+			req.Project, req.ProjectKnown = cwd, true
+		}
+	} else {
+		var err error
+		if req, err = p.Request(); err != nil {
+			httpguard.WriteError(w, http.StatusBadRequest, CodeInvalidJSON, err.Error())
+			return
+		}
 	}
 	v := a.Book.Evaluate(req, !a.Hide)
 	if a.Hide {

@@ -54,6 +54,6 @@ func runPending(ctx context.Context, rc relayClient, getenv func(string) string,
 	if rc.url != client.URLFromEnv(getenv) {
 		relayArg = httpguard.DisplayURL(rc.url)
 	}
-	consumer.WritePendingList(io.out, f, time.Now(), relayArg)
+	consumer.WritePendingList(io.out, f, time.Now(), readerHints(ctx, rc.url, token, hc, relayArg))
 	return 0
 }

@@ -105,6 +105,7 @@ func runTail(ctx context.Context, o tailOptions, getenv func(string) string, io 
 	if o.relayURL != client.URLFromEnv(getenv) {
 		pr.RelayArg = httpguard.DisplayURL(o.relayURL)
 	}
+	pr.Hints = readerHints(ctx, o.relayURL, token, hc, pr.RelayArg)
 	cfg := consumer.FollowConfig{
 		Tail: client.TailConfig{URL: o.relayURL, Token: token, Filter: o.filter, Capture: o.capture,
 			From: fromReq, State: state, Live: !o.once, HTTPClient: hc},

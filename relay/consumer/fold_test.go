@@ -412,7 +412,7 @@ func TestCountdownSaysWhatHappens(t *testing.T) {
 		t.Fatalf("Countdown %q", got)
 	}
 	var b bytes.Buffer
-	WritePending(&b, f, r, now, "")
+	WritePending(&b, f, r, now, Hints{})
 	if !strings.Contains(b.String(), "waiting 10s · denied in 38s · options allow") {
 		t.Fatalf("pending block:\n%s", b.String())
 	}

@@ -64,10 +64,31 @@ func (r *Request) Countdown(now time.Time) string {
 	return left + " left"
 }
 
+// Hints fit what is said under a waiting request to its reader.
+type Hints struct {
+	// RelayArg is repeated as --relay in pasted commands ("" none).
+	RelayArg string
+	// Watching says the reader's token cannot answer (a watcher): no
+	// answer commands.
+	Watching bool
+	// Rule, when set, says which rule answers the request ("rule r3
+	// answers it: deny"), "" when a person must.
+	Rule func(session, id string) string
+}
+
+func (h Hints) ruled(session, id string) string {
+	if h.Rule == nil {
+		return ""
+	}
+	return h.Rule(session, id)
+}
+
 // WritePending prints one pending request as a block: who asks, what, how
 // long it has waited and has left, and how to answer it (the command, with
-// relayArg as its --relay when not empty).
-func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg string) {
+// h.RelayArg as its --relay when not empty; none for a watcher, nor for a
+// request a rule answers).
+func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, h Hints) {
+	relayArg := h.RelayArg
 	label := f.Labels()[r.Session]
 	fmt.Fprintf(w, "%s  request %s\n", Line(label.String()), Line(r.ID))
 	prompt := r.Prompt
@@ -75,7 +96,14 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 		prompt += " (" + r.Kind + ")"
 	}
 	fmt.Fprintf(w, "  %s\n", clip(Line(oneLine(prompt)), SummaryRunes))
+	ruled := ""
+	if r.Answerable() {
+		ruled = h.ruled(r.Session, r.ID)
+	}
 	facts := []string{"waiting " + HumanDuration(max(now.Sub(r.At), 0)), r.Countdown(now)}
+	if ruled != "" {
+		facts[1] = ruled
+	}
 	if sent := r.SentWords(now); sent != "" {
 		facts = append(facts, sent)
 	}
@@ -83,12 +111,14 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, relayArg stri
 		facts = append(facts, "options "+strings.Join(r.OptionIDs(), ", "))
 	}
 	fmt.Fprintf(w, "  %s\n", Line(strings.Join(facts, " · ")))
-	if r.Answerable() {
+	switch {
+	case ruled != "" || (r.Answerable() && h.Watching):
+	case r.Answerable():
 		fmt.Fprintf(w, "  %s\n", Line(r.Command(relayArg, label.ID)))
 		if always := alwaysCommand(f, r, relayArg, label.ID); always != "" {
 			fmt.Fprintf(w, "  always: %s\n", Line(always))
 		}
-	} else {
+	default:
 		fmt.Fprintf(w, "  answer it %s\n", Line(r.Where()))
 	}
 }
@@ -194,7 +224,7 @@ func (f *Fold) resolve(arg string) (string, []string) {
 // WritePendingList writes what waits on a person at now, oldest first:
 // a count and each request's block (see WritePending), or that nothing
 // waits.
-func WritePendingList(w io.Writer, f *Fold, now time.Time, relayArg string) {
+func WritePendingList(w io.Writer, f *Fold, now time.Time, h Hints) {
 	reqs := f.Pending(now)
 	switch len(reqs) {
 	case 0:
@@ -207,7 +237,10 @@ func WritePendingList(w io.Writer, f *Fold, now time.Time, relayArg string) {
 	}
 	for _, r := range reqs {
 		fmt.Fprintln(w)
-		WritePending(w, f, r, now, relayArg)
+		WritePending(w, f, r, now, h)
+	}
+	if h.Watching && len(reqs) > 0 {
+		fmt.Fprintln(w, "\nyour token watches: answering needs an answer or admin token (aep-kimi token)")
 	}
 }
 
@@ -222,7 +255,7 @@ func WriteTargetError(w io.Writer, prefix string, f *Fold, te *TargetError, now 
 		fmt.Fprintf(w, "%s%s:\n", prefix, te.Reason)
 		for _, c := range te.Candidates {
 			fmt.Fprintln(w)
-			WritePending(w, f, c, now, "")
+			WritePending(w, f, c, now, Hints{})
 		}
 	default:
 		fmt.Fprintf(w, "%s%s\n", prefix, te.Reason)

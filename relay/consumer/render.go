@@ -60,6 +60,9 @@ type Printer struct {
 	// Details adds what a person rarely needs to each row: seq, event
 	// type, agent, ids and digests.
 	Details bool
+	// Hints fit the answer lines under a waiting request to the reader:
+	// none for a watcher, the rule for a request a rule answers.
+	Hints Hints
 
 	phraser  Phraser
 	epochs   map[string]int64
@@ -382,10 +385,16 @@ func (p *Printer) detail(ev *aep.Event) []string {
 		facts = append(facts, "options "+strings.Join(req.OptionIDs(), ", "))
 	}
 	expired := false
+	ruled := ""
+	if req.Answerable() && (req.Deadline.IsZero() || req.Deadline.After(p.clock())) {
+		ruled = p.Hints.ruled(ev.Session, ev.ID)
+	}
 	if !req.Deadline.IsZero() {
 		left := req.Deadline.Sub(p.clock())
 		if expired = left <= 0; expired {
 			facts = append(facts, "expired "+HumanDuration(-left)+" ago")
+		} else if ruled != "" {
+			facts = append(facts, ruled)
 		} else if req.Fate() != "" {
 			facts = append(facts, req.Countdown(p.clock()))
 		} else {
@@ -400,7 +409,8 @@ func (p *Printer) detail(ev *aep.Event) []string {
 		}
 	}
 	switch {
-	case expired:
+	case expired, ruled != "":
+	case req.Answerable() && p.Hints.Watching:
 	case req.Answerable():
 		// Continuation lines go without the arrow, so the command pastes
 		// whole.

@@ -26,16 +26,33 @@ func TestPendingListAndTargets(t *testing.T) {
 	}
 	const gate = `{"kind":"permission","prompt":"run it?","respond_via":["control"],"expires_at":"2026-07-03T10:14:00Z","options":[{"id":"allow"},{"id":"deny"}]}`
 	var out strings.Builder
-	WritePendingList(&out, fold(nil), now, "")
+	WritePendingList(&out, fold(nil), now, Hints{})
 	if out.String() != "nothing waits on you\n" {
 		t.Fatalf("none: %q", out.String())
 	}
 	one := req("s1", gate)
 	f := fold([]*aep.Event{one, req("s2", gate), req("s2", gate)})
 	out.Reset()
-	WritePendingList(&out, f, now, "")
+	WritePendingList(&out, f, now, Hints{})
 	if !strings.HasPrefix(out.String(), "3 requests wait on you (oldest first):\n") || strings.Count(out.String(), "run it?") != 3 {
 		t.Fatalf("three:\n%s", out.String())
+	}
+	// Hints fit the reader: no command for a watcher, the rule in place
+	// of the countdown and the command for a request a rule answered.
+	out.Reset()
+	WritePendingList(&out, f, now, Hints{Watching: true})
+	if strings.Contains(out.String(), "aep-kimi respond") || strings.Count(out.String(), "run it?") != 3 || !strings.Contains(out.String(), "your token watches") {
+		t.Fatalf("a watcher's list:\n%s", out.String())
+	}
+	out.Reset()
+	WritePendingList(&out, f, now, Hints{Rule: func(session, id string) string {
+		if id == one.ID {
+			return "rule r-1 answers it: deny"
+		}
+		return ""
+	}})
+	if strings.Count(out.String(), "aep-kimi respond") != 2 || !strings.Contains(out.String(), "rule r-1 answers it: deny") || strings.Count(out.String(), "30s left") != 2 {
+		t.Fatalf("one request a rule answered:\n%s", out.String())
 	}
 	for _, c := range []struct {
 		session, want string
@@ -84,7 +101,7 @@ func TestTargetShortID(t *testing.T) {
 	a, b := "session_73700a68-b5bf-48db-a79a-430995754527", "session_73700b00-0000-4000-8000-000000000000"
 	f := fold([]*aep.Event{req(a), req(b)})
 	var out strings.Builder
-	WritePendingList(&out, f, now, "")
+	WritePendingList(&out, f, now, Hints{})
 	if !strings.Contains(out.String(), "--option deny 73700a ") || strings.Contains(out.String(), "respond --option deny session_") {
 		t.Fatalf("pending's command does not name the session by its short id:\n%s", out.String())
 	}
