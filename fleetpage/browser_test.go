@@ -221,9 +221,10 @@ func TestBrowserFleet(t *testing.T) {
 		em.event("s1", "attention.requested", -1, merge(permission(held, "control"), map[string]any{"run": "r1"})),
 		em.event("s2", "session.started", 0, nil),
 		em.event("s2", "attention.requested", -1, permission(oob, "oob")),
-		// What Kimi says about s2's tokens (a kimi web step): only s2 shows
-		// them.
-		em.event("s2", "x.kimi-code.web.turn.step.completed", -1, map[string]any{"data": map[string]any{
+		// What Kimi says about s2's tokens (a kimi web step, from the
+		// bridge's companion session of s2): only s2 shows them, in its own
+		// card.
+		em.event("s2.web", "x.kimi-code.web.turn.step.completed", 0, map[string]any{"kimisession": "s2", "data": map[string]any{
 			"gen_ai.usage.input_tokens": 12000, "gen_ai.usage.output_tokens": 300, "x-kimi-code-context-tokens": 53739, "x-kimi-code-context-limit": 131072}}),
 	)
 	// The subagent's own work, and two background tasks of s1's run: one

@@ -199,3 +199,27 @@ test('background tasks: started, finished, failed and stopped, with durations, w
   S.apply(running, evs[1]);
   assert.equal(S.session(running, 's1').background.get('bash-ok').state, 'running');
 });
+
+// A kimi web session seen by the bridge before its hooks: its companion
+// lane is a card of its own until the Kimi session's own lane comes, then
+// one card, the companion's tokens in it, and the companion's card marked
+// changed so the page drops it.
+test('a companion joins its Kimi session once that session shows', () => {
+  const st = S.newState();
+  const ev = (session, type, seq, extra = {}) => ({
+    aep: '0.1', id: `${session}-${seq}`, type, time: '2026-07-03T10:00:00.000Z', agent: 'kimi-code',
+    source: `aep://h/agent/kimi-code/session/${session}`, session, seq, epoch: 1, ...extra,
+  });
+  S.apply(st, ev('k1.web', 'x.kimi-code.web.turn.step.completed', 0, { kimisession: 'k1', data: { 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 10 } }));
+  assert.ok(S.session(st, 'k1.web'), 'alone, the companion is a card');
+  assert.equal(S.sessionCount(st), 1);
+  S.takeDirty(st);
+  S.apply(st, ev('k1', 'session.started', 0, { data: { 'x-kimi-code-project': 'docs-site' } }));
+  assert.ok(S.takeDirty(st).has('k1.web'), "the companion's card is marked changed");
+  assert.equal(S.session(st, 'k1.web'), null, 'the companion is no card of its own');
+  assert.equal(S.sessionCount(st), 1);
+  const s = S.session(st, 'k1');
+  assert.equal(s.project, 'docs-site');
+  assert.deepEqual(s.usage, { input: 100, output: 10 });
+  assert.equal(S.tokenWords(s), '110 tokens');
+});
