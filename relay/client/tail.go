@@ -117,7 +117,16 @@ type Tailer struct {
 	// backoff, so a revoked token's refusal ends the tail within the
 	// relay's 2 s (and a token whose role changed resumes at its new one).
 	credentialEnded bool
+	// floor: on a reconnection's replay of all, an event of a session
+	// not shown before and older than this is history the tail was never
+	// asked for (it began live, or from positions), and is skipped. Zero
+	// when the first connection asked for all.
+	floor time.Time
 }
+
+// tailClockSkew is how far an emitter's clock may lag this one's before a
+// session it began just after the tail connected reads as older.
+const tailClockSkew = 5 * time.Second
 
 // NewTailer validates cfg.
 func NewTailer(cfg TailConfig) (*Tailer, error) {
@@ -180,7 +189,14 @@ func (t *Tailer) Run(ctx context.Context) error {
 			from = wire.From{All: true}
 		}
 		start := time.Now()
-		connected, err := t.stream(ctx, from, shown)
+		if first && !from.All {
+			t.floor = start.Add(-tailClockSkew)
+		}
+		floor := time.Time{}
+		if !first {
+			floor = t.floor
+		}
+		connected, err := t.stream(ctx, from, shown, floor)
 		var te *TailError
 		switch {
 		case errors.As(err, &te):
@@ -217,7 +233,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 // shown holds the positions shown before it: the connection skips events at
 // or before them (a replay's overlap with an earlier run) and shows every
 // other event once, a late arrival below one it showed included.
-func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wire.Position) (connected bool, err error) {
+func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wire.Position, floor time.Time) (connected bool, err error) {
 	u, _ := url.Parse(strings.TrimSuffix(t.cfg.URL, "/") + "/stream")
 	q := u.Query()
 	if t.cfg.Filter != "" {
@@ -297,14 +313,21 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 			}
 			continue
 		}
-		t.handle(it, shown)
+		t.handle(it, shown, floor)
 	}
 }
 
-func (t *Tailer) handle(it SSEItem, shown map[string]wire.Position) {
+func (t *Tailer) handle(it SSEItem, shown map[string]wire.Position, floor time.Time) {
 	ev, err := aep.ParseEvent([]byte(it.Data))
 	if err != nil {
 		return
+	}
+	if !floor.IsZero() {
+		if _, known := shown[ev.Session]; !known {
+			if at, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil && at.Before(floor) {
+				return // history from before the tail began, never asked for
+			}
+		}
 	}
 	key := [2]string{ev.Source, ev.ID}
 	if _, dup := t.seen[key]; dup {
