@@ -308,7 +308,11 @@ func TestE2EBridgeWebCompanion(t *testing.T) {
 			}
 		}
 	}
-	s := f.Session(sid + ".web")
+	// The companion is a view of the Kimi session: the fold shows it as sid.
+	if f.Session(sid+".web") != nil || len(f.Sessions()) != 1 || f.Sessions()[0] != sid {
+		t.Errorf("the fold lists %v, want the Kimi session %s alone", f.Sessions(), sid)
+	}
+	s := f.Session(sid)
 	fill, ok := s.Context.Fill()
 	t.Logf("%d model steps: %d input and %d output tokens; context %d of %d tokens", steps, s.Usage.InputTokens, s.Usage.OutputTokens, s.Context.Tokens, s.Context.Limit)
 	if steps == 0 || !s.Usage.Known || s.Usage.InputTokens == 0 || s.Usage.OutputTokens == 0 || !ok || fill <= 0 || fill >= 1 {
@@ -316,6 +320,19 @@ func TestE2EBridgeWebCompanion(t *testing.T) {
 	}
 	ws.sameFramesAsJournal(t, sid, evs)
 	ws.sameOnRelay(t, raw, ws.session(sid))
+
+	// tail names the session by one short id (never the whole, never two
+	// ids for it), and says tokens in words, not as raw fields.
+	code, out := ws.cli(t, "tail", "--from", "all", "--once", "--state", "none")
+	short := consumer.BareID(sid)[:6]
+	if code != 0 || !strings.Contains(out, short) {
+		t.Fatalf("tail (exit %d) does not show %s:\n%s", code, short, out)
+	}
+	for _, bad := range []string{consumer.BareID(sid)[:12], "gen ai.", "x-kimi-code-", "heartbeat"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("tail prints %q:\n%s", bad, out)
+		}
+	}
 }
 
 func hostname() string { h, _ := os.Hostname(); return h }
