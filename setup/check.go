@@ -135,9 +135,20 @@ func (r *Report) acceptControl(cfg *Config, holdSet bool) {
 	r.Notes = append(r.Notes, fmt.Sprintf("registered with --control (PreToolUse timeout %ds); %s", pre.Timeout, gate))
 }
 
+// AdapterGateNow probes the adapter cfg names: whether it answers, and
+// its gate when the gate is on (nil otherwise).
+func AdapterGateNow(ctx context.Context, cfg Config) (reachable bool, gate *AdapterGate) {
+	cfg, _ = cfg.withDefaults()
+	reachable, _, gate = probeHealth(ctx, cfg)
+	return reachable, gate
+}
+
 // AdapterGate is the gate timing the adapter reports on /healthz ("gate").
 type AdapterGate struct {
-	HoldMs            int64  `json:"hold_ms"`
+	HoldMs int64 `json:"hold_ms"`
+	// EffectiveHoldMs is what Kimi's registration lets the next call be
+	// held.
+	EffectiveHoldMs   int64  `json:"effective_hold_ms"`
 	OnTimeout         string `json:"on_timeout"`
 	NeedsKimiTimeoutS int    `json:"needs_kimi_timeout_s"`
 }

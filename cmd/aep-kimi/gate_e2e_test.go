@@ -396,8 +396,8 @@ func TestE2EUpControlFollowsRegistration(t *testing.T) {
 	if !strings.Contains(up.Logs.String(), "gate ON: each tool call held up to 8s") {
 		t.Fatalf("up's banner:\n%s", up.Logs.String())
 	}
-	if code, out := setupCLI(t, append(write, "--control")...); code != 0 {
-		t.Fatalf("aep-setup write --control: exit %d\n%s", code, out)
+	if code, out := setupCLI(t, append(write, "--control")...); code != 0 || !strings.Contains(out, "the running adapter holds the next tool call up to 50s") {
+		t.Fatalf("aep-setup write --control under up --control: exit %d\n%s", code, out)
 	}
 	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
 	if code, out := setupCLI(t, check...); code != 0 {

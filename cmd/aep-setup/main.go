@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/setup"
@@ -365,7 +366,25 @@ func runWrite(ctx context.Context, o options, e env, stdout, stderr io.Writer) e
 	default:
 		fmt.Fprintf(stdout, "%s: updated %s (block was %s): %s; backup %s\n", programName, res.Path, res.Before, what, res.Backup)
 	}
+	if err == nil && !o.dryRun {
+		gateNote(ctx, cfg, stderr)
+	}
 	return err
+}
+
+// gateNote says what the running adapter makes of the registration just
+// written: its gate follows it from the next call, without a restart, or
+// it holds no call at all until it runs with --control.
+func gateNote(ctx context.Context, cfg setup.Config, w io.Writer) {
+	reachable, g := setup.AdapterGateNow(ctx, cfg)
+	switch {
+	case !reachable:
+	case g == nil && cfg.Control:
+		note(w, "the running adapter holds no tool call: restart it with --control (aep-kimi up --control) to hold them")
+	case g != nil:
+		note(w, "the running adapter holds the next tool call up to %s, then %s (no restart needed)",
+			time.Duration(g.EffectiveHoldMs)*time.Millisecond, g.OnTimeout)
+	}
 }
 
 func verb(created bool) string {
