@@ -312,3 +312,31 @@ func decodeHooks(t *testing.T, path string) []hookTable {
 	}
 	return doc.Hooks
 }
+
+// write says what the running adapter makes of the registration: how long
+// it holds the next call when its gate is on, and, when it holds none, that
+// --control needs a restart of the adapter (issue 36).
+func TestWriteSaysWhatTheAdapterMakesOfIt(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	executable(t, bin, "kimi-hook", "exit 0\n")
+	executable(t, bin, "kimi", "echo 2.1.0\n")
+	e := testEnv(t, map[string]string{
+		"HOME": root, "PATH": bin, "KIMI_CODE_HOME": filepath.Join(root, "kimi"), "AEP_HOME": filepath.Join(root, "aep"),
+	})
+	adapter := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(body)) }))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	off := adapter(`{"ok":true}`)
+	if r := runCLI(t, e, "write", "kimi-code", "--daemon", off, "--control"); r.code != exitOK ||
+		!strings.Contains(r.stderr, "the running adapter holds no tool call: restart it with --control (aep-kimi up --control)") {
+		t.Fatalf("write --control, gate off: %+v", r)
+	}
+	on := adapter(`{"ok":true,"gate":{"hold_ms":50000,"effective_hold_ms":50000,"on_timeout":"deny","needs_kimi_timeout_s":52}}`)
+	if r := runCLI(t, e, "write", "kimi-code", "--daemon", on, "--control"); r.code != exitOK ||
+		!strings.Contains(r.stderr, "the running adapter holds the next tool call up to 50s, then deny (no restart needed)") {
+		t.Fatalf("write --control, gate on: %+v", r)
+	}
+}
