@@ -429,3 +429,27 @@ func TestCountdownSaysWhatHappens(t *testing.T) {
 		t.Fatalf("Countdown %q", got)
 	}
 }
+
+// A reader whose ceiling is metadata still knows a session by its project:
+// the relay's down-leveling drops the working directory and the title, and
+// keeps the project's name, a metadata member.
+func TestProjectSurvivesMetadataCeiling(t *testing.T) {
+	ev, err := aep.ParseEvent([]byte(`{"aep":"0.1","id":"01JZCAPROJ0000000000000001","type":"session.started","time":"2026-07-03T10:00:00.000Z",` +
+		`"source":"aep://h/agent/kimi-code/session/session_73700a68-b5bf-48db-a79a-430995754527","agent":"kimi-code",` +
+		`"session":"session_73700a68-b5bf-48db-a79a-430995754527","seq":0,"epoch":1,"capture":"redacted",` +
+		`"data":{"cwd":"~/src/acme-shop","label":"bump chi","x-kimi-code-project":"acme-shop"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, err := aep.Downlevel(ev, aep.CaptureMetadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fold([]*aep.Event{low}).Session(ev.Session)
+	if s.Project != "acme-shop" || s.Cwd != "" || s.Title != "" {
+		t.Fatalf("at metadata: project %q, cwd %q, title %q; want the project alone", s.Project, s.Cwd, s.Title)
+	}
+	if got := fold([]*aep.Event{low}).Labels()[ev.Session].String(); got != "acme-shop · 73700a" {
+		t.Errorf("label %q", got)
+	}
+}
