@@ -28,6 +28,8 @@ type Banner struct {
 	Hooks string
 	// Notify names the --notify targets (secrets elided).
 	Notify []string
+	// Store says where the relay keeps its history.
+	Store string
 }
 
 // Control is the banner's view of the control legs.
@@ -68,6 +70,9 @@ func (b Banner) Write(w io.Writer, login bool) {
 	}
 	fmt.Fprintf(&sb, "  relay    %s://%s   AEP 0.1: POST /events, GET /stream, WS /socket; token %s\n", scheme, b.RelayAddr, tok)
 	fmt.Fprintf(&sb, "  page     %s\n", page)
+	if b.Store != "" {
+		fmt.Fprintf(&sb, "  store    %s\n", b.Store)
+	}
 	fmt.Fprintf(&sb, "  adapter  %s   kimi-hook posts here; hook token %s; logs %s\n", b.AdapterURL, b.HookToken, b.Logs)
 	fmt.Fprintf(&sb, "  bridge   %s\n", b.Bridge)
 	fmt.Fprintf(&sb, "  control  %s\n", b.Control.line())

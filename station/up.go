@@ -147,9 +147,21 @@ func Up(ctx context.Context, o UpOptions, exp *export.Live, getenv func(string) 
 		Token: token, TokenFile: tokenFile, HookToken: adapter.TokenPath(o.Home), Logs: filepath.Join(o.Home, "logs", "kimi-code"),
 		Bridge: bridgeNote, Control: BannerGate(ad, cli.EnvBool(getenv, "AEP_INSTRUCT", false)),
 		Public: o.Public, Hooks: hooksRegistered(o.Gate.KimiHome, ad), Notify: o.Relay.Notify.names(o.Home),
+		Store: storeNote(o.Relay.Store),
 	}.Write(out, login)
 	if o.BannerWritten != nil {
 		o.BannerWritten()
 	}
 	return stn.Run(ctx)
+}
+
+// storeNote says where the relay keeps its history, for the banner.
+func storeNote(o relay.StoreOptions) string {
+	switch {
+	case strings.TrimSpace(o.Store) != relay.StoreJetStream:
+		return "memory: the history is lost when up stops (--store jetstream keeps it)"
+	case o.URL != "":
+		return "jetstream on the NATS of --nats (stream " + o.Stream + "): the history outlives up"
+	}
+	return "jetstream in " + filepath.Join(o.Home, relay.StoreDirName) + ": the history outlives a restart of up"
 }

@@ -29,6 +29,9 @@ func TestE2EUpBannerClean(t *testing.T) {
 	if first, _, _ := strings.Cut(out, "\n"); first != "aep-kimi up: running (Ctrl-C to stop)" {
 		t.Fatalf("up's first line is %q, not the banner's:\n%s", first, out)
 	}
+	if !strings.Contains(out, "  store    jetstream in "+filepath.Join(home, "relay")+": the history outlives a restart of up") {
+		t.Fatalf("the banner does not say where the history is kept:\n%s", out)
+	}
 	if !strings.Contains(out, "  notify   webhook:") || strings.Contains(out, "sekrit") {
 		t.Fatalf("the banner does not list the --notify target, or shows its secret:\n%s", out)
 	}
