@@ -6,7 +6,6 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -351,31 +350,6 @@ func pinned(t *testing.T, m *mapping.Event) string {
 	return aeptest.PinOf(m.Type, m.Data, m.Subject).Canon(t)
 }
 
-// beyondPins are the members the adapter adds to a pinned hook's event
-// beyond the upstream pins, by design: session.started names its project
-// at metadata (mapping.DataProject), where the pins carry no trace of the
-// working directory. Each is checked for its own value, then the rest of
-// the event is held to the pin.
-var beyondPins = map[string]string{"SessionStart": mapping.DataProject}
-
-// withoutProject checks data's project against the input's cwd and
-// returns data without it.
-func withoutProject(t *testing.T, data map[string]any, input []byte, key string) map[string]any {
-	t.Helper()
-	var in struct {
-		Cwd string `json:"cwd"`
-	}
-	if err := json.Unmarshal(input, &in); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := data[key], mapping.ProjectName(in.Cwd); got != want {
-		t.Errorf("%s = %v, want %q (the last element of cwd %q)", key, got, want, in.Cwd)
-	}
-	out := maps.Clone(data)
-	delete(out, key)
-	return out
-}
-
 func TestKimiHookPins(t *testing.T) {
 	fx := aeptest.ReadKimiPins(t)
 	cases := map[string]aeptest.PinCase{"fallback": fx.Fallback}
@@ -402,9 +376,7 @@ func TestKimiHookPins(t *testing.T) {
 				t.Fatalf("mapped to %d events, pins expect one", len(r.Events))
 			}
 			ev := r.Events[0]
-			if extra, ok := beyondPins[name]; ok {
-				ev.Data = withoutProject(t, ev.Data, c.Input, extra)
-			}
+			ev.Data = aeptest.BeyondPins(t, name, ev.Data, c.Input, mapping.DataProject, mapping.ProjectName)
 			if got, want := pinned(t, &ev), c.Expected.Canon(t); got != want {
 				t.Errorf("\n got %s\nwant %s", got, want)
 			}

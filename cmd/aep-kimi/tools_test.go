@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 func runCmd(t *testing.T, stdin []byte, args ...string) (int, string, string) {
@@ -35,8 +36,9 @@ func runIn(t *testing.T, name string, args ...string) (int, string, string) {
 }
 
 // mapOutput reduces `aep-kimi map` output to the pinned facts, checking each
-// line is a valid envelope on the way.
-func mapOutput(t *testing.T, out string) string {
+// line is a valid envelope on the way; a hook's members beyond the pins are
+// checked against its input and set aside (aeptest.BeyondPins).
+func mapOutput(t *testing.T, out, hook string, input []byte) string {
 	t.Helper()
 	out = strings.TrimSpace(out)
 	if out == "" {
@@ -54,6 +56,7 @@ func mapOutput(t *testing.T, out string) string {
 		t.Fatalf("map printed an invalid envelope: %v\n%s", err, lines[0])
 	}
 	data, _ := e.DataMap()
+	data = aeptest.BeyondPins(t, hook, data, input, mapping.DataProject, mapping.ProjectName)
 	return aeptest.PinOf(e.Type, data, e.Subject).Canon(t)
 }
 
@@ -71,7 +74,7 @@ func TestMapReproducesKimiPins(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			if got, want := mapOutput(t, out), c.Expected.Canon(t); got != want {
+			if got, want := mapOutput(t, out, name, c.Input), c.Expected.Canon(t); got != want {
 				t.Errorf("\n got %s\nwant %s", got, want)
 			}
 		})
@@ -83,7 +86,7 @@ func TestMapReproducesKimiPins(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
-				if got, w := mapOutput(t, out), want.Canon(t); got != w {
+				if got, w := mapOutput(t, out, "", nil), want.Canon(t); got != w {
 					t.Errorf("\n got %s\nwant %s", got, w)
 				}
 			})

@@ -2,6 +2,7 @@ package aeptest
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"testing"
 
@@ -68,4 +69,27 @@ func (p *Pin) Canon(t testing.TB) string {
 		v["subject"] = *p.Subject
 	}
 	return Canon(t, v)
+}
+
+// BeyondPins returns a pinned hook's mapped data without what the adapter
+// adds beyond the upstream pins by design, each checked for its own value:
+// SessionStart's project name (key, project of the input's cwd), which the
+// pins, carrying no trace of the working directory, do not know.
+func BeyondPins(t testing.TB, hook string, data map[string]any, input []byte, key string, project func(string) string) map[string]any {
+	t.Helper()
+	if hook != "SessionStart" {
+		return data
+	}
+	var in struct {
+		Cwd string `json:"cwd"`
+	}
+	if err := json.Unmarshal(input, &in); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := data[key], project(in.Cwd); got != want {
+		t.Errorf("%s = %v, want %q (from cwd %q)", key, got, want, in.Cwd)
+	}
+	out := maps.Clone(data)
+	delete(out, key)
+	return out
 }
