@@ -7,14 +7,18 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // recordedHooks reads a hook capture the adapter's tests keep (a real
@@ -151,5 +155,47 @@ func TestE2EUpRestartKeepsHistory(t *testing.T) {
 	out = st.waitCLI(t, func(string) bool { return true }, "audit")
 	if !strings.Contains(out, "make release") || !strings.Contains(out, "denied") || !strings.Contains(out, "owner") {
 		t.Fatalf("audit after up restarted:\n%s", out)
+	}
+}
+
+// A tail left open across a restart of up prints the session begun while
+// up was down: kimi-hook spooled it, the adapter ingested the spool when up
+// came back, and the tail's reconnection asked for every session the relay
+// holds (issue 36).
+func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	start := func() *proctest.Proc {
+		return startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE="}, "up",
+			"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
+			"--web=false", "--kimi-home", t.TempDir())
+	}
+	st.relay = start()
+	live := &syncbuf.Buffer{}
+	tail := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color", "--details")
+	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=400")
+	tail.Stdout, tail.Stderr = live, live
+	if err := tail.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tail.Process.Kill(); tail.Wait() })
+	time.Sleep(time.Second) // the tail connects, live
+	started := func() int { return strings.Count(live.String(), "session started") }
+	st.runHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "before-"+strings.ToLower(aep.NewID())))
+	if !poll.Until(10*time.Second, func() bool { return started() == 1 }) {
+		t.Fatalf("the live tail never showed the first session:\n%s", live.String())
+	}
+	st.relay.Stop(t)
+
+	st.runHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "gap-"+strings.ToLower(aep.NewID())))
+	st.relay = start()
+	if !poll.Until(20*time.Second, func() bool { return started() >= 2 }) {
+		t.Fatalf("the tail left open never printed the session spooled while up was down:\n%s", live.String())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if started() != 2 {
+		t.Fatalf("%d sessions started, want the first once and the spooled one:\n%s", started(), live.String())
 	}
 }
