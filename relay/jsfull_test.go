@@ -8,57 +8,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
-
-// smallDisk mounts a tmpfs of size bytes on a fresh directory for the
-// test: a disk that fills up for real. It skips where it cannot (not Linux,
-// not root).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("a full disk is a tmpfs mounted for the test: Linux and root only")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a ballast file over dir's free space but keep bytes, and
-// returns its path: removing it frees the space again.
-func fillDisk(t *testing.T, dir string, keep int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(st.Bavail) * st.Bsize
-	path := filepath.Join(dir, "ballast")
-	if err := os.WriteFile(path, make([]byte, max(free-keep, 0)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // A JetStream relay whose disk fills up says so on /healthz and /metrics,
 // refuses batches at once (503 with Retry-After) while it cannot store
@@ -69,8 +32,8 @@ func TestJetStreamFullDiskRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a tmpfs and waits for the store to recover; skipped under -short")
 	}
-	disk := smallDisk(t, "16m")
-	dir := filepath.Join(disk, "store")
+	disk := fulldisk.Mount(t, 16<<20)
+	dir := filepath.Join(disk.Dir, "store")
 	var logs bytes.Buffer
 	cfg := relay.JetStreamConfig{Dir: dir, SyncAlways: true, Logger: newTestLogger(&logs)}
 	b, err := relay.OpenJetStream(context.Background(), cfg)
@@ -87,7 +50,7 @@ func TestJetStreamFullDiskRecovers(t *testing.T) {
 		}
 	})
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
-	ballast := fillDisk(t, disk, 2<<20)
+	disk.FillBut(2 << 20)
 
 	pad := strings.Repeat("x", 2000)
 	var acked []int64
@@ -134,16 +97,14 @@ func TestJetStreamFullDiskRecovers(t *testing.T) {
 		t.Fatalf("/healthz with a full disk: HTTP %d %s", h.status, h.body)
 	}
 	// A probe without a token learns only that the relay is not well.
-	if h := do(t, srv, http.MethodGet, "/healthz", nil, map[string]string{"Authorization": ""}); h.status != http.StatusServiceUnavailable || bytes.Contains(h.body, []byte(disk)) {
+	if h := do(t, srv, http.MethodGet, "/healthz", nil, map[string]string{"Authorization": ""}); h.status != http.StatusServiceUnavailable || bytes.Contains(h.body, []byte(disk.Dir)) {
 		t.Fatalf("/healthz without a token, with a full disk: HTTP %d %s", h.status, h.body)
 	}
 	if m := do(t, srv, http.MethodGet, "/metrics", nil, nil); !bytes.Contains(m.body, []byte("aepkimi_relay_store_available 0")) {
 		t.Fatalf("/metrics with a full disk:\n%s", grepLines(m.body, "aepkimi_relay_store"))
 	}
 
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
+	disk.Free()
 	freed := time.Now()
 	if !poll.Until(60*time.Second, func() bool {
 		return do(t, srv, http.MethodGet, "/healthz", nil, nil).status == http.StatusOK
@@ -221,12 +182,12 @@ func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a tmpfs under a NATS server; skipped under -short")
 	}
-	disk := smallDisk(t, "16m")
+	disk := fulldisk.Mount(t, 16<<20)
 	port := netaddr.FreePort(t)
 	start := func() *server.Server {
 		return runNATSWith(t, "ext", func(o *server.Options) {
 			// The server sizes its store by the disk unless told: the stream's limit is larger than this one.
-			o.Port, o.StoreDir, o.JetStreamMaxStore = port, filepath.Join(disk, "nats"), 1<<30
+			o.Port, o.StoreDir, o.JetStreamMaxStore = port, filepath.Join(disk.Dir, "nats"), 1<<30
 		})
 	}
 	ns := start()
@@ -242,7 +203,7 @@ func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
 		}
 	})
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
-	ballast := fillDisk(t, disk, 2<<20)
+	disk.FillBut(2 << 20)
 
 	pad := strings.Repeat("x", 2000)
 	var acked []int64
@@ -270,9 +231,7 @@ func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
 	t.Logf("/healthz with the NATS server's disk full: %s", h.body)
 
 	// The operator frees space and restarts the NATS server.
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
+	disk.Free()
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	start()

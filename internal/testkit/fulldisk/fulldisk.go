@@ -67,6 +67,21 @@ func (d *Disk) Fill() {
 	}
 }
 
+// FillBut takes all but keep bytes of the disk's free space: room for a
+// little more, so a test sees the disk fill under its own writes.
+func (d *Disk) FillBut(keep int64) {
+	d.t.Helper()
+	d.Fill()
+	p := filepath.Join(d.Dir, fillerName)
+	st, err := os.Stat(p)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.Truncate(p, max(st.Size()-keep, 0)); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // Free gives back what Fill took.
 func (d *Disk) Free() {
 	d.t.Helper()
