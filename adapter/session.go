@@ -422,13 +422,9 @@ func (o outcome) durable() outcome {
 // notDurable answers a hook whose events did not reach the log. Nothing of
 // it was logged or published, so its delivery id is forgotten: kimi-hook
 // spools the payload on this answer and the spooled copy is taken again, as
-// a new hook against the session's state at that time. That state is the
-// log's: what the hook changed in memory (a request answered, a run ended)
-// goes with the session, rebuilt from its log (Core.Reload), open requests
-// included, so its end still settles them. Callers hold the session's lock.
+// a new hook against the session's state at that time. Callers hold the session's lock.
 func (s *session) notDurable(d *delivery, err error) outcome {
 	s.seen.forget(d.id)
-	s.srv.core.Reload(s)
 	return outcome{err: err}
 }
 

@@ -239,33 +239,6 @@ func (c *Core[S]) Evict(key string) {
 	}
 }
 
-// Reload rebuilds s, which the caller holds locked, from its log when the
-// source lets it (Evictor), and reports whether it did: a fresh session
-// takes s's place in the table, on the same stream and log, its state
-// folded back from the log as on first touch. The caller still holds s,
-// now evicted, and whoever waits on it takes the fresh one. A source calls
-// it after a batch the log refused: the state that batch built in memory (a
-// request answered, a run ended) is not what the log says, and the log is
-// the truth. The log stays open, so what it says of the disk (OnDurable)
-// stands until a write settles it.
-func (c *Core[S]) Reload(s S) bool {
-	b := s.Core()
-	if b.evicted || !c.evictable(s) {
-		return false
-	}
-	fresh, id := c.src.New(b.key)
-	nb := fresh.Core()
-	nb.mu.Lock()
-	nb.key, nb.id, nb.active, nb.stream = b.key, id, b.active, b.stream
-	c.recover(fresh)
-	c.mu.Lock()
-	c.sessions[b.key] = fresh
-	b.evicted = true
-	c.mu.Unlock()
-	nb.mu.Unlock()
-	return true
-}
-
 // Evictor is implemented by a source whose sessions may hold something a
 // reply waits on, which keeps them in memory.
 type Evictor[S Member] interface {
