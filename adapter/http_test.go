@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
 )
 
 // runServer starts an adapter on a real loopback socket and returns its base
@@ -397,5 +398,46 @@ func TestRestartKeepsOpenPermissionRequests(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A hook the log refuses (a full disk) changes nothing the log does not
+// say: after the permission prompt's answer was refused, the session's end
+// still finds the request open, as the log has it, and settles it, so the
+// stream stays valid (AEP-0002 §7.2) whether or not the answer ever
+// arrives again.
+func TestRefusedHookLeavesStateAsLogged(t *testing.T) {
+	caps := loadCapture(t, "tui")
+	req, end := -1, -1
+	for i, c := range caps {
+		switch {
+		case c.Event == "PermissionRequest" && req < 0:
+			req = i
+		case c.Event == "SessionEnd":
+			end = i
+		}
+	}
+	if req < 0 || end < 0 || caps[req+1].Event == "SessionEnd" {
+		t.Fatalf("the capture has no answered permission prompt before its end")
+	}
+	session := sessionOf(t, caps)
+	home := t.TempDir()
+	s := newTestServer(t, home, nil)
+	feed(t, s, caps[:req+1])
+	// The answer finds the log's file system read-only (as after an
+	// error), the log still readable.
+	s.core.CloseAll()
+	restore := fulldisk.ReadOnly(t, logDir(home))
+	c := caps[req+1]
+	d := &delivery{id: "refused", payload: []byte(c.Raw), at: time.Unix(0, int64(c.Time*1e9))}
+	if out, _, err := s.ingest(d, false); err != nil || out.err == nil {
+		t.Fatalf("%s onto an unwritable log: %v %v, want not-durable", c.Event, err, out.err)
+	}
+	restore()
+	feed(t, s, caps[end:])
+	ev := readLog(t, home, session)
+	assertValidStream(t, ev)
+	if ev[len(ev)-1].Type != "session.ended" {
+		t.Fatalf("the log ends with %s", ev[len(ev)-1].Type)
 	}
 }

@@ -399,14 +399,35 @@ func (s *session) drainParked(expired bool) {
 // is set when a parked hook proceeds without the event it waited for.
 func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 	s.Stream().Begin()
+	var perms map[string]*permRec
+	if h := r.Facts.Hook; h == mapping.HookPermissionRequest || h == mapping.HookPermissionResult {
+		perms = s.copyPerms()
+	}
 	out := s.applyHook(d, r, late)
 	if err := s.Stream().Commit(); err != nil {
+		if perms != nil {
+			// The log does not say the request was opened or answered:
+			// neither does the session, so its end still settles it.
+			s.perms = perms
+		}
 		return s.notDurable(d, err)
 	}
 	if out.wait == nil {
 		out.sync = s.Stream().Mark()
 	}
 	return out
+}
+
+// copyPerms copies the permission requests the session holds, each
+// record by value: what a hook the log refuses is undone to. Callers hold
+// the session's lock.
+func (s *session) copyPerms() map[string]*permRec {
+	c := make(map[string]*permRec, len(s.perms))
+	for k, rec := range s.perms {
+		cp := *rec
+		c[k] = &cp
+	}
+	return c
 }
 
 // durable waits, outside the session's lock, until what o acknowledges is

@@ -138,7 +138,7 @@ func TestBrowserLayout(t *testing.T) {
 	c := em.command()
 	cmdID, _ := c["id"].(string)
 	em.send(em.event("s1", "attention.answered", -1, map[string]any{"subject": held, "cause": cmdID, "data": map[string]any{"answer": map[string]any{"option": "deny"}, "via": "control"}}))
-	b.WaitJS("the request leaves, its trace says who denied it", `document.querySelector('`+item+`') === null && /^Denied by owner \(page\), /.test((document.querySelector('`+sel("data-answered", held)+`')||{}).textContent)`)
+	b.WaitJS("the request leaves, its trace says who denied it", `document.querySelector('`+item+`') === null && /^Denied by owner from the page, /.test((document.querySelector('`+sel("data-answered", held)+`')||{}).textContent)`)
 
 	// Nobody answers a request that runs anyway at zero: at zero it leaves
 	// the inbox and its trace says what happened.

@@ -134,8 +134,8 @@ func TestBrowserPeopleRoles(t *testing.T) {
 	em.send(answered, em.event("s1", "attention.resolved", -1, map[string]any{"subject": held, "cause": answered["id"], "run": "r1",
 		"data": map[string]any{"resolution": "answered", "latency_ms": 1200}}))
 	for _, b := range []*browsertest.Browser{a, w} {
-		b.WaitJS("the trace names bob and the page", `(document.querySelector('`+sel("data-answered", held)+`')||{}).textContent?.startsWith('Allowed by bob (page), ')`)
+		b.WaitJS("the trace names bob and the page", `(document.querySelector('`+sel("data-answered", held)+`')||{}).textContent?.startsWith('Allowed by bob from the page, ')`)
 		b.Click("open s1", `#fleet [data-session="s1"] button`)
-		b.WaitJS("the timeline names bob and the page", `(document.querySelector('`+sel("data-settled", held)+`')||{}).textContent === ' · allowed by bob (page)'`)
+		b.WaitJS("the timeline names bob and the page", `(document.querySelector('`+sel("data-settled", held)+`')||{}).textContent === ' · allowed by bob from the page'`)
 	}
 }

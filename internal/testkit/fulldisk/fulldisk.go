@@ -89,3 +89,33 @@ func (d *Disk) Free() {
 		d.t.Fatal(err)
 	}
 }
+
+// ReadOnly makes dir refuse every write, to root too, while it stays
+// readable, as a file system does that the kernel remounted read-only
+// after an error: a bind mount of dir on itself, remounted ro. The
+// returned function (also run when the test ends) makes it writable
+// again. It skips the test where it cannot (not Linux, not root).
+func ReadOnly(t testing.TB, dir string) (restore func()) {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("a read-only directory for root needs a bind mount: Linux and root")
+	}
+	for _, args := range [][]string{{"--bind", dir, dir}, {"-o", "remount,bind,ro", dir}} {
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Skipf("cannot make %s read-only: %v: %s", dir, err, out)
+		}
+	}
+	mounted := true
+	restore = func() {
+		t.Helper()
+		if !mounted {
+			return
+		}
+		mounted = false
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
