@@ -71,8 +71,10 @@ type EventLimiter interface {
 
 // Subscriber receives one subscription's messages.
 type Subscriber interface {
-	// Start hands over the replay, exactly once, before the first Offer. It
-	// must not block: the backend may hold a lock.
+	// Start hands over the replay, exactly once, before the first Offer,
+	// and only once the subscription is registered: every message ingested
+	// after Start begins is offered. It must not block: the backend may
+	// hold a lock.
 	Start(r Replay)
 	// Offer hands over one live message that matched the filter. It must
 	// not block; it may keep m, which is never modified after ingest.

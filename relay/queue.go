@@ -201,6 +201,11 @@ type subscription struct {
 	delivered map[string]trackedPos
 	serial    uint64
 	maxTrack  int
+	// ack, when set, is the frame that tells the consumer the
+	// subscription is in effect. Start queues it: the backend calls Start
+	// once the subscription is registered, so nothing ingested after the
+	// consumer reads ack can pass the subscription by.
+	ack []byte
 }
 
 type trackedPos struct {
@@ -218,9 +223,12 @@ func newSubscription(id string, q *outQueue, conn uint64, track int) *subscripti
 	return s
 }
 
-// Start implements Subscriber: the replay goes through the queue so it is
-// written before any live delivery queued after it.
+// Start implements Subscriber: the ack, then the replay, go through the
+// queue so they are written before any live delivery queued after them.
 func (s *subscription) Start(r Replay) {
+	if s.ack != nil {
+		s.q.push(outItem{frame: s.ack})
+	}
 	s.q.push(outItem{sub: s, replay: r})
 }
 

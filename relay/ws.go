@@ -496,8 +496,11 @@ func (c *wsConn) subscribe(f *wire.Subscribe) {
 	p.capTo(c.adm)
 	sub := newSubscription(id, c.q, c.id, 2*s.cfg.MaxSessions)
 	sub.ceiling, sub.capped = p.ceiling, p.capped
-	// subscribed goes first so it precedes the replay that Start queues.
-	c.q.push(outItem{frame: wire.Encode(&wire.Subscribed{ID: id})})
+	// Start queues subscribed ahead of the replay, once the backend has the
+	// subscription: queued here, it could reach the consumer while an
+	// event ingested before Subscribe registered passed the subscription
+	// by, and a consumer that posts after the ack never saw it.
+	sub.ack = wire.Encode(&wire.Subscribed{ID: id})
 	cancel, err := s.backend.Subscribe(SubscribeRequest{Filter: p.filter, From: p.from, filterKey: p.filterKey}, sub)
 	if err != nil {
 		refuse(wire.CodeLimitExceeded, err.Error())

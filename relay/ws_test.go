@@ -331,3 +331,48 @@ func TestSocketFramesKeepOrder(t *testing.T) {
 		}
 	})
 }
+
+// gatedBackend holds Subscribe at its door until released, to open the
+// window between a subscribe frame and the store registering it.
+type gatedBackend struct {
+	*relay.MemoryBackend
+	entered, release chan struct{}
+}
+
+func (b *gatedBackend) Subscribe(req relay.SubscribeRequest, sub relay.Subscriber) (func(), error) {
+	close(b.entered)
+	<-b.release
+	return b.MemoryBackend.Subscribe(req, sub)
+}
+
+// A consumer that reads subscribed may post at once: nothing it posts
+// afterwards passes the subscription by. Before, subscribed went out
+// before the store had the subscription, and events posted in that window
+// were lost (TestSocketDrainClosingFrame failed 2 in ~221 -race runs).
+func TestSocketSubscribedMeansInEffect(t *testing.T) {
+	b := &gatedBackend{MemoryBackend: relay.NewMemoryBackend(0, 0), entered: make(chan struct{}), release: make(chan struct{})}
+	srv := relaytest.RunServer(t, relay.Config{Backend: b})
+	w := helloWS(t, srv, "consumer", nil, "c")
+	w.send(t, subscribeFrame("a", map[string]any{"session": "s-window"}, nil))
+	<-b.entered
+	// While the store has not taken the subscription, no ack may go out.
+	// A quarter second is how long the window is held open, not a wait
+	// for an outcome: the ack must not come at all until release.
+	select {
+	case f := <-w.frames:
+		if f.str("type") == "subscribed" {
+			mustPost(t, srv, mkEvent("s-window", 1))
+			close(b.release)
+			w.eventFrames(t, 1)
+			t.Fatalf("subscribed sent before the subscription was in effect")
+		}
+		t.Fatalf("unexpected frame %s", f.raw)
+	case <-time.After(250 * time.Millisecond):
+	}
+	close(b.release)
+	w.expect(t, func(f wsFrame) bool { return f.str("type") == "subscribed" })
+	mustPost(t, srv, mkEvent("s-window", 1), mkEvent("s-window", 2))
+	if got := w.eventFrames(t, 2); len(got) != 2 {
+		t.Fatalf("got %d events after subscribed, want 2", len(got))
+	}
+}
