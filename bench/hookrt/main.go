@@ -8,7 +8,11 @@
 //   - a minimal Node shim of the same shape (read stdin, POST, print a
 //     non-empty reply), what a JavaScript shim costs.
 //
-// Usage: go run ./bench/hookrt [-n 300] [-node PATH] [-hook PATH]
+// With -base, a second kimi-hook (the previous release's) runs interleaved
+// with the first on UserPromptSubmit and PreToolUse, and the table gives
+// each against it.
+//
+// Usage: go run ./bench/hookrt [-n 300] [-node PATH] [-hook PATH] [-base PATH]
 package main
 
 import (
@@ -33,6 +37,11 @@ import (
 )
 
 const payload = `{"hook_event_name":"UserPromptSubmit","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","prompt":[{"type":"text","text":"run the probe"}],"is_steer":false}`
+
+// prePayload is the hook the control gate may hold: kimi-hook watches for
+// Kimi's SIGTERM while it waits, which the other hooks do without. With
+// control off the adapter answers it at once.
+const prePayload = `{"hook_event_name":"PreToolUse","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","tool_name":"Bash","tool_input":{"command":"ls"},"tool_call_id":"call-1"}`
 
 // nodeShim is the JavaScript baseline: the same job as kimi-hook, minus the
 // spool: read stdin, POST it with the token, print a non-empty reply.
@@ -67,16 +76,17 @@ func main() { io.Copy(io.Discard, os.Stdin) }
 
 func main() {
 	n := flag.Int("n", 300, "spawns per variant")
-	nodeBin := flag.String("node", "", "node binary for the Node shim (default: the harness's Node 22, else node on PATH)")
+	nodeBin := flag.String("node", "", "node binary for the Node shim (default: the harness's Node 22, else node on PATH; none: no Node shim)")
 	hookBin := flag.String("hook", "", "kimi-hook binary (default: built from ./cmd/kimi-hook)")
+	baseBin := flag.String("base", "", "a baseline kimi-hook binary to run interleaved with -hook")
 	flag.Parse()
-	if err := run(*n, *nodeBin, *hookBin); err != nil {
+	if err := run(*n, *nodeBin, *hookBin, *baseBin); err != nil {
 		fmt.Fprintln(os.Stderr, "hookrt:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, nodeBin, hookBin string) error {
+func run(n int, nodeBin, hookBin, baseBin string) error {
 	tmp, err := os.MkdirTemp("", "hookrt")
 	if err != nil {
 		return err
@@ -132,17 +142,32 @@ func run(n int, nodeBin, hookBin string) error {
 	}
 	port := addr.String()[strings.LastIndex(addr.String(), ":")+1:]
 
-	variants := []struct{ name, cmd string }{
-		{"/bin/true (spawn floor)", "/bin/true"},
-		{"trivial Go binary", trivial},
-		{"kimi-hook → adapter", fmt.Sprintf("%s --daemon http://%s --home %s", hookBin, addr, home)},
-		{"Node shim → adapter", fmt.Sprintf("%s %s %s %s", nodeBin, shim, port, strings.TrimSpace(string(token)))},
+	hookCmd := func(bin string) string { return fmt.Sprintf("%s --daemon http://%s --home %s", bin, addr, home) }
+	type variant struct {
+		name, cmd, payload string
+		base               int // the variant it is measured against; -1: none
+	}
+	variants := []variant{
+		{"/bin/true (spawn floor)", "/bin/true", payload, -1},
+		{"trivial Go binary", trivial, payload, -1},
+		{"kimi-hook → adapter", hookCmd(hookBin), payload, -1},
+	}
+	if nodeBin != "none" {
+		variants = append(variants, variant{"Node shim → adapter", fmt.Sprintf("%s %s %s %s", nodeBin, shim, port, strings.TrimSpace(string(token))), payload, -1})
+	}
+	if baseBin != "" {
+		variants = append(variants,
+			variant{"base kimi-hook → adapter", hookCmd(baseBin), payload, -1},
+			variant{"kimi-hook PreToolUse", hookCmd(hookBin), prePayload, -1},
+			variant{"base kimi-hook PreToolUse", hookCmd(baseBin), prePayload, -1})
+		n := len(variants)
+		variants[2].base, variants[n-2].base = n-3, n-1
 	}
 	results := make([][]time.Duration, len(variants))
 	// Interleave the variants so drift on a shared machine hits all alike.
 	for i := 0; i < n; i++ {
 		for v, variant := range variants {
-			d, err := spawn(variant.cmd)
+			d, err := spawn(variant.cmd, variant.payload)
 			if err != nil {
 				return fmt.Errorf("%s: %w", variant.name, err)
 			}
@@ -151,16 +176,21 @@ func run(n int, nodeBin, hookBin string) error {
 	}
 	floor := median(results[1])
 	fmt.Printf("hook round trip, %d spawns each through /bin/sh -c, interleaved\n\n", n)
-	fmt.Println("| variant | median | p99 | median − trivial Go |")
-	fmt.Println("|---|---|---|---|")
+	fmt.Println("| variant | median | p99 | median − trivial Go | against base |")
+	fmt.Println("|---|---|---|---|---|")
 	for v, variant := range variants {
 		m := median(results[v])
-		fmt.Printf("| %s | %s | %s | %+.2f ms |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6)
+		against := ""
+		if variant.base >= 0 {
+			b := median(results[variant.base])
+			against = fmt.Sprintf("%+.2f ms (%.3fx)", float64(m-b)/1e6, float64(m)/float64(b))
+		}
+		fmt.Printf("| %s | %s | %s | %+.2f ms | %s |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against)
 	}
 	return nil
 }
 
-func spawn(command string) (time.Duration, error) {
+func spawn(command, payload string) (time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin = strings.NewReader(payload)
 	start := time.Now()
