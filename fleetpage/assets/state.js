@@ -262,8 +262,8 @@ export function session(state, id) {
   // Without a lane of its own, a Kimi session is what its companions say.
   const base = own || laneSession(state, comps[0]);
   const m = own
-    ? { ...own, usage: own.usage ? { ...own.usage } : null, context: { ...own.context } }
-    : { ...base, id, usage: null, context: { tokens: null, limit: 0 } };
+    ? { ...own, usage: own.usage ? { ...own.usage } : null, context: { ...own.context }, minutes: [...own.minutes] }
+    : { ...base, id, usage: null, context: { tokens: null, limit: 0 }, minutes: [] };
   for (const c of comps) {
     const cs = laneSession(state, c);
     if (cs.usage) {
@@ -272,6 +272,7 @@ export function session(state, id) {
       m.usage.output += cs.usage.output;
     }
     if (cs.context.tokens !== null) m.context = { ...cs.context };
+    for (const [min, n] of cs.minutes) addMinute(m, min, n);
     m.agent = m.agent || cs.agent;
     m.model = m.model || cs.model;
   }
@@ -324,7 +325,7 @@ function newFold(id, l) {
     id, session: l.session, origin: l.origin, agent: '', agents: [...l.agents], title: '', cwd: '', project: '', model: '', started: null, ended: null, endReason: '', endedBy: null,
     runs: [], runById: new Map(), openRuns: [], tools: 0, failures: 0, subagents: 0, compactions: 0, tasks: new Map(), background: new Map(),
     attention: new Map(), pending: [], lastEvent: null, lastTime: null, unknown: 0, events: l.events.length, conflicts: l.conflicts,
-    parent: null, errors: [], usage: null, context: { tokens: null, limit: 0 },
+    parent: null, errors: [], usage: null, context: { tokens: null, limit: 0 }, minutes: [],
   };
   return { s, n: 0, refused: new Set() /* command ids the emitter rejected */, unresolved: false };
 }
@@ -580,17 +581,55 @@ function tokenCount(v) {
 
 // countTokens takes one event's token figures into the session.
 function countTokens(s, ev, d) {
+  let used = null;
   for (const [k, f] of USAGE_FIELDS) {
     const n = tokenCount(d[k]);
     if (n === null) continue;
     if (!s.usage) s.usage = { input: 0, output: 0 };
     s.usage[f] += n;
+    used = Math.min((used ?? 0) + n, Number.MAX_SAFE_INTEGER);
   }
+  const t = used === null ? null : ms(ev.time);
+  if (t !== null) addMinute(s, Math.floor(t / 60000), used);
   let n = tokenCount(d[CONTEXT_TOKENS_FIELD]);
   if (n === null && ev.type === 'session.compacted') n = tokenCount(d.estimated_token_count);
   if (n !== null) s.context.tokens = n;
   const l = tokenCount(d[CONTEXT_LIMIT_FIELD]);
   if (l) s.context.limit = l;
+}
+
+// The burn is the tokens a session used in the hour up to its latest
+// usage: s.minutes holds [minute, tokens] of the events' own clock,
+// ascending, the latest minute and the BURN_WINDOW - 1 before it, whatever
+// order the events came in (relay/consumer's Meter keeps the same).
+const BURN_WINDOW = 60;
+
+function addMinute(s, min, n) {
+  const mins = s.minutes;
+  if (mins.length && min <= mins[mins.length - 1][0] - BURN_WINDOW) return;
+  let i = mins.length;
+  while (i > 0 && mins[i - 1][0] > min) i--;
+  if (i > 0 && mins[i - 1][0] === min) {
+    mins[i - 1] = [min, Math.min(mins[i - 1][1] + n, Number.MAX_SAFE_INTEGER)];
+    return;
+  }
+  mins.splice(i, 0, [min, n]);
+  const end = mins[mins.length - 1][0];
+  while (mins.length && mins[0][0] <= end - BURN_WINDOW) mins.shift();
+}
+
+// burnPerHour is the tokens a session used in the hour up to its latest
+// usage, null when no usage had a time.
+export function burnPerHour(s) {
+  if (!s.minutes.length) return null;
+  return s.minutes.reduce((a, [, n]) => Math.min(a + n, Number.MAX_SAFE_INTEGER), 0);
+}
+
+// nearLimit reports whether a session's context is at least `fill` full
+// (a fraction): the relay's usage threshold marks it on the page.
+export function nearLimit(s, fill) {
+  const f = contextFill(s);
+  return f !== null && fill > 0 && f >= fill;
 }
 
 // contextFill is the fraction of a session's context in use, null unless
@@ -829,7 +868,7 @@ export function projection(state) {
       agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), project: text(s.project), label: labs.get(id).text, model: text(s.model), started: text(s.started),
       ended: text(s.ended), end_reason: text(s.endReason), runs: runs.length ? runs : undefined,
       requests: requests.length ? requests : undefined, open: open.length ? open : undefined,
-      usage: s.usage ? { input_tokens: s.usage.input, output_tokens: s.usage.output } : undefined,
+      usage: s.usage ? { input_tokens: s.usage.input, output_tokens: s.usage.output, burn_per_hour: burnPerHour(s) || undefined } : undefined,
       context: s.context.tokens !== null
         ? { tokens: s.context.tokens, limit: s.context.limit || undefined, fill: contextFill(s) ?? undefined }
         : undefined,

@@ -190,16 +190,11 @@ func (f *Fold) Session(id string) *Session {
 	m := *base
 	m.ID = id
 	if own == nil {
-		m.Usage, m.Context = Usage{}, Context{}
+		m.Meter = Meter{}
 	}
 	for _, c := range comps {
 		cs := f.derive(c)
-		m.Usage.InputTokens += cs.Usage.InputTokens
-		m.Usage.OutputTokens += cs.Usage.OutputTokens
-		m.Usage.Known = m.Usage.Known || cs.Usage.Known
-		if cs.Context.Known {
-			m.Context = cs.Context
-		}
+		m.Meter = m.Meter.Join(cs.Meter)
 		m.Agent, m.Model = firstOf(m.Agent, cs.Agent), firstOf(m.Model, cs.Model)
 	}
 	return &m
@@ -315,10 +310,11 @@ type Session struct {
 	Requests []*Request
 	// Conflicts counts positions claimed by two different events.
 	Conflicts int
-	// Usage is the tokens its events account for; Context how full its
-	// context is, as the latest event that says it has it.
-	Usage   Usage
-	Context Context
+	// Meter is its token figures: Usage, the tokens its events account
+	// for; Context, how full its context is, as the latest event that
+	// says it has it; BurnPerHour, the tokens it used in the hour up to
+	// its latest usage.
+	Meter
 
 	lane     *lane
 	runs     map[string]*Run
@@ -374,26 +370,6 @@ func tokenCount(data map[string]any, k string) (int64, bool) {
 		i = int64(f)
 	}
 	return i, i >= 0 && i <= maxTokenCount
-}
-
-// countTokens takes one event's token figures into the session.
-func (s *Session) countTokens(typ string, data map[string]any) {
-	for k, dst := range map[string]*int64{mapping.DataInputTokens: &s.Usage.InputTokens, mapping.DataOutputTokens: &s.Usage.OutputTokens} {
-		if n, ok := tokenCount(data, k); ok {
-			*dst += n
-			s.Usage.Known = true
-		}
-	}
-	n, ok := tokenCount(data, mapping.DataContextTokens)
-	if !ok && typ == "session.compacted" {
-		n, ok = tokenCount(data, "estimated_token_count")
-	}
-	if ok {
-		s.Context.Tokens, s.Context.Known = n, true
-	}
-	if l, ok := tokenCount(data, mapping.DataContextLimit); ok && l > 0 {
-		s.Context.Limit = l
-	}
 }
 
 // Run is one run's state.
@@ -463,7 +439,7 @@ func (s *Session) apply(rec *record) {
 	if m := str(data, "gen_ai.request.model"); m != "" {
 		s.Model = m
 	}
-	s.countTokens(ev.Type, data)
+	s.Take(ev.Type, ev.Time, data)
 	var run *Run
 	if ev.Run != "" {
 		run = s.run(ev.Run)

@@ -34,10 +34,13 @@ type SessionProjection struct {
 	Context *ContextProjection `json:"context,omitempty"`
 }
 
-// UsageProjection is a session's tokens used (Session.Usage).
+// UsageProjection is a session's tokens used (Session.Usage) and the
+// tokens it used in the hour up to its latest usage (Meter.BurnPerHour),
+// when any.
 type UsageProjection struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	BurnPerHour  int64 `json:"burn_per_hour,omitempty"`
 }
 
 // ContextProjection is how full a session's context is (Session.Context):
@@ -114,7 +117,7 @@ func (s *Session) projection() SessionProjection {
 	}
 	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
 	if u := s.Usage; u.Known {
-		sp.Usage = &UsageProjection{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+		sp.Usage = &UsageProjection{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, BurnPerHour: s.BurnPerHour()}
 	}
 	if c := s.Context; c.Known {
 		sp.Context = &ContextProjection{Tokens: c.Tokens, Limit: c.Limit}

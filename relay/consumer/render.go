@@ -74,9 +74,9 @@ type Printer struct {
 	// replay to end.
 	open map[[2]string]*aep.Event
 	held bool
-	// tokens keeps each session's token figures (only Usage and Context
-	// are set); tokensShown the words last shown for them.
-	tokens      map[string]*Session
+	// tokens keeps each session's token figures; tokensShown the words
+	// last shown for them.
+	tokens      map[string]*Meter
 	tokensShown map[string]string
 	// hooked holds the sessions seen from their own emitter, whose
 	// companions' rows are quiet.
@@ -209,14 +209,14 @@ func (p *Printer) track(ev *aep.Event) {
 	}
 	if sid := rowSession(ev); ev.Session != "" {
 		if p.tokens == nil {
-			p.tokens = map[string]*Session{}
+			p.tokens = map[string]*Meter{}
 		}
 		s := p.tokens[sid]
 		if s == nil {
-			s = &Session{ID: sid}
+			s = &Meter{}
 			p.tokens[sid] = s
 		}
-		s.countTokens(ev.Type, data)
+		s.Take(ev.Type, ev.Time, data)
 	}
 	switch ev.Type {
 	case "attention.requested":
