@@ -1,6 +1,6 @@
 // Command aep-kimi runs the aep-kimi daemons (up, relay, adapter,
 // bridge-web, dash) and tools (tail, pending, respond, rules, audit, instruct, cancel,
-// open, healthz, quarantine, map, validate, export).
+// open, healthz, quarantine, map, validate, export, version).
 //
 // Every command is one entry of the table below, built in its own file:
 // name, summary, usage, flags and what runs (internal/cli parses, dispatches
@@ -53,6 +53,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		mapCommand(getenv, std),
 		validateCommand(getenv, std),
 		exportCommand(getenv, std),
+		versionCommand(getenv, std),
 	}
 }
 
@@ -71,7 +72,7 @@ func runContext(ctx context.Context, args []string, std stdio, getenv func(strin
 	// Whatever a command prints may quote event data or input: no control
 	// character in it reaches the terminal raw.
 	std.out, std.err = consumer.NewWriter(std.out), consumer.NewWriter(std.err)
-	p := cli.Program{Name: prog, Commands: commands(getenv, std), Out: std.out, Err: std.err}
+	p := cli.Program{Name: prog, Commands: commands(getenv, std), Out: std.out, Err: std.err, Version: versionLine}
 	return p.Main(ctx, args)
 }
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
@@ -70,7 +71,8 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) int {
-	p := cli.Program{Name: programName, Commands: commands(e, stdout, stderr), Out: stdout, Err: stderr}
+	p := cli.Program{Name: programName, Commands: commands(e, stdout, stderr), Out: stdout, Err: stderr,
+		Version: func() string { return buildinfo.Get().Line(programName) }}
 	return p.Main(ctx, args)
 }
 

@@ -20,6 +20,8 @@
 //
 // It links only the standard library pieces it needs (no net/http), because
 // Kimi spawns it for every hook and its start-up time is the hook's cost.
+// `kimi-hook --version` (the only argument) prints its build and reads
+// nothing.
 package main
 
 import (
@@ -38,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/procinfo"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
@@ -105,6 +108,12 @@ func catchTerm() <-chan os.Signal {
 // run forwards one hook. catch starts delivering the SIGTERM Kimi sends
 // the hook's process group (nil: never).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() <-chan os.Signal) {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		// Asked by a person or aep-setup check, never by Kimi: its stdin
+		// is not read.
+		fmt.Fprintln(stdout, buildinfo.Get().Line("kimi-hook"))
+		return
+	}
 	opts, err := parseArgs(args)
 	if err != nil {
 		// Still never break the agent: note it and deliver with defaults.
@@ -235,7 +244,7 @@ func parseArgs(args []string) (options, error) {
 			}
 			o.timeout = time.Duration(n) * time.Second
 		default:
-			bad = fmt.Errorf("unknown flag %q (flags: --daemon URL --home DIR --timeout SECONDS)", a)
+			bad = fmt.Errorf("unknown flag %q (flags: --daemon URL --home DIR --timeout SECONDS; --version alone)", a)
 		}
 	}
 	return o, bad

@@ -72,6 +72,8 @@ type Program struct {
 	Commands []Command
 	// Out and Err receive the usage texts and the usage mistakes.
 	Out, Err io.Writer
+	// Version, when set, is the line --version prints.
+	Version func() string
 }
 
 // Main dispatches args[0] to its command; -h prints the top-level help.
@@ -82,6 +84,10 @@ func (p Program) Main(ctx context.Context, args []string) int {
 	}
 	if IsHelp(args[0]) {
 		p.Usage(p.Out)
+		return 0
+	}
+	if p.Version != nil && IsVersion(args[0]) {
+		fmt.Fprintln(p.Out, p.Version())
 		return 0
 	}
 	for _, c := range p.Commands {
@@ -189,6 +195,9 @@ func IsHelp(arg string) bool {
 	return false
 }
 
+// IsVersion reports an argument that asks for the version line.
+func IsVersion(arg string) bool { return arg == "--version" || arg == "-version" }
+
 // Usage writes the top-level help: every command with its summary.
 func (p Program) Usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", p.Name)
@@ -199,7 +208,11 @@ func (p Program) Usage(w io.Writer) {
 	for _, c := range p.Commands {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, c.Name, c.Summary)
 	}
-	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", p.Name)
+	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags", p.Name)
+	if p.Version != nil {
+		fmt.Fprintf(w, ", '%s --version' for its version", p.Name)
+	}
+	fmt.Fprintln(w, ".")
 }
 
 // usage writes a command's usage: its forms, what it does, environment,

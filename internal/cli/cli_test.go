@@ -154,3 +154,29 @@ func TestEnvironmentWraps(t *testing.T) {
 		t.Errorf("wrapped into %d lines:\n%s", n, b.String())
 	}
 }
+
+// TestVersionFlag: --version prints the program's version line on stdout
+// and exits 0, before any command; without a Version it stays an unknown
+// command.
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"--version", "-version"} {
+		var out, errb bytes.Buffer
+		var ran []string
+		p := testProgram(&out, &errb, &ran)
+		p.Version = func() string { return "prog 1.2.3 (stamped)" }
+		if code := p.Main(context.Background(), []string{arg}); code != 0 || out.String() != "prog 1.2.3 (stamped)\n" || errb.Len() != 0 || len(ran) != 0 {
+			t.Errorf("%s: exit %d stdout %q stderr %q ran %q", arg, code, out.String(), errb.String(), ran)
+		}
+		var help bytes.Buffer
+		p.Usage(&help)
+		if !strings.Contains(help.String(), "'prog --version'") {
+			t.Errorf("the top-level help does not mention --version:\n%s", help.String())
+		}
+		out.Reset()
+		errb.Reset()
+		p.Version = nil
+		if code := p.Main(context.Background(), []string{arg}); code != ExitUsage || out.Len() != 0 {
+			t.Errorf("%s without a Version: exit %d stdout %q", arg, code, out.String())
+		}
+	}
+}
