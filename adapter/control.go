@@ -31,7 +31,8 @@ func gateOptions() []aep.Option {
 }
 
 // AcceptsFor lists the command types a control configuration accepts, for
-// the hello an emitter declares before the adapter exists.
+// the hello an emitter declares before the adapter exists: ratings on any
+// authenticated binding, the gate's answers and instructions as enabled.
 func AcceptsFor(c Control) []string {
 	if !c.Authenticated {
 		return nil
@@ -43,7 +44,9 @@ func AcceptsFor(c Control) []string {
 	if c.Instruct {
 		out = append(out, CmdInstruct)
 	}
-	return out
+	// A rating changes nothing Kimi does: it is taken whenever commands
+	// can be trusted at all.
+	return append(out, mapping.TypeRate)
 }
 
 func (s *Server) gateOn() bool {

@@ -18,7 +18,7 @@ func (s *Server) spec() emitter.Spec {
 	return emitter.Spec{
 		Name: "adapter", LogDir: logDir(home), EpochFile: filepath.Join(kimiDir(home), "epoch"),
 		Dirs:     []string{kimiDir(home), spool.Dir(home), spool.QuarantinePath(spool.Dir(home))},
-		Commands: []string{CmdRespond, CmdInstruct}, Accepts: AcceptsFor(s.cfg.Control),
+		Commands: []string{CmdRespond, CmdInstruct, mapping.TypeRate}, Accepts: AcceptsFor(s.cfg.Control),
 		Authenticated: s.cfg.Control.Authenticated, AckWindow: s.cfg.Control.AckWindow,
 		// An invented hook name maps to its own extension type, which must
 		// not become a series of its own.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -82,8 +83,10 @@ func NewBridge(cfg Config) (*Bridge, error) {
 // Ready is closed once Run serves /healthz.
 func (b *Bridge) Ready() <-chan struct{} { return b.ready }
 
+// controlOn reports whether the bridge answers Kimi's requests (a rating
+// alone actuates nothing).
 func (b *Bridge) controlOn() bool {
-	return len(b.Accepts()) > 0
+	return slices.Contains(b.Accepts(), CmdRespond)
 }
 
 // Listen binds the HTTP address; Run calls it when the caller has not.

@@ -163,12 +163,16 @@ func (c Config) withDefaults() (Config, error) {
 	return c, errors.Join(cerr, err)
 }
 
-// AcceptsFor lists the command types a bridge declares at hello: both verbs
-// when control is on in primary mode over an authenticated binding, else
-// none (a companion bridge never actuates: the hook adapter owns the session).
+// AcceptsFor lists the command types a bridge declares at hello, in primary
+// mode over an authenticated binding: ratings (they change nothing Kimi
+// does), and both verbs when control is on. A companion bridge takes none:
+// the hook adapter owns the session.
 func AcceptsFor(mode mapping.Mode, c Control) []string {
-	if !c.Enabled || !c.Authenticated || mode != mapping.Primary {
+	if !c.Authenticated || mode != mapping.Primary {
 		return []string{}
 	}
-	return []string{CmdRespond, CmdCancel}
+	if !c.Enabled {
+		return []string{mapping.TypeRate}
+	}
+	return []string{CmdRespond, CmdCancel, mapping.TypeRate}
 }

@@ -175,7 +175,8 @@ func TestRespondRefusals(t *testing.T) {
 	})
 	t.Run("control off", func(t *testing.T) {
 		cs := newControlStack(t, func(c *Config) { c.Control.Enabled = false })
-		if len(cs.tb.Accepts()) != 0 {
+		// Ratings only: they actuate nothing.
+		if a := cs.tb.Accepts(); len(a) != 1 || a[0] != mapping.TypeRate {
 			t.Errorf("accepts %v", cs.tb.Accepts())
 		}
 		d, _ := cs.req.DataMap()
@@ -287,4 +288,41 @@ func TestCancel(t *testing.T) {
 		}
 		validStream(t, evs)
 	})
+}
+
+// A kimi web run is rated through the bridge, control on or off: the
+// feedback lands in the run's session, on the run, after its terminal.
+// (The bridge's ack path once dropped the entry's run.)
+func TestRateWebRun(t *testing.T) {
+	cs := newControlStack(t, func(c *Config) { c.Control.Enabled = false })
+	cs.send(t, "turn.ended", map[string]any{"reason": "completed"})
+	fin := cs.tb.pub.Wait(t, "the run's end", func(evs []*aep.Event) bool {
+		for _, e := range evs {
+			if aep.IsRunTerminal(e.Type) {
+				return true
+			}
+		}
+		return false
+	})
+	var terminal *aep.Event
+	for _, e := range fin {
+		if aep.IsRunTerminal(e.Type) {
+			terminal = e
+		}
+	}
+	cmd := emittertest.Command(t, mapping.TypeRate, "s1", "", map[string]any{"rating": -1})
+	cmd.Run = terminal.Run
+	if err := cmd.SetExt(mapping.ExtBy, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := reasonOf(cs.ack(t, cmd)); r != "accepted" {
+		t.Fatalf("ack %s", r)
+	}
+	fb := cs.tb.pub.Find(mapping.TypeFeedback)
+	if len(fb) != 1 || fb[0].Run != terminal.Run || fb[0].Cause != terminal.ID || fb[0].Session != terminal.Session {
+		t.Fatalf("feedback %v, terminal %v", fb, terminal)
+	}
+	if err := aep.Validate(fb[0]); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -16,7 +16,7 @@ import (
 func (b *Bridge) spec() emitter.Spec {
 	return emitter.Spec{
 		Name: "bridgeweb", LogDir: LogDir(b.cfg.Home), EpochFile: epochPath(b.cfg.Home),
-		Commands: []string{CmdRespond, CmdCancel}, Accepts: AcceptsFor(b.cfg.Mode, b.cfg.Control),
+		Commands: []string{CmdRespond, CmdCancel, mapping.TypeRate}, Accepts: AcceptsFor(b.cfg.Mode, b.cfg.Control),
 		Unsupported: b.unsupported, Authenticated: b.cfg.Control.Authenticated, AckWindow: b.cfg.Control.AckWindow,
 		EventLabel: eventLabel, NewID: b.newID, IdleClose: DefaultIdleClose,
 	}
@@ -53,5 +53,5 @@ func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitte
 }
 
 func (src source) Ack(s *session, e journal.Entry) *aep.Event {
-	return s.emit(draft{id: src.b.newID(), ev: e.Event, cause: e.Cause, durable: e.Durable}, e.At, -1, "")
+	return s.emit(draft{id: src.b.newID(), ev: e.Event, run: e.Run, cause: e.Cause, subject: e.Subject, durable: e.Durable}, e.At, -1, "")
 }

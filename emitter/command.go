@@ -104,7 +104,7 @@ func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 
 // decide runs the checks every source makes, in AEP-0004's order (the
 // binding, the declared types, the command's own validity), then the
-// source's own.
+// source's own; a rating is every source's alike, the core's to judge.
 func (c *Core[S]) decide(ctx context.Context, s S, cmd *aep.Event) Verdict {
 	switch {
 	case !c.spec.Authenticated:
@@ -114,6 +114,9 @@ func (c *Core[S]) decide(ctx context.Context, s S, cmd *aep.Event) Verdict {
 	}
 	if err := aep.Validate(cmd); err != nil {
 		return Reject("invalid", err.Error())
+	}
+	if cmd.Type == mapping.TypeRate {
+		return c.decideRate(s, cmd)
 	}
 	return c.src.Decide(ctx, s, cmd)
 }

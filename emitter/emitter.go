@@ -60,8 +60,9 @@ type Source[S Member] interface {
 	// Decide judges a command the core has authenticated, found accepted
 	// and valid, for s. Callers hold its lock.
 	Decide(ctx context.Context, s S, cmd *aep.Event) Verdict
-	// Ack puts a command's ack on s's stream with the source's own
-	// extension attributes. Callers hold its lock.
+	// Ack puts an event the core made for a command (its ack, a rating's
+	// feedback) on s's stream with the source's own extension attributes.
+	// Callers hold its lock.
 	Ack(s S, ack journal.Entry) *aep.Event
 }
 

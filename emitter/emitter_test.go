@@ -104,6 +104,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, home string, edit func(*Spec)) *fixture {
 	t.Helper()
+	return newFixtureAt(t, home, mapping.DefaultPosture(), edit)
+}
+
+// newFixtureAt is newFixture with the core's capture posture.
+func newFixtureAt(t *testing.T, home string, posture mapping.Posture, edit func(*Spec)) *fixture {
+	t.Helper()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	f := &fixture{src: &source{refuse: map[string]bool{}, keep: map[string]bool{}, verdict: Accept(nil)},
 		pub: &emittertest.Recorder{}, home: home, now: &now}
@@ -114,7 +120,7 @@ func newFixture(t *testing.T, home string, edit func(*Spec)) *fixture {
 	}
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return *f.now }
-	core, err := New(Config{Home: home, Host: "h", Publisher: f.pub, Posture: mapping.DefaultPosture(), Logger: slog.New(slog.DiscardHandler), Now: clock}, spec, f.src)
+	core, err := New(Config{Home: home, Host: "h", Publisher: f.pub, Posture: posture, Logger: slog.New(slog.DiscardHandler), Now: clock}, spec, f.src)
 	if err != nil {
 		t.Fatal(err)
 	}

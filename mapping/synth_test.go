@@ -43,6 +43,7 @@ type synthArgs struct {
 	State        string       `json:"state"`
 	Agent        string       `json:"agent"`
 	Task         string       `json:"task"`
+	Verdict      string       `json:"verdict"`
 	// ContextTokens and ContextLimit are a context window (WithContext).
 	ContextTokens int64 `json:"context_tokens"`
 	ContextLimit  int64 `json:"context_limit"`
@@ -170,6 +171,9 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 			return Event{}, fmt.Errorf("WithSurface changed its input")
 		}
 		return out, nil
+	},
+	"FeedbackReceived": func(a synthArgs, p Posture) (Event, error) {
+		return FeedbackReceived(Rating{Verdict: a.Verdict, Note: a.Text}, a.By, a.Surface, p), nil
 	},
 	"WithAnswerOption": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return WithAnswerOption(e, a.Option) })
