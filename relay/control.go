@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -24,6 +25,10 @@ type controlRouter struct {
 	mu     sync.Mutex
 	serial uint64
 	byName map[string]map[*wsConn]struct{}
+	// endedBy is the socket that ended each session no socket claims now:
+	// a rating of one of its runs still goes to the session's owner, the
+	// one party that may write into it (AEP-0001 §5.2).
+	endedBy map[string]*wsConn
 }
 
 // RemoteRouter is a Backend shared by several relay processes that carries
@@ -44,7 +49,7 @@ type RemoteRouter interface {
 }
 
 func newControlRouter(maxPerConn int) *controlRouter {
-	return &controlRouter{maxPerConn: maxPerConn, byName: make(map[string]map[*wsConn]struct{})}
+	return &controlRouter{maxPerConn: maxPerConn, byName: make(map[string]map[*wsConn]struct{}), endedBy: make(map[string]*wsConn)}
 }
 
 // claim records that c owns session. A socket holding more than maxPerConn
@@ -68,6 +73,7 @@ func (r *controlRouter) claim(c *wsConn, session string) {
 		r.releaseLocked(c, oldest)
 	}
 	c.claims[session] = r.serial
+	r.forgetEndLocked(session) // it lives again (a new chapter)
 	set := r.byName[session]
 	if set == nil {
 		set = make(map[*wsConn]struct{}, 1)
@@ -98,12 +104,52 @@ func (r *controlRouter) releaseLocked(c *wsConn, session string) {
 	}
 }
 
-// dropConn releases every claim of a closing socket.
+// end releases c's claim of a session it ended, and remembers that c did
+// (bounded like its claims: the oldest end is forgotten first).
+func (r *controlRouter) end(c *wsConn, session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releaseLocked(c, session)
+	r.serial++
+	if _, ok := c.ended[session]; !ok && len(c.ended) >= r.maxPerConn {
+		oldest, min := "", ^uint64(0)
+		for name, at := range c.ended {
+			if at < min {
+				oldest, min = name, at
+			}
+		}
+		r.forgetEndLocked(oldest)
+	}
+	r.forgetEndLocked(session)
+	c.ended[session] = r.serial
+	r.endedBy[session] = c
+}
+
+func (r *controlRouter) forgetEndLocked(session string) {
+	if c := r.endedBy[session]; c != nil {
+		delete(c.ended, session)
+		delete(r.endedBy, session)
+	}
+}
+
+// ender is the socket that ended session, which no socket claims now, or
+// nil.
+func (r *controlRouter) ender(session string) *wsConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endedBy[session]
+}
+
+// dropConn releases every claim of a closing socket, and forgets the
+// sessions it ended.
 func (r *controlRouter) dropConn(c *wsConn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for session := range c.claims {
 		r.releaseLocked(c, session)
+	}
+	for session := range c.ended {
+		r.forgetEndLocked(session)
 	}
 }
 
@@ -185,6 +231,13 @@ const watchOnlyDetail = "this relay is watch-only (no AEP_TOKEN): control comman
 // non-zero conn means the claimant exists but cannot take it.
 func (s *Server) deliverHere(m *Message) (code, detail string, conn uint64) {
 	target, code := s.control.target(m.Session)
+	if code == wire.CodeNoRoute && m.Type == mapping.TypeRate {
+		// A finished session's runs are rated too: through the socket
+		// that ended it, while it stays connected.
+		if c := s.control.ender(m.Session); c != nil {
+			target, code = c, ""
+		}
+	}
 	switch code {
 	case wire.CodeNoRoute:
 		return code, fmt.Sprintf("no connected emitter claims session %q", m.Session), 0

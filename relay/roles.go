@@ -7,13 +7,16 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
 // Who may do what, binding by binding: reading (streams, a consumer's
 // socket, discovery, metrics, the rules' view) is every principal's;
-// answering a request and cancelling a run need answer; every other
+// answering a request, cancelling a run and rating one need answer (a
+// rating goes on the record under the person's name, which a watcher, who
+// may only look, does not write into); every other
 // command (instruct, pause, resume), emitting events (POST /events, an
 // emitter's socket: the adapter and the bridge use the relay's own token)
 // and changing rules need admin.
@@ -21,7 +24,7 @@ import (
 // commandRole is the role a command needs.
 func commandRole(typ string) access.Role {
 	switch typ {
-	case rules.CommandType, "control.cancel":
+	case rules.CommandType, "control.cancel", mapping.TypeRate:
 		return access.RoleAnswer
 	}
 	return access.RoleAdmin

@@ -106,10 +106,16 @@ func (s *Server) admit(msgs []*Message) IngestResult {
 // left in wake, when the backend can defer them and wake is not nil.
 func (s *Server) admitWaking(msgs []*Message, wake *wakeList) IngestResult {
 	msgs = s.applyRules(msgs)
+	var res IngestResult
 	if d, ok := s.backend.(wakeDeferrer); ok && wake != nil {
-		return d.ingestWaking(msgs, wake)
+		res = d.ingestWaking(msgs, wake)
+	} else {
+		res = s.backend.Ingest(msgs)
 	}
-	return s.backend.Ingest(msgs)
+	if res.Err == nil {
+		s.assessed.admitted(msgs)
+	}
+	return res
 }
 
 // applyRules runs the rules over a batch about to be admitted: it learns

@@ -78,6 +78,8 @@ type Server struct {
 	maxEvent int64
 	// rules is the rules' state; nil without Config.Rules.
 	rules *ruleState
+	// assessed counts the assessments admitted.
+	assessed *assessments
 }
 
 // NewServer validates cfg, fills defaults and builds the server.
@@ -108,6 +110,7 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 	}
 	s.metrics = newMetrics(s.backend)
+	s.assessed = newAssessments(s.metrics.reg)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "aepkimi_relay_connections_limit",
 		Help: "The most streams and sockets served at once (AEP_MAX_CONNECTIONS).",

@@ -52,6 +52,9 @@ type wsConn struct {
 	acceptList []string
 
 	claims map[string]uint64 // guarded by srv.control.mu
+	// ended are the sessions the socket ended (session.ended), which it
+	// still takes ratings for; guarded by srv.control.mu.
+	ended map[string]uint64
 
 	// ingest carries events from the reader to the ingester; nil when the
 	// reader hands them over itself (Server.inlineIngest), through one.
@@ -101,6 +104,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 		adm:    admissionOf(r),
 		cork:   cw.conn,
 		claims: make(map[string]uint64),
+		ended:  make(map[string]uint64),
 		subs:   make(map[string]*subscription),
 	}
 	s.nWS.Add(1)
@@ -373,7 +377,7 @@ func (c *wsConn) event(data []byte, in *ingested) {
 	}
 	if m.Kind == KindSession {
 		if ev.Type == "session.ended" {
-			s.control.release(c, m.Session)
+			s.control.end(c, m.Session)
 		} else {
 			s.control.claim(c, m.Session)
 		}
