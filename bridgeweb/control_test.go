@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
@@ -324,5 +325,33 @@ func TestRateWebRun(t *testing.T) {
 	}
 	if err := aep.Validate(fb[0]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kap-server's expires_at is not a deadline: an approval past it still waits
+// in Kimi and is still answered through the bridge, so its request says no
+// deadline a consumer would drop it at.
+func TestApprovalPastKapExpiry(t *testing.T) {
+	cs := newControlStack(t, nil)
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	cs.send(t, "event.approval.requested", map[string]any{"approval_id": "approval_2", "tool_call_id": "c2",
+		"tool_name": "Bash", "action": "Running: echo late", "expires_at": past, "turn_id": 0})
+	req := cs.tb.pub.Wait(t, "the second request", func(evs []*aep.Event) bool { return len(evs) == 3 })[2]
+	d, _ := req.DataMap()
+	if exp, ok := d["expires_at"]; ok {
+		t.Errorf("request carries kap's expires_at %v as its deadline", exp)
+	}
+	if _, ok := d[mapping.DataOnExpiry]; ok {
+		t.Errorf("request says %v happens at a deadline it has not", d[mapping.DataOnExpiry])
+	}
+	if fmt.Sprint(d["respond_via"]) != "[control]" {
+		t.Errorf("respond_via %v", d["respond_via"])
+	}
+	cmd := emittertest.Command(t, CmdRespond, "s1", req.ID, map[string]any{"answer": map[string]any{"option": "approved"}})
+	if r := reasonOf(cs.ack(t, cmd)); r != "accepted" {
+		t.Fatalf("answer past kap's expires_at: %s", r)
+	}
+	if p := cs.posted(); len(p) != 1 || p[0]["approval_id"] != "approval_2" || p[0]["decision"] != "approved" {
+		t.Errorf("posted %v", p)
 	}
 }

@@ -300,17 +300,13 @@ func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent stri
 	ev := r.Events[0]
 	question := f.Type == "event.question.requested"
 	d := draft{id: m.newID(), run: m.runFor(agent)}
-	var expires string
-	if exp, ok := timeField(f.Payload, "expires_at"); ok {
-		expires = aep.FormatTime(exp)
-	}
 	rec := &askRec{vendorID: ev.Subject, reqID: d.id, run: d.run, question: question, at: at}
 	var options []aep.Option
 	if m.control && !question && rec.vendorID != "" {
 		options = approvalOptions()
 		rec.options = true
 	}
-	d.ev = mapping.Offered(ev, expires, options)
+	d.ev = mapping.Offered(ev, options)
 	if rec.options {
 		// Offered for control: made readable by the relay's rules.
 		d.ev = mapping.ToolAsked(d.ev, f, m.posture)
@@ -481,14 +477,4 @@ func integer(m map[string]any, key string) (int64, bool) {
 		return int64(v), v == float64(int64(v))
 	}
 	return 0, false
-}
-
-// timeField reads an RFC 3339 timestamp member.
-func timeField(m map[string]any, key string) (time.Time, bool) {
-	s := str(m, key)
-	if s == "" {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	return t, err == nil
 }

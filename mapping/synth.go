@@ -371,13 +371,14 @@ func CancelledByControl(e Event) Event {
 	return e.with("by", "control")
 }
 
-// Offered says how an attention request can be answered: through control
+// Offered says how a kimi web approval can be answered: through control
 // with these options, or, when options is nil, only in the vendor's own UI
-// (respond_via oob, AEP-0008). expiresAt is set when the vendor gives one.
-func Offered(e Event, expiresAt string, options []aep.Option) Event {
-	if expiresAt != "" {
-		e = e.with("expires_at", expiresAt)
-	}
+// (respond_via oob, AEP-0008). It has no deadline: kap-server 2.1.0's
+// expires_at (its creation plus a fixed 24 h) is a display value nothing
+// acts on. The approval waits until it is answered, its turn is aborted or
+// its session closes, and is still answered past that time; as AEP's
+// expires_at it would have consumers drop a request Kimi still waits on.
+func Offered(e Event, options []aep.Option) Event {
 	if options == nil {
 		return e.with("respond_via", []any{"oob"})
 	}

@@ -148,7 +148,7 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 		return decorated(a, p, CancelledByControl)
 	},
 	"Offered": func(a synthArgs, p Posture) (Event, error) {
-		return decorated(a, p, func(e Event) Event { return Offered(e, a.ExpiresAt, a.Options) })
+		return decorated(a, p, func(e Event) Event { return Offered(e, a.Options) })
 	},
 	"DeniedByRule": func(a synthArgs, p Posture) (Event, error) {
 		return DeniedByRule(ToolDenied(a.Tool, a.CallID, DeniedByPolicy, p), a.By), nil

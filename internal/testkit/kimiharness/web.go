@@ -33,14 +33,14 @@ type Web struct {
 // must hold a config, see WriteConfig) in workdir, and waits until it has
 // registered itself and answers. The port it really serves on comes from its
 // instance record (it moves up from P when P is taken). It is stopped with
-// the test.
-func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
+// the test. env is added to its environment (ShiftClock).
+func StartWeb(t testing.TB, kimi, home, workdir string, env ...string) *Web {
 	t.Helper()
 	asked := netaddr.FreePort(t)
 	w := &Web{Home: home, Workdir: workdir}
 	cmd := exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	cmd.Dir = workdir
-	cmd.Env = Env(home)
+	cmd.Env = append(Env(home), env...)
 	w.proc = proctest.Start(t, "kimi web", cmd)
 	w.PID = cmd.Process.Pid
 	t.Cleanup(func() { w.Stop(t) }) // before the SIGTERM proctest would send
@@ -57,6 +57,36 @@ func StartWeb(t testing.TB, kimi, home, workdir string) *Web {
 		return proctest.Answers(w.Base + "/api/v1/healthz")
 	})
 	return w
+}
+
+// shiftClock is a Node preload that moves the process's wall clock (Date)
+// by a fixed number of milliseconds; its timers run on the monotonic clock
+// and keep their pace.
+const shiftClock = `const shift = %d;
+const RealDate = Date;
+const now = () => RealDate.now() + shift;
+function ShiftedDate(...args) {
+  if (!new.target) return new RealDate(now()).toString();
+  return Reflect.construct(RealDate, args.length ? args : [now()], new.target);
+}
+Object.setPrototypeOf(ShiftedDate, RealDate);
+ShiftedDate.prototype = RealDate.prototype;
+ShiftedDate.now = now;
+globalThis.Date = ShiftedDate;
+`
+
+// ShiftClock is the environment entry that runs Kimi (StartWeb's env) with
+// its wall clock moved by d: what it stamps and compares with Date, such as
+// an approval's created_at and expires_at, is d away from this machine's
+// time, at once and with no wait. The instance record's heartbeat is d off
+// too, so a bridge reaches such a server with --kap, not discovery.
+func ShiftClock(t testing.TB, d time.Duration) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shift-clock.cjs")
+	if err := os.WriteFile(path, fmt.Appendf(nil, shiftClock, d.Milliseconds()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "NODE_OPTIONS=" + strings.TrimSpace(os.Getenv("NODE_OPTIONS")+` --require "`+path+`"`)
 }
 
 // registeredPort finds this server's record in the instance registry
