@@ -41,6 +41,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/ledger"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
@@ -89,6 +90,7 @@ type Core[S Member] struct {
 	src     Source[S]
 	log     *slog.Logger
 	epoch   int64
+	build   buildinfo.Info
 	handles *journal.Handles
 	metrics *metrics
 	// cmds records command decisions for dedupe (AEP-0004 §3).
@@ -119,7 +121,7 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 		}
 	}
 	c := &Core[S]{cfg: cfg, spec: spec, src: src, log: cfg.Logger, sessions: map[string]S{},
-		handles: journal.NewHandles(cfg.MaxOpenLogs)}
+		handles: journal.NewHandles(cfg.MaxOpenLogs), build: buildinfo.Get()}
 	c.handles.SetSync(cfg.Sync, cfg.Syncer, c.syncFailed).OnDurable(c.durability)
 	// The epoch never repeats for a session across restarts, even with a
 	// wiped home (journal.NextEpoch).
@@ -138,16 +140,18 @@ func (c *Core[S]) syncFailed(string, error) { c.metrics.AppendFailed() }
 // durability hears that the session logs stopped reaching the disk (err)
 // or do again (nil), once per change: /healthz, the logs_durable gauge and
 // one log line follow it.
+//
+// The line is logged first, so whoever sees the new state finds it logged.
 func (c *Core[S]) durability(err error) {
 	if err != nil {
+		c.log.Error("session logs are not reaching the disk: events are not durable and hooks are answered not-durable until a write succeeds again", "err", err)
 		c.notDurable.Store(&err)
 		c.metrics.durable.Set(0)
-		c.log.Error("session logs are not reaching the disk: events are not durable and hooks are answered not-durable until a write succeeds again", "err", err)
 		return
 	}
+	c.log.Info("session logs reach the disk again")
 	c.notDurable.Store(nil)
 	c.metrics.durable.Set(1)
-	c.log.Info("session logs reach the disk again")
 }
 
 // Epoch is this run's epoch.
@@ -163,7 +167,8 @@ func (c *Core[S]) AckWindow() time.Duration { return c.spec.AckWindow }
 func (c *Core[S]) OpenLogs() int { return c.handles.Open() }
 
 // Health is what every source reports on /healthz: that it runs, its relay
-// link, its epoch and the commands it accepts. A source's health embeds it.
+// link, its epoch, the commands it accepts and its build (`aep-setup check`
+// compares it with the kimi-hook Kimi runs). A source's health embeds it.
 type Health struct {
 	// OK is false while the source cannot make what it takes durable;
 	// Reason says why.
@@ -171,15 +176,16 @@ type Health struct {
 	Reason string `json:"reason,omitempty"`
 	// Relay is the publisher's state ("none" without one, "unknown" for
 	// one that does not report: journal.PublisherStatus); Outbox its depth.
-	Relay   string   `json:"relay"`
-	Outbox  int      `json:"relay_outbox,omitempty"`
-	Epoch   int64    `json:"epoch"`
-	Control []string `json:"control"`
+	Relay   string         `json:"relay"`
+	Outbox  int            `json:"relay_outbox,omitempty"`
+	Epoch   int64          `json:"epoch"`
+	Control []string       `json:"control"`
+	Build   buildinfo.Info `json:"build"`
 }
 
 // Health is the source's health as far as the core knows it.
 func (c *Core[S]) Health() Health {
-	h := Health{OK: true, Epoch: c.epoch, Control: c.Accepts()}
+	h := Health{OK: true, Epoch: c.epoch, Control: c.Accepts(), Build: c.build}
 	if err := c.notDurable.Load(); err != nil {
 		h.OK, h.Reason = false, "session logs are not reaching the disk: "+(*err).Error()
 	}

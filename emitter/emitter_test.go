@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -560,6 +561,10 @@ func TestHealthFollowsTheLogs(t *testing.T) {
 	emit()
 	if code, h := healthz(); code != 200 || !h.OK || h.Reason != "" {
 		t.Fatalf("healthy: %d %+v", code, h)
+	}
+	// The build, for aep-setup check to compare with kimi-hook's.
+	if _, h := healthz(); h.Build != buildinfo.Get() || h.Build.Go == "" {
+		t.Errorf("/healthz build %+v, want %+v", h.Build, buildinfo.Get())
 	}
 	f.core.CloseAll()
 	blocker := filepath.Join(home, "logs", "test", journal.FileName("s1"))

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -20,23 +21,34 @@ import (
 // (e.g. "2.1.0"). The caller decides what an error means; Write and Check
 // fall back to the safe 16 events.
 func DetectVersion(ctx context.Context, kimiPath string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultVersionTimeout)
+	out, err := runVersion(ctx, DefaultVersionTimeout, kimiPath, "--version")
+	if err != nil {
+		return "", err
+	}
+	v, err := ParseVersion(out)
+	if err != nil {
+		return "", fmt.Errorf("%s --version printed %q: %w", kimiPath, firstLine(out), err)
+	}
+	return v.String(), nil
+}
+
+// runVersion runs prog with args (ending in --version) within timeout and
+// returns what it prints on stdout; an error names prog and quotes the
+// first line of its stderr.
+func runVersion(ctx context.Context, timeout time.Duration, prog string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kimiPath, "--version")
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-			return "", fmt.Errorf("%s --version: %w: %s", kimiPath, err, firstLine(string(ee.Stderr)))
+			return "", fmt.Errorf("%s --version: %w: %s", prog, err, firstLine(string(ee.Stderr)))
 		}
-		return "", fmt.Errorf("%s --version: %w", kimiPath, err)
+		return "", fmt.Errorf("%s --version: %w", prog, err)
 	}
-	v, err := ParseVersion(string(out))
-	if err != nil {
-		return "", fmt.Errorf("%s --version printed %q: %w", kimiPath, firstLine(string(out)), err)
-	}
-	return v.String(), nil
+	return string(out), nil
 }
 
 func firstLine(s string) string {
@@ -62,8 +74,14 @@ type Report struct {
 	// DaemonStatus is the health probe's outcome ("200 OK" or the error).
 	DaemonStatus    string
 	DaemonReachable bool
-	// Problems make Check fail; Notes do not.
+	// AdapterBuild is the build the running adapter reports (nil: not
+	// reachable, or too old to say).
+	AdapterBuild *buildinfo.Info
+	// Problems make Check fail; Notes and Warnings do not. A warning is
+	// something likely to go wrong: a kimi-hook of another build than the
+	// running adapter.
 	Problems []string
+	Warnings []string
 	Notes    []string
 }
 
@@ -77,8 +95,10 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 // cfg.HealthTimeout (reported, never a problem: the adapter may simply not be
 // running yet). When the adapter's gate is on, the registration expected is
 // the --control one for its hold, and a PreToolUse timeout shorter than the
-// gate needs is a problem. An empty cfg.HookCmd means "compare against the
-// registered kimi-hook path".
+// gate needs is a problem. When the adapter reports its build, each
+// kimi-hook registered or named by cfg.HookCmd of another build is a
+// warning. An empty cfg.HookCmd means "compare against the registered
+// kimi-hook path".
 func Check(ctx context.Context, cfg Config) Report {
 	holdSet := cfg.HoldMs != 0
 	cfg, err := cfg.withDefaults()
@@ -96,7 +116,7 @@ func Check(ctx context.Context, cfg Config) Report {
 		r.Notes = append(r.Notes, fmt.Sprintf("Kimi version unknown: expecting the safe %d events", BaseEventCount))
 	}
 	var gate *AdapterGate
-	r.DaemonReachable, r.DaemonStatus, gate = probeHealth(ctx, cfg)
+	r.DaemonReachable, r.DaemonStatus, gate, r.AdapterBuild = probeHealth(ctx, cfg)
 	if gate != nil {
 		// The running adapter holds tool calls: the registration it needs
 		// is the --control one, for its hold.
@@ -110,7 +130,41 @@ func Check(ctx context.Context, cfg Config) Report {
 		r.acceptControl(&cfg, holdSet)
 	}
 	r.checkFile(cfg, gate)
+	if r.AdapterBuild != nil {
+		r.compareHooks(ctx, cfg.HookCmd, *r.AdapterBuild)
+	}
 	return r
+}
+
+// compareHooks warns of each kimi-hook that is not the running adapter's
+// build: those Kimi runs (registered) and hookCmd, the one a write would
+// register. Mixed builds may not speak the same protocol.
+func (r *Report) compareHooks(ctx context.Context, hookCmd string, adapter buildinfo.Info) {
+	hooks := slices.Clone(r.HookPrograms)
+	if hookCmd != "" && !slices.Contains(hooks, hookCmd) && checkExecutable(hookCmd) == nil {
+		hooks = append(hooks, hookCmd)
+	}
+	fix := "install kimi-hook and aep-kimi from one release, then restart the adapter"
+	for _, h := range hooks {
+		if checkExecutable(h) != nil {
+			continue // a problem already
+		}
+		hb, err := HookBuild(ctx, h)
+		switch {
+		case err != nil:
+			r.Warnings = append(r.Warnings, fmt.Sprintf("cannot tell which build %s is (%v), while the running adapter is %s: %s",
+				h, err, buildLabel(adapter), fix))
+		case buildinfo.Differs(hb, adapter):
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s is %s but the running adapter is %s: %s",
+				h, buildLabel(hb), buildLabel(adapter), fix))
+		}
+	}
+}
+
+// buildLabel names a build in a warning, its commit as short as
+// kimi-hook --version prints it.
+func buildLabel(in buildinfo.Info) string {
+	return fmt.Sprintf("version %s (commit %s)", in.Version, in.ShortCommit())
 }
 
 // acceptControl takes a --control registration as meant when the gate is
@@ -139,7 +193,7 @@ func (r *Report) acceptControl(cfg *Config, holdSet bool) {
 // its gate when the gate is on (nil otherwise).
 func AdapterGateNow(ctx context.Context, cfg Config) (reachable bool, gate *AdapterGate) {
 	cfg, _ = cfg.withDefaults()
-	reachable, _, gate = probeHealth(ctx, cfg)
+	reachable, _, gate, _ = probeHealth(ctx, cfg)
 	return reachable, gate
 }
 
@@ -336,29 +390,36 @@ func checkExecutable(p string) error {
 }
 
 // probeHealth GETs <daemon>/healthz within the health timeout; gate is
-// the adapter's gate report when it holds tool calls.
-func probeHealth(ctx context.Context, cfg Config) (ok bool, status string, gate *AdapterGate) {
+// the adapter's gate report when it holds tool calls, build the build it
+// reports (nil: none).
+func probeHealth(ctx context.Context, cfg Config) (ok bool, status string, gate *AdapterGate, build *buildinfo.Info) {
 	url := strings.TrimRight(cfg.DaemonURL, "/") + HealthPath
 	ctx, cancel := context.WithTimeout(ctx, cfg.HealthTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, err.Error(), nil
+		return false, err.Error(), nil, nil
 	}
 	resp, err := cfg.HTTPClient.Do(req)
 	if err != nil {
-		return false, err.Error(), nil
+		return false, err.Error(), nil, nil
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Gate *AdapterGate `json:"gate"`
+		Gate  *AdapterGate    `json:"gate"`
+		Build *buildinfo.Info `json:"build"`
 	}
-	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body) == nil &&
-		body.Gate != nil && body.Gate.HoldMs > 0 {
-		gate = body.Gate
+	// A 503 (logs not durable) still says which build answers.
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body) == nil {
+		if resp.StatusCode == http.StatusOK && body.Gate != nil && body.Gate.HoldMs > 0 {
+			gate = body.Gate
+		}
+		if b := body.Build; b != nil && b.Version != "" && b.Commit != "" {
+			build = b
+		}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return true, resp.Status, gate
+	return true, resp.Status, gate, build
 }
 
 // WriteText prints the report for a person, one fact a line.
@@ -379,6 +440,9 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.DaemonReachable {
 		adapter = "reachable: " + r.DaemonStatus
 	}
+	if r.AdapterBuild != nil {
+		adapter += ", " + buildLabel(*r.AdapterBuild)
+	}
 	hook := "none registered"
 	if len(r.HookPrograms) > 0 {
 		hook = strings.Join(r.HookPrograms, " ")
@@ -393,6 +457,9 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "adapter:    %s%s %s\n", strings.TrimRight(r.DaemonURL, "/"), HealthPath, adapter)
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note:       %s\n", n)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "warning:    %s\n", w)
 	}
 	if len(r.Problems) == 0 {
 		b.WriteString("problems:   none\n")

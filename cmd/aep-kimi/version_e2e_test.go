@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
 
@@ -20,7 +21,8 @@ import (
 const stampPkg = "github.com/aep-kimi/aep-kimi/internal/buildinfo"
 
 // TestE2EVersionStamped builds the three binaries with the -X flags the
-// buildinfo package documents and checks each prints what they set:
+// buildinfo package documents and checks each prints what they set (and
+// that aep-setup check compares kimi-hook's with the running adapter's):
 // --version on one line, `aep-kimi version` one field a line and as JSON
 // (without -trimpath, which would rebuild every dependency: it changes
 // nothing the stamp reads).
@@ -74,5 +76,41 @@ func TestE2EVersionStamped(t *testing.T) {
 	}
 	if strings.Count(out, "\n") != 1 {
 		t.Errorf("aep-kimi version --json printed more than one line: %q", out)
+	}
+
+	// The adapter reports its build on /healthz, and aep-setup check
+	// compares the registered kimi-hook with it: the same build is quiet,
+	// a kimi-hook replaced by another build (upgraded, the adapter not
+	// restarted) is a warning, not a failure.
+	home := t.TempDir()
+	env := cleanEnv(home, "HOME="+home)
+	addr := netaddr.FreeAddr(t)
+	base := "http://" + addr
+	adapter := exec.Command(filepath.Join(dir, "aep-kimi"), "adapter", "--listen", addr, "--relay", "none")
+	adapter.Env = env
+	startProc(t, base, adapter, "adapter")
+	hook := filepath.Join(dir, "kimi-hook")
+	setup := func(args ...string) (int, string) {
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "aep-setup"), append(args, "kimi-code", "--daemon", base, "--kimi-version", "2.1.0", "--hook-cmd", hook)...)
+		cmd.Env = env
+		return proctest.Run(t, cmd)
+	}
+	if code, out := setup("write"); code != 0 {
+		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
+	}
+	code, out = setup("check")
+	if code != 0 || strings.Contains(out, "warning:") || !strings.Contains(out, "reachable: 200 OK, version 0.4.0-test (commit 0123456789ab)") {
+		t.Errorf("check with the adapter's own kimi-hook: exit %d\n%s", code, out)
+	}
+	older := filepath.Join(t.TempDir(), "kimi-hook")
+	if err := proctest.GoBuild(ctx, root, older, "-ldflags", "-X "+stampPkg+".version=0.3.9-test -X "+stampPkg+".commit=fedcba9876543210", "./cmd/kimi-hook"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(older, hook); err != nil {
+		t.Fatal(err)
+	}
+	code, out = setup("check")
+	if code != 0 || !strings.Contains(out, "warning:    "+hook+" is version 0.3.9-test (commit fedcba987654) but the running adapter is version 0.4.0-test (commit 0123456789ab)") {
+		t.Errorf("check with another build of kimi-hook: exit %d\n%s", code, out)
 	}
 }

@@ -124,7 +124,8 @@ func commands(e env, stdout, stderr io.Writer) []cli.Command {
 			About: "Reports the Kimi version, expected and registered events, the block's state\n" +
 				"(absent/current/stale/unfenced), the adapter's reachability and problems. When the adapter's\n" +
 				"gate is on, the --control registration for its hold is expected, and a PreToolUse timeout\n" +
-				"too short for the hold is a problem.",
+				"too short for the hold is a problem. When the running adapter reports its build, a kimi-hook\n" +
+				"of another build (registered, or the one write would register) is a warning.",
 			Env:      []string{envKimiHome, envAEPHome, "AEP_KIMI_ADDR", envHoldMs, envControl, envPath},
 			Exit:     "Exit codes: 0 ok, 1 problems found (or failed), 2 usage error.",
 			Examples: []string{"aep-setup check " + setup.AgentKimiCode},

@@ -20,7 +20,7 @@
 //
 // It links only the standard library pieces it needs (no net/http), because
 // Kimi spawns it for every hook and its start-up time is the hook's cost.
-// `kimi-hook --version` (the only argument) prints its build and reads
+// `kimi-hook --version` (--version last) prints its build and reads
 // nothing.
 package main
 
@@ -108,9 +108,10 @@ func catchTerm() <-chan os.Signal {
 // run forwards one hook. catch starts delivering the SIGTERM Kimi sends
 // the hook's process group (nil: never).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() <-chan os.Signal) {
-	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
-		// Asked by a person or aep-setup check, never by Kimi: its stdin
-		// is not read.
+	if n := len(args); n > 0 && (args[n-1] == "--version" || args[n-1] == "-version") {
+		// Asked by a person or aep-setup check (which puts it last, after
+		// flags an older kimi-hook reads: setup.HookBuild), never by Kimi:
+		// its stdin is not read.
 		fmt.Fprintln(stdout, buildinfo.Get().Line("kimi-hook"))
 		return
 	}

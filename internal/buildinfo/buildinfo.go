@@ -106,11 +106,15 @@ func orElse(s, def string) string {
 //
 // ParseLine reads it back.
 func (in Info) Line(prog string) string {
-	c := in.Commit
-	if len(c) > shortCommit && c != Unknown {
-		c = c[:shortCommit]
+	return fmt.Sprintf("%s %s (commit %s, built %s, %s, %s)", prog, in.Version, in.ShortCommit(), in.Date, in.Go, in.Platform)
+}
+
+// ShortCommit is the commit as Line prints it.
+func (in Info) ShortCommit() string {
+	if len(in.Commit) > shortCommit {
+		return in.Commit[:shortCommit]
 	}
-	return fmt.Sprintf("%s %s (commit %s, built %s, %s, %s)", prog, in.Version, c, in.Date, in.Go, in.Platform)
+	return in.Commit
 }
 
 // Text is the form `aep-kimi version` prints: one labelled field a line.
