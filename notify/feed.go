@@ -23,27 +23,37 @@ import (
 // request off before anything is sent (consumer.PendingFilter).
 const FeedFilter = consumer.PendingFilter
 
-// feedSub takes the relay's live messages without ever blocking it.
-type feedSub struct {
+// liveQueue takes the relay's live messages without ever blocking it:
+// past its bound they are dropped, counted, and logged once per run of
+// drops (warn says what they cost).
+type liveQueue struct {
 	ch       chan *relay.Message
 	dropped  prometheus.Counter
 	log      *slog.Logger
+	warn     string
 	dropping atomic.Bool
 }
 
-func (s *feedSub) Start(relay.Replay) {}
+func newLiveQueue(size int, dropped prometheus.Counter, log *slog.Logger, warn string) liveQueue {
+	return liveQueue{ch: make(chan *relay.Message, size), dropped: dropped, log: log, warn: warn}
+}
 
-func (s *feedSub) Offer(m *relay.Message) {
+func (q *liveQueue) Offer(m *relay.Message) {
 	select {
-	case s.ch <- m:
-		s.dropping.Store(false)
+	case q.ch <- m:
+		q.dropping.Store(false)
 	default:
-		s.dropped.Inc()
-		if !s.dropping.Swap(true) {
-			s.log.Warn("the notifier is behind the stream: events dropped, their requests may go unnotified (counted in aepkimi_notify_feed_dropped_total)", "queue", FeedQueue)
+		q.dropped.Inc()
+		if !q.dropping.Swap(true) {
+			q.log.Warn(q.warn, "queue", cap(q.ch))
 		}
 	}
 }
+
+// feedSub is the notifier's subscription: live only.
+type feedSub struct{ liveQueue }
+
+func (s *feedSub) Start(relay.Replay) {}
 
 // feed is the notifier's view of the stream: one fold per capture ceiling
 // a recipient has (what a notification says is derived from events lowered

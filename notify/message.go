@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // Kind says what a Message is about.
@@ -21,12 +23,14 @@ const (
 	KindDigest  Kind = "digest"  // several waiting requests in one message
 	KindUpdate  Kind = "update"  // replaces the message with the same Tag: answered elsewhere, expired, withdrawn
 	KindTest    Kind = "test"    // `aep-kimi notify test`
+	KindUsage   Kind = "usage"   // a session crossed a --notify-usage threshold
 )
 
 // Message is one notification: a waiting request, a digest of several, the
-// update that replaces one (answered elsewhere, expired, withdrawn), or a test.
+// update that replaces one (answered elsewhere, expired, withdrawn), a
+// usage alert, or a test.
 type Message struct {
-	Kind     Kind   // KindRequest, KindDigest, KindUpdate, KindTest
+	Kind     Kind   // KindRequest, KindDigest, KindUpdate, KindUsage, KindTest
 	Tag      string // a later Message with the same Tag replaces this one
 	Title    string // plain words, already within the target's capture ceiling
 	Body     string
@@ -41,6 +45,20 @@ type Message struct {
 	// audit's words (consumer.OutcomeDenied, ...); "" when it was
 	// withdrawn or the record does not say.
 	Outcome string
+	// Usage is, for a usage alert, the threshold crossed and the
+	// session's figures.
+	Usage *UsageFacts
+}
+
+// UsageFacts are a usage alert's figures, all at metadata.
+type UsageFacts struct {
+	Threshold string // as --notify-usage names it: context=80%
+	Tokens    int64  // input and output tokens the session used
+	// Context is how full its context is.
+	Context consumer.Context
+	// BurnPerHour is the tokens it used in the hour up to its latest
+	// usage.
+	BurnPerHour int64
 }
 
 // refusal names an answer that refuses (deny, reject, no): where fewer

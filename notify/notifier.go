@@ -84,6 +84,9 @@ type Config struct {
 	// besides public ones, over plain http too: a push service on this
 	// machine in tests (AEP_NOTIFY_PUSH_ALLOW). None by default.
 	PushServiceAllow []netip.Prefix
+	// Usage are the --notify-usage thresholds: each session crossing one
+	// is notified once (none by default).
+	Usage UsageSpec
 }
 
 // Notifier reaches people when requests wait: it follows the relay's
@@ -118,6 +121,8 @@ type Notifier struct {
 
 	feed feed // the stream's state, guarded by mu
 	mu   sync.Mutex
+	// usage follows every session's token figures, from Attach on.
+	usage *usageWatch
 }
 
 type relayRef struct{ Relay }
@@ -167,6 +172,7 @@ func New(cfg Config) (*Notifier, error) {
 		})
 	}
 	n.feed.init()
+	n.usage = newUsageWatch(cfg.Usage, n.log)
 	n.devices = map[string]*device{}
 	n.client = newPushClient(cfg.PushServiceAllow)
 	if n.vapid, err = loadVAPID(cfg.Home); err != nil {
@@ -251,7 +257,7 @@ func ParsePublicURL(s string) (*url.URL, error) {
 
 // Collectors are the notifier's metrics.
 func (n *Notifier) Collectors() []prometheus.Collector {
-	return append(n.met.Collectors(), n.feed.dropped)
+	return append(n.met.Collectors(), n.feed.dropped, n.usage)
 }
 
 // link is the absolute URL of path under the public URL.
@@ -271,6 +277,14 @@ func (n *Notifier) openURL(session, request string) string {
 	return u.String()
 }
 
+// sessionURL is the page at one session.
+func (n *Notifier) sessionURL(session string) string {
+	u := *n.base
+	u.Path += "/"
+	u.RawQuery = url.Values{"session": {session}}.Encode()
+	return u.String()
+}
+
 // Attach follows the relay's stream from now on: call it before the relay
 // serves, so nothing it admits is missed (Run attaches when not yet
 // attached, from the moment it starts).
@@ -284,13 +298,20 @@ func (n *Notifier) Attach(r Relay) error {
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	sub := &feedSub{ch: make(chan *relay.Message, FeedQueue), dropped: n.feed.dropped, log: n.log}
+	sub := &feedSub{newLiveQueue(FeedQueue, n.feed.dropped, n.log,
+		"the notifier is behind the stream: events dropped, their requests may go unnotified (counted in aepkimi_notify_feed_dropped_total)")}
 	cancel, err := r.Backend().Subscribe(relay.SubscribeRequest{Filter: filter}, sub)
 	if err != nil {
 		return fmt.Errorf("notify: follow the relay: %w", err)
 	}
+	cancelUsage, err := n.usage.attach(r.Backend())
+	if err != nil {
+		cancel()
+		return fmt.Errorf("notify: follow the relay's token figures: %w", err)
+	}
 	n.relay.Store(&relayRef{r})
-	n.sub, n.unfollow = sub, cancel
+	n.sub = sub
+	n.unfollow = func() { cancel(); cancelUsage() }
 	return nil
 }
 
@@ -312,6 +333,7 @@ func (n *Notifier) Run(ctx context.Context, r Relay) error {
 		g.Go(func() error { return t.q.Run(ctx) })
 	}
 	g.Go(func() error { return n.follow(ctx, n.sub.ch) })
+	g.Go(func() error { return n.usage.run(ctx, n.alertUsage) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil

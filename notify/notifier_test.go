@@ -66,6 +66,7 @@ type stage struct {
 	em   *client.Emitter
 	cmds chan *aep.Event
 	seq  map[string]int64
+	stop func() // stops the relay, the notifier and the emitter
 }
 
 func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
@@ -114,7 +115,8 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 		t.Fatal(err)
 	}
 	wg.Go(func() { _ = st.em.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	st.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(st.stop)
 	return st
 }
 

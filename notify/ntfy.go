@@ -125,6 +125,10 @@ func (n *Ntfy) payload(m Message) ntfyMessage {
 		return out
 	case KindTest:
 		out.Priority, out.Tags = 3, []string{"test_tube"}
+	case KindUsage:
+		// Nothing waits on an answer: default priority, no buttons but
+		// the page.
+		out.Priority, out.Tags = 3, []string{"chart_with_upwards_trend"}
 	default:
 		out.Priority, out.Tags = 4, []string{"bell"}
 	}

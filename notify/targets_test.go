@@ -11,10 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // The real services (ntfy.sh, Slack, Discord, Mattermost) cannot run
@@ -359,8 +362,8 @@ func TestWebhookFormatAndSignature(t *testing.T) {
 		t.Errorf("path %q", r.path)
 	}
 	v := decode(t, r.body)
-	want := []string{"answers", "body", "deadline", "id", "kind", "label", "open", "request", "session", "tag", "timestamp", "title", "tool", "v"}
-	if !slices.Equal(keys(v), want) {
+	want := []string{"answers", "body", "deadline", "id", "kind", "label", "open", "request", "session", "tag", "timestamp", "title", "tool", "usage", "v"}
+	if !slices.Equal(keys(v), want) || v["usage"] != nil {
 		t.Errorf("keys %v, want %v", keys(v), want)
 	}
 	if v["v"] != float64(1) || v["kind"] != "request" || v["tag"] != "req-01J" || v["session"] != "sess-1" || v["request"] != "req-01J" ||
@@ -612,5 +615,23 @@ func TestSlackLimits(t *testing.T) {
 		if b.Type == "header" || b.Type == "section" {
 			t.Errorf("a %s block with empty text", b.Type)
 		}
+	}
+}
+
+// A usage alert's webhook body carries its figures in usage; a context
+// never said is null, not 0.
+func TestWebhookUsage(t *testing.T) {
+	m := Message{Kind: KindUsage, Tag: "aep-usage-context=80%-s1", Title: "Context 82% full (alert at 80%)", Session: "s1",
+		Usage: &UsageFacts{Threshold: "context=80%", Tokens: 23100, Context: consumer.Context{Tokens: 105000, Limit: 131072, Known: true}, BurnPerHour: 23100}}
+	b, _ := json.Marshal(webhookBody(m, time.Now()))
+	v := decode(t, b)
+	want := map[string]any{"threshold": "context=80%", "tokens": float64(23100), "context_tokens": float64(105000), "context_limit": float64(131072), "burn_per_hour": float64(23100)}
+	if u, _ := v["usage"].(map[string]any); !reflect.DeepEqual(u, want) || v["kind"] != "usage" || v["request"] != "" {
+		t.Errorf("body %v", v)
+	}
+	m.Usage = &UsageFacts{Threshold: "tokens=200k", Tokens: 200000}
+	b, _ = json.Marshal(webhookBody(m, time.Now()))
+	if u, _ := decode(t, b)["usage"].(map[string]any); u["context_tokens"] != nil || u["context_limit"] != nil || len(u) != 5 {
+		t.Errorf("usage without a context: %v", u)
 	}
 }

@@ -59,6 +59,18 @@ type WebhookBody struct {
 	Deadline  *string         `json:"deadline"` // RFC 3339 UTC, or null
 	Answers   []WebhookAnswer `json:"answers"`
 	Open      string          `json:"open"`
+	Usage     *WebhookUsage   `json:"usage"` // a usage alert's figures, else null
+}
+
+// WebhookUsage is what a usage alert (kind usage) says of its session: the
+// threshold it crossed, as --notify-usage names it, and its figures (the
+// context's are null when not known).
+type WebhookUsage struct {
+	Threshold     string `json:"threshold"`
+	Tokens        int64  `json:"tokens"`
+	ContextTokens *int64 `json:"context_tokens"`
+	ContextLimit  *int64 `json:"context_limit"`
+	BurnPerHour   int64  `json:"burn_per_hour"`
 }
 
 // WebhookAnswer is one option and its one-use answer link: POST it to
@@ -115,6 +127,15 @@ func messageFields(m Message) WebhookBody {
 	}
 	for _, a := range m.Answers {
 		b.Answers = append(b.Answers, WebhookAnswer(a))
+	}
+	if u := m.Usage; u != nil {
+		b.Usage = &WebhookUsage{Threshold: u.Threshold, Tokens: u.Tokens, BurnPerHour: u.BurnPerHour}
+		if c := u.Context; c.Known {
+			b.Usage.ContextTokens = &c.Tokens
+			if c.Limit > 0 {
+				b.Usage.ContextLimit = &c.Limit
+			}
+		}
 	}
 	return b
 }

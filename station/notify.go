@@ -25,6 +25,8 @@ type NotifyOptions struct {
 	// PushAllow is AEP_NOTIFY_PUSH_ALLOW: where a Web Push service may be
 	// besides public addresses (tests and labs; no flag on purpose).
 	PushAllow string
+	// Usage is --notify-usage, unparsed.
+	Usage string
 }
 
 // BindFlags registers --notify, --public-url and --notify-after.
@@ -36,6 +38,7 @@ func (o *NotifyOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) 
 	fs.StringVar(&o.PublicURL, "public-url", getenv("AEP_PUBLIC_URL"), "the relay's address as phones and chat apps reach it, for answer links (env AEP_PUBLIC_URL; default the relay's own address)")
 	o.PushAllow = getenv("AEP_NOTIFY_PUSH_ALLOW")
 	fs.DurationVar(&o.After, "notify-after", 0, "wait this long before notifying, and send nothing if the request was answered by then")
+	fs.StringVar(&o.Usage, "notify-usage", getenv("AEP_NOTIFY_USAGE"), "notify once per session when it crosses a threshold: context=PERCENT% (how full its context is), tokens=COUNT (tokens used), comma-separated, e.g. context=80%,tokens=200k (env AEP_NOTIFY_USAGE)")
 }
 
 // notifier builds the relay's notifier: its targets parsed, its links
@@ -43,9 +46,16 @@ func (o *NotifyOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string) 
 // keys under home. A relay without a token answers nothing, so it has no
 // notifier; --notify on one is a usage error.
 func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger) (*notify.Notifier, error) {
+	usage, err := notify.ParseUsage(o.Usage)
+	if err != nil {
+		return nil, Usage(err)
+	}
 	if cfg.Token == "" {
 		if len(o.Targets) > 0 {
 			return nil, Usage(errors.New("--notify needs a token: answers from notifications are control commands (set AEP_TOKEN or AEP_TOKEN_FILE)"))
+		}
+		if len(usage) > 0 {
+			return nil, Usage(errors.New("--notify-usage needs a token: the relay's notifier runs only with one (set AEP_TOKEN or AEP_TOKEN_FILE)"))
 		}
 		return nil, nil
 	}
@@ -53,7 +63,7 @@ func (o NotifyOptions) notifier(cfg relay.Config, home string, log *slog.Logger)
 	if err != nil {
 		return nil, Usage(err)
 	}
-	ncfg := notify.Config{Home: home, PublicURL: o.PublicURL, After: o.After, Logger: log, PushServiceAllow: allow}
+	ncfg := notify.Config{Home: home, PublicURL: o.PublicURL, After: o.After, Logger: log, PushServiceAllow: allow, Usage: usage}
 	if ncfg.PublicURL == "" {
 		addr, err := net.ResolveTCPAddr("tcp", cfg.Listen)
 		if err != nil {

@@ -18,11 +18,13 @@ import (
 func TestNotifyOptions(t *testing.T) {
 	var o NotifyOptions
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	o.BindFlags(fs, func(k string) string { return map[string]string{"AEP_PUBLIC_URL": "https://relay.example"}[k] })
+	o.BindFlags(fs, func(k string) string {
+		return map[string]string{"AEP_PUBLIC_URL": "https://relay.example", "AEP_NOTIFY_USAGE": "context=90%"}[k]
+	})
 	if err := fs.Parse([]string{"--notify", "webhook:http://127.0.0.1:9/a", "--notify", "ntfy:https://ntfy.sh/t", "--notify-after", "30s"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Targets) != 2 || o.PublicURL != "https://relay.example" || o.After != 30*time.Second {
+	if len(o.Targets) != 2 || o.PublicURL != "https://relay.example" || o.After != 30*time.Second || o.Usage != "context=90%" {
 		t.Fatalf("flags: %+v", o)
 	}
 	log := slog.New(slog.DiscardHandler)
@@ -42,6 +44,8 @@ func TestNotifyOptions(t *testing.T) {
 		"no token":       {NotifyOptions{Targets: []string{"webhook:http://127.0.0.1:9/a"}}, "", "--notify needs a token"},
 		"bad public URL": {NotifyOptions{PublicURL: "relay.example"}, "tok-0123456789abcdef", "--public-url"},
 		"bad target":     {NotifyOptions{Targets: []string{"pager:http://x"}}, "tok-0123456789abcdef", "unknown target kind"},
+		"bad usage":      {NotifyOptions{Usage: "context=80"}, "tok-0123456789abcdef", `--notify-usage "context=80": context wants a whole percentage`},
+		"usage no token": {NotifyOptions{Usage: "tokens=200k"}, "", "--notify-usage needs a token"},
 	} {
 		_, err := c.o.notifier(relay.Config{Token: c.token, Listen: "127.0.0.1:8787"}, home, log)
 		if err == nil || !IsUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

@@ -46,6 +46,15 @@ func rowSession(ev *aep.Event) string {
 	return ""
 }
 
+// KimiSessionOf is the session a person knows ev's session as: the Kimi
+// session a companion's event names, else the event's own session.
+func KimiSessionOf(ev *aep.Event) string {
+	if k, ok := companionOf(ev); ok {
+		return k
+	}
+	return ev.Session
+}
+
 // companionOf is the Kimi session ev's session is another view of
 // (mapping.ExtKimiSession: the kimi web bridge's companion session).
 func companionOf(ev *aep.Event) (string, bool) {
