@@ -56,6 +56,11 @@ type fakeKap struct {
 	posted   []map[string]any
 	aborted  []string
 	resolved bool // an approval POST answers resolved:false (40902)
+	// asked are the question POSTs (body, plus question_id and tail);
+	// qclosed makes them answer 40902, as kap-server does for a question
+	// answered or dismissed already.
+	asked   []map[string]any
+	qclosed bool
 
 	conns chan *kapConn
 }
@@ -110,6 +115,25 @@ func newFakeKap(t *testing.T, token string, sessions ...string) *fakeKap {
 			return
 		}
 		envelope(w, map[string]any{"resolved": true})
+	}))
+	mux.HandleFunc("POST /api/v1/sessions/{sid}/questions/{tail}", k.auth(func(w http.ResponseWriter, r *http.Request) {
+		body := map[string]any{}
+		json.NewDecoder(r.Body).Decode(&body)
+		id, action, _ := strings.Cut(r.PathValue("tail"), ":")
+		body["question_id"], body["action"] = id, action
+		k.mu.Lock()
+		k.asked = append(k.asked, body)
+		closed := k.qclosed
+		k.mu.Unlock()
+		switch {
+		case closed:
+			w.Write([]byte(`{"code":40902,"msg":"question ` + id + ` already resolved","data":null}`))
+		case action == "dismiss":
+			// What kap-server 2.1.0 answers a dismissal that worked.
+			w.Write([]byte(`{"code":40909,"msg":"question ` + id + ` dismissed","data":{"dismissed":true,"dismissed_at":"` + now() + `"}}`))
+		default:
+			envelope(w, map[string]any{"resolved": true, "resolved_at": now()})
+		}
 	}))
 	mux.HandleFunc("GET /api/v1/sessions/{sid}/prompts", k.auth(func(w http.ResponseWriter, r *http.Request) {
 		k.mu.Lock()

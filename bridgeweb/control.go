@@ -84,12 +84,16 @@ func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) emitter
 func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
 	ask := s.m.byReq[cmd.Subject]
 	switch {
+	case cmd.Subject != "" && ask == nil && s.m.closed[cmd.Subject] != "":
+		return "refused", "the question was already " + s.m.closed[cmd.Subject]
 	case cmd.Subject == "" || ask == nil:
 		return "invalid", "no open attention request with this subject (it may have been answered already)"
-	case ask.question:
-		return "refused", "questions are answered in Kimi's own UI (respond_via oob)"
+	case ask.question && !ask.options:
+		return "refused", "this question was not offered for control (respond_via oob): answer it in Kimi's own UI"
 	case !ask.options:
 		return "refused", "this request was not offered for control; answer it in Kimi's UI"
+	case ask.question:
+		return b.answerQuestion(ctx, s, al, cmd, ask, data)
 	}
 	answer, _ := data["answer"].(map[string]any)
 	option, _ := answer["option"].(string)
@@ -128,6 +132,39 @@ func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *a
 	}
 	by, surface := mapping.CommandSender(cmd)
 	ask.decision = &pendingCmd{cmdID: cmd.ID, by: by, surface: surface, option: option, decision: decision}
+	return "", ""
+}
+
+// answerQuestion posts an answer to a question, or dismisses it
+// (docs/questions.md). An answer kap-server refuses because the question no
+// longer waits (answered or dismissed in Kimi's own UI first) is refused:
+// the outcome is on the stream already, or on its way.
+func (b *Bridge) answerQuestion(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, ask *askRec, data map[string]any) (string, string) {
+	answer, _ := data["answer"].(map[string]any)
+	qa, err := readQuestionAnswer(ask.questions, answer)
+	if err != nil {
+		return "invalid", err.Error()
+	}
+	if al == nil {
+		return "busy", "not connected to the kap-server"
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.RESTTimeout)
+	defer cancel()
+	decision := questionAnswered
+	if qa.dismiss {
+		decision = questionDismissed
+		err = al.kap.dismissQuestion(rctx, s.kap(), ask.vendorID)
+	} else {
+		err = al.kap.answerQuestion(rctx, s.kap(), ask.vendorID, qa.answers)
+	}
+	switch {
+	case errors.Is(err, errQuestionClosed):
+		return "refused", "the question was already answered or dismissed in Kimi's own UI"
+	case err != nil:
+		return "busy", kapFailure(err)
+	}
+	by, surface := mapping.CommandSender(cmd)
+	ask.decision = &pendingCmd{cmdID: cmd.ID, by: by, surface: surface, decision: decision, values: qa.values}
 	return "", ""
 }
 

@@ -84,7 +84,9 @@
 // With AEP_KIMI_WEB_CONTROL=1, in primary mode, over an authenticated relay
 // binding, the bridge accepts control.attention.respond on an approval (the
 // REST decision: approved, approved for the session, or rejected with the
-// free text as feedback; AEP-0008 text rules) and control.cancel scope run
+// free text as feedback; AEP-0008 text rules), control.attention.respond on
+// a question (the form's values posted to the question endpoint, or its
+// dismiss option to :dismiss; docs/questions.md), and control.cancel scope run
 // (the running prompt's abort); scope session is refused. Otherwise its
 // hello accepts nothing. The command protocol (dedupe, one ack per command,
 // redelivery) is the emitter core's; the bridge only decides. Outcomes are

@@ -3,8 +3,10 @@ package bridgeweb
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,6 +96,78 @@ func FuzzFrame(f *testing.F) {
 		}
 		for _, msg := range pub.take() {
 			t.Errorf("published an invalid event: %s", msg)
+		}
+	})
+}
+
+// FuzzQuestionAnswer reads arbitrary answers against arbitrary questions
+// (both as JSON): it never panics, and an answer it takes posts only the
+// questions asked, each in a kap answer kind that fits the question, with
+// choices it offers and free text only where the question allows it.
+func FuzzQuestionAnswer(f *testing.F) {
+	asked, _ := json.Marshal(askedPayload())
+	f.Add(asked, []byte(`{"values":{"q_0":"prod","q_1":["ops","the boss"]}}`))
+	f.Add(asked, []byte(`{"text":"dismiss"}`))
+	f.Add([]byte(`{"questions":[{"id":"q","question":"A?","options":[{"id":"a","label":"A"},{"id":"b","label":"a"}]}]}`), []byte(`{"text":"a"}`))
+	f.Fuzz(func(t *testing.T, questions, answer []byte) {
+		var pl, ans map[string]any
+		if json.Unmarshal(questions, &pl) != nil || json.Unmarshal(answer, &ans) != nil {
+			return
+		}
+		qs := mapping.WebQuestions(pl)
+		qa, err := readQuestionAnswer(qs, ans)
+		if err != nil || qa.dismiss {
+			if err != nil && (err.Error() == "" || strings.ContainsAny(err.Error(), "\n")) {
+				t.Fatalf("error %q is not one line", err)
+			}
+			return
+		}
+		if len(qa.answers) == 0 || len(qa.answers) != len(qa.values) {
+			t.Fatalf("answers %v values %v", qa.answers, qa.values)
+		}
+		byID := map[string]mapping.Question{}
+		for _, q := range qs {
+			byID[q.ID] = q
+		}
+		for id, a := range qa.answers {
+			q, ok := byID[id]
+			if !ok {
+				t.Fatalf("posted an answer to %q, not asked", id)
+			}
+			kap := a.(map[string]any)
+			offered := func(id string) bool {
+				for _, c := range q.Choices {
+					if c.ID == id {
+						return true
+					}
+				}
+				return false
+			}
+			switch kap["kind"] {
+			case kapSingle:
+				if q.Multi || !offered(kap["option_id"].(string)) {
+					t.Fatalf("single %v on %+v", kap, q)
+				}
+			case kapMulti, kapMultiWithOther:
+				ids := kap["option_ids"].([]string)
+				if !q.Multi || len(ids) == 0 {
+					t.Fatalf("multi %v on %+v", kap, q)
+				}
+				for _, id := range ids {
+					if !offered(id) {
+						t.Fatalf("choice %q not offered", id)
+					}
+				}
+				if kap["kind"] == kapMultiWithOther && (!q.Other || strings.TrimSpace(kap["other_text"].(string)) == "") {
+					t.Fatalf("other text %v on %+v", kap, q)
+				}
+			case kapOther:
+				if !q.Other || strings.TrimSpace(kap["text"].(string)) == "" {
+					t.Fatalf("other %v on %+v", kap, q)
+				}
+			default:
+				t.Fatalf("kind %v", kap["kind"])
+			}
 		}
 	})
 }

@@ -11,10 +11,15 @@ import (
 	"net/url"
 )
 
-// kap-server REST error codes the bridge tells apart: 40902 answers a second
-// decision on an approval already resolved (data.resolved is false).
+// kap-server REST codes the bridge tells apart: 40902 answers a second
+// decision on an approval or question already resolved (or dismissed),
+// 40405 one on a question kap-server does not have; 40909 is what 2.1.0
+// answers a successful question :dismiss with (HTTP 200, data.dismissed
+// true).
 const (
-	kapCodeAlreadyResolved = 40902
+	kapCodeAlreadyResolved   = 40902
+	kapCodeQuestionNotFound  = 40405
+	kapCodeQuestionDismissed = 40909
 )
 
 // maxRESTBody bounds one REST response the bridge reads.
@@ -28,6 +33,8 @@ type KapError struct {
 	Status int
 	Code   int64
 	Msg    string
+	// Data is the envelope's data, as sent.
+	Data json.RawMessage
 }
 
 func (e *KapError) Error() string {
@@ -80,7 +87,7 @@ func (k kapClient) call(ctx context.Context, method, path string, body, out any)
 		return fmt.Errorf("%s %s: HTTP %d without the kap envelope", method, redactPath(path), resp.StatusCode)
 	}
 	if *env.Code != 0 {
-		return &KapError{Status: resp.StatusCode, Code: *env.Code, Msg: env.Msg}
+		return &KapError{Status: resp.StatusCode, Code: *env.Code, Msg: env.Msg, Data: env.Data}
 	}
 	if out != nil && len(env.Data) > 0 {
 		if err := json.Unmarshal(env.Data, out); err != nil {
@@ -178,6 +185,66 @@ func (k kapClient) decideApproval(ctx context.Context, session, approval string,
 		return false, err
 	}
 	return out.Resolved, nil
+}
+
+// questionPath is the REST path of a session's question, tail appended.
+func questionPath(session, question, tail string) string {
+	return "/api/v1/sessions/" + url.PathEscape(session) + "/questions/" + url.PathEscape(question) + tail
+}
+
+// errQuestionClosed is kap-server saying a question no longer waits: it
+// was answered or dismissed already (40902), or it is gone (40405).
+var errQuestionClosed = errors.New("the question no longer waits on the kap-server")
+
+// answerQuestion posts the answers to a question (the question response
+// body); errQuestionClosed when it no longer waits.
+func (k kapClient) answerQuestion(ctx context.Context, session, question string, answers map[string]any) error {
+	var out struct {
+		Resolved bool `json:"resolved"`
+	}
+	err := k.call(ctx, http.MethodPost, questionPath(session, question, ""), map[string]any{"answers": answers}, &out)
+	if err := questionClosed(err); err != nil {
+		return err
+	}
+	if !out.Resolved {
+		return errors.New("the kap-server did not say the question was resolved")
+	}
+	return nil
+}
+
+// dismissQuestion dismisses a question (:dismiss, no body): Kimi's tool
+// result says the person chose not to answer. errQuestionClosed when it no
+// longer waits.
+func (k kapClient) dismissQuestion(ctx context.Context, session, question string) error {
+	var out struct {
+		Dismissed bool `json:"dismissed"`
+	}
+	err := k.call(ctx, http.MethodPost, questionPath(session, question, ":dismiss"), nil, &out)
+	var ke *KapError
+	if errors.As(err, &ke) && ke.Code == kapCodeQuestionDismissed {
+		// 2.1.0 says a dismissal succeeded with a non-zero code: its data
+		// tells.
+		if json.Unmarshal(ke.Data, &out) == nil && out.Dismissed {
+			return nil
+		}
+	}
+	if err := questionClosed(err); err != nil {
+		return err
+	}
+	if !out.Dismissed {
+		return errors.New("the kap-server did not say the question was dismissed")
+	}
+	return nil
+}
+
+// questionClosed turns kap's no-longer-waiting codes into
+// errQuestionClosed; other errors pass.
+func questionClosed(err error) error {
+	var ke *KapError
+	if errors.As(err, &ke) && (ke.Code == kapCodeAlreadyResolved || ke.Code == kapCodeQuestionNotFound) {
+		return errQuestionClosed
+	}
+	return err
 }
 
 // activePrompt returns the id of the prompt running in session, "" when idle.

@@ -89,6 +89,8 @@ type toolRec struct {
 type askRec struct {
 	vendorID, reqID, run string
 	question             bool
+	// questions are a question request's questions, to read answers with.
+	questions []mapping.Question
 	// options is set when the request declared the control options.
 	options bool
 	at      time.Time
@@ -102,9 +104,22 @@ type pendingCmd struct {
 	cmdID, by string
 	// surface is the surface the command came through ("" unknown).
 	surface string
-	// option is the declared option applied; decision the vendor word posted.
+	// option is the declared option applied; decision the vendor word posted
+	// (for a question: questionAnswered or questionDismissed).
 	option, decision string
+	// values are the AEP-0006 values a question's answer applied.
+	values map[string]any
 }
+
+// What the bridge posted for a question (pendingCmd.decision).
+const (
+	questionAnswered  = "answered"
+	questionDismissed = "dismissed"
+)
+
+// maxClosed bounds the questions a session remembers the end of, to refuse
+// a late answer with what happened to it.
+const maxClosed = 64
 
 // machine is the per-session mapping state: runs from the kap turn
 // boundaries, tool pairs by call id, asks by vendor id. It is pure: frames in,
@@ -121,6 +136,11 @@ type machine struct {
 	tools map[string]*toolRec // by tool call id
 	asks  map[string]*askRec  // by approval or question id
 	byReq map[string]*askRec  // by attention.requested event id
+	// closed says how each recently closed question ended ("answered in
+	// Kimi's own UI"), by its request's event id; closedOrder is their
+	// order, oldest first, at most maxClosed.
+	closed      map[string]string
+	closedOrder []string
 	// stale counts runs dropped without a terminal: a gap swallowed the
 	// turn's end, so the bridge has no honest boundary to emit.
 	stale int
@@ -139,7 +159,30 @@ func newMachine(mode mapping.Mode, p mapping.Posture, control bool, newID func()
 		newID = aep.NewID
 	}
 	return &machine{mode: mode, posture: p, control: control && mode == mapping.Primary, newID: newID,
-		runs: map[string]*runRec{}, tools: map[string]*toolRec{}, asks: map[string]*askRec{}, byReq: map[string]*askRec{}}
+		runs: map[string]*runRec{}, tools: map[string]*toolRec{}, asks: map[string]*askRec{}, byReq: map[string]*askRec{},
+		closed: map[string]string{}}
+}
+
+// closeQuestion remembers how a question request ended, forgetting the
+// oldest past maxClosed.
+func (m *machine) closeQuestion(reqID, how string) {
+	if _, ok := m.closed[reqID]; !ok {
+		m.closedOrder = append(m.closedOrder, reqID)
+	}
+	m.closed[reqID] = how
+	for len(m.closedOrder) > maxClosed {
+		delete(m.closed, m.closedOrder[0])
+		m.closedOrder = m.closedOrder[1:]
+	}
+}
+
+// closedWords says how a question ended for a refusal: "answered in Kimi's
+// own UI", "dismissed by alice (cli)".
+func closedWords(how, by, surface string) string {
+	if by == "" {
+		return how + " in Kimi's own UI"
+	}
+	return how + " by " + mapping.SenderWords(by, surface)
 }
 
 // observe takes what a frame says of the context window, a volatile
@@ -302,12 +345,19 @@ func (m *machine) askRequested(f mapping.Frame, r *mapping.WebResult, agent stri
 	d := draft{id: m.newID(), run: m.runFor(agent)}
 	rec := &askRec{vendorID: ev.Subject, reqID: d.id, run: d.run, question: question, at: at}
 	var options []aep.Option
-	if m.control && !question && rec.vendorID != "" {
+	switch {
+	case question:
+		rec.questions = mapping.WebQuestions(f.Payload)
+		rec.options = m.control && rec.vendorID != ""
+		d.ev = mapping.OfferedQuestion(ev, rec.options)
+	case m.control && rec.vendorID != "":
 		options = approvalOptions()
 		rec.options = true
 	}
-	d.ev = mapping.Offered(ev, options)
-	if rec.options {
+	if !question {
+		d.ev = mapping.Offered(ev, options)
+	}
+	if rec.options && !question {
 		// Offered for control: made readable by the relay's rules.
 		d.ev = mapping.ToolAsked(d.ev, f, m.posture)
 	}
@@ -334,6 +384,9 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 	delete(m.asks, rec.vendorID)
 	delete(m.byReq, rec.reqID)
 	latency := max(at.Sub(rec.at).Milliseconds(), 0)
+	if rec.question {
+		return m.questionResolved(f, rec, latency)
+	}
 	if ev.Type == "attention.resolved" {
 		ev = mapping.WithLatency(ev, latency)
 		return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: rec.reqID, subject: rec.reqID}}
@@ -351,6 +404,71 @@ func (m *machine) askResolved(f mapping.Frame, r *mapping.WebResult, at time.Tim
 	answered.ev = ev
 	resolved := mapping.AttentionResolved(mapping.ResolutionAnswered, latency, "", m.posture)
 	return []draft{answered, {id: m.newID(), ev: resolved, run: rec.run, cause: resolvedCause, subject: rec.reqID}}
+}
+
+// questionResolved closes a question request: answered (then resolved
+// answered) or dismissed. The answer the bridge posted is the one kap-server
+// applied (it takes one answer per question) and is recorded as sent, via
+// control, caused by the command; one given in Kimi's own UI is read from
+// the frame, via oob. A dismissal of a question offered for control is an
+// answer too (the dismiss option, from whoever gave it), then resolved
+// dismissed; one the bridge's own cancel brought about, or of a question
+// only Kimi's UI could answer, is resolved dismissed alone.
+func (m *machine) questionResolved(f mapping.Frame, rec *askRec, latency int64) []draft {
+	pc := rec.decision
+	var ev mapping.Event
+	resolution := mapping.ResolutionAnswered
+	by, surface := "", ""
+	ours := false
+	switch {
+	case f.Type == "event.question.answered":
+		ours = pc != nil && pc.decision == questionAnswered
+		values, via := mapping.WebQuestionValues(f.Payload, rec.questions), "oob"
+		if ours {
+			values, via = pc.values, "control"
+		}
+		ev = mapping.QuestionAnswered(values, rec.questions, via, m.posture)
+		m.closeQuestion(rec.reqID, "answered in Kimi's own UI")
+	default:
+		resolution = mapping.ResolutionDismissed
+		ours = pc != nil && pc.decision == questionDismissed
+		if cancel := m.cancelOf(rec.run); !ours && (cancel != nil || !rec.options) {
+			cause, how := rec.reqID, "dismissed in Kimi's own UI"
+			if cancel != nil {
+				cause, how = cancel.cmdID, "dismissed: its turn was cancelled by "+mapping.SenderWords(cancel.by, cancel.surface)
+			}
+			m.closeQuestion(rec.reqID, how)
+			ev := mapping.AttentionResolved(mapping.ResolutionDismissed, latency, "", m.posture)
+			return []draft{{id: m.newID(), ev: ev, run: rec.run, cause: cause, subject: rec.reqID}}
+		}
+		via := "oob"
+		if ours {
+			via = "control"
+		}
+		ev = mapping.QuestionDismissed(via, m.posture)
+		m.closeQuestion(rec.reqID, "dismissed in Kimi's own UI")
+	}
+	answered := draft{id: m.newID(), run: rec.run, cause: rec.reqID, subject: rec.reqID}
+	resolvedCause := answered.id
+	if ours {
+		by, surface = pc.by, pc.surface
+		ev = mapping.WithSurface(mapping.ViaControl(ev, "", by), surface)
+		answered.cause, resolvedCause = pc.cmdID, pc.cmdID
+		m.closeQuestion(rec.reqID, closedWords(pc.decision, by, surface))
+	}
+	answered.ev = ev
+	resolved := mapping.AttentionResolved(resolution, latency, "", m.posture)
+	return []draft{answered, {id: m.newID(), ev: resolved, run: rec.run, cause: resolvedCause, subject: rec.reqID}}
+}
+
+// cancelOf is the control.cancel under way on run, nil when none is.
+func (m *machine) cancelOf(run string) *pendingCmd {
+	for _, r := range m.runs {
+		if r.id == run && run != "" {
+			return r.cancel
+		}
+	}
+	return nil
 }
 
 // fold replays one event of the bridge's own log into the state, so a
@@ -396,10 +514,27 @@ func (m *machine) fold(ev *aep.Event) {
 		}
 		_, opts := data["options"]
 		rec := &askRec{vendorID: ev.Subject, reqID: ev.ID, run: ev.Run, question: data["kind"] == "form", options: opts, at: at}
+		if rec.question {
+			fields, _ := data["fields"].([]any)
+			rec.questions = mapping.FormQuestions(fields)
+		}
 		m.asks[rec.vendorID] = rec
 		m.byReq[rec.reqID] = rec
+	case "attention.answered":
+		if rec := m.byReq[ev.Subject]; rec != nil && rec.question {
+			how := questionAnswered
+			if ans, _ := data["answer"].(map[string]any); ans["option"] == mapping.OptionDismiss {
+				how = questionDismissed
+			}
+			by, _ := data["by"].(string)
+			surface, _ := data[mapping.DataSurface].(string)
+			m.closeQuestion(rec.reqID, closedWords(how, by, surface))
+		}
 	case "attention.resolved":
 		if rec := m.byReq[ev.Subject]; rec != nil {
+			if _, told := m.closed[rec.reqID]; rec.question && !told {
+				m.closeQuestion(rec.reqID, "dismissed before anyone answered it")
+			}
 			delete(m.byReq, rec.reqID)
 			delete(m.asks, rec.vendorID)
 		}

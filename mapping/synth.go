@@ -406,9 +406,13 @@ func ToolAsked(e Event, f Frame, p Posture) Event {
 }
 
 // ViaControl marks an answer as the outcome of a command: via control, the
-// sender as by (when known) and the declared option the command applied.
+// sender as by (when known) and the declared option the command applied
+// (none: "", for an answer of values).
 func ViaControl(e Event, option, by string) Event {
-	e = WithAnswerOption(e.with("via", "control"), option)
+	e = e.with("via", "control")
+	if option != "" {
+		e = WithAnswerOption(e, option)
+	}
 	if by != "" {
 		e = e.with("by", by)
 	}

@@ -51,6 +51,11 @@ type synthArgs struct {
 	// mapped from: a hook payload, or a kap frame in primary mode.
 	Hook  json.RawMessage `json:"hook"`
 	Frame json.RawMessage `json:"frame"`
+	// Control, Values and Via are a question request's offer and answer:
+	// the questions are the frame's.
+	Control bool           `json:"control"`
+	Values  map[string]any `json:"values"`
+	Via     string         `json:"via"`
 }
 
 // mapped is the event a case's hook payload or kap frame maps to.
@@ -175,6 +180,17 @@ var synthCtors = map[string]func(a synthArgs, p Posture) (Event, error){
 	"FeedbackReceived": func(a synthArgs, p Posture) (Event, error) {
 		return FeedbackReceived(Rating{Verdict: a.Verdict, Note: a.Text}, a.By, a.Surface, p), nil
 	},
+	"OfferedQuestion": func(a synthArgs, p Posture) (Event, error) {
+		return decorated(a, p, func(e Event) Event { return OfferedQuestion(e, a.Control) })
+	},
+	"QuestionAnswered": func(a synthArgs, p Posture) (Event, error) {
+		f, err := ParseFrame(a.Frame)
+		if err != nil {
+			return Event{}, err
+		}
+		return QuestionAnswered(a.Values, WebQuestions(f.Payload), a.Via, p), nil
+	},
+	"QuestionDismissed": func(a synthArgs, p Posture) (Event, error) { return QuestionDismissed(a.Via, p), nil },
 	"WithAnswerOption": func(a synthArgs, p Posture) (Event, error) {
 		return decorated(a, p, func(e Event) Event { return WithAnswerOption(e, a.Option) })
 	},

@@ -407,78 +407,29 @@ func mapQuestionRequestedFrame(f Frame, p Posture) []Event {
 	e := newEvent(p, "attention.requested", aep.SeverityNotice)
 	e.Subject = str(f.Payload, "question_id")
 	e.Data["kind"] = "form"
-	qs, _ := f.Payload["questions"].([]any)
-	var fields []any
+	qs := WebQuestions(f.Payload)
 	var prompts []string
-	for i, q := range qs {
-		qm, ok := q.(map[string]any)
-		if !ok {
-			continue
-		}
-		id := str(qm, "id")
-		if id == "" {
-			id = fmt.Sprintf("q_%d", i)
-		}
-		label := id
-		if s, ok := p.text(e.Capture, str(qm, "question")); ok {
-			label = s
+	for _, q := range qs {
+		if s, ok := p.text(e.Capture, q.Text); ok {
 			prompts = append(prompts, s)
 		}
-		field := map[string]any{"id": id, "type": "select", "label": label}
-		var choices []any
-		opts, _ := qm["options"].([]any)
-		for j, o := range opts {
-			om, ok := o.(map[string]any)
-			if !ok {
-				continue
-			}
-			cid := str(om, "id")
-			if cid == "" {
-				cid = fmt.Sprintf("%s_%d", id, j)
-			}
-			clabel := cid
-			if s, ok := p.text(e.Capture, str(om, "label")); ok {
-				clabel = s
-			}
-			choices = append(choices, map[string]any{"id": cid, "label": clabel})
-		}
-		if choices == nil {
-			choices = []any{}
-		}
-		field["choices"] = choices
-		if boolean(qm, "allow_other") {
-			field["other"] = true
-		}
-		if boolean(qm, "multi_select") || boolean(qm, "multiSelect") {
-			field["multi"] = true
-		}
-		fields = append(fields, field)
 	}
 	if len(prompts) > 0 {
 		e.Data["prompt"] = strings.Join(prompts, " / ")
 	} else {
 		e.Data["prompt"] = aep.SynthesizePrompt(Agent, "form", e.Subject)
 	}
-	if fields == nil {
-		fields = []any{}
-	}
-	e.Data["fields"] = fields
+	e.Data["fields"] = QuestionFields(qs, e.Capture, p)
 	return []Event{e}
 }
 
-// mapQuestionAnsweredFrame: the vendor-delivered answers as form values, at
-// redacted+ only: their shape is vendor objects, not provably structural ids.
+// mapQuestionAnsweredFrame: an answer given in Kimi's own UI. kap keys it
+// by question text, which only the request tells apart: on its own the
+// frame records that the question was answered there, not with what (the
+// bridge, holding the request, reads the values: WebQuestionValues).
 func mapQuestionAnsweredFrame(f Frame, p Posture) []Event {
-	e := newEvent(p, "attention.answered", aep.SeverityNotice)
+	e := QuestionAnswered(nil, nil, "oob", p)
 	e.Subject = str(f.Payload, "question_id")
-	answer := map[string]any{}
-	if vals := obj(f.Payload, "answers"); vals != nil {
-		if v, ok := p.value(e.Capture, vals); ok {
-			answer["values"] = v
-		}
-	}
-	e.Data["answer"] = answer
-	e.Data["via"] = "oob"
 	return []Event{e}
 }
 
