@@ -77,7 +77,20 @@ const (
 	// there could point the bridge, and its token, anywhere. Refused the
 	// way every file under AEP_HOME is (safefile).
 	SkipLink = "link"
+	// SkipStarting: the record names no port yet. kap-server registers
+	// before it listens; Kimi Code Desktop's embedded server asks for an
+	// ephemeral port, so its record says port 0 until the server is bound.
+	SkipStarting = "starting"
+	// SkipPortTaken: the record names the port of a live server that
+	// started earlier. kap-server registers the port it asked for before
+	// binding, moves up when that port is taken and rewrites its record
+	// then; until it does, the port is the older server's (kimi web and
+	// Kimi Code Desktop share a Kimi home, and both ask for 58627).
+	SkipPortTaken = "port-taken"
 )
+
+// errStarting is a record whose server has not bound its port yet.
+var errStarting = errors.New("instance record names no port yet")
 
 // Skipped is a registry record discovery passed over, and why.
 type Skipped struct {
@@ -150,6 +163,8 @@ func Scan(kimiHome string, now time.Time, staleAfter time.Duration, alive func(I
 		switch {
 		case errors.Is(err, safefile.ErrLink) || errors.Is(err, safefile.ErrNotRegular):
 			skipped = append(skipped, Skipped{Path: path, Reason: SkipLink})
+		case errors.Is(err, errStarting):
+			skipped = append(skipped, Skipped{Path: path, Reason: SkipStarting})
 		case err != nil:
 			skipped = append(skipped, Skipped{Path: path, Reason: SkipUnreadable})
 		case !allowRemote && !in.Loopback():
@@ -164,6 +179,8 @@ func Scan(kimiHome string, now time.Time, staleAfter time.Duration, alive func(I
 			live = append(live, in)
 		}
 	}
+	live, taken := ownPorts(live)
+	skipped = append(skipped, taken...)
 	// The newest start first: after a restart an old record may linger for
 	// a moment until its process is gone.
 	sort.Slice(live, func(i, j int) bool {
@@ -173,6 +190,33 @@ func Scan(kimiHome string, now time.Time, staleAfter time.Duration, alive func(I
 		return live[i].ServerID < live[j].ServerID
 	})
 	return live, skipped, nil
+}
+
+// ownPorts keeps one live record per address: the one whose server started
+// first, which is the server listening there; a later one naming the same
+// address is a server still starting (SkipPortTaken).
+func ownPorts(live []Instance) ([]Instance, []Skipped) {
+	sort.Slice(live, func(i, j int) bool {
+		if live[i].StartedAt != live[j].StartedAt {
+			return live[i].StartedAt < live[j].StartedAt
+		}
+		if live[i].ServerID != live[j].ServerID {
+			return live[i].ServerID < live[j].ServerID
+		}
+		return live[i].Path < live[j].Path
+	})
+	owned := map[string]bool{}
+	kept := live[:0]
+	var taken []Skipped
+	for _, in := range live {
+		if addr := in.BaseURL(); !owned[addr] {
+			owned[addr] = true
+			kept = append(kept, in)
+			continue
+		}
+		taken = append(taken, Skipped{Path: in.Path, Reason: SkipPortTaken})
+	}
+	return kept, taken
 }
 
 // maxInstanceFile bounds a registry record (real ones are ~170 bytes).
@@ -189,6 +233,9 @@ func readInstance(path string) (Instance, error) {
 	dec := json.NewDecoder(&limitedReader{f: f, n: maxInstanceFile})
 	if err := dec.Decode(&in); err != nil {
 		return Instance{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if in.PID > 0 && in.Port == 0 && in.ServerID != "" && in.StartedAt > 0 {
+		return Instance{}, fmt.Errorf("%s: %w", path, errStarting)
 	}
 	if in.PID <= 0 || in.Port <= 0 || in.Port > 65535 {
 		return Instance{}, fmt.Errorf("%s: missing pid or port", path)

@@ -44,6 +44,7 @@ func TestDiscover(t *testing.T) {
 		raw      map[string]string
 		live     []int
 		wantPort int
+		wantPID  int // 0: any
 		wantErr  error
 		skipped  map[string]string // record -> reason
 	}{
@@ -94,6 +95,32 @@ func TestDiscover(t *testing.T) {
 			wantPort: 5001,
 			skipped:  map[string]string{"junk": SkipUnreadable, "noport": SkipUnreadable},
 		},
+		{
+			// Kimi Code Desktop's embedded server asks for port 0: its
+			// record names no port until the server is bound.
+			name: "a server still binding its port is passed over, not unreadable",
+			records: map[string]map[string]any{
+				"web":     instance(100, 5001, now.Add(-time.Hour), now),
+				"desktop": instance(200, 0, now.Add(-time.Second), now),
+			},
+			live:     []int{100, 200},
+			wantPort: 5001,
+			skipped:  map[string]string{"desktop": SkipStarting},
+		},
+		{
+			// A server registers the port it asked for before it binds,
+			// and moves up when it is taken: until it rewrites its record,
+			// the port is the older server's.
+			name: "a newer record naming an older live server's port is that server starting",
+			records: map[string]map[string]any{
+				"web":     instance(100, 58627, now.Add(-time.Hour), now),
+				"desktop": instance(200, 58627, now.Add(-time.Second), now),
+			},
+			live:     []int{100, 200},
+			wantPort: 58627,
+			wantPID:  100,
+			skipped:  map[string]string{"desktop": SkipPortTaken},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,8 +139,8 @@ func TestDiscover(t *testing.T) {
 				}
 			} else if err != nil {
 				t.Fatal(err)
-			} else if in.Port != c.wantPort {
-				t.Errorf("port %d, want %d", in.Port, c.wantPort)
+			} else if in.Port != c.wantPort || (c.wantPID != 0 && in.PID != c.wantPID) {
+				t.Errorf("pid %d port %d, want %d %d", in.PID, in.Port, c.wantPID, c.wantPort)
 			}
 			got := map[string]string{}
 			for _, s := range skipped {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -350,5 +351,59 @@ func validStream(t *testing.T, evs []*aep.Event) {
 		for _, v := range sv.Add(e) {
 			t.Errorf("stream: %v", v)
 		}
+	}
+}
+
+// Kimi Code Desktop runs kap-server inside its own process and registers it
+// in the same Kimi home, in the same layout, as kimi web. Its record first
+// names port 0 (it asks for an ephemeral port), or, asking for 58627 as kimi
+// web does, kimi web's port, until the server is bound and rewrites it. The
+// bridge follows Desktop's server once the record names its own port, and
+// never takes the record for a second server at kimi web's address: no
+// second connection to kimi web, and kimi web's session goes on.
+func TestBridgeFollowsDesktopNextToKimiWeb(t *testing.T) {
+	web := newFakeKap(t, "tok-reg", "s1")
+	desk := newFakeKap(t, "tok-reg", "s2")
+	home := t.TempDir()
+	pids := newPIDSet(101, 202)
+	tb := startBridge(t, web, mapping.Primary, "", func(c *Config) {
+		c.KapURL, c.KimiHome, c.PIDAlive = "", home, pids.alive
+	})
+	recordFor(t, home, "01WEB", web, 101, time.Now().Add(-time.Minute))
+	kc1 := <-web.conns
+	kc1.ack(t, kc1.next(t, "subscribe"), nil, map[string][2]any{"s1": {0, "A"}})
+	kc1.send(t, frame("s1", "A", 1, "turn.started", map[string]any{"turnId": "0"}))
+	tb.pub.Wait(t, "s1's run", func(evs []*aep.Event) bool { return typeCount(evs, "run.started") == 1 })
+
+	skippedAs := func(reason string) bool {
+		return strings.Contains(tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"), `reason="`+reason+`"} 1`)
+	}
+	started := time.Now()
+	// Registered, not bound yet.
+	writeInstance(t, home, "01DESK", instance(202, 0, started, time.Now()))
+	if !poll.Until(10*time.Second, func() bool { return skippedAs(SkipStarting) || skippedAs(SkipUnreadable) }) || !skippedAs(SkipStarting) {
+		t.Fatalf("Desktop's unbound record not passed over as starting:\n%s", tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"))
+	}
+	// Asked for the port kimi web holds.
+	u, _ := url.Parse(web.srv.URL)
+	webPort, _ := strconv.Atoi(u.Port())
+	writeInstance(t, home, "01DESK", instance(202, webPort, started, time.Now()))
+	if !poll.Until(10*time.Second, func() bool { return skippedAs(SkipPortTaken) || len(web.conns) > 0 }) || len(web.conns) > 0 {
+		t.Fatalf("Desktop's record naming kimi web's port was followed as a server of its own:\n%s", tb.metric(t, "aepkimi_bridgeweb_instances_skipped_total"))
+	}
+	// Bound: its own port.
+	recordFor(t, home, "01DESK", desk, 202, started)
+	kc2 := <-desk.conns
+	kc2.ack(t, kc2.next(t, "subscribe"), []string{"s1"}, map[string][2]any{"s2": {0, "B"}})
+	kc2.send(t, frame("s2", "B", 1, "turn.started", map[string]any{"turnId": "0"}))
+	evs := tb.pub.Wait(t, "s2's run", func(evs []*aep.Event) bool { return typeCount(evs, "run.started") == 2 })
+	if n := typeCount(evs, "session.ended"); n != 0 {
+		t.Errorf("%d sessions ended while both servers run", n)
+	}
+	if h := tb.HealthNow(); len(h.Instances) != 2 || h.Instances[0].PID != 202 || h.Instances[1].PID != 101 {
+		t.Errorf("health with kimi web and Desktop: %+v", h.Instances)
+	}
+	if len(web.conns) != 0 {
+		t.Error("a second connection reached kimi web")
 	}
 }
