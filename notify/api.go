@@ -21,6 +21,7 @@ const (
 	PathVAPID         = relay.NotifyPath + "vapid"
 	PathSubscriptions = relay.NotifyPath + "subscriptions"
 	PathTest          = relay.NotifyPath + "test"
+	PathUsage         = relay.NotifyPath + "usage"
 	// apiBodyTimeout bounds reading one request body.
 	apiBodyTimeout = 10 * time.Second
 )
@@ -60,6 +61,14 @@ type Listing struct {
 	Subscriptions []Listed `json:"subscriptions"`
 }
 
+// UsageReport is GET /notify/usage's answer: the --notify-usage
+// thresholds, and the context fill (percent) at which the page marks a
+// session near its limit.
+type UsageReport struct {
+	Thresholds         []string `json:"thresholds"`
+	NearContextPercent int64    `json:"near_context_percent"`
+}
+
 // TestResult is what one target or device answered a test message.
 type TestResult struct {
 	Target string `json:"target"`
@@ -92,10 +101,16 @@ func (n *Notifier) API() http.Handler {
 			n.unsubscribe(w, who, strings.TrimPrefix(p, PathSubscriptions+"/"))
 		case p == PathTest && r.Method == http.MethodPost:
 			n.test(w, r, who)
-		case p == PathVAPID || p == PathSubscriptions || p == PathTest || strings.HasPrefix(p, PathSubscriptions+"/"):
+		case p == PathUsage && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			rep := UsageReport{Thresholds: []string{}, NearContextPercent: n.cfg.Usage.NearContext()}
+			for _, t := range n.cfg.Usage {
+				rep.Thresholds = append(rep.Thresholds, t.String())
+			}
+			httpguard.WriteJSON(w, http.StatusOK, rep)
+		case p == PathVAPID || p == PathSubscriptions || p == PathTest || p == PathUsage || strings.HasPrefix(p, PathSubscriptions+"/"):
 			httpguard.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethod, "method not allowed on this endpoint")
 		default:
-			httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such notification endpoint (GET /notify/vapid, GET/POST /notify/subscriptions, DELETE /notify/subscriptions/ID, POST /notify/test)")
+			httpguard.WriteError(w, http.StatusNotFound, wire.CodeNotFound, "no such notification endpoint (GET /notify/vapid, GET/POST /notify/subscriptions, DELETE /notify/subscriptions/ID, POST /notify/test, GET /notify/usage)")
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package notify_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +207,25 @@ aepkimi_notify_usage_alerts_total{threshold="context=50%"} 2
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "aepkimi_notify_usage_burn_tokens_per_hour",
 		"aepkimi_notify_usage_sessions_over", "aepkimi_notify_usage_tokens_total", "aepkimi_notify_usage_alerts_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// GET /notify/usage says the thresholds and where the page marks a
+// session near its limit (the lowest context threshold).
+func TestUsageAPI(t *testing.T) {
+	st, _ := usageStage(t, "tokens=200k,context=90%,context=70%")
+	req, _ := http.NewRequest(http.MethodGet, st.url+notify.PathUsage, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep notify.UsageReport
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	if strings.Join(rep.Thresholds, ",") != "tokens=200k,context=90%,context=70%" || rep.NearContextPercent != 70 {
+		t.Errorf("report %+v", rep)
 	}
 }

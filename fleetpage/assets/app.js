@@ -989,6 +989,30 @@ function watchWindow() {
   });
 }
 
+// nearFill is the context fill (a fraction) at which a session is marked
+// near its limit: the relay's lowest --notify-usage context threshold, as
+// its notify API says it, else the same default the relay has.
+let nearFill = 0.8;
+
+function loadUsage() {
+  relayAPI('/notify/usage').then((u) => {
+    if (u && u.near_context_percent > 0) {
+      nearFill = u.near_context_percent / 100;
+      fleet.full = true;
+      scheduleRender();
+    }
+  }).catch(() => {
+    // a relay without a notifier: the default holds
+  });
+}
+
+// tokenFacts is a session's token words, marked (a sign and words, not a
+// colour alone) when its context is near its limit.
+function tokenFacts(s) {
+  const w = S.tokenWords(s);
+  return S.nearLimit(s, nearFill) ? `\u26a0 near context limit · ${w}` : w;
+}
+
 // metaParts is a row's facts: texts, and ages ({ label, since, suffix })
 // the tick keeps current.
 function metaParts(s) {
@@ -997,7 +1021,7 @@ function metaParts(s) {
   return [
     shownAgents(s).join(', ') || 'unknown agent',
     s.model,
-    S.tokenWords(s),
+    tokenFacts(s),
     run ? { label: 'run open ', since: Date.parse(run.started), suffix: '' } : '',
     last ? { label: 'active ', since: s.lastTime, suffix: ' ago' } : '',
     `${s.tools} tool${s.tools === 1 ? '' : 's'}`,
@@ -1053,10 +1077,11 @@ function renderRow(s, g, now, row) {
     else row._button.removeAttribute('aria-current');
   }
   const t = title(s);
-  if (row._title.textContent !== t) {
-    row._title.textContent = t;
-    row._button.setAttribute('aria-label', `Open session ${t}`);
-  }
+  const near = S.nearLimit(s, nearFill);
+  if (row._title.textContent !== t) row._title.textContent = t;
+  // The button's name is what a screen reader says of the row: the mark too.
+  const name = `Open session ${t}${near ? ', near its context limit' : ''}`;
+  if (row._button.getAttribute('aria-label') !== name) row._button.setAttribute('aria-label', name);
   setText(row._badge, badge);
   const parts = metaParts(s);
   const shape = parts.map((p) => (typeof p === 'string' ? '' : p.label)).join('\u0000');
@@ -1081,6 +1106,10 @@ function renderRow(s, g, now, row) {
     });
   }
   if (row.dataset.state !== g) row.dataset.state = g;
+  if (near !== ('near' in row._button.dataset)) {
+    if (near) row._button.dataset.near = '';
+    else delete row._button.dataset.near;
+  }
   return row;
 }
 
@@ -1532,7 +1561,8 @@ function renderSession(now) {
   const at = (t) => (t ? since(Date.parse(t), now, ' ago') : '');
   const facts = [
     ['relay', s.origin], ['agent', shownAgents(s).join(', ')], ['model', s.model || 'not reported'],
-    ['tokens', S.tokenWords(s)],
+    ['tokens', tokenFacts(s)],
+    ['burn', S.burnPerHour(s) ? `${S.compactCount(S.burnPerHour(s))} tokens in the hour up to its latest step` : ''],
     ['state', [stateWords(s, now), ...outcomeWords(s)].join(' · ')], ['started', at(s.started)],
     ['ended', s.ended ? el('span', null, at(s.ended), s.endReason && s.endReason !== 'normal' ? ` (${s.endReason})` : '') : ''],
     ['last event', s.lastEvent ? el('span', null, `${phraseOf(s, s.lastEvent)} `, since(s.lastTime, now, ' ago')) : ''],
@@ -1873,6 +1903,7 @@ async function start() {
   }
   for (const c of conns.values()) connect(c);
   loadRules();
+  loadUsage();
   render();
 }
 

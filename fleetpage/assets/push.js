@@ -23,8 +23,8 @@ export function requestLink(session, id) {
 }
 
 // parseLink reads a link to one request: the page's own fragment form, or
-// the query the relay's notifications open (/?session=S&request=ID); null
-// when the URL names none.
+// the query the relay's notifications open (/?session=S&request=ID, or
+// /?session=S alone for a session: id ''); null when the URL names none.
 export function parseLink(hash, search = '') {
   if (hash.startsWith(LINK_PREFIX)) {
     const parts = hash.slice(LINK_PREFIX.length).split('/');
@@ -37,8 +37,8 @@ export function parseLink(hash, search = '') {
   }
   const q = new URLSearchParams(search);
   const session = q.get('session');
-  const id = q.get('request');
-  return session && id ? { session, id } : null;
+  const id = q.get('request') || '';
+  return session ? { session, id } : null;
 }
 
 // --- what this browser can do --------------------------------------------------
@@ -240,6 +240,19 @@ function showLinked() {
   if (!link) return;
   const started = Date.now();
   const look = () => {
+    const fleet = window.aepFleet;
+    if (!link.id) {
+      // A link to a session (a usage alert's): its pane, once it is held.
+      for (const lane of fleet ? fleet.state.sessions.keys() : []) {
+        if (S.session(fleet.state, lane)?.session === link.session) {
+          clearInterval(linkTimer);
+          openSession(lane);
+          return;
+        }
+      }
+      if (Date.now() - started > LINK_WAIT_MS) clearInterval(linkTimer);
+      return;
+    }
     const item = [...document.querySelectorAll('#inbox > li[data-attention]')]
       .find((li) => li.dataset.attention === link.id && li.dataset.session === link.session);
     if (item) {
@@ -249,7 +262,6 @@ function showLinked() {
       item.focus({ preventScroll: true });
       return;
     }
-    const fleet = window.aepFleet;
     for (const lane of fleet ? fleet.state.sessions.keys() : []) {
       const s = S.session(fleet.state, lane);
       const req = s.session === link.session && s.attention.get(link.id);
