@@ -540,6 +540,9 @@ type Request struct {
 	ID, Session, Run string
 	Kind, Prompt     string
 	Options          []Option
+	// Fields are a kind form request's fields (AEP-0006), in order, each
+	// with an id and, for a select, its choices; nil for any other kind.
+	Fields []Field
 	// RespondVia is the request's respond_via, nil when absent (AEP-0008:
 	// absent declares nothing, so control delivery is offered).
 	RespondVia []string
@@ -590,6 +593,17 @@ func (a Route) before(b Route) bool {
 type Option struct {
 	ID    string `json:"id"`
 	Label string `json:"label,omitempty"`
+}
+
+// Field is one field of a form (AEP-0006 field_spec) as an answer needs it:
+// its id, type (string, number, boolean, select) and label; a select's
+// choices, and whether several of them (Multi) or free text (Other) may
+// answer it.
+type Field struct {
+	ID, Type, Label string
+	Choices         []Option
+	Multi, Other    bool
+	Required        bool
 }
 
 // Mark is the event that moved a request on, and its cause: for an answer
@@ -647,6 +661,9 @@ func newRequest(ev *aep.Event, data map[string]any) *Request {
 			}
 		}
 	}
+	if r.Kind == "form" {
+		r.Fields = formFields(data)
+	}
 	if via, ok := data["respond_via"].([]any); ok {
 		r.RespondVia = []string{}
 		for _, v := range via {
@@ -656,6 +673,35 @@ func newRequest(ev *aep.Event, data map[string]any) *Request {
 		}
 	}
 	return r
+}
+
+// formFields reads a form's fields: each with an id not seen before, its
+// choices each with an id not seen before in it.
+func formFields(data map[string]any) []Field {
+	raw, _ := data["fields"].([]any)
+	var out []Field
+	seen := map[string]bool{}
+	for _, f := range raw {
+		fm, ok := f.(map[string]any)
+		if !ok || str(fm, "id") == "" || seen[str(fm, "id")] {
+			continue
+		}
+		seen[str(fm, "id")] = true
+		fd := Field{ID: str(fm, "id"), Type: str(fm, "type"), Label: str(fm, "label")}
+		fd.Multi, _ = fm["multi"].(bool)
+		fd.Other, _ = fm["other"].(bool)
+		fd.Required, _ = fm["required"].(bool)
+		ids := map[string]bool{}
+		cs, _ := fm["choices"].([]any)
+		for _, c := range cs {
+			if cm, ok := c.(map[string]any); ok && str(cm, "id") != "" && !ids[str(cm, "id")] {
+				ids[str(cm, "id")] = true
+				fd.Choices = append(fd.Choices, Option{ID: str(cm, "id"), Label: str(cm, "label")})
+			}
+		}
+		out = append(out, fd)
+	}
+	return out
 }
 
 // State is where the request stands in its lifecycle, whatever the clock.

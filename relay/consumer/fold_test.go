@@ -295,6 +295,33 @@ func TestFoldAttentionLifecycle(t *testing.T) {
 	}
 }
 
+// A form's fields as docs/questions.md shows a Kimi question: in order,
+// each id once, a select's choices each id once, multi and other read; a
+// field without an id, or another kind's fields, are not read.
+func TestFoldFormFields(t *testing.T) {
+	ev := func(id, data string) *aep.Event {
+		return &aep.Event{AEP: "0.1", ID: id, Type: "attention.requested", Subject: "q_1", Time: "2026-07-03T10:13:00.000Z",
+			Source: "aep://h/agent/a/session/s", Agent: "a", Session: "s", Seq: aep.Int64(0), Data: json.RawMessage(data)}
+	}
+	form := ev("F", `{"kind":"form","prompt":"Deploy where? / Notify whom?","fields":[
+		{"id":"q_0","type":"select","label":"Deploy where?","other":true,"choices":[{"id":"o1","label":"staging"},{"id":"o2","label":"prod"},{"id":"o1","label":"again"},{"label":"no id"}]},
+		{"id":"q_1","type":"select","label":"Notify whom?","multi":true,"required":true,"choices":[{"id":"o3","label":"ops"}]},
+		{"id":"q_0","type":"string","label":"q_0 again"},{"type":"string","label":"no id"},"junk"],
+		"options":[{"id":"dismiss","label":"Dismiss"}],"respond_via":["control","oob"]}`)
+	r := fold([]*aep.Event{form}).Session("s").Request("F")
+	want := []Field{
+		{ID: "q_0", Type: "select", Label: "Deploy where?", Other: true, Choices: []Option{{ID: "o1", Label: "staging"}, {ID: "o2", Label: "prod"}}},
+		{ID: "q_1", Type: "select", Label: "Notify whom?", Multi: true, Required: true, Choices: []Option{{ID: "o3", Label: "ops"}}},
+	}
+	if !reflect.DeepEqual(r.Fields, want) || !reflect.DeepEqual(r.OptionIDs(), []string{"dismiss"}) {
+		t.Fatalf("fields %+v options %v, want %+v and dismiss", r.Fields, r.OptionIDs(), want)
+	}
+	other := fold([]*aep.Event{ev("P", `{"kind":"permission","fields":[{"id":"x","type":"string","label":"x"}]}`)}).Session("s").Request("P")
+	if other.Fields != nil {
+		t.Errorf("a permission request's fields read: %+v", other.Fields)
+	}
+}
+
 func TestProjectionJSON(t *testing.T) {
 	f := fold(readEvents(t, streamPath("attention-oob")))
 	b, err := json.Marshal(f.Projection())
