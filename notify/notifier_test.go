@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -313,30 +314,7 @@ func TestNotifyAnswerLink(t *testing.T) {
 // readSession reads the session's history of one type from the relay.
 func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 	t.Helper()
-	var out []*aep.Event
-	poll.Until(2*time.Second, func() bool {
-		out = nil
-		q := url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"` + session + `","type":"` + typ + `"}`}}
-		req, _ := http.NewRequest(http.MethodGet, st.url+"/stream?"+q.Encode(), nil)
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		r := client.NewSSEReader(resp.Body, 0)
-		for {
-			it, err := r.Next()
-			if err != nil {
-				break
-			}
-			if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil && !it.IsComment {
-				out = append(out, ev)
-			}
-		}
-		return len(out) > 0
-	})
-	return out
+	return relaytest.History(t, st.url, testToken, session, typ, 2*time.Second)
 }
 
 // A link to a request answered elsewhere says so, even once the request's

@@ -8,10 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/client"
 )
 
 // Server is a relay serving on a loopback port for the duration of a test.
@@ -118,4 +122,37 @@ func PostLines(t testing.TB, base, token string, lines ...[]byte) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		t.Fatalf("POST /events: HTTP %d %s", resp.StatusCode, b)
 	}
+}
+
+// History reads what the relay at base holds of session's events of type
+// typ (from its start, with token), waiting up to within for at least one.
+func History(t testing.TB, base, token, session, typ string, within time.Duration) []*aep.Event {
+	t.Helper()
+	var out []*aep.Event
+	poll.Until(within, func() bool {
+		out = nil
+		q := url.Values{"from": {"all"}, "live": {"0"}, "filter": {`{"session":"` + session + `","type":"` + typ + `"}`}}
+		req, err := http.NewRequest(http.MethodGet, base+"/stream?"+q.Encode(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		r := client.NewSSEReader(resp.Body, 0)
+		for {
+			it, err := r.Next()
+			if err != nil {
+				break
+			}
+			if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil && !it.IsComment {
+				out = append(out, ev)
+			}
+		}
+		return len(out) > 0
+	})
+	return out
 }
