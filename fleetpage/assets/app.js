@@ -30,6 +30,7 @@ const ui = {
   proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
   dangers: new Map(), // attention id -> the relay's refusal of a wildcard allow over destructive commands, awaiting a confirm
   traces: new Map(), // attention id -> its trace once settled
+  forms: new Map(), // attention id -> field id -> what was picked ({choices, otherOn, other, value}), kept across redraws
   me: null, // who this login speaks for ({name, role}); null: the relay says not
 };
 
@@ -525,9 +526,11 @@ function send(req, cmd) {
   scheduleRender();
 }
 
-function answer(req, answerObj) {
+// answer sends answerObj; authored (free text in a form's values) makes
+// the command capture redacted, as text does.
+function answer(req, answerObj, authored = false) {
   const cmd = command('control.attention.respond', req.session, { subject: req.id, cause: req.id, data: { answer: answerObj } });
-  if (answerObj.text) cmd.capture = 'redacted';
+  if (answerObj.text || authored) cmd.capture = 'redacted';
   send(req, cmd);
 }
 
@@ -1139,6 +1142,7 @@ function renderInbox(now) {
     if (!want.has(id)) {
       node.remove();
       ui.items.delete(id);
+      ui.forms.delete(id);
       leaveTrace(id, node.dataset.lane, now);
     }
   }
@@ -1151,6 +1155,7 @@ function renderInbox(now) {
       fresh._sig = sig;
       if (node) {
         const hadFocus = node.contains(document.activeElement);
+        const focused = hadFocus && focusKey(document.activeElement);
         const kept = [...node.querySelectorAll('[data-reply], [data-always-pattern], [data-always-scope]')].filter((e) => e.dataset.edited);
         node.replaceWith(fresh);
         for (const old of kept) {
@@ -1158,7 +1163,7 @@ function renderInbox(now) {
           const input = fresh.querySelector(`[${key}]`);
           if (input) Object.assign(input, { value: old.value }).dataset.edited = '1';
         }
-        if (hadFocus) fresh.focus();
+        if (hadFocus) refocus(fresh, focused);
       }
       node = fresh;
       ui.items.set(req.id, node);
@@ -1170,6 +1175,29 @@ function renderInbox(now) {
   if ($('inbox-count').dataset.count !== String(reqs.length)) $('inbox-count').dataset.count = String(reqs.length);
   if ($('inbox-empty').hidden !== reqs.length > 0) $('inbox-empty').hidden = reqs.length > 0;
   return reqs.length;
+}
+
+// FOCUS_KEYS name a control of a request's card: the one focused keeps
+// the focus (and a text field its caret) when the card is redrawn, so a
+// redraw while someone types or picks does not take it away.
+const FOCUS_KEYS = ['data-reply', 'data-other-text', 'data-field-value', 'data-choice', 'data-other', 'data-option', 'data-form-send'];
+
+function focusKey(e) {
+  const k = FOCUS_KEYS.find((a) => e.hasAttribute(a));
+  if (!k) return null;
+  const field = e.closest('fieldset[data-field]');
+  const sel = `${field ? `fieldset[data-field="${CSS.escape(field.dataset.field)}"] ` : ''}[${k}="${CSS.escape(e.getAttribute(k))}"]`;
+  return { sel, start: e.selectionStart ?? null, end: e.selectionEnd ?? null };
+}
+
+function refocus(fresh, key) {
+  const e = key && fresh.querySelector(key.sel);
+  if (!e) {
+    fresh.focus();
+    return;
+  }
+  e.focus();
+  if (key.start !== null && typeof e.setSelectionRange === 'function') e.setSelectionRange(key.start, key.end);
 }
 
 // leaveTrace puts a short trace where a request the inbox showed was
@@ -1231,26 +1259,37 @@ function renderRequest(req, now) {
     ? String(req.prompt)
     : S.gated(req.ev) ? `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''} (prompt gated at capture ${req.ev.capture || 'metadata'})` : `${req.kind || 'request'}${req.subject ? ` for ${req.subject}` : ''}`;
   const left = S.countdown(req, now);
+  const fields = S.formFields(req);
   const li = el('li', { 'data-attention': req.id, 'data-session': req.session, 'data-relay': req.origin || undefined, 'data-lane': req.lane, 'data-answer': how, 'data-reach': r.kind, tabindex: '0' },
     el('div', { class: 'muted' }, `${title(s)} · ${s.agent || 'unknown agent'} · ${req.kind || 'request'} · waiting `, since(Date.parse(req.time), now),
       left ? el('span', { 'data-countdown': req.id, 'data-expires': req.expiresAt, 'data-on-expiry': req.onExpiry || undefined }, ` · ${left}`) : '',
       sent(req, now)),
-    el('p', { class: 'prompt' }, prompt));
-  const optionText = req.options.map((o) => o.label || o.id).join(' / ');
-  if (!can('answer') && how !== 'elsewhere') {
-    li.append(el('p', { class: 'status', 'data-watch-only': true }, `You watch this fleet (role ${ui.me.role}): answering needs the answer role.${optionText ? ` Its choices: ${optionText}.` : ''}`));
+    // A form's questions are its fields' legends: its prompt only joins them.
+    fields.length && prompt === fields.map((f) => f.label).join(' / ') ? '' : el('p', { class: 'prompt' }, S.inert(prompt, true)));
+  const optionText = S.inert(req.options.map((o) => o.label || o.id).join(' / '));
+  // Where the page offers no answer, a form's questions are still read.
+  const info = (words) => {
+    li.append(el('p', { class: 'status', 'data-watch-only': words.watch }, words.text, !fields.length && optionText ? ` ${words.choices}: ${optionText}.` : ''));
+    if (fields.length) li.append(questionList(fields));
     return li;
+  };
+  if (!can('answer') && how !== 'elsewhere') {
+    return info({ watch: true, choices: 'Its choices', text: `You watch this fleet (role ${ui.me.role}): answering needs the answer role.` });
   }
   if (how === 'elsewhere') {
-    li.append(el('p', { class: 'status' }, `Answer in ${s.agent === 'kimi-code' || !s.agent ? 'Kimi' : s.agent} itself (this request is answered ${req.respondVia.join(', ')}, not through the relay).${optionText ? ` Its choices: ${optionText}.` : ''}`));
-    return li;
+    return info({ choices: 'Its choices', text: `Answer in ${s.agent === 'kimi-code' || !s.agent ? 'Kimi' : s.agent} itself (this request is answered ${req.respondVia.join(', ')}, not through the relay).` });
   }
   if (r.kind === 'unreachable') {
-    li.append(el('p', { class: 'status' }, `Not reachable: no live claimant holds this session at the relay, so an answer cannot be delivered.${optionText ? ` Choices: ${optionText}.` : ''}`));
-    return li;
+    return info({ choices: 'Choices', text: 'Not reachable: no live claimant holds this session at the relay, so an answer cannot be delivered.' });
   }
   if (r.kind === 'ambiguous') {
     li.append(el('p', { class: 'status' }, 'Two live claimants hold this session: the relay refuses commands to it as ambiguous.'));
+    return li;
+  }
+  if (fields.length) {
+    li.append(formBox(req, fields));
+    const note = ui.notes.get(req.id);
+    if (note) li.append(el('p', { class: 'status', 'data-note': true }, note));
     return li;
   }
   const opts = el('div', { class: 'options', role: 'group', 'aria-label': 'Options' });
@@ -1276,6 +1315,151 @@ function renderRequest(req, now) {
   const note = ui.notes.get(req.id);
   if (note) li.append(el('p', { class: 'status', 'data-note': true }, note));
   return li;
+}
+
+// --- forms -------------------------------------------------------------------
+
+// questionList is a form's questions and their choices as words, where the
+// page offers no answer to them.
+function questionList(fields) {
+  return el('ul', { class: 'questions' }, ...fields.map((f) => el('li', { 'data-field': f.id },
+    el('strong', null, S.inert(f.label)),
+    f.choices.length ? `: ${S.inert(f.choices.map((c) => c.label).join(' / '))}${f.other ? ' / your own words' : ''}` : '',
+    f.multi ? ' (several may be chosen)' : '')));
+}
+
+// formPick is what was picked for one field of a request, kept across
+// redraws.
+function formPick(req, f) {
+  let m = ui.forms.get(req.id);
+  if (!m) ui.forms.set(req.id, (m = new Map()));
+  let p = m.get(f.id);
+  if (!p) m.set(f.id, (p = { choices: [], otherOn: false, other: '', value: f.type === 'boolean' ? false : '' }));
+  return p;
+}
+
+// picked notes a change to a form's picks: the page's word that it was
+// not sent (something missing) is out of date.
+function picked(req) {
+  if ((ui.notes.get(req.id) || '').startsWith(NOT_SENT)) {
+    ui.notes.delete(req.id);
+    scheduleRender();
+  }
+}
+
+const NOT_SENT = 'not sent: ';
+
+// sendForm answers a form with what was picked (S.formAnswer), or says
+// what is missing.
+function sendForm(req, fields) {
+  const picks = new Map(fields.map((f) => {
+    const p = formPick(req, f);
+    return [f.id, { choices: p.choices, other: p.otherOn ? p.other : '', value: p.value }];
+  }));
+  const a = S.formAnswer(fields, picks);
+  if (a.error) {
+    ui.notes.set(req.id, `${NOT_SENT}${a.error}`);
+    scheduleRender();
+    return;
+  }
+  answer(req, { values: a.values }, a.authored);
+}
+
+// formBox is a form a person answers (AEP-0006): each field a fieldset,
+// a select's choices radios (checkboxes where several may be chosen) with
+// an "Other" field of one's own words where the field allows it, then Send
+// and the request's own options (a Kimi question's Dismiss). A form of one
+// single-choice question answers with one tap: each choice is a button.
+function formBox(req, fields) {
+  const quick = fields.length === 1 && fields[0].type === 'select' && !fields[0].multi;
+  const box = el('div', { class: 'form', 'data-form': req.id });
+  for (const f of fields) box.append(fieldBox(req, f, quick, fields));
+  const acts = el('div', { class: 'options', role: 'group', 'aria-label': 'Send, or answer otherwise' });
+  if (!quick) acts.append(el('button', { type: 'button', class: 'send', 'data-form-send': req.id, onclick: () => sendForm(req, fields) }, fields.length > 1 ? 'Send answers' : 'Send answer'));
+  for (const o of req.options) {
+    if (o && typeof o.id === 'string' && o.id !== '') acts.append(el('button', { type: 'button', 'data-option': o.id, onclick: () => answer(req, { option: o.id }) }, S.inert(o.label || o.id)));
+  }
+  box.append(acts);
+  return box;
+}
+
+function fieldBox(req, f, quick, fields) {
+  const p = formPick(req, f);
+  const fs = el('fieldset', { 'data-field': f.id, 'data-field-type': f.type, 'data-multi': f.multi || undefined },
+    el('legend', null, S.inert(f.label), f.required ? el('span', { class: 'muted' }, ' (required)') : ''));
+  const name = `${req.id}/${f.id}`;
+  if (f.type === 'select') {
+    const choices = el('div', { class: 'choices', role: quick ? 'group' : undefined });
+    let otherBox = null;
+    for (const c of f.choices) {
+      if (quick) {
+        choices.append(el('button', { type: 'button', 'data-choice': c.id, onclick: () => answer(req, { values: { [f.id]: c.id } }) }, S.inert(c.label)));
+        continue;
+      }
+      const input = el('input', {
+        type: f.multi ? 'checkbox' : 'radio', name, value: c.id, 'data-choice': c.id, checked: p.choices.includes(c.id),
+        onchange: (e) => {
+          if (f.multi) p.choices = e.target.checked ? [...p.choices, c.id] : p.choices.filter((id) => id !== c.id);
+          else if (e.target.checked) Object.assign(p, { choices: [c.id], otherOn: false });
+          picked(req);
+        },
+      });
+      choices.append(el('label', { class: 'choice' }, input, S.inert(c.label)));
+    }
+    fs.append(choices);
+    if (f.other) {
+      const text = el('input', {
+        type: 'text', value: p.other, 'data-other-text': f.id, 'aria-label': `Your own answer to ${S.inert(f.label)}`, placeholder: 'Or in your own words',
+        oninput: (e) => {
+          p.other = e.target.value;
+          if (quick) return;
+          p.otherOn = p.other.trim() !== '';
+          if (toggle) toggle.checked = p.otherOn;
+          if (!f.multi && p.otherOn) {
+            p.choices = [];
+            for (const r of fs.querySelectorAll('input[data-choice]')) r.checked = false;
+          }
+          picked(req);
+        },
+      });
+      const toggle = quick ? null : el('input', {
+        type: f.multi ? 'checkbox' : 'radio', name, value: '', 'data-other': f.id, checked: p.otherOn, 'aria-label': 'Other',
+        onchange: (e) => {
+          p.otherOn = e.target.checked;
+          if (!f.multi && p.otherOn) p.choices = [];
+          if (p.otherOn) text.focus();
+          picked(req);
+        },
+      });
+      text.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' && text.value.trim()) {
+          if (quick) answer(req, { values: { [f.id]: text.value.trim() } }, true);
+          else sendForm(req, fields);
+        }
+        e.stopPropagation();
+      });
+      otherBox = el('div', { class: 'other' }, toggle ? el('label', { class: 'choice' }, toggle, 'Other') : '', text);
+      if (quick) {
+        otherBox.append(el('button', { type: 'button', class: 'send', 'data-other-send': f.id, onclick: () => { if (text.value.trim()) answer(req, { values: { [f.id]: text.value.trim() } }, true); } }, 'Send'));
+      }
+      fs.append(otherBox);
+    }
+    return fs;
+  }
+  const set = (v) => {
+    p.value = v;
+    picked(req);
+  };
+  if (f.type === 'boolean') {
+    fs.append(el('label', { class: 'choice' }, el('input', { type: 'checkbox', 'data-field-value': f.id, checked: p.value === true, onchange: (e) => set(e.target.checked) }), 'Yes'));
+    return fs;
+  }
+  fs.append(el('input', {
+    type: f.type === 'number' ? 'number' : 'text', 'data-field-value': f.id, value: p.value, 'aria-label': S.inert(f.label),
+    min: f.min ?? undefined, max: f.max ?? undefined, oninput: (e) => set(e.target.value),
+    onkeydown: (e) => e.stopPropagation(),
+  }));
+  return fs;
 }
 
 // --- rules -------------------------------------------------------------------
@@ -1850,7 +2034,7 @@ document.addEventListener('keydown', (e) => {
     if (!items.length) return;
     items[Math.max(cur - 1, 0)].focus();
   } else if (item && /^[1-9]$/.test(e.key)) {
-    const b = item.querySelectorAll('[data-option]')[Number(e.key) - 1];
+    const b = item.querySelectorAll('[data-option], button[data-choice]')[Number(e.key) - 1];
     if (b) b.click();
   } else if (item && e.key === 'r') {
     const input = item.querySelector('[data-reply]');

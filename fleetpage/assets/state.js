@@ -565,6 +565,124 @@ export function answerable(req) {
   return 'control';
 }
 
+// FIELD_TYPES are the field types a form may ask with (AEP-0006
+// field_spec.type).
+const FIELD_TYPES = ['string', 'number', 'boolean', 'select'];
+
+// formFields is a kind form request's fields (AEP-0006), each one the page
+// can show: an id, a known type, a select's choices with ids; [] for any
+// other request, or a form whose fields its capture withheld.
+export function formFields(req) {
+  if (req.kind !== 'form') return [];
+  const fields = data(req.ev).fields;
+  if (!Array.isArray(fields)) return [];
+  const out = [];
+  const seen = new Set();
+  for (const f of fields) {
+    if (!f || typeof f !== 'object' || typeof f.id !== 'string' || f.id === '' || seen.has(f.id) || !FIELD_TYPES.includes(f.type)) continue;
+    const choices = [];
+    if (f.type === 'select') {
+      const ids = new Set();
+      for (const c of Array.isArray(f.choices) ? f.choices : []) {
+        if (!c || typeof c.id !== 'string' || c.id === '' || ids.has(c.id)) continue;
+        ids.add(c.id);
+        choices.push({ id: c.id, label: typeof c.label === 'string' && c.label !== '' ? c.label : c.id });
+      }
+      // A select with nothing to choose and no free text cannot be answered.
+      if (!choices.length && f.other !== true) continue;
+    }
+    seen.add(f.id);
+    out.push({
+      id: f.id, type: f.type, label: typeof f.label === 'string' && f.label !== '' ? f.label : f.id, choices,
+      multi: f.type === 'select' && f.multi === true, other: f.type === 'select' && f.other === true, required: f.required === true,
+      min: typeof f.min === 'number' ? f.min : null, max: typeof f.max === 'number' ? f.max : null,
+    });
+  }
+  return out;
+}
+
+// formAnswer builds a form's answer from what a person picked, field id ->
+// { choices: [ids], other: text } (a select), { value } (a string, number
+// or boolean): { values, authored } (authored: a value is free text, so
+// the command carries capture redacted, AEP-0006's values rule), or
+// { error, field } naming what is missing or wrong. Unanswered fields that
+// are not required are left out.
+export function formAnswer(fields, picks) {
+  const values = {};
+  let authored = false;
+  for (const f of fields) {
+    const p = (picks && picks.get ? picks.get(f.id) : picks && picks[f.id]) || {};
+    let v;
+    if (f.type === 'select') {
+      const ids = f.choices.map((c) => c.id);
+      const chosen = (Array.isArray(p.choices) ? p.choices : []).filter((id) => ids.includes(id));
+      const other = f.other && typeof p.other === 'string' ? p.other.trim() : '';
+      if (!f.multi && chosen.length > 1) return { error: `choose one answer to “${f.label}”`, field: f.id };
+      if (f.multi) {
+        v = other ? [...chosen, other] : chosen;
+        if (!v.length) v = undefined;
+      } else {
+        v = other || chosen[0];
+      }
+      if (other) authored = true;
+    } else if (f.type === 'string') {
+      const s = typeof p.value === 'string' ? p.value.trim() : '';
+      if (s) {
+        v = s;
+        authored = true;
+      }
+    } else if (f.type === 'number') {
+      const raw = typeof p.value === 'string' ? p.value.trim() : p.value;
+      if (raw !== '' && raw !== undefined && raw !== null) {
+        const n = Number(raw);
+        if (!Number.isFinite(n)) return { error: `“${f.label}” takes a number`, field: f.id };
+        if ((f.min !== null && n < f.min) || (f.max !== null && n > f.max)) {
+          return { error: `“${f.label}” takes a number${f.min !== null ? ` from ${f.min}` : ''}${f.max !== null ? ` up to ${f.max}` : ''}`, field: f.id };
+        }
+        v = n;
+      }
+    } else if (typeof p.value === 'boolean') {
+      v = p.value;
+    }
+    if (v === undefined) {
+      if (f.required) return { error: `answer “${f.label}” first`, field: f.id };
+      continue;
+    }
+    values[f.id] = v;
+  }
+  if (!Object.keys(values).length) return { error: 'choose an answer first (or dismiss the question)', field: fields.length ? fields[0].id : '' };
+  return { values, authored };
+}
+
+// inert is s fit to show as it is: every control character (C0 but tab,
+// newlines too unless keepNewline; DEL; C1), every bidi embedding,
+// override, isolate and mark, and every lone surrogate shown escaped, as
+// relay/consumer's Line and Text show them on a terminal. The page puts
+// text in the DOM as text, never markup; this keeps text from an agent
+// (a question, a choice) from reordering or hiding what it seems to say.
+export function inert(s, keepNewline = false) {
+  if (typeof s !== 'string') return '';
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const surrogate = c >= 0xd800 && c <= 0xdfff;
+    if (surrogate && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        out += s[i] + s[i + 1];
+        i++;
+        continue;
+      }
+    }
+    const unsafe = surrogate || (c < 0x20 && c !== 0x09 && !(keepNewline && c === 0x0a)) || c === 0x7f || (c >= 0x80 && c <= 0x9f) ||
+      (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) || c === 0x200e || c === 0x200f || c === 0x061c;
+    if (!unsafe) out += s[i];
+    else if (c < 0x20) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else out += `\\u${c.toString(16).padStart(4, '0')}`;
+  }
+  return out;
+}
+
 // Token figures in event data: usage (AEP-0002 §5.2, OpenTelemetry GenAI's
 // names) is each event's own count, summed per session; how full the
 // context is comes from the latest event that says it, in the vendor

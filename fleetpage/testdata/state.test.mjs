@@ -223,3 +223,63 @@ test('a companion joins its Kimi session once that session shows', () => {
   assert.deepEqual(s.usage, { input: 100, output: 10 });
   assert.equal(S.tokenWords(s), '110 tokens');
 });
+
+// A kind form request (AEP-0006) as the page reads it: its fields, each
+// one it can show, and the answer built from what a person picked, with
+// the spec's rules: a choice id or free text where the field allows it,
+// an array for a multi-select, required fields first, nothing empty.
+test('a form: its fields and the answer from the picks', () => {
+  const st = S.newState();
+  S.apply(st, {
+    aep: '0.1', id: 'F1', type: 'attention.requested', time: '2026-07-03T10:00:00.000Z', agent: 'kimi-code',
+    source: 'aep://h/agent/kimi-code/session/f1', session: 'f1', seq: 0, epoch: 1, capture: 'redacted',
+    data: {
+      kind: 'form', prompt: 'Deploy where? / Notify whom?', respond_via: ['control'],
+      fields: [
+        { id: 'q_0', type: 'select', label: 'Deploy where?', other: true, choices: [{ id: 'o1', label: 'staging' }, { id: 'o2', label: 'prod' }, { id: 'o1', label: 'again' }] },
+        { id: 'q_1', type: 'select', label: 'Notify whom?', multi: true, choices: [{ id: 'o3', label: 'ops' }, { id: 'o4' }] },
+        { id: 'n', type: 'number', label: 'Replicas', min: 1, max: 5, required: true },
+        { id: 'b', type: 'boolean', label: 'Dry run?' },
+        { id: 'm', type: 'select', label: 'Teams', multi: true, other: true, choices: [{ id: 't1', label: 'ops' }] },
+        { id: 'q_0', type: 'string', label: 'a second q_0' },
+        { id: 'x', type: 'date', label: 'unknown type' },
+        { id: 'e', type: 'select', label: 'nothing to choose', choices: [] },
+        'junk',
+      ],
+    },
+  });
+  const req = S.session(st, 'f1').attention.get('F1');
+  const fields = S.formFields(req);
+  assert.deepEqual(fields.map((f) => f.id), ['q_0', 'q_1', 'n', 'b', 'm'], 'fields it can show, each id once');
+  assert.deepEqual(fields[0].choices, [{ id: 'o1', label: 'staging' }, { id: 'o2', label: 'prod' }], 'each choice id once');
+  assert.deepEqual(fields[1].choices[1], { id: 'o4', label: 'o4' }, 'a choice without a label shows its id');
+  assert.equal(fields[1].multi, true);
+  assert.equal(fields[0].other, true);
+
+  const picks = (o) => new Map(Object.entries(o));
+  assert.deepEqual(S.formAnswer(fields, picks({ q_0: { choices: ['o2'] }, n: { value: '3' } })), { values: { q_0: 'o2', n: 3 }, authored: false });
+  assert.deepEqual(S.formAnswer(fields, picks({ q_0: { choices: [], other: ' blue-green ' }, q_1: { choices: ['o3', 'o4'] }, n: { value: 5 }, b: { value: false }, m: { choices: ['t1'], other: 'both teams' } })),
+    { values: { q_0: 'blue-green', q_1: ['o3', 'o4'], n: 5, b: false, m: ['t1', 'both teams'] }, authored: true });
+  assert.match(S.formAnswer(fields, picks({ q_0: { choices: ['o1'] } })).error, /Replicas/, 'a required field missing');
+  assert.match(S.formAnswer(fields, picks({ n: { value: '9' } })).error, /from 1 up to 5/, 'a number out of range');
+  assert.match(S.formAnswer(fields, picks({ n: { value: 'many' } })).error, /takes a number/);
+  assert.match(S.formAnswer(fields, picks({ q_0: { choices: ['o1', 'o2'] }, n: { value: 1 } })).error, /one answer/, 'two choices on a single-select');
+  assert.deepEqual(S.formAnswer(fields, picks({ q_0: { choices: ['nope'] }, n: { value: 1 } })), { values: { n: 1 }, authored: false }, 'a choice not offered is no pick');
+  assert.match(S.formAnswer(fields.slice(0, 2), picks({})).error, /choose an answer/, 'nothing picked');
+  assert.deepEqual(S.formAnswer(fields.slice(1, 2), picks({ q_1: { choices: ['o3'], other: 'free' } })), { values: { q_1: ['o3'] }, authored: false }, 'free text only where the field allows it');
+
+  assert.deepEqual(S.formFields({ ...req, kind: 'permission' }), [], 'not a form');
+  assert.deepEqual(S.formFields({ ...req, ev: { ...req.ev, data: { kind: 'form' } } }), [], 'a form whose fields are withheld');
+});
+
+// inert shows what an agent wrote as text that cannot hide or reorder
+// itself: relay/consumer's Line and Text on a terminal.
+test('inert text: controls and bidi escaped, the rest as written', () => {
+  assert.equal(S.inert('plain <b>text</b> & ünïcode 😀\ttab'), 'plain <b>text</b> & ünïcode 😀\ttab');
+  assert.equal(S.inert('a\x1b[2Kb\nc\r\x7f\x9b'), 'a\\x1b[2Kb\\x0ac\\x0d\\u007f\\u009b');
+  assert.equal(S.inert('a\nb', true), 'a\nb', 'newlines kept in text that spans lines');
+  assert.equal(S.inert('\u202eevil\u2066\u200f\u061c'), '\\u202eevil\\u2066\\u200f\\u061c');
+  assert.equal(S.inert('lone \ud800 and \udc00'), 'lone \\ud800 and \\udc00');
+  assert.equal(S.inert(S.inert('\x1b\u202e')), S.inert('\x1b\u202e'), 'idempotent');
+  assert.equal(S.inert(undefined), '');
+});
