@@ -27,16 +27,23 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 	if req == nil {
 		return Message{}, false
 	}
-	tool := toolOf(s.Event(t.id))
+	tool := subjectOf(s, req)
 	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
 	m := Message{
 		Kind: KindRequest, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
 		Deadline: req.Deadline, Open: n.openURL(t.session, t.id),
 	}
-	m.Title = clip(firstOf(tool, "A request")+" waits for you", titleRunes)
+	m.Title = clip(firstOf(tool, whatIs(req, true))+" waits for you", titleRunes)
 	var body []string
 	if p := promptLine(req); p != "" {
 		body = append(body, p)
+	}
+	answers, field := linkAnswers(req)
+	// A form's links answer one question with one choice: the page has
+	// the rest (its other questions, several choices, free text).
+	m.More = req.Kind == "form" && (field == nil || len(req.Fields) > 1 || len(answers) == 0 || field.Multi || field.Other)
+	if len(req.Fields) > 1 {
+		body = append(body, fmt.Sprintf("The answers here are to %s; the page has all %d questions.", fieldWords(*field, 0), len(req.Fields)))
 	}
 	facts := []string{label}
 	if !req.Deadline.IsZero() {
@@ -49,16 +56,81 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 		if exp.IsZero() {
 			exp = now.Add(DefaultTokenTTL)
 		}
-		for _, o := range req.Options {
-			tok, err := n.signer.Mint(Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.who.Name, Token: r.who.Token.String(), Surface: r.surface, Expires: exp.Unix()})
+		for i, o := range answers {
+			c := Claims{Session: t.session, Request: t.id, Option: o.ID, By: r.who.Name, Token: r.who.Token.String(), Surface: r.surface, Expires: exp.Unix()}
+			if field != nil {
+				c.Field, c.Multi = field.ID, field.Multi
+			}
+			tok, err := n.signer.Mint(c)
 			if err != nil {
 				n.log.Warn("answer link not made", "err", err)
 				continue
 			}
-			m.Answers = append(m.Answers, Answer{Option: o.ID, Label: optionLabel(o), URL: n.link(relay.AnswerPath + tok)})
+			m.Answers = append(m.Answers, Answer{Option: o.ID, Label: answerWords(o, i, field != nil), URL: n.link(relay.AnswerPath + tok)})
 		}
 	}
 	return m, true
+}
+
+// answerWords is the words on an answer's button: an option's (optionLabel),
+// or a form choice's label; a choice whose label the capture ceiling
+// withheld (it is its id, which is opaque) is "Choice N", by its place.
+func answerWords(o consumer.Option, i int, choice bool) string {
+	if !choice {
+		return optionLabel(o)
+	}
+	if l := consumer.Line(strings.Join(strings.Fields(o.Label), " ")); l != "" && l != o.ID {
+		return l
+	}
+	return fmt.Sprintf("Choice %d", i+1)
+}
+
+// linkAnswers are what a request's answer links answer with: a form's
+// first question's choices (with that field; a link answers only it), or
+// the request's options (field nil). A form whose first question has no
+// choices (free text only) has no links: the page answers it.
+func linkAnswers(req *consumer.Request) ([]consumer.Option, *consumer.Field) {
+	if req.Kind != "form" {
+		return req.Options, nil
+	}
+	if len(req.Fields) == 0 {
+		return nil, nil
+	}
+	f := &req.Fields[0]
+	if f.Type != "select" {
+		return nil, f
+	}
+	return f.Choices, f
+}
+
+// subjectOf is what a notification names a request by: the tool it asks
+// about, or "" for a form (its subject is the vendor's id of it).
+func subjectOf(s *consumer.Session, req *consumer.Request) string {
+	if req.Kind == "form" {
+		return ""
+	}
+	return toolOf(s.Event(req.ID))
+}
+
+// whatIs is a request in a word, for a title (capital) or a sentence.
+func whatIs(req *consumer.Request, capital bool) string {
+	w := "a request"
+	if req.Kind == "form" {
+		w = "a question"
+	}
+	if capital {
+		return capitalized(w)
+	}
+	return w
+}
+
+// fieldWords names the form field at place i: its label quoted, or, where
+// the capture ceiling withheld it (the label is its id), "question N".
+func fieldWords(f consumer.Field, i int) string {
+	if l := consumer.Line(strings.Join(strings.Fields(f.Label), " ")); l != "" && l != f.ID {
+		return "“" + l + "”"
+	}
+	return fmt.Sprintf("question %d", i+1)
 }
 
 // composeDigest is one message about several waiting requests.
@@ -90,7 +162,7 @@ func (n *Notifier) composeUpdate(r *recipient, t *tracked, now time.Time) (Messa
 	if req == nil {
 		return Message{}, false
 	}
-	tool := toolOf(s.Event(t.id))
+	tool := subjectOf(s, req)
 	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
 	m := Message{
 		Kind: KindUpdate, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
@@ -104,7 +176,7 @@ func (n *Notifier) composeUpdate(r *recipient, t *tracked, now time.Time) (Messa
 	if why == "" {
 		why = "no longer waits" // withdrawn from here (not answerable)
 	}
-	m.Title = clip(firstOf(tool, "The request")+": "+why, titleRunes)
+	m.Title = clip(firstOf(tool, "The "+strings.TrimPrefix(whatIs(req, false), "a "))+": "+why, titleRunes)
 	return m, true
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/relay"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
@@ -142,11 +143,11 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	defer cancel()
 	// Links are minted only for people who may answer (compose); the
 	// answer is theirs.
-	err := ref.Respond(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer, Token: access.ParseRef(c.Token)}, c.Surface, c.Session, c.Request, c.Option)
+	err := ref.RespondAnswer(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer, Token: access.ParseRef(c.Token)}, c.Surface, c.Session, c.Request, c.answer())
 	var re *relay.RespondError
 	switch {
 	case err == nil:
-		n.log.Info("answered from a link", "session", c.Session, "request", c.Request, "option", c.Option, "by", c.By, "surface", c.Surface)
+		n.log.Info("answered from a link", "session", c.Session, "request", c.Request, "field", c.Field, "option", c.Option, "by", c.By, "surface", c.Surface)
 		return http.StatusOK, "", ""
 	case errors.As(err, &re) && re.Code == wire.CodeNoRoute:
 		// Nobody holds the session any more: the request is over.
@@ -160,18 +161,31 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	return http.StatusServiceUnavailable, CodeAnswerFailed, "The answer could not be delivered (" + err.Error() + "); the link still works, try again."
 }
 
-// optionWords names a token's option as the request labels it.
+// optionWords names a token's option as the request labels it, a form's
+// choice with the question it answers.
 func (n *Notifier) optionWords(c Claims) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, req := n.request(DefaultCapture, c.Session, c.Request); req != nil {
-		for _, o := range req.Options {
-			if o.ID == c.Option {
-				return "“" + optionLabel(o) + "”"
+	_, req := n.request(DefaultCapture, c.Session, c.Request)
+	if req == nil {
+		return "“" + consumer.Line(c.Option) + "”"
+	}
+	opts := req.Options
+	question := ""
+	if c.Field != "" {
+		opts = nil
+		for i, f := range req.Fields {
+			if f.ID == c.Field {
+				opts, question = f.Choices, " to "+fieldWords(f, i)
 			}
 		}
 	}
-	return "“" + c.Option + "”"
+	for i, o := range opts {
+		if o.ID == c.Option {
+			return "“" + answerWords(o, i, c.Field != "") + "”" + question
+		}
+	}
+	return "“" + consumer.Line(c.Option) + "”" + question
 }
 
 // confirmPage is a GET's answer: what the link would answer, and the
@@ -192,7 +206,7 @@ func (n *Notifier) confirmPage(w http.ResponseWriter, tok string) {
 		s, req = n.request(ceiling, c.Session, c.Request)
 	}
 	if req != nil {
-		what = firstOf(toolOf(s.Event(c.Request)), "a request") + " in " + n.feed.fold(ceiling).Labels()[c.Session].String()
+		what = firstOf(subjectOf(s, req), whatIs(req, false)) + " in " + n.feed.fold(ceiling).Labels()[c.Session].String()
 		asks = promptLine(req)
 	}
 	n.mu.Unlock()

@@ -51,8 +51,8 @@ const (
 
 // Relay is what the notifier needs of the relay it serves.
 type Relay interface {
-	// Respond answers a held request (relay.Server.Respond).
-	Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error
+	// RespondAnswer answers a held request (relay.Server.RespondAnswer).
+	RespondAnswer(ctx context.Context, p access.Principal, surface, session, request string, answer map[string]any) error
 	// Person is who p is now (relay.Server.Person): false once the token
 	// p was admitted with is revoked.
 	Person(p access.Principal) (access.Principal, bool)

@@ -140,9 +140,10 @@ func (n *Ntfy) payload(m Message) ntfyMessage {
 // answer link. ntfy takes at most three: with more options, two answers
 // become buttons, the first and a refusal (Allow and Deny), and the third
 // opens the page, where every option is (without a page URL, three
-// answers, a refusal among them).
+// answers, a refusal among them). A form with more to answer than its
+// links keeps the third for the page too.
 func ntfyActions(m Message) []ntfyAction {
-	open := len(m.Answers) > ntfyMaxActions && m.Open != ""
+	open := (len(m.Answers) > ntfyMaxActions || m.More) && m.Open != ""
 	room := ntfyMaxActions
 	if open {
 		room--

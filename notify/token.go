@@ -60,6 +60,24 @@ type Claims struct {
 	Token   string `json:"k,omitempty"`
 	Surface string `json:"f"` // the command's agent: aep-kimi-link, aep-kimi-push
 	Expires int64  `json:"e"` // Unix seconds
+	// Field names the form field (AEP-0006) Option is a choice of: the
+	// link answers the form with that choice for that field, as a list of
+	// one when the field takes several (Multi); "" when Option is one of
+	// the request's own options.
+	Field string `json:"q,omitempty"`
+	Multi bool   `json:"m,omitempty"`
+}
+
+// answer is what the link answers with: the option, or the form's values.
+func (c Claims) answer() map[string]any {
+	if c.Field == "" {
+		return map[string]any{"option": c.Option}
+	}
+	var v any = c.Option
+	if c.Multi {
+		v = []any{c.Option}
+	}
+	return map[string]any{"values": map[string]any{c.Field: v}}
 }
 
 // Token refusals.

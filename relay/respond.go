@@ -32,6 +32,15 @@ var ErrWatchOnly = errors.New(watchOnlyDetail)
 // fanned out to watchers, the person stamped in mapping.ExtBy. It returns once
 // the claimant has the command; the emitter's answer follows on the stream.
 func (s *Server) Respond(ctx context.Context, p access.Principal, surface, session, request, option string) error {
+	if option == "" {
+		return errors.New("relay: respond needs a surface, session, request and option")
+	}
+	return s.RespondAnswer(ctx, p, surface, session, request, map[string]any{"option": option})
+}
+
+// RespondAnswer is Respond with the whole answer (AEP-0002 §5.3: option,
+// text, or a form's values), as the command carries it.
+func (s *Server) RespondAnswer(ctx context.Context, p access.Principal, surface, session, request string, answer map[string]any) error {
 	if s.cfg.Token == "" {
 		return ErrWatchOnly
 	}
@@ -50,8 +59,8 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if session == "" || request == "" || option == "" || surface == "" {
-		return errors.New("relay: respond needs a surface, session, request and option")
+	if session == "" || request == "" || len(answer) == 0 || surface == "" {
+		return errors.New("relay: respond needs a surface, session, request and answer")
 	}
 	now := time.Now()
 	host, _ := os.Hostname()
@@ -63,7 +72,7 @@ func (s *Server) Respond(ctx context.Context, p access.Principal, surface, sessi
 	if err := stampWho(cmd, p); err != nil {
 		return fmt.Errorf("relay: respond: %w", err)
 	}
-	if err := cmd.SetData(map[string]any{"answer": map[string]any{"option": option}}); err != nil {
+	if err := cmd.SetData(map[string]any{"answer": answer}); err != nil {
 		return fmt.Errorf("relay: respond: %w", err)
 	}
 	if err := aep.CheckEnvelope(cmd); err != nil {
