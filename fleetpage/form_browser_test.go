@@ -99,7 +99,8 @@ func shootForm(t *testing.T, b *browsertest.Browser, item string) {
 // settled form leaves its trace. Markup and control characters in the
 // questions stay text. A form answered only in Kimi shows its questions
 // and no controls; one answered in Kimi while the page showed it goes with
-// "in Kimi"; Dismiss sends the request's dismiss option.
+// "in Kimi"; Dismiss sends the request's dismiss option, and the dismissed
+// form goes saying who dismissed it.
 func TestBrowserForm(t *testing.T) {
 	b := browsertest.New(t, 1280, 900)
 	rl := newRestartableRelay(t)
@@ -245,6 +246,17 @@ func TestBrowserForm(t *testing.T) {
 		em.event("s3", "attention.resolved", -1, map[string]any{"subject": one, "data": map[string]any{"resolution": "answered"}}),
 	)
 	b.WaitJS("the form goes: answered in Kimi", `document.querySelector('`+oneItem+`') === null && (document.querySelector('`+sel("data-answered", one)+`')||{}).textContent?.startsWith('Answered in Kimi')`)
+
+	// Dismissed from the page: the form goes, saying who dismissed it.
+	b.Click("dismiss the hostile form", badItem+` [data-option="dismiss"]`)
+	bcmd := em.command()
+	em.send(
+		em.event("s4", "control.accepted", -1, map[string]any{"cause": bcmd["id"]}),
+		em.event("s4", "attention.answered", -1, map[string]any{"subject": bad, "cause": bcmd["id"],
+			"data": map[string]any{"answer": map[string]any{"option": "dismiss"}, "via": "control", "by": access.OwnerName}}),
+		em.event("s4", "attention.resolved", -1, map[string]any{"subject": bad, "data": map[string]any{"resolution": "dismissed"}}),
+	)
+	b.WaitJS("the form goes: dismissed", `document.querySelector('`+badItem+`') === null && (document.querySelector('`+sel("data-answered", bad)+`')||{}).textContent?.startsWith('Dismissed by owner from the page')`)
 
 	// A phone's width: the oob form's questions fit.
 	b.MustRun("phone width", chromedp.EmulateViewport(360, 740))

@@ -1031,7 +1031,7 @@ export const BY_TOKEN_ATTR = 'aepkimibytoken';
 const SURFACE_OF_AGENT = { [PAGE_AGENT]: 'page', [CLI_AGENT]: 'cli', 'aep-kimi-push': 'push', 'aep-kimi-link': 'link' };
 const OPTION_OUTCOMES = {
   allow: 'allowed', approve: 'allowed', approved: 'allowed', allow_session: 'allowed for the session',
-  deny: 'denied', reject: 'denied', rejected: 'denied', cancel: 'cancelled',
+  deny: 'denied', reject: 'denied', rejected: 'denied', cancel: 'cancelled', dismiss: 'dismissed',
 };
 const optionOutcome = (o) => (!o ? 'answered' : OPTION_OUTCOMES[o.toLowerCase()] || `answered ${o}`);
 

@@ -146,6 +146,8 @@ var optionOutcomes = map[string]string{
 	"allow_session": OutcomeAllowedSession,
 	"deny":          OutcomeDenied, "reject": OutcomeDenied, "rejected": OutcomeDenied,
 	"cancel": OutcomeCancelled,
+	// A form's dismiss (a Kimi question closed unanswered: docs/questions.md).
+	"dismiss": OutcomeDismissed,
 }
 
 func optionOutcome(option string) string {
