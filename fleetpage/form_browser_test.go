@@ -124,6 +124,10 @@ func TestBrowserForm(t *testing.T) {
 	b.Click("send nothing", item+" [data-form-send]")
 	b.WaitJS("why not", `(document.querySelector('`+item+` [data-note]')||{}).textContent?.startsWith('not sent: choose an answer')`)
 
+	// A number key sends nothing on a form of several questions (were it
+	// Dismiss, the emitter's next command below would be that).
+	b.MustRun("press 1 on the card", chromedp.Evaluate(`document.querySelector('`+item+`').focus()`, nil), chromedp.KeyEvent("1"))
+
 	// Pick: two of q_1's, and free text for q_0 (which unpicks a choice).
 	b.Click("pick prod", item+` [data-field="q_0"] [data-choice="o2"]`)
 	b.WaitJS("the refusal goes with a pick", `document.querySelector('`+item+` [data-note]') === null`)
@@ -229,10 +233,15 @@ func TestBrowserForm(t *testing.T) {
 		t.Errorf("an oob form must be information only with its questions: %d controls, text %q", oobControls, oobText)
 	}
 
-	// One question: its choices are buttons; Dismiss sends the request's
-	// dismiss option.
+	// One question: its choices are buttons, the number keys press them;
+	// Dismiss sends the request's dismiss option.
 	oneItem := sel("data-attention", one)
 	b.WaitJS("one tap per choice", `[...document.querySelectorAll('`+oneItem+`[data-reach="ok"] button[data-choice]')].map(b => b.textContent).join() === 'Yes,No'`)
+	b.MustRun("press 2 on the card", chromedp.Evaluate(`document.querySelector('`+oneItem+`').focus()`, nil), chromedp.KeyEvent("2"))
+	kcmd := em.command()
+	if kans, _ := kcmd["data"].(map[string]any)["answer"].(map[string]any); kcmd["subject"] != one || !reflect.DeepEqual(kans, map[string]any{"values": map[string]any{"q_0": "n"}}) {
+		t.Fatalf("key 2 sent %v, want the second choice", kcmd)
+	}
 	b.Click("dismiss", oneItem+` [data-option="dismiss"]`)
 	dcmd := em.command()
 	if dans, _ := dcmd["data"].(map[string]any)["answer"].(map[string]any); dcmd["subject"] != one || !reflect.DeepEqual(dans, map[string]any{"option": "dismiss"}) {

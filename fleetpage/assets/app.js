@@ -1377,7 +1377,8 @@ function formBox(req, fields) {
   const acts = el('div', { class: 'options', role: 'group', 'aria-label': 'Send, or answer otherwise' });
   if (!quick) acts.append(el('button', { type: 'button', class: 'send', 'data-form-send': req.id, onclick: () => sendForm(req, fields) }, fields.length > 1 ? 'Send answers' : 'Send answer'));
   for (const o of req.options) {
-    if (o && typeof o.id === 'string' && o.id !== '') acts.append(el('button', { type: 'button', 'data-option': o.id, onclick: () => answer(req, { option: o.id }) }, S.inert(o.label || o.id)));
+    // No number key presses these: a stray 1 must not dismiss a form.
+    if (o && typeof o.id === 'string' && o.id !== '') acts.append(el('button', { type: 'button', 'data-option': o.id, 'data-form-option': true, onclick: () => answer(req, { option: o.id }) }, S.inert(o.label || o.id)));
   }
   box.append(acts);
   return box;
@@ -2034,7 +2035,7 @@ document.addEventListener('keydown', (e) => {
     if (!items.length) return;
     items[Math.max(cur - 1, 0)].focus();
   } else if (item && /^[1-9]$/.test(e.key)) {
-    const b = item.querySelectorAll('[data-option], button[data-choice]')[Number(e.key) - 1];
+    const b = item.querySelectorAll('[data-option]:not([data-form-option]), button[data-choice]')[Number(e.key) - 1];
     if (b) b.click();
   } else if (item && e.key === 'r') {
     const input = item.querySelector('[data-reply]');
