@@ -31,7 +31,7 @@ func (n *Notifier) compose(r *recipient, t *tracked, now time.Time) (Message, bo
 	label := n.feed.fold(r.ceiling).Labels()[t.session].String()
 	m := Message{
 		Kind: KindRequest, Tag: t.tag, Session: t.session, Request: t.id, Label: label, Tool: tool,
-		Deadline: req.Deadline, Open: n.openURL(t.session, t.id),
+		Deadline: req.Deadline, Fate: req.Fate(), Open: n.openURL(t.session, t.id),
 	}
 	m.Title = clip(firstOf(tool, whatIs(req, true))+" waits for you", titleRunes)
 	var body []string

@@ -39,8 +39,12 @@ type Message struct {
 	Label    string // the session's label (project, agent)
 	Tool     string
 	Deadline time.Time // zero when the request has none
-	Answers  []Answer  // one per option (a form's: one per choice of its first question)
-	Open     string    // absolute URL: the page at this request
+	// Fate is what happens at Deadline when nobody answers, in the
+	// consumer's words (consumer.Request.Fate): "runs anyway", "denied",
+	// or "" when the request does not say.
+	Fate    string
+	Answers []Answer // one per option (a form's: one per choice of its first question)
+	Open    string   // absolute URL: the page at this request
 	// More says the page has more to answer than Answers (a form's other
 	// questions, or free text): a target with room for few buttons keeps
 	// one for Open.

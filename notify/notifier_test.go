@@ -225,7 +225,7 @@ func TestNotifyAnswerLink(t *testing.T) {
 	if m.Kind != notify.KindRequest || m.Session != "s1" || m.Request != req.ID || m.Tool != "Bash" || len(m.Answers) != 2 {
 		t.Fatalf("message: %+v", m)
 	}
-	if !strings.Contains(m.Body, "runs anyway in") || strings.Contains(m.Body+m.Title, "rm -rf") {
+	if !strings.Contains(m.Body, "runs anyway in") || m.Fate != "runs anyway" || strings.Contains(m.Body+m.Title, "rm -rf") {
 		t.Errorf("body %q: want the countdown, and no argument text at the metadata ceiling", m.Body)
 	}
 	if !strings.HasPrefix(m.Open, st.url+"/?") || !strings.Contains(m.Open, url.QueryEscape(req.ID)) {

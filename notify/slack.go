@@ -144,7 +144,11 @@ func requestFacts(m Message) string {
 		parts = append(parts, consumer.Line(m.Tool))
 	}
 	if !m.Deadline.IsZero() && m.Kind == KindRequest {
-		parts = append(parts, "runs anyway at "+m.Deadline.UTC().Format(time.TimeOnly)+" UTC")
+		fate := m.Fate
+		if fate == "" {
+			fate = "expires"
+		}
+		parts = append(parts, fate+" at "+m.Deadline.UTC().Format(time.TimeOnly)+" UTC")
 	}
 	return strings.Join(parts, " · ")
 }

@@ -96,6 +96,7 @@ func request(answers ...Answer) Message {
 		Label:    "demo (kimi)",
 		Tool:     "Shell",
 		Deadline: time.Date(2026, 12, 1, 18, 0, 45, 0, time.UTC),
+		Fate:     "runs anyway",
 		Answers:  answers,
 		Open:     "https://relay.example/#s=sess-1&r=req-01J",
 	}
@@ -287,6 +288,17 @@ func TestSlackFormat(t *testing.T) {
 	}
 	if ctx := asSlice(blocks[2].(map[string]any)["elements"])[0].(map[string]any)["text"]; ctx != "demo (kimi) · Shell · runs anyway at 18:00:45 UTC" {
 		t.Errorf("context %q", ctx)
+	}
+	// What happens at the deadline is the request's own: a gate that
+	// denies says so, one that does not say only when it ends.
+	for fate, want := range map[string]string{"denied": "denied at", "": "expires at"} {
+		m := request()
+		m.Fate = fate
+		send(t, tg, m)
+		blocks := asSlice(decode(t, next(t, got).body)["blocks"])
+		if ctx := asSlice(blocks[2].(map[string]any)["elements"])[0].(map[string]any)["text"]; ctx != "demo (kimi) · Shell · "+want+" 18:00:45 UTC" {
+			t.Errorf("fate %q: context %q", fate, ctx)
+		}
 	}
 	// Nothing from the request is markup: plain_text everywhere, Slack's
 	// & < > escaped, so no mention, link or date can start.
