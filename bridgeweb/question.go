@@ -52,7 +52,7 @@ func readQuestionAnswer(qs []mapping.Question, answer map[string]any) (questionA
 		}
 		return questionAnswer{dismiss: true}, nil
 	}
-	values := map[string]any{}
+	var values map[string]any
 	switch {
 	case hasValues && text != "":
 		return questionAnswer{}, errors.New("give answer.values or answer.text, not both (free text goes in values, as the answer to a question that allows it)")

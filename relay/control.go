@@ -85,12 +85,6 @@ func (r *controlRouter) claim(c *wsConn, session string) {
 	set[c] = struct{}{}
 }
 
-func (r *controlRouter) release(c *wsConn, session string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.releaseLocked(c, session)
-}
-
 func (r *controlRouter) releaseLocked(c *wsConn, session string) {
 	delete(c.claims, session)
 	if set := r.byName[session]; set != nil {
