@@ -4,24 +4,26 @@
 # the static binaries are built here with this machine's Go, the CA
 # certificates are the host's, and the image starts from scratch.
 #
+# The binaries are the release's own for linux/GOARCH (go run ./release/dist
+# -binaries): the same version rule, flags and stamps as the archives.
+#
 # Environment:
-#   VERSION        version stamped into the binaries and the image label
-#                  (default: git describe, else devel)
-#   GOARCH         the image's architecture (default: go env GOARCH)
-#   CONTAINER_TOOL the builder and its global flags (default: buildah, else
-#                  podman, else docker), e.g. "buildah --storage-driver vfs"
-#   CA_BUNDLE      the certificates copied in (default: Debian's
-#                  /etc/ssl/certs/ca-certificates.crt)
-#   CONTEXT_ONLY   a directory: lay the build context out there and stop
+#   AEP_KIMI_VERSION  the version (default: as release/dist finds it)
+#   GOARCH            the image's architecture (default: go env GOARCH)
+#   CONTAINER_TOOL    the builder and its global flags (default: buildah, else
+#                     podman, else docker), e.g. "buildah --storage-driver vfs"
+#   CA_BUNDLE         the certificates copied in (default: Debian's
+#                     /etc/ssl/certs/ca-certificates.crt)
+#   CONTEXT_ONLY      a directory: lay the build context out there and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "release/image.sh: $*" >&2; exit 1; }
 
-version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}"
-version="${version#v}"
+version="$(go run ./release/dist -print-version)"
 arch="${GOARCH:-$(go env GOARCH)}"
-tag="${1:-localhost/aep-kimi:$version}"
+# A tag takes no "+": semver's build metadata becomes "_".
+tag="${1:-localhost/aep-kimi:${version//+/_}}"
 ca="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 [ -r "$ca" ] || die "no CA bundle at $ca (install ca-certificates, or set CA_BUNDLE)"
 
@@ -41,12 +43,9 @@ mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$ctx/home"
 chmod 1777 "$root/tmp"
 chmod 0700 "$ctx/home"
 
-commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-date="$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)"
-pkg=github.com/aep-kimi/aep-kimi/internal/buildinfo
-CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath \
-  -ldflags "-s -w -X $pkg.version=$version -X $pkg.commit=$commit -X $pkg.date=$date" \
-  -o "$root/usr/local/bin/" ./cmd/aep-kimi ./cmd/kimi-hook ./cmd/aep-setup
+go run ./release/dist -binaries -version "$version" -platforms "linux/$arch" -o "$ctx/bin"
+mv "$ctx/bin/linux_$arch/"* "$root/usr/local/bin/"
+rm -rf "$ctx/bin"
 
 cp "$ca" "$root/etc/ssl/certs/ca-certificates.crt"
 chmod 0644 "$root/etc/ssl/certs/ca-certificates.crt"

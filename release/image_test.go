@@ -54,8 +54,8 @@ type imageConfig struct {
 // the relay and the adapter answer /healthz and the image's own health
 // check passes.
 func TestImage(t *testing.T) {
-	buildah := requireTool(t, "buildah")
-	chroot := requireTool(t, "chroot")
+	buildah := requireTool(t, "buildah", "apt-get install buildah")
+	chroot := requireTool(t, "chroot", "coreutils")
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatal("the image test needs root on Linux (buildah's storage, chroot)")
@@ -78,7 +78,7 @@ func TestImage(t *testing.T) {
 
 	const tag = "localhost/aep-kimi:test"
 	build := exec.Command("bash", "image.sh", tag)
-	build.Env = append(os.Environ(), "CONTAINER_TOOL="+strings.Join(tool, " "), "VERSION=0.0.0-test")
+	build.Env = append(os.Environ(), "CONTAINER_TOOL="+strings.Join(tool, " "), "AEP_KIMI_VERSION=0.0.0-test")
 	start := time.Now()
 	if code, out := proctest.Run(t, build); code != 0 {
 		t.Fatalf("image.sh exited %d:\n%s", code, out)

@@ -162,6 +162,21 @@ func Run(t testing.TB, cmd *exec.Cmd) (int, string) {
 	return -1, ""
 }
 
+// Require finds a program a test needs on the PATH. Without it the test
+// is skipped, with how to install it, but fails under CI, whose .ci/run
+// installs it.
+func Require(t testing.TB, name, install string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but %s is not installed (.ci/run installs it: %s)", name, install)
+		}
+		t.Skipf("skipping: no %s on the PATH (%s)", name, install)
+	}
+	return p
+}
+
 // GoBuild builds the Go packages pkgs in dir (a module's directory) into out:
 // a file for one program, a directory ending in a separator for several.
 func GoBuild(ctx context.Context, dir, out string, pkgs ...string) error {

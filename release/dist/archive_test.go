@@ -1,0 +1,143 @@
+package main
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// entry is one file read back from an archive.
+type entry struct {
+	Name  string
+	Mode  fs.FileMode
+	MTime time.Time
+	Data  []byte
+}
+
+// readArchive lists a tar.gz or zip archive's entries, in order.
+func readArchive(t *testing.T, path string) []entry {
+	t.Helper()
+	var out []entry
+	if filepath.Ext(path) == ".zip" {
+		zr, err := zip.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		for _, f := range zr.File {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, entry{f.Name, f.Mode(), f.Modified.UTC(), b})
+		}
+		return out
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
+			t.Errorf("%s: owner %d/%d %q/%q, want root with no names", h.Name, h.Uid, h.Gid, h.Uname, h.Gname)
+		}
+		out = append(out, entry{h.Name, h.FileInfo().Mode(), h.ModTime.UTC(), b})
+	}
+}
+
+// An archive holds its members under one directory with the modes given
+// and the release's time, whatever the files' own times, owners and modes
+// on disk: two builds of the same bytes give the same archive.
+func TestArchiveReproducible(t *testing.T) {
+	dir := t.TempDir()
+	prog, doc := filepath.Join(dir, "prog"), filepath.Join(dir, "doc")
+	for _, f := range []string{prog, doc} {
+		if err := os.WriteFile(f, bytes.Repeat([]byte(filepath.Base(f)), 5000), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members := []member{{"README.md", doc, 0o644}, {"prog", prog, 0o755}}
+	mtime := time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("x", 3600))
+	for _, zipped := range []bool{false, true} {
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		if err := writeArchive(a, "top", members, mtime, zipped); err != nil {
+			t.Fatal(err)
+		}
+		// Another time and mode on disk change nothing.
+		if err := os.Chtimes(prog, time.Now(), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prog, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeArchive(b, "top", members, mtime, zipped); err != nil {
+			t.Fatal(err)
+		}
+		ab, _ := os.ReadFile(a)
+		bb, _ := os.ReadFile(b)
+		if !bytes.Equal(ab, bb) {
+			t.Errorf("zip %v: two archives of the same files differ", zipped)
+		}
+		name := a
+		if zipped {
+			name = a + ".zip"
+			if err := os.Rename(a, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := readArchive(t, name)
+		want := []entry{{"top/", fs.ModeDir | 0o755, mtime.UTC(), nil}, {"top/README.md", 0o644, mtime.UTC(), nil}, {"top/prog", 0o755, mtime.UTC(), nil}}
+		if len(got) != len(want) {
+			t.Fatalf("zip %v: %d entries, want %d", zipped, len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Name != w.Name || g.Mode != w.Mode || !g.MTime.Equal(w.MTime) {
+				t.Errorf("zip %v: entry %d is %s %v %v, want %s %v %v", zipped, i, g.Name, g.Mode, g.MTime, w.Name, w.Mode, w.MTime)
+			}
+		}
+		if src, _ := os.ReadFile(prog); !bytes.Equal(got[2].Data, src) {
+			t.Errorf("zip %v: prog's bytes differ", zipped)
+		}
+	}
+}
+
+// A member that cannot be read leaves no archive behind.
+func TestArchiveMissingMember(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "a.tar.gz")
+	if err := writeArchive(dst, "top", []member{{"x", filepath.Join(t.TempDir(), "absent"), 0o644}}, time.Now(), false); err == nil {
+		t.Fatal("archived a missing file")
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("a failed archive was left: %v", err)
+	}
+}
