@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -213,5 +214,43 @@ func TestNotifyQuestionLinkValues(t *testing.T) {
 	}
 	if ans, _ := commandAnswer(t, st); !reflect.DeepEqual(ans, map[string]any{"values": map[string]any{"q_0": "n"}}) {
 		t.Fatalf("answered %v", ans)
+	}
+}
+
+// A question reaches a subscribed phone as a push whose actions are the
+// first question's choices (labelled by place at the push's metadata
+// ceiling), its open the page; an action answers that question as the
+// device's owner, from a phone.
+func TestWebPushQuestion(t *testing.T) {
+	ps := pushtest.New(t)
+	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
+	sub, _ := subscribe(t, st, ps, "Pixel 8")
+	st.start(t, "k3")
+	req := st.question(t, "k3",
+		selectField("q_0", "Deploy where?", false, false, "o1", "staging", "o2", "prod"),
+		selectField("q_1", "Notify whom?", true, false, "o4", "ops"))
+	m, p := nextPush(t, ps, sub, 0)
+	var labels []string
+	for _, a := range p.Answers {
+		labels = append(labels, a.Label)
+	}
+	if p.Title != "A question waits for you" || !slices.Equal(labels, []string{"Choice 1", "Choice 2"}) || !strings.HasPrefix(p.Open, st.url+"/?") {
+		t.Fatalf("payload %+v", p)
+	}
+	if strings.Contains(string(m.Plaintext), "staging") || strings.Contains(string(m.Plaintext), "Deploy where") {
+		t.Errorf("the push says the model's words at the metadata ceiling: %s", m.Plaintext)
+	}
+	if code, _, raw := post(t, p.Answers[0].URL, nil); code != http.StatusOK {
+		t.Fatalf("the push's first choice: %d %s", code, raw)
+	}
+	select {
+	case c := <-st.cmds:
+		data, _ := c.DataMap()
+		by, _ := c.ExtString(mapping.ExtBy)
+		if want := map[string]any{"values": map[string]any{"q_0": "o1"}}; c.Agent != mapping.AgentPush || c.Subject != req.ID || !reflect.DeepEqual(data["answer"], want) || by != access.OwnerName {
+			t.Fatalf("command from %s by %q: %s", c.Agent, by, c.Data)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the question got no answer")
 	}
 }
