@@ -140,6 +140,12 @@ func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *a
 // longer waits (answered or dismissed in Kimi's own UI first) is refused:
 // the outcome is on the stream already, or on its way.
 func (b *Bridge) answerQuestion(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, ask *askRec, data map[string]any) (string, string) {
+	if pc := ask.decision; pc != nil {
+		// Ours reached kap-server already and its broadcast is on its way:
+		// a second post would be refused there as if Kimi's UI had
+		// answered, or, were it taken, answer the question twice.
+		return "refused", "the question was already " + closedWords(pc.decision, pc.by, pc.surface)
+	}
 	answer, _ := data["answer"].(map[string]any)
 	qa, err := readQuestionAnswer(ask.questions, answer)
 	if err != nil {

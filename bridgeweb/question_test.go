@@ -195,6 +195,27 @@ func TestQuestionAnsweredThroughControl(t *testing.T) {
 	}
 }
 
+// TestQuestionSecondAnswerBeforeBroadcast: a second answer that comes
+// after ours was taken but before kap-server's broadcast says who answered
+// and never reaches kap-server (which would refuse it as answered in
+// Kimi's UI, or take it twice).
+func TestQuestionSecondAnswerBeforeBroadcast(t *testing.T) {
+	cs := newQuestionStack(t, true)
+	first := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"values": map[string]any{"q_0": "prod"}}})
+	if r := reasonOf(cs.ack(t, first)); r != "accepted" {
+		t.Fatalf("ack %s", r)
+	}
+	for _, answer := range []map[string]any{{"option": "dismiss"}, {"values": map[string]any{"q_0": "staging"}}} {
+		ack := cs.ack(t, emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": answer}))
+		if r, d := reasonOf(ack), dataOf(t, ack); r != "refused" || d["detail"] != "the question was already answered by dashboard" {
+			t.Errorf("%v after ours: %s %v", answer, r, d["detail"])
+		}
+	}
+	if n := len(cs.asked()); n != 1 {
+		t.Errorf("%d posts reached kap-server, want 1", n)
+	}
+}
+
 func TestQuestionDismissedThroughControl(t *testing.T) {
 	cs := newQuestionStack(t, true)
 	cmd := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "dismiss"}})
