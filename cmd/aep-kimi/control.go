@@ -103,10 +103,16 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 	return cli.Command{
 		Name:    "respond",
 		Summary: "answer an agent's attention request through the relay",
-		Forms:   []string{"[--relay URL] --option ID [--text T] [--always PATTERN [--scope project|all] [--allow-destructive]] SESSION [REQUEST_ID]"},
+		Forms: []string{"[--relay URL] --option ID [--text T] [--always PATTERN [--scope project|all] [--allow-destructive]] SESSION [REQUEST_ID]",
+			"[--relay URL] [--question N] (--choice C | --other TEXT)... SESSION [REQUEST_ID]"},
 		About: "Answers an attention request through the relay. Without REQUEST_ID it answers the\n" +
 			"session's one pending request (see aep-kimi pending); `aep-kimi tail` prints the\n" +
 			"full command for each request it shows.\n\n" +
+			"A question Kimi asks (its AskUserQuestion tool) takes --choice, a choice's number as\n" +
+			"pending shows it or its label, repeated for a question that takes several, and --other\n" +
+			"for your own words where the question takes them; --question N (default 1) names the\n" +
+			"question the --choice and --other after it answer, so one command answers them all.\n" +
+			"--option dismiss dismisses the question (see docs/questions.md).\n\n" +
 			"--always also saves the answer as a rule (see aep-kimi rules), so the next request of\n" +
 			"this tool whose arguments match PATTERN (a glob; '*' for any) is answered the same way\n" +
 			"at once, in this session's project (--scope project, the default) or in every one.\n" +
@@ -119,10 +125,12 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 			"Before sending, respond checks the target against the relay's replay: 5 unknown\n" +
 			"session, 6 unknown request, 7 nothing to answer (the request is closed or answered\n" +
 			"in Kimi itself, or the session has no pending request), 8 several pending (name one).\n" +
+			"A choice or question the request does not have is 2 before anything is sent.\n" +
 			"With --always, a rule that cannot be made from the answer is 2 before anything is sent,\n" +
 			"and one the relay refuses to save after the answer was accepted is 1.",
 		Examples: []string{"aep-kimi respond --option deny SESSION", "aep-kimi respond --option allow --text 'just this once' SESSION REQUEST_ID",
-			"aep-kimi respond --option allow --always 'go test *' SESSION REQUEST_ID"},
+			"aep-kimi respond --option allow --always 'go test *' SESSION REQUEST_ID",
+			"aep-kimi respond --choice 2 SESSION", "aep-kimi respond --choice staging --question 2 --choice 1 --other 'the on-call' SESSION"},
 		Args: cli.Args{Min: 1, Max: 2},
 		Flags: func(fs *flag.FlagSet) cli.Run {
 			var o senderOptions
@@ -133,8 +141,10 @@ func respondCommand(getenv func(string) string, io stdio) cli.Command {
 			fs.StringVar(&a.pattern, "always", "", "also save the answer as a rule for this tool's requests whose arguments match this glob ('*': any)")
 			fs.StringVar(&a.scope, "scope", rules.ScopeProject, "the saved rule's reach: project (this session's working directory and below) or all")
 			fs.BoolVar(&a.destructive, "allow-destructive", false, "with --always: save the rule even though its wildcard would also allow destructive commands")
+			var q questionFlags
+			q.bind(fs)
 			return func(ctx context.Context, args []string) int {
-				return runRespond(ctx, o, *option, *text, a, args, io)
+				return runRespond(ctx, o, *option, *text, a, &q, args, io)
 			}
 		},
 	}
@@ -148,16 +158,25 @@ type alwaysOptions struct {
 
 // runRespond checks the target, makes the rule --always asks for, sends
 // the answer and, once it is accepted, saves the rule.
-func runRespond(ctx context.Context, o senderOptions, option, text string, a alwaysOptions, args []string, io stdio) int {
+func runRespond(ctx context.Context, o senderOptions, option, text string, a alwaysOptions, q *questionFlags, args []string, io stdio) int {
 	session, requestID := args[0], ""
 	if len(args) > 1 {
 		requestID = args[1]
 	}
-	// Built first, so a command that cannot be sent fails before any lookup.
-	cmd, err := client.Respond(session, requestID, option, text)
-	if err != nil {
-		fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
+	usage := func(msg string) int {
+		fmt.Fprintf(io.err, "aep-kimi respond: %s\n", msg)
 		return 2
+	}
+	if msg := q.usage(option, text, a); msg != "" {
+		return usage(msg)
+	}
+	// Built first, so a command that cannot be sent fails before any lookup.
+	var cmd *aep.Event
+	var err error
+	if !q.given() {
+		if cmd, err = client.Respond(session, requestID, option, text); err != nil {
+			return usage(err.Error() + " (a question: --choice or --other)")
+		}
 	}
 	token, hc, ok := o.requireToken("respond", io)
 	if !ok {
@@ -167,11 +186,22 @@ func runRespond(ctx context.Context, o senderOptions, option, text string, a alw
 	if req == nil {
 		return code
 	}
-	if req.Session != session {
+	if msg := q.formUsage(req, option, text, a); msg != "" {
+		return usage(msg)
+	}
+	switch {
+	case q.given():
+		values, err := q.values(req.Questions())
+		if err != nil {
+			return usage(err.Error())
+		}
+		if cmd, err = client.RespondValues(req.Session, requestID, values); err != nil {
+			return usage(err.Error())
+		}
+	case req.Session != session:
 		// Named by its short id: the command goes to the whole.
 		if cmd, err = client.Respond(req.Session, requestID, option, text); err != nil {
-			fmt.Fprintf(io.err, "aep-kimi respond: %v\n", err)
-			return 2
+			return usage(err.Error())
 		}
 	}
 	var rule *rules.Rule

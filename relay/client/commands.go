@@ -46,6 +46,22 @@ func Respond(session, request, option, text string) (*aep.Event, error) {
 	return cmd, nil
 }
 
+// RespondValues answers a form request (AEP-0006) in session with values
+// keyed by field id. The command is capture redacted: a value may be the
+// person's own words.
+func RespondValues(session, request string, values map[string]any) (*aep.Event, error) {
+	if len(values) == 0 {
+		return nil, errors.New("the answer has no values")
+	}
+	cmd, err := NewCommand(TypeRespond, session, map[string]any{"answer": map[string]any{"values": values}})
+	if err != nil {
+		return nil, err
+	}
+	cmd.Subject, cmd.Cause = request, request
+	cmd.Capture = aep.CaptureRedacted.String()
+	return cmd, nil
+}
+
 // Cancel cancels session's run (the target's current one when run is
 // empty), or the whole session with ScopeSession; a reason makes the
 // command capture redacted.

@@ -135,7 +135,8 @@ const (
 	OutcomeProceeded = "proceeded"
 	OutcomeExpired   = "expired"
 	// OutcomeDismissed: closed unanswered (the session or its emitter
-	// stopped); OutcomeSessionEnded: its session ended with it open.
+	// stopped, or a person dismissed a question); OutcomeSessionEnded: its
+	// session ended with it open.
 	OutcomeDismissed    = "dismissed"
 	OutcomeSessionEnded = "session ended"
 )

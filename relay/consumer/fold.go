@@ -606,6 +606,31 @@ type Field struct {
 	Required        bool
 }
 
+// Questions are a form's select fields as questions (a Kimi question's,
+// docs/questions.md): a label the record gives only as its id (capture
+// metadata) reads as none. Nil for any other request.
+func (r *Request) Questions() []mapping.Question {
+	var out []mapping.Question
+	for _, f := range r.Fields {
+		if f.Type != "select" {
+			continue
+		}
+		q := mapping.Question{ID: f.ID, Text: f.Label, Multi: f.Multi, Other: f.Other}
+		if q.Text == q.ID {
+			q.Text = ""
+		}
+		for _, c := range f.Choices {
+			ch := mapping.Choice{ID: c.ID, Label: c.Label}
+			if ch.Label == ch.ID {
+				ch.Label = ""
+			}
+			q.Choices = append(q.Choices, ch)
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
 // Mark is the event that moved a request on, and its cause: for an answer
 // or a resolution through control, the command (its type and agent say who
 // answered).

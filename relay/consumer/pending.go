@@ -111,6 +111,9 @@ func WritePending(w io.Writer, f *Fold, r *Request, now time.Time, h Hints) {
 		facts = append(facts, "options "+strings.Join(r.OptionIDs(), ", "))
 	}
 	fmt.Fprintf(w, "  %s\n", Line(strings.Join(facts, " · ")))
+	for _, q := range r.QuestionLines() {
+		fmt.Fprintf(w, "  %s\n", clip(Line(q), 2*SummaryRunes))
+	}
 	switch {
 	case ruled != "" || (r.Answerable() && h.Watching):
 	case r.Answerable():
@@ -166,6 +169,11 @@ func (f *Fold) Target(session, requestID string, now time.Time) (*Request, error
 		case r == nil:
 			return refuse(UnknownRequest, "unknown request %q: session %s has no attention request with that id", requestID, session)
 		case r.Closed(now) != "":
+			// Who settled it, when the record says: a late answer learns
+			// it lost to Kimi's own UI, or to whom.
+			if row, ok := s.Settlement(r); ok && (row.Surface == SurfaceKimi || (row.By != "" && row.By != Nobody)) {
+				return refuse(NotPending, "request %s no longer waits (%s): %s", requestID, r.Closed(now), row.Words())
+			}
 			return refuse(NotPending, "request %s no longer waits (%s)", requestID, r.Closed(now))
 		case !r.Answerable():
 			return refuse(NotPending, "request %s cannot be answered from here: answer it %s", requestID, r.Where())

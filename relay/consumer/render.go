@@ -408,6 +408,9 @@ func (p *Printer) detail(ev *aep.Event) []string {
 			out = append(out, indent+Line(strings.Join(facts[1:], " · ")))
 		}
 	}
+	for _, q := range req.QuestionLines() {
+		out = append(out, indent+Line(q))
+	}
 	switch {
 	case expired, ruled != "":
 	case req.Answerable() && p.Hints.Watching:
@@ -481,12 +484,39 @@ func (r *Request) Command(relayArg, short string) string {
 	if relayArg != "" {
 		args = append(args, "--relay", ShellQuote(relayArg))
 	}
-	if opt := r.Suggested(); opt != "" {
+	if len(r.Questions()) > 0 {
+		// N stands for a choice's number (QuestionLines shows them).
+		args = append(args, "--choice", "N")
+	} else if opt := r.Suggested(); opt != "" {
 		args = append(args, "--option", ShellQuote(opt))
 	} else {
 		args = append(args, "--text", "'your answer'")
 	}
 	return strings.Join(append(args, ShellQuote(firstOf(short, r.Session)), ShellQuote(r.ID)), " ")
+}
+
+// QuestionLines are a form's questions for a terminal, numbered, each
+// with its choices numbered as respond's --question and --choice take
+// them; a text or label the record does not carry shows as its id. Their
+// text is as the events carry it: print them through Line.
+func (r *Request) QuestionLines() []string {
+	qs := r.Questions()
+	out := make([]string, 0, len(qs))
+	for i, q := range qs {
+		head := firstOf(q.Text, q.ID)
+		if q.Multi {
+			head += " (any of)"
+		}
+		choices := make([]string, 0, len(q.Choices)+1)
+		for j, c := range q.Choices {
+			choices = append(choices, fmt.Sprintf("%d %s", j+1, firstOf(c.Label, c.ID)))
+		}
+		if q.Other {
+			choices = append(choices, "or your own words (--other)")
+		}
+		out = append(out, fmt.Sprintf("%d. %s: %s", i+1, oneLine(head), oneLine(strings.Join(choices, " · "))))
+	}
+	return out
 }
 
 // Suggested is the option a pasted command offers: the refusing one when
