@@ -423,13 +423,22 @@ func mapQuestionRequestedFrame(f Frame, p Posture) []Event {
 	return []Event{e}
 }
 
-// mapQuestionAnsweredFrame: an answer given in Kimi's own UI. kap keys it
-// by question text, which only the request tells apart: on its own the
-// frame records that the question was answered there, not with what (the
-// bridge, holding the request, reads the values: WebQuestionValues).
+// mapQuestionAnsweredFrame: an answer given in Kimi's own UI, on its own.
+// kap keys it by question text, which only the request tells apart, so the
+// frame alone keeps the vendor's answers as they came, at redacted+ only
+// (the AEP Kimi mapping pins this); the bridge, holding the request, records
+// form values instead (WebQuestionValues, QuestionAnswered).
 func mapQuestionAnsweredFrame(f Frame, p Posture) []Event {
-	e := QuestionAnswered(nil, nil, "oob", p)
+	e := newEvent(p, "attention.answered", aep.SeverityNotice)
 	e.Subject = str(f.Payload, "question_id")
+	answer := map[string]any{}
+	if vals := obj(f.Payload, "answers"); vals != nil {
+		if v, ok := p.value(e.Capture, vals); ok {
+			answer["values"] = v
+		}
+	}
+	e.Data["answer"] = answer
+	e.Data["via"] = "oob"
 	return []Event{e}
 }
 
