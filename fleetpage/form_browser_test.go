@@ -275,3 +275,23 @@ func TestBrowserForm(t *testing.T) {
 		t.Error("at 360 px the page scrolls sideways")
 	}
 }
+
+// A session that begins with no session.* event (a kimi web session the
+// bridge first sees as its vendor "session created") and asks a question
+// while the page is open: the page learns from the relay that the session
+// has a claimant, so the question is a form to answer, not "Not reachable".
+func TestBrowserFormNewSessionReachable(t *testing.T) {
+	b := browsertest.New(t, 1280, 900)
+	rl := newRestartableRelay(t)
+	em := dialEmitter(t, rl.base())
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(rl.base(), testToken)))
+	b.WaitJS("the page is live", `document.getElementById('conn').dataset.conn === 'live'`)
+	id := aep.NewID()
+	em.send(
+		em.event("w1", "x.kimi-code.web.event.session.created", 0, nil),
+		em.event("w1", "run.started", -1, map[string]any{"run": "r1"}),
+		em.event("w1", "attention.requested", -1, merge(question(id, twoQuestions("Deploy where?", "staging"), "control", "oob"), map[string]any{"run": "r1"})),
+	)
+	item := sel("data-attention", id)
+	b.WaitJS("the form, its session reachable", `document.querySelector('`+item+`[data-reach="ok"] [data-form-send]') !== null`)
+}

@@ -311,6 +311,7 @@ function frame(c, ws, f, resumed) {
       c.ever = true;
       c.backoff = 500;
       c.rosterAdvertised = !!(f.capabilities && f.capabilities.roster);
+      c.rosterMissed = null;
       // The live subscription resumes each session this page holds right
       // after its position: what the page missed, not the whole buffer.
       // Sessions that began while it was away are discovered by a replay
@@ -474,7 +475,13 @@ function eventApplied(c, ev) {
       ui.inbox.stale = true;
     }
   }
-  if (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence'))) {
+  // A session may begin with no session.* event (a kimi web session starts
+  // with the bridge's vendor events): one the roster has not listed asks
+  // again, once per session and connection.
+  const unlisted = c.roster && typeof ev.session === 'string' && !c.roster.has(ev.session)
+    && !(c.rosterMissed ||= new Set()).has(ev.session);
+  if (unlisted) c.rosterMissed.add(ev.session);
+  if (unlisted || (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence')))) {
     clearTimeout(c.rosterTimer);
     c.rosterTimer = setTimeout(() => requestRoster(c), 300);
   }
