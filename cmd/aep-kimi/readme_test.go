@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/npmtest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
@@ -67,8 +68,10 @@ func blockCommands(block string) []string {
 // minutes", tells a stranger to run.
 type firstHour struct {
 	kimi    string // installs Kimi Code CLI
-	clone   string // gets the code and enters it
-	install string // installs and runs aep-kimi
+	install string // installs aep-kimi from npm
+	up      string // runs it
+	clone   string // contributors: gets the code and enters it
+	source  string // contributors: installs and runs it from the code
 	next    []string
 	short   string // the unit tests
 	full    string // every test, as CI runs them
@@ -90,8 +93,8 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 		section = section[:len(heading)+end]
 	}
 	blocks := shBlocks(section)
-	if len(blocks) != 4 {
-		t.Fatalf("the first section has %d sh blocks, want 4 (install Kimi, get and run, next steps, tests):\n%s", len(blocks), section)
+	if len(blocks) != 5 {
+		t.Fatalf("the first section has %d sh blocks, want 5 (install Kimi, install and run from npm, from source, next steps, tests):\n%s", len(blocks), section)
 	}
 	var fh firstHour
 	if c := blockCommands(blocks[0]); len(c) != 1 || c[0] != "npm install -g "+kimiharness.KimiPackage {
@@ -101,6 +104,23 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 	}
 	if !strings.Contains(blocks[0], kimiharness.KimiVersion) {
 		t.Errorf("the Kimi install does not name the version the tests pin (%s): %q", kimiharness.KimiVersion, blocks[0])
+	}
+	node := strings.SplitN(kimiharness.NodeVersion, ".", 2)[0]
+	if !strings.Contains(section, "Node "+node) || !strings.Contains(section, "Node 20 fails") {
+		t.Errorf("the prerequisites do not name Node %s (the harness's) and that Node 20 fails", node)
+	}
+	// Nobody needs Go to run it: npm first, the same way Kimi came.
+	npm := blockCommands(blocks[1])
+	if len(npm) != 2 || npm[0] != "npm install -g "+npmtest.Main || npm[1] != "aep-kimi up" {
+		t.Fatalf("the npm block is %q, want npm install -g %s then aep-kimi up", npm, npmtest.Main)
+	}
+	fh.install, fh.up = npm[0], npm[1]
+	if !strings.Contains(section, "`npx aep-kimi up`") {
+		t.Errorf("the first section does not offer `npx aep-kimi up`")
+	}
+	const installLink = "(docs/install.md)"
+	if _, err := os.Stat(filepath.Join(root, "docs", "install.md")); err != nil || !strings.Contains(section, installLink) {
+		t.Errorf("the first section does not link %s (%v)", installLink, err)
 	}
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -112,23 +132,19 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 		t.Fatalf("go.mod has no module or go line")
 	}
 	if !strings.Contains(section, "**Go "+string(goVersion[1])+"** or newer") {
-		t.Errorf("the prerequisites do not name go.mod's Go %s", goVersion[1])
+		t.Errorf("the contributors' path does not name go.mod's Go %s", goVersion[1])
 	}
-	node := strings.SplitN(kimiharness.NodeVersion, ".", 2)[0]
-	if !strings.Contains(section, "Node "+node) || !strings.Contains(section, "Node 20 fails") {
-		t.Errorf("the prerequisites do not name Node %s (the harness's) and that Node 20 fails", node)
-	}
-	get := blockCommands(blocks[1])
+	get := blockCommands(blocks[2])
 	wantClone := fmt.Sprintf("git clone https://%s && cd %s", module[1], path.Base(string(module[1])))
 	if len(get) != 2 || get[0] != wantClone || !strings.Contains(get[1], "go install ./cmd/...") || !strings.Contains(get[1], "aep-kimi up") {
-		t.Fatalf("the get-and-run block is %q, want %q then go install ./cmd/... and aep-kimi up", get, wantClone)
+		t.Fatalf("the from-source block is %q, want %q then go install ./cmd/... and aep-kimi up", get, wantClone)
 	}
-	fh.clone, fh.install = get[0], get[1]
-	fh.next = blockCommands(blocks[2])
+	fh.clone, fh.source = get[0], get[1]
+	fh.next = blockCommands(blocks[3])
 	if len(fh.next) != 2 || fh.next[0] != "aep-setup write kimi-code" || fh.next[1] != "aep-kimi tail" {
 		t.Fatalf("README's next steps are %q, want aep-setup write kimi-code then aep-kimi tail", fh.next)
 	}
-	tests := blockCommands(blocks[3])
+	tests := blockCommands(blocks[4])
 	if len(tests) != 2 || tests[0] != "go test -short ./..." {
 		t.Fatalf("the tests block is %q, want go test -short ./... then the full run", tests)
 	}
@@ -155,27 +171,23 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 }
 
 // TestREADMEFirstTenMinutes checks the README's opening against what it
-// describes: go.mod's Go, the Kimi package and Node the harness installs,
-// the module's clone URL, the test command CI runs, control's two halves.
+// describes: the npm package, go.mod's Go, the Kimi package and Node the
+// harness installs, the module's clone URL, the test command CI runs,
+// control's two halves.
 func TestREADMEFirstTenMinutes(t *testing.T) {
 	firstTenMinutes(t)
 }
 
-// TestREADMEQuickstart follows the README literally, as a stranger would on a
-// clean machine (a scratch HOME, so ~/.aep and ~/.kimi-code are fresh): the
-// install-and-run command, `aep-setup write kimi-code`, one real Kimi
-// print-mode session, the events seen through `aep-kimi tail`, and the
-// hooks control needs registered by the first section's control line.
-func TestREADMEQuickstart(t *testing.T) {
-	kimi := kimiharness.Require(t)
-	root, fh := firstTenMinutes(t)
-	install, steps := fh.install, fh.next
-
-	scratch := t.TempDir()
-	home := filepath.Join(scratch, "home")
-	gobin := filepath.Join(scratch, "bin")
+// userEnv is a stranger's fresh machine: a scratch HOME (so ~/.aep,
+// ~/.kimi-code and ~/.npm are fresh), kimi on PATH after dirs, and free
+// ports for every component, set through their own environment, so the
+// test never fights a running aep-kimi. It returns the environment, the
+// home and the relay's and adapter's base URLs.
+func userEnv(t *testing.T, kimi, scratch string, dirs ...string) (env []string, home, relayURL, adapterURL string) {
+	t.Helper()
+	home = filepath.Join(scratch, "home")
 	kimiDir := filepath.Join(scratch, "kimi-bin")
-	for _, d := range []string{home, gobin, kimiDir} {
+	for _, d := range []string{home, kimiDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -185,27 +197,39 @@ func TestREADMEQuickstart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	gocache, _ := exec.Command("go", "env", "GOCACHE").Output()
-	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
-	env := []string{
+	env = []string{
 		"HOME=" + home,
-		"PATH=" + gobin + ":" + kimiDir + ":" + os.Getenv("PATH"),
-		"GOBIN=" + gobin,
-		"GOCACHE=" + strings.TrimSpace(string(gocache)),
-		"GOMODCACHE=" + strings.TrimSpace(string(gomodcache)),
-		"GOFLAGS=-buildvcs=false",
-		// Free ports instead of the defaults, through the components' own
-		// environment, so the test never fights a running aep-kimi.
+		"PATH=" + strings.Join(append(dirs, kimiDir, os.Getenv("PATH")), string(os.PathListSeparator)),
 		fmt.Sprintf("AEP_PORT=%d", rport),
 		fmt.Sprintf("AEP_KIMI_ADDR=127.0.0.1:%d", aport),
 		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", netaddr.FreePort(t)),
 		fmt.Sprintf("AEP_RELAY=http://127.0.0.1:%d", rport),
 		"KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1",
 	}
+	return env, home, fmt.Sprintf("http://127.0.0.1:%d", rport), fmt.Sprintf("http://127.0.0.1:%d", aport)
+}
 
-	// 1. Install and run.
-	up := exec.Command("bash", "-c", install)
-	up.Dir = root
+// runShell runs cmdline with bash in dir and env, failing the test when it
+// fails, and returns its output.
+func runShell(t *testing.T, dir string, env []string, cmdline string) string {
+	t.Helper()
+	c := exec.Command("bash", "-c", cmdline)
+	c.Dir = dir
+	c.Env = env
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmdline, err, out)
+	}
+	return string(out)
+}
+
+// startUp runs cmdline (one that ends running aep-kimi up) with bash in
+// its own process group and waits until the relay and the adapter answer
+// /healthz; the test's end stops it with SIGTERM. It returns up's output.
+func startUp(t *testing.T, dir string, env []string, cmdline, relayURL, adapterURL string) *syncbuf.Buffer {
+	t.Helper()
+	up := exec.Command("bash", "-c", cmdline)
+	up.Dir = dir
 	up.Env = env
 	upOut := &syncbuf.Buffer{}
 	up.Stdout, up.Stderr = upOut, upOut
@@ -224,13 +248,16 @@ func TestREADMEQuickstart(t *testing.T) {
 			t.Error("aep-kimi up did not stop on SIGTERM")
 		}
 	})
-	waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", aport), upDone, upOut)
-	waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", rport), upDone, upOut)
-	if out := upOut.String(); !strings.Contains(out, "aep-setup write kimi-code") || !strings.Contains(out, "aep-kimi tail") {
-		t.Errorf("up did not print the next two commands:\n%s", out)
-	}
+	waitHealthy(t, adapterURL+"/healthz", upDone, upOut)
+	waitHealthy(t, relayURL+"/healthz", upDone, upOut)
+	return upOut
+}
 
-	// The user already has Kimi set up with a provider: here, the mock.
+// withProvider sets Kimi up in home the way a stranger has it before
+// installing aep-kimi: signed in to a model provider, here the mock, with
+// one Bash call and an answer. It returns Kimi's home.
+func withProvider(t *testing.T, home string) string {
+	t.Helper()
 	mock := kimiharness.StartMock(t, writeScript(t, map[string]any{
 		"responses": []any{
 			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "echo readme"}}}},
@@ -245,25 +272,15 @@ func TestREADMEQuickstart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(kimiHome, "config.toml"), []byte(provider), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return kimiHome
+}
 
-	// 2. Register the hooks, exactly as printed.
-	run := func(cmdline string) string {
-		t.Helper()
-		c := exec.Command("bash", "-c", cmdline)
-		c.Dir = scratch
-		c.Env = env
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", cmdline, err, out)
-		}
-		return string(out)
-	}
-	run(steps[0])
-	if out := run("kimi doctor"); !strings.Contains(out, "valid") {
-		t.Fatalf("kimi doctor after aep-setup: %s", out)
-	}
-
-	// 3. One real Kimi print-mode session.
+// firstSession runs one real Kimi print-mode session on the machine
+// userEnv made, its hooks registered, and waits for its events through
+// the tail command, in its plain words (session.started, run.started,
+// tool.requested, tool.completed, run.finished).
+func firstSession(t *testing.T, scratch string, env []string, tail string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	work := filepath.Join(scratch, "work")
@@ -274,26 +291,60 @@ func TestREADMEQuickstart(t *testing.T) {
 		t.Fatalf("kimi -p: %v\n%s", err, out)
 	}
 
-	// 4. The events, seen through aep-kimi tail, in its plain words
-	// (session.started, run.started, tool.requested, tool.completed,
-	// run.finished).
 	want := []string{"session started", "turn started", "calls Bash", "ran Bash", "turn finished"}
 	var seen string
 	if !poll.Until(30*time.Second, func() bool {
 		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer tcancel()
-		tc := exec.CommandContext(tctx, "bash", "-c", steps[1]+" --from all --once --no-color --state none")
+		tc := exec.CommandContext(tctx, "bash", "-c", tail+" --from all --once --no-color --state none")
 		tc.Dir, tc.Env = scratch, env
 		out, _ := tc.CombinedOutput()
 		seen = string(out)
 		return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(seen, w) })
 	}) {
-		t.Fatalf("aep-kimi tail never showed %v:\n%s", want, seen)
+		t.Fatalf("%s never showed %v:\n%s", tail, want, seen)
 	}
+}
+
+// TestREADMEQuickstart follows the README literally, as a stranger would on a
+// clean machine: `npm install -g aep-kimi` (from a registry on loopback
+// serving the packages release/npm.sh made), `aep-kimi up`, `aep-setup
+// write kimi-code`, one real Kimi print-mode session, the events seen
+// through `aep-kimi tail`, the hooks control needs registered by the
+// first section's control line, and the team section's commands.
+func TestREADMEQuickstart(t *testing.T) {
+	kimi := kimiharness.Require(t)
+	set := npmPackages(t)
+	_, fh := firstTenMinutes(t)
+
+	scratch := t.TempDir()
+	prefix := filepath.Join(scratch, "npm-global")
+	nodeDir := filepath.Dir(kimiharness.Node(kimi))
+	env, home, relayURL, adapterURL := userEnv(t, kimi, scratch, filepath.Join(prefix, "bin"), nodeDir)
+	env = append(env, npmtest.Env(prefix)...)
+	env = append(env, "npm_config_registry="+npmtest.Serve(t, set))
+
+	// 1. Install and run.
+	runShell(t, scratch, env, fh.install)
+	upOut := startUp(t, scratch, env, fh.up, relayURL, adapterURL)
+	if out := upOut.String(); !strings.Contains(out, "aep-setup write kimi-code") || !strings.Contains(out, "aep-kimi tail") {
+		t.Errorf("up did not print the next two commands:\n%s", out)
+	}
+
+	// 2. Register the hooks, exactly as printed.
+	kimiHome := withProvider(t, home)
+	runShell(t, scratch, env, fh.next[0])
+	if out := runShell(t, scratch, env, "kimi doctor"); !strings.Contains(out, "valid") {
+		t.Fatalf("kimi doctor after %s: %s", fh.next[0], out)
+	}
+	// 3-4. One real Kimi session, seen through the tail.
+	firstSession(t, scratch, env, fh.next[1])
+	// Kimi waits on the hook: it runs the native binary, not the launcher.
+	assertNativeHook(t, kimiHome, prefix)
 
 	// 5. Control's hooks, as the first section says: the PreToolUse
 	// timeout fits the gate's default hold.
-	run(fh.control[1])
+	runShell(t, scratch, env, fh.control[1])
 	reg, err := setup.Registered(kimiHome)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +359,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	team := teamCommands(t)
 	outs := map[string]string{}
 	for _, c := range team {
-		outs[c] = run(c)
+		outs[c] = runShell(t, scratch, env, c)
 	}
 	var ci struct{ Name, Role, Capture, Token string }
 	for c, out := range outs {
@@ -322,11 +373,54 @@ func TestREADMEQuickstart(t *testing.T) {
 			t.Errorf("%s, with nothing answered yet: %s", c, out)
 		}
 	}
-	if list := run("aep-kimi token list"); !strings.Contains(list, ci.Name) || strings.Contains(list, ci.Token) {
+	if list := runShell(t, scratch, env, "aep-kimi token list"); !strings.Contains(list, ci.Name) || strings.Contains(list, ci.Token) {
 		t.Errorf("token list after the README's commands, %s's token hidden: %s", ci.Name, list)
 	}
 	if csv, err := os.ReadFile(filepath.Join(scratch, "audit.csv")); err != nil || !strings.HasPrefix(string(csv), "time,session,label,request,") {
 		t.Errorf("the README's audit.csv: %v %q", err, csv)
+	}
+
+	// npx runs the same package without installing it.
+	if out := runShell(t, scratch, env, "npx --yes aep-kimi --help"); !strings.Contains(out, "usage: aep-kimi") {
+		t.Errorf("npx aep-kimi --help: %s", out)
+	}
+}
+
+// TestREADMEFromSource follows the contributors' path: the clone (this
+// checkout) and its install-and-run line, into a scratch GOBIN, until up
+// answers.
+func TestREADMEFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds the binaries; skipped under -short")
+	}
+	root, fh := firstTenMinutes(t)
+	scratch := t.TempDir()
+	gobin := filepath.Join(scratch, "bin")
+	home := filepath.Join(scratch, "home")
+	for _, d := range []string{gobin, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gocache, _ := exec.Command("go", "env", "GOCACHE").Output()
+	gomodcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
+	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
+	env := []string{
+		"HOME=" + home,
+		"PATH=" + gobin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"GOBIN=" + gobin,
+		"GOCACHE=" + strings.TrimSpace(string(gocache)),
+		"GOMODCACHE=" + strings.TrimSpace(string(gomodcache)),
+		"GOFLAGS=-buildvcs=false",
+		fmt.Sprintf("AEP_PORT=%d", rport),
+		fmt.Sprintf("AEP_KIMI_ADDR=127.0.0.1:%d", aport),
+		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", netaddr.FreePort(t)),
+	}
+	startUp(t, root, env, fh.source, fmt.Sprintf("http://127.0.0.1:%d", rport), fmt.Sprintf("http://127.0.0.1:%d", aport))
+	for _, c := range []string{"aep-kimi", "kimi-hook", "aep-setup"} {
+		if _, err := os.Stat(filepath.Join(gobin, c)); err != nil {
+			t.Errorf("%q did not install %s: %v", fh.source, c, err)
+		}
 	}
 }
 
