@@ -1,6 +1,6 @@
 // Command aep-kimi runs the aep-kimi daemons (up, relay, adapter,
 // bridge-web, dash) and tools (tail, pending, respond, rules, audit, instruct, cancel,
-// open, healthz, quarantine, map, validate, export, version).
+// open, healthz, quarantine, map, validate, export, service, version).
 //
 // Every command is one entry of the table below, built in its own file:
 // name, summary, usage, flags and what runs (internal/cli parses, dispatches
@@ -53,6 +53,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		mapCommand(getenv, std),
 		validateCommand(getenv, std),
 		exportCommand(getenv, std),
+		serviceCommand(getenv, std),
 		versionCommand(getenv, std),
 	}
 }
