@@ -55,6 +55,7 @@ type webStack struct {
 	khome  string // KIMI_CODE_HOME
 	work   string
 	web    *kimiharness.Web
+	mock   *kimiharness.Mock
 	bridge *proctest.Proc
 	addr   string
 	env    []string
@@ -70,8 +71,15 @@ func startWebStack(t *testing.T, mode string, env ...string) *webStack {
 func startWebStackOn(t *testing.T, relayEnv []string, mode string, env ...string) *webStack {
 	t.Helper()
 	kimi := kimiharness.Require(t)
-	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, webScript))
-	ws := &webStack{kimi: kimi, mode: mode, home: t.TempDir(), khome: t.TempDir(), work: t.TempDir()}
+	return startWebStackWith(t, kimi, kimiharness.WriteScript(t, webScript), relayEnv, mode, env...)
+}
+
+// startWebStackWith is startWebStackOn with the mock serving the script
+// at path.
+func startWebStackWith(t *testing.T, kimi, script string, relayEnv []string, mode string, env ...string) *webStack {
+	t.Helper()
+	mock := kimiharness.StartMock(t, script)
+	ws := &webStack{kimi: kimi, mode: mode, home: t.TempDir(), khome: t.TempDir(), work: t.TempDir(), mock: mock}
 	kimiharness.WriteWebConfig(t, ws.khome, mock.Port)
 	ws.web = kimiharness.StartWeb(t, kimi, ws.khome, ws.work)
 	ws.stack = newStack(t, relayEnv...)
