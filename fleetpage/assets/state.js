@@ -334,7 +334,7 @@ function runOf(s, ev) {
   if (!ev.run) return null;
   let r = s.runById.get(ev.run);
   if (!r) {
-    r = { id: ev.run, state: 'open', started: null, ended: null, duration: null, reason: '', items: [], tools: new Map(), cancelledBy: null };
+    r = { id: ev.run, state: 'open', started: null, ended: null, duration: null, reason: '', items: [], tools: new Map(), cancelledBy: null, feedback: [] };
     s.runById.set(ev.run, r);
     s.runs.push(r);
   }
@@ -447,6 +447,10 @@ function foldEvent(state, l, f, rec) {
       s.errors.push(ev);
       if (d.fatal) s.failures++;
       break;
+    case FEEDBACK_TYPE:
+      // A person's rating: on the run the envelope names (AEP-0009 §2).
+      if (r) r.feedback.push(feedbackOf(ev, d));
+      break;
     case 'attention.requested':
       if (s.attention.has(ev.id)) break;
       s.attention.set(ev.id, {
@@ -548,6 +552,40 @@ function foldEvent(state, l, f, rec) {
         s.unknown++;
       }
   }
+}
+
+// A person's rating of a run: the command it travels as, and the AEP-0009
+// feedback the session's emitter records, naming the person the relay
+// stamped (BY_FIELD) and the surface (DATA_SURFACE).
+export const RATE_TYPE = 'x.kimi-code.control.rate';
+export const FEEDBACK_TYPE = 'assessment.feedback.received';
+const BY_FIELD = 'x-kimi-code-by';
+// NOTE_MAX bounds a rating's note, in characters (mapping.MaxNoteRunes).
+export const NOTE_MAX = 500;
+
+function feedbackOf(ev, d) {
+  return {
+    event: ev.id, time: typeof ev.time === 'string' ? ev.time : '', by: strOf(d, BY_FIELD), surface: strOf(d, DATA_SURFACE),
+    rating: typeof d.rating === 'number' && Number.isFinite(d.rating) ? d.rating : null,
+    label: strOf(d, 'label'), comment: strOf(d, 'comment'), source: strOf(d, 'source'),
+  };
+}
+
+// verdict is a feedback's verdict as the page names it: 'up', 'down', or ''
+// for another label.
+export function verdict(fb) {
+  return fb.label === 'thumbs_up' ? 'up' : fb.label === 'thumbs_down' ? 'down' : '';
+}
+
+// ratingWords is a rating's verdict in words: a feedback's label ("thumbs
+// down"), else its number, or a rate command's.
+function ratingWords(d) {
+  const l = strOf(d, 'label');
+  if (l) return l.replaceAll('_', ' ');
+  if (typeof d.rating !== 'number') return '(no rating)';
+  if (d.rating === 1) return 'thumbs up';
+  if (d.rating === -1) return 'thumbs down';
+  return String(d.rating);
 }
 
 const KNOWN_PREFIXES = ['session.', 'run.', 'tool.', 'attention.', 'control.', 'agent.', 'delegation.', 'progress.',
@@ -981,6 +1019,12 @@ export function projection(state) {
     const runs = [...s.runs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((r) => ({
       id: r.id, state: r.state, started: text(r.started), ended: text(r.ended),
       duration_ms: typeof r.duration === 'number' ? r.duration : undefined, reason: text(r.reason),
+      feedback: r.feedback.length
+        ? r.feedback.map((f) => ({
+          event: f.event, time: text(f.time), by: text(f.by), surface: text(f.surface), rating: f.rating ?? undefined,
+          label: text(f.label), comment: text(f.comment), source: text(f.source),
+        }))
+        : undefined,
     }));
     sessions[kimiKey(state, id)] = {
       agent: text(s.agent), title: text(s.title), cwd: text(s.cwd), project: text(s.project), label: labs.get(id).text, model: text(s.model), started: text(s.started),
@@ -1452,6 +1496,16 @@ export function phraser() {
       case 'control.cancel':
         add(`cancel sent by ${firstOf(sender(ev), 'someone')}`);
         break;
+      case RATE_TYPE:
+        add(`rating sent: ${ratingWords(d)} by ${firstOf(sender(ev), 'someone')}`);
+        break;
+      case FEEDBACK_TYPE: {
+        const by = strOf(d, BY_FIELD);
+        const s = strOf(d, DATA_SURFACE);
+        add(`rated ${ratingWords(d)}${by ? ` by ${s ? `${by} (${s})` : by}` : ''}`);
+        add(quotedText(strOf(d, 'comment')));
+        break;
+      }
       default:
         if (String(ev.type).startsWith('error.')) {
           add(`error: ${errorWords(d, typeWords(ev.type))}`);

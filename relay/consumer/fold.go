@@ -380,6 +380,44 @@ type Run struct {
 	Started, Ended string
 	DurationMS     json.Number
 	Reason         string
+	// Feedback is what people said of the run (AEP-0009's
+	// assessment.feedback.received), in order.
+	Feedback []Feedback
+}
+
+// Feedback is one person's rating of a run: who (the person the relay
+// stamped on the rating, and the surface it came through), the verdict
+// (Rating and Label, AEP-0009's) and the note (Comment; absent at a
+// ceiling below redacted).
+type Feedback struct {
+	Event, Time            string
+	By, Surface            string
+	Label, Comment, Source string
+	// Rating is the number the feedback carries, nil when it carries none.
+	Rating *float64
+}
+
+// Verdict is the feedback's verdict as the page and the terminal name it:
+// mapping.VerdictUp or mapping.VerdictDown, "" for another label.
+func (f Feedback) Verdict() string {
+	switch f.Label {
+	case mapping.LabelThumbsUp:
+		return mapping.VerdictUp
+	case mapping.LabelThumbsDown:
+		return mapping.VerdictDown
+	}
+	return ""
+}
+
+func feedbackOf(ev *aep.Event, data map[string]any) Feedback {
+	f := Feedback{Event: ev.ID, Time: ev.Time, By: str(data, mapping.DataBy), Surface: str(data, mapping.DataSurface),
+		Label: str(data, "label"), Comment: str(data, "comment"), Source: str(data, "source")}
+	if n, ok := data["rating"].(json.Number); ok {
+		if v, err := n.Float64(); err == nil && !math.IsInf(v, 0) {
+			f.Rating = &v
+		}
+	}
+	return f
 }
 
 // Run states.
@@ -474,6 +512,11 @@ func (s *Session) apply(rec *record) {
 		if run != nil && run.State == RunOpen {
 			run.State, run.Ended, run.Reason = runTerminals[ev.Type], ev.Time, str(data, "reason")
 			run.DurationMS, _ = data["duration_ms"].(json.Number)
+		}
+	case mapping.TypeFeedback:
+		// A person's rating: on the run the envelope names (AEP-0009 §2).
+		if run != nil {
+			run.Feedback = append(run.Feedback, feedbackOf(ev, data))
 		}
 	case "attention.requested":
 		if s.requests[ev.ID] == nil {

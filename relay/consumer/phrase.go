@@ -206,6 +206,15 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add("answer sent: " + firstOf(answerText(data), "(no answer)") + " by " + firstOf(Sender(ev), "someone"))
 	case "control.cancel":
 		add("cancel sent by " + firstOf(Sender(ev), "someone"))
+	case mapping.TypeRate:
+		add("rating sent: " + ratingWords(data) + " by " + firstOf(Sender(ev), "someone"))
+	case mapping.TypeFeedback:
+		s := "rated " + ratingWords(data)
+		if by := str(data, mapping.DataBy); by != "" {
+			s += " by " + mapping.SenderWords(by, str(data, mapping.DataSurface))
+		}
+		add(s)
+		add(quoted(str(data, "comment")))
 	default:
 		if strings.HasPrefix(ev.Type, "error.") {
 			add("error: " + errorText(data, typeWords(ev.Type)))
@@ -222,6 +231,25 @@ func (ph *Phraser) phrase(ev *aep.Event, data map[string]any) string {
 		add(scalars(data))
 	}
 	return strings.Join(parts, " · ")
+}
+
+// ratingWords is a rating's verdict in words: a feedback's label
+// ("thumbs down"), else its number, or a rate command's.
+func ratingWords(data map[string]any) string {
+	if l := str(data, "label"); l != "" {
+		return strings.ReplaceAll(l, "_", " ")
+	}
+	n, ok := data["rating"].(json.Number)
+	if !ok {
+		return "(no rating)"
+	}
+	switch f, _ := n.Float64(); f {
+	case 1:
+		return "thumbs up"
+	case -1:
+		return "thumbs down"
+	}
+	return number(n)
 }
 
 // webTypePrefix begins the kimi web bridge's own event types.

@@ -59,6 +59,20 @@ type RunProjection struct {
 	Ended      string      `json:"ended,omitempty"`
 	DurationMS json.Number `json:"duration_ms,omitempty"`
 	Reason     string      `json:"reason,omitempty"`
+	// Feedback is what people said of the run, in order.
+	Feedback []FeedbackProjection `json:"feedback,omitempty"`
+}
+
+// FeedbackProjection is one rating of a run (Feedback).
+type FeedbackProjection struct {
+	Event   string   `json:"event"`
+	Time    string   `json:"time,omitempty"`
+	By      string   `json:"by,omitempty"`
+	Surface string   `json:"surface,omitempty"`
+	Rating  *float64 `json:"rating,omitempty"`
+	Label   string   `json:"label,omitempty"`
+	Comment string   `json:"comment,omitempty"`
+	Source  string   `json:"source,omitempty"`
 }
 
 // RequestProjection is one attention request in a Projection.
@@ -112,8 +126,13 @@ func (s *Session) projection() SessionProjection {
 	sp := SessionProjection{Agent: s.Agent, Title: s.Title, Cwd: s.Cwd, Project: s.Project, Model: s.Model,
 		Started: s.Started, Ended: s.Ended, EndReason: s.EndReason}
 	for _, r := range s.Runs {
-		sp.Runs = append(sp.Runs, RunProjection{ID: r.ID, State: r.State, Started: r.Started, Ended: r.Ended,
-			DurationMS: r.DurationMS, Reason: r.Reason})
+		rp := RunProjection{ID: r.ID, State: r.State, Started: r.Started, Ended: r.Ended,
+			DurationMS: r.DurationMS, Reason: r.Reason}
+		for _, f := range r.Feedback {
+			rp.Feedback = append(rp.Feedback, FeedbackProjection{Event: f.Event, Time: f.Time, By: f.By, Surface: f.Surface,
+				Rating: f.Rating, Label: f.Label, Comment: f.Comment, Source: f.Source})
+		}
+		sp.Runs = append(sp.Runs, rp)
 	}
 	sort.Slice(sp.Runs, func(i, j int) bool { return sp.Runs[i].ID < sp.Runs[j].ID })
 	if u := s.Usage; u.Known {
