@@ -1,6 +1,6 @@
 // Command aep-kimi runs the aep-kimi daemons (up, relay, adapter,
 // bridge-web, dash) and tools (tail, pending, respond, rules, audit, instruct, cancel,
-// open, healthz, quarantine, map, validate, export, service, version).
+// rate, open, healthz, quarantine, map, validate, export, service, version).
 //
 // Every command is one entry of the table below, built in its own file:
 // name, summary, usage, flags and what runs (internal/cli parses, dispatches
@@ -47,6 +47,7 @@ func commands(getenv func(string) string, std stdio) []cli.Command {
 		auditCommand(getenv, std),
 		instructCommand(getenv, std),
 		cancelCommand(getenv, std),
+		rateCommand(getenv, std),
 		openCommand(getenv, std),
 		healthzCommand(getenv, std),
 		quarantineCommand(getenv, std),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // The commands the CLI sends (AEP-0004), and the one Kimi extension.
@@ -94,6 +95,28 @@ func Instruct(session, text string) (*aep.Event, error) {
 		return nil, err
 	}
 	cmd.Capture = aep.CaptureRedacted.String()
+	return cmd, nil
+}
+
+// Rate rates a finished run of session: a thumbs up or down (verdict,
+// mapping.VerdictUp or VerdictDown) with an optional note, which makes the
+// command capture redacted: it is authored, and may say anything.
+func Rate(session, run, verdict, note string) (*aep.Event, error) {
+	if run == "" {
+		return nil, errors.New("a rating names the run it rates")
+	}
+	data, err := mapping.Rating{Verdict: verdict, Note: note}.CommandData()
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := NewCommand(mapping.TypeRate, session, data)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Run = run
+	if note != "" {
+		cmd.Capture = aep.CaptureRedacted.String()
+	}
 	return cmd, nil
 }
 
