@@ -88,6 +88,9 @@ func (c Converter) Event(e *aep.Event) ([]byte, error) {
 		}
 		b := LogsBatch{ServiceName: c.ServiceName}
 		b.Add(e.Agent, lr)
+		if er, ok := EvaluationRecord(e, c.MaxCapture); ok {
+			b.Add(e.Agent, er)
+		}
 		return MarshalLogsJSON(b.Data())
 	case ModeOCSF:
 		rec, ok, err := OCSF(e, c.MaxCapture)

@@ -145,6 +145,7 @@ func envelopeAttrs(e *aep.Event) []*commonpb.KeyValue {
 // capture ceiling max (§3.3): the payload rides only when e's capture is at
 // or below it. The resource (service.name) is the caller's: see Resource.
 func LogRecord(e *aep.Event, max aep.Capture) (*logspb.LogRecord, error) {
+	e = exportedAt(e, max)
 	text, num := otlpSeverity(e.Severity)
 	lr := &logspb.LogRecord{
 		TimeUnixNano:   unixNanos(e.Time),

@@ -223,6 +223,9 @@ func (s *OTLPSink) Prepare(events []*aep.Event) (Delivery, int, error) {
 				lr.Attributes = append(lr.Attributes, strKV(AttrSessionLabel, l))
 			}
 			b.Add(e.Agent, lr)
+			if er, ok := EvaluationRecord(e, s.MaxCapture); ok {
+				b.Add(e.Agent, er)
+			}
 		}
 		if b.Len() > 0 {
 			body, err := proto.Marshal(b.Data())

@@ -133,6 +133,11 @@ func (t *Tracer) add(e *aep.Event, out *spanBatch) {
 		delete(t.current, sk)
 		return
 	}
+	if strings.HasPrefix(e.Type, "assessment.") {
+		// A judgment of a run, usually after it ended: it opens no run.
+		t.evaluate(e, sk, out)
+		return
+	}
 	run := e.Run
 	if run == "" {
 		id, ok := t.current[sk]
