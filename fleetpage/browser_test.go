@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -113,7 +114,7 @@ func dialEmitter(t *testing.T, base string) *emitter {
 	}
 	t.Cleanup(func() { _ = c.CloseNow() })
 	hello := `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"test"},` +
-		`"capabilities":{"control":{"accepts":["control.attention.respond","control.cancel"]}}}`
+		`"capabilities":{"control":{"accepts":["control.attention.respond","control.cancel","` + mapping.TypeRate + `"]}}}`
 	if err := c.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,10 @@ const ui = {
   items: new Map(), // attention id -> inbox element
   inbox: { stale: true, lanes: new Set(), count: 0 }, // redraw it; the lanes it shows requests of, how many
   agentsSeen: new Set(),
-  commands: new Map(), // command id -> {request}
-  notes: new Map(), // attention id -> latest settlement note
+  commands: new Map(), // command id -> {request, rating}
+  notes: new Map(), // attention id (or a rating's key) -> latest settlement note
+  rateNotes: new Map(), // a rating's key -> the note typed for it, not sent yet
+  sessionStale: false, // redraw the session view though its events did not change (a rating's note)
   proposals: new Map(), // attention id -> the rule an answer would make (null: none; 'asking')
   dangers: new Map(), // attention id -> the relay's refusal of a wildcard allow over destructive commands, awaiting a confirm
   traces: new Map(), // attention id -> its trace once settled
@@ -360,6 +362,7 @@ function frame(c, ws, f, resumed) {
       } else if (f.cause && ui.commands.has(f.cause)) {
         const c = ui.commands.get(f.cause);
         ui.notes.set(c.request, `refused by the relay: ${f.code}${f.detail ? ` (${f.detail})` : ''}`);
+        if (c.rating) ui.sessionStale = true;
         scheduleRender();
       } else if (f.code === 'unauthorized' || f.code === 'forbidden') {
         notice(`The relay refused this page: ${f.detail || f.code}`);
@@ -470,7 +473,7 @@ function eventApplied(c, ev) {
     if (c) {
       const d = ev.data || {};
       ui.notes.set(c.request, ev.type === 'control.accepted'
-        ? 'accepted by the agent; waiting for the outcome'
+        ? (c.rating ? 'rated: it shows on the turn' : 'accepted by the agent; waiting for the outcome')
         : `rejected: ${d.reason || 'no reason'}${d.detail ? ` (${d.detail})` : ''}`);
       ui.inbox.stale = true;
     }
@@ -521,13 +524,15 @@ function command(type, session, fields) {
 }
 
 function send(req, cmd) {
+  // A rating's note is drawn in the session view.
+  if (cmd.type === S.RATE_TYPE) ui.sessionStale = true;
   const c = conns.get(req.origin);
   if (!c || !c.sock || !c.connected) {
     ui.notes.set(req.id, 'not sent: not connected to the relay');
     scheduleRender();
     return;
   }
-  ui.commands.set(cmd.id, { request: req.id });
+  ui.commands.set(cmd.id, { request: req.id, rating: cmd.type === S.RATE_TYPE });
   ui.notes.set(req.id, `sent ${cmd.type}; waiting for the stream to settle it`);
   c.sock.send(JSON.stringify(cmd));
   scheduleRender();
@@ -552,6 +557,49 @@ const REFUSALS = new Set(['deny', 'reject', 'cancel']);
 function withReason(option, typed) {
   const text = (typed || '').trim();
   return REFUSALS.has(option) && text ? { option, text } : { option };
+}
+
+// NOTE_REFUSED matches what a rating's note may not hold (mapping.CheckNote):
+// a control character or a bidirectional override.
+const NOTE_REFUSED = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+
+// rate sends a thumbs up or down on finished turn r of session s, with the
+// note typed for it. The relay stamps who sends it; the session's emitter
+// records it, and it shows on the turn.
+function rate(s, r, verdict, key) {
+  const note = (ui.rateNotes.get(key) || '').trim();
+  let refusal = '';
+  if ([...note].length > S.NOTE_MAX) refusal = `not sent: the note is longer than ${S.NOTE_MAX} characters`;
+  else if (NOTE_REFUSED.test(note)) refusal = 'not sent: the note holds a control character';
+  if (refusal) {
+    ui.notes.set(key, refusal);
+    ui.sessionStale = true;
+    scheduleRender();
+    return;
+  }
+  const data = { rating: verdict === 'up' ? 1 : -1 };
+  if (note) data.comment = note;
+  const cmd = command(S.RATE_TYPE, s.session, { run: r.id, data });
+  if (note) cmd.capture = 'redacted';
+  ui.rateNotes.delete(key);
+  send({ id: key, origin: s.origin }, cmd);
+}
+
+// rateForm offers a finished turn's rating: thumbs up, thumbs down and a
+// note of one line.
+function rateForm(s, r) {
+  const key = `rate\n${s.id}\n${r.id}`;
+  const button = (verdict, label, glyph) => el('button', {
+    type: 'button', 'data-verdict': verdict, 'aria-label': label, title: label, onclick: () => rate(s, r, verdict, key),
+  }, glyph);
+  const note = el('input', {
+    type: 'text', 'data-rate-note': r.id, maxLength: S.NOTE_MAX, 'aria-label': 'A note on this turn (optional)',
+    placeholder: 'Note (optional)', value: ui.rateNotes.get(key) || '',
+    oninput: (e) => ui.rateNotes.set(key, e.target.value),
+  });
+  return el('div', { class: 'rate', 'data-rate': r.id }, button('up', 'Rate this turn thumbs up', 'Thumbs up'),
+    button('down', 'Rate this turn thumbs down', 'Thumbs down'), note,
+    el('span', { class: 'settled', 'data-rate-status': r.id }, ui.notes.get(key) || ''));
 }
 
 function cancelRun(req) {
@@ -680,7 +728,10 @@ function render() {
   const pending = inboxChanged(dirty) ? renderInbox(now) : ui.inbox.count;
   // The session view redraws when its session changes (not on the age tick:
   // a timeline that moves under the pointer swallows clicks).
-  if (ui.selected && [...ui.shown].some((k) => dirty.has(k))) renderSession(now);
+  if (ui.selected && (ui.sessionStale || [...ui.shown].some((k) => dirty.has(k)))) {
+    ui.sessionStale = false;
+    renderSession(now);
+  }
   renderAgents(dirty);
   const head = pending > 0 ? `(${pending}) needs you · aep-kimi fleet` : 'aep-kimi fleet';
   if (document.title !== head) document.title = head;
@@ -1778,7 +1829,17 @@ function renderSession(now) {
     const r = { id: '', items: outside, tools: toolStates(outside) };
     runs.push(el('li', { 'data-run': '' }, el('div', null, 'Outside any turn'), itemList(s, r, now, 0, shown), eventDetails(outside)));
   }
+  // A note being typed keeps its focus and caret through the redraw.
+  const typing = document.activeElement && document.activeElement.dataset && document.activeElement.dataset.rateNote;
+  const caret = typing !== undefined ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
   $('timeline').replaceChildren(...runs);
+  if (typing !== undefined) {
+    const again = [...$('timeline').querySelectorAll('[data-rate-note]')].find((n) => n.dataset.rateNote === typing);
+    if (again) {
+      again.focus();
+      again.setSelectionRange(...caret);
+    }
+  }
 }
 
 // toolKey is the call a tool event is about.
@@ -1803,8 +1864,9 @@ function toolStates(evs) {
 
 // QUIET_TYPES are events a turn's heading already says (its start, its
 // end in good order) or that say nothing to a person (a heartbeat).
+// A rating's command is said by the feedback it becomes.
 const QUIET_TYPES = new Set(['run.started', 'run.finished', 'x.kimi-code.run.turn_started', 'x.kimi-code.session.heartbeat',
-  'x.kimi-code.run.prompt_queued', 'x.kimi-code.run.prompt_submitted']);
+  'x.kimi-code.run.prompt_queued', 'x.kimi-code.run.prompt_submitted', S.RATE_TYPE]);
 
 // shownAgents are the agents whose work a session is: the relay's own
 // consumers (the notifier's attention.routed, the page's and the
@@ -1869,7 +1931,12 @@ function runItems(s, now, depth, seen) {
     if (r.duration !== null) head.append(` · took ${dur(r.duration)}`);
     else if (r.started && r.state === 'open') head.append(' · for ', since(Date.parse(r.started), now));
     if (r.started) head.append(' · started ', since(Date.parse(r.started), now, ' ago'));
-    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, items, eventDetails(r.items, [`turn ${r.id}`]));
+    const votes = ['up', 'down'].map((v) => [v, r.feedback.filter((f) => S.verdict(f) === v).length]).filter(([, n]) => n);
+    if (votes.length) head.append(` · rated ${votes.map(([v, n]) => `${n} ${v}`).join(', ')}`);
+    // A finished turn of the session itself (not a nested subagent's) is
+    // rated here, by whoever may answer.
+    const form = depth === 0 && r.state !== 'open' && can('answer') ? rateForm(s, r) : null;
+    return el('li', { 'data-run': r.id, 'data-run-state': r.state }, head, items, form, eventDetails(r.items, [`turn ${r.id}`]));
   });
 }
 
@@ -2016,6 +2083,12 @@ function eventItem(s, ev, now, depth, seen, r, underRequest = false) {
       }
     }
     return item;
+  }
+  if (ev.type === S.FEEDBACK_TYPE) {
+    // Who rated the turn, the verdict and the note: words only, never
+    // markup (the note is a person's text).
+    const f = r.feedback.find((x) => x.event === ev.id);
+    return el('li', { 'data-kind': 'feedback', 'data-event': ev.id, 'data-verdict': f ? S.verdict(f) || undefined : undefined, 'data-by': f && f.by ? f.by : undefined }, phraseOf(s, ev));
   }
   if (QUIET_TYPES.has(ev.type)) return null;
   return el('li', { 'data-kind': ev.type.endsWith('failed') ? 'failed' : 'event', 'data-event': ev.id }, phraseOf(s, ev));
