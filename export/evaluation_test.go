@@ -2,12 +2,8 @@ package export
 
 import (
 	"bytes"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/access"
@@ -130,27 +126,14 @@ func TestLiveCERatingAtReaderCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil)})
-	var mu sync.Mutex
-	var got []*aep.Event
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		e, _, err := FromCE(b)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		got = append(got, e)
-		mu.Unlock()
-	}))
-	defer hs.Close()
+	url, received := ceReceiver(t)
 	run, fb := rated()
 	srv.Post(t, append(run, fb)...)
 	stop := runLive(t, &Live{Relay: srv.URL, Token: watcher, StatePath: filepath.Join(t.TempDir(), "state.json"),
-		Sink: &PostSink{URL: hs.URL, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
-	poll.Must(t, waitFor, "three CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 3 })
+		Sink: &PostSink{URL: url, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
+	poll.Must(t, waitFor, "three CloudEvents", func() bool { return len(received()) >= 3 })
 	stop()
-	ce := got[2]
+	ce := received()[2]
 	d, _ := ce.DataMap()
 	if ce.Type != mapping.TypeFeedback || ce.ID != fb.ID || d["label"] != mapping.LabelThumbsDown || d[mapping.DataBy] != "alice" || ce.Capture != "metadata" {
 		t.Errorf("the rating as the CE receiver got it: %s %v", ce.Type, d)

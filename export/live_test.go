@@ -183,10 +183,12 @@ func TestLiveOTLPResume(t *testing.T) {
 
 // TestLiveCE posts each event as a structured-mode CloudEvent; the receiver
 // maps it back to the original event.
-func TestLiveCE(t *testing.T) {
-	srv := startRelay(t)
+// ceReceiver takes structured-mode CloudEvents on a loopback port; got is
+// the AEP events they carry, so far, in order.
+func ceReceiver(t *testing.T) (url string, got func() []*aep.Event) {
+	t.Helper()
 	var mu sync.Mutex
-	var got []*aep.Event
+	var evs []*aep.Event
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.Header.Get("Content-Type") != CEContentType {
@@ -199,15 +201,22 @@ func TestLiveCE(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		got = append(got, e)
+		evs = append(evs, e)
 		mu.Unlock()
 	}))
-	defer hs.Close()
+	t.Cleanup(hs.Close)
+	return hs.URL, func() []*aep.Event { mu.Lock(); defer mu.Unlock(); return append([]*aep.Event(nil), evs...) }
+}
+
+func TestLiveCE(t *testing.T) {
+	srv := startRelay(t)
+	url, received := ceReceiver(t)
 	in := []*aep.Event{ev("c1", "r1", 0, "run.started", "", `{"trigger":"user"}`), ev("c1", "r1", 1, "run.finished", "", "")}
 	srv.Post(t, in...)
-	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: &PostSink{URL: hs.URL, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
-	poll.Must(t, waitFor, "two CloudEvents", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
+	stop := runLive(t, &Live{Relay: srv.URL, Token: testToken, Sink: &PostSink{URL: url, ContentType: CEContentType, Conv: Converter{Mode: ModeCE}}})
+	poll.Must(t, waitFor, "two CloudEvents", func() bool { return len(received()) >= 2 })
 	stop()
+	got := received()
 	for i, e := range in {
 		a, _ := e.MarshalJSON()
 		b, _ := got[i].MarshalJSON()

@@ -173,7 +173,8 @@ func post(t *testing.T, base string, evs ...map[string]any) {
 	relaytest.PostLines(t, base, testToken, lines...)
 }
 
-// command waits for the next command routed to the emitter.
+// command waits for the next command routed to the emitter (a vendor's
+// x.VENDOR.control.* included).
 func (e *emitter) command() map[string]any {
 	e.t.Helper()
 	timer := time.NewTimer(browsertest.Wait)
@@ -184,7 +185,7 @@ func (e *emitter) command() map[string]any {
 			if !ok {
 				e.t.Fatal("emitter socket closed before a command came")
 			}
-			if typ, _ := f["type"].(string); strings.HasPrefix(typ, "control.") {
+			if typ, _ := f["type"].(string); aep.IsCommand(typ) {
 				return f
 			}
 		case <-timer.C:

@@ -43,6 +43,22 @@ func consoleRespond(request string) string {
 	})`
 }
 
+// aliceAndBob are the people of a relay: alice watches, bob answers; it
+// returns the book and their tokens.
+func aliceAndBob(t *testing.T) (people *access.Book, alice, bob string) {
+	t.Helper()
+	home := t.TempDir()
+	store := access.Store{Home: home}
+	_, alice, err := store.Add("alice", access.RoleWatch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, bob, err = store.Add("bob", access.RoleAnswer, ""); err != nil {
+		t.Fatal(err)
+	}
+	return access.OpenBook(home, nil), alice, bob
+}
+
 // In Chromium, against a real relay with people: a watcher's page names
 // them and their role, shows the waiting request with no way to answer it
 // and no way to change the rules, and an answer typed into its console is
@@ -51,17 +67,7 @@ func consoleRespond(request string) string {
 // the session's timeline) names them and the page as the stream does;
 // neither may change the rules.
 func TestBrowserPeopleRoles(t *testing.T) {
-	home := t.TempDir()
-	store := access.Store{Home: home}
-	_, alice, err := store.Add("alice", access.RoleWatch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, bob, err := store.Add("bob", access.RoleAnswer, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	people := access.OpenBook(home, nil)
+	people, alice, bob := aliceAndBob(t)
 	ruleBook := rules.Open(rules.Config{Path: filepath.Join(t.TempDir(), rules.FileName)})
 	if _, err := ruleBook.Add(rules.Rule{ID: "no-curl", Effect: rules.Deny, Tool: "Bash", Args: "curl *"}); err != nil {
 		t.Fatal(err)

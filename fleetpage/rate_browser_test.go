@@ -9,33 +9,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
-
-// rating waits for the next rating routed to the emitter.
-func (e *emitter) rating() map[string]any {
-	e.t.Helper()
-	timer := time.NewTimer(browsertest.Wait)
-	defer timer.Stop()
-	for {
-		select {
-		case f, ok := <-e.frames:
-			if !ok {
-				e.t.Fatal("emitter socket closed before a rating came")
-			}
-			if f["type"] == mapping.TypeRate {
-				return f
-			}
-		case <-timer.C:
-			e.t.Fatal("no rating reached the emitter")
-		}
-	}
-}
 
 // typeNote sets a rating's note as a person's typing does, past the
 // field's own length limit when asked to (a paste, a page tampered with).
@@ -57,17 +36,7 @@ func typeNote(b *browsertest.Browser, run, text string) {
 // note too long or holding a control character is refused on the page and
 // nothing is sent.
 func TestBrowserRateRun(t *testing.T) {
-	home := t.TempDir()
-	store := access.Store{Home: home}
-	_, alice, err := store.Add("alice", access.RoleWatch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, bob, err := store.Add("bob", access.RoleAnswer, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	people := access.OpenBook(home, nil)
+	people, alice, bob := aliceAndBob(t)
 	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: people, LoginsFile: filepath.Join(t.TempDir(), "page-login.key")})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +80,7 @@ func TestBrowserRateRun(t *testing.T) {
 	const note = `it only retried the test <img src=x onerror="window.pwned=1">`
 	typeNote(a, "r1", note)
 	a.Click("thumbs down", `[data-rate="r1"] [data-verdict="down"]`)
-	cmd := em.rating()
+	cmd := em.command()
 	data, _ := cmd["data"].(map[string]any)
 	if cmd["type"] != mapping.TypeRate || cmd["run"] != "r1" || cmd[mapping.ExtBy] != "bob" || cmd["capture"] != "redacted" ||
 		data["rating"] != float64(-1) || data["comment"] != note {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-
-	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // RateFilter asks a relay for what picking a run to rate needs: the
@@ -15,15 +13,7 @@ const RateFilter = `{"type":["session.started","session.ended","run.*","assessme
 // LoadRuns reads a relay's replay of sessions and runs (RateFilter) and
 // folds it; an error names the relay (without credentials).
 func LoadRuns(ctx context.Context, base, token string, hc *http.Client) (*Fold, error) {
-	evs, err := ReadReplay(ctx, base, token, hc, RateFilter)
-	if err != nil {
-		return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(base), err)
-	}
-	f := &Fold{}
-	for _, ev := range evs {
-		f.Add(ev)
-	}
-	return f, nil
+	return loadFold(ctx, base, token, hc, RateFilter)
 }
 
 // The problems of a run to rate (TargetError.Problem).

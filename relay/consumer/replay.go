@@ -63,7 +63,13 @@ func ReadReplay(ctx context.Context, base, token string, hc *http.Client, filter
 // (PendingFilter) and folds it; an error names the relay (without
 // credentials).
 func LoadPending(ctx context.Context, base, token string, hc *http.Client) (*Fold, error) {
-	evs, err := ReadReplay(ctx, base, token, hc, PendingFilter)
+	return loadFold(ctx, base, token, hc, PendingFilter)
+}
+
+// loadFold reads a relay's replay of what filter admits and folds it; an
+// error names the relay (without credentials).
+func loadFold(ctx context.Context, base, token string, hc *http.Client, filter string) (*Fold, error) {
+	evs, err := ReadReplay(ctx, base, token, hc, filter)
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(base), err)
 	}
