@@ -380,7 +380,7 @@ var commandID = regexp.MustCompile(`\(command ([0-9A-Z]+)\)`)
 // attention loop.
 func TestE2EBridgeWebPrimaryControl(t *testing.T) {
 	ws := startWebStack(t, "primary", "AEP_KIMI_WEB_CONTROL=1")
-	if h := ws.health(t); strings.Join(h.Control, ",") != "control.attention.respond,control.cancel" {
+	if h := ws.health(t); strings.Join(h.Control, ",") != "control.attention.respond,control.cancel,"+mapping.TypeRate {
 		t.Fatalf("control %v", h.Control)
 	}
 	sid := ws.web.CreateSession(t)
