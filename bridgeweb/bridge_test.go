@@ -643,7 +643,15 @@ func TestBridgeRecoversItsCursorFromTheLog(t *testing.T) {
 	kc2.send(t, frame("s1", "A", 4, "turn.ended", map[string]any{"turnId": 0, "reason": "completed"}))
 	kc2.ack(t, sub, nil, map[string][2]any{"s1": {4, "A"}, "__global__": {0, "G"}})
 	kc2.send(t, frame(mapping.GlobalSession, "G", 1, "event.session.archived", map[string]any{"sessionId": "s1"}))
-	evs := tb2.pub.Wait(t, "the result, the run's end and the archive", func(evs []*aep.Event) bool { return len(evs) == 3 })
+	// It republishes first what the stopped one logged (the relay keeps
+	// what it lacks), then goes on.
+	evs := tb2.pub.Wait(t, "the result, the run's end and the archive", func(evs []*aep.Event) bool { return len(evs) == len(first)+3 })
+	for i, e := range first {
+		if evs[i].ID != e.ID {
+			t.Fatalf("event %d of the restarted bridge is %s, want the republished %s", i, evs[i].Type, e.Type)
+		}
+	}
+	evs = evs[len(first):]
 	if evs[0].Type != "tool.completed" || evs[0].Cause != first[1].ID || evs[0].Run != first[0].Run {
 		t.Errorf("recovered pairing: %s cause %s run %s", evs[0].Type, evs[0].Cause, evs[0].Run)
 	}

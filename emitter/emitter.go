@@ -99,6 +99,9 @@ type Core[S Member] struct {
 	mu       sync.Mutex
 	sessions map[string]S
 
+	// lastRun is when the run before this one started (republish).
+	lastRun time.Time
+
 	// notDurable is why the session logs do not reach the disk as their
 	// mode promises, nil while they do (journal.Handles.OnDurable).
 	notDurable atomic.Pointer[error]
@@ -123,6 +126,7 @@ func New[S Member](cfg Config, spec Spec, src Source[S]) (*Core[S], error) {
 	c := &Core[S]{cfg: cfg, spec: spec, src: src, log: cfg.Logger, sessions: map[string]S{},
 		handles: journal.NewHandles(cfg.MaxOpenLogs), build: buildinfo.Get()}
 	c.handles.SetSync(cfg.Sync, cfg.Syncer, c.syncFailed).OnDurable(c.durability)
+	c.lastRun = lastRunStart(spec.EpochFile)
 	// The epoch never repeats for a session across restarts, even with a
 	// wiped home (journal.NextEpoch).
 	if c.epoch, err = journal.NextEpoch(spec.EpochFile, cfg.Now()); err != nil {
@@ -227,6 +231,7 @@ func (c *Core[S]) Run(ctx context.Context, serve func(context.Context) error) er
 	if r, ok := c.cfg.Publisher.(Runner); ok {
 		g.Go(func() error { return r.Run(pubCtx) })
 	}
+	c.republish()
 	err := serve(ctx)
 	c.CloseAll()
 	stopPub()

@@ -600,3 +600,61 @@ func TestHealthFollowsTheLogs(t *testing.T) {
 		t.Fatalf("%d and %d lines, want one each and no other:\n%s", a, b, logs.String())
 	}
 }
+
+// A starting source republishes the latest events of the logs the run
+// before it wrote to, before its intake starts: a run killed between a log
+// append and the relay's socket loses nothing. A log that run never
+// touched is left alone, and the bounds hold.
+func TestRunRepublishesTheLastRun(t *testing.T) {
+	home := t.TempDir()
+	emit := func(f *fixture, key string, n int) []string {
+		s := f.core.Lock(key)
+		defer s.Unlock()
+		var ids []string
+		for range n {
+			ids = append(ids, s.Stream().Emit(journal.Entry{Event: mapping.PromptQueued(f.core.cfg.Posture), At: *f.now}).ID)
+		}
+		return ids
+	}
+	first := newFixture(t, home, nil)
+	emit(first, "quiet", 2)
+	first.core.CloseAll()
+	hourAgo := time.Now().Add(-time.Hour)
+	quiet := filepath.Join(home, "logs", "test", journal.FileName("quiet"))
+	if err := os.Chtimes(quiet, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(home, "kimi", "test-epoch"), hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+
+	killed := newFixture(t, home, nil) // "quiet" was written before it started
+	small := emit(killed, "small", 3)
+	big := emit(killed, "big", RepublishPerLog+5)
+	killed.core.CloseAll() // and never flushed: the relay got none of it
+
+	next := newFixture(t, home, nil)
+	err := next.core.Run(context.Background(), func(context.Context) error {
+		var got []string
+		for _, e := range next.pub.All() {
+			got = append(got, e.ID)
+		}
+		want := append(append([]string{}, big[len(big)-RepublishPerLog:]...), small...)
+		if len(got) != len(want) {
+			t.Fatalf("republished %d events before the intake, want %d", len(got), len(want))
+		}
+		gotSet := map[string]bool{}
+		for _, id := range got {
+			gotSet[id] = true
+		}
+		for _, id := range want {
+			if !gotSet[id] {
+				t.Fatalf("event %s of the killed run was not republished", id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
