@@ -165,6 +165,9 @@ func (q *questionFlags) values(qs []mapping.Question) (map[string]any, error) {
 // pickQuestion finds the question a --question names: "" for the first,
 // its number, its id or its text.
 func pickQuestion(qs []mapping.Question, name string) (int, error) {
+	if len(qs) == 0 {
+		return 0, errors.New("the request asks no questions")
+	}
 	if name == "" {
 		return 0, nil
 	}

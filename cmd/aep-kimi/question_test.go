@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,4 +138,67 @@ func TestRespondQuestion(t *testing.T) {
 			t.Errorf("pending lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// FuzzQuestionFlags reads arbitrary respond flags (NUL-separated) against
+// arbitrary form fields: never a panic, and values it takes answer only
+// the questions asked, one answer per single-select question, with offered
+// choices and words of your own only where a question takes them.
+func FuzzQuestionFlags(f *testing.F) {
+	fields, _ := json.Marshal(formData()["fields"])
+	f.Add(fields, "--choice\x002\x00--question\x002\x00--choice\x00ops\x00--other\x00x")
+	f.Add(fields, "--question\x00Really?\x00--choice\x00NO\x00--question\x000\x00--choice\x00-1")
+	f.Add([]byte(`[{"id":"1","type":"select","label":"2","choices":[{"id":"2","label":"1"}]}]`), "--question\x001\x00--choice\x001")
+	f.Fuzz(func(t *testing.T, rawFields []byte, args string) {
+		var fields []any
+		if json.Unmarshal(rawFields, &fields) != nil {
+			return
+		}
+		qs := mapping.FormQuestions(fields)
+		var q questionFlags
+		fs := flag.NewFlagSet("respond", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		q.bind(fs)
+		if fs.Parse(strings.Split(args, "\x00")) != nil {
+			return
+		}
+		values, err := q.values(qs)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("error %q is not one line", err)
+			}
+			return
+		}
+		byID := map[string]mapping.Question{}
+		for _, qu := range qs {
+			byID[qu.ID] = qu
+		}
+		for id, v := range values {
+			qu, ok := byID[id]
+			if !ok {
+				t.Fatalf("a value for %q, not asked", id)
+			}
+			items, isList := v.([]any)
+			if isList != qu.Multi {
+				t.Fatalf("question %q multi %v, value %#v", id, qu.Multi, v)
+			}
+			if !isList {
+				items = []any{v}
+			}
+			words := 0
+			for _, it := range items {
+				s := it.(string)
+				offered := false
+				for _, c := range qu.Choices {
+					offered = offered || c.ID == s
+				}
+				if !offered {
+					words++
+				}
+			}
+			if words > 1 || (words > 0 && !qu.Other) {
+				t.Fatalf("question %+v answered %#v", qu, v)
+			}
+		}
+	})
 }
