@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/mapping"
+	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
 // DetectVersion runs `kimiPath --version` and returns the version it prints
@@ -422,7 +423,10 @@ func probeHealth(ctx context.Context, cfg Config) (ok bool, status string, gate 
 	return true, resp.Status, gate, build
 }
 
-// WriteText prints the report for a person, one fact a line.
+// WriteText prints the report for a person, one fact a line. Paths, what
+// other programs printed (kimi-hook --version, the adapter's /healthz) and
+// the messages quoting them go through consumer.Line: a control character
+// or a newline in one cannot rewrite the screen or forge a line.
 func (r Report) WriteText(w io.Writer) error {
 	version := r.KimiVersion
 	if version == "" {
@@ -448,24 +452,24 @@ func (r Report) WriteText(w io.Writer) error {
 		hook = strings.Join(r.HookPrograms, " ")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "config:     %s\n", r.Path)
-	fmt.Fprintf(&b, "kimi:       %s\n", version)
-	fmt.Fprintf(&b, "expected:   %d: %s\n", len(r.Expected), strings.Join(r.Expected, " "))
-	fmt.Fprintf(&b, "registered: %s\n", registered)
-	fmt.Fprintf(&b, "block:      %s\n", state)
-	fmt.Fprintf(&b, "hook:       %s\n", hook)
-	fmt.Fprintf(&b, "adapter:    %s%s %s\n", strings.TrimRight(r.DaemonURL, "/"), HealthPath, adapter)
+	fmt.Fprintf(&b, "config:     %s\n", consumer.Line(r.Path))
+	fmt.Fprintf(&b, "kimi:       %s\n", consumer.Line(version))
+	fmt.Fprintf(&b, "expected:   %d: %s\n", len(r.Expected), consumer.Line(strings.Join(r.Expected, " ")))
+	fmt.Fprintf(&b, "registered: %s\n", consumer.Line(registered))
+	fmt.Fprintf(&b, "block:      %s\n", consumer.Line(state))
+	fmt.Fprintf(&b, "hook:       %s\n", consumer.Line(hook))
+	fmt.Fprintf(&b, "adapter:    %s\n", consumer.Line(strings.TrimRight(r.DaemonURL, "/")+HealthPath+" "+adapter))
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note:       %s\n", n)
+		fmt.Fprintf(&b, "note:       %s\n", consumer.Line(n))
 	}
 	for _, w := range r.Warnings {
-		fmt.Fprintf(&b, "warning:    %s\n", w)
+		fmt.Fprintf(&b, "warning:    %s\n", consumer.Line(w))
 	}
 	if len(r.Problems) == 0 {
 		b.WriteString("problems:   none\n")
 	}
 	for _, p := range r.Problems {
-		fmt.Fprintf(&b, "problem:    %s\n", p)
+		fmt.Fprintf(&b, "problem:    %s\n", consumer.Line(p))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

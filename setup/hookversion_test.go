@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,68 @@ func TestCheckWarnsOfAnotherHookBuild(t *testing.T) {
 	}
 	if _, err := os.Stat(argsFile); !os.IsNotExist(err) {
 		t.Errorf("a hook ran although the adapter reports no build")
+	}
+}
+
+// TestCheckReportNeutralisesHostileBuilds: what check prints of other
+// programs' output (a kimi-hook's --version line and stderr, the build the
+// adapter's /healthz reports) and of paths reaches the terminal escaped: an
+// ESC sequence, a bell, a bidi override or a newline in any of them is
+// shown, never obeyed, and forges no line of the report.
+func TestCheckReportNeutralisesHostileBuilds(t *testing.T) {
+	ctx := context.Background()
+	const hostile = "\x1b[2J\x07\u202e"
+	adapterBuild := buildinfo.Info{Version: "0.5.0" + hostile + "\nforged:     all clear", Commit: "aaaabbbbccccddddeeeeffff0000111122223333", Date: "2026-05-01T10:00:00Z", Go: "go1.26.8", Platform: "linux/amd64"}
+	health, err := json.Marshal(map[string]any{"ok": true, "build": adapterBuild})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(health) }))
+	defer srv.Close()
+
+	// A directory whose name carries the sequences too: the hooks' paths.
+	bin := filepath.Join(t.TempDir(), "bin"+hostile)
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// printf's octal escapes: ESC [2J, BEL, U+202E in UTF-8.
+	const shHostile = `\033[2J\007\342\200\256`
+	otherHook := writeScript(t, bin, "other", `printf 'kimi-hook 0.4.0`+shHostile+` (commit 0123456789abcdef, built 2026-04-01T10:00:00Z, go1.26.8, linux/amd64)\n'`+"\n")
+	failingHook := writeScript(t, bin, "failing", `printf 'boom`+shHostile+`\n' >&2; exit 3`+"\n")
+
+	cfg := testConfig(t.TempDir())
+	cfg.DaemonURL = srv.URL
+	cfg.HealthTimeout = 30 * time.Second
+	for _, hooks := range [][2]string{{otherHook, otherHook}, {failingHook, otherHook}} {
+		c := cfg
+		c.HookCmd = hooks[0]
+		if _, err := Write(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		c.HookCmd = hooks[1]
+		r := Check(ctx, c)
+		if len(r.Warnings) == 0 {
+			t.Fatalf("no warning for %q: %+v", hooks, r)
+		}
+		var out bytes.Buffer
+		if err := r.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		text := out.String()
+		if strings.ContainsAny(text, "\x1b\x07\u202e\r") {
+			t.Errorf("a control character reached the report:\n%q", text)
+		}
+		if !strings.Contains(text, `\x1b[2J\x07\u202e`) {
+			t.Errorf("the hostile sequences are not shown escaped:\n%q", text)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+			label, _, ok := strings.Cut(l, ":")
+			switch {
+			case !ok:
+				t.Errorf("a line without a label: %q", l)
+			case !slices.Contains([]string{"config", "kimi", "expected", "registered", "block", "hook", "adapter", "note", "warning", "problem", "problems"}, label):
+				t.Errorf("a forged line: %q", l)
+			}
+		}
 	}
 }
