@@ -105,6 +105,30 @@ type stack struct {
 	relayURL, hookTo string
 	adapterEnv       []string
 	adapterPort      int
+	relayPort        int
+}
+
+// newUpStack is a stack with a fresh token and home for one `aep-kimi up`
+// (relay and adapter in one process), its ports chosen and nothing running
+// yet: a test registers the hook (st.hookTo) before st.up starts it.
+func newUpStack(t testing.TB) *stack {
+	t.Helper()
+	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	st.relayPort, st.adapterPort = netaddr.FreePort(t), netaddr.FreePort(t)
+	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", st.relayPort)
+	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", st.adapterPort)
+	return st
+}
+
+// up starts `aep-kimi up` on the stack's ports, home and token, with env
+// added and args after its listen flags, as st.relay.
+func (st *stack) up(t testing.TB, env []string, args ...string) *proctest.Proc {
+	t.Helper()
+	env = append([]string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, env...)
+	args = append([]string{"up", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", st.relayPort),
+		"--adapter-listen", fmt.Sprintf("127.0.0.1:%d", st.adapterPort)}, args...)
+	st.relay = startDaemon(t, st.hookTo, env, args...)
+	return st.relay
 }
 
 func startStack(t testing.TB, adapterEnv ...string) *stack {

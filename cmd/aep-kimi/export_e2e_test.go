@@ -33,13 +33,8 @@ func TestE2EJaeger(t *testing.T) {
 	}
 	kimi := kimiharness.Require(t)
 	j := jaegertest.Start(t)
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
-	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up",
-		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--otlp", j.OTLP)
+	st := newUpStack(t)
+	st.up(t, nil, "--web=false", "--otlp", j.OTLP)
 	scenario(t, kimi, "subagent", st.hookCmd(t))
 	st.waitQuiet(t)
 	_, _, ev := st.oneSession(t)

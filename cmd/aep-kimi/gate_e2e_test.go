@@ -15,7 +15,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -242,10 +241,7 @@ func setupCLI(t *testing.T, args ...string) (int, string) {
 // own timeout, and the tool's completion follows.
 func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	mock := kimiharness.StartMock(t, markerScript(t, marker))
 	home, work := t.TempDir(), t.TempDir()
@@ -254,10 +250,7 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 	if code, out := setupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	up := startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up", "--control",
-		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--kimi-home", home)
-	st.relay = up
+	up := st.up(t, nil, "--control", "--web=false", "--kimi-home", home)
 	banner := up.Logs.String()
 	for _, want := range []string{"gate ON: each tool call held up to 8s", "then Kimi runs it",
 		"Kimi's PreToolUse timeout (10s) cuts the hold short", "1. register the hooks with Kimi:  aep-setup write kimi-code --control\n"} {
@@ -379,20 +372,14 @@ func TestE2EPageCountdown(t *testing.T) {
 // deadline, and check says so. With up stopped, check does not call the
 // --control registration stale (its advice would undo control).
 func TestE2EUpControlFollowsRegistration(t *testing.T) {
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 	home := t.TempDir()
 	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0",
 		"--hook-cmd", filepath.Join(binaries(t), "kimi-hook")}
 	if code, out := setupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	up := startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up", "--control",
-		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--kimi-home", home)
-	st.relay = up
+	up := st.up(t, nil, "--control", "--web=false", "--kimi-home", home)
 	if !strings.Contains(up.Logs.String(), "gate ON: each tool call held up to 8s") {
 		t.Fatalf("up's banner:\n%s", up.Logs.String())
 	}

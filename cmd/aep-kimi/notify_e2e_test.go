@@ -104,10 +104,7 @@ func postLink(t *testing.T, link string) (int, map[string]any) {
 // it up.
 func TestE2ENotifyWebhook(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 	recv := newWebhookReceiver(t)
 	stall := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -128,9 +125,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	if code, out := setupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_ATTENTION_TIMEOUT_MS=6000"},
-		"up", "--control", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
+	st.up(t, []string{"AEP_ATTENTION_TIMEOUT_MS=6000"}, "--control", "--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
 	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *")
 
 	done := make(chan string, 1)

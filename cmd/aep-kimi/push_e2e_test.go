@@ -18,7 +18,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
@@ -75,10 +74,7 @@ func (st *stack) vapidKey(t testing.TB) string {
 func TestE2EPushPhone(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	b := browsertest.New(t, 360, 800)
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 
 	marker := filepath.Join(t.TempDir(), "denied")
 	mock := kimiharness.StartMock(t, bashSteps(t, "touch "+marker))
@@ -91,9 +87,7 @@ func TestE2EPushPhone(t *testing.T) {
 	// The phone's push service, on this machine: the relay is told it may
 	// push there.
 	ps := pushtest.New(t)
-	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, ps.Env()},
-		"up", "--control", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--kimi-home", home)
+	st.up(t, []string{ps.Env()}, "--control", "--web=false", "--kimi-home", home)
 
 	// The subscription the page will make with the relay's key.
 	key := st.vapidKey(t)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
@@ -176,13 +174,8 @@ func TestE2ERatePageJaeger(t *testing.T) {
 	}
 	kimi := kimiharness.Require(t)
 	j := jaegertest.Start(t)
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
-	st.relay = startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "up",
-		"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-		"--web=false", "--otlp", j.OTLP)
+	st := newUpStack(t)
+	st.up(t, nil, "--web=false", "--otlp", j.OTLP)
 	ev, fin := st.finishedRun(t, kimi)
 	session := ev[0].Session
 

@@ -125,14 +125,9 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 // still prints the session and `audit` still says who answered, from the
 // relay alone.
 func TestE2EUpRestartKeepsHistory(t *testing.T) {
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 	start := func() *proctest.Proc {
-		return startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE="}, "up", "--control",
-			"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-			"--web=false", "--kimi-home", t.TempDir())
+		return st.up(t, []string{"AEP_STORE="}, "--control", "--web=false", "--kimi-home", t.TempDir())
 	}
 	st.relay = start()
 	session := "hist-" + strings.ToLower(aep.NewID())
@@ -163,14 +158,9 @@ func TestE2EUpRestartKeepsHistory(t *testing.T) {
 // came back, and the tail's reconnection asked for every session the relay
 // holds (issue 36).
 func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
-	st.hookTo = fmt.Sprintf("http://127.0.0.1:%d", aport)
+	st := newUpStack(t)
 	start := func() *proctest.Proc {
-		return startDaemon(t, st.hookTo, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE="}, "up",
-			"--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
-			"--web=false", "--kimi-home", t.TempDir())
+		return st.up(t, []string{"AEP_STORE="}, "--web=false", "--kimi-home", t.TempDir())
 	}
 	st.relay = start()
 	live := &syncbuf.Buffer{}
