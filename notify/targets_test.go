@@ -398,7 +398,7 @@ func TestWebhookFormatAndSignature(t *testing.T) {
 		t.Errorf("id %q, %s %q", id, DeliveryHeader, r.header.Get(DeliveryHeader))
 	}
 
-	// The signature, checked by hand the way the README tells a receiver:
+	// The signature, checked by hand the way docs/notify.md tells a receiver:
 	// HMAC-SHA256 over "<t>.<body>" with the secret file's content.
 	sig := r.header.Get(SignatureHeader)
 	tPart, v1Part, ok := strings.Cut(sig, ",")
@@ -570,16 +570,16 @@ func TestParseTargetRefuses(t *testing.T) {
 	}
 }
 
-// The README documents the webhook body field by field: its table and the
-// body sent must name the same fields.
+// docs/notify.md documents the webhook body field by field: its table and
+// the body sent must name the same fields.
 func TestWebhookBodyDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/notify.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "#### Your own: `webhook:`")
+	_, section, ok := strings.Cut(string(page), "### Your own: `webhook:`")
 	if !ok {
-		t.Fatal("README has no webhook section")
+		t.Fatal("docs/notify.md has no webhook section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var documented []string
@@ -595,7 +595,7 @@ func TestWebhookBodyDocumented(t *testing.T) {
 	slices.Sort(documented)
 	b, _ := json.Marshal(webhookBody(request(), time.Now()))
 	if sent := keys(decode(t, b)); !slices.Equal(documented, sent) {
-		t.Errorf("README documents %v, the body has %v", documented, sent)
+		t.Errorf("docs/notify.md documents %v, the body has %v", documented, sent)
 	}
 }
 

@@ -157,15 +157,16 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 		t.Errorf(".ci/run does not run the README's test command %q", fh.full)
 	}
 	// Control in one place: both halves named, the details linked.
-	const controlHeading, controlLink = "## Control: answering and steering (opt-in)\n", "(#control-answering-and-steering-opt-in)"
+	const controlHeading, controlLink = "# Control: answering and steering (opt-in)\n", "(docs/control.md)"
 	fh.control = []string{"aep-kimi up --control", "aep-setup write kimi-code --control"}
 	for _, c := range fh.control {
 		if !strings.Contains(section, "`"+c+"`") {
 			t.Errorf("the first section does not say `%s`", c)
 		}
 	}
-	if !strings.Contains(section, controlLink) || !strings.Contains(text, "\n"+controlHeading) {
-		t.Errorf("the first section does not link %s to %q", controlLink, strings.TrimSpace(controlHeading))
+	control, err := os.ReadFile(filepath.Join(root, "docs", "control.md"))
+	if err != nil || !strings.Contains(section, controlLink) || !strings.HasPrefix(string(control), controlHeading) {
+		t.Errorf("the first section does not link %s, a page headed %q (%v)", controlLink, strings.TrimSpace(controlHeading), err)
 	}
 	return root, fh
 }
@@ -311,7 +312,7 @@ func firstSession(t *testing.T, scratch string, env []string, tail string) {
 // serving the packages release/npm.sh made), `aep-kimi up`, `aep-setup
 // write kimi-code`, one real Kimi print-mode session, the events seen
 // through `aep-kimi tail`, the hooks control needs registered by the
-// first section's control line, and the team section's commands.
+// first section's control line, and docs/team.md's people and audit commands.
 func TestREADMEQuickstart(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	set := npmPackages(t)
@@ -353,7 +354,7 @@ func TestREADMEQuickstart(t *testing.T) {
 		t.Errorf("after %q the PreToolUse timeout is %ds, want %ds", fh.control[1], got, want)
 	}
 
-	// 6. Running it for a team: the section's commands, as printed, on
+	// 6. Running it for a team: docs/team.md's commands, as printed, on
 	// this machine's relay: people added, listed and removed, then the
 	// audit from the relay and from the logs.
 	team := teamCommands(t)
@@ -424,27 +425,28 @@ func TestREADMEFromSource(t *testing.T) {
 	}
 }
 
-// teamCommands are the commands of the README's "Running it for a team"
-// sh blocks, which must name the people and audit commands.
+// teamCommands are the people and audit commands of docs/team.md's sh
+// blocks (its TLS commands start relays and are TestE2ETLS's), which must
+// name each of token add, list and rm and the audit.
 func teamCommands(t *testing.T) []string {
 	t.Helper()
-	_, text := readme(t)
-	const heading = "\n## Running it for a team\n"
-	start := strings.Index(text, heading)
-	if start < 0 {
-		t.Fatalf("the README has no %q section", strings.TrimSpace(heading))
+	root, _ := readme(t)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "team.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	section := text[start+1:]
-	if end := strings.Index(section[len(heading)-1:], "\n## "); end >= 0 {
-		section = section[:len(heading)-1+end]
-	}
+	wants := []string{"aep-kimi token add", "aep-kimi token list", "aep-kimi token rm", "aep-kimi audit"}
 	var cmds []string
-	for _, b := range shBlocks(section) {
-		cmds = append(cmds, blockCommands(b)...)
+	for _, b := range shBlocks(string(page)) {
+		for _, c := range blockCommands(b) {
+			if slices.ContainsFunc(wants, func(w string) bool { return strings.HasPrefix(c, w) }) {
+				cmds = append(cmds, c)
+			}
+		}
 	}
-	for _, want := range []string{"aep-kimi token add", "aep-kimi token list", "aep-kimi token rm", "aep-kimi audit"} {
+	for _, want := range wants {
 		if !slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, want) }) {
-			t.Errorf("the team section runs no %s: %q", want, cmds)
+			t.Errorf("docs/team.md runs no %s: %q", want, cmds)
 		}
 	}
 	return cmds
