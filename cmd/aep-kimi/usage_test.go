@@ -18,11 +18,15 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // usageEnv is an empty environment with a fixed home, so the defaults the
 // usage shows do not depend on who runs the test.
-func usageEnv(t *testing.T) func(string) string {
-	t.Setenv("HOME", "/home/op")
+func usageEnv(t *testing.T) func(string) string { return homeEnv(t, "/home/op") }
+
+// homeEnv is an empty environment but for HOME, set in the process too
+// (some defaults come from os.UserHomeDir).
+func homeEnv(t *testing.T, home string) func(string) string {
+	t.Setenv("HOME", home)
 	return func(k string) string {
 		if k == "HOME" {
-			return "/home/op"
+			return home
 		}
 		return ""
 	}

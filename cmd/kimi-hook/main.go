@@ -76,6 +76,12 @@ func awaited(event string) bool {
 	return false
 }
 
+// The environment kimi-hook reads.
+const (
+	envHome    = "AEP_HOME"
+	envLogSync = "AEP_LOG_SYNC"
+)
+
 type options struct {
 	daemon  string
 	home    string
@@ -211,16 +217,17 @@ func (d delivery) awaitHeld(event string, term <-chan os.Signal, stdout, stderr 
 func parseArgs(args []string) (options, error) {
 	o := options{daemon: DefaultDaemon, timeout: DefaultTimeout * time.Second, sync: syncmode.Default}
 	var bad error
-	if m, err := syncmode.Parse(os.Getenv("AEP_LOG_SYNC")); err != nil {
-		bad = fmt.Errorf("AEP_LOG_SYNC: %w", err)
+	if m, err := syncmode.Parse(os.Getenv(envLogSync)); err != nil {
+		bad = fmt.Errorf("%s: %w", envLogSync, err)
 	} else {
 		o.sync = m
 	}
-	if h := os.Getenv("AEP_HOME"); h != "" {
+	if h := os.Getenv(envHome); h != "" {
 		o.home = h
 	} else if h, err := os.UserHomeDir(); err == nil {
 		o.home = filepath.Join(h, ".aep")
 	}
+	table := hookFlags()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -232,23 +239,59 @@ func parseArgs(args []string) (options, error) {
 			i++
 			val = args[i]
 		}
-		switch name {
-		case "daemon":
-			o.daemon = val
-		case "home":
-			o.home = val
-		case "timeout":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 1 || n > 600 {
-				bad = fmt.Errorf("--timeout %q: want seconds in 1..600", val)
-				continue
+		f := hookFlag{}
+		for _, h := range table {
+			if h.Name == name {
+				f = h
 			}
-			o.timeout = time.Duration(n) * time.Second
-		default:
-			bad = fmt.Errorf("unknown flag %q (flags: --daemon URL --home DIR --timeout SECONDS; --version alone)", a)
+		}
+		if f.set == nil {
+			bad = fmt.Errorf("unknown flag %q (flags: %s; --version alone)", a, flagList(table))
+			continue
+		}
+		if err := f.set(&o, val); err != nil {
+			bad = err
 		}
 	}
 	return o, bad
+}
+
+// hookFlag is one of kimi-hook's flags: the parser reads this table, and
+// so do its error message and the reference (docs/reference/commands.md).
+type hookFlag struct {
+	Name, Arg, Default, Usage string
+	set                       func(o *options, val string) error
+}
+
+// hookFlags is kimi-hook's flag table. It has no flag package parser: a
+// bad flag is noted and the hook still delivered, with defaults.
+func hookFlags() []hookFlag {
+	return []hookFlag{
+		{Name: "daemon", Arg: "URL", Default: DefaultDaemon, Usage: "the adapter's hook intake",
+			set: func(o *options, v string) error { o.daemon = v; return nil }},
+		{Name: "home", Arg: "DIR", Default: "$AEP_HOME, else ~/.aep",
+			Usage: "AEP home: the hook token and the spool (kimi/spool/) under it",
+			set:   func(o *options, v string) error { o.home = v; return nil }},
+		{Name: "timeout", Arg: "SECONDS", Default: strconv.Itoa(DefaultTimeout),
+			Usage: "the hook's timeout as registered in Kimi (1..600); kimi-hook gives up waiting " + margin.String() + " before it and spools the payload",
+			set: func(o *options, v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > 600 {
+					return fmt.Errorf("--timeout %q: want seconds in 1..600", v)
+				}
+				o.timeout = time.Duration(n) * time.Second
+				return nil
+			}},
+	}
+}
+
+// flagList is "--daemon URL --home DIR ...".
+func flagList(table []hookFlag) string {
+	var parts []string
+	for _, f := range table {
+		parts = append(parts, "--"+f.Name+" "+f.Arg)
+	}
+	return strings.Join(parts, " ")
 }
 
 // budget is how long to wait for the adapter's reply.
