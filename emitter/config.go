@@ -45,7 +45,7 @@ type Config struct {
 	// be run for as long as the source runs (Core.Run).
 	Publisher journal.Publisher
 	// Collectors are registered on the source's /metrics next to its own
-	// (the relay emitter's, for one).
+	// (the relay publisher's, for one).
 	Collectors []prometheus.Collector
 	// MaxOpenLogs bounds the session log files open at once.
 	MaxOpenLogs int

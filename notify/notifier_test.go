@@ -64,7 +64,7 @@ type stage struct {
 	url  string
 	srv  *relay.Server
 	n    *notify.Notifier
-	em   *client.Emitter
+	em   *client.Publisher
 	cmds chan *aep.Event
 	seq  map[string]int64
 	stop func() // stops the relay, the notifier and the emitter
@@ -109,7 +109,7 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 		}
 	})
 	st := &stage{url: base, srv: srv, n: n, cmds: make(chan *aep.Event, 16), seq: map[string]int64{}}
-	st.em, err = client.NewEmitter(client.EmitterConfig{URL: base, Token: testToken, Agent: "kimi-code", Instance: "kimi-code/test",
+	st.em, err = client.NewPublisher(client.PublisherConfig{URL: base, Token: testToken, Agent: "kimi-code", Instance: "kimi-code/test",
 		Control:   &wire.Control{Accepts: []string{"control.attention.respond"}, AckWindowMS: 10000},
 		OnCommand: func(_ context.Context, ev *aep.Event) { st.cmds <- ev }})
 	if err != nil {

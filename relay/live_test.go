@@ -93,8 +93,8 @@ func startTarget(t *testing.T, base, token string) string {
 			Data: json.RawMessage(data)}
 	}
 	acks := map[[2]string]*aep.Event{}
-	var e *client.Emitter
-	e = newEmitter(t, client.EmitterConfig{
+	var e *client.Publisher
+	e = newPublisher(t, client.PublisherConfig{
 		URL: base, Token: token, Agent: "kimi-target", Instance: "test/1",
 		Control: &wire.Control{Accepts: []string{"control.attention.respond", "control.cancel"}, AckWindowMS: 1500},
 		OnCommand: func(_ context.Context, cmd *aep.Event) {
@@ -118,7 +118,7 @@ func startTarget(t *testing.T, base, token string) string {
 	run := next("run.started", `{"trigger":"user"}`)
 	run.Run = "r-live"
 	e.Publish(run)
-	runEmitter(t, e)
-	eventually(t, "target connected", func() bool { return e.State() == client.EmitterConnected && e.Stats().Sent >= 1 })
+	runPublisher(t, e)
+	eventually(t, "target connected", func() bool { return e.State() == client.PublisherConnected && e.Stats().Sent >= 1 })
 	return session
 }

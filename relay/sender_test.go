@@ -18,8 +18,8 @@ import (
 // relay refuses, all against the real relay and a real emitter.
 func TestSendCommandSettles(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
-	var e *client.Emitter
-	e = newEmitter(t, client.EmitterConfig{
+	var e *client.Publisher
+	e = newPublisher(t, client.PublisherConfig{
 		URL: srv.URL, Token: testToken,
 		Control: &wire.Control{Accepts: []string{"control.cancel"}},
 		OnCommand: func(_ context.Context, cmd *aep.Event) {
@@ -31,7 +31,7 @@ func TestSendCommandSettles(t *testing.T) {
 			e.Publish(ack)
 		},
 	})
-	runEmitter(t, e)
+	runPublisher(t, e)
 	e.Publish(emitted("s-yes", 1, "info"))
 	e.Publish(emitted("s-no", 1, "info"))
 	watch := helloWS(t, srv, "consumer", nil, "w")

@@ -53,8 +53,8 @@ func (o *AdapterOptions) BindFlags(fs *flag.FlagSet, getenv func(string) string)
 	fs.BoolVar(&o.Verbose, "v", false, "debug logging")
 }
 
-// NewAdapter builds the adapter wired to the relay emitter it publishes
-// with and runs (emitter.Core.Run): the emitter outlives the adapter's
+// NewAdapter builds the adapter wired to the relay publisher it publishes
+// with and runs (emitter.Core.Run): the publisher outlives the adapter's
 // intake so the last events still reach the relay.
 func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log *slog.Logger) (*adapter.Server, error) {
 	cfg, err := adapter.ConfigFromEnv(getenv)
@@ -92,7 +92,7 @@ func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log 
 	if err != nil {
 		return nil, err
 	}
-	return withRelayEmitter(&cfg.Config, link, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
+	return withRelayPublisher(&cfg.Config, link, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
 }
 
 // KimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).

@@ -57,7 +57,7 @@ func (o *BridgeOptions) bindAllowRemoteKap(fs *flag.FlagSet, getenv func(string)
 		"follow a kimi web instance record naming a non-loopback host, sending it the kap token; off, such records are skipped (env AEP_KIMI_WEB_ALLOW_REMOTE_KAP)")
 }
 
-// NewBridge builds the bridge wired to the relay emitter it publishes with
+// NewBridge builds the bridge wired to the relay publisher it publishes with
 // and runs (emitter.Core.Run).
 func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *slog.Logger) (*bridgeweb.Bridge, error) {
 	mode, err := mapping.ParseMode(o.Mode)
@@ -106,7 +106,7 @@ func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *s
 	if err != nil {
 		return nil, err
 	}
-	return withRelayEmitter(&cfg.Config, link, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
+	return withRelayPublisher(&cfg.Config, link, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
 }
 
 // BridgeChoice is whether and how `up` runs the kimi web bridge.

@@ -21,7 +21,7 @@ import (
 // declares to the relay.
 type sourceHello struct {
 	// role names it in the hello's instance ("adapter", "bridge-web");
-	// metrics is the namespace of the relay emitter's metrics on its
+	// metrics is the namespace of the relay publisher's metrics on its
 	// /metrics ("aepkimi_adapter").
 	role, metrics string
 	// emits is declared when set.
@@ -56,15 +56,15 @@ func newRelayLink(url, token string, hc *http.Client, caFile string) (relayLink,
 	return relayLink{url: url, token: token, http: hc}, nil
 }
 
-// relayEmitter builds the relay emitter a source publishes with and sets it
+// relayPublisher builds the relay publisher a source publishes with and sets it
 // as the source's publisher (unless the link's URL is none); the source runs it
 // (emitter.Core.Run). The relay's commands go to the source bind names
 // once it is built, before it runs.
-func relayEmitter(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
+func relayPublisher(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
 	var target emitter.Emitter
 	host, _ := os.Hostname()
 	relayURL := link.url
-	em, err := client.NewEmitter(client.EmitterConfig{
+	em, err := client.NewPublisher(client.PublisherConfig{
 		URL:        relayURL,
 		Token:      link.token,
 		HTTPClient: link.http,
@@ -73,25 +73,25 @@ func relayEmitter(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.
 		Emits:      h.emits,
 		Capture:    []string{"none", "metadata", "redacted"},
 		Control:    h.control,
-		Logger:     log.With("component", "emitter"),
+		Logger:     log.With("component", "publisher"),
 		// Commands flow only while the source runs, after bind.
 		OnCommand: func(ctx context.Context, ev *aep.Event) { target.HandleCommand(ctx, ev) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("relay emitter: %w", err)
+		return nil, fmt.Errorf("relay publisher: %w", err)
 	}
 	if !client.IsNone(relayURL) {
-		cfg.Publisher = emitterPublisher{em}
+		cfg.Publisher = publisherStatus{em}
 		cfg.Collectors = append(cfg.Collectors, em.Collector(h.metrics))
 	}
 	return func(e emitter.Emitter) { target = e }, nil
 }
 
-// withRelayEmitter builds a source with build once cfg has the relay
+// withRelayPublisher builds a source with build once cfg has the relay
 // emitter it publishes with, and binds the relay's commands to it.
-func withRelayEmitter[S emitter.Emitter](cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
+func withRelayPublisher[S emitter.Emitter](cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
 	var none S
-	bind, err := relayEmitter(cfg, link, h, log)
+	bind, err := relayPublisher(cfg, link, h, log)
 	if err != nil {
 		return none, err
 	}
@@ -103,10 +103,10 @@ func withRelayEmitter[S emitter.Emitter](cfg *emitter.Config, link relayLink, h 
 	return src, nil
 }
 
-// emitterPublisher lets a source report the relay emitter's health
+// publisherStatus lets a source report the relay publisher's health
 // (journal.PublisherStatus) and run it (emitter.Runner).
-type emitterPublisher struct{ *client.Emitter }
+type publisherStatus struct{ *client.Publisher }
 
-func (p emitterPublisher) State() string    { return string(p.Emitter.State()) }
-func (p emitterPublisher) OutboxDepth() int { return p.Stats().Outbox }
-func (p emitterPublisher) Drops() uint64    { return p.Stats().Dropped }
+func (p publisherStatus) State() string    { return string(p.Publisher.State()) }
+func (p publisherStatus) OutboxDepth() int { return p.Stats().Outbox }
+func (p publisherStatus) Drops() uint64    { return p.Stats().Dropped }

@@ -7,7 +7,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 )
 
-// daemon is a long-running component wired to its relay emitter (a source
+// daemon is a long-running component wired to its relay publisher (a source
 // of sessions: the adapter, the bridge).
 type daemon interface {
 	Run(ctx context.Context) error

@@ -1,5 +1,5 @@
 // Package backoff is the one reconnect policy of the project's long-lived
-// clients (the relay emitter, the relay tailer, the kap-server bridge):
+// clients (the relay publisher, the relay tailer, the kap-server bridge):
 // exponential backoff with jitter.
 //
 // The rule: every failed attempt, and every connection that ended before it

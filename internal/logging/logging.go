@@ -22,8 +22,8 @@ func New(w io.Writer, verbose bool) *slog.Logger {
 const componentKey = "component"
 
 // componentHandler joins nested component names into one attribute: a
-// logger made with With("component", "emitter") from one already carrying
-// component=adapter logs component=adapter.emitter, once, rather than the
+// logger made with With("component", "publisher") from one already carrying
+// component=adapter logs component=adapter.publisher, once, rather than the
 // attribute twice.
 type componentHandler struct {
 	base  slog.Handler // the handler without any attribute

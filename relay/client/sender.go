@@ -62,7 +62,7 @@ func SendCommand(ctx context.Context, base, token string, hc *http.Client, cmd *
 	if err != nil {
 		return SendResult{}, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, window+DefaultEmitterTimeout)
+	dctx, cancel := context.WithTimeout(ctx, window+DefaultPublisherTimeout)
 	defer cancel()
 	c, err := dial(dctx, wsURL, token, hc, senderHello())
 	if err != nil {
@@ -101,7 +101,7 @@ func subscribeAcks(ctx context.Context, c *websocket.Conn, subID, session string
 // when the command is sent; before that the dial's budget applies.
 func settle(ctx, dctx context.Context, c *websocket.Conn, subID, cmdID string, raw []byte, window time.Duration) (SendResult, error) {
 	sent := false
-	deadline := time.NewTimer(window + DefaultEmitterTimeout)
+	deadline := time.NewTimer(window + DefaultPublisherTimeout)
 	defer deadline.Stop()
 	frames := make(chan []byte)
 	readErr := make(chan error, 1)

@@ -25,8 +25,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// runEmitter runs e until the test ends.
-func runEmitter(t *testing.T, e *client.Emitter) {
+// runPublisher runs e until the test ends.
+func runPublisher(t *testing.T, e *client.Publisher) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -34,12 +34,12 @@ func runEmitter(t *testing.T, e *client.Emitter) {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("emitter Run: %v", err)
+			t.Errorf("publisher Run: %v", err)
 		}
 	})
 }
 
-func newEmitter(t *testing.T, cfg client.EmitterConfig) *client.Emitter {
+func newPublisher(t *testing.T, cfg client.PublisherConfig) *client.Publisher {
 	t.Helper()
 	if cfg.Agent == "" {
 		cfg.Agent = "kimi"
@@ -47,7 +47,7 @@ func newEmitter(t *testing.T, cfg client.EmitterConfig) *client.Emitter {
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
 	}
-	e, err := client.NewEmitter(cfg)
+	e, err := client.NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,34 +60,34 @@ func emitted(session string, seq int64, sev string) *aep.Event {
 	return e
 }
 
-func TestEmitterDisabled(t *testing.T) {
+func TestPublisherDisabled(t *testing.T) {
 	for _, u := range []string{"", "none", " NONE "} {
-		e, err := client.NewEmitter(client.EmitterConfig{URL: u})
+		e, err := client.NewPublisher(client.PublisherConfig{URL: u})
 		if err != nil {
 			t.Fatalf("%q: %v", u, err)
 		}
 		e.Publish(emitted("s", 0, "info"))
-		if e.State() != client.EmitterDisabled || e.Stats().Outbox != 0 {
+		if e.State() != client.PublisherDisabled || e.Stats().Outbox != 0 {
 			t.Fatalf("%q: state %v stats %+v", u, e.State(), e.Stats())
 		}
 		if err := e.Run(context.Background()); err != nil {
 			t.Fatalf("disabled Run: %v", err)
 		}
 	}
-	var nilEmitter *client.Emitter
-	nilEmitter.Publish(emitted("s", 0, "info"))
-	if nilEmitter.State() != client.EmitterDisabled || nilEmitter.Run(context.Background()) != nil {
-		t.Fatal("a nil emitter is a disabled one")
+	var nilPublisher *client.Publisher
+	nilPublisher.Publish(emitted("s", 0, "info"))
+	if nilPublisher.State() != client.PublisherDisabled || nilPublisher.Run(context.Background()) != nil {
+		t.Fatal("a nil publisher is a disabled one")
 	}
 }
 
-func TestEmitterConfigErrors(t *testing.T) {
-	for _, cfg := range []client.EmitterConfig{
+func TestPublisherConfigErrors(t *testing.T) {
+	for _, cfg := range []client.PublisherConfig{
 		{URL: "ftp://x", Agent: "a"},
 		{URL: "http://", Agent: "a"},
 		{URL: "http://127.0.0.1:1"},
 	} {
-		if _, err := client.NewEmitter(cfg); err == nil {
+		if _, err := client.NewPublisher(cfg); err == nil {
 			t.Errorf("%+v: accepted", cfg)
 		}
 	}
@@ -95,12 +95,12 @@ func TestEmitterConfigErrors(t *testing.T) {
 
 // Order of Publish is kept on the wire; sessions are claimed with the
 // declared control block; routed commands reach OnCommand; acks flow back.
-func TestEmitterPublishClaimCommand(t *testing.T) {
+func TestPublisherPublishClaimCommand(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	watch := openSSE(t, srv, url.Values{"filter": {`{"agent":"kimi"}`}}, nil)
 	got := make(chan *aep.Event, 4)
-	var e *client.Emitter
-	e = newEmitter(t, client.EmitterConfig{
+	var e *client.Publisher
+	e = newPublisher(t, client.PublisherConfig{
 		URL: srv.URL, Token: testToken, Instance: "host/1", Emits: []string{"session", "run"},
 		Control: &wire.Control{Accepts: []string{"control.cancel"}, AckWindowMS: 5000},
 		OnCommand: func(ctx context.Context, cmd *aep.Event) {
@@ -115,13 +115,13 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 		evs = append(evs, emitted([]string{"s-a", "s-b"}[i%2], int64(i), []string{"info", "notice"}[i%2]))
 		e.Publish(evs[i])
 	}
-	runEmitter(t, e)
+	runPublisher(t, e)
 	for i, ev := range watch.events(t, len(evs)) {
 		if ev.ID != evs[i].ID {
 			t.Fatalf("event %d arrived out of publish order", i)
 		}
 	}
-	eventually(t, "connected", func() bool { return e.State() == client.EmitterConnected })
+	eventually(t, "connected", func() bool { return e.State() == client.PublisherConnected })
 
 	c := helloWS(t, srv, "consumer", nil, "c")
 	c.send(t, map[string]any{"type": "roster", "id": "r"})
@@ -149,9 +149,9 @@ func TestEmitterPublishClaimCommand(t *testing.T) {
 
 // A full outbox drops debug/info first, and notice+ only when nothing else
 // is left, counting every drop.
-func TestEmitterOutboxPolicy(t *testing.T) {
+func TestPublisherOutboxPolicy(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{})
-	e := newEmitter(t, client.EmitterConfig{URL: srv.URL, Outbox: 4})
+	e := newPublisher(t, client.PublisherConfig{URL: srv.URL, Outbox: 4})
 	sevs := []string{"notice", "info", "info", "notice", "notice", "info", "error", "debug", "notice"}
 	var evs []*aep.Event
 	for i, s := range sevs {
@@ -162,7 +162,7 @@ func TestEmitterOutboxPolicy(t *testing.T) {
 		t.Fatalf("stats %+v, want outbox 4 and 5 drops", st)
 	}
 	watch := openSSE(t, srv, url.Values{"from": {"all"}, "filter": {`{"session":"s-box"}`}}, nil)
-	runEmitter(t, e)
+	runPublisher(t, e)
 	var seqs []int64
 	for _, ev := range watch.events(t, 4) {
 		seqs = append(seqs, *ev.Seq)
@@ -198,17 +198,17 @@ func startRelayAt(t *testing.T, addr string, cfg relay.Config) (stop func()) {
 	return stop
 }
 
-// After a reconnect the emitter re-sends its recent events and re-claims
+// After a reconnect the publisher re-sends its recent events and re-claims
 // every live session (the latest event of each session not ended), and
 // what was published while down follows in order.
-func TestEmitterReconnect(t *testing.T) {
+func TestPublisherReconnect(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
 	stop := startRelayAt(t, addr, relay.Config{Token: testToken})
-	e := newEmitter(t, client.EmitterConfig{URL: "http://" + addr, Token: testToken, Resend: 2,
+	e := newPublisher(t, client.PublisherConfig{URL: "http://" + addr, Token: testToken, Resend: 2,
 		Control: &wire.Control{Accepts: []string{"control.pause"}}})
-	runEmitter(t, e)
+	runPublisher(t, e)
 	old := emitted("s-old", 0, "info")
 	ended := []*aep.Event{emitted("s-ended", 0, "info"), emitted("s-ended", 1, "info")}
 	ended[1].Type, ended[1].Data = "session.ended", json.RawMessage(`{"reason":"normal"}`)
@@ -218,12 +218,12 @@ func TestEmitterReconnect(t *testing.T) {
 	}
 	eventually(t, "sent", func() bool { return e.Stats().Sent == 5 })
 	stop()
-	eventually(t, "disconnected", func() bool { return e.State() != client.EmitterConnected })
+	eventually(t, "disconnected", func() bool { return e.State() != client.PublisherConnected })
 	down := emitted("s-new", 2, "notice")
 	e.Publish(down)
 
 	startRelayAt(t, addr, relay.Config{Token: testToken})
-	eventually(t, "reconnected", func() bool { return e.State() == client.EmitterConnected && e.Stats().Outbox == 0 })
+	eventually(t, "reconnected", func() bool { return e.State() == client.PublisherConnected && e.Stats().Outbox == 0 })
 	srv := &relaytest.Server{URL: "http://" + addr, Token: testToken}
 	// s-old's latest (a re-claim), the two recent events (the resend ring),
 	// then what was published while down. s-ended is not re-claimed. A
@@ -280,7 +280,7 @@ func sameSet(a, b []string) bool {
 
 // When the socket cannot be established but POST works, the outbox goes
 // out as NDJSON batches.
-func TestEmitterHTTPFallback(t *testing.T) {
+func TestPublisherHTTPFallback(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	target, _ := url.Parse(srv.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
@@ -293,13 +293,13 @@ func TestEmitterHTTPFallback(t *testing.T) {
 	}))
 	defer front.Close()
 	watch := openSSE(t, srv, url.Values{"filter": {`{"session":"s-fb"}`}}, nil)
-	e := newEmitter(t, client.EmitterConfig{URL: front.URL, Token: testToken, HTTPBatch: 7})
+	e := newPublisher(t, client.PublisherConfig{URL: front.URL, Token: testToken, HTTPBatch: 7})
 	var evs []*aep.Event
 	for i := range 30 {
 		evs = append(evs, emitted("s-fb", int64(i), "info"))
 		e.Publish(evs[i])
 	}
-	runEmitter(t, e)
+	runPublisher(t, e)
 	for i, ev := range watch.events(t, 30) {
 		if ev.ID != evs[i].ID {
 			t.Fatalf("fallback delivery %d out of order", i)
@@ -312,13 +312,13 @@ func TestEmitterHTTPFallback(t *testing.T) {
 	}
 	eventually(t, "posted count", func() bool { return e.Stats().Posted == 31 })
 	st := e.Stats()
-	if !st.Fallback || st.State == client.EmitterConnected || st.LastError == "" {
+	if !st.Fallback || st.State == client.PublisherConnected || st.LastError == "" {
 		t.Fatalf("stats %+v", st)
 	}
 }
 
-func TestEmitterCollector(t *testing.T) {
-	e := newEmitter(t, client.EmitterConfig{URL: "http://127.0.0.1:1"})
+func TestPublisherCollector(t *testing.T) {
+	e := newPublisher(t, client.PublisherConfig{URL: "http://127.0.0.1:1"})
 	e.Publish(emitted("s", 0, "info"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.Collector("aepkimi"))

@@ -26,7 +26,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// Emitter defaults.
+// Publisher defaults.
 const (
 	// DefaultOutbox bounds the events waiting to be sent: minutes of a busy
 	// session while the relay is away.
@@ -37,36 +37,36 @@ const (
 	// DefaultLiveSessions bounds the sessions re-claimed after a reconnect.
 	DefaultLiveSessions = 1024
 	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect backoff
-	// of the emitter and the tailer.
+	// of the publisher and the tailer.
 	DefaultBackoffMin = backoff.DefaultMin
 	DefaultBackoffMax = backoff.DefaultMax
 	// DefaultHTTPBatch caps one fallback POST.
 	DefaultHTTPBatch = 500
-	// DefaultEmitterTimeout bounds a dial, a hello, one write and one POST.
-	DefaultEmitterTimeout = 10 * time.Second
-	// DefaultEmitterPing paces the emitter's own pings; DefaultEmitterLiveness
+	// DefaultPublisherTimeout bounds a dial, a hello, one write and one POST.
+	DefaultPublisherTimeout = 10 * time.Second
+	// DefaultPublisherPing paces the publisher's own pings; DefaultPublisherLiveness
 	// drops a connection silent for that long.
-	DefaultEmitterPing     = 30 * time.Second
-	DefaultEmitterLiveness = 90 * time.Second
+	DefaultPublisherPing     = 30 * time.Second
+	DefaultPublisherLiveness = 90 * time.Second
 	// DefaultFlushTimeout bounds the final flush when Run's context ends.
 	DefaultFlushTimeout = 2 * time.Second
 	// DefaultCommandQueue bounds commands waiting for OnCommand.
 	DefaultCommandQueue = 64
 )
 
-// EmitterState is the emitter's connection state.
-type EmitterState string
+// PublisherState is the publisher's connection state.
+type PublisherState string
 
-// Emitter states.
+// Publisher states.
 const (
-	EmitterDisabled     EmitterState = "disabled"
-	EmitterConnecting   EmitterState = "connecting"
-	EmitterConnected    EmitterState = "connected"
-	EmitterDisconnected EmitterState = "disconnected"
+	PublisherDisabled     PublisherState = "disabled"
+	PublisherConnecting   PublisherState = "connecting"
+	PublisherConnected    PublisherState = "connected"
+	PublisherDisconnected PublisherState = "disconnected"
 )
 
-// EmitterConfig configures an Emitter. URL "" or "none" disables it.
-type EmitterConfig struct {
+// PublisherConfig configures a Publisher. URL "" or "none" disables it.
+type PublisherConfig struct {
 	// URL is the relay's base URL (http, https, ws or wss); the socket is
 	// {URL}/socket and the fallback POST goes to {URL}/events.
 	URL string
@@ -76,10 +76,10 @@ type EmitterConfig struct {
 	Agent, Instance string
 	// Emits and Capture are declared at hello when set.
 	Emits, Capture []string
-	// Control, when set, declares the commands this emitter accepts.
+	// Control, when set, declares the commands this publisher accepts.
 	Control *wire.Control
 	// OnCommand receives the commands the relay routes here, one at a time
-	// on the emitter's own goroutine. Answer them by Publishing acks.
+	// on the publisher's own goroutine. Answer them by Publishing acks.
 	OnCommand func(ctx context.Context, ev *aep.Event)
 
 	Outbox, Resend, LiveSessions, HTTPBatch, CommandQueue int
@@ -93,9 +93,9 @@ type EmitterConfig struct {
 	Logger *slog.Logger
 }
 
-// EmitterStats is a snapshot for /healthz and /metrics.
-type EmitterStats struct {
-	State EmitterState `json:"state"`
+// PublisherStats is a snapshot for /healthz and /metrics.
+type PublisherStats struct {
+	State PublisherState `json:"state"`
 	// Fallback is true while events go by HTTP POST because the socket
 	// cannot be established.
 	Fallback bool `json:"fallback"`
@@ -121,18 +121,18 @@ type pending struct {
 	ended   bool // session.ended: releases it
 }
 
-// Emitter publishes events to a relay over its socket, falling back to HTTP
+// Publisher publishes events to a relay over its socket, falling back to HTTP
 // POST, and receives the commands routed to it. Publish never blocks.
 //
 // While disconnected, events wait in a bounded outbox; when it is full,
 // debug/info events go first, and notice-or-above only when nothing else is
 // left (AEP-0003 §8.4), each counted in Dropped. After every reconnect the
-// emitter re-claims its live sessions (it re-sends the latest event of each
+// publisher re-claims its live sessions (it re-sends the latest event of each
 // session that has not ended) and re-sends its most recent events; the
 // relay's (source, id) admission dedupe absorbs the repeats. Publish order
-// is kept on the wire. A nil *Emitter is a disabled one.
-type Emitter struct {
-	cfg       EmitterConfig
+// is kept on the wire. A nil *Publisher is a disabled one.
+type Publisher struct {
+	cfg       PublisherConfig
 	disabled  bool
 	wsURL     string
 	eventsURL string
@@ -148,7 +148,7 @@ type Emitter struct {
 	fallback bool
 	lastErr  string
 
-	state      atomic.Value // EmitterState
+	state      atomic.Value // PublisherState
 	dropped    atomic.Uint64
 	sent       atomic.Uint64
 	posted     atomic.Uint64
@@ -156,11 +156,11 @@ type Emitter struct {
 	commands   atomic.Uint64
 }
 
-// NewEmitter validates cfg. A URL of "" or "none" yields a disabled emitter
+// NewPublisher validates cfg. A URL of "" or "none" yields a disabled publisher
 // whose methods do nothing.
-func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
-	e := &Emitter{cfg: cfg, wake: make(chan struct{}, 1), live: make(map[string]pending)}
-	e.state.Store(EmitterDisabled)
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	e := &Publisher{cfg: cfg, wake: make(chan struct{}, 1), live: make(map[string]pending)}
+	e.state.Store(PublisherDisabled)
 	e.log = cfg.Logger
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -172,10 +172,10 @@ func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 	}
 	var err error
 	if e.wsURL, e.eventsURL, err = relayEndpoints(raw); err != nil {
-		return nil, fmt.Errorf("emitter: %w", err)
+		return nil, fmt.Errorf("publisher: %w", err)
 	}
 	if cfg.Agent == "" {
-		return nil, errors.New("emitter: Agent is required (the hello identity)")
+		return nil, errors.New("publisher: Agent is required (the hello identity)")
 	}
 	c := &e.cfg
 	defaults.SetPositive(&c.Outbox, DefaultOutbox)
@@ -185,14 +185,14 @@ func NewEmitter(cfg EmitterConfig) (*Emitter, error) {
 	defaults.SetPositive(&c.CommandQueue, DefaultCommandQueue)
 	defaults.SetPositive(&c.BackoffMin, DefaultBackoffMin)
 	defaults.SetPositive(&c.BackoffMax, DefaultBackoffMax)
-	defaults.SetPositive(&c.Timeout, DefaultEmitterTimeout)
-	defaults.SetPositive(&c.PingInterval, DefaultEmitterPing)
-	defaults.SetPositive(&c.Liveness, DefaultEmitterLiveness)
+	defaults.SetPositive(&c.Timeout, DefaultPublisherTimeout)
+	defaults.SetPositive(&c.PingInterval, DefaultPublisherPing)
+	defaults.SetPositive(&c.Liveness, DefaultPublisherLiveness)
 	defaults.SetPositive(&c.FlushTimeout, DefaultFlushTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
-	e.state.Store(EmitterDisconnected)
+	e.state.Store(PublisherDisconnected)
 	return e, nil
 }
 
@@ -241,14 +241,14 @@ func httpBase(u *url.URL) (string, error) {
 
 // Publish queues ev for the relay without blocking. The event is serialized
 // now, so the caller may reuse it.
-func (e *Emitter) Publish(ev *aep.Event) {
+func (e *Publisher) Publish(ev *aep.Event) {
 	if e == nil || e.disabled {
 		return
 	}
 	b, err := ev.Bytes()
 	if err != nil {
 		e.dropped.Add(1)
-		e.log.Warn("emitter: event dropped: cannot serialize", "type", ev.Type, "err", err)
+		e.log.Warn("publisher: event dropped: cannot serialize", "type", ev.Type, "err", err)
 		return
 	}
 	if bytes.ContainsAny(b, "\r\n") {
@@ -293,7 +293,7 @@ func (e *Emitter) Publish(ev *aep.Event) {
 }
 
 // popLocked removes the oldest pending event.
-func (e *Emitter) popLocked() (pending, bool) {
+func (e *Publisher) popLocked() (pending, bool) {
 	l, lok := e.low.front()
 	h, hok := e.high.front()
 	switch {
@@ -307,7 +307,7 @@ func (e *Emitter) popLocked() (pending, bool) {
 
 // requeueLocked puts events back at the front, oldest last in ps order
 // reversed, so they go out again first and in order.
-func (e *Emitter) requeueLocked(ps []pending) {
+func (e *Publisher) requeueLocked(ps []pending) {
 	for i := len(ps) - 1; i >= 0; i-- {
 		if ps[i].low {
 			e.low.pushFront(ps[i])
@@ -318,20 +318,20 @@ func (e *Emitter) requeueLocked(ps []pending) {
 }
 
 // State reports the connection state.
-func (e *Emitter) State() EmitterState {
+func (e *Publisher) State() PublisherState {
 	if e == nil {
-		return EmitterDisabled
+		return PublisherDisabled
 	}
-	return e.state.Load().(EmitterState)
+	return e.state.Load().(PublisherState)
 }
 
 // Stats reports counters and the outbox depth.
-func (e *Emitter) Stats() EmitterStats {
+func (e *Publisher) Stats() PublisherStats {
 	if e == nil {
-		return EmitterStats{State: EmitterDisabled}
+		return PublisherStats{State: PublisherDisabled}
 	}
 	e.mu.Lock()
-	st := EmitterStats{Outbox: e.low.len() + e.high.len(), Fallback: e.fallback, LastError: e.lastErr}
+	st := PublisherStats{Outbox: e.low.len() + e.high.len(), Fallback: e.fallback, LastError: e.lastErr}
 	e.mu.Unlock()
 	st.State = e.State()
 	st.Dropped = e.dropped.Load()
@@ -342,15 +342,15 @@ func (e *Emitter) Stats() EmitterStats {
 	return st
 }
 
-func (e *Emitter) setErr(err error) {
+func (e *Publisher) setErr(err error) {
 	e.mu.Lock()
 	e.lastErr = err.Error()
 	e.mu.Unlock()
 }
 
 // Run connects and keeps connecting until ctx is done, then flushes what it
-// can within FlushTimeout and closes. A disabled emitter returns at once.
-func (e *Emitter) Run(ctx context.Context) error {
+// can within FlushTimeout and closes. A disabled publisher returns at once.
+func (e *Publisher) Run(ctx context.Context) error {
 	if e == nil || e.disabled {
 		return nil
 	}
@@ -366,44 +366,44 @@ func (e *Emitter) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Min: e.cfg.BackoffMin, Max: e.cfg.BackoffMax}
 	reported := false
 	for ctx.Err() == nil {
-		e.state.Store(EmitterConnecting)
+		e.state.Store(PublisherConnecting)
 		c, err := e.dial(ctx)
 		if err == nil {
 			e.mu.Lock()
 			e.fallback = false
 			e.mu.Unlock()
-			e.state.Store(EmitterConnected)
-			e.log.Info("emitter connected", "relay", e.wsURL)
+			e.state.Store(PublisherConnected)
+			e.log.Info("publisher connected", "relay", e.wsURL)
 			reported = false
 			start := time.Now()
 			err = e.serveConn(ctx, c, cmds)
 			if ctx.Err() != nil {
-				e.state.Store(EmitterDisconnected)
+				e.state.Store(PublisherDisconnected)
 				return nil
 			}
 			bo.Up(time.Since(start))
 			e.reconnects.Add(1)
 		}
-		e.state.Store(EmitterDisconnected)
+		e.state.Store(PublisherDisconnected)
 		e.setErr(err)
 		if !reported {
-			e.log.Warn("emitter: relay socket unavailable; retrying with backoff", "relay", e.wsURL, "err", err)
+			e.log.Warn("publisher: relay socket unavailable; retrying with backoff", "relay", e.wsURL, "err", err)
 			reported = true
 		} else {
-			e.log.Debug("emitter: relay socket still unavailable", "err", err)
+			e.log.Debug("publisher: relay socket still unavailable", "err", err)
 		}
 		if !e.waitFallback(ctx, bo.Next()) {
 			break
 		}
 	}
-	e.state.Store(EmitterDisconnected)
+	e.state.Store(PublisherDisconnected)
 	return nil
 }
 
 // waitFallback waits out a backoff delay, posting the outbox over HTTP
 // meanwhile when the socket is down but POST works. It returns false when
 // ctx ends.
-func (e *Emitter) waitFallback(ctx context.Context, d time.Duration) bool {
+func (e *Publisher) waitFallback(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	e.flushHTTP(ctx)
@@ -419,7 +419,7 @@ func (e *Emitter) waitFallback(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (e *Emitter) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
+func (e *Publisher) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -432,7 +432,7 @@ func (e *Emitter) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
 	}
 }
 
-func (e *Emitter) hello() *wire.Hello {
+func (e *Publisher) hello() *wire.Hello {
 	caps := wire.Capabilities{Emits: e.cfg.Emits, Capture: e.cfg.Capture}
 	if e.cfg.Control != nil {
 		ctl := *e.cfg.Control
@@ -445,7 +445,7 @@ func (e *Emitter) hello() *wire.Hello {
 }
 
 // dial opens the socket and completes the hello exchange.
-func (e *Emitter) dial(ctx context.Context) (*websocket.Conn, error) {
+func (e *Publisher) dial(ctx context.Context) (*websocket.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	return dial(dctx, e.wsURL, e.cfg.Token, e.cfg.HTTPClient, e.hello())
@@ -497,7 +497,7 @@ func dial(ctx context.Context, wsURL, token string, client *http.Client, hello *
 // serveConn runs one connection: re-claims and re-sends, then writes the
 // outbox in order while a reader goroutine answers pings and takes
 // commands. It returns when the connection fails or ctx ends.
-func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event) error {
+func (e *Publisher) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -552,7 +552,7 @@ func (e *Emitter) serveConn(ctx context.Context, c *websocket.Conn, cmds chan<- 
 
 // drainOutbox writes the outbox's events in order until it is empty. An
 // event write fails on goes back to the outbox, and the error is returned.
-func (e *Emitter) drainOutbox(write func([]byte) error) error {
+func (e *Publisher) drainOutbox(write func([]byte) error) error {
 	for {
 		e.mu.Lock()
 		p, ok := e.popLocked()
@@ -572,7 +572,7 @@ func (e *Emitter) drainOutbox(write func([]byte) error) error {
 }
 
 // closeGracefully flushes the outbox within FlushTimeout, then closes 1001.
-func (e *Emitter) closeGracefully(c *websocket.Conn) {
+func (e *Publisher) closeGracefully(c *websocket.Conn) {
 	fctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
 	defer cancel()
 	if e.drainOutbox(func(b []byte) error { return c.Write(fctx, websocket.MessageText, b) }) != nil {
@@ -584,7 +584,7 @@ func (e *Emitter) closeGracefully(c *websocket.Conn) {
 
 // recordSent remembers p for re-sending (socket sends only) and as its
 // session's latest event.
-func (e *Emitter) recordSent(p pending, socket bool) {
+func (e *Publisher) recordSent(p pending, socket bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if socket {
@@ -616,7 +616,7 @@ func (e *Emitter) recordSent(p pending, socket bool) {
 // reclaimFrames lists what a fresh connection re-sends: the latest event of
 // every live session that is not among the recent events, oldest first,
 // then the recent events in order. Everything is older than the outbox.
-func (e *Emitter) reclaimFrames() [][]byte {
+func (e *Publisher) reclaimFrames() [][]byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	inRing := make(map[uint64]bool, len(e.ring))
@@ -650,7 +650,7 @@ func sortPending(ps []pending) {
 
 // readLoop reads the relay's frames: pings are answered, routed commands go
 // to the dispatcher, error frames are logged and counted.
-func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event, lastRecv *atomic.Int64) error {
+func (e *Publisher) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *aep.Event, lastRecv *atomic.Int64) error {
 	for {
 		_, data, err := c.Read(ctx)
 		if err != nil {
@@ -673,16 +673,16 @@ func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *
 			if f.Code == wire.CodeInvalidEvent {
 				e.dropped.Add(1)
 			}
-			e.log.Warn("emitter: relay error frame", "code", f.Code, "cause", f.Cause, "detail", f.Detail)
+			e.log.Warn("publisher: relay error frame", "code", f.Code, "cause", f.Cause, "detail", f.Detail)
 		case *wire.Closing:
-			e.log.Info("emitter: relay is closing the socket", "reason", f.Reason)
+			e.log.Info("publisher: relay is closing the socket", "reason", f.Reason)
 		case wire.Event:
 			if !aep.IsCommand(f.Type) {
 				continue
 			}
 			ev, err := aep.ParseEvent(data)
 			if err != nil {
-				e.log.Warn("emitter: unparseable command ignored", "err", err)
+				e.log.Warn("publisher: unparseable command ignored", "err", err)
 				continue
 			}
 			e.commands.Add(1)
@@ -690,7 +690,7 @@ func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *
 			case cmds <- ev:
 			default:
 				// The sender's retry recovers a dropped command (AEP-0004 §2.3).
-				e.log.Warn("emitter: command queue full; command dropped", "type", ev.Type, "id", ev.ID)
+				e.log.Warn("publisher: command queue full; command dropped", "type", ev.Type, "id", ev.ID)
 			}
 		}
 	}
@@ -698,7 +698,7 @@ func (e *Emitter) readLoop(ctx context.Context, c *websocket.Conn, cmds chan<- *
 
 // flushHTTP posts the outbox as NDJSON batches while POST works. It is the
 // fallback for when the socket cannot be established.
-func (e *Emitter) flushHTTP(ctx context.Context) {
+func (e *Publisher) flushHTTP(ctx context.Context) {
 	batch := e.cfg.HTTPBatch
 	for ctx.Err() == nil {
 		e.mu.Lock()
@@ -729,7 +729,7 @@ func (e *Emitter) flushHTTP(ctx context.Context) {
 			// One invalid event would block the outbox forever: drop it,
 			// keep the rest.
 			e.dropped.Add(1)
-			e.log.Warn("emitter: relay rejected an event as invalid; dropped", "line", line)
+			e.log.Warn("publisher: relay rejected an event as invalid; dropped", "line", line)
 			ps = append(ps[:line-1], ps[line:]...)
 			e.mu.Lock()
 			e.requeueLocked(ps)
@@ -739,7 +739,7 @@ func (e *Emitter) flushHTTP(ctx context.Context) {
 			batch = max(1, len(ps)/2)
 		case status == http.StatusRequestEntityTooLarge:
 			e.dropped.Add(1)
-			e.log.Warn("emitter: event larger than the relay accepts; dropped")
+			e.log.Warn("publisher: event larger than the relay accepts; dropped")
 			continue
 		}
 		e.mu.Lock()
@@ -757,7 +757,7 @@ func (e *Emitter) flushHTTP(ctx context.Context) {
 
 // post sends one NDJSON batch; it returns the status and, on a 400, the
 // failing line the relay named.
-func (e *Emitter) post(ctx context.Context, ps []pending) (int, int, error) {
+func (e *Publisher) post(ctx context.Context, ps []pending) (int, int, error) {
 	var body bytes.Buffer
 	for _, p := range ps {
 		body.Write(p.b)
@@ -787,24 +787,25 @@ func (e *Emitter) post(ctx context.Context, ps []pending) (int, int, error) {
 	return resp.StatusCode, reply.Line, nil
 }
 
-// Collector exposes the emitter's stats as Prometheus metrics named
-// {namespace}_emitter_*, for the daemons' own registries.
-func (e *Emitter) Collector(namespace string) prometheus.Collector {
-	return &emitterCollector{e: e, ns: namespace}
+// Collector exposes the publisher's stats as Prometheus metrics named
+// {namespace}_emitter_*, for the daemons' own registries: named for the
+// role the publisher speaks for at hello, and kept so dashboards go on.
+func (e *Publisher) Collector(namespace string) prometheus.Collector {
+	return &publisherCollector{e: e, ns: namespace}
 }
 
-type emitterCollector struct {
-	e  *Emitter
+type publisherCollector struct {
+	e  *Publisher
 	ns string
 }
 
-func (c *emitterCollector) desc(name, help string, labels ...string) *prometheus.Desc {
+func (c *publisherCollector) desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(c.ns+"_emitter_"+name, help, labels, nil)
 }
 
-func (c *emitterCollector) descs() []*prometheus.Desc {
+func (c *publisherCollector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.desc("state", "1 for the emitter's current connection state.", "state"),
+		c.desc("state", "1 for the publisher's current connection state.", "state"),
 		c.desc("outbox_events", "Events waiting to be sent."),
 		c.desc("dropped_total", "Events dropped: full outbox (debug/info first) or refused as invalid."),
 		c.desc("sent_total", "Events written to the relay socket."),
@@ -814,16 +815,16 @@ func (c *emitterCollector) descs() []*prometheus.Desc {
 	}
 }
 
-func (c *emitterCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *publisherCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs() {
 		ch <- d
 	}
 }
 
-func (c *emitterCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.e.Stats()
 	d := c.descs()
-	for _, s := range []EmitterState{EmitterDisabled, EmitterConnecting, EmitterConnected, EmitterDisconnected} {
+	for _, s := range []PublisherState{PublisherDisabled, PublisherConnecting, PublisherConnected, PublisherDisconnected} {
 		v := 0.0
 		if st.State == s {
 			v = 1
