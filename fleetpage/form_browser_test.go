@@ -62,13 +62,13 @@ func twoQuestions(label, first string) []any {
 	}
 }
 
-// envShots names a directory the form's screenshots go to (docs/screenshots
+// envShots names a directory the page's screenshots go to (docs/screenshots
 // keeps them); unset, none are taken.
 const envShots = "AEP_SHOTS"
 
-// shootForm writes the page, from its top, at a desktop's and a phone's
-// width in both schemes, to $AEP_SHOTS.
-func shootForm(t *testing.T, b *browsertest.Browser) {
+// shootPage writes the page, from its top, at a desktop's and a phone's
+// width in both schemes, to $AEP_SHOTS as NAME-WIDTH-SCHEME.png.
+func shootPage(t *testing.T, b *browsertest.Browser, name string) {
 	dir := os.Getenv(envShots)
 	if dir == "" {
 		return
@@ -85,7 +85,7 @@ func shootForm(t *testing.T, b *browsertest.Browser) {
 			emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: s.scheme}}),
 			chromedp.Evaluate(`scrollTo(0, 0)`, nil),
 			chromedp.CaptureScreenshot(&png))
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("question-%d-%s.png", s.w, s.scheme)), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.png", name, s.w, s.scheme)), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestBrowserForm(t *testing.T) {
 	if kept != "other,o3,o4|blue-green" {
 		t.Errorf("after a redraw the picks are %q, want other,o3,o4|blue-green", kept)
 	}
-	shootForm(t, b)
+	shootPage(t, b, "question")
 
 	b.Click("send the answers", item+" [data-form-send]")
 	cmd := em.command()

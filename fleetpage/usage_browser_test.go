@@ -77,4 +77,5 @@ func TestBrowserNearContextMark(t *testing.T) {
 	if !strings.Contains(facts, "burn3.2k tokens in the hour up to its latest step") || !strings.Contains(facts, "near context limit") {
 		t.Errorf("the pane's facts: %q", facts)
 	}
+	shootPage(t, b, "near")
 }

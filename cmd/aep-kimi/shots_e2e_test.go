@@ -46,7 +46,8 @@ const shotStructureJS = `(() => {
 
 // The README's picture and the screenshots come from real Kimi sessions
 // through the real adapter and relay: one call the page allowed, one it
-// denied, and a third still held, with the denied session open. With
+// denied, and a third still held, with the denied session open and its
+// finished turn rated thumbs up from the page. With
 // -update the picture and its structure are rewritten; without, the page
 // must show the same structure.
 func TestE2EPageShots(t *testing.T) {
@@ -82,6 +83,11 @@ func TestE2EPageShots(t *testing.T) {
 	b.WaitJS("the third call held, with its countdown and answers", `document.querySelector('#inbox [data-attention] [data-countdown]') !== null && document.querySelector('#inbox [data-attention] [data-option]') !== null`)
 	b.Click("open the denied session", `#fleet [data-session=`+browsertest.Quote(denied)+`] button`)
 	b.WaitJS("its timeline, the denied call", `document.querySelector('#timeline [data-tool]') !== null`)
+	// Its finished turn rated from the page, so the shots show a rating.
+	b.WaitJS("the finished turn's thumbs", `document.querySelector('#timeline [data-rate] [data-verdict="up"]') !== null`)
+	b.MustRun("type a note", chromedp.SendKeys(`#timeline [data-rate] [data-rate-note]`, "stopped before it wrote", chromedp.ByQuery))
+	b.Click("thumbs up", `#timeline [data-rate] [data-verdict="up"]`)
+	b.WaitJS("the rating on the turn", `document.querySelector('#timeline [data-kind="feedback"][data-verdict="up"][data-by="owner"]') !== null`)
 
 	var structure string
 	b.Eval("the page's structure", shotStructureJS, &structure)
