@@ -140,7 +140,7 @@ func measureLatency(b *testing.B, base string, n int) []time.Duration {
 	for i := range frames {
 		due := time.Duration(i) * time.Second / latencyRate
 		if ahead := due - time.Since(pace); ahead > 200*time.Microsecond {
-			time.Sleep(ahead)
+			time.Sleep(ahead) // pacing the sends at latencyRate, not a synchronisation
 		}
 		sentAt[i].Store(int64(time.Since(start)))
 		if err := c.Write(ctx, websocket.MessageText, frames[i]); err != nil {

@@ -51,7 +51,6 @@ func TestControlRouteForwardAndPersist(t *testing.T) {
 	tgt.send(t, subscribeFrame("own", map[string]any{"session": "s-ctl"}, nil))
 	tgt.expect(t, func(f wsFrame) bool { return f.str("type") == "subscribed" })
 	watcher := openSSE(t, srv, url.Values{"filter": {`{"session":"s-ctl"}`}}, nil)
-	time.Sleep(20 * time.Millisecond)
 
 	sender := helloWS(t, srv, "consumer", nil, "sender")
 	cmd := command("control.cancel", "s-ctl", `{"scope":"session"}`)

@@ -179,6 +179,9 @@ type sseStream struct {
 	done  chan error
 }
 
+// openSSE opens a stream; it returns once the relay answered 200, which it
+// does only once the stream is subscribed and its credential admitted, so
+// whatever is posted after it returns reaches the stream.
 func openSSE(t testing.TB, srv *relaytest.Server, q url.Values, hdr map[string]string) *sseStream {
 	t.Helper()
 	s, status, body := tryOpenSSE(t, srv, q, hdr)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // A redelivery the index holds is answered from the index: the stream gets
@@ -53,10 +55,7 @@ func TestJetStreamPurgesBelowFloor(t *testing.T) {
 			t.Fatal(res.Err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for js.purged.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(10*time.Second, func() bool { return js.purged.Load() >= 4 })
 	if got := js.purged.Load(); got != 4 {
 		t.Fatalf("%d purges after %d trims, want 4", got, n-20)
 	}
@@ -105,11 +104,7 @@ func TestJetStreamSmallEventsUnderBudgetReopen(t *testing.T) {
 
 // purgedOnce waits (briefly) for the store's first purge.
 func purgedOnce(js *JetStreamBackend) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for js.purged.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return js.purged.Load() > 0
+	return poll.Until(10*time.Second, func() bool { return js.purged.Load() > 0 })
 }
 
 // reopenSame closes js, opens its store again and fails unless the index
@@ -219,5 +214,31 @@ func TestMemoryIngestMarkedDuplicates(t *testing.T) {
 	js.queuePurge("s", 0)
 	if len(js.purges) != 0 {
 		t.Fatal("a purge below sequence 0 (the whole subject) was queued")
+	}
+}
+
+// A shared stream's evictions are the evicting relay's alone: its index
+// evicts (the session cap holds) but queues no purge of the stream, which
+// the other relays still read. (TestSharedStreamEvictionIsLocal shows the
+// others keep the session; this shows no purge is on its way to it.)
+func TestJetStreamSharedEvictionQueuesNoPurge(t *testing.T) {
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir(), Listen: netaddr.FreeAddr(t), MaxSessions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	if js.private {
+		t.Fatal("a store that listens is private")
+	}
+	for _, s := range []string{"s1", "s2", "s3"} {
+		if res := js.Ingest([]*Message{benchEvent(t, s, 0), benchEvent(t, s, 1)}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if st := js.Stats(); st.Sessions != 2 {
+		t.Fatalf("the index holds %d sessions, want its cap of 2", st.Sessions)
+	}
+	if js.mem.evicted != nil || js.mem.trimmed != nil || len(js.purges) != 0 {
+		t.Fatal("a shared store wires its index's evictions to purges of the stream")
 	}
 }

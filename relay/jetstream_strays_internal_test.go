@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // streamMsgs is how many messages the stream holds now (not the metrics'
@@ -31,13 +33,8 @@ func streamMsgs(t *testing.T, js *JetStreamBackend) uint64 {
 // waitStreamMsgs waits (briefly) until the stream holds want messages.
 func waitStreamMsgs(t *testing.T, js *JetStreamBackend, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	got := streamMsgs(t, js)
-	for got != want && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		got = streamMsgs(t, js)
-	}
-	if got != want {
+	var got uint64
+	if !poll.Until(10*time.Second, func() bool { got = streamMsgs(t, js); return got == want }) {
 		t.Fatalf("the stream holds %d messages, want %d", got, want)
 	}
 }
@@ -226,17 +223,11 @@ func messageFrom(t testing.TB, raw []byte) *Message {
 // waitTickets waits until n batches have been published.
 func waitTickets(t *testing.T, js *JetStreamBackend, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Must(t, 10*time.Second, fmt.Sprintf("%d batches published", n), func() bool {
 		js.pubMu.Lock()
-		got := js.nextTicket
-		js.pubMu.Unlock()
-		if got >= n {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("fewer than %d batches published", n)
+		defer js.pubMu.Unlock()
+		return js.nextTicket >= n
+	})
 }
 
 // Emitters resending one history at once, each batch racing the others'

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -55,12 +56,10 @@ func TestJetStreamStartsWithItsCluster(t *testing.T) {
 			start := time.Now()
 			elected := make(chan time.Duration, 1)
 			go func() {
-				for time.Since(start) < 30*time.Second {
-					if slices.ContainsFunc(nodes, func(ns *server.Server) bool { return ns.JetStreamIsLeader() }) {
-						elected <- time.Since(start)
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
+				if poll.Until(30*time.Second, func() bool {
+					return slices.ContainsFunc(nodes, func(ns *server.Server) bool { return ns.JetStreamIsLeader() })
+				}) {
+					elected <- time.Since(start)
 				}
 			}()
 			b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: urls, Replicas: 3, Logger: newTestLogger(&logs)})
@@ -137,24 +136,26 @@ func leaderLossMidIngest(t *testing.T, isLeader func(*server.Server) bool) {
 			killedAt, killed = leader, time.Now()
 		}
 		evs := seqEvents("lead", int64(i*size), int64((i+1)*size))
-		r := post(t, srv, evs...)
-		switch r.status {
-		case http.StatusAccepted:
-			acked = append(acked, seqsOf(evs)...)
-			if killedAt >= 0 && outage == 0 {
-				outage = time.Since(killed)
+		// What an emitter does with a refused batch: the same batch again,
+		// a little later, until the cluster has a leader again.
+		var r httpResult
+		if !poll.Until(20*time.Second, func() bool {
+			if r = post(t, srv, evs...); r.status == http.StatusServiceUnavailable {
+				refusals++
+				return false
 			}
-			i++
-		case http.StatusServiceUnavailable:
-			// What an emitter does: the same batch again, a little later.
-			refusals++
-			if refusals > 200 {
-				t.Fatalf("the relay refused %d batches after the leader went: %s", refusals, r.body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		default:
+			return true
+		}) {
+			t.Fatalf("the relay refused batches for 20 s after the leader went (%d refusals): %s", refusals, r.body)
+		}
+		if r.status != http.StatusAccepted {
 			t.Fatalf("POST: HTTP %d %s", r.status, r.body)
 		}
+		acked = append(acked, seqsOf(evs)...)
+		if killedAt >= 0 && outage == 0 {
+			outage = time.Since(killed)
+		}
+		i++
 	}
 	t.Logf("%d batches refused; the first batch after the leader went was stored %v later", refusals, outage)
 	if got := replayedSeqs(t, srv, "lead"); !slices.Equal(got, acked) {

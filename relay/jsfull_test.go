@@ -238,11 +238,7 @@ func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
 	restarted := time.Now()
 	// The emitter resends what was refused until it is taken.
 	if !poll.Until(60*time.Second, func() bool {
-		if post(t, srv, refused...).status != http.StatusAccepted {
-			time.Sleep(200 * time.Millisecond)
-			return false
-		}
-		return true
+		return post(t, srv, refused...).status == http.StatusAccepted
 	}) {
 		t.Fatalf("the relay did not store again within 60 s of the NATS server's restart; /healthz %s", do(t, srv, http.MethodGet, "/healthz", nil, nil).body)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // The identity a NATS URL's credentials give: the user, or a name derived
@@ -65,10 +66,7 @@ func TestJetStreamPrivatePurgesWhatItWroteListening(t *testing.T) {
 		t.Fatal("the rebuild did not notice subjects naming their publisher")
 	}
 	ingest(js, 20, 20+2*floorEvery)
-	deadline := time.Now().Add(10 * time.Second)
-	for js.purged.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(10*time.Second, func() bool { return js.purged.Load() >= 2 })
 	js.stateTime = time.Time{}
 	if st := js.streamState(); st.Msgs != 20 {
 		t.Fatalf("stream holds %d messages of one session with depth 20, want 20", st.Msgs)

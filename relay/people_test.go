@@ -253,7 +253,6 @@ func TestRevokeEndsConnections(t *testing.T) {
 	stream := openSSE(t, tm.srv, url.Values{}, tm.waltH)
 	sock := helloAs(t, tm.srv, tm.walt, "consumer", "walt")
 	other := openSSE(t, tm.srv, url.Values{}, tm.annH)
-	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	if _, err := tm.store.Remove("walt"); err != nil {
 		t.Fatal(err)

@@ -180,14 +180,9 @@ func startRelayAt(t *testing.T, addr string, cfg relay.Config) (stop func()) {
 		t.Fatal(err)
 	}
 	var ln net.Listener
-	for i := 0; ; i++ {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		if i > 100 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The port a stopped relay held may take a moment to be free again.
+	if !poll.Until(waitShort, func() bool { ln, err = net.Listen("tcp", addr); return err == nil }) {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

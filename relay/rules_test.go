@@ -69,7 +69,6 @@ func TestRulesAnswerRequests(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-rules")
 	watcher := openSSE(t, srv, url.Values{"filter": {`{"session":"s-rules"}`}}, nil)
-	time.Sleep(20 * time.Millisecond)
 
 	cases := []struct {
 		command, rule, option string

@@ -104,7 +104,12 @@ func TestDrainTimeout(t *testing.T) {
 	conn := rawSocket(t, srv.Addr)
 	defer conn.Close()
 	writeMasked(t, conn, []byte(`{"type":"hello","versions":["0.1"],"role":"consumer"}`))
-	time.Sleep(50 * time.Millisecond) // let the relay take the hello
+	// The relay's answer to the hello (its first byte will do) shows it
+	// took it: the socket is a consumer's the drain must close.
+	_ = conn.SetReadDeadline(time.Now().Add(waitShort))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("no answer to the hello: %v", err)
+	}
 	start := time.Now()
 	err := srv.Shutdown()
 	if !errors.Is(err, relay.ErrDrainTimeout) {

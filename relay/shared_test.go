@@ -236,7 +236,7 @@ func TestSharedStreamEvictionIsLocal(t *testing.T) {
 		t.Fatalf("A holds %v, want its cap of 2", got)
 	}
 	eventually(t, "B holds all three sessions", func() bool { return len(sessionNames(b)) == 3 })
-	time.Sleep(200 * time.Millisecond) // a purge, were one queued, would have run
+	// That A queues no purge of s1 is TestJetStreamSharedEvictionQueuesNoPurge's.
 	if got := len(replayAll(t, b, `{"session":"s1"}`)); got != 2 {
 		t.Fatalf("B replays %d events of s1 after A evicted it, want 2", got)
 	}
@@ -306,7 +306,8 @@ func TestSharedStreamOpensWhileAnotherWrites(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // a stream with history, still growing
+	// B opens on a stream with history, still growing.
+	eventually(t, "A to admit a few batches", func() bool { return a.Stats().Events >= 10*32 })
 	b := open()
 	close(stop)
 	if err := <-done; err != nil {

@@ -184,10 +184,13 @@ func TestStreamReplayLiveHandoff(t *testing.T) {
 	// handoff, not backpressure (which may shed info events toward a consumer
 	// that -race on a loaded machine makes slow).
 	srv := relaytest.RunServer(t, relay.Config{QueueSize: 2 * n})
-	done := make(chan struct{})
+	done, half := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; i < n; i += 50 {
+			if i == n/2 {
+				close(half)
+			}
 			var batch []*aep.Event
 			for j := i; j < i+50; j++ {
 				batch = append(batch, mkEvent("s-handoff", int64(j)))
@@ -195,7 +198,7 @@ func TestStreamReplayLiveHandoff(t *testing.T) {
 			mustPost(t, srv, batch...)
 		}
 	}()
-	time.Sleep(2 * time.Millisecond)
+	<-half // the stream opens with history behind it and the flood going on
 	s := openSSE(t, srv, url.Values{"from": {"all"}, "filter": {`{"session":"s-handoff"}`}}, nil)
 	<-done
 	for i, ev := range s.events(t, n) {

@@ -210,6 +210,8 @@ func BenchmarkStoreReopen(b *testing.B) {
 	b.ResetTimer()
 	fast, restore := reopen(true)
 	b.StopTimer()
+	// Real time passes the stream's duplicate window, a clock NATS keeps:
+	// there is no condition to wait on, and this is not a synchronisation.
 	time.Sleep(time.Until(written.Add(DefaultDuplicateWindow + time.Second)))
 	aged, _ := reopen(true)
 	// A start after a crash finds no snapshot.
