@@ -20,6 +20,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -80,13 +81,7 @@ func (r *restartableRelay) restart() {
 	r.halt()
 	var ln net.Listener
 	var err error
-	for i := 0; i < 100; i++ {
-		if ln, err = net.Listen("tcp", r.addr); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
+	if !poll.Until(5*time.Second, func() bool { ln, err = net.Listen("tcp", r.addr); return err == nil }) {
 		r.t.Fatalf("relisten %s: %v", r.addr, err)
 	}
 	r.serve(ln)

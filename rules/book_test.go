@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -186,13 +187,7 @@ func mustRead(t *testing.T, path string) []byte {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Must(t, 5*time.Second, "the condition", ok)
 }
 
 // Use counts are kept beside the rules file, so a relay restart keeps
