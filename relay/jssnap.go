@@ -128,7 +128,7 @@ func (e *snapEncoder) str(s string) {
 
 // ref writes a type or source as its place in the session's table (from
 // 1), or as 0 and the string when the table does not hold it.
-func (e *snapEncoder) ref(s *session, i uint16, v string) {
+func (e *snapEncoder) ref(s *history, i uint16, v string) {
 	if i == noIntern || int(i) >= len(s.strs) {
 		e.uint(0)
 		e.str(v)
@@ -137,7 +137,7 @@ func (e *snapEncoder) ref(s *session, i uint16, v string) {
 	e.uint(uint64(i) + 1)
 }
 
-func (e *snapEncoder) session(s *session) {
+func (e *snapEncoder) session(s *history) {
 	e.str(s.name)
 	e.int(s.trimmedMax.Epoch)
 	e.int(s.trimmedMax.Seq)
@@ -177,7 +177,7 @@ func (e *snapEncoder) session(s *session) {
 // entryStrings are an entry's type, source and id: the first two from the
 // session's table when interned, the id read from its bytes (parsing them
 // whole only when a quick look cannot tell).
-func (s *session) entryStrings(e *entry) (typ, src, id string) {
+func (s *history) entryStrings(e *entry) (typ, src, id string) {
 	id, ok := topLevelString(e.raw, "id")
 	if ok && e.typ != noIntern && e.src != noIntern {
 		return s.strs[e.typ], s.strs[e.src], id
@@ -412,7 +412,7 @@ func (b *MemoryBackend) restoreSession(d *snapDecoder) {
 }
 
 // strAt is the interned string i (empty for noIntern).
-func (s *session) strAt(i uint16) string {
+func (s *history) strAt(i uint16) string {
 	if i == noIntern || int(i) >= len(s.strs) {
 		return ""
 	}
@@ -426,7 +426,7 @@ func (b *MemoryBackend) keyHashBytes(source string, id []byte) uint64 {
 
 // resetLocked empties b. The caller holds b.mu.
 func (b *MemoryBackend) resetLocked() {
-	b.sessions = make(map[string]*session)
+	b.sessions = make(map[string]*history)
 	b.oldest, b.newest = nil, nil
 	b.events, b.bytes = 0, 0
 }
@@ -494,7 +494,7 @@ func (d *snapDecoder) bytes() []byte {
 func (d *snapDecoder) str() string { return string(d.bytes()) }
 
 // interned reads a string into s's table.
-func (d *snapDecoder) interned(s *session) uint16 {
+func (d *snapDecoder) interned(s *history) uint16 {
 	v := d.bytes()
 	if d.err != nil {
 		return noIntern
@@ -506,7 +506,7 @@ func (d *snapDecoder) interned(s *session) uint16 {
 }
 
 // ref reads what snapEncoder.ref wrote.
-func (d *snapDecoder) ref(s *session, table []uint16) uint16 {
+func (d *snapDecoder) ref(s *history, table []uint16) uint16 {
 	i := d.uint()
 	switch {
 	case d.err != nil:
@@ -521,7 +521,7 @@ func (d *snapDecoder) ref(s *session, table []uint16) uint16 {
 }
 
 // into reads an event's bytes straight into s's arena.
-func (d *snapDecoder) into(s *session) []byte {
+func (d *snapDecoder) into(s *history) []byte {
 	n := d.length()
 	if d.err != nil {
 		return nil

@@ -40,7 +40,7 @@ type entry struct {
 	// below a session's lowest.
 	gseq    uint64
 	hash    uint64 // of (source, id), the admission dedupe key
-	typ     uint16 // index into session.strs
+	typ     uint16 // index into history.strs
 	src     uint16
 	sev     aep.Severity
 	capt    aep.Capture
@@ -49,9 +49,12 @@ type entry struct {
 
 type chunk struct{ ents []entry }
 
-type session struct {
+// history is what the memory store holds of one session: its bounded
+// replay history, the dedupe keys of what it holds, and its place in the
+// eviction order.
+type history struct {
 	name       string
-	prev, next *session // LRU list; next is more recently written
+	prev, next *history // LRU list; next is more recently written
 	chunks     []*chunk
 	head       int // first live entry in chunks[0]
 	n          int
@@ -86,9 +89,9 @@ type MemoryBackend struct {
 	now                func() time.Time
 
 	mu       sync.Mutex
-	sessions map[string]*session
-	oldest   *session // LRU head
-	newest   *session
+	sessions map[string]*history
+	oldest   *history // LRU head
+	newest   *history
 	// groups holds the live subscribers, those sharing a filter (by
 	// SubscribeRequest.filterKey) in one group, whose filter is matched
 	// once per ingested message for all of them.
@@ -108,7 +111,7 @@ type MemoryBackend struct {
 	evicted func(session string, before uint64)
 	// trimmed, when set, hears now and then (every floorEvery trims of a
 	// session, and when a trim empties it) of the lowest gseq a session
-	// still holds (see session.floor): a durable
+	// still holds (see history.floor): a durable
 	// store may drop what it keeps of the session below it, and still
 	// hold every event the index holds, whatever order they arrived in.
 	// It is called with mu held and must not block.
@@ -157,7 +160,7 @@ func NewMemoryBackendWithBudget(depth, maxSessions int, maxBytes int64) *MemoryB
 		maxBytes:    maxBytes,
 		seed:        maphash.MakeSeed(),
 		now:         time.Now,
-		sessions:    make(map[string]*session),
+		sessions:    make(map[string]*history),
 	}
 }
 
@@ -301,7 +304,7 @@ func (b *MemoryBackend) admit(m *Message, now time.Time) bool {
 }
 
 // hold places e in s and counts it. The caller holds b.mu.
-func (b *MemoryBackend) hold(s *session, e entry) {
+func (b *MemoryBackend) hold(s *history, e entry) {
 	s.ids[e.hash] = struct{}{}
 	s.insert(e)
 	s.n++
@@ -336,7 +339,7 @@ func (b *MemoryBackend) heldAlready(msgs []*Message) []bool {
 // are in admission order except after a rare out-of-order insert, so this is
 // the oldest or close to it. The caller holds b.mu.
 func (b *MemoryBackend) trimOldest() bool {
-	var victim *session
+	var victim *history
 	for s := b.oldest; s != nil; s = s.next {
 		if s.n > 0 && (victim == nil || s.at(0).gseq < victim.at(0).gseq) {
 			victim = s
@@ -360,14 +363,14 @@ func (b *MemoryBackend) trimOldest() bool {
 
 // newSession makes room for and links a new session; storeSeq is the store
 // sequence of the message creating it (see MemoryBackend.evicted).
-func (b *MemoryBackend) newSession(name string, storeSeq uint64) *session {
+func (b *MemoryBackend) newSession(name string, storeSeq uint64) *history {
 	for len(b.sessions) >= b.maxSessions && b.oldest != nil {
 		if b.evicted != nil {
 			b.evicted(b.oldest.name, storeSeq)
 		}
 		b.evict(b.oldest)
 	}
-	s := &session{
+	s := &history{
 		name:     name,
 		ids:      make(map[uint64]struct{}),
 		strIndex: make(map[string]uint16),
@@ -377,7 +380,7 @@ func (b *MemoryBackend) newSession(name string, storeSeq uint64) *session {
 	return s
 }
 
-func (b *MemoryBackend) evict(s *session) {
+func (b *MemoryBackend) evict(s *history) {
 	b.unlink(s)
 	delete(b.sessions, s.name)
 	b.events -= s.n
@@ -385,7 +388,7 @@ func (b *MemoryBackend) evict(s *session) {
 	b.evictions++
 }
 
-func (b *MemoryBackend) linkNewest(s *session) {
+func (b *MemoryBackend) linkNewest(s *history) {
 	s.prev, s.next = b.newest, nil
 	if b.newest != nil {
 		b.newest.next = s
@@ -395,7 +398,7 @@ func (b *MemoryBackend) linkNewest(s *session) {
 	b.newest = s
 }
 
-func (b *MemoryBackend) unlink(s *session) {
+func (b *MemoryBackend) unlink(s *history) {
 	if s.prev != nil {
 		s.prev.next = s.next
 	} else {
@@ -409,7 +412,7 @@ func (b *MemoryBackend) unlink(s *session) {
 	s.prev, s.next = nil, nil
 }
 
-func (b *MemoryBackend) touch(s *session) {
+func (b *MemoryBackend) touch(s *history) {
 	if b.newest == s {
 		return
 	}
@@ -419,7 +422,7 @@ func (b *MemoryBackend) touch(s *session) {
 
 // trimOne drops the oldest held entry of s, and any foreign entries left
 // positioned at or before what was trimmed (they were placed relative to it).
-func (b *MemoryBackend) trimOne(s *session) {
+func (b *MemoryBackend) trimOne(s *history) {
 	e := s.popFront()
 	s.n--
 	s.bytes -= int64(len(e.raw))
@@ -444,7 +447,7 @@ func (b *MemoryBackend) trimOne(s *session) {
 }
 
 // intern returns the index of v in the session's string table.
-func (s *session) intern(v string) uint16 {
+func (s *history) intern(v string) uint16 {
 	if i, ok := s.strIndex[v]; ok {
 		return i
 	}
@@ -459,7 +462,7 @@ func (s *session) intern(v string) uint16 {
 
 // store copies raw into the session's arena. Arena bytes are never
 // rewritten, so the returned slice can be shared.
-func (s *session) store(raw []byte) []byte {
+func (s *history) store(raw []byte) []byte {
 	if cap(s.arena)-len(s.arena) < len(raw) {
 		size := max(min(2*cap(s.arena), maxArena), minArena)
 		if size < len(raw) {
@@ -474,7 +477,7 @@ func (s *session) store(raw []byte) []byte {
 
 // floor is the lowest gseq the session holds; when it holds nothing, one
 // past the highest it ever held.
-func (s *session) floor() uint64 {
+func (s *history) floor() uint64 {
 	if s.n == 0 {
 		return s.maxGseq + 1
 	}
@@ -494,7 +497,7 @@ func (s *session) floor() uint64 {
 }
 
 // at returns the i-th live entry.
-func (s *session) at(i int) *entry {
+func (s *history) at(i int) *entry {
 	i += s.head
 	for _, c := range s.chunks {
 		if i < len(c.ents) {
@@ -505,7 +508,7 @@ func (s *session) at(i int) *entry {
 	return &entry{} // unreachable: callers pass i < s.n
 }
 
-func (s *session) popFront() entry {
+func (s *history) popFront() entry {
 	c := s.chunks[0]
 	e := c.ents[s.head]
 	s.head++
@@ -520,7 +523,7 @@ func (s *session) popFront() entry {
 // holds reports whether a held entry with hash h is (source, id). The hash
 // set answers almost every lookup; this confirms a hit by reading the
 // candidates back, newest first (redeliveries are usually recent).
-func (s *session) holds(h uint64, source, id string) bool {
+func (s *history) holds(h uint64, source, id string) bool {
 	for ci := len(s.chunks) - 1; ci >= 0; ci-- {
 		c := s.chunks[ci]
 		lo := 0
@@ -541,7 +544,7 @@ func (s *session) holds(h uint64, source, id string) bool {
 }
 
 // insert places e after every held entry positioned at or before it.
-func (s *session) insert(e entry) {
+func (s *history) insert(e entry) {
 	if s.n == 0 || !e.pos.Less(s.lastPos()) {
 		s.appendTail(e)
 		return
@@ -582,7 +585,7 @@ func (s *session) insert(e entry) {
 }
 
 // locate maps a live index to (chunk, offset within chunk.ents).
-func (s *session) locate(i int) (int, int) {
+func (s *history) locate(i int) (int, int) {
 	i += s.head
 	for ci, c := range s.chunks {
 		if i < len(c.ents) {
@@ -594,12 +597,12 @@ func (s *session) locate(i int) (int, int) {
 	return last, len(s.chunks[last].ents)
 }
 
-func (s *session) lastPos() wire.Position {
+func (s *history) lastPos() wire.Position {
 	c := s.chunks[len(s.chunks)-1]
 	return c.ents[len(c.ents)-1].pos
 }
 
-func (s *session) appendTail(e entry) {
+func (s *history) appendTail(e entry) {
 	if len(s.chunks) == 0 || len(s.chunks[len(s.chunks)-1].ents) == cap(s.chunks[len(s.chunks)-1].ents) {
 		size := firstChunkLen
 		if len(s.chunks) > 0 {
@@ -612,7 +615,7 @@ func (s *session) appendTail(e entry) {
 }
 
 // earliest returns the first positioned entry's position.
-func (s *session) earliest() (wire.Position, bool) {
+func (s *history) earliest() (wire.Position, bool) {
 	for ci, c := range s.chunks {
 		lo := 0
 		if ci == 0 {
@@ -629,7 +632,7 @@ func (s *session) earliest() (wire.Position, bool) {
 
 // firstAfter returns the live index of the first entry a consumer that has
 // processed p has not seen: positioned after p, or foreign and held at p.
-func (s *session) firstAfter(p wire.Position) int {
+func (s *history) firstAfter(p wire.Position) int {
 	return sort.Search(s.n, func(i int) bool {
 		e := s.at(i)
 		return p.Less(e.pos) || e.foreign && e.pos == p
@@ -638,7 +641,7 @@ func (s *session) firstAfter(p wire.Position) int {
 
 // snapshot returns slices covering live entries from index i on; they stay
 // valid without the lock.
-func (s *session) snapshot(i int) [][]entry {
+func (s *history) snapshot(i int) [][]entry {
 	var out [][]entry
 	ci, off := s.locate(i)
 	for j := ci; j < len(s.chunks); j++ {
