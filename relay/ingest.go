@@ -16,6 +16,165 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
+// Ingest: every event the relay takes from an emitter, POST and socket
+// alike, goes one way and ends in Server.admit:
+//
+//	POST /events  serveIngest -> parseBody -> admitWaking (the writers the
+//	              batch feeds are woken once the sender has its answer)
+//	socket        wsConn.event -> ingestQueue (ingestq.go) -> wsConn.ingester
+//	              -> wsConn.store -> admit
+//	admit         applyRules (rules.go) -> Backend.Ingest -> assessed
+//
+// A command sent on a socket leaves this way at wsConn.event for
+// routeCommand (route.go): it is delivered to its session's claimant first
+// and stored only then.
+
+// admit hands an emitter's batch to the store, with the rules' answers
+// admitted right behind the requests they decide: every binding that takes
+// events from emitters admits them here.
+func (s *Server) admit(msgs []*Message) IngestResult {
+	return s.admitWaking(msgs, nil)
+}
+
+// admitWaking is admit with the wake-ups of the writers the batch feeds
+// left in wake, when the backend can defer them and wake is not nil.
+func (s *Server) admitWaking(msgs []*Message, wake *wakeList) IngestResult {
+	msgs = s.applyRules(msgs)
+	var res IngestResult
+	if d, ok := s.backend.(wakeDeferrer); ok && wake != nil {
+		res = d.ingestWaking(msgs, wake)
+	} else {
+		res = s.backend.Ingest(msgs)
+	}
+	if res.Err == nil {
+		s.assessed.admitted(msgs)
+	}
+	return res
+}
+
+// event ingests one event sent on the socket, routes a command, and keeps
+// the socket's session claims current.
+// in, when not nil, holds data already parsed.
+func (c *wsConn) event(data []byte, in *ingested) {
+	s := c.srv
+	if detail := s.checkEventSize(data); detail != "" {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Code: wire.CodePayloadTooLarge, Detail: detail})
+		return
+	}
+	if in == nil {
+		in = new(ingested)
+		if err := aep.ParseEventInto(&in.ev, data); err != nil {
+			s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+			c.sendError(&wire.Error{Code: wire.CodeInvalidEvent, Detail: err.Error()})
+			return
+		}
+	}
+	ev := &in.ev
+	if err := aep.CheckEnvelope(ev); err != nil { // the envelope only: a relay never parses data
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
+		return
+	}
+	m := &in.m
+	if err := m.init(ev, time.Now()); err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeInvalidEvent, Detail: err.Error()})
+		return
+	}
+	if detail := ruleAgentRefusal(ev); detail != "" {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeForbidden, Detail: detail})
+		return
+	}
+	if aep.IsCommand(ev.Type) {
+		if role := commandRole(ev.Type); !c.adm.can(role) {
+			s.metrics.commands.WithLabelValues(wire.CodeUnauthorized).Inc()
+			c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized, Detail: refusal(c.adm, role, ev.Type)})
+			return
+		}
+		c.inOrder(len(m.Raw), func() { s.routeCommand(c, m) })
+		return
+	}
+	if !c.adm.can(access.RoleAdmin) {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized, Detail: refusal(c.adm, access.RoleAdmin, "emitting events")})
+		return
+	}
+	if m.Kind != KindForeign && c.role == wire.RoleConsumer {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Inc()
+		c.sendError(&wire.Error{Cause: ev.ID, Code: wire.CodeUnauthorized,
+			Detail: "a consumer-role socket may send commands and attention.routed only; say role emitter or both in the hello"})
+		return
+	}
+	if m.Kind == KindSession {
+		if ev.Type == "session.ended" {
+			s.control.end(c, m.Session)
+		} else {
+			s.control.claim(c, m.Session)
+		}
+	}
+	if c.ingest == nil {
+		c.one[0] = m
+		c.store(c.one[:])
+		c.one[0] = nil
+		return
+	}
+	c.ingest.push(c.ctx, ingestItem{msg: m, size: len(m.Raw)})
+}
+
+// ingester hands the reader's events to the store in frame order: each
+// batch is every event queued since the last, up to a frame of another
+// kind (a command, a subscribe, a ping), which is handled alone in its
+// place.
+func (c *wsConn) ingester() {
+	for {
+		items, ok := c.ingest.take(wsMaxIngestBatch)
+		if !ok {
+			return
+		}
+		if c.adm.ended() != "" {
+			// Read before the credential ended, acted on after: a
+			// command or event from a credential that no longer stands
+			// goes nowhere.
+			c.ingest.done(items)
+			continue
+		}
+		if fn := items[0].fn; fn != nil {
+			fn()
+			c.ingest.done(items)
+			continue
+		}
+		msgs := make([]*Message, len(items))
+		for i, it := range items {
+			msgs[i] = it.msg
+		}
+		c.store(msgs)
+		c.ingest.done(items)
+	}
+}
+
+// store hands msgs to the store and answers each one it refused.
+func (c *wsConn) store(msgs []*Message) {
+	s := c.srv
+	res := s.admit(msgs)
+	if res.Err != nil {
+		s.metrics.ingest.WithLabelValues(bindingWS, resultRejected).Add(float64(len(msgs)))
+		detail := "the store did not take the event; resend it"
+		if errors.Is(res.Err, errStoreUnavailable) {
+			// Known already, and logged once when it became so.
+			detail = "the store cannot make events durable now; resend it later"
+		} else {
+			s.log.Warn("store refused events", "events", len(msgs), "err", res.Err)
+		}
+		for _, m := range msgs {
+			c.sendError(&wire.Error{Cause: m.ID, Code: wire.CodeStoreUnavailable, Detail: detail})
+		}
+		return
+	}
+	s.metrics.countIngest(bindingWS, res)
+}
+
 // serveIngest is POST /events (AEP-0003 §3.2): one event as application/json
 // or a batch as application/x-ndjson, order kept. A batch is all or nothing:
 // the first invalid line rejects it whole and nothing is ingested.

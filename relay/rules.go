@@ -95,29 +95,6 @@ func newRuleState(s *Server) *ruleState {
 	return rs
 }
 
-// admit hands an emitter's batch to the store, with the rules' answers
-// admitted right behind the requests they decide: every binding that takes
-// events from emitters admits them here.
-func (s *Server) admit(msgs []*Message) IngestResult {
-	return s.admitWaking(msgs, nil)
-}
-
-// admitWaking is admit with the wake-ups of the writers the batch feeds
-// left in wake, when the backend can defer them and wake is not nil.
-func (s *Server) admitWaking(msgs []*Message, wake *wakeList) IngestResult {
-	msgs = s.applyRules(msgs)
-	var res IngestResult
-	if d, ok := s.backend.(wakeDeferrer); ok && wake != nil {
-		res = d.ingestWaking(msgs, wake)
-	} else {
-		res = s.backend.Ingest(msgs)
-	}
-	if res.Err == nil {
-		s.assessed.admitted(msgs)
-	}
-	return res
-}
-
 // applyRules runs the rules over a batch about to be admitted: it learns
 // the sessions' working directories, and puts each deciding rule's
 // command, already delivered to the claimant, right behind its request.
