@@ -9,7 +9,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -103,47 +102,4 @@ func (s *Server) Person(p access.Principal) (access.Principal, bool) {
 		return access.Principal{}, false
 	}
 	return s.cfg.People.Current(p)
-}
-
-// stampBy is the command m carrying who sent it (stampWho), replacing
-// what the sender set: the emitter writes it as the answer's by. Only
-// extension attributes change; a command is no sequenced event, so its
-// bytes are the relay's to re-serialize.
-func stampBy(m *Message, who access.Principal) (*Message, error) {
-	ev, err := m.Envelope()
-	if err != nil {
-		return nil, err
-	}
-	stamped := ev.Clone()
-	if err := stampWho(stamped, who); err != nil {
-		return nil, err
-	}
-	return NewMessage(stamped, m.Ingested)
-}
-
-// stampWho writes who sent cmd: their name in mapping.ExtBy, and the ID of
-// their token in mapping.ExtByToken, or none for the owner (whatever the
-// sender put in either is gone).
-func stampWho(cmd *aep.Event, who access.Principal) error {
-	delete(cmd.Ext, mapping.ExtByToken)
-	if id := who.Token.ID(); id != "" {
-		if err := cmd.SetExt(mapping.ExtByToken, id); err != nil {
-			return err
-		}
-	}
-	return cmd.SetExt(mapping.ExtBy, who.Name)
-}
-
-// route delivers a command to its session's claimant, here or through the
-// relay that has it, and marks the socket it went to; "" when delivered,
-// else the refusal.
-func (s *Server) route(m *Message) (code, detail string) {
-	code, detail, conn := s.deliverHere(m)
-	if code == wire.CodeNoRoute && conn == 0 && s.remote != nil {
-		code, detail = s.remote.RouteRemote(m)
-	}
-	if code == "" {
-		m.RoutedTo = conn
-	}
-	return code, detail
 }
