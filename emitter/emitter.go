@@ -78,9 +78,11 @@ type Emitter interface {
 }
 
 // Runner is a publisher with a life of its own (the relay client): Run
-// carries what is published until its context ends, then flushes.
+// carries what is published until its context ends, then flushes, and
+// hands the commands the relay routes to this source to onCommand (the
+// core's HandleCommand).
 type Runner interface {
-	Run(ctx context.Context) error
+	Run(ctx context.Context, onCommand func(context.Context, *aep.Event)) error
 }
 
 // Core is one source's sessions, commands and publisher.
@@ -223,13 +225,14 @@ func (c *Core[S]) AgentStream() *journal.Stream {
 // Run runs serve, the source's intake, until it returns, inside the
 // publisher's lifetime: a publisher that runs (Runner) starts first and
 // stops last, after serve returned and every session's log is closed, so
-// the events a stopping source emits still reach the relay.
+// the events a stopping source emits still reach the relay. The commands
+// the relay routes here go from the publisher straight to HandleCommand.
 func (c *Core[S]) Run(ctx context.Context, serve func(context.Context) error) error {
 	var g errgroup.Group
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPub()
 	if r, ok := c.cfg.Publisher.(Runner); ok {
-		g.Go(func() error { return r.Run(pubCtx) })
+		g.Go(func() error { return r.Run(pubCtx, c.HandleCommand) })
 	}
 	c.republish()
 	err := serve(ctx)

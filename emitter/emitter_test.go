@@ -427,7 +427,7 @@ type runner struct {
 	open             func() int
 }
 
-func (r *runner) Run(ctx context.Context) error {
+func (r *runner) Run(ctx context.Context, _ func(context.Context, *aep.Event)) error {
 	close(r.started)
 	<-ctx.Done()
 	r.logsAtStop = r.open()

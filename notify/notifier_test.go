@@ -110,12 +110,11 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 	})
 	st := &stage{url: base, srv: srv, n: n, cmds: make(chan *aep.Event, 16), seq: map[string]int64{}}
 	st.em, err = client.NewPublisher(client.PublisherConfig{URL: base, Token: testToken, Agent: "kimi-code", Instance: "kimi-code/test",
-		Control:   &wire.Control{Accepts: []string{"control.attention.respond"}, AckWindowMS: 10000},
-		OnCommand: func(_ context.Context, ev *aep.Event) { st.cmds <- ev }})
+		Control: &wire.Control{Accepts: []string{"control.attention.respond"}, AckWindowMS: 10000}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Go(func() { _ = st.em.Run(ctx) })
+	wg.Go(func() { _ = st.em.Run(ctx, func(_ context.Context, ev *aep.Event) { st.cmds <- ev }) })
 	st.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(st.stop)
 	return st

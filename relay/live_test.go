@@ -93,32 +93,30 @@ func startTarget(t *testing.T, base, token string) string {
 			Data: json.RawMessage(data)}
 	}
 	acks := map[[2]string]*aep.Event{}
-	var e *client.Publisher
-	e = newPublisher(t, client.PublisherConfig{
+	e := newPublisher(t, client.PublisherConfig{
 		URL: base, Token: token, Agent: "kimi-target", Instance: "test/1",
 		Control: &wire.Control{Accepts: []string{"control.attention.respond", "control.cancel"}, AckWindowMS: 1500},
-		OnCommand: func(_ context.Context, cmd *aep.Event) {
-			key := [2]string{cmd.Source, cmd.ID}
-			if ack, ok := acks[key]; ok {
-				e.Publish(ack) // same event, same bytes: a redelivery
-				return
-			}
-			ack := next("control.accepted", `{}`)
-			ack.Cause = cmd.ID
-			acks[key] = ack
-			e.Publish(ack)
-			if cmd.Type == "control.cancel" {
-				done := next("run.cancelled", `{"by":"control"}`)
-				done.Run, done.Cause = cmd.Run, cmd.ID
-				e.Publish(done)
-			}
-		},
 	})
 	e.Publish(next("session.started", `{"client":{"name":"relay-test-target"}}`))
 	run := next("run.started", `{"trigger":"user"}`)
 	run.Run = "r-live"
 	e.Publish(run)
-	runPublisher(t, e)
+	runPublisher(t, e, func(_ context.Context, cmd *aep.Event) {
+		key := [2]string{cmd.Source, cmd.ID}
+		if ack, ok := acks[key]; ok {
+			e.Publish(ack) // same event, same bytes: a redelivery
+			return
+		}
+		ack := next("control.accepted", `{}`)
+		ack.Cause = cmd.ID
+		acks[key] = ack
+		e.Publish(ack)
+		if cmd.Type == "control.cancel" {
+			done := next("run.cancelled", `{"by":"control"}`)
+			done.Run, done.Cause = cmd.Run, cmd.ID
+			e.Publish(done)
+		}
+	})
 	eventually(t, "target connected", func() bool { return e.State() == client.PublisherConnected && e.Stats().Sent >= 1 })
 	return session
 }

@@ -25,12 +25,13 @@ import (
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
-// runPublisher runs e until the test ends.
-func runPublisher(t *testing.T, e *client.Publisher) {
+// runPublisher runs e until the test ends, handing the commands routed to
+// it to onCommand.
+func runPublisher(t *testing.T, e *client.Publisher, onCommand func(context.Context, *aep.Event)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	go func() { done <- e.Run(ctx, onCommand) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -70,13 +71,13 @@ func TestPublisherDisabled(t *testing.T) {
 		if e.State() != client.PublisherDisabled || e.Stats().Outbox != 0 {
 			t.Fatalf("%q: state %v stats %+v", u, e.State(), e.Stats())
 		}
-		if err := e.Run(context.Background()); err != nil {
+		if err := e.Run(context.Background(), nil); err != nil {
 			t.Fatalf("disabled Run: %v", err)
 		}
 	}
 	var nilPublisher *client.Publisher
 	nilPublisher.Publish(emitted("s", 0, "info"))
-	if nilPublisher.State() != client.PublisherDisabled || nilPublisher.Run(context.Background()) != nil {
+	if nilPublisher.State() != client.PublisherDisabled || nilPublisher.Run(context.Background(), nil) != nil {
 		t.Fatal("a nil publisher is a disabled one")
 	}
 }
@@ -99,23 +100,21 @@ func TestPublisherPublishClaimCommand(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	watch := openSSE(t, srv, url.Values{"filter": {`{"agent":"kimi"}`}}, nil)
 	got := make(chan *aep.Event, 4)
-	var e *client.Publisher
-	e = newPublisher(t, client.PublisherConfig{
+	e := newPublisher(t, client.PublisherConfig{
 		URL: srv.URL, Token: testToken, Instance: "host/1", Emits: []string{"session", "run"},
 		Control: &wire.Control{Accepts: []string{"control.cancel"}, AckWindowMS: 5000},
-		OnCommand: func(ctx context.Context, cmd *aep.Event) {
-			got <- cmd
-			ack := emitted(cmd.Session, 100, "info")
-			ack.Type, ack.Cause, ack.Data = "control.accepted", cmd.ID, json.RawMessage(`{}`)
-			e.Publish(ack)
-		},
 	})
 	var evs []*aep.Event
 	for i := range 100 {
 		evs = append(evs, emitted([]string{"s-a", "s-b"}[i%2], int64(i), []string{"info", "notice"}[i%2]))
 		e.Publish(evs[i])
 	}
-	runPublisher(t, e)
+	runPublisher(t, e, func(ctx context.Context, cmd *aep.Event) {
+		got <- cmd
+		ack := emitted(cmd.Session, 100, "info")
+		ack.Type, ack.Cause, ack.Data = "control.accepted", cmd.ID, json.RawMessage(`{}`)
+		e.Publish(ack)
+	})
 	for i, ev := range watch.events(t, len(evs)) {
 		if ev.ID != evs[i].ID {
 			t.Fatalf("event %d arrived out of publish order", i)
@@ -135,10 +134,10 @@ func TestPublisherPublishClaimCommand(t *testing.T) {
 	select {
 	case in := <-got:
 		if string(in.Raw()) != string(stamped(t, cmd, access.OwnerName)) {
-			t.Fatalf("OnCommand got %s", in.Raw())
+			t.Fatalf("the handler got %s", in.Raw())
 		}
 	case <-time.After(waitShort):
-		t.Fatal("command not delivered to OnCommand")
+		t.Fatal("command not delivered to Run's handler")
 	}
 	ack := watch.events(t, 1)[0]
 	if ack.Type != "control.accepted" || ack.Cause != cmd.ID {
@@ -162,7 +161,7 @@ func TestPublisherOutboxPolicy(t *testing.T) {
 		t.Fatalf("stats %+v, want outbox 4 and 5 drops", st)
 	}
 	watch := openSSE(t, srv, url.Values{"from": {"all"}, "filter": {`{"session":"s-box"}`}}, nil)
-	runPublisher(t, e)
+	runPublisher(t, e, nil)
 	var seqs []int64
 	for _, ev := range watch.events(t, 4) {
 		seqs = append(seqs, *ev.Seq)
@@ -203,7 +202,7 @@ func TestPublisherReconnect(t *testing.T) {
 	stop := startRelayAt(t, addr, relay.Config{Token: testToken})
 	e := newPublisher(t, client.PublisherConfig{URL: "http://" + addr, Token: testToken, Resend: 2,
 		Control: &wire.Control{Accepts: []string{"control.pause"}}})
-	runPublisher(t, e)
+	runPublisher(t, e, nil)
 	old := emitted("s-old", 0, "info")
 	ended := []*aep.Event{emitted("s-ended", 0, "info"), emitted("s-ended", 1, "info")}
 	ended[1].Type, ended[1].Data = "session.ended", json.RawMessage(`{"reason":"normal"}`)
@@ -294,7 +293,7 @@ func TestPublisherHTTPFallback(t *testing.T) {
 		evs = append(evs, emitted("s-fb", int64(i), "info"))
 		e.Publish(evs[i])
 	}
-	runPublisher(t, e)
+	runPublisher(t, e, nil)
 	for i, ev := range watch.events(t, 30) {
 		if ev.ID != evs[i].ID {
 			t.Fatalf("fallback delivery %d out of order", i)

@@ -18,20 +18,18 @@ import (
 // relay refuses, all against the real relay and a real emitter.
 func TestSendCommandSettles(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
-	var e *client.Publisher
-	e = newPublisher(t, client.PublisherConfig{
+	e := newPublisher(t, client.PublisherConfig{
 		URL: srv.URL, Token: testToken,
 		Control: &wire.Control{Accepts: []string{"control.cancel"}},
-		OnCommand: func(_ context.Context, cmd *aep.Event) {
-			ack := emitted(cmd.Session, 100, "info")
-			ack.Type, ack.Cause, ack.Data = "control.accepted", cmd.ID, json.RawMessage(`{}`)
-			if cmd.Session == "s-no" {
-				ack.Type, ack.Data = "control.rejected", json.RawMessage(`{"reason":"busy","detail":"not now"}`)
-			}
-			e.Publish(ack)
-		},
 	})
-	runPublisher(t, e)
+	runPublisher(t, e, func(_ context.Context, cmd *aep.Event) {
+		ack := emitted(cmd.Session, 100, "info")
+		ack.Type, ack.Cause, ack.Data = "control.accepted", cmd.ID, json.RawMessage(`{}`)
+		if cmd.Session == "s-no" {
+			ack.Type, ack.Data = "control.rejected", json.RawMessage(`{"reason":"busy","detail":"not now"}`)
+		}
+		e.Publish(ack)
+	})
 	e.Publish(emitted("s-yes", 1, "info"))
 	e.Publish(emitted("s-no", 1, "info"))
 	watch := helloWS(t, srv, "consumer", nil, "w")

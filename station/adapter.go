@@ -92,7 +92,10 @@ func NewAdapter(o AdapterOptions, token string, getenv func(string) string, log 
 	if err != nil {
 		return nil, err
 	}
-	return withRelayPublisher(&cfg.Config, link, h, log, func() (*adapter.Server, error) { return adapter.NewServer(cfg) })
+	if err := relayPublisher(&cfg.Config, link, h, log); err != nil {
+		return nil, err
+	}
+	return adapter.NewServer(cfg)
 }
 
 // KimiHome is $KIMI_CODE_HOME, else ~/.kimi-code (Kimi's own rule).

@@ -106,7 +106,10 @@ func NewBridge(o BridgeOptions, token string, getenv func(string) string, log *s
 	if err != nil {
 		return nil, err
 	}
-	return withRelayPublisher(&cfg.Config, link, h, log, func() (*bridgeweb.Bridge, error) { return bridgeweb.NewBridge(cfg) })
+	if err := relayPublisher(&cfg.Config, link, h, log); err != nil {
+		return nil, err
+	}
+	return bridgeweb.NewBridge(cfg)
 }
 
 // BridgeChoice is whether and how `up` runs the kimi web bridge.

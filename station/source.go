@@ -2,14 +2,12 @@ package station
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/tlsconf"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -56,16 +54,14 @@ func newRelayLink(url, token string, hc *http.Client, caFile string) (relayLink,
 	return relayLink{url: url, token: token, http: hc}, nil
 }
 
-// relayPublisher builds the relay publisher a source publishes with and sets it
-// as the source's publisher (unless the link's URL is none); the source runs it
-// (emitter.Core.Run). The relay's commands go to the source bind names
-// once it is built, before it runs.
-func relayPublisher(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger) (bind func(emitter.Emitter), err error) {
-	var target emitter.Emitter
+// relayPublisher builds the relay publisher a source publishes with and
+// sets it as the source's publisher (unless the link's URL is none). The
+// source's core runs it (emitter.Core.Run) and hands it the core's
+// HandleCommand, so the relay's commands go straight to the source.
+func relayPublisher(cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger) error {
 	host, _ := os.Hostname()
-	relayURL := link.url
-	em, err := client.NewPublisher(client.PublisherConfig{
-		URL:        relayURL,
+	pub, err := client.NewPublisher(client.PublisherConfig{
+		URL:        link.url,
 		Token:      link.token,
 		HTTPClient: link.http,
 		Agent:      mapping.Agent,
@@ -74,33 +70,15 @@ func relayPublisher(cfg *emitter.Config, link relayLink, h sourceHello, log *slo
 		Capture:    []string{"none", "metadata", "redacted"},
 		Control:    h.control,
 		Logger:     log.With("component", "publisher"),
-		// Commands flow only while the source runs, after bind.
-		OnCommand: func(ctx context.Context, ev *aep.Event) { target.HandleCommand(ctx, ev) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("relay publisher: %w", err)
+		return fmt.Errorf("relay publisher: %w", err)
 	}
-	if !client.IsNone(relayURL) {
-		cfg.Publisher = publisherStatus{em}
-		cfg.Collectors = append(cfg.Collectors, em.Collector(h.metrics))
+	if !client.IsNone(link.url) {
+		cfg.Publisher = publisherStatus{pub}
+		cfg.Collectors = append(cfg.Collectors, pub.Collector(h.metrics))
 	}
-	return func(e emitter.Emitter) { target = e }, nil
-}
-
-// withRelayPublisher builds a source with build once cfg has the relay
-// emitter it publishes with, and binds the relay's commands to it.
-func withRelayPublisher[S emitter.Emitter](cfg *emitter.Config, link relayLink, h sourceHello, log *slog.Logger, build func() (S, error)) (S, error) {
-	var none S
-	bind, err := relayPublisher(cfg, link, h, log)
-	if err != nil {
-		return none, err
-	}
-	src, err := build()
-	if err != nil {
-		return none, err
-	}
-	bind(src)
-	return src, nil
+	return nil
 }
 
 // publisherStatus lets a source report the relay publisher's health

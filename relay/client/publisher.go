@@ -50,7 +50,7 @@ const (
 	DefaultPublisherLiveness = 90 * time.Second
 	// DefaultFlushTimeout bounds the final flush when Run's context ends.
 	DefaultFlushTimeout = 2 * time.Second
-	// DefaultCommandQueue bounds commands waiting for OnCommand.
+	// DefaultCommandQueue bounds commands waiting for Run's onCommand.
 	DefaultCommandQueue = 64
 )
 
@@ -76,11 +76,9 @@ type PublisherConfig struct {
 	Agent, Instance string
 	// Emits and Capture are declared at hello when set.
 	Emits, Capture []string
-	// Control, when set, declares the commands this publisher accepts.
+	// Control, when set, declares the commands this publisher accepts for
+	// its emitter (Run hands them to onCommand).
 	Control *wire.Control
-	// OnCommand receives the commands the relay routes here, one at a time
-	// on the publisher's own goroutine. Answer them by Publishing acks.
-	OnCommand func(ctx context.Context, ev *aep.Event)
 
 	Outbox, Resend, LiveSessions, HTTPBatch, CommandQueue int
 	// BackoffMin and BackoffMax bound the reconnect delay; a connection
@@ -349,8 +347,11 @@ func (e *Publisher) setErr(err error) {
 }
 
 // Run connects and keeps connecting until ctx is done, then flushes what it
-// can within FlushTimeout and closes. A disabled publisher returns at once.
-func (e *Publisher) Run(ctx context.Context) error {
+// can within FlushTimeout and closes. The commands the relay routes to the
+// emitter this publisher speaks for go to onCommand (nil drops them), one
+// at a time on a goroutine of Run's own; it answers each by Publishing its
+// ack. A disabled publisher returns at once.
+func (e *Publisher) Run(ctx context.Context, onCommand func(context.Context, *aep.Event)) error {
 	if e == nil || e.disabled {
 		return nil
 	}
@@ -359,7 +360,7 @@ func (e *Publisher) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.dispatch(ctx, cmds)
+		dispatch(ctx, cmds, onCommand)
 	}()
 	defer wg.Wait()
 
@@ -419,14 +420,15 @@ func (e *Publisher) waitFallback(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (e *Publisher) dispatch(ctx context.Context, cmds <-chan *aep.Event) {
+// dispatch hands the queued commands to onCommand in order until ctx ends.
+func dispatch(ctx context.Context, cmds <-chan *aep.Event, onCommand func(context.Context, *aep.Event)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-cmds:
-			if e.cfg.OnCommand != nil {
-				e.cfg.OnCommand(ctx, ev)
+			if onCommand != nil {
+				onCommand(ctx, ev)
 			}
 		}
 	}
