@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -251,9 +252,9 @@ func (s *session) dropInstructions(d *delivery) {
 	s.control.instructions = nil
 }
 
-// decide judges a command the core found authenticated, accepted and
+// Decide judges a command the core found authenticated, accepted and
 // valid (emitter.Source.Decide). Callers hold the session's lock.
-func (s *session) decide(cmd *aep.Event) emitter.Verdict {
+func (source) Decide(_ context.Context, s *session, cmd *aep.Event) emitter.Verdict {
 	data, _ := cmd.DataMap()
 	switch cmd.Type {
 	case CmdRespond:

@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"context"
 	"path/filepath"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -56,10 +55,6 @@ func (source) Fold(sess *session, ev *aep.Event) { sess.fold(ev) }
 
 // Key: every session is the adapter's to answer for.
 func (source) Key(session string) (string, bool) { return session, true }
-
-func (source) Decide(_ context.Context, sess *session, cmd *aep.Event) emitter.Verdict {
-	return sess.decide(cmd)
-}
 
 func (source) Ack(sess *session, e journal.Entry) *aep.Event { return sess.Stream().Emit(e) }
 

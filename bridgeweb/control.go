@@ -56,11 +56,12 @@ func (b *Bridge) unsupported(typ string) string {
 	return "control is off (AEP_KIMI_WEB_CONTROL=1 turns it on)"
 }
 
-// decide carries out a command the core found authenticated, accepted and
+// Decide carries out a command the core found authenticated, accepted and
 // valid on the kap-server, when it can be honoured (emitter.Source.Decide).
 // The outcome is emitted when the server's broadcast shows it: the caller
 // holds s's lock, so that broadcast is mapped after the ack.
-func (b *Bridge) decide(ctx context.Context, s *session, cmd *aep.Event) emitter.Verdict {
+func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitter.Verdict {
+	b := src.b
 	data, _ := cmd.DataMap()
 	var al *activeLink
 	if s.owner != nil {

@@ -1,7 +1,6 @@
 package bridgeweb
 
 import (
-	"context"
 	"strings"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -48,9 +47,6 @@ func (src source) Key(name string) (string, bool) {
 	return kap, kap != "" && kap != mapping.GlobalSession
 }
 
-func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitter.Verdict {
-	return src.b.decide(ctx, s, cmd)
-}
 
 func (src source) Ack(s *session, e journal.Entry) *aep.Event {
 	return s.emit(draft{id: src.b.newID(), ev: e.Event, run: e.Run, cause: e.Cause, subject: e.Subject, durable: e.Durable}, e.At, -1, "")
