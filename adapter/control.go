@@ -83,7 +83,7 @@ type instruction struct {
 // on-timeout choice), or when the hook's connection ends first (Kimi stopped
 // waiting and proceeds): each end is on the stream at once. Callers hold the
 // session's lock.
-func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome {
+func (s *hookSession) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome {
 	srv := s.srv
 	if d.spooled || !srv.gateOn() || !gatedTool(srv.cfg.Control.GateTools, r.Facts.ToolName) {
 		return outcome{reply: emptyReply()}
@@ -130,7 +130,7 @@ func (s *session) gate(d *delivery, r *mapping.HookResult, rec *toolRec) outcome
 // expire ends a hold nobody answered: attention.timeout says why and what
 // was applied; a deny adds tool.denied by policy and tells the model why.
 // Callers hold the session's lock.
-func (s *session) expire(h *hold, why, onExpiry string) {
+func (s *hookSession) expire(h *hold, why, onExpiry string) {
 	if s.control.holds[h.attnID] != h {
 		return // answered, or released already
 	}
@@ -156,7 +156,7 @@ func (s *session) expire(h *hold, why, onExpiry string) {
 // the hook and the hook's end can trail the tool's own hooks), so the
 // request expires before the result is recorded. Callers hold the session's
 // lock.
-func (s *session) proceededWithout(callID string) {
+func (s *hookSession) proceededWithout(callID string) {
 	if callID == "" {
 		return
 	}
@@ -190,7 +190,7 @@ func gatedTool(tools []string, name string) bool {
 }
 
 // release frees a held hook with reply. Callers hold the session's lock.
-func (s *session) release(h *hold, reply []byte) {
+func (s *hookSession) release(h *hold, reply []byte) {
 	if s.control.holds[h.attnID] != h {
 		return
 	}
@@ -206,7 +206,7 @@ func (s *session) release(h *hold, reply []byte) {
 
 // releaseHolds frees every held hook with no objection and dismisses its
 // attention, for a session ending or the adapter stopping.
-func (s *session) releaseHolds(d *delivery, why string) {
+func (s *hookSession) releaseHolds(d *delivery, why string) {
 	p := s.srv.cfg.Posture
 	for _, h := range s.control.holds {
 		resolved := mapping.AttentionResolved(mapping.ResolutionDismissed, d.at.Sub(h.at).Milliseconds(), why, p)
@@ -217,7 +217,7 @@ func (s *session) releaseHolds(d *delivery, why string) {
 
 // releaseAllHolds frees every held hook on shutdown.
 func (s *Server) releaseAllHolds() {
-	s.core.Each(func(sess *session) {
+	s.core.Each(func(sess *hookSession) {
 		if len(sess.control.holds) > 0 {
 			sess.releaseHolds(&delivery{at: s.cfg.Now()}, "adapter-stopping")
 		}
@@ -228,7 +228,7 @@ func (s *Server) releaseAllHolds() {
 // {"message": TEXT}, Kimi's one context-accepting reply surface (it adds the
 // text as a separate user message before the prompt). Callers hold the
 // session's lock.
-func (s *session) instructReply(d *delivery) outcome {
+func (s *hookSession) instructReply(d *delivery) outcome {
 	if len(s.control.instructions) == 0 || d.spooled {
 		return outcome{reply: emptyReply()}
 	}
@@ -244,7 +244,7 @@ func (s *session) instructReply(d *delivery) outcome {
 }
 
 // dropInstructions records every undelivered instruction as dropped.
-func (s *session) dropInstructions(d *delivery) {
+func (s *hookSession) dropInstructions(d *delivery) {
 	p := s.srv.cfg.Posture
 	for _, in := range s.control.instructions {
 		s.emit(d, mapping.InstructionDropped("session-ended", p), emitOpts{cause: in.cmdID, noRun: true})
@@ -254,7 +254,7 @@ func (s *session) dropInstructions(d *delivery) {
 
 // Decide judges a command the core found authenticated, accepted and
 // valid (emitter.Source.Decide). Callers hold the session's lock.
-func (source) Decide(_ context.Context, s *session, cmd *aep.Event) emitter.Verdict {
+func (source) Decide(_ context.Context, s *hookSession, cmd *aep.Event) emitter.Verdict {
 	data, _ := cmd.DataMap()
 	switch cmd.Type {
 	case CmdRespond:
@@ -268,7 +268,7 @@ func (source) Decide(_ context.Context, s *session, cmd *aep.Event) emitter.Verd
 // decideRespond answers a held gate (AEP-0008 text rules: text naming an
 // option's id or label is that option; other text never allows, it denies
 // with the text as the reason).
-func (s *session) decideRespond(cmd *aep.Event, data map[string]any) emitter.Verdict {
+func (s *hookSession) decideRespond(cmd *aep.Event, data map[string]any) emitter.Verdict {
 	h := s.control.holds[cmd.Subject]
 	if h == nil {
 		if s.perms[cmd.Subject] != nil || s.isObserved(cmd.Subject) {
@@ -297,7 +297,7 @@ func (s *session) decideRespond(cmd *aep.Event, data map[string]any) emitter.Ver
 	return emitter.Accept(func(at time.Time) { s.answer(&delivery{at: at}, h, cmd, option, text, by, surface) })
 }
 
-func (s *session) isObserved(id string) bool {
+func (s *hookSession) isObserved(id string) bool {
 	for _, p := range s.perms {
 		if p.id == id {
 			return true
@@ -317,7 +317,7 @@ func validOption(o string) bool {
 
 // answer applies a decision to a held hook: answered, resolved, and for a
 // refusal tool.denied by policy; then the hook is released.
-func (s *session) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by, surface string) {
+func (s *hookSession) answer(d *delivery, h *hold, cmd *aep.Event, option, text, by, surface string) {
 	p := s.srv.cfg.Posture
 	o := emitOpts{subject: h.attnID, cause: cmd.ID, run: h.run, noRun: h.run == ""}
 	answered := s.emit(d, mapping.WithSurface(mapping.AttentionAnsweredByControl(option, text, by, p), surface), o)
@@ -352,7 +352,7 @@ func firstNonEmpty(a, b string) string {
 }
 
 // decideInstruct queues a steering instruction for the next prompt.
-func (s *session) decideInstruct(cmd *aep.Event, data map[string]any) emitter.Verdict {
+func (s *hookSession) decideInstruct(cmd *aep.Event, data map[string]any) emitter.Verdict {
 	text, _ := data["text"].(string)
 	text = strings.TrimSpace(text)
 	switch {

@@ -206,7 +206,7 @@ func parseProc(pid int, start string) procRef {
 // session online; it returns the process to watch (zero for none: an ended
 // session's late hooks name a process already gone). Callers hold the
 // session's lock.
-func (s *session) afterDelivery(d *delivery) procRef {
+func (s *hookSession) afterDelivery(d *delivery) procRef {
 	if s.ended {
 		return procRef{}
 	}
@@ -222,7 +222,7 @@ func (s *session) afterDelivery(d *delivery) procRef {
 
 // presence reports the session's presence when it changed, rate-limited.
 // Callers hold the session's lock.
-func (s *session) presence(state string, now time.Time) {
+func (s *hookSession) presence(state string, now time.Time) {
 	if s.life.presence.sent == "" {
 		s.life.presence.sent = mapping.PresenceOnline // a live session is online until it goes quiet
 	}
@@ -238,7 +238,7 @@ func (s *session) presence(state string, now time.Time) {
 // from a process and the hook comes from another one. A SessionStart from a
 // new process while the old one is found gone ends the old chapter first.
 // Callers hold the session's lock.
-func (s *session) chapterFor(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) chapterFor(d *delivery, r *mapping.HookResult) {
 	hook := r.Facts.Hook
 	if !s.ended && hook == mapping.HookSessionStart && s.life.proc.valid() && d.proc.valid() &&
 		d.proc != s.life.proc && errors.Is(checkAlive(s.life.proc), errGone) {
@@ -320,14 +320,14 @@ func (l *lifecycle) recoverLive() {
 }
 
 // newChapter switches the session's stream to its next chapter's source.
-func (s *session) newChapter(d *delivery) {
+func (s *hookSession) newChapter(d *delivery) {
 	s.NextChapter()
 	s.ended, s.startedAt, s.runs = false, d.at, 0
 	s.life.observed = ""
 }
 
 // trackTask follows background tasks, which close with their session.
-func (s *session) trackTask(f mapping.Facts) {
+func (s *hookSession) trackTask(f mapping.Facts) {
 	if f.TaskID == "" {
 		return
 	}
@@ -343,7 +343,7 @@ func (s *session) trackTask(f mapping.Facts) {
 }
 
 // drainScopes stops the subagents still running. Callers hold the session's lock.
-func (s *session) drainScopes(d *delivery) {
+func (s *hookSession) drainScopes(d *delivery) {
 	for _, sc := range s.scopes {
 		if sc.started {
 			s.emit(d, mapping.SubagentDrained(sc.agent, s.srv.cfg.Posture), emitOpts{cause: sc.startID})
@@ -352,7 +352,7 @@ func (s *session) drainScopes(d *delivery) {
 }
 
 // drainTasks ends the background tasks whose completion never came.
-func (s *session) drainTasks(d *delivery) {
+func (s *hookSession) drainTasks(d *delivery) {
 	ids := make([]string, 0, len(s.life.tasks))
 	for id := range s.life.tasks {
 		ids = append(ids, id)
@@ -366,7 +366,7 @@ func (s *session) drainTasks(d *delivery) {
 
 // observeEnd drains and ends a session Kimi did not end: normal when no run
 // was open, killed when one was, timeout for silence. Callers hold the session's lock.
-func (s *session) observeEnd(d *delivery, how string) {
+func (s *hookSession) observeEnd(d *delivery, how string) {
 	reason := mapping.EndNormal
 	switch {
 	case how == ObservedSilence:
@@ -594,7 +594,7 @@ func (l *lifecycle) tick(rep ChannelReport) {
 	}
 	l.mu.Unlock()
 
-	l.srv.core.Each(func(sess *session) {
+	l.srv.core.Each(func(sess *hookSession) {
 		if watched[sess.Key()] || sess.ended {
 			return
 		}

@@ -37,7 +37,7 @@ const (
 // shows as its own.
 type Server struct {
 	emitter.Emitter
-	core    *emitter.Core[*session]
+	core    *emitter.Core[*hookSession]
 	cfg     Config
 	log     *slog.Logger
 	token   string
@@ -417,7 +417,7 @@ type ChannelReport struct {
 func (s *Server) Channel() ChannelReport {
 	now := s.cfg.Now()
 	counts := map[string]int{ChannelActive: 0, ChannelStale: 0, ChannelStopped: 0}
-	s.core.Each(func(sess *session) {
+	s.core.Each(func(sess *hookSession) {
 		switch {
 		case sess.ended:
 			counts[ChannelStopped]++

@@ -34,10 +34,10 @@ type delivery struct {
 	wait    time.Duration
 }
 
-// session is the per-session state: order, runs, scopes, pairs. Every field
-// is guarded by the embedded emitter.Session's lock, which the core hands it
+// hookSession is one Kimi session as its hooks tell it: order, runs,
+// scopes, pairs. Every field is guarded by the embedded emitter.Session's lock, which the core hands it
 // out with; its last sign of life (Touch) is its last hook.
-type session struct {
+type hookSession struct {
 	emitter.Session
 	srv *Server
 
@@ -167,7 +167,7 @@ const recentDeliveries = 2048
 // folds the log's tail on first touch), so a restarted adapter closes the
 // run that was open, pairs the tools that were in flight and recognises
 // deliveries it already logged. Callers hold the session's lock.
-func (s *session) fold(ev *aep.Event) {
+func (s *hookSession) fold(ev *aep.Event) {
 	if d, ok := ev.ExtString(ExtDelivery); ok {
 		s.seen.add(d)
 	}
@@ -236,7 +236,7 @@ func restoredKey(requestID string) string { return "\x00log:" + requestID }
 
 // restored finds the open request folded back from the log that the tool
 // call callID waits on, or nil.
-func (s *session) restored(callID string) *permRec {
+func (s *hookSession) restored(callID string) *permRec {
 	if callID == "" {
 		return nil
 	}
@@ -260,7 +260,7 @@ type emitOpts struct {
 
 // emit puts one event on the session's stream, with the identity the
 // session's state decides. Callers hold the session's lock.
-func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
+func (s *hookSession) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 	e := journal.Entry{Event: m, At: d.at, Cause: o.cause, Subject: o.subject}
 	switch {
 	case o.noRun:
@@ -280,7 +280,7 @@ func (s *session) emit(d *delivery, m mapping.Event, o emitOpts) *aep.Event {
 }
 
 // handle applies one mapped hook to the session. Callers hold the session's lock.
-func (s *session) handle(d *delivery, r *mapping.HookResult) outcome {
+func (s *hookSession) handle(d *delivery, r *mapping.HookResult) outcome {
 	s.Touch(s.srv.cfg.Now())
 	if d.id != "" {
 		if s.seen.has(d.id) {
@@ -311,7 +311,7 @@ func replyOf(ch <-chan outcome) <-chan outcome {
 }
 
 // parkIfEarly parks a hook that depends on an event not seen yet.
-func (s *session) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
+func (s *hookSession) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
 	ready := s.readiness(r)
 	if ready == nil || ready() {
 		return nil
@@ -330,7 +330,7 @@ func (s *session) parkIfEarly(d *delivery, r *mapping.HookResult) *parked {
 // readiness returns the condition a hook waits for, or nil when it never
 // waits. Each case is an arrival-order trap seen with the real Kimi: it
 // dispatches hooks concurrently, so arrival order is not dispatch order.
-func (s *session) readiness(r *mapping.HookResult) func() bool {
+func (s *hookSession) readiness(r *mapping.HookResult) func() bool {
 	f := r.Facts
 	switch f.Hook {
 	case mapping.HookPermissionResult:
@@ -374,7 +374,7 @@ func (s *session) readiness(r *mapping.HookResult) func() bool {
 // drainParked applies parked hooks that became ready and, when expired is
 // set, those whose window has passed (they proceed honestly without the
 // event they waited for). Callers hold the session's lock.
-func (s *session) drainParked(expired bool) {
+func (s *hookSession) drainParked(expired bool) {
 	for progress := true; progress; {
 		progress = false
 		now := s.srv.cfg.Now()
@@ -397,7 +397,7 @@ func (s *session) drainParked(expired bool) {
 // apply maps one hook onto state and events, as one batch on the stream:
 // the hook's events reach the log in one append, whole or not at all. late
 // is set when a parked hook proceeds without the event it waited for.
-func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
+func (s *hookSession) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 	s.Stream().Begin()
 	var perms map[string]*permRec
 	if h := r.Facts.Hook; h == mapping.HookPermissionRequest || h == mapping.HookPermissionResult {
@@ -421,7 +421,7 @@ func (s *session) apply(d *delivery, r *mapping.HookResult, late bool) outcome {
 // copyPerms copies the permission requests the session holds, each
 // record by value: what a hook the log refuses is undone to. Callers hold
 // the session's lock.
-func (s *session) copyPerms() map[string]*permRec {
+func (s *hookSession) copyPerms() map[string]*permRec {
 	c := make(map[string]*permRec, len(s.perms))
 	for k, rec := range s.perms {
 		cp := *rec
@@ -444,12 +444,12 @@ func (o outcome) durable() outcome {
 // it was logged or published, so its delivery id is forgotten: kimi-hook
 // spools the payload on this answer and the spooled copy is taken again, as
 // a new hook against the session's state at that time. Callers hold the session's lock.
-func (s *session) notDurable(d *delivery, err error) outcome {
+func (s *hookSession) notDurable(d *delivery, err error) outcome {
 	s.seen.forget(d.id)
 	return outcome{err: err}
 }
 
-func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outcome {
+func (s *hookSession) applyHook(d *delivery, r *mapping.HookResult, late bool) outcome {
 	f := r.Facts
 	s.chapterFor(d, r)
 	s.trackTask(f)
@@ -494,14 +494,14 @@ func (s *session) applyHook(d *delivery, r *mapping.HookResult, late bool) outco
 	return outcome{reply: emptyReply()}
 }
 
-func (s *session) emitAll(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) emitAll(d *delivery, r *mapping.HookResult) {
 	for _, m := range r.Events {
 		s.emit(d, m, emitOpts{})
 	}
 }
 
 // openRun starts a run with the given run.started event.
-func (s *session) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
+func (s *hookSession) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
 	id := aep.NewID()
 	s.cur = &run{id: id, at: d.at, fromPrompt: fromPrompt}
 	if ev := s.emit(d, started, emitOpts{run: id}); ev != nil {
@@ -511,7 +511,7 @@ func (s *session) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
 }
 
 // closeRun emits the run's terminal and forgets it.
-func (s *session) closeRun(d *delivery, terminal mapping.Event) {
+func (s *hookSession) closeRun(d *delivery, terminal mapping.Event) {
 	r := s.cur
 	if r == nil {
 		return
@@ -526,7 +526,7 @@ func (s *session) closeRun(d *delivery, terminal mapping.Event) {
 
 // drainRun closes a run left open at a boundary as cancelled, with no claim
 // about who cancelled it.
-func (s *session) drainRun(d *delivery) {
+func (s *hookSession) drainRun(d *delivery) {
 	if s.cur == nil {
 		return
 	}
@@ -537,7 +537,7 @@ func (s *session) drainRun(d *delivery) {
 // TurnStarted (0.32.0+), a prompt submitted while a run is open (or while
 // earlier prompts wait) is queued by Kimi: its run opens when its turn starts.
 // Without TurnStarted, the open run is stale and drains first.
-func (s *session) promptSubmitted(d *delivery, r *mapping.HookResult) outcome {
+func (s *hookSession) promptSubmitted(d *delivery, r *mapping.HookResult) outcome {
 	m := r.Events[0]
 	if r.Facts.Steer {
 		s.emit(d, m, emitOpts{})
@@ -560,7 +560,7 @@ func (s *session) promptSubmitted(d *delivery, r *mapping.HookResult) outcome {
 // queued prompt's run opens here, a turn no prompt started (a background
 // task's completion) gets an honest run of its own, and a subagent's turn
 // opens its scope inside the parent's run.
-func (s *session) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
+func (s *hookSession) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
 	f := r.Facts
 	p := s.srv.cfg.Posture
 	switch {
@@ -598,7 +598,7 @@ func (s *session) turnStarted(d *delivery, r *mapping.HookResult, late bool) {
 }
 
 // subagentTurn is the innermost subagent whose turn is running.
-func (s *session) subagentTurn() *scope {
+func (s *hookSession) subagentTurn() *scope {
 	for i := len(s.scopes) - 1; i >= 0; i-- {
 		sc := s.scopes[i]
 		if (sc.turnStarted || (sc.started && !s.srv.turnHooks.Load())) && !sc.turnEnded {
@@ -608,7 +608,7 @@ func (s *session) subagentTurn() *scope {
 	return nil
 }
 
-func (s *session) scopeAwaiting(match func(*scope) bool) *scope {
+func (s *hookSession) scopeAwaiting(match func(*scope) bool) *scope {
 	for _, sc := range s.scopes {
 		if match(sc) {
 			return sc
@@ -619,7 +619,7 @@ func (s *session) scopeAwaiting(match func(*scope) bool) *scope {
 
 // turnEnded: Stop/StopFailure. A subagent's own Stop carries the parent's
 // session_id; it ends the subagent's turn, never the parent's run.
-func (s *session) turnEnded(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) turnEnded(d *delivery, r *mapping.HookResult) {
 	m := r.Events[0]
 	p := s.srv.cfg.Posture
 	if sc := s.subagentTurn(); sc != nil {
@@ -637,7 +637,7 @@ func (s *session) turnEnded(d *delivery, r *mapping.HookResult) {
 }
 
 // interrupted: Interrupt closes the run of its turn as cancelled by the user.
-func (s *session) interrupted(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) interrupted(d *delivery, r *mapping.HookResult) {
 	f := r.Facts
 	p := s.srv.cfg.Posture
 	if runID, ok := s.turnRuns[f.TurnID]; ok && f.TurnID != "" && (s.cur == nil || s.cur.id != runID) {
@@ -657,7 +657,7 @@ func (s *session) interrupted(d *delivery, r *mapping.HookResult) {
 
 func fallback(p mapping.Posture, hook string) mapping.Event { return mapping.Fallback(hook, p) }
 
-func (s *session) subagentStarted(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) subagentStarted(d *delivery, r *mapping.HookResult) {
 	sc := s.scopeAwaiting(func(sc *scope) bool { return !sc.started })
 	if sc == nil {
 		sc = &scope{at: d.at}
@@ -669,7 +669,7 @@ func (s *session) subagentStarted(d *delivery, r *mapping.HookResult) {
 	}
 }
 
-func (s *session) subagentStopped(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) subagentStopped(d *delivery, r *mapping.HookResult) {
 	m, o := r.Events[0], emitOpts{}
 	for i, sc := range s.scopes {
 		if sc.started && (sc.agent == r.Facts.AgentName || r.Facts.AgentName == "") {
@@ -684,7 +684,7 @@ func (s *session) subagentStopped(d *delivery, r *mapping.HookResult) {
 
 // toolRequested records the request for pairing, and holds it at the control
 // gate when that is on.
-func (s *session) toolRequested(d *delivery, r *mapping.HookResult) outcome {
+func (s *hookSession) toolRequested(d *delivery, r *mapping.HookResult) outcome {
 	ev := s.emit(d, r.Events[0], emitOpts{})
 	if ev == nil {
 		return outcome{reply: emptyReply()}
@@ -697,7 +697,7 @@ func (s *session) toolRequested(d *delivery, r *mapping.HookResult) outcome {
 }
 
 // toolFinished pairs the result with its request by tool_call_id.
-func (s *session) toolFinished(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) toolFinished(d *delivery, r *mapping.HookResult) {
 	m, o := r.Events[0], emitOpts{}
 	if rec := s.tools[r.Facts.ToolCallID]; rec != nil && r.Facts.ToolCallID != "" {
 		delete(s.tools, r.Facts.ToolCallID)
@@ -712,7 +712,7 @@ func (s *session) toolFinished(d *delivery, r *mapping.HookResult) {
 
 // permissionRequested opens an observed attention; from is the result it was
 // synthesized from when the request itself never arrived in time.
-func (s *session) permissionRequested(d *delivery, r *mapping.HookResult, from *mapping.HookResult) {
+func (s *hookSession) permissionRequested(d *delivery, r *mapping.HookResult, from *mapping.HookResult) {
 	key := r.Facts.PermissionKey()
 	p := s.srv.cfg.Posture
 	if prev := s.perms[key]; prev != nil && key != "" {
@@ -733,7 +733,7 @@ func (s *session) permissionRequested(d *delivery, r *mapping.HookResult, from *
 
 // permissionResult closes the observed attention: answered then resolved,
 // plus tool.denied by runtime for a rejection; a cancellation dismisses.
-func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) permissionResult(d *delivery, r *mapping.HookResult) {
 	f := r.Facts
 	key := f.PermissionKey()
 	p := s.srv.cfg.Posture
@@ -782,7 +782,7 @@ func (s *session) permissionResult(d *delivery, r *mapping.HookResult) {
 }
 
 // endSession closes everything the session left open, then ends it.
-func (s *session) endSession(d *delivery, r *mapping.HookResult) {
+func (s *hookSession) endSession(d *delivery, r *mapping.HookResult) {
 	s.drain(d)
 	if s.ended {
 		// Kimi can end a session twice (a resumed session exits again);
@@ -797,7 +797,7 @@ func (s *session) endSession(d *delivery, r *mapping.HookResult) {
 // released, queued instructions drop, open attention is dismissed (AEP-0002
 // §7.2), subagents and background tasks stop, and the open run drains as
 // cancelled. Callers hold the session's lock.
-func (s *session) drain(d *delivery) {
+func (s *hookSession) drain(d *delivery) {
 	p := s.srv.cfg.Posture
 	s.releaseHolds(d, "session-ended")
 	s.dropInstructions(d)
@@ -818,7 +818,7 @@ func (s *session) drain(d *delivery) {
 
 // emitEnd emits the session's one session.ended, with its duration and run
 // count. Callers hold the session's lock.
-func (s *session) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
+func (s *hookSession) emitEnd(d *delivery, m mapping.Event, o emitOpts) {
 	if !s.startedAt.IsZero() {
 		m = mapping.WithSessionSummary(m, d.at.Sub(s.startedAt).Milliseconds(), s.runs)
 	}

@@ -36,9 +36,9 @@ func (s *Server) spec() emitter.Spec {
 // from its log, and the gate's and the instruct queue's decisions.
 type source struct{ s *Server }
 
-func (src source) New(id string) (*session, emitter.Identity) {
+func (src source) New(id string) (*hookSession, emitter.Identity) {
 	srv := src.s
-	sess := &session{
+	sess := &hookSession{
 		srv:      srv,
 		turnRuns: map[string]string{},
 		tools:    map[string]*toolRec{},
@@ -51,21 +51,21 @@ func (src source) New(id string) (*session, emitter.Identity) {
 	return sess, emitter.Identity{Session: id, Source: aep.SourceURI(srv.cfg.Host, mapping.Agent, id)}
 }
 
-func (source) Fold(sess *session, ev *aep.Event) { sess.fold(ev) }
+func (source) Fold(sess *hookSession, ev *aep.Event) { sess.fold(ev) }
 
 // Key: every session is the adapter's to answer for.
 func (source) Key(session string) (string, bool) { return session, true }
 
-func (source) Ack(sess *session, e journal.Entry) *aep.Event { return sess.Stream().Emit(e) }
+func (source) Ack(sess *hookSession, e journal.Entry) *aep.Event { return sess.Stream().Emit(e) }
 
 // Evictable: a session holding a hook that waits for a reply (parked for
 // the reorder window, held at the gate) or queued instructions stays.
-func (source) Evictable(sess *session) bool {
+func (source) Evictable(sess *hookSession) bool {
 	return len(sess.parked) == 0 && !sess.control.busy()
 }
 
 // Evicted keeps a session that left memory before it ended tracked for its
 // end (lifecycle.evicted).
-func (src source) Evicted(sess *session) {
+func (src source) Evicted(sess *hookSession) {
 	src.s.life.evicted(sess.Key(), sess.ended, sess.LastActive())
 }

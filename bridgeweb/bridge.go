@@ -28,7 +28,7 @@ import (
 // commands) it shows as its own.
 type Bridge struct {
 	emitter.Emitter
-	core    *emitter.Core[*session]
+	core    *emitter.Core[*webSession]
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
@@ -274,7 +274,7 @@ func (b *Bridge) recount() {
 // stopped: no frame of that server is mapped after this.
 func (b *Bridge) endInstance(f *follower, at time.Time) int {
 	n := 0
-	b.core.Each(func(s *session) {
+	b.core.Each(func(s *webSession) {
 		if s.owner == f {
 			s.owner = nil
 			if s.endObserved(at) {
@@ -360,7 +360,7 @@ func (b *Bridge) publishState() {
 
 // lock returns a kap session's state, locked, loading it (the cursor and
 // open pairs recovered from its log) on first touch. The caller unlocks it.
-func (b *Bridge) lock(kap string) *session { return b.core.Lock(kap) }
+func (b *Bridge) lock(kap string) *webSession { return b.core.Lock(kap) }
 
 // Handler serves /healthz and /metrics.
 func (b *Bridge) Handler() http.Handler {

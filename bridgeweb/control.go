@@ -60,7 +60,7 @@ func (b *Bridge) unsupported(typ string) string {
 // valid on the kap-server, when it can be honoured (emitter.Source.Decide).
 // The outcome is emitted when the server's broadcast shows it: the caller
 // holds s's lock, so that broadcast is mapped after the ack.
-func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitter.Verdict {
+func (src source) Decide(ctx context.Context, s *webSession, cmd *aep.Event) emitter.Verdict {
 	b := src.b
 	data, _ := cmd.DataMap()
 	var al *activeLink
@@ -82,7 +82,7 @@ func (src source) Decide(ctx context.Context, s *session, cmd *aep.Event) emitte
 // respond posts an approval decision. AEP-0008: text naming an option is
 // that option; any other text never approves: it rejects, with the text as
 // the feedback Kimi shows the model.
-func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
+func (b *Bridge) respond(ctx context.Context, s *webSession, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
 	ask := s.m.byReq[cmd.Subject]
 	switch {
 	case cmd.Subject != "" && ask == nil && s.m.closed[cmd.Subject] != "":
@@ -140,7 +140,7 @@ func (b *Bridge) respond(ctx context.Context, s *session, al *activeLink, cmd *a
 // (docs/questions.md). An answer kap-server refuses because the question no
 // longer waits (answered or dismissed in Kimi's own UI first) is refused:
 // the outcome is on the stream already, or on its way.
-func (b *Bridge) answerQuestion(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, ask *askRec, data map[string]any) (string, string) {
+func (b *Bridge) answerQuestion(ctx context.Context, s *webSession, al *activeLink, cmd *aep.Event, ask *askRec, data map[string]any) (string, string) {
 	if pc := ask.decision; pc != nil {
 		// Ours reached kap-server already and its broadcast is on its way:
 		// a second post would be refused there as if Kimi's UI had
@@ -177,7 +177,7 @@ func (b *Bridge) answerQuestion(ctx context.Context, s *session, al *activeLink,
 
 // cancel aborts the running turn's prompt. Scope session is refused: a kimi
 // session has no end to command (abort cancels work; archive only shelves).
-func (b *Bridge) cancel(ctx context.Context, s *session, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
+func (b *Bridge) cancel(ctx context.Context, s *webSession, al *activeLink, cmd *aep.Event, data map[string]any) (string, string) {
 	switch scope, _ := data["scope"].(string); scope {
 	case "session":
 		return "refused", "a kimi session has no end to command; cancel scope run aborts the running turn"

@@ -10,11 +10,11 @@ import (
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// session is one kap session as the bridge publishes it, keyed by its kap
-// session id. Every field is guarded by the embedded emitter.Session's
-// lock, which the core hands it out with; its last sign of life (Touch) is
-// its last event.
-type session struct {
+// webSession is one kimi web (kap) session as the bridge publishes it,
+// keyed by its kap session id. Every field is guarded by the embedded
+// emitter.Session's lock, which the core hands it out with; its last sign
+// of life (Touch) is its last event.
+type webSession struct {
 	emitter.Session
 	b   *Bridge
 	m   *machine
@@ -37,13 +37,13 @@ func (b *Bridge) archived(kap string) bool {
 }
 
 // kap is the kap session id.
-func (s *session) kap() string { return s.Key() }
+func (s *webSession) kap() string { return s.Key() }
 
 // fold takes one event of the session's log back into its state (the core
 // folds the log's tail on first touch): the kap position the bridge had
 // reached (so the subscribe resumes there) and the runs, tools and asks
 // that were open.
-func (s *session) fold(ev *aep.Event) {
+func (s *webSession) fold(ev *aep.Event) {
 	switch ev.Type {
 	case "session.ended":
 		s.ended = true
@@ -64,7 +64,7 @@ func (s *session) fold(ev *aep.Event) {
 
 // take runs one durable frame through the cursor and maps what is ready.
 // Callers hold the session's lock.
-func (s *session) take(f mapping.Frame) {
+func (s *webSession) take(f mapping.Frame) {
 	s.archived = false
 	steps, dup := s.cur.offer(f)
 	if dup {
@@ -75,7 +75,7 @@ func (s *session) take(f mapping.Frame) {
 }
 
 // run maps cursor steps in order. Callers hold the session's lock.
-func (s *session) run(steps []step) {
+func (s *webSession) run(steps []step) {
 	if len(steps) > 0 {
 		s.reopen(s.b.cfg.Now())
 	}
@@ -88,7 +88,7 @@ func (s *session) run(steps []step) {
 	}
 }
 
-func (s *session) mapFrame(f mapping.Frame) {
+func (s *webSession) mapFrame(f mapping.Frame) {
 	at := s.frameTime(f)
 	before := s.m.stale
 	for _, d := range s.m.apply(f, at) {
@@ -103,7 +103,7 @@ func (s *session) mapFrame(f mapping.Frame) {
 
 // frameTime is the vendor's moment for a frame, or now when it has none
 // usable (absent, unparseable, or implausibly in the future).
-func (s *session) frameTime(f mapping.Frame) time.Time {
+func (s *webSession) frameTime(f mapping.Frame) time.Time {
 	now := s.b.cfg.Now()
 	if t, err := time.Parse(time.RFC3339Nano, f.Timestamp); err == nil && t.Before(now.Add(time.Minute)) && t.Year() > 2000 {
 		return t
@@ -112,7 +112,7 @@ func (s *session) frameTime(f mapping.Frame) time.Time {
 }
 
 // emitGap reports frames the bridge will never see.
-func (s *session) emitGap(g gap) {
+func (s *webSession) emitGap(g gap) {
 	ev := mapping.WebGap(g.reason, g.from, g.to, g.epoch, g.nextEpoch, s.b.cfg.Posture)
 	s.b.metrics.gaps.WithLabelValues(gapLabel(g.reason)).Inc()
 	s.b.log.Warn("kap frames lost: reporting a gap", "session", s.Name(), "reason", g.reason, "from_seq", g.from, "to_seq", g.to)
@@ -130,7 +130,7 @@ func gapLabel(r string) string {
 // emit puts one event on the session's stream with the bridge's
 // extensions. kapSeq and kapEpoch name the kap position it came from
 // (kapSeq < 0: none). Callers hold the session's lock.
-func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *aep.Event {
+func (s *webSession) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *aep.Event {
 	if !aep.ValidType(d.ev.Type) {
 		// A vendor frame name the mapping could not force into the type
 		// grammar: the moment stays visible, under a name that is legal.
@@ -167,7 +167,7 @@ func (s *session) emit(d draft, at time.Time, kapSeq int64, kapEpoch string) *ae
 // ends with the extension terminal WebEnded instead. It reports whether it
 // ended anything (false when the session had already ended). Callers hold
 // the session's lock.
-func (s *session) endObserved(at time.Time) bool {
+func (s *webSession) endObserved(at time.Time) bool {
 	if s.ended {
 		return false
 	}
@@ -193,7 +193,7 @@ func (s *session) endObserved(at time.Time) bool {
 
 // closeLog closes the log of a session that will be quiet (ended,
 // archived); it reopens on its next event. Callers hold the session's lock.
-func (s *session) closeLog() {
+func (s *webSession) closeLog() {
 	if err := s.Stream().Log().Close(); err != nil {
 		s.b.log.Error("closing a session log", "session", s.Name(), "err", err)
 	}
@@ -205,7 +205,7 @@ func (s *session) closeLog() {
 // continuing, opened by session.started with trigger resume, so no consumer
 // sees events after session.ended without a new start. Callers hold the
 // session's lock.
-func (s *session) reopen(at time.Time) {
+func (s *webSession) reopen(at time.Time) {
 	if !s.ended {
 		return
 	}

@@ -100,7 +100,7 @@ func TestOpenLogsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sessions []*session
+	var sessions []*webSession
 	for round := int64(1); round <= 2; round++ {
 		for i := 0; i < n; i++ {
 			if round == 1 {

@@ -26,13 +26,13 @@ func (b *Bridge) spec() emitter.Spec {
 // decisions carried out on the kap-server.
 type source struct{ b *Bridge }
 
-func (src source) New(kap string) (*session, emitter.Identity) {
+func (src source) New(kap string) (*webSession, emitter.Identity) {
 	b := src.b
-	s := &session{b: b, m: newMachine(b.cfg.Mode, b.cfg.Posture, b.controlOn(), b.newID)}
+	s := &webSession{b: b, m: newMachine(b.cfg.Mode, b.cfg.Posture, b.controlOn(), b.newID)}
 	return s, emitter.Identity{Session: SessionName(b.cfg.Mode, kap), Source: SourceURI(b.cfg.Host, kap)}
 }
 
-func (source) Fold(s *session, ev *aep.Event) { s.fold(ev) }
+func (source) Fold(s *webSession, ev *aep.Event) { s.fold(ev) }
 
 // Key is the kap session an AEP session names: none for a name this
 // bridge's mode does not publish, or for the server-wide stream.
@@ -47,7 +47,6 @@ func (src source) Key(name string) (string, bool) {
 	return kap, kap != "" && kap != mapping.GlobalSession
 }
 
-
-func (src source) Ack(s *session, e journal.Entry) *aep.Event {
+func (src source) Ack(s *webSession, e journal.Entry) *aep.Event {
 	return s.emit(draft{id: src.b.newID(), ev: e.Event, run: e.Run, cause: e.Cause, subject: e.Subject, durable: e.Durable}, e.At, -1, "")
 }
