@@ -23,6 +23,11 @@ type Verdict struct {
 	// under the session's lock, at the ack's time: the command's outcome
 	// always follows its ack. Nil when there is nothing left to do.
 	Apply func(at time.Time)
+	// Record are events that go on the stream right after the ack, in one
+	// durable write with it: both are on the disk, or neither is and the
+	// command is not acknowledged (a rating's feedback). Their At is the
+	// ack's.
+	Record []journal.Entry
 }
 
 // Accept is an accepted command, apply (maybe nil) to run after the ack.
@@ -85,7 +90,7 @@ func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 		m = mapping.ControlRejected(v.Reason, v.Detail, c.cfg.Posture)
 		outcome = "rejected_" + v.Reason
 	}
-	ack := c.src.Ack(s, journal.Entry{Event: m, At: at, Cause: cmd.ID, Durable: true})
+	ack := c.ack(s, journal.Entry{Event: m, At: at, Cause: cmd.ID, Durable: true}, v)
 	if ack == nil {
 		// Not on the disk (a full disk), so not acknowledged and not
 		// carried out: a redelivery decides again.
@@ -100,6 +105,32 @@ func (c *Core[S]) HandleCommand(ctx context.Context, cmd *aep.Event) {
 	if v.Reason == "" && v.Apply != nil {
 		v.Apply(at)
 	}
+}
+
+// ack puts a command's ack on s's stream, durable, with what an accepted
+// verdict records alongside in the same write. Nil when it is not on the
+// disk; then none of it is published. Callers hold s's lock.
+func (c *Core[S]) ack(s S, e journal.Entry, v Verdict) *aep.Event {
+	if v.Reason != "" || len(v.Record) == 0 {
+		return c.src.Ack(s, e)
+	}
+	st := s.Core().Stream()
+	st.Begin()
+	ack := c.src.Ack(s, e)
+	for _, r := range v.Record {
+		r.At, r.Durable = e.At, true
+		if ack != nil && c.src.Ack(s, r) == nil {
+			ack = nil
+		}
+	}
+	if ack == nil {
+		st.Abort()
+		return nil
+	}
+	if err := st.Commit(); err != nil {
+		return nil
+	}
+	return ack
 }
 
 // decide runs the checks every source makes, in AEP-0004's order (the

@@ -22,6 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
@@ -111,6 +112,12 @@ func newFixture(t *testing.T, home string, edit func(*Spec)) *fixture {
 // newFixtureAt is newFixture with the core's capture posture.
 func newFixtureAt(t *testing.T, home string, posture mapping.Posture, edit func(*Spec)) *fixture {
 	t.Helper()
+	return newFixtureSync(t, home, posture, edit, nil)
+}
+
+// newFixtureSync is newFixtureAt with the logs' syncer (nil: the disk's).
+func newFixtureSync(t *testing.T, home string, posture mapping.Posture, edit func(*Spec), syncer syncmode.Syncer) *fixture {
+	t.Helper()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	f := &fixture{src: &source{refuse: map[string]bool{}, keep: map[string]bool{}, verdict: Accept(nil)},
 		pub: &emittertest.Recorder{}, home: home, now: &now}
@@ -121,7 +128,7 @@ func newFixtureAt(t *testing.T, home string, posture mapping.Posture, edit func(
 	}
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return *f.now }
-	core, err := New(Config{Home: home, Host: "h", Publisher: f.pub, Posture: posture, Logger: slog.New(slog.DiscardHandler), Now: clock}, spec, f.src)
+	core, err := New(Config{Home: home, Host: "h", Publisher: f.pub, Posture: posture, Logger: slog.New(slog.DiscardHandler), Now: clock, Syncer: syncer}, spec, f.src)
 	if err != nil {
 		t.Fatal(err)
 	}

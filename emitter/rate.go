@@ -2,7 +2,6 @@ package emitter
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
@@ -18,7 +17,9 @@ const RatedRunTail = 16 << 20
 // ended, which only its log says for sure (a session recovered after a
 // restart knows little else). Accepted, the feedback follows the ack in
 // the session, caused by the run's terminal (AEP-0009 §2), naming the
-// person the relay stamped on the command. Callers hold s's lock.
+// person the relay stamped on the command, written with the ack: a rating
+// is acknowledged only once its feedback is on the disk. Callers hold s's
+// lock.
 func (c *Core[S]) decideRate(s S, cmd *aep.Event) Verdict {
 	r, err := mapping.RatingOf(cmd)
 	if err != nil {
@@ -49,10 +50,5 @@ func (c *Core[S]) decideRate(s S, cmd *aep.Event) Verdict {
 	}
 	by, surface := mapping.CommandSender(cmd)
 	ev := mapping.FeedbackReceived(r, by, surface, c.cfg.Posture)
-	return Accept(func(at time.Time) {
-		// The stream counts a failed append; the line says what it was.
-		if c.src.Ack(s, journal.Entry{Event: ev, At: at, Run: cmd.Run, Cause: terminal.ID, Durable: true}) == nil {
-			c.log.Warn("rating accepted but its feedback could not be made durable", "session", Clip(cmd.Session), "run", Clip(cmd.Run))
-		}
-	})
+	return Verdict{Record: []journal.Entry{{Event: ev, Run: cmd.Run, Cause: terminal.ID}}}
 }

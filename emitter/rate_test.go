@@ -2,12 +2,16 @@ package emitter
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
@@ -24,7 +28,13 @@ func acceptRatings(s *Spec) {
 // r1 (finished) and r2 (still open); it returns r1's terminal.
 func rateFixture(t *testing.T) (*fixture, *aep.Event) {
 	t.Helper()
-	f := newFixtureAt(t, t.TempDir(), ratePosture, acceptRatings)
+	return rateFixtureSync(t, nil)
+}
+
+// rateFixtureSync is rateFixture with the logs' syncer.
+func rateFixtureSync(t *testing.T, syncer syncmode.Syncer) (*fixture, *aep.Event) {
+	t.Helper()
+	f := newFixtureSync(t, t.TempDir(), ratePosture, acceptRatings, syncer)
 	s := f.core.Lock("s1")
 	defer s.Unlock()
 	p := mapping.DefaultPosture()
@@ -135,5 +145,37 @@ func TestRatingAfterRestart(t *testing.T) {
 	fb := g.pub.Find(mapping.TypeFeedback)
 	if len(fb) != 1 || fb[0].Cause != fin.ID {
 		t.Fatalf("feedback after a restart: %v", fb)
+	}
+}
+
+// A rating is acknowledged only with its feedback on the disk: they are
+// written and synced together. Here the disk refuses to sync once the log
+// holds a feedback event (the old order synced the ack alone, published
+// it, then lost the feedback): nothing is acknowledged, and the
+// redelivery, once the disk syncs again, records both, once.
+func TestRatingAckedOnlyWithItsFeedback(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	syncer := func(f *os.File) error {
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			return err
+		}
+		if broken.Load() && strings.Contains(string(b), mapping.TypeFeedback) {
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	f, _ := rateFixtureSync(t, syncer)
+	cmd := rate(t, "r1", map[string]any{"rating": 1}, "alice")
+	f.core.HandleCommand(context.Background(), cmd)
+	if acks, fb := f.acks(cmd), f.pub.Find(mapping.TypeFeedback); len(acks) != 0 || len(fb) != 0 {
+		t.Fatalf("with the feedback not on the disk: %d acks and %d feedback events published", len(acks), len(fb))
+	}
+	broken.Store(false)
+	f.core.HandleCommand(context.Background(), cmd)
+	acks, fb := f.acks(cmd), f.pub.Find(mapping.TypeFeedback)
+	if len(acks) != 1 || acks[0].Type != "control.accepted" || len(fb) != 1 || *fb[0].Seq <= *acks[0].Seq {
+		t.Fatalf("the redelivery: acks %v, feedback %v", acks, fb)
 	}
 }

@@ -237,19 +237,15 @@ func (s *Stream) Commit() error {
 		return nil
 	}
 	lines, events, durable := s.lines, s.events, s.durable
-	s.batching, s.durable = false, false
-	defer func() {
-		clear(s.lines)
-		clear(s.events)
-		s.lines, s.events = s.lines[:0], s.events[:0]
-	}()
+	defer s.endBatch()
 	if len(lines) == 0 {
 		return nil
 	}
 	err := s.cfg.Log.AppendLines(lines)
 	if err == nil && durable {
 		// Written, but not durable: told apart from an append refused, yet
-		// nothing of it is published either.
+		// nothing of it is published either. Its seqs stay spent: the
+		// lines are in the file.
 		if err = s.cfg.Log.Mark().Forced().Wait(); err != nil {
 			return fmt.Errorf("session %q: %d event(s) written but not synced: %w", s.cfg.Session, len(lines), err)
 		}
@@ -267,6 +263,24 @@ func (s *Stream) Commit() error {
 		s.publish(ev)
 	}
 	return nil
+}
+
+// Abort ends the batch without writing it: its events never happened and
+// the seqs they took are handed out again.
+func (s *Stream) Abort() {
+	if !s.batching {
+		return
+	}
+	s.seq = s.batchStart
+	s.endBatch()
+}
+
+// endBatch leaves batch mode, keeping the buffers' capacity for the next.
+func (s *Stream) endBatch() {
+	s.batching, s.durable = false, false
+	clear(s.lines)
+	clear(s.events)
+	s.lines, s.events = s.lines[:0], s.events[:0]
 }
 
 // Source is the stream's source URI.

@@ -259,3 +259,47 @@ func TestDurableEntrySyncedBeforePublished(t *testing.T) {
 type publishFunc func(*aep.Event)
 
 func (f publishFunc) Publish(ev *aep.Event) { f(ev) }
+
+// A durable batch written but not synced is not published, and its seqs
+// stay spent: its lines are in the file, so the next event takes the next
+// position rather than one the log already holds. Abort hands a batch's
+// seqs back, since nothing of it was written.
+func TestUnsyncedBatchKeepsItsSeqs(t *testing.T) {
+	failing := true
+	h := NewHandles(0).SetSync(syncmode.None, func(*os.File) error {
+		if failing {
+			return errors.New("EIO")
+		}
+		return nil
+	}, nil)
+	l := h.NewLog(t.TempDir(), "s")
+	t.Cleanup(func() { l.Close() })
+	rec := &recorder{}
+	s := testStream(t, l, rec)
+	p := mapping.DefaultPosture()
+	s.Begin()
+	s.Emit(Entry{Event: mapping.ControlAccepted(p), At: time.Now(), Durable: true})
+	if err := s.Commit(); err == nil {
+		t.Fatal("a batch whose sync failed committed")
+	}
+	if len(rec.published) != 0 {
+		t.Fatalf("published %d events of an unsynced batch", len(rec.published))
+	}
+	failing = false
+	s.Begin()
+	s.Emit(Entry{Event: mapping.PromptQueued(p), At: time.Now()})
+	s.Abort()
+	ev := s.Emit(Entry{Event: mapping.ControlAccepted(p), At: time.Now(), Durable: true})
+	if ev == nil || *ev.Seq != 1 {
+		t.Fatalf("the event after an unsynced batch and an aborted one: %v, want seq 1", ev)
+	}
+	seqs := map[int64]int{}
+	if _, err := Replay(l.Path(), 1<<20, func(e *aep.Event) { seqs[*e.Seq]++ }); err != nil {
+		t.Fatal(err)
+	}
+	for seq, n := range seqs {
+		if n > 1 {
+			t.Fatalf("seq %d is in the log %d times", seq, n)
+		}
+	}
+}
