@@ -185,7 +185,15 @@ func TestGoneProcessEndsSession(t *testing.T) {
 	}
 
 	postHook(t, base, s.token, hookPayload("SessionStart", "s-foreign", startExtra), p)
-	time.Sleep(300 * time.Millisecond)
+	// The hook's delivery decides, before it is answered, whether its
+	// process is watched (and so ended after the grace): it must not be.
+	s.life.mu.Lock()
+	_, bound := s.life.bound["s-foreign"]
+	watched := len(s.life.procs)
+	s.life.mu.Unlock()
+	if bound || watched != 0 {
+		t.Fatalf("a live hook naming an unseen process is watched (bound %v, %d watches): its session would end", bound, watched)
+	}
 	if ev := readLog(t, home, "s-foreign"); ended(ev) {
 		t.Fatalf("a live hook naming an unseen process ended its session:\n%s", dump(ev))
 	}

@@ -21,11 +21,16 @@ func TestSuperviseStopsAllCollectorLast(t *testing.T) {
 	var order []string
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
 	boom := errors.New("boom")
+	// a, told to stop, looks at the collector's context: one stopped with
+	// the intake is already done then.
+	collector := make(chan context.Context, 1)
 	err := Supervise(context.Background(),
-		Component{"collector", func(ctx context.Context) error { <-ctx.Done(); note("collector"); return nil }},
+		Component{"collector", func(ctx context.Context) error { collector <- ctx; <-ctx.Done(); note("collector"); return nil }},
 		Component{"a", func(ctx context.Context) error {
 			<-ctx.Done()
-			time.Sleep(20 * time.Millisecond)
+			if (<-collector).Err() != nil {
+				note("the collector told to stop with a")
+			}
 			note("a")
 			return nil
 		}},

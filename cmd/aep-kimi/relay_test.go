@@ -7,17 +7,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
 // The daemon serves until its context ends, drains, and exits 0.
 func TestRunRelayDrainsAndExitsZero(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var errb bytes.Buffer
+	var errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runContext(ctx, []string{"relay", "--listen", "127.0.0.1:0"}, stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &errb}, os.Getenv)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Stopped once it serves: a relay stopped while starting drains nothing.
+	poll.Must(t, 10*time.Second, "the relay to listen", func() bool { return strings.Contains(errb.String(), "relay listening") })
 	cancel()
 	select {
 	case code := <-done:

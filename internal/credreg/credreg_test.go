@@ -2,8 +2,11 @@ package credreg
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 func admit(t *testing.T, r *Registry, c Credential) *Lease {
@@ -116,6 +119,7 @@ func TestAdmitAtomicWithUpdate(t *testing.T) {
 	var mu sync.Mutex
 	var leases []*Lease
 	var wg sync.WaitGroup
+	var tries, admitted atomic.Int64
 	stop := make(chan struct{})
 	for range 8 {
 		wg.Add(1)
@@ -128,7 +132,9 @@ func TestAdmitAtomicWithUpdate(t *testing.T) {
 				default:
 				}
 				l, ok := r.Admit(func(*Tx) (Credential, bool) { return Credential{ID: "login", Group: "page"}, valid })
+				tries.Add(1)
 				if ok {
+					admitted.Add(1)
 					mu.Lock()
 					leases = append(leases, l)
 					mu.Unlock()
@@ -136,12 +142,14 @@ func TestAdmitAtomicWithUpdate(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	// The change lands amid admissions: some before it, many tried after.
+	poll.Must(t, 5*time.Second, "admissions under the old state", func() bool { return admitted.Load() >= 100 })
 	r.Update(func(tx *Tx) {
 		valid = false
 		tx.End(ReasonLoggedOut, InGroup("page"))
 	})
-	time.Sleep(20 * time.Millisecond)
+	after := tries.Load()
+	poll.Must(t, 5*time.Second, "admissions tried after the change", func() bool { return tries.Load() >= after+100 })
 	close(stop)
 	wg.Wait()
 	if len(leases) == 0 {
