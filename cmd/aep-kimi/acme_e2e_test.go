@@ -17,11 +17,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pebbletest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// acmeName is the name the relay asks Pebble for; the test's DNS server
-// resolves it (and everything) to 127.0.0.1.
-const acmeName = "relay.aep-kimi.test"
 
 // The README's ACME command against Pebble, Let's Encrypt's test CA: the
 // relay asks for a certificate at start, answers Pebble's TLS-ALPN-01
@@ -29,7 +26,7 @@ const acmeName = "relay.aep-kimi.test"
 // (with HSTS), kept under $AEP_HOME/acme (0700, files 0600); restarted
 // with Pebble gone, it serves it from there.
 func TestE2EACMEPebble(t *testing.T) {
-	bin := binaries(t)
+	bin := stacktest.Binaries(t)
 	port := netaddr.FreePort(t)
 	pebble := pebbletest.Start(t, port)
 	roots, _ := pebble.Roots(t)
@@ -38,11 +35,11 @@ func TestE2EACMEPebble(t *testing.T) {
 	const token = "0123456789abcdef-acme-e2e"
 	start := func() *proctest.Proc {
 		cmd := exec.Command(filepath.Join(bin, "aep-kimi"), "relay", "--listen", addr,
-			"--acme-domain", acmeName, "--acme-email", "ops@example.com", "--acme-ca", pebble.Directory)
+			"--acme-domain", stacktest.AcmeName, "--acme-email", "ops@example.com", "--acme-ca", pebble.Directory)
 		// Pebble's directory is served with a certificate of the test's
 		// CA: the relay's ACME client trusts it through Go's standard
 		// variable.
-		cmd.Env = append(cleanEnv(home, "AEP_TOKEN="+token), "SSL_CERT_FILE="+pebble.CAFile)
+		cmd.Env = append(stacktest.CleanEnv(home, "AEP_TOKEN="+token), "SSL_CERT_FILE="+pebble.CAFile)
 		return proctest.Start(t, "aep-kimi relay (acme)", cmd)
 	}
 	relay := start()
@@ -53,18 +50,18 @@ func TestE2EACMEPebble(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dial,
-		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: acmeName}}}
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: stacktest.AcmeName}}}
 	var resp *http.Response
 	var err error
 	if !poll.Until(60*time.Second, func() bool {
-		resp, err = hc.Get("https://" + acmeName + "/healthz")
+		resp, err = hc.Get("https://" + stacktest.AcmeName + "/healthz")
 		return err == nil
 	}) {
 		t.Fatalf("no verified handshake with a Pebble certificate: %v\nrelay:\n%s\npebble:\n%s", err, relay.Logs, pebble.Proc.Logs)
 	}
 	resp.Body.Close()
 	leaf := resp.TLS.PeerCertificates[0]
-	if resp.StatusCode != http.StatusOK || leaf.VerifyHostname(acmeName) != nil || !strings.Contains(leaf.Issuer.CommonName, "Pebble") {
+	if resp.StatusCode != http.StatusOK || leaf.VerifyHostname(stacktest.AcmeName) != nil || !strings.Contains(leaf.Issuer.CommonName, "Pebble") {
 		t.Fatalf("HTTP %d, certificate for %v issued by %q", resp.StatusCode, leaf.DNSNames, leaf.Issuer.CommonName)
 	}
 	if resp.Header.Get("Strict-Transport-Security") == "" {
@@ -98,7 +95,7 @@ func TestE2EACMEPebble(t *testing.T) {
 	hc.CloseIdleConnections()
 	var again *http.Response
 	if !poll.Until(20*time.Second, func() bool {
-		again, err = hc.Get("https://" + acmeName + "/healthz")
+		again, err = hc.Get("https://" + stacktest.AcmeName + "/healthz")
 		return err == nil
 	}) {
 		t.Fatalf("the cached certificate did not serve after a restart: %v\n%s", err, relay.Logs)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -25,23 +25,23 @@ import (
 // relay's replay and from the adapter's session logs alike.
 func TestE2EAuditListsWhoAnswered(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=6000")
-	rule := st.addRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=6000")
+	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
 
-	script := bashSteps(t, "rm -rf ./build", "echo person", "echo late")
+	script := stacktest.BashSteps(t, "rm -rf ./build", "echo person", "echo late")
 	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- scenario(t, kimi, script, st.hookCmd(t)) }()
+	go func() { done <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
 
-	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "echo person") }, "pending")
+	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "echo person") }, "pending")
 	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no answering command in pending:\n%s", out)
 	}
-	if code, msg := st.cli(t, "respond", "--option", "allow", m[1], m[2]); code != 0 {
+	if code, msg := st.Cli(t, "respond", "--option", "allow", m[1], m[2]); code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, msg)
 	}
 	<-done
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 
 	type want struct{ summary, outcome, by, surface string }
 	wants := []want{
@@ -66,12 +66,12 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 			t.Errorf("%s: the timed-out request waited %d ms, want about the gate's 6 s", source, l)
 		}
 	}
-	for _, src := range [][]string{nil, {"--logs", filepath.Join(st.home, "logs")}} {
+	for _, src := range [][]string{nil, {"--logs", filepath.Join(st.Home, "logs")}} {
 		name := "relay"
 		if src != nil {
 			name = "logs"
 		}
-		code, js := st.cli(t, append([]string{"audit", "--json"}, src...)...)
+		code, js := st.Cli(t, append([]string{"audit", "--json"}, src...)...)
 		if code != 0 {
 			t.Fatalf("audit --json (%s): exit %d: %s", name, code, js)
 		}
@@ -95,7 +95,7 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 			}
 		}
 
-		code, text := st.cli(t, append([]string{"audit", "--csv"}, src...)...)
+		code, text := st.Cli(t, append([]string{"audit", "--csv"}, src...)...)
 		recs, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 		if code != 0 || err != nil || len(recs) == 0 {
 			t.Fatalf("audit --csv (%s): exit %d %v:\n%s", name, code, err, text)
@@ -107,11 +107,11 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 		rows = nil
 		for _, rec := range recs[1:] {
 			rows = append(rows, consumer.AuditRow{Session: rec[col["session"]], Tool: rec[col["tool"]], Summary: rec[col["summary"]],
-				Outcome: rec[col["outcome"]], By: rec[col["by"]], Surface: rec[col["surface"]], LatencyMS: atoi(t, rec[col["latency_ms"]])})
+				Outcome: rec[col["outcome"]], By: rec[col["by"]], Surface: rec[col["surface"]], LatencyMS: stacktest.Atoi(t, rec[col["latency_ms"]])})
 		}
 		check(name+" csv", rows)
 
-		code, text = st.cli(t, append([]string{"audit"}, src...)...)
+		code, text = st.Cli(t, append([]string{"audit"}, src...)...)
 		t.Logf("aep-kimi audit (%s):\n%s", name, text)
 		lines := strings.Split(strings.TrimSpace(text), "\n")
 		if code != 0 || len(lines) != 4 {
@@ -129,21 +129,12 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 	}
 }
 
-func atoi(t *testing.T, s string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // With the JetStream store, audit reads everything the relay ever
 // admitted: killed -9 and restarted, the real relay lists the same
 // outcomes as the session log they were posted from.
 func TestE2EAuditJetStreamAfterKill(t *testing.T) {
-	binaries(t)
-	lines, err := os.ReadFile(auditStream + ".jsonl")
+	stacktest.Binaries(t)
+	lines, err := os.ReadFile(stacktest.AuditStream + ".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,14 +148,14 @@ func TestE2EAuditJetStreamAfterKill(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(logs, "people.jsonl"), append(bytes.Join(emitted, []byte("\n")), '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st := newStack(t, "AEP_STORE=jetstream")
-	relaytest.PostLines(t, st.relayURL, st.token, emitted...)
-	st.relay.Kill()
-	port := strings.TrimPrefix(st.relayURL, "http://")
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, "AEP_STORE=jetstream"}, "relay", "--listen", port)
+	st := stacktest.NewStack(t, "AEP_STORE=jetstream")
+	relaytest.PostLines(t, st.RelayURL, st.Token, emitted...)
+	st.Relay.Kill()
+	port := strings.TrimPrefix(st.RelayURL, "http://")
+	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home, "AEP_STORE=jetstream"}, "relay", "--listen", port)
 
-	_, fromLogs := st.cli(t, "audit", "--json", "--logs", logs)
-	code, fromRelay := st.cli(t, "audit", "--json")
+	_, fromLogs := st.Cli(t, "audit", "--json", "--logs", logs)
+	code, fromRelay := st.Cli(t, "audit", "--json")
 	if code != 0 || fromRelay != fromLogs || strings.Count(fromRelay, "\n") != 11 {
 		t.Fatalf("audit after kill -9: exit %d\n--- relay\n%s--- logs\n%s", code, fromRelay, fromLogs)
 	}

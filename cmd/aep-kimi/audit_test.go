@@ -8,16 +8,13 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
-// auditStream is the audit's recorded stream with people, rules and
-// timeouts, and its goldens (relay/consumer's).
-var auditStream = filepath.Join("..", "..", "relay", "consumer", "testdata", "audit", "people")
-
 func auditGolden(t *testing.T, ext string) string {
 	t.Helper()
-	b, err := os.ReadFile(auditStream + ".audit." + ext)
+	b, err := os.ReadFile(stacktest.AuditStream + ".audit." + ext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +27,7 @@ func auditGolden(t *testing.T, ext string) string {
 // what the logs say of the same events (a POST carries no commands, so
 // the relay holds the emitter's events only).
 func TestAuditSources(t *testing.T) {
-	lines, err := os.ReadFile(auditStream + ".jsonl")
+	lines, err := os.ReadFile(stacktest.AuditStream + ".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

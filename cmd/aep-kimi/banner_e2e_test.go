@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // up's banner is the first thing it prints (no log line before it), its
@@ -21,7 +22,7 @@ func TestE2EUpBannerClean(t *testing.T) {
 		t.Helper()
 		args := append([]string{"up", "--relay-listen", fmt.Sprintf("127.0.0.1:%d", rport), "--adapter-listen", fmt.Sprintf("127.0.0.1:%d", aport),
 			"--web=false", "--kimi-home", kimiHome, "--notify", "webhook:http://127.0.0.1:9/hook?key=sekrit"}, extra...)
-		up := startDaemon(t, hookTo, []string{"AEP_TOKEN=e2e-" + aep.NewID(), "AEP_HOME=" + home, "AEP_NOTIFY_PUSH_ALLOW="}, args...)
+		up := stacktest.StartDaemon(t, hookTo, []string{"AEP_TOKEN=e2e-" + aep.NewID(), "AEP_HOME=" + home, "AEP_NOTIFY_PUSH_ALLOW="}, args...)
 		up.Stop(t)
 		return up.Logs.String()
 	}
@@ -39,8 +40,8 @@ func TestE2EUpBannerClean(t *testing.T) {
 		t.Fatalf("nothing registered, yet no step to register:\n%s", out)
 	}
 	write := []string{"write", "kimi-code", "--home", kimiHome, "--daemon", hookTo, "--aep-home", home, "--kimi-version", "2.1.0",
-		"--hook-cmd", filepath.Join(binaries(t), "kimi-hook")}
-	if code, o := setupCLI(t, write...); code != 0 {
+		"--hook-cmd", filepath.Join(stacktest.Binaries(t), "kimi-hook")}
+	if code, o := stacktest.SetupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, o)
 	}
 	out = run()

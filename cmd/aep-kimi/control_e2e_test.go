@@ -3,12 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,63 +14,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
-
-// cli runs an aep-kimi subcommand against the stack and returns its exit code
-// and output.
-func (st *stack) cli(t testing.TB, args ...string) (int, string) {
-	t.Helper()
-	return st.cliIn(t, nil, args...)
-}
-
-// cliIn is cli with stdin read from in (nil: empty).
-func (st *stack) cliIn(t testing.TB, in io.Reader, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
-	cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL)
-	cmd.Stdin = in
-	return proctest.Run(t, cmd)
-}
-
-func writeScript(t testing.TB, v any) string {
-	t.Helper()
-	b, _ := json.Marshal(v)
-	path := filepath.Join(t.TempDir(), "script.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// markerScript is a print-mode session with one tool call, whose side
-// effect creates marker, then a closing answer.
-func markerScript(t testing.TB, marker string) string {
-	return writeScript(t, map[string]any{
-		"prompt": "Create the marker file.",
-		"responses": []any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "touch " + marker}}}},
-			map[string]any{"text": "done"},
-		},
-	})
-}
-
-// waitEvent waits for an event in the session log matching match.
-func (st *stack) waitEvent(t testing.TB, match func(*aep.Event) bool) *aep.Event {
-	t.Helper()
-	var found *aep.Event
-	if !st.logsUntil(t, func(ev []*aep.Event) bool {
-		i := slices.IndexFunc(ev, match)
-		if i >= 0 {
-			found = ev[i]
-		}
-		return i >= 0
-	}) {
-		t.Fatal("the awaited event never came")
-	}
-	return found
-}
 
 // A person denies or allows a real Kimi tool call from another terminal:
 // the held PreToolUse gate, answered with `aep-kimi respond`.
@@ -90,12 +33,12 @@ func TestE2EGate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// The harness registers hooks with a 10 s timeout: the hold fits.
-			st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+			st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 			marker := filepath.Join(t.TempDir(), "side-effect")
-			script := markerScript(t, marker)
+			script := stacktest.MarkerScript(t, marker)
 			out := make(chan kimiharness.PrintRun, 1)
-			go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
-			req := st.waitEvent(t, func(e *aep.Event) bool {
+			go func() { out <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
+			req := st.WaitEvent(t, func(e *aep.Event) bool {
 				return e.Type == "attention.requested" && strings.Contains(string(e.Data), `"control"`)
 			})
 			args := []string{"respond"}
@@ -105,19 +48,19 @@ func TestE2EGate(t *testing.T) {
 			if c.text != "" {
 				args = append(args, "--text", c.text)
 			}
-			code, msg := st.cli(t, append(args, req.Session, req.ID)...)
+			code, msg := st.Cli(t, append(args, req.Session, req.ID)...)
 			if code != 0 || !strings.Contains(msg, "accepted") {
 				t.Fatalf("respond: exit %d: %s", code, msg)
 			}
 			run := <-out
-			st.waitQuiet(t)
+			st.WaitQuiet(t)
 			_, err := os.Stat(marker)
 			if ran := err == nil; ran != c.ran {
 				t.Fatalf("tool side effect happened=%v, want %v", ran, c.ran)
 			}
-			name, _, ev := st.oneSession(t)
-			validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
-			counts := typeCounts(ev)
+			name, _, ev := st.OneSession(t)
+			stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
+			counts := stacktest.TypeCounts(ev)
 			if counts["control.accepted"] != 1 || counts["attention.answered"] != 1 || counts["attention.resolved"] != 1 {
 				t.Fatalf("control loop not on the stream: %v", counts)
 			}
@@ -141,16 +84,16 @@ func TestE2EGate(t *testing.T) {
 // A hold nobody answers times out and fails open: the tool runs.
 func TestE2EGateTimeoutFailsOpen(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=1500")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=1500")
 	marker := filepath.Join(t.TempDir(), "ran")
-	script := markerScript(t, marker)
-	scenario(t, kimi, script, st.hookCmd(t))
-	st.waitQuiet(t)
+	script := stacktest.MarkerScript(t, marker)
+	stacktest.Scenario(t, kimi, script, st.HookCmd(t))
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the tool did not run after the hold timed out")
 	}
-	_, _, ev := st.oneSession(t)
-	if c := typeCounts(ev); c["attention.timeout"] != 1 || c["tool.completed"] != 1 {
+	_, _, ev := st.OneSession(t)
+	if c := stacktest.TypeCounts(ev); c["attention.timeout"] != 1 || c["tool.completed"] != 1 {
 		t.Fatalf("stream: %v", c)
 	}
 }
@@ -161,23 +104,23 @@ func TestE2EGateTimeoutFailsOpen(t *testing.T) {
 // queued when its Kimi exits is dropped with the session's end.
 func TestE2EInstruct(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_INSTRUCT=1")
-	mock := kimiharness.StartMock(t, writeScript(t, map[string]any{"responses": []any{}, "default": map[string]any{"text": "ok", "repeat": true}}))
+	st := stacktest.StartStack(t, "AEP_INSTRUCT=1")
+	mock := kimiharness.StartMock(t, stacktest.WriteScript(t, map[string]any{"responses": []any{}, "default": map[string]any{"text": "ok", "repeat": true}}))
 	home, work := t.TempDir(), t.TempDir()
-	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
+	kimiharness.WriteConfig(t, home, mock.Port, st.HookCmd(t))
 	web := kimiharness.StartWeb(t, kimi, home, work)
 	defer web.Stop(t)
 	sid := web.CreateSession(t)
 	finished := func(n int) {
 		t.Helper()
-		st.waitEvent(t, func(e *aep.Event) bool {
-			return e.Type == "run.finished" && e.Session == sid && countType(st.sessionLogs(t), "run.finished") >= n
+		st.WaitEvent(t, func(e *aep.Event) bool {
+			return e.Type == "run.finished" && e.Session == sid && stacktest.CountType(st.SessionLogs(t), "run.finished") >= n
 		})
 	}
 	web.Prompt(t, sid, "First prompt.")
 	finished(1)
 	const steer = "Answer only in French from now on."
-	code, msg := st.cli(t, "instruct", sid, steer)
+	code, msg := st.Cli(t, "instruct", sid, steer)
 	if code != 0 {
 		t.Fatalf("instruct: exit %d: %s", code, msg)
 	}
@@ -191,8 +134,8 @@ func TestE2EInstruct(t *testing.T) {
 		t.Fatal("the instruction leaked into a request before it was queued")
 	}
 	web.Stop(t)
-	st.waitQuiet(t)
-	_, _, ev := st.oneSession(t)
+	st.WaitQuiet(t)
+	_, _, ev := st.OneSession(t)
 	delivered := 0
 	for _, e := range ev {
 		if e.Type == "x.kimi-code.instruction.delivered" {
@@ -200,17 +143,8 @@ func TestE2EInstruct(t *testing.T) {
 		}
 	}
 	if delivered != 1 {
-		t.Fatalf("%d delivered events, want 1: %v", delivered, typeCounts(ev))
+		t.Fatalf("%d delivered events, want 1: %v", delivered, stacktest.TypeCounts(ev))
 	}
-}
-
-// countType counts events of a type across session logs.
-func countType(logs map[string][]byte, typ string) int {
-	n := 0
-	for _, b := range logs {
-		n += bytes.Count(b, []byte(`"type":"`+typ+`"`))
-	}
-	return n
 }
 
 // A command without a token never reaches the adapter: the relay without
@@ -219,11 +153,11 @@ func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 	home := t.TempDir()
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	relayURL := "http://127.0.0.1:" + strconv.Itoa(rport)
-	startDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+strconv.Itoa(rport))
+	stacktest.StartDaemon(t, relayURL, nil, "relay", "--listen", "127.0.0.1:"+strconv.Itoa(rport))
 	adapterURL := "http://127.0.0.1:" + strconv.Itoa(aport)
-	startDaemon(t, adapterURL, []string{"AEP_HOME=" + home, "AEP_INSTRUCT=1", "AEP_TOKEN="}, "adapter", "--listen", "127.0.0.1:"+strconv.Itoa(aport), "--relay", relayURL)
+	stacktest.StartDaemon(t, adapterURL, []string{"AEP_HOME=" + home, "AEP_INSTRUCT=1", "AEP_TOKEN="}, "adapter", "--listen", "127.0.0.1:"+strconv.Itoa(aport), "--relay", relayURL)
 	// A session the adapter owns on the relay.
-	hook := exec.Command(filepath.Join(binaries(t), "kimi-hook"), "--daemon", adapterURL, "--home", home)
+	hook := exec.Command(filepath.Join(stacktest.Binaries(t), "kimi-hook"), "--daemon", adapterURL, "--home", home)
 	hook.Stdin = strings.NewReader(`{"hook_event_name":"SessionStart","session_id":"nt","source":"startup"}`)
 	if out, err := hook.CombinedOutput(); err != nil {
 		t.Fatalf("kimi-hook: %v %s", err, out)

@@ -1,9 +1,6 @@
-//go:build linux
-
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,29 +20,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// floodFileLimit is the open-file limit the flooded adapter runs under: far
-// fewer descriptors than sessions.
-const floodFileLimit = 256
-
-// envCount reads a test size from the environment (to replay the attack at
-// full scale by hand), else def.
-func envCount(key string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
-// fdCount is the number of open descriptors of a process (Linux).
-func fdCount(pid int) int {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return -1
-	}
-	return len(ents)
-}
 
 // Thousands of hook sessions against an adapter limited to 256 open files:
 // every hook is answered 200 only with its event on disk, open descriptors
@@ -57,20 +32,20 @@ func fdCount(pid int) int {
 // AEP_FLOOD_VIA_HOOK and AEP_FLOOD_INVENTED (21000, 200 and 20000 replay the
 // reported attacks).
 func TestE2EHookFloodNothingLost(t *testing.T) {
-	bin := binaries(t)
+	bin := stacktest.Binaries(t)
 	home := t.TempDir()
-	sessions := envCount("AEP_FLOOD_SESSIONS", 3000)
-	invented := envCount("AEP_FLOOD_INVENTED", 2000)
+	sessions := stacktest.EnvCount("AEP_FLOOD_SESSIONS", 3000)
+	invented := stacktest.EnvCount("AEP_FLOOD_INVENTED", 2000)
 	const maxSessions = 500
 	port := netaddr.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	base := "http://" + addr
 	// The shell lowers its own limit (soft and hard) and execs the adapter,
 	// so the adapter runs with it from its first instruction.
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, floodFileLimit),
+	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, stacktest.FloodFileLimit),
 		filepath.Join(bin, "aep-kimi"), "adapter", "--listen", addr, "--relay", "none", "--home", home)
-	cmd.Env = cleanEnv(home, fmt.Sprintf("AEP_KIMI_MAX_SESSIONS=%d", maxSessions))
-	d := startProc(t, base, cmd, "adapter")
+	cmd.Env = stacktest.CleanEnv(home, fmt.Sprintf("AEP_KIMI_MAX_SESSIONS=%d", maxSessions))
+	d := stacktest.StartProc(t, base, cmd, "adapter")
 	pid := d.Cmd.Process.Pid
 	tok, err := os.ReadFile(adapter.TokenPath(home))
 	if err != nil {
@@ -104,7 +79,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	go func() {
 		defer sampler.Done()
 		for {
-			if n := int64(fdCount(pid)); n > maxFD.Load() {
+			if n := int64(stacktest.FdCount(pid)); n > maxFD.Load() {
 				maxFD.Store(n)
 			}
 			select {
@@ -122,7 +97,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 			g.Go(func() error { return postHook(payload(i)) })
 		}
 		if err := g.Wait(); err != nil {
-			t.Fatalf("flood: %v (%d answers were not 200); adapter log:\n%s", err, non200.Load(), tail(d.Logs.String()))
+			t.Fatalf("flood: %v (%d answers were not 200); adapter log:\n%s", err, non200.Load(), stacktest.Tail(d.Logs.String()))
 		}
 	}
 	start := time.Now()
@@ -142,7 +117,7 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	// test) as each session's Kimi process: the adapter watches that one
 	// process once for all of them, so twice the file limit in sessions
 	// costs one descriptor.
-	viaHook := envCount("AEP_FLOOD_VIA_HOOK", 2*floodFileLimit)
+	viaHook := stacktest.EnvCount("AEP_FLOOD_VIA_HOOK", 2*stacktest.FloodFileLimit)
 	hookStart := time.Now()
 	g, _ := errgroup.WithContext(context.Background())
 	g.SetLimit(8)
@@ -180,10 +155,10 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 		if i%7 == 0 && i/7 < back {
 			want = append(want, `"type":"session.ended"`)
 		}
-		lost += missing(t, home, fmt.Sprintf("flood-%d", i), want)
+		lost += stacktest.Missing(t, home, fmt.Sprintf("flood-%d", i), want)
 	}
 	for i := 0; i < viaHook; i++ {
-		lost += missing(t, home, fmt.Sprintf("kh-%d", i), []string{`"type":"session.started"`, `"type":"progress.status"`})
+		lost += stacktest.Missing(t, home, fmt.Sprintf("kh-%d", i), []string{`"type":"session.started"`, `"type":"progress.status"`})
 	}
 	if lost > 0 {
 		t.Fatalf("%d events missing from the logs", lost)
@@ -191,80 +166,26 @@ func TestE2EHookFloodNothingLost(t *testing.T) {
 	if q, _ := os.ReadDir(filepath.Join(spool.Dir(home), spool.QuarantineDir)); len(q) != 0 {
 		t.Fatalf("%d spool records quarantined", len(q))
 	}
-	m := scrape(t, client, base)
-	openLogs := metricValue(m, "aepkimi_adapter_open_logs")
-	if openLogs > floodFileLimit/4 || maxFD.Load() >= floodFileLimit {
-		t.Fatalf("open logs %v (bound %d), max descriptors %d (limit %d)", openLogs, floodFileLimit/4, maxFD.Load(), floodFileLimit)
+	m := stacktest.Scrape(t, client, base)
+	openLogs := stacktest.MetricValue(m, "aepkimi_adapter_open_logs")
+	if openLogs > stacktest.FloodFileLimit/4 || maxFD.Load() >= stacktest.FloodFileLimit {
+		t.Fatalf("open logs %v (bound %d), max descriptors %d (limit %d)", openLogs, stacktest.FloodFileLimit/4, maxFD.Load(), stacktest.FloodFileLimit)
 	}
-	if w := metricValue(m, "aepkimi_adapter_watched_processes"); w != 1 {
+	if w := stacktest.MetricValue(m, "aepkimi_adapter_watched_processes"); w != 1 {
 		t.Fatalf("%v Kimi processes watched, want 1 (every kimi-hook names this test)", w)
 	}
-	rss, _ := rssKB(t, pid)
+	rss, _ := stacktest.RssKB(t, pid)
 
 	// Invented hook names: /metrics keeps its size.
 	before := len(m)
 	flood(invented, func(i int) (string, string, string) {
 		return "inv", fmt.Sprintf("inv-%d", i), fmt.Sprintf(`{"hook_event_name":"Invented%dHook","session_id":"inv"}`, i)
 	})
-	after := len(scrape(t, client, base))
+	after := len(stacktest.Scrape(t, client, base))
 	if after > before+2048 {
 		t.Fatalf("/metrics grew from %d to %d bytes over %d invented hook names", before, after, invented)
 	}
 	t.Logf("flood: %d sessions (+%d returning) in %v, %d via kimi-hook in %v, under a %d-file limit: max fds %d, open logs %v, sessions evicted %v, not-durable answers %v, RSS %d kB, events lost %d; /metrics %d -> %d bytes over %d invented hook names",
-		sessions, back, floodTime.Round(time.Millisecond), viaHook, hookTime.Round(time.Millisecond), floodFileLimit, maxFD.Load(), openLogs,
-		metricValue(m, "aepkimi_adapter_sessions_evicted_total"), metricValue(m, "aepkimi_adapter_not_durable_total"), rss, lost, before, after, invented)
-}
-
-// missing counts the wanted fragments absent from a session's log and
-// checks its seqs run 0, 1, ... with one epoch.
-func missing(t *testing.T, home, session string, want []string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session)))
-	if err != nil {
-		return len(want)
-	}
-	n := 0
-	for _, w := range want {
-		if c := bytes.Count(b, []byte(w)); c != 1 {
-			t.Errorf("%s: %q appears %d times", session, w, c)
-			if c == 0 {
-				n++
-			}
-		}
-	}
-	for i, e := range parseLines(t, b) {
-		if *e.Seq != int64(i) || *e.Epoch != *parseLines(t, b)[0].Epoch {
-			t.Errorf("%s: event %d has seq %d", session, i, *e.Seq)
-		}
-	}
-	return n
-}
-
-func scrape(t *testing.T, client *http.Client, base string) string {
-	t.Helper()
-	resp, err := client.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-// metricValue is the value of an unlabelled sample in a scrape, or -1.
-func metricValue(scrape, name string) float64 {
-	for _, l := range strings.Split(scrape, "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return -1
-}
-
-func tail(s string) string {
-	if len(s) > 4000 {
-		return s[len(s)-4000:]
-	}
-	return s
+		sessions, back, floodTime.Round(time.Millisecond), viaHook, hookTime.Round(time.Millisecond), stacktest.FloodFileLimit, maxFD.Load(), openLogs,
+		stacktest.MetricValue(m, "aepkimi_adapter_sessions_evicted_total"), stacktest.MetricValue(m, "aepkimi_adapter_not_durable_total"), rss, lost, before, after, invented)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // TestE2EJaeger sends a real Kimi session (the subagent scenario: a run, a
@@ -33,13 +34,13 @@ func TestE2EJaeger(t *testing.T) {
 	}
 	kimi := kimiharness.Require(t)
 	j := jaegertest.Start(t)
-	st := newUpStack(t)
-	st.up(t, nil, "--web=false", "--otlp", j.OTLP)
-	scenario(t, kimi, "subagent", st.hookCmd(t))
-	st.waitQuiet(t)
-	_, _, ev := st.oneSession(t)
+	st := stacktest.NewUpStack(t)
+	st.Up(t, nil, "--web=false", "--otlp", j.OTLP)
+	stacktest.Scenario(t, kimi, "subagent", st.HookCmd(t))
+	st.WaitQuiet(t)
+	_, _, ev := st.OneSession(t)
 
-	type run struct{ start, end time.Time }
+	type run struct{ Start, end time.Time }
 	runs := map[string]*run{}
 	calls := map[string]bool{}
 	agent := ev[0].Agent
@@ -47,11 +48,11 @@ func TestE2EJaeger(t *testing.T) {
 		at, _ := time.Parse(time.RFC3339Nano, e.Time)
 		switch {
 		case e.Type == "run.started":
-			runs[e.Run] = &run{start: at}
+			runs[e.Run] = &run{Start: at}
 		case aep.IsRunTerminal(e.Type) && runs[e.Run] != nil:
 			runs[e.Run].end = at
 		case e.Type == "tool.requested":
-			d := dataOf(e)
+			d := stacktest.DataOf(e)
 			if tool, ok := d["tool"].(map[string]any); ok {
 				if id, ok := tool["call_id"].(string); ok {
 					calls[id] = true
@@ -74,7 +75,7 @@ func TestE2EJaeger(t *testing.T) {
 		}
 		return err == nil && spans >= len(runs)+len(calls)
 	}) {
-		t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.relay.Logs.String())
+		t.Fatalf("jaeger holds %d spans (%v), want %d runs and %d tool calls\n%s", spans, err, len(runs), len(calls), st.Relay.Logs.String())
 	}
 	runSpans, toolCalls := 0, len(calls)
 	for _, tr := range traces {
@@ -95,8 +96,8 @@ func TestE2EJaeger(t *testing.T) {
 					t.Errorf("run span %s (%s) matches no run", sp.OperationName, id)
 					continue
 				}
-				if d := time.Duration(sp.Duration)*time.Microsecond - r.end.Sub(r.start); d < -3*time.Millisecond || d > 3*time.Millisecond {
-					t.Errorf("run %s span lasts %dµs, events %v", id, sp.Duration, r.end.Sub(r.start))
+				if d := time.Duration(sp.Duration)*time.Microsecond - r.end.Sub(r.Start); d < -3*time.Millisecond || d > 3*time.Millisecond {
+					t.Errorf("run %s span lasts %dµs, events %v", id, sp.Duration, r.end.Sub(r.Start))
 				}
 			case "execute_tool":
 				id, _ := sp.Tag("gen_ai.tool.call.id").(string)
@@ -123,7 +124,7 @@ func TestE2EJaeger(t *testing.T) {
 		t.Errorf("tool calls without a span: %v", calls)
 	}
 	var refused []string
-	for line := range strings.Lines(st.relay.Logs.String()) {
+	for line := range strings.Lines(st.Relay.Logs.String()) {
 		if strings.Contains(line, "otlp-export") && (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) {
 			refused = append(refused, line)
 		}
@@ -143,7 +144,7 @@ func TestE2EExportKill9(t *testing.T) {
 	token := "e2e-" + aep.NewID()
 	rport := netaddr.FreePort(t)
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
-	startDaemon(t, relayURL, []string{"AEP_TOKEN=" + token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	stacktest.StartDaemon(t, relayURL, []string{"AEP_TOKEN=" + token}, "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
 	rcv := exporttest.NewReceiver(0)
 	defer rcv.Close()
 	post := func(session string, n int) {
@@ -161,7 +162,7 @@ func TestE2EExportKill9(t *testing.T) {
 	mport := netaddr.FreePort(t)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", mport)
 	start := func() *proctest.Proc {
-		return startDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,
+		return stacktest.StartDaemon(t, metricsURL, []string{"AEP_TOKEN=" + token}, "export", "otlp", "--relay", relayURL,
 			"--endpoint", rcv.URL, "--state", state, "--metrics", fmt.Sprintf("127.0.0.1:%d", mport))
 	}
 	exp := start()

@@ -1,5 +1,3 @@
-//go:build linux
-
 package main
 
 import (
@@ -15,6 +13,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // The adapter's home on a real disk that fills while hooks keep coming
@@ -24,12 +23,12 @@ import (
 // while the disk is full and ok again by itself once space is freed, and
 // the adapter logs one line for each change.
 func TestE2EAdapterFullDisk(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	d := fulldisk.Mount(t, 2<<20)
 	home := d.Dir
 	addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	base := "http://" + addr
-	proc := startDaemon(t, base, cleanEnv(home), "adapter", "--listen", addr, "--relay", "none", "--home", home)
+	proc := stacktest.StartDaemon(t, base, stacktest.CleanEnv(home), "adapter", "--listen", addr, "--relay", "none", "--home", home)
 	tok, err := os.ReadFile(adapter.TokenPath(home))
 	if err != nil {
 		t.Fatal(err)
@@ -122,17 +121,17 @@ func TestE2EAdapterFullDisk(t *testing.T) {
 	proc.Stop(t)
 	logs := proc.Logs.String()
 	if a, b := strings.Count(logs, "session logs are not reaching the disk"), strings.Count(logs, "session logs reach the disk again"); a != 1 || b != 1 {
-		t.Errorf("%d lines for the disk filling and %d for it freed, want 1 and 1:\n%s", a, b, tail(logs))
+		t.Errorf("%d lines for the disk filling and %d for it freed, want 1 and 1:\n%s", a, b, stacktest.Tail(logs))
 	}
 	found := map[string]int{}
 	for s := range sessions {
 		path := filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(fmt.Sprintf("disk-%d", s)))
-		validateWithCLI(t, path)
+		stacktest.ValidateWithCLI(t, path)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ev := range parseLines(t, b) {
+		for _, ev := range stacktest.ParseLines(t, b) {
 			if d, ok := ev.ExtString(adapter.ExtDelivery); ok {
 				found[d]++
 			}

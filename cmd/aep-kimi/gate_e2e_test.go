@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,91 +15,10 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
-
-// kimiTimeoutGap is how close to Kimi's own hook timeout an unanswered hold
-// must be on the stream as proceeding (issue 24: within 2 s).
-const kimiTimeoutGap = 2 * time.Second
-
-// bashScript is a print-mode session whose first answer calls Bash once per
-// command, then closes.
-func bashScript(t testing.TB, commands ...string) string {
-	calls := make([]any, len(commands))
-	for i, c := range commands {
-		calls[i] = map[string]any{"name": "Bash", "arguments": map[string]any{"command": c}}
-	}
-	return writeScript(t, map[string]any{
-		"prompt":    "Run the commands.",
-		"responses": []any{map[string]any{"tool_calls": calls}, map[string]any{"text": "done"}},
-	})
-}
-
-// gateKimiHome writes a Kimi home for the mock serving script, with the hooks
-// registered by hooks (TOML appended to the provider config); it returns the
-// home, a working directory and the mock.
-func gateKimiHome(t testing.TB, script, hooks string) (home, work string, mock *kimiharness.Mock) {
-	t.Helper()
-	mock = kimiharness.StartMock(t, script)
-	home, work = t.TempDir(), t.TempDir()
-	kimiharness.WriteConfig(t, home, mock.Port, "")
-	f, err := os.OpenFile(filepath.Join(home, "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(hooks); err != nil {
-		t.Fatal(err)
-	}
-	return home, work, mock
-}
-
-// hooksTOML registers hookCmd for every event with timeout seconds, except
-// PreToolUse, which Kimi gives preTimeout seconds while kimi-hook is told
-// hookTimeout: a registration where Kimi kills the hook before it gives up.
-func hooksTOML(hookCmd string, timeout, preTimeout, hookTimeout int) string {
-	var b strings.Builder
-	for _, ev := range mapping.HooksKimi0_32() {
-		to, kt := timeout, timeout
-		if ev == mapping.HookPreToolUse {
-			to, kt = preTimeout, hookTimeout
-		}
-		fmt.Fprintf(&b, "\n[[hooks]]\nevent = %q\ncommand = %q\ntimeout = %d\n", ev, fmt.Sprintf("%s --timeout %d", hookCmd, kt), to)
-	}
-	return b.String()
-}
-
-// printKimi runs `kimi -p` with the script's prompt in work against home.
-func printKimi(t testing.TB, kimi, home, work, prompt string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := kimiharness.Print(ctx, kimi, home, work, prompt)
-	if err != nil {
-		t.Fatalf("kimi -p: %v\n%s", err, out)
-	}
-	return out
-}
-
-func eventTime(t testing.TB, e *aep.Event) time.Time {
-	t.Helper()
-	at, err := time.Parse(time.RFC3339Nano, e.Time)
-	if err != nil {
-		t.Fatalf("event %s time %q: %v", e.ID, e.Time, err)
-	}
-	return at
-}
-
-// byID indexes events; position gives each one's place in the log.
-func positions(ev []*aep.Event) map[string]int {
-	pos := map[string]int{}
-	for i, e := range ev {
-		pos[e.ID] = i
-	}
-	return pos
-}
 
 // Kimi kills a held hook at its own timeout (here 5 s, while kimi-hook was
 // told 60 s, so neither it nor the gate gives up first): each unanswered
@@ -110,22 +28,22 @@ func positions(ev []*aep.Event) map[string]int {
 func TestE2EGateHookKilledProceeds(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	const kimiTimeout = 5 * time.Second
-	st := startStack(t, "AEP_KIMI_CONTROL=1") // the default hold, 50 s
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1") // the default hold, 50 s
 	dir := t.TempDir()
 	markers := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")}
-	script := bashScript(t, "touch "+markers[0], "touch "+markers[1], "touch "+markers[2])
-	hookCmd := fmt.Sprintf("%s --daemon %s --home %s", filepath.Join(binaries(t), "kimi-hook"), st.hookTo, st.home)
-	home, work, _ := gateKimiHome(t, script, hooksTOML(hookCmd, 10, int(kimiTimeout/time.Second), 60))
-	printKimi(t, kimi, home, work, "Run the commands.")
-	st.waitQuiet(t)
+	script := stacktest.BashScript(t, "touch "+markers[0], "touch "+markers[1], "touch "+markers[2])
+	hookCmd := fmt.Sprintf("%s --daemon %s --home %s", filepath.Join(stacktest.Binaries(t), "kimi-hook"), st.HookTo, st.Home)
+	home, work, _ := stacktest.GateKimiHome(t, script, stacktest.HooksTOML(hookCmd, 10, int(kimiTimeout/time.Second), 60))
+	stacktest.PrintKimi(t, kimi, home, work, "Run the commands.")
+	st.WaitQuiet(t)
 	for _, m := range markers {
 		if _, err := os.Stat(m); err != nil {
 			t.Fatalf("a tool did not run after its hook was killed: %v", err)
 		}
 	}
-	name, _, ev := st.oneSession(t)
-	validateWithCLI(t, filepath.Join(st.home, "logs", "kimi-code", name))
-	pos := positions(ev)
+	name, _, ev := st.OneSession(t)
+	stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
+	pos := stacktest.Positions(ev)
 	var ended *aep.Event
 	requests, expiries, completions := map[string]*aep.Event{}, map[string]*aep.Event{}, map[string]*aep.Event{}
 	for _, e := range ev {
@@ -139,35 +57,35 @@ func TestE2EGateHookKilledProceeds(t *testing.T) {
 		case "session.ended":
 			ended = e
 		case "attention.resolved":
-			t.Fatalf("a request was resolved (%v) instead of expiring with its hook", dataOf(e))
+			t.Fatalf("a request was resolved (%v) instead of expiring with its hook", stacktest.DataOf(e))
 		}
 	}
 	if len(requests) != 3 || len(expiries) != 3 || len(completions) != 3 || ended == nil {
-		t.Fatalf("stream %v", typeCounts(ev))
+		t.Fatalf("stream %v", stacktest.TypeCounts(ev))
 	}
 	for id, req := range requests {
 		to := expiries[id]
 		if to == nil {
 			t.Fatalf("request %s never expired", id)
 		}
-		d := dataOf(to)
+		d := stacktest.DataOf(to)
 		if d["reason"] != mapping.TimeoutHookEnded || d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
 			t.Fatalf("expiry %v", d)
 		}
 		// Kimi's timeout runs from the hook's start, which is the request's
 		// time (kimi-hook's read of its stdin) give or take its start-up.
-		kimiGaveUp := eventTime(t, req).Add(kimiTimeout)
-		lag := eventTime(t, to).Sub(kimiGaveUp)
+		kimiGaveUp := stacktest.EventTime(t, req).Add(kimiTimeout)
+		lag := stacktest.EventTime(t, to).Sub(kimiGaveUp)
 		t.Logf("request %s: Kimi's timeout to the recorded proceed: %s", id, lag)
-		if lag < -500*time.Millisecond || lag > kimiTimeoutGap {
+		if lag < -500*time.Millisecond || lag > stacktest.KimiTimeoutGap {
 			t.Fatalf("the proceed was recorded %s from Kimi's timeout", lag)
 		}
 		tool := completions[req.Cause]
 		if tool == nil || pos[tool.ID] < pos[to.ID] {
 			for _, e := range ev {
-				t.Logf("%s %s %s subject=%s cause=%s %v", e.Time, e.ID, e.Type, e.Subject, e.Cause, dataOf(e))
+				t.Logf("%s %s %s subject=%s cause=%s %v", e.Time, e.ID, e.Type, e.Subject, e.Cause, stacktest.DataOf(e))
 			}
-			t.Fatalf("the tool's completion does not follow its request's expiry: %v", typeCounts(ev))
+			t.Fatalf("the tool's completion does not follow its request's expiry: %v", stacktest.TypeCounts(ev))
 		}
 		if pos[to.ID] > pos[ended.ID] {
 			t.Fatal("a request stayed open until the session ended")
@@ -175,61 +93,25 @@ func TestE2EGateHookKilledProceeds(t *testing.T) {
 	}
 }
 
-// heldHookGroup runs kimi-hook with a held PreToolUse in its own process
-// group, as Kimi spawns hooks; kill ends it the way Kimi's hook timeout
-// does (SIGTERM to the group, SIGKILL 100 ms later).
-func (st *stack) heldHookGroup(t *testing.T, session, callID, command string) (kill func()) {
-	t.Helper()
-	cmd := st.kimiHook(t, bashCall(session, callID, command))
-	kimiharness.OwnGroup(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	kill = func() {
-		kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
-		time.Sleep(100 * time.Millisecond)
-		kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL)
-		<-done
-	}
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			kill()
-		}
-	})
-	return kill
-}
-
 // When Kimi kills a held hook, `pending` stops listing its request at once
 // and `tail` shows it expired with Kimi proceeding.
 func TestE2EGateKilledHookLeavesPending(t *testing.T) {
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 	session := "term-" + strings.ToLower(aep.NewID())
-	kill := st.heldHookGroup(t, session, "call_1", "rm -rf /tmp/gone")
-	st.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf /tmp/gone") }, "pending")
+	kill := st.HeldHookGroup(t, session, "call_1", "rm -rf /tmp/gone")
+	st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf /tmp/gone") }, "pending")
 	killed := time.Now()
 	kill()
-	st.waitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
+	st.WaitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
 	t.Logf("pending dropped the request %s after the hook was killed", time.Since(killed))
-	if lag := time.Since(killed); lag > kimiTimeoutGap {
+	if lag := time.Since(killed); lag > stacktest.KimiTimeoutGap {
 		t.Fatalf("pending listed the request for %s after its hook died", lag)
 	}
-	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "nobody answered") },
+	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "nobody answered") },
 		"tail", "--from", "all", "--once", "--state", "none")
 	if !strings.Contains(out, "proceeded: Kimi stopped waiting") || strings.Contains(out, "aep-kimi respond") {
 		t.Fatalf("tail does not show the expiry:\n%s", out)
 	}
-}
-
-// setupCLI runs aep-setup with args and returns its exit code and output.
-func setupCLI(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-setup"), args...)
-	cmd.Env = append(os.Environ(), "AEP_KIMI_CONTROL=", "AEP_ATTENTION_TIMEOUT_MS=")
-	return proctest.Run(t, cmd)
 }
 
 // Control in one step, with the hooks registered the plain way first (the
@@ -241,16 +123,16 @@ func setupCLI(t *testing.T, args ...string) (int, string) {
 // own timeout, and the tool's completion follows.
 func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := newUpStack(t)
+	st := stacktest.NewUpStack(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	mock := kimiharness.StartMock(t, markerScript(t, marker))
+	mock := kimiharness.StartMock(t, stacktest.MarkerScript(t, marker))
 	home, work := t.TempDir(), t.TempDir()
 	kimiharness.WriteWebConfig(t, home, mock.Port)
-	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
-	if code, out := setupCLI(t, write...); code != 0 {
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0"}
+	if code, out := stacktest.SetupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	up := st.up(t, nil, "--control", "--web=false", "--kimi-home", home)
+	up := st.Up(t, nil, "--control", "--web=false", "--kimi-home", home)
 	banner := up.Logs.String()
 	for _, want := range []string{"gate ON: each tool call held up to 8s", "then Kimi runs it",
 		"Kimi's PreToolUse timeout (10s) cuts the hold short", "1. register the hooks with Kimi:  aep-setup write kimi-code --control\n"} {
@@ -258,19 +140,19 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 			t.Fatalf("up's banner lacks %q:\n%s", want, banner)
 		}
 	}
-	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
-	code, out := setupCLI(t, check...)
+	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0"}
+	code, out := stacktest.SetupCLI(t, check...)
 	if code != 1 || !strings.Contains(out, "Kimi's PreToolUse timeout is 10s") || !strings.Contains(out, "run `aep-setup write kimi-code --control`") {
 		t.Fatalf("aep-setup check with the gate on and a 10 s registration: exit %d\n%s", code, out)
 	}
 
-	printKimi(t, kimi, home, work, "Create the marker file.")
-	st.waitQuiet(t)
+	stacktest.PrintKimi(t, kimi, home, work, "Create the marker file.")
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the tool did not run after nobody answered")
 	}
-	_, _, ev := st.oneSession(t)
-	pos := positions(ev)
+	_, _, ev := st.OneSession(t)
+	pos := stacktest.Positions(ev)
 	var req, to, done *aep.Event
 	for _, e := range ev {
 		switch e.Type {
@@ -283,30 +165,30 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 		}
 	}
 	if req == nil || to == nil || done == nil || to.Subject != req.ID || pos[done.ID] < pos[to.ID] {
-		t.Fatalf("stream %v", typeCounts(ev))
+		t.Fatalf("stream %v", stacktest.TypeCounts(ev))
 	}
-	if d := dataOf(to); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
+	if d := stacktest.DataOf(to); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
 		t.Fatalf("expiry %v", d)
 	}
-	if d := dataOf(req); d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
+	if d := stacktest.DataOf(req); d[mapping.DataOnExpiry] != mapping.OnExpiryAllow {
 		t.Fatalf("the request does not say what happens at its deadline: %v", d)
 	}
-	expires, _ := time.Parse(time.RFC3339Nano, dataOf(req)["expires_at"].(string))
-	proceeded := eventTime(t, to)
-	kimiGaveUp := eventTime(t, req).Add(10 * time.Second)
+	expires, _ := time.Parse(time.RFC3339Nano, stacktest.DataOf(req)["expires_at"].(string))
+	proceeded := stacktest.EventTime(t, to)
+	kimiGaveUp := stacktest.EventTime(t, req).Add(10 * time.Second)
 	t.Logf("announced deadline to the recorded proceed: %s; Kimi's timeout to the recorded proceed: %s",
 		proceeded.Sub(expires), proceeded.Sub(kimiGaveUp))
 	if late := proceeded.Sub(expires); late < 0 || late > 500*time.Millisecond {
 		t.Fatalf("the proceed was recorded %s from the deadline the request announced", late)
 	}
-	if lag := proceeded.Sub(kimiGaveUp); lag > 0 || lag < -kimiTimeoutGap-200*time.Millisecond {
+	if lag := proceeded.Sub(kimiGaveUp); lag > 0 || lag < -stacktest.KimiTimeoutGap-200*time.Millisecond {
 		t.Fatalf("the proceed was recorded %s from Kimi's timeout", lag)
 	}
 
-	if code, out := setupCLI(t, append(write, "--control")...); code != 0 {
+	if code, out := stacktest.SetupCLI(t, append(write, "--control")...); code != 0 {
 		t.Fatalf("aep-setup write --control: exit %d\n%s", code, out)
 	}
-	if code, out := setupCLI(t, check...); code != 0 {
+	if code, out := stacktest.SetupCLI(t, check...); code != 0 {
 		t.Fatalf("aep-setup check after the fix: exit %d\n%s", code, out)
 	}
 }
@@ -316,21 +198,21 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 // denied by policy, and the model is told why.
 func TestE2EGateOnTimeoutDeny(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
 	marker := filepath.Join(t.TempDir(), "ran")
-	run := scenario(t, kimi, markerScript(t, marker), st.hookCmd(t))
-	st.waitQuiet(t)
+	run := stacktest.Scenario(t, kimi, stacktest.MarkerScript(t, marker), st.HookCmd(t))
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the tool ran although nobody answered and the gate denies at its deadline")
 	}
-	_, _, ev := st.oneSession(t)
-	c := typeCounts(ev)
+	_, _, ev := st.OneSession(t)
+	c := stacktest.TypeCounts(ev)
 	if c["attention.timeout"] != 1 || c["tool.denied"] != 1 || c["tool.failed"] != 1 || c["tool.completed"] != 0 {
 		t.Fatalf("stream %v", c)
 	}
 	for _, e := range ev {
 		if e.Type == "attention.timeout" {
-			if d := dataOf(e); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryDeny {
+			if d := stacktest.DataOf(e); d["reason"] != mapping.TimeoutDeadline || d[mapping.DataOnExpiry] != mapping.OnExpiryDeny {
 				t.Fatalf("expiry %v", d)
 			}
 		}
@@ -344,9 +226,9 @@ func TestE2EGateOnTimeoutDeny(t *testing.T) {
 // counting down, and drops the request the moment Kimi stops waiting for it
 // (in Chromium, against the real relay and adapter).
 func TestE2EPageCountdown(t *testing.T) {
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=45000")
-	b := st.openPage(t)
-	kill := st.heldHookGroup(t, "page-"+strings.ToLower(aep.NewID()), "call_1", "rm -rf /tmp/page")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	b := st.OpenPage(t)
+	kill := st.HeldHookGroup(t, "page-"+strings.ToLower(aep.NewID()), "call_1", "rm -rf /tmp/page")
 	const countdown = `((document.querySelector('[data-attention] [data-countdown]') || {}).textContent || '')`
 	b.WaitJS("the countdown on the waiting call", countdown+`.match(/^ · denied in \d+s$/) !== null`)
 	const secs = `Number((` + countdown + `.match(/(\d+)s$/) || [])[1])`
@@ -360,7 +242,7 @@ func TestE2EPageCountdown(t *testing.T) {
 	kill()
 	b.WaitJS("the request leaves the inbox", `document.querySelector('[data-attention]') === null`)
 	t.Logf("the page dropped the request %s after the hook was killed", time.Since(killed))
-	if lag := time.Since(killed); lag > kimiTimeoutGap {
+	if lag := time.Since(killed); lag > stacktest.KimiTimeoutGap {
 		t.Fatalf("the page showed the request for %s after its hook died", lag)
 	}
 }
@@ -372,22 +254,22 @@ func TestE2EPageCountdown(t *testing.T) {
 // deadline, and check says so. With up stopped, check does not call the
 // --control registration stale (its advice would undo control).
 func TestE2EUpControlFollowsRegistration(t *testing.T) {
-	st := newUpStack(t)
+	st := stacktest.NewUpStack(t)
 	home := t.TempDir()
-	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0",
-		"--hook-cmd", filepath.Join(binaries(t), "kimi-hook")}
-	if code, out := setupCLI(t, write...); code != 0 {
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0",
+		"--hook-cmd", filepath.Join(stacktest.Binaries(t), "kimi-hook")}
+	if code, out := stacktest.SetupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	up := st.up(t, nil, "--control", "--web=false", "--kimi-home", home)
+	up := st.Up(t, nil, "--control", "--web=false", "--kimi-home", home)
 	if !strings.Contains(up.Logs.String(), "gate ON: each tool call held up to 8s") {
 		t.Fatalf("up's banner:\n%s", up.Logs.String())
 	}
-	if code, out := setupCLI(t, append(write, "--control")...); code != 0 || !strings.Contains(out, "the running adapter holds the next tool call up to 50s") {
+	if code, out := stacktest.SetupCLI(t, append(write, "--control")...); code != 0 || !strings.Contains(out, "the running adapter holds the next tool call up to 50s") {
 		t.Fatalf("aep-setup write --control under up --control: exit %d\n%s", code, out)
 	}
-	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0"}
-	if code, out := setupCLI(t, check...); code != 0 {
+	check := []string{"check", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0"}
+	if code, out := stacktest.SetupCLI(t, check...); code != 0 {
 		t.Fatalf("aep-setup check after write --control: exit %d\n%s", code, out)
 	}
 
@@ -396,7 +278,7 @@ func TestE2EUpControlFollowsRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	session := "reg-" + strings.ToLower(aep.NewID())
-	b, _ := json.Marshal(bashCall(session, "call_1", "make deploy"))
+	b, _ := json.Marshal(stacktest.BashCall(session, "call_1", "make deploy"))
 	hook := exec.Command("sh", "-c", reg[mapping.HookPreToolUse].Command)
 	hook.Stdin = bytes.NewReader(b)
 	kimiharness.OwnGroup(hook)
@@ -406,7 +288,7 @@ func TestE2EUpControlFollowsRegistration(t *testing.T) {
 	t.Cleanup(func() { kimiharness.SignalGroup(hook.Process, syscall.SIGKILL); hook.Wait() })
 	var req *aep.Event
 	if !poll.Until(10*time.Second, func() bool {
-		for _, e := range parseLines(t, append(bytes.Join(st.relayEvents(t, session), []byte("\n")), '\n')) {
+		for _, e := range stacktest.ParseLines(t, append(bytes.Join(st.RelayEvents(t, session), []byte("\n")), '\n')) {
 			if e.Type == "attention.requested" {
 				req = e
 			}
@@ -415,18 +297,18 @@ func TestE2EUpControlFollowsRegistration(t *testing.T) {
 	}) {
 		t.Fatal("the held call's request never reached the relay")
 	}
-	expires, err := time.Parse(time.RFC3339Nano, dataOf(req)["expires_at"].(string))
+	expires, err := time.Parse(time.RFC3339Nano, stacktest.DataOf(req)["expires_at"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold := expires.Sub(eventTime(t, req))
+	hold := expires.Sub(stacktest.EventTime(t, req))
 	t.Logf("the next held call's deadline: %s after its request", hold)
 	if hold < 45*time.Second || hold > 50*time.Second {
 		t.Fatalf("the next held call holds %s, want the --control registration's 50s", hold)
 	}
 
 	up.Stop(t)
-	code, out := setupCLI(t, check...)
+	code, out := stacktest.SetupCLI(t, check...)
 	if code != 0 || strings.Contains(out, "stale") || !strings.Contains(out, "registered with --control") {
 		t.Fatalf("aep-setup check with up stopped: exit %d\n%s", code, out)
 	}

@@ -12,17 +12,8 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/journal"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// runHook runs the stack's hook command the way Kimi does.
-func (st *stack) runHook(t *testing.T, payload string) {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", st.hookCmd(t))
-	cmd.Stdin = strings.NewReader(payload)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kimi-hook: %v %s", err, out)
-	}
-}
 
 // The adapter died mid-append (power loss, full disk) and left a partial
 // line. After a restart the next hook's event lands on a line of its own:
@@ -32,11 +23,11 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	st := startStack(t)
-	st.runHook(t, `{"hook_event_name":"SessionStart","session_id":"torn-e2e","source":"startup"}`)
-	st.runHook(t, `{"hook_event_name":"UserPromptSubmit","session_id":"torn-e2e","prompt":[{"type":"text","text":"hi"}],"is_steer":false}`)
-	st.adapter.Stop(t)
-	log := filepath.Join(st.home, "logs", "kimi-code", adapter.LogFileName("torn-e2e"))
+	st := stacktest.StartStack(t)
+	st.RunHook(t, `{"hook_event_name":"SessionStart","session_id":"torn-e2e","source":"startup"}`)
+	st.RunHook(t, `{"hook_event_name":"UserPromptSubmit","session_id":"torn-e2e","prompt":[{"type":"text","text":"hi"}],"is_steer":false}`)
+	st.Adapter.Stop(t)
+	log := filepath.Join(st.Home, "logs", "kimi-code", adapter.LogFileName("torn-e2e"))
 	torn := []byte(`{"specversion":"0.1","id":"01K`)
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -45,9 +36,9 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	f.Write(torn)
 	f.Close()
 
-	st.startAdapter(t)
-	st.runHook(t, `{"hook_event_name":"Stop","session_id":"torn-e2e","stop_hook_active":false}`)
-	bin := filepath.Join(binaries(t), "aep-kimi")
+	st.StartAdapter(t)
+	st.RunHook(t, `{"hook_event_name":"Stop","session_id":"torn-e2e","stop_hook_active":false}`)
+	bin := filepath.Join(stacktest.Binaries(t), "aep-kimi")
 	if out, err := exec.Command(bin, "validate", log).CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
@@ -58,7 +49,7 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	if b, _ := os.ReadFile(qs[0]); !bytes.Equal(b, torn) {
 		t.Fatalf("quarantine holds %q", b)
 	}
-	resp, err := http.Get(st.hookTo + "/metrics")
+	resp, err := http.Get(st.HookTo + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +58,10 @@ func TestE2ETornLogTailRepaired(t *testing.T) {
 	if !strings.Contains(string(m), `aepkimi_adapter_log_torn_tails_total{action="cut"} 1`) {
 		t.Error("/metrics does not count the torn tail")
 	}
-	if n := strings.Count(st.adapter.Logs.String(), "partial line"); n != 1 {
+	if n := strings.Count(st.Adapter.Logs.String(), "partial line"); n != 1 {
 		t.Errorf("the repair logged %d times, want once", n)
 	}
-	out, err := exec.Command(bin, "quarantine", "--home", st.home).CombinedOutput()
+	out, err := exec.Command(bin, "quarantine", "--home", st.Home).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), qs[0]) {
 		t.Fatalf("quarantine: %v\n%s", err, out)
 	}

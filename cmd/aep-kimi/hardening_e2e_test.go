@@ -1,8 +1,5 @@
 package main
 
-// Attack tests: each replays a hostile client or a careless operator against
-// the built binaries on real sockets and asserts the refusal or the bound.
-
 import (
 	"bufio"
 	"bytes"
@@ -28,56 +25,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
-
-// cleanEnv is the environment with every variable that names a token or a
-// listen posture cleared, so the caller's shell cannot decide a case.
-func cleanEnv(home string, extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_PORT", "AEP_HOME",
-			"AEP_KIMI_ADDR", "AEP_KIMI_WEB_ADDR", "AEP_RELAY", "KIMI_CODE_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, append([]string{"AEP_HOME=" + home, "KIMI_CODE_HOME=" + filepath.Join(home, "kimi-code")}, extra...)...)
-}
-
-// runRefused runs `aep-kimi ARGS` expecting it to refuse to start: exit 2
-// with one line on stderr. A daemon that starts instead is killed after 10 s
-// and the case fails.
-func runRefused(t *testing.T, env []string, args ...string) string {
-	t.Helper()
-	code, stderr := runStopped(t, env, args...)
-	msg := strings.TrimSuffix(stderr, "\n")
-	if code != 2 || msg == "" || strings.Contains(msg, "\n") {
-		t.Fatalf("aep-kimi %s: exit %d, want 2 with one line; stderr:\n%s", strings.Join(args, " "), code, stderr)
-	}
-	return msg
-}
-
-// runStopped runs `aep-kimi ARGS` expecting it to stop by itself, and
-// returns its exit code and standard error. A daemon still running after
-// 10 s is killed and the case fails.
-func runStopped(t *testing.T, env []string, args ...string) (int, string) {
-	t.Helper()
-	bin := filepath.Join(binaries(t), "aep-kimi") // built before the clock starts
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Run() //nolint:errcheck // the exit code is the result
-	if ctx.Err() != nil {
-		t.Fatalf("aep-kimi %s started instead of refusing:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
-	}
-	return cmd.ProcessState.ExitCode(), stderr.String()
-}
 
 // Off loopback, every daemon refuses to start without a real token: none,
 // blank, too short, or an empty token file.
@@ -94,7 +44,7 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 	anyIf := "0.0.0.0:" + port
 	cases := []struct {
 		name string
-		env  []string
+		Env  []string
 		args []string
 		want string
 	}{
@@ -111,7 +61,7 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			msg := runRefused(t, cleanEnv(home, c.env...), c.args...)
+			msg := stacktest.RunRefused(t, stacktest.CleanEnv(home, c.Env...), c.args...)
 			if !strings.Contains(msg, c.want) {
 				t.Fatalf("stderr %q does not say %q", msg, c.want)
 			}
@@ -129,7 +79,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	const secret = "0123456789abcdef-e2e"
 	port := strconv.Itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
-	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public", "--behind-proxy")
+	stacktest.StartDaemon(t, base, stacktest.CleanEnv(home, "AEP_TOKEN="+secret+"\n", "AEP_PORT="+port), "relay", "--public", "--behind-proxy")
 	for _, c := range []struct {
 		auth, query string
 		want        int
@@ -156,38 +106,18 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 	// as the relay does, so `tail --once` gets in.
 	tokFile := filepath.Join(home, "client.token")
 	os.WriteFile(tokFile, []byte(secret+"\r\n"), 0o600)
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--relay", base, "--once", "--state", "none")
-	cmd.Env = cleanEnv(home, "AEP_TOKEN_FILE="+tokFile)
+	cmd := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--relay", base, "--once", "--state", "none")
+	cmd.Env = stacktest.CleanEnv(home, "AEP_TOKEN_FILE="+tokFile)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tail with a newline-terminated token file: %v\n%s", err, out)
 	}
 
 	// A blank AEP_TOKEN on loopback is no token: watch-only, said so.
 	port2 := strconv.Itoa(netaddr.FreePort(t))
-	p := startDaemon(t, "http://127.0.0.1:"+port2, cleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
+	p := stacktest.StartDaemon(t, "http://127.0.0.1:"+port2, stacktest.CleanEnv(home, "AEP_TOKEN= "), "relay", "--listen", "127.0.0.1:"+port2)
 	if !strings.Contains(p.Logs.String(), "watch-only") {
 		t.Errorf("blank token not reported as watch-only:\n%s", p.Logs.String())
 	}
-}
-
-// rawStatus sends one request with the given Host over a fresh connection
-// and returns the status and body. extra is added to the headers.
-func rawStatus(t *testing.T, addr, method, path, host, extra, body string) (int, string) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s", method, path, host, extra, len(body), body)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	return resp.StatusCode, string(b)
 }
 
 // A page that rebinds its own name to 127.0.0.1 reaches the daemons with its
@@ -200,16 +130,16 @@ func TestE2EForeignHostRefused(t *testing.T) {
 	rport, aport, bport := netaddr.FreePort(t), netaddr.FreePort(t), netaddr.FreePort(t)
 	raddr, aaddr, baddr := "127.0.0.1:"+strconv.Itoa(rport), "127.0.0.1:"+strconv.Itoa(aport), "127.0.0.1:"+strconv.Itoa(bport)
 	// Watch-only relay: exactly what a rebinding page would read.
-	startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_ALLOWED_HOSTS=relay.test"), "relay", "--listen", raddr)
-	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
-	startDaemon(t, "http://"+baddr, cleanEnv(home), "bridge-web", "--listen", baddr, "--relay", "none")
+	stacktest.StartDaemon(t, "http://"+raddr, stacktest.CleanEnv(home, "AEP_ALLOWED_HOSTS=relay.test"), "relay", "--listen", raddr)
+	stacktest.StartDaemon(t, "http://"+aaddr, stacktest.CleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	stacktest.StartDaemon(t, "http://"+baddr, stacktest.CleanEnv(home), "bridge-web", "--listen", baddr, "--relay", "none")
 	hookToken, err := os.ReadFile(adapter.TokenPath(home))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := `{"aep":"0.1","id":"e1","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://x/agent/a","agent":"a","session":"s","seq":1,"epoch":0,"data":{}}`
 	wsHdr := "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-	type probe struct{ addr, method, path, extra, body string }
+	type probe struct{ Addr, method, path, extra, body string }
 	probes := []probe{
 		{raddr, "GET", "/healthz", "", ""},
 		{raddr, "GET", "/metrics", "", ""},
@@ -227,15 +157,15 @@ func TestE2EForeignHostRefused(t *testing.T) {
 		{baddr, "GET", "/metrics", "", ""},
 	}
 	for _, p := range probes {
-		_, port, _ := net.SplitHostPort(p.addr)
+		_, port, _ := net.SplitHostPort(p.Addr)
 		for _, host := range []string{"rebind.example:" + port, "rebind.example", "0.0.0.0:" + port} {
 			extra := p.extra
 			if p.path == "/socket" {
 				extra += "Origin: http://" + host + "\r\n"
 			}
-			code, body := rawStatus(t, p.addr, p.method, p.path, host, extra, p.body)
+			code, body := stacktest.RawStatus(t, p.Addr, p.method, p.path, host, extra, p.body)
 			if code != http.StatusMisdirectedRequest || !strings.Contains(body, `"error":"host-not-allowed"`) {
-				t.Errorf("%s %s%s with Host %s: %d %s", p.method, p.addr, p.path, host, code, body)
+				t.Errorf("%s %s%s with Host %s: %d %s", p.method, p.Addr, p.path, host, code, body)
 			}
 		}
 	}
@@ -245,11 +175,11 @@ func TestE2EForeignHostRefused(t *testing.T) {
 	}
 	// Loopback names and the operator's names still work.
 	for _, host := range []string{raddr, "localhost:" + strconv.Itoa(rport), "[::1]:" + strconv.Itoa(rport), "relay.test", "RELAY.test:443"} {
-		if code, body := rawStatus(t, raddr, "GET", "/healthz", host, "", ""); code != 200 {
+		if code, body := stacktest.RawStatus(t, raddr, "GET", "/healthz", host, "", ""); code != 200 {
 			t.Errorf("relay /healthz with Host %s: %d %s", host, code, body)
 		}
 	}
-	if code, body := rawStatus(t, aaddr, "GET", "/healthz", "localhost", "", ""); code != 200 {
+	if code, body := stacktest.RawStatus(t, aaddr, "GET", "/healthz", "localhost", "", ""); code != 200 {
 		t.Errorf("adapter /healthz with Host localhost: %d %s", code, body)
 	}
 }
@@ -263,8 +193,8 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 	}
 	home := t.TempDir()
 	raddr, aaddr := "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t)), "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t))
-	startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
-	startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	stacktest.StartDaemon(t, "http://"+raddr, stacktest.CleanEnv(home), "relay", "--listen", raddr)
+	stacktest.StartDaemon(t, "http://"+aaddr, stacktest.CleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	event := func(session string) string {
 		return `{"aep":"0.1","id":"e-` + strconv.Itoa(len(session)) + `","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://x/agent/a","agent":"a","session":"` + session + `","seq":1,"epoch":0,"data":{}}`
 	}
@@ -276,13 +206,13 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 		{"lone surrogate", post, event(`s\ud800`)},
 		{"batch line 2", ndjson, event("ok") + "\n" + event("s\xc3") + "\n"},
 	} {
-		code, body := rawStatus(t, raddr, "POST", "/events", raddr, c.extra, c.body)
+		code, body := stacktest.RawStatus(t, raddr, "POST", "/events", raddr, c.extra, c.body)
 		if code != 400 || !strings.Contains(body, "invalid-event") || !strings.Contains(body, "UTF-8") {
 			t.Errorf("relay POST %s: %d %s", c.name, code, body)
 		}
 	}
 	// Nothing was held: the one valid line of the refused batch included.
-	if code, body := rawStatus(t, raddr, "GET", "/healthz", raddr, "", ""); code != 200 || !strings.Contains(body, `"events":0`) {
+	if code, body := stacktest.RawStatus(t, raddr, "GET", "/healthz", raddr, "", ""); code != 200 || !strings.Contains(body, `"events":0`) {
 		t.Errorf("relay holds events after refusals: %s", body)
 	}
 
@@ -314,25 +244,10 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	hookHdr := "Content-Type: application/json\r\nAuthorization: Bearer " + strings.TrimSpace(string(tok)) + "\r\n"
-	code, body := rawStatus(t, aaddr, "POST", "/hook", aaddr, hookHdr, "{\"hook_event_name\":\"SessionStart\",\"session_id\":\"k\xff\",\"cwd\":\"/\"}")
+	code, body := stacktest.RawStatus(t, aaddr, "POST", "/hook", aaddr, hookHdr, "{\"hook_event_name\":\"SessionStart\",\"session_id\":\"k\xff\",\"cwd\":\"/\"}")
 	if code != 400 || !strings.Contains(body, "UTF-8") {
 		t.Errorf("adapter /hook with invalid UTF-8: %d %s", code, body)
 	}
-}
-
-// rssKB reads a process's resident set size (Linux).
-func rssKB(t *testing.T, pid int) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // Clients that announce 16 MiB bodies and trickle them a byte at a time
@@ -345,14 +260,14 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	const conns = 30
 	home := t.TempDir()
 	raddr, aaddr := "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t)), "127.0.0.1:"+strconv.Itoa(netaddr.FreePort(t))
-	relayP := startDaemon(t, "http://"+raddr, cleanEnv(home), "relay", "--listen", raddr)
-	adapterP := startDaemon(t, "http://"+aaddr, cleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
+	relayP := stacktest.StartDaemon(t, "http://"+raddr, stacktest.CleanEnv(home), "relay", "--listen", raddr)
+	adapterP := stacktest.StartDaemon(t, "http://"+aaddr, stacktest.CleanEnv(home), "adapter", "--listen", aaddr, "--relay", "none")
 	tok, err := os.ReadFile(adapter.TokenPath(home))
 	if err != nil {
 		t.Fatal(err)
 	}
 	targets := []struct {
-		name, addr, head string
+		name, Addr, head string
 		p                *proctest.Proc
 		limit            time.Duration
 	}{
@@ -362,12 +277,12 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			t.Parallel()
-			before, haveRSS := rssKB(t, tg.p.Cmd.Process.Pid)
+			before, haveRSS := stacktest.RssKB(t, tg.p.Cmd.Process.Pid)
 			start := time.Now()
 			var wg sync.WaitGroup
 			closedAfter := make(chan time.Duration, conns)
 			for range conns {
-				conn, err := net.Dial("tcp", tg.addr)
+				conn, err := net.Dial("tcp", tg.Addr)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -394,7 +309,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 				}()
 			}
 			time.Sleep(3 * time.Second)
-			if after, ok := rssKB(t, tg.p.Cmd.Process.Pid); ok && haveRSS {
+			if after, ok := stacktest.RssKB(t, tg.p.Cmd.Process.Pid); ok && haveRSS {
 				t.Logf("%s RSS %d kB -> %d kB with %d slow bodies", tg.name, before, after, conns)
 				if after-before > 100<<10 {
 					t.Errorf("%s RSS grew %d kB for %d slow bodies", tg.name, after-before, conns)
@@ -424,7 +339,7 @@ func TestE2ERelayByteBudget(t *testing.T) {
 	home := t.TempDir()
 	raddr := "127.0.0.1:" + strconv.Itoa(netaddr.FreePort(t))
 	const token = "budget-token-0123456789"
-	p := startDaemon(t, "http://"+raddr, cleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+strconv.Itoa(budget), "AEP_MAX_BODY="+strconv.Itoa(body)),
+	p := stacktest.StartDaemon(t, "http://"+raddr, stacktest.CleanEnv(home, "AEP_TOKEN="+token, "AEP_BUFFER_BYTES="+strconv.Itoa(budget), "AEP_MAX_BODY="+strconv.Itoa(body)),
 		"relay", "--listen", raddr)
 	if !strings.Contains(p.Logs.String(), "buffer_bytes="+strconv.Itoa(budget)) {
 		t.Errorf("start-up log does not show the byte budget:\n%s", p.Logs.String())
@@ -484,7 +399,7 @@ func TestE2ERelayByteBudget(t *testing.T) {
 		}
 	}
 	if runtime.GOOS == "linux" {
-		if kb, ok := rssKB(t, p.Cmd.Process.Pid); ok {
+		if kb, ok := stacktest.RssKB(t, p.Cmd.Process.Pid); ok {
 			t.Logf("relay RSS after 12 x 900 KiB into a 4 MiB budget: %d kB", kb)
 		}
 	}
@@ -500,13 +415,13 @@ func TestE2EBadNotifyOneLine(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, rules.FileName), []byte(`{"version":1,"rules":[]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := cleanEnv(home, "AEP_TOKEN=0123456789abcdef-e2e")
+	env := stacktest.CleanEnv(home, "AEP_TOKEN=0123456789abcdef-e2e")
 	for _, up := range []bool{false, true} {
 		args := []string{"relay", "--listen", "127.0.0.1:" + strconv.Itoa(netaddr.FreePort(t)), "--notify", "ftp://example.org/x"}
 		if up {
 			args = []string{"up", "--relay-listen", args[2], "--notify", args[4], "--web=false"}
 		}
-		if msg := runRefused(t, env, args...); !strings.Contains(msg, "ftp") {
+		if msg := stacktest.RunRefused(t, env, args...); !strings.Contains(msg, "ftp") {
 			t.Fatalf("%s: stderr %q does not name the bad target", args[0], msg)
 		}
 	}
@@ -526,7 +441,7 @@ func TestE2EEmptyOrTornSecretRefused(t *testing.T) {
 		name    string
 		file    string // under the home
 		content []byte
-		env     []string
+		Env     []string
 		args    []string
 		want    string
 	}{
@@ -556,11 +471,11 @@ func TestE2EEmptyOrTornSecretRefused(t *testing.T) {
 			if err := os.WriteFile(path, c.content, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			env := cleanEnv(home)
-			for _, kv := range c.env {
+			env := stacktest.CleanEnv(home)
+			for _, kv := range c.Env {
 				env = append(env, strings.ReplaceAll(kv, "@", path))
 			}
-			code, stderr := runStopped(t, env, c.args...)
+			code, stderr := stacktest.RunStopped(t, env, c.args...)
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			if last := lines[len(lines)-1]; code == 0 || !strings.Contains(last, path) || !strings.Contains(last, c.want) {
 				t.Fatalf("exit %d, its last line does not name %s and say %q:\n%s", code, path, c.want, stderr)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -18,13 +19,13 @@ import (
 // command; a watcher's pending and tail offer no respond command she
 // cannot run, while the owner's do.
 func TestE2EHintsFitTheReader(t *testing.T) {
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
-	rule := st.addRule(t, "deny", "--tool", "Bash", "--args", "make *")
-	watcher := st.addPerson(t, "walt", "watch", "--capture", "redacted")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "make *")
+	watcher := st.AddPerson(t, "walt", "watch", "--capture", "redacted")
 
 	live := &syncbuf.Buffer{}
-	tail := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color")
-	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=400")
+	tail := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color")
+	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.Token, "AEP_RELAY="+st.RelayURL, "COLUMNS=400")
 	tail.Stdout, tail.Stderr = live, live
 	if err := tail.Start(); err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestE2EHintsFitTheReader(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the tail connects
 
 	ruled := "ruled-" + strings.ToLower(aep.NewID())
-	<-st.heldGate(t, ruled, "call_1", "make release")
+	<-st.HeldGate(t, ruled, "call_1", "make release")
 	if !poll.Until(10*time.Second, func() bool { return strings.Contains(live.String(), "denied by rule") }) {
 		t.Fatalf("the live tail never showed the rule's answer:\n%s", live.String())
 	}
@@ -43,13 +44,13 @@ func TestE2EHintsFitTheReader(t *testing.T) {
 	}
 
 	asked := "asked-" + strings.ToLower(aep.NewID())
-	st.heldGate(t, asked, "call_1", "ls -la")
-	owner := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "ls -la") }, "pending")
+	st.HeldGate(t, asked, "call_1", "ls -la")
+	owner := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "ls -la") }, "pending")
 	if !strings.Contains(owner, "aep-kimi respond --option deny ") {
 		t.Fatalf("the owner's pending has no respond command:\n%s", owner)
 	}
 	for _, args := range [][]string{{"pending"}, {"tail", "--from", "all", "--once", "--state", "none"}} {
-		code, out := st.cliAs(t, watcher, args...)
+		code, out := st.CliAs(t, watcher, args...)
 		if code != 0 || !strings.Contains(out, "ls -la") || strings.Contains(out, "aep-kimi respond") {
 			t.Fatalf("a watcher's %s (exit %d) offers a respond command she cannot run:\n%s", args[0], code, out)
 		}

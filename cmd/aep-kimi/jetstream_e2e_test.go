@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,64 +14,23 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
-
-// jsEvent is one positioned test event as NDJSON.
-func jsEvent(t testing.TB, session string, seq int64) []byte {
-	t.Helper()
-	ev := &aep.Event{AEP: aep.Version, ID: fmt.Sprintf("%s-%d", session, seq), Type: "progress.status",
-		Time: aep.FormatTime(time.Now()), Source: "aep://test/agent/js/session/" + url.PathEscape(session), Agent: "js",
-		Session: session, Seq: aep.Int64(seq), Epoch: aep.Int64(0)}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// replayIDs reads the relay's whole replay (from=all, live=0) and returns
-// the event ids per session in the order served.
-func replayIDs(t testing.TB, base, token string) map[string][]string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/stream?from=all&live=0", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string][]string{}
-	r := client.NewSSEReader(bufio.NewReader(resp.Body), 1<<20)
-	for {
-		it, err := r.Next()
-		if err != nil {
-			return out
-		}
-		if it.IsComment || it.Data == "" {
-			continue
-		}
-		ev, err := aep.ParseEvent([]byte(it.Data))
-		if err != nil {
-			t.Fatalf("replayed %q: %v", it.Data, err)
-		}
-		out[ev.Session] = append(out[ev.Session], ev.ID)
-	}
-}
 
 // A relay on the JetStream store killed -9 and restarted serves every event
 // it admitted, in (epoch, seq) order, once; a consumer following it across
 // the crash resumes with no gap.
 func TestE2EJetStreamSurvivesKill(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	home := t.TempDir()
 	token := "e2e-" + aep.NewID()
 	port := netaddr.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	env := []string{"AEP_TOKEN=" + token, "AEP_HOME=" + home}
 	args := []string{"relay", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", "jetstream"}
-	rel := startDaemon(t, base, env, args...)
+	rel := stacktest.StartDaemon(t, base, env, args...)
 
 	var mu sync.Mutex
 	seen := map[string][]int64{}
@@ -104,10 +59,10 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 			var lines [][]byte
 			for _, s := range sessions {
 				for k := range 50 {
-					lines = append(lines, jsEvent(t, s, int64(i+k)))
+					lines = append(lines, stacktest.JsEvent(t, s, int64(i+k)))
 				}
 				if i > 0 {
-					lines = append(lines, jsEvent(t, s, int64(i-1))) // a redelivery
+					lines = append(lines, stacktest.JsEvent(t, s, int64(i-1))) // a redelivery
 				}
 			}
 			relaytest.PostLines(t, base, token, lines...)
@@ -116,7 +71,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 	post(0, perSession/2)
 	rel.Kill()
 	start := time.Now()
-	rel = startDaemon(t, base, env, args...)
+	rel = stacktest.StartDaemon(t, base, env, args...)
 	restart := time.Since(start)
 	post(perSession/2, perSession)
 
@@ -125,7 +80,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 		for i := range want {
 			want[i] = fmt.Sprintf("%s-%d", s, i)
 		}
-		if got := replayIDs(t, base, token)[s]; !slices.Equal(got, want) {
+		if got := stacktest.ReplayIDs(t, base, token)[s]; !slices.Equal(got, want) {
 			t.Fatalf("session %q after kill -9: served %d events %v..., want %d in order once", s, len(got), got[:min(len(got), 10)], len(want))
 		}
 	}
@@ -170,32 +125,32 @@ func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
 		t.Skip("end to end: builds and runs the binaries")
 	}
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}
 	aAddr, bAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
-	st.relayURL = "http://" + aAddr
+	st.RelayURL = "http://" + aAddr
 	aHome := t.TempDir()
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_HOME=" + aHome},
+	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_STORE=jetstream", "AEP_HOME=" + aHome},
 		"relay", "--listen", aAddr, "--nats-listen", natsAddr)
 	// B joins A's NATS as the user A generated.
-	startDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr,
+	stacktest.StartDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.Token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr,
 		"AEP_NATS_CREDS=" + filepath.Join(aHome, relay.StoreDirName, relay.NATSCredsName)},
 		"relay", "--listen", bAddr)
-	st.withAdapter(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	st.WithAdapter(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 
 	session := "two-" + strings.ToLower(aep.NewID())
-	if out := reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "source": "startup"})); out != "" {
+	if out := stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "source": "startup"})); out != "" {
 		t.Fatalf("SessionStart reply %q", out)
 	}
-	held := st.heldGate(t, session, "call_1", "rm -rf build")
+	held := st.HeldGate(t, session, "call_1", "rm -rf build")
 	onB := *st
-	onB.relayURL = "http://" + bAddr
-	onB.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf build") }, "pending")
-	code, msg := onB.cli(t, "respond", "--option", "deny", session)
+	onB.RelayURL = "http://" + bAddr
+	onB.WaitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf build") }, "pending")
+	code, msg := onB.Cli(t, "respond", "--option", "deny", session)
 	if code != 0 || !strings.Contains(msg, "accepted control.attention.respond") {
 		t.Fatalf("respond through relay B: exit %d: %s", code, msg)
 	}
-	if r := reply(t, held); !denies(r) {
+	if r := stacktest.Reply(t, held); !stacktest.Denies(r) {
 		t.Fatalf("the hook's reply does not deny: %q", r)
 	}
-	st.waitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
+	st.WaitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // At the default capture a session is named by its project: the last
@@ -16,22 +17,22 @@ func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 	session := "session_" + strings.ToLower(aep.NewID())
-	if out := reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session,
+	if out := stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session,
 		"cwd": "/home/ann/work/acme-shop", "source": "startup"})); out != "" {
 		t.Fatalf("SessionStart reply %q", out)
 	}
-	held := st.heldGate(t, session, "call_1", "make deploy")
+	held := st.HeldGate(t, session, "call_1", "make deploy")
 	short := regexp.QuoteMeta(strings.TrimPrefix(session, "session_")[:6])
 	label := regexp.MustCompile(`acme-shop · ` + short + `\b`)
 	timeRow := regexp.MustCompile(`^\d\d:\d\d:\d\d`)
 
-	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "request waits on you") }, "pending")
+	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "request waits on you") }, "pending")
 	if !regexp.MustCompile(`(?m)^acme-shop · ` + short + `  request `).MatchString(out) {
 		t.Errorf("pending does not name the session by its project:\n%s", out)
 	}
-	tail := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "calls Bash") || strings.Contains(s, "Bash") },
+	tail := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "calls Bash") || strings.Contains(s, "Bash") },
 		"tail", "--from", "all", "--once", "--state", "none")
 	rows := 0
 	for _, l := range strings.Split(tail, "\n") {
@@ -56,8 +57,8 @@ func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
 	if m == nil || m[1] != strings.TrimPrefix(session, "session_")[:6] {
 		t.Fatalf("pending's command does not name the session by its short id:\n%s", out)
 	}
-	if code, msg := st.cli(t, "respond", "--option", "deny", m[1], m[2]); code != 0 {
+	if code, msg := st.Cli(t, "respond", "--option", "deny", m[1], m[2]); code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, msg)
 	}
-	reply(t, held)
+	stacktest.Reply(t, held)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,82 +17,12 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
-
-// webhookReceiver keeps the webhook bodies it was posted, with when each
-// arrived.
-type webhookReceiver struct {
-	*httptest.Server
-	mu     sync.Mutex
-	bodies []notify.WebhookBody
-	at     []time.Time
-}
-
-func newWebhookReceiver(t *testing.T) *webhookReceiver {
-	r := &webhookReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var b notify.WebhookBody
-		raw, _ := io.ReadAll(req.Body)
-		if err := json.Unmarshal(raw, &b); err != nil {
-			t.Errorf("webhook body: %v: %s", err, raw)
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		r.bodies, r.at = append(r.bodies, b), append(r.at, time.Now())
-		r.mu.Unlock()
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-// request is the first body about request id, and when it came.
-func (r *webhookReceiver) request(id string) (notify.WebhookBody, time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, b := range r.bodies {
-		if b.Request == id && b.Kind == notify.KindRequest {
-			return b, r.at[i], true
-		}
-	}
-	return notify.WebhookBody{}, time.Time{}, false
-}
-
-func (r *webhookReceiver) all() []notify.WebhookBody {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]notify.WebhookBody(nil), r.bodies...)
-}
-
-func linkFor(t *testing.T, b notify.WebhookBody, option string) string {
-	t.Helper()
-	for _, a := range b.Answers {
-		if a.Option == option {
-			return a.URL
-		}
-	}
-	t.Fatalf("the notification offers no %q: %+v", option, b.Answers)
-	return ""
-}
-
-func postLink(t *testing.T, link string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Post(link, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("POST %s: %d, not JSON: %s", link, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, m
-}
 
 // The issue's Done-when, with the built binaries and the real Kimi: `up
 // --control --notify webhook:URL` tells a local receiver of a held call
@@ -104,8 +33,8 @@ func postLink(t *testing.T, link string) (int, map[string]any) {
 // it up.
 func TestE2ENotifyWebhook(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := newUpStack(t)
-	recv := newWebhookReceiver(t)
+	st := stacktest.NewUpStack(t)
+	recv := stacktest.NewWebhookReceiver(t)
 	stall := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
@@ -117,32 +46,32 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	defer close(stall)
 
 	marker := filepath.Join(t.TempDir(), "denied")
-	script := bashSteps(t, "echo ok", "touch "+marker, "ls")
+	script := stacktest.BashSteps(t, "echo ok", "touch "+marker, "ls")
 	mock := kimiharness.StartMock(t, script)
 	home, work := t.TempDir(), t.TempDir()
 	kimiharness.WriteWebConfig(t, home, mock.Port)
-	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0", "--control"}
-	if code, out := setupCLI(t, write...); code != 0 {
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0", "--control"}
+	if code, out := stacktest.SetupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
-	st.up(t, []string{"AEP_ATTENTION_TIMEOUT_MS=6000"}, "--control", "--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
-	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *")
+	st.Up(t, []string{"AEP_ATTENTION_TIMEOUT_MS=6000"}, "--control", "--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
+	echo := st.AddRule(t, "allow", "--tool", "Bash", "--args", "echo *")
 
 	done := make(chan string, 1)
-	go func() { done <- printKimi(t, kimi, home, work, "Tidy the build.") }()
+	go func() { done <- stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") }()
 
 	// The second call waits on a person and reaches the receiver.
-	held := st.waitEvent(t, func(e *aep.Event) bool {
-		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(dataOf(e)["prompt"]), "touch")
+	held := st.WaitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(stacktest.DataOf(e)["prompt"]), "touch")
 	})
 	var body notify.WebhookBody
 	var arrived time.Time
 	poll.Must(t, 5*time.Second, "the held call at the receiver", func() bool {
 		var ok bool
-		body, arrived, ok = recv.request(held.ID)
+		body, arrived, ok = recv.Request(held.ID)
 		return ok
 	})
-	latency := arrived.Sub(eventTime(t, held))
+	latency := arrived.Sub(stacktest.EventTime(t, held))
 	t.Logf("attention.requested to the receiver: %v", latency)
 	if latency > 2*time.Second {
 		t.Errorf("the receiver got the request %v after it was raised, want within 2 s", latency)
@@ -150,8 +79,8 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	if body.Session != held.Session || body.Tool != "Bash" || len(body.Answers) != 4 || body.Deadline == nil {
 		t.Fatalf("webhook body: %+v", body)
 	}
-	deny := linkFor(t, body, "deny")
-	if !strings.HasPrefix(deny, st.relayURL+relay.AnswerPath) {
+	deny := stacktest.LinkFor(t, body, "deny")
+	if !strings.HasPrefix(deny, st.RelayURL+relay.AnswerPath) {
 		t.Fatalf("deny link %q is not under the relay's address", deny)
 	}
 
@@ -166,48 +95,48 @@ func TestE2ENotifyWebhook(t *testing.T) {
 		t.Fatalf("GET deny: %d %s", resp.StatusCode, page)
 	}
 	time.Sleep(500 * time.Millisecond)
-	for _, b := range st.relayEvents(t, held.Session) {
+	for _, b := range st.RelayEvents(t, held.Session) {
 		if e, _ := aep.ParseEvent(b); e != nil && e.Type == rules.CommandType && e.Subject == held.ID {
 			t.Fatalf("a GET answered the request: %s", b)
 		}
 	}
 
 	// The POST denies the held hook.
-	if code, m := postLink(t, deny); code != 200 || m["answered"] != true || m["option"] != "deny" || m["request"] != held.ID {
+	if code, m := stacktest.PostLink(t, deny); code != 200 || m["answered"] != true || m["option"] != "deny" || m["request"] != held.ID {
 		t.Fatalf("POST deny: %d %v", code, m)
 	}
-	if code, m := postLink(t, deny); code != http.StatusConflict || m["code"] != notify.CodeAnswerUsed {
+	if code, m := stacktest.PostLink(t, deny); code != http.StatusConflict || m["code"] != notify.CodeAnswerUsed {
 		t.Fatalf("second POST: %d %v, want 409 %s", code, m, notify.CodeAnswerUsed)
 	}
 
 	// The third call is not answered: past its deadline its links are gone.
-	third := st.waitEvent(t, func(e *aep.Event) bool {
-		return e.Type == "attention.requested" && strings.HasSuffix(fmt.Sprint(dataOf(e)["prompt"]), ": ls")
+	third := st.WaitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.HasSuffix(fmt.Sprint(stacktest.DataOf(e)["prompt"]), ": ls")
 	})
 	var thirdBody notify.WebhookBody
 	poll.Must(t, 5*time.Second, "the third call at the receiver", func() bool {
 		var ok bool
-		thirdBody, _, ok = recv.request(third.ID)
+		thirdBody, _, ok = recv.Request(third.ID)
 		return ok
 	})
-	st.waitEvent(t, func(e *aep.Event) bool { return e.Type == "attention.timeout" && e.Subject == third.ID })
-	if code, m := postLink(t, linkFor(t, thirdBody, "allow")); code != http.StatusGone || m["code"] != notify.CodeAnswerExpired {
+	st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "attention.timeout" && e.Subject == third.ID })
+	if code, m := stacktest.PostLink(t, stacktest.LinkFor(t, thirdBody, "allow")); code != http.StatusGone || m["code"] != notify.CodeAnswerExpired {
 		t.Fatalf("POST after the deadline: %d %v, want 410 %s", code, m, notify.CodeAnswerExpired)
 	}
 
 	<-done
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the denied call ran")
 	}
-	_, _, evs := st.oneSession(t)
-	counts := typeCounts(evs)
+	_, _, evs := st.OneSession(t)
+	counts := stacktest.TypeCounts(evs)
 	if counts["tool.denied"] != 1 || counts["attention.requested"] != 3 {
 		t.Fatalf("stream %v: want one denied call of three held", counts)
 	}
 	// The answer is on the record as the link's, the owner's.
 	var stream []*aep.Event
-	for _, b := range st.relayEvents(t, held.Session) {
+	for _, b := range st.RelayEvents(t, held.Session) {
 		e, err := aep.ParseEvent(b)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +150,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 		case e.Type == rules.CommandType && e.Subject == held.ID:
 			cmd = e
 		case e.Type == "attention.routed":
-			routed[e.Subject] = append(routed[e.Subject], fmt.Sprint(dataOf(e)["to"]))
+			routed[e.Subject] = append(routed[e.Subject], fmt.Sprint(stacktest.DataOf(e)["to"]))
 			if e.Seq != nil || aep.Validate(e) != nil {
 				t.Errorf("attention.routed %s: seq %v, %v", e.ID, e.Seq, aep.Validate(e))
 			}
@@ -235,7 +164,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	}
 	for _, e := range evs {
 		if e.Type == "attention.answered" && e.Subject == held.ID {
-			if d := dataOf(e); d["via"] != "control" || d["by"] != "owner" || d["x-kimi-code-surface"] != "link" {
+			if d := stacktest.DataOf(e); d["via"] != "control" || d["by"] != "owner" || d["x-kimi-code-surface"] != "link" {
 				t.Errorf("the answer is recorded as %v, want by the owner from a link", d)
 			}
 		}
@@ -251,7 +180,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	if got := routed[first.ID]; len(got) != 0 {
 		t.Errorf("the call rule %s answered was routed to %v", echo, got)
 	}
-	for _, b := range recv.all() {
+	for _, b := range recv.All() {
 		if b.Request == first.ID {
 			t.Errorf("the receiver was told of the call a rule answered: %+v", b)
 		}
@@ -268,22 +197,22 @@ func TestE2ENotifyWebhook(t *testing.T) {
 // and the device answered (exit 1: one target is down), and rm removes
 // the device.
 func TestE2ENotifyCLI(t *testing.T) {
-	recv := newWebhookReceiver(t)
+	recv := stacktest.NewWebhookReceiver(t)
 	down := fmt.Sprintf("http://127.0.0.1:%d/hook", netaddr.FreePort(t))
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}
 	rport := netaddr.FreePort(t)
-	st.relayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
+	st.RelayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
 	ps := pushtest.New(t)
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home, ps.Env()}, "relay",
+	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home, ps.Env()}, "relay",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", rport), "--notify", "webhook:"+recv.URL+"/hook", "--notify", "webhook:"+down)
 
-	sub, err := ps.Subscribe(st.vapidKey(t))
+	sub, err := ps.Subscribe(st.VapidKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{"subscription": json.RawMessage(sub.JSON()), "device": "Pixel 8"})
-	req, _ := http.NewRequest(http.MethodPost, st.relayURL+notify.PathSubscriptions, strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+st.token)
+	req, _ := http.NewRequest(http.MethodPost, st.RelayURL+notify.PathSubscriptions, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+st.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -295,11 +224,11 @@ func TestE2ENotifyCLI(t *testing.T) {
 		t.Fatalf("subscribe: %d", resp.StatusCode)
 	}
 
-	code, out := st.cli(t, "notify", "list")
+	code, out := st.Cli(t, "notify", "list")
 	if code != 0 || !strings.Contains(out, listed.ID+"  owner's Pixel 8  since ") || !strings.Contains(out, "no push yet") {
 		t.Fatalf("notify list: exit %d\n%s", code, out)
 	}
-	code, out = st.cli(t, "notify", "test")
+	code, out = st.Cli(t, "notify", "test")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 1 || len(lines) != 3 {
 		t.Fatalf("notify test: exit %d, want 1 (one target down), three lines:\n%s", code, out)
@@ -316,19 +245,19 @@ func TestE2ENotifyCLI(t *testing.T) {
 			t.Errorf("notify test line %q is none of %v", l, want)
 		}
 	}
-	if got := recv.all(); len(got) != 1 || got[0].Kind != notify.KindTest {
+	if got := recv.All(); len(got) != 1 || got[0].Kind != notify.KindTest {
 		t.Errorf("the receiver got %+v", got)
 	}
 	if len(ps.Messages(sub)) != 1 {
 		t.Errorf("the device got %d pushes", len(ps.Messages(sub)))
 	}
-	if code, out := st.cli(t, "notify", "rm", listed.ID); code != 0 || !strings.Contains(out, "removed "+listed.ID) {
+	if code, out := st.Cli(t, "notify", "rm", listed.ID); code != 0 || !strings.Contains(out, "removed "+listed.ID) {
 		t.Fatalf("notify rm: exit %d %s", code, out)
 	}
-	if code, out := st.cli(t, "notify", "rm", listed.ID); code != 1 || !strings.Contains(out, "the relay refused") {
+	if code, out := st.Cli(t, "notify", "rm", listed.ID); code != 1 || !strings.Contains(out, "the relay refused") {
 		t.Fatalf("notify rm again: exit %d %s", code, out)
 	}
-	if code, out := st.cli(t, "notify", "list"); code != 0 || !strings.Contains(out, "no devices subscribed") {
+	if code, out := st.Cli(t, "notify", "list"); code != 0 || !strings.Contains(out, "no devices subscribed") {
 		t.Fatalf("notify list after rm: exit %d %s", code, out)
 	}
 }

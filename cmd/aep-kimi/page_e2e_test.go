@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,46 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// openPage opens the stack's fleet page, logged in, and waits for it to be
-// live.
-func (st *stack) openPage(t *testing.T) *browsertest.Browser {
-	t.Helper()
-	b := browsertest.New(t, 1200, 900)
-	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
-	b.WaitJS("the page is live", `document.getElementById('conn').dataset.conn === 'live'`)
-	return b
-}
-
-// pageSeqIDs is what the page holds for a session once it holds at least
-// want sequenced events: their ids, in the page's derivation order.
-func pageSeqIDs(b *browsertest.Browser, session string, want int) []string {
-	b.WaitJS("the page to hold the log's events", fmt.Sprintf(`aepFleet.S.ordered(aepFleet.state, %s).filter(e => Number.isInteger(e.seq)).length >= %d`, browsertest.Quote(session), want))
-	var ids []string
-	b.Eval("the page's events", `aepFleet.S.ordered(aepFleet.state, `+browsertest.Quote(session)+`).filter(e => Number.isInteger(e.seq)).map(e => e.id)`, &ids)
-	return ids
-}
-
-// logIDs is the adapter log's order of a session: its ids by (epoch, seq).
-func logIDs(ev []*aep.Event) []string {
-	sorted := slices.Clone(ev)
-	slices.SortStableFunc(sorted, func(a, b *aep.Event) int {
-		if c := a.EpochOrZero() - b.EpochOrZero(); c != 0 {
-			return int(c)
-		}
-		return int(*a.Seq - *b.Seq)
-	})
-	ids := make([]string, len(sorted))
-	for i, e := range sorted {
-		ids[i] = e.ID
-	}
-	return ids
-}
 
 // A real Kimi session under the held gate: the page shows it live, the held
 // PreToolUse waits in the inbox, clicking Deny blocks the tool (its side
@@ -60,12 +23,12 @@ func logIDs(ev []*aep.Event) []string {
 // model with the deny, and the page shows what the stream settled.
 func TestE2EPageDeny(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
-	b := st.openPage(t)
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+	b := st.OpenPage(t)
 	marker := filepath.Join(t.TempDir(), "side-effect")
-	script := markerScript(t, marker)
+	script := stacktest.MarkerScript(t, marker)
 	out := make(chan kimiharness.PrintRun, 1)
-	go func() { out <- scenario(t, kimi, script, st.hookCmd(t)) }()
+	go func() { out <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
 	b.WaitJS("the session appears live", `document.querySelector('[data-session]') !== null`)
 	b.WaitJS("the held call's Deny button", `document.querySelector('[data-attention] [data-option="deny"]') !== null`)
 	var session, request string
@@ -78,7 +41,7 @@ func TestE2EPageDeny(t *testing.T) {
 	if reqs := run.Mock.Requests(t); !strings.Contains(strings.Join(reqs, "\n"), reason) {
 		t.Errorf("the model never saw the reason typed with the deny %q", reason)
 	}
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the denied tool ran: its side effect happened")
 	}
@@ -96,9 +59,9 @@ func TestE2EPageDeny(t *testing.T) {
 	if json.Unmarshal([]byte(answer), &a) != nil || a["option"] != "deny" || a["text"] != reason {
 		t.Errorf("settled answer %s, want option deny with the reason", answer)
 	}
-	_, _, ev := st.oneSession(t)
-	want := logIDs(ev)
-	if got := pageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
+	_, _, ev := st.OneSession(t)
+	want := stacktest.LogIDs(ev)
+	if got := stacktest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("the page holds %d events, the log %d: they differ\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }
@@ -108,23 +71,23 @@ func TestE2EPageDeny(t *testing.T) {
 // events, each once, in order.
 func TestE2EPageRelayRestart(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t)
-	b := st.openPage(t)
+	st := stacktest.StartStack(t)
+	b := st.OpenPage(t)
 	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- scenario(t, kimi, slowScenario(t, "page"), st.hookCmd(t)) }()
+	go func() { done <- stacktest.Scenario(t, kimi, stacktest.SlowScenario(t, "page"), st.HookCmd(t)) }()
 	b.WaitJS("two tool calls on the page", `[...aepFleet.state.sessions.keys()].some(s => aepFleet.S.session(aepFleet.state, s).tools >= 2)`)
-	st.relay.Kill()
+	st.Relay.Kill()
 	b.WaitJS("the page sees the relay go", `document.getElementById('conn').dataset.conn !== 'live'`)
-	port := strings.TrimPrefix(st.relayURL, "http://127.0.0.1:")
-	st.relay = startDaemon(t, st.relayURL, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home}, "relay", "--listen", "127.0.0.1:"+port)
+	port := strings.TrimPrefix(st.RelayURL, "http://127.0.0.1:")
+	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home}, "relay", "--listen", "127.0.0.1:"+port)
 	<-done
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 	b.WaitJS("live again", `document.getElementById('conn').dataset.conn === 'live'`)
-	_, _, ev := st.oneSession(t)
+	_, _, ev := st.OneSession(t)
 	session := ev[0].Session
 	b.WaitJS("the session ended on the page", `document.querySelector('[data-session=`+browsertest.Quote(session)+`][data-state="ended"]') !== null`)
-	want := logIDs(ev)
-	if got := pageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
+	want := stacktest.LogIDs(ev)
+	if got := stacktest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("after the restart the page holds %d events, the log %d: gap or duplicate\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }
@@ -135,9 +98,9 @@ func TestE2EPageRelayRestart(t *testing.T) {
 // rides on session.started's cwd, which AEP-0002 gates at capture redacted.
 func TestE2EPageLabelsAndWords(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=20000", "AEP_CAPTURE=redacted")
-	b := st.openPage(t)
-	script := markerScript(t, filepath.Join(t.TempDir(), "side-effect"))
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=20000", "AEP_CAPTURE=redacted")
+	b := st.OpenPage(t)
+	script := stacktest.MarkerScript(t, filepath.Join(t.TempDir(), "side-effect"))
 	s, err := kimiharness.ReadScript(script)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +110,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock := kimiharness.StartMock(t, script)
-	kimiharness.WriteConfig(t, home, mock.Port, st.hookCmd(t))
+	kimiharness.WriteConfig(t, home, mock.Port, st.HookCmd(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	done := make(chan string, 1)

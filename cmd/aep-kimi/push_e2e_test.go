@@ -19,49 +19,11 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
-
-// pushManagerJS stands in for the browser's push service in the page: a
-// headless Chromium reaches none, so PushManager hands out the test push
-// service's subscription (%s, its JSON), and only for the key %s (the
-// relay's VAPID key, base64url), as a push service made for that key would.
-// It is added by the test over the DevTools protocol; the page is as served.
-const pushManagerJS = `(() => {
-  const sub = %s, key = %s;
-  const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-  let current = null;
-  PushManager.prototype.subscribe = async function (opts) {
-    if (!opts || opts.userVisibleOnly !== true || b64(opts.applicationServerKey) !== key) {
-      throw new DOMException('not the relay key', 'InvalidAccessError');
-    }
-    current = { endpoint: sub.endpoint, expirationTime: null, options: { userVisibleOnly: true, applicationServerKey: new Uint8Array(opts.applicationServerKey).buffer },
-      toJSON: () => sub, unsubscribe: async () => { current = null; return true; } };
-    return current;
-  };
-  PushManager.prototype.getSubscription = async function () { return current; };
-})()`
-
-// vapidKey is the relay's VAPID public key (base64url), read with its token.
-func (st *stack) vapidKey(t testing.TB) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, st.relayURL+notify.PathVAPID, nil)
-	req.Header.Set("Authorization", "Bearer "+st.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var vapid struct {
-		PublicKey string `json:"public_key"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&vapid); err != nil || resp.StatusCode != http.StatusOK || vapid.PublicKey == "" {
-		t.Fatalf("GET %s: %d %v", notify.PathVAPID, resp.StatusCode, err)
-	}
-	return vapid.PublicKey
-}
 
 // The issue's phone, in real Chromium at phone width with the built
 // binaries and the real Kimi: the page subscribes ("Notify me on this
@@ -74,33 +36,33 @@ func (st *stack) vapidKey(t testing.TB) string {
 func TestE2EPushPhone(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	b := browsertest.New(t, 360, 800)
-	st := newUpStack(t)
+	st := stacktest.NewUpStack(t)
 
 	marker := filepath.Join(t.TempDir(), "denied")
-	mock := kimiharness.StartMock(t, bashSteps(t, "touch "+marker))
+	mock := kimiharness.StartMock(t, stacktest.BashSteps(t, "touch "+marker))
 	home, work := t.TempDir(), t.TempDir()
 	kimiharness.WriteWebConfig(t, home, mock.Port)
-	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.hookTo, "--aep-home", st.home, "--kimi-version", "2.1.0", "--control"}
-	if code, out := setupCLI(t, write...); code != 0 {
+	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0", "--control"}
+	if code, out := stacktest.SetupCLI(t, write...); code != 0 {
 		t.Fatalf("aep-setup write: exit %d\n%s", code, out)
 	}
 	// The phone's push service, on this machine: the relay is told it may
 	// push there.
 	ps := pushtest.New(t)
-	st.up(t, []string{ps.Env()}, "--control", "--web=false", "--kimi-home", home)
+	st.Up(t, []string{ps.Env()}, "--control", "--web=false", "--kimi-home", home)
 
 	// The subscription the page will make with the relay's key.
-	key := st.vapidKey(t)
+	key := st.VapidKey(t)
 	sub, err := ps.Subscribe(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.MustRun("the push service stand-in", chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(pushManagerJS, sub.JSON(), browsertest.Quote(key))).Do(ctx)
+		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(stacktest.PushManagerJS, sub.JSON(), browsertest.Quote(key))).Do(ctx)
 		return err
 	}))
-	push := b.EnablePush(st.relayURL)
-	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
+	push := b.EnablePush(st.RelayURL)
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(st.RelayURL, st.Token)))
 	push.Ready()
 
 	// Notify me on this device.
@@ -110,9 +72,9 @@ func TestE2EPushPhone(t *testing.T) {
 	b.WaitJS("the device listed as this one", `[...document.querySelectorAll('#notify-devices li')].some((li) => li.textContent.includes('Pixel 8 (this device)') && li.textContent.includes('for owner'))`)
 
 	done := make(chan string, 1)
-	go func() { done <- printKimi(t, kimi, home, work, "Tidy the build.") }()
-	held := st.waitEvent(t, func(e *aep.Event) bool {
-		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(dataOf(e)["prompt"]), "touch")
+	go func() { done <- stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") }()
+	held := st.WaitEvent(t, func(e *aep.Event) bool {
+		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(stacktest.DataOf(e)["prompt"]), "touch")
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), browsertest.Wait)
 	defer cancel()
@@ -146,16 +108,16 @@ func TestE2EPushPhone(t *testing.T) {
 	})
 
 	<-done
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the denied call ran")
 	}
-	_, _, evs := st.oneSession(t)
-	if c := typeCounts(evs); c["tool.denied"] != 1 {
+	_, _, evs := st.OneSession(t)
+	if c := stacktest.TypeCounts(evs); c["tool.denied"] != 1 {
 		t.Fatalf("stream %v: want the held call denied", c)
 	}
 	var cmd *aep.Event
-	for _, b := range st.relayEvents(t, held.Session) {
+	for _, b := range st.RelayEvents(t, held.Session) {
 		e, err := aep.ParseEvent(b)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +135,7 @@ func TestE2EPushPhone(t *testing.T) {
 	answered := false
 	for _, e := range evs {
 		if e.Type == "attention.answered" && e.Subject == held.ID {
-			d := dataOf(e)
+			d := stacktest.DataOf(e)
 			answered = d["by"] == "owner" && fmt.Sprint(d["answer"]) == "map[option:deny]"
 			if !answered {
 				t.Errorf("the answer is recorded as %v, want the owner's deny", d)

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -36,12 +37,12 @@ func TestE2EQuestions(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	// The bridge at capture redacted: a refusal's detail is [redacted]
 	// (AEP-0004), and the test reads the reason.
-	ws := startWebStackWith(t, kimi, kimiharness.ScenarioFile(t, "question"), nil, "primary", "AEP_KIMI_WEB_CONTROL=1", "AEP_CAPTURE=redacted")
+	ws := stacktest.StartWebStackWith(t, kimi, kimiharness.ScenarioFile(t, "question"), nil, "primary", "AEP_KIMI_WEB_CONTROL=1", "AEP_CAPTURE=redacted")
 	ask := func(t *testing.T) (string, *aep.Event) {
 		t.Helper()
-		sid := ws.web.CreateSession(t)
-		ws.web.Prompt(t, sid, "ask me where to deploy")
-		req := ws.waitFor(t, sid, "the question's request", func(e *aep.Event) bool { return e.Type == "attention.requested" })
+		sid := ws.Web.CreateSession(t)
+		ws.Web.Prompt(t, sid, "ask me where to deploy")
+		req := ws.WaitFor(t, sid, "the question's request", func(e *aep.Event) bool { return e.Type == "attention.requested" })
 		return sid, req
 	}
 	// toolResult is what the model was told the person answered: the tool
@@ -51,7 +52,7 @@ func TestE2EQuestions(t *testing.T) {
 		var got string
 		if !poll.Until(30*time.Second, func() bool {
 			got = ""
-			for _, body := range ws.mock.Requests(t) {
+			for _, body := range ws.Mock.Requests(t) {
 				var r struct {
 					Key      string `json:"prompt_cache_key"`
 					Messages []struct {
@@ -74,8 +75,8 @@ func TestE2EQuestions(t *testing.T) {
 	}
 	outcome := func(t *testing.T, sid, reqID string) (answered, resolved *aep.Event) {
 		t.Helper()
-		resolved = ws.waitFor(t, sid, "the request's end", func(e *aep.Event) bool { return e.Type == "attention.resolved" && e.Subject == reqID })
-		_, evs := ws.events(t, sid)
+		resolved = ws.WaitFor(t, sid, "the request's end", func(e *aep.Event) bool { return e.Type == "attention.resolved" && e.Subject == reqID })
+		_, evs := ws.Events(t, sid)
 		for _, e := range evs {
 			if e.Type == "attention.answered" && e.Subject == reqID {
 				answered = e
@@ -89,11 +90,11 @@ func TestE2EQuestions(t *testing.T) {
 
 	// 1. Answered with aep-kimi respond.
 	sid, req := ask(t)
-	d := dataOf(req)
-	if d["kind"] != "form" || jsonString(d["respond_via"]) != `["control","oob"]` || jsonString(d["options"]) != `[{"id":"dismiss","label":"Dismiss"}]` {
-		t.Fatalf("request %s", jsonString(d))
+	d := stacktest.DataOf(req)
+	if d["kind"] != "form" || stacktest.JsonString(d["respond_via"]) != `["control","oob"]` || stacktest.JsonString(d["options"]) != `[{"id":"dismiss","label":"Dismiss"}]` {
+		t.Fatalf("request %s", stacktest.JsonString(d))
 	}
-	fields := jsonString(d["fields"])
+	fields := stacktest.JsonString(d["fields"])
 	for _, want := range []string{`"label":"Deploy where?"`, `"label":"staging"`, `"label":"Notify whom?"`, `"multi":true`, `"other":true`} {
 		if !strings.Contains(fields, want) {
 			t.Errorf("fields lack %s: %s", want, fields)
@@ -106,7 +107,7 @@ func TestE2EQuestions(t *testing.T) {
 				QuestionID string `json:"question_id"`
 			} `json:"items"`
 		}
-		ws.web.Call(t, http.MethodGet, "/api/v1/sessions/"+sid+"/questions?status=pending", nil, &q)
+		ws.Web.Call(t, http.MethodGet, "/api/v1/sessions/"+sid+"/questions?status=pending", nil, &q)
 		pending = nil
 		for _, it := range q.Items {
 			pending = append(pending, it.QuestionID)
@@ -115,41 +116,41 @@ func TestE2EQuestions(t *testing.T) {
 	}) || pending[0] != req.Subject {
 		t.Fatalf("kap-server's pending questions %v, the request's subject %s", pending, req.Subject)
 	}
-	code, out := ws.cli(t, "pending")
+	code, out := ws.Cli(t, "pending")
 	for _, want := range []string{"1. Deploy where?: 1 staging · 2 prod · or your own words (--other)", "2. Notify whom? (any of): 1 ops · 2 dev · 3 qa",
 		"--choice N ", req.ID} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pending (exit %d) lacks %q:\n%s", code, want, out)
 		}
 	}
-	code, out = ws.cli(t, "respond", "--choice", "2", "--question", "2", "--choice", "ops", "--choice", "QA", "--other", "the boss", sid)
+	code, out = ws.Cli(t, "respond", "--choice", "2", "--question", "2", "--choice", "ops", "--choice", "QA", "--other", "the boss", sid)
 	if code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, out)
 	}
-	cmdID := commandID.FindStringSubmatch(out)[1]
+	cmdID := stacktest.CommandID.FindStringSubmatch(out)[1]
 	answered, resolved := outcome(t, sid, req.ID)
-	ad := dataOf(answered)
+	ad := stacktest.DataOf(answered)
 	if ad["via"] != "control" || ad["by"] != "owner" || ad["x-kimi-code-surface"] != "cli" || answered.Cause != cmdID ||
-		jsonString(ad["answer"]) != `{"values":{"q_0":"opt_0_1","q_1":["opt_1_0","opt_1_2","the boss"]}}` {
-		t.Errorf("answered %s cause %s (command %s)", jsonString(ad), answered.Cause, cmdID)
+		stacktest.JsonString(ad["answer"]) != `{"values":{"q_0":"opt_0_1","q_1":["opt_1_0","opt_1_2","the boss"]}}` {
+		t.Errorf("answered %s cause %s (command %s)", stacktest.JsonString(ad), answered.Cause, cmdID)
 	}
-	if dataOf(resolved)["resolution"] != "answered" || resolved.Cause != cmdID {
-		t.Errorf("resolved %s cause %s", jsonString(dataOf(resolved)), resolved.Cause)
+	if stacktest.DataOf(resolved)["resolution"] != "answered" || resolved.Cause != cmdID {
+		t.Errorf("resolved %s cause %s", stacktest.JsonString(stacktest.DataOf(resolved)), resolved.Cause)
 	}
 	if got := toolResult(t, sid); got != `{"answers":{"Deploy where?":"prod","Notify whom?":"ops, qa, the boss"}}` {
 		t.Errorf("Kimi continued with %s", got)
 	}
-	ws.waitCount(t, sid, "run.finished", 1)
+	ws.WaitCount(t, sid, "run.finished", 1)
 
 	// 2. Dismissed with aep-kimi respond.
 	sid2, req2 := ask(t)
-	if code, out := ws.cli(t, "respond", "--option", "dismiss", sid2); code != 0 {
+	if code, out := ws.Cli(t, "respond", "--option", "dismiss", sid2); code != 0 {
 		t.Fatalf("respond --option dismiss: exit %d: %s", code, out)
 	}
 	answered2, resolved2 := outcome(t, sid2, req2.ID)
-	if d := dataOf(answered2); jsonString(d["answer"]) != `{"option":"dismiss"}` || d["via"] != "control" || d["by"] != "owner" ||
-		dataOf(resolved2)["resolution"] != "dismissed" {
-		t.Errorf("dismissal %s then %s", jsonString(d), jsonString(dataOf(resolved2)))
+	if d := stacktest.DataOf(answered2); stacktest.JsonString(d["answer"]) != `{"option":"dismiss"}` || d["via"] != "control" || d["by"] != "owner" ||
+		stacktest.DataOf(resolved2)["resolution"] != "dismissed" {
+		t.Errorf("dismissal %s then %s", stacktest.JsonString(d), stacktest.JsonString(stacktest.DataOf(resolved2)))
 	}
 	if got := toolResult(t, sid2); !strings.Contains(got, `"answers":{}`) || !strings.Contains(got, "dismissed") {
 		t.Errorf("Kimi continued with %s", got)
@@ -157,17 +158,17 @@ func TestE2EQuestions(t *testing.T) {
 
 	// 3. Answered in Kimi's own UI first.
 	sid3, req3 := ask(t)
-	ws.web.Call(t, http.MethodPost, "/api/v1/sessions/"+sid3+"/questions/"+req3.Subject,
+	ws.Web.Call(t, http.MethodPost, "/api/v1/sessions/"+sid3+"/questions/"+req3.Subject,
 		map[string]any{"answers": map[string]any{"q_0": map[string]any{"kind": "single", "option_id": "opt_0_0"}}}, nil)
 	answered3, resolved3 := outcome(t, sid3, req3.ID)
-	if d := dataOf(answered3); d["via"] != "oob" || d["by"] != nil || jsonString(d["answer"]) != `{"values":{"q_0":"opt_0_0"}}` ||
-		dataOf(resolved3)["resolution"] != "answered" {
-		t.Errorf("withdrawal %s then %s", jsonString(d), jsonString(dataOf(resolved3)))
+	if d := stacktest.DataOf(answered3); d["via"] != "oob" || d["by"] != nil || stacktest.JsonString(d["answer"]) != `{"values":{"q_0":"opt_0_0"}}` ||
+		stacktest.DataOf(resolved3)["resolution"] != "answered" {
+		t.Errorf("withdrawal %s then %s", stacktest.JsonString(d), stacktest.JsonString(stacktest.DataOf(resolved3)))
 	}
 	if got := toolResult(t, sid3); got != `{"answers":{"Deploy where?":"staging"}}` {
 		t.Errorf("Kimi continued with %s", got)
 	}
-	code, out = ws.cli(t, "respond", "--choice", "2", sid3, req3.ID)
+	code, out = ws.Cli(t, "respond", "--choice", "2", sid3, req3.ID)
 	if code != exitNotPending || strings.TrimSpace(out) != "aep-kimi respond: request "+req3.ID+" no longer waits (answered): answered in Kimi" {
 		t.Errorf("late respond: exit %d: %q", code, out)
 	}
@@ -177,13 +178,13 @@ func TestE2EQuestions(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := client.SendCommand(ctx, ws.relayURL, ws.token, http.DefaultClient, late, 10*time.Second)
+	res, err := client.SendCommand(ctx, ws.RelayURL, ws.Token, http.DefaultClient, late, 10*time.Second)
 	if err != nil || res.Accepted() || res.Reason != "refused" || res.Detail != "the question was already answered in Kimi's own UI" {
 		t.Errorf("late command: %+v %v", res, err)
 	}
 
 	// On the record.
-	code, out = ws.cli(t, "audit", "--json")
+	code, out = ws.Cli(t, "audit", "--json")
 	if code != 0 {
 		t.Fatalf("audit: exit %d: %s", code, out)
 	}
@@ -201,11 +202,6 @@ func TestE2EQuestions(t *testing.T) {
 		}
 	}
 	for _, s := range []string{sid, sid2, sid3} {
-		validateWithCLI(t, ws.logPath(s))
+		stacktest.ValidateWithCLI(t, ws.LogPath(s))
 	}
-}
-
-func jsonString(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

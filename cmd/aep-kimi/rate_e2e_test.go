@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,68 +11,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
-	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/export"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/jaegertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
-
-// get is a relay path read with token, "" unless it answers 200.
-func (st *stack) get(t *testing.T, token, path string) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, st.relayURL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return ""
-	}
-	return string(b)
-}
-
-// finishedRun runs one real print-mode Kimi session to its end (Kimi
-// exits, so the session ends) and returns its events and its run's
-// terminal.
-func (st *stack) finishedRun(t *testing.T, kimi string) ([]*aep.Event, *aep.Event) {
-	t.Helper()
-	scenario(t, kimi, "basic", st.hookCmd(t))
-	st.waitQuiet(t)
-	_, _, ev := st.oneSession(t)
-	var fin *aep.Event
-	ended := false
-	for _, e := range ev {
-		if aep.IsRunTerminal(e.Type) {
-			fin = e
-		}
-		ended = ended || e.Type == "session.ended"
-	}
-	if fin == nil || !ended {
-		t.Fatalf("the session's log holds no run that ended (%v) or no end (%v)", fin, ended)
-	}
-	return ev, fin
-}
-
-// feedback are the ratings recorded in the stack's one session log.
-func (st *stack) feedback(t *testing.T) []*aep.Event {
-	t.Helper()
-	_, _, ev := st.oneSession(t)
-	var out []*aep.Event
-	for _, e := range ev {
-		if e.Type == mapping.TypeFeedback {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // A real Kimi session rated with `aep-kimi rate` through the real relay
 // and adapter after it ended: the rating is recorded in the session,
@@ -83,14 +30,14 @@ func (st *stack) feedback(t *testing.T) []*aep.Event {
 // sender's name over it), a socket from a foreign Origin.
 func TestE2ERate(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t)
-	ann, walt := st.addPerson(t, "ann", "answer"), st.addPerson(t, "walt", "watch")
-	ev, fin := st.finishedRun(t, kimi)
+	st := stacktest.StartStack(t)
+	ann, walt := st.AddPerson(t, "ann", "answer"), st.AddPerson(t, "walt", "watch")
+	ev, fin := st.FinishedRun(t, kimi)
 	session := ev[0].Session
 	short := consumer.BareID(session)[:8]
 
 	for _, c := range []struct {
-		what, token string
+		what, Token string
 		args        []string
 		code        int
 		says        string
@@ -102,7 +49,7 @@ func TestE2ERate(t *testing.T) {
 		{"an unknown session", ann, []string{"no-such-session", "up"}, exitUnknownSession, "unknown session"},
 		{"an unknown run", ann, []string{session, "r-nope", "up"}, exitUnknownRequest, "unknown run"},
 	} {
-		code, out := st.cliAs(t, c.token, append([]string{"rate"}, c.args...)...)
+		code, out := st.CliAs(t, c.Token, append([]string{"rate"}, c.args...)...)
 		if code != c.code || !strings.Contains(out, c.says) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 			t.Errorf("rate with %s: exit %d, %q; want exit %d, one line saying %q", c.what, code, out, c.code, c.says)
 		}
@@ -112,13 +59,13 @@ func TestE2ERate(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+ann)
 	h.Set("Origin", "https://evil.example")
-	if c, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.relayURL, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h}); err == nil {
+	if c, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.RelayURL, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h}); err == nil {
 		c.CloseNow()
 		t.Error("a socket from a foreign Origin was accepted")
 	} else if res == nil || res.StatusCode != http.StatusForbidden {
 		t.Errorf("a socket from a foreign Origin: %v %v", res, err)
 	}
-	if got := st.feedback(t); len(got) != 0 {
+	if got := st.Feedback(t); len(got) != 0 {
 		t.Fatalf("refused ratings were recorded: %v", got)
 	}
 
@@ -130,34 +77,34 @@ func TestE2ERate(t *testing.T) {
 	if forged.SetExt(mapping.ExtBy, "owner") != nil || forged.SetData(map[string]any{"rating": 1, mapping.DataBy: "owner", "source": "admin"}) != nil {
 		t.Fatal("cannot forge")
 	}
-	if res, err := client.SendCommand(ctx, st.relayURL, ann, nil, forged, 10*time.Second); err != nil || !res.Accepted() {
+	if res, err := client.SendCommand(ctx, st.RelayURL, ann, nil, forged, 10*time.Second); err != nil || !res.Accepted() {
 		t.Fatalf("ann's forged rating: %+v %v", res, err)
 	}
 
 	const note = "it only said hello"
-	if code, out := st.cliAs(t, ann, "rate", short, "down", "--note", note); code != 0 || !strings.Contains(out, "accepted "+mapping.TypeRate) {
+	if code, out := st.CliAs(t, ann, "rate", short, "down", "--note", note); code != 0 || !strings.Contains(out, "accepted "+mapping.TypeRate) {
 		t.Fatalf("ann's rating: exit %d: %s", code, out)
 	}
-	got := st.feedback(t)
+	got := st.Feedback(t)
 	if len(got) != 2 {
 		t.Fatalf("%d ratings recorded, want 2", len(got))
 	}
 	for i, want := range []struct{ label, surface, comment string }{{mapping.LabelThumbsUp, mapping.AgentCLI, ""}, {mapping.LabelThumbsDown, "cli", note}} {
-		d := dataOf(got[i])
+		d := stacktest.DataOf(got[i])
 		if got[i].Run != fin.Run || got[i].Cause != fin.ID || d[mapping.DataBy] != "ann" || d["label"] != want.label || d["source"] != mapping.FeedbackSource ||
 			(want.comment != "" && d["comment"] != want.comment) {
 			t.Errorf("rating %d: run %s cause %s data %v", i, got[i].Run, got[i].Cause, d)
 		}
 	}
 	// The relay holds them as the adapter logged them, byte for byte.
-	_, logBytes, _ := st.oneSession(t)
-	held := st.relayEvents(t, session)
+	_, logBytes, _ := st.OneSession(t)
+	held := st.RelayEvents(t, session)
 	for _, line := range strings.Split(strings.TrimSpace(string(logBytes)), "\n") {
 		if strings.Contains(line, `"type":"`+mapping.TypeFeedback+`"`) && !slices.ContainsFunc(held, func(b []byte) bool { return string(b) == line }) {
 			t.Errorf("the relay does not hold the rating %s", line)
 		}
 	}
-	if m := st.get(t, st.token, "/metrics"); !strings.Contains(m, `aepkimi_relay_assessments_total{kind="feedback",label="thumbs_down"} 1`) ||
+	if m := st.Get(t, st.Token, "/metrics"); !strings.Contains(m, `aepkimi_relay_assessments_total{kind="feedback",label="thumbs_down"} 1`) ||
 		!strings.Contains(m, `aepkimi_relay_assessments_total{kind="feedback",label="thumbs_up"} 1`) {
 		t.Error("the relay's /metrics does not count the two ratings")
 	}
@@ -174,12 +121,12 @@ func TestE2ERatePageJaeger(t *testing.T) {
 	}
 	kimi := kimiharness.Require(t)
 	j := jaegertest.Start(t)
-	st := newUpStack(t)
-	st.up(t, nil, "--web=false", "--otlp", j.OTLP)
-	ev, fin := st.finishedRun(t, kimi)
+	st := stacktest.NewUpStack(t)
+	st.Up(t, nil, "--web=false", "--otlp", j.OTLP)
+	ev, fin := st.FinishedRun(t, kimi)
 	session := ev[0].Session
 
-	b := st.openPage(t)
+	b := st.OpenPage(t)
 	b.Click("open the session", `#fleet [data-session=`+browsertest.Quote(session)+`] button`)
 	form := `[data-rate=` + browsertest.Quote(fin.Run) + `]`
 	b.WaitJS("the finished turn's thumbs", `document.querySelector('`+form+` [data-verdict="down"]') !== null`)
@@ -187,8 +134,8 @@ func TestE2ERatePageJaeger(t *testing.T) {
 	b.MustRun("type the note", chromedp.SendKeys(form+` [data-rate-note]`, note, chromedp.ByQuery))
 	b.Click("thumbs down", form+` [data-verdict="down"]`)
 	b.WaitJS("the rating on the turn", `document.querySelector('#timeline [data-kind="feedback"][data-verdict="down"][data-by="owner"]') !== null`)
-	got := st.feedback(t)
-	if len(got) != 1 || dataOf(got[0])["comment"] != note || dataOf(got[0])[mapping.DataSurface] != "page" {
+	got := st.Feedback(t)
+	if len(got) != 1 || stacktest.DataOf(got[0])["comment"] != note || stacktest.DataOf(got[0])[mapping.DataSurface] != "page" {
 		t.Fatalf("the page's rating as the session log holds it: %v", got)
 	}
 
@@ -210,7 +157,7 @@ func TestE2ERatePageJaeger(t *testing.T) {
 		}
 		return span.SpanID != "" && runSpan.SpanID != ""
 	}) {
-		t.Fatalf("jaeger holds no evaluation span (%q) or no run span (%q)\n%s", span.SpanID, runSpan.SpanID, st.relay.Logs.String())
+		t.Fatalf("jaeger holds no evaluation span (%q) or no run span (%q)\n%s", span.SpanID, runSpan.SpanID, st.Relay.Logs.String())
 	}
 	if span.TraceID != runSpan.TraceID || span.Parent() != runSpan.SpanID || span.Tag("gen_ai.evaluation.score.label") != mapping.LabelThumbsDown ||
 		span.Tag("gen_ai.evaluation.name") != export.FeedbackEvaluation || span.Tag(export.AttrFeedbackBy) != "owner" {

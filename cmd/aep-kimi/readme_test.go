@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,30 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/npmtest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
-
-// readme returns the repository root and the README's text.
-func readme(t *testing.T) (string, string) {
-	t.Helper()
-	root, err := fixtures.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root, string(b)
-}
 
 // shBlocks returns text's ```sh blocks in order, indented ones included.
 func shBlocks(text string) []string {
@@ -67,12 +50,12 @@ func blockCommands(block string) []string {
 // firstHour is what the README's opening section, "Your first ten
 // minutes", tells a stranger to run.
 type firstHour struct {
-	kimi    string // installs Kimi Code CLI
+	Kimi    string // installs Kimi Code CLI
 	install string // installs aep-kimi from npm
-	up      string // runs it
+	Up      string // runs it
 	clone   string // contributors: gets the code and enters it
 	source  string // contributors: installs and runs it from the code
-	next    []string
+	Next    []string
 	short   string // the unit tests
 	full    string // every test, as CI runs them
 	control []string
@@ -82,7 +65,7 @@ type firstHour struct {
 // where it no longer says what a stranger needs in the order they need it.
 func firstTenMinutes(t *testing.T) (string, firstHour) {
 	t.Helper()
-	root, text := readme(t)
+	root, text := stacktest.Readme(t)
 	const heading = "## Your first ten minutes\n"
 	start := strings.Index(text, "\n## ")
 	if start < 0 || !strings.HasPrefix(text[start+1:], heading) {
@@ -100,7 +83,7 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 	if c := blockCommands(blocks[0]); len(c) != 1 || c[0] != "npm install -g "+kimiharness.KimiPackage {
 		t.Errorf("the Kimi install is %q, want npm install -g %s", c, kimiharness.KimiPackage)
 	} else {
-		fh.kimi = c[0]
+		fh.Kimi = c[0]
 	}
 	if !strings.Contains(blocks[0], kimiharness.KimiVersion) {
 		t.Errorf("the Kimi install does not name the version the tests pin (%s): %q", kimiharness.KimiVersion, blocks[0])
@@ -114,7 +97,7 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 	if len(npm) != 2 || npm[0] != "npm install -g "+npmtest.Main || npm[1] != "aep-kimi up" {
 		t.Fatalf("the npm block is %q, want npm install -g %s then aep-kimi up", npm, npmtest.Main)
 	}
-	fh.install, fh.up = npm[0], npm[1]
+	fh.install, fh.Up = npm[0], npm[1]
 	if !strings.Contains(section, "`npx aep-kimi up`") {
 		t.Errorf("the first section does not offer `npx aep-kimi up`")
 	}
@@ -140,9 +123,9 @@ func firstTenMinutes(t *testing.T) (string, firstHour) {
 		t.Fatalf("the from-source block is %q, want %q then go install ./cmd/... and aep-kimi up", get, wantClone)
 	}
 	fh.clone, fh.source = get[0], get[1]
-	fh.next = blockCommands(blocks[3])
-	if len(fh.next) != 2 || fh.next[0] != "aep-setup write kimi-code" || fh.next[1] != "aep-kimi tail" {
-		t.Fatalf("README's next steps are %q, want aep-setup write kimi-code then aep-kimi tail", fh.next)
+	fh.Next = blockCommands(blocks[3])
+	if len(fh.Next) != 2 || fh.Next[0] != "aep-setup write kimi-code" || fh.Next[1] != "aep-kimi tail" {
+		t.Fatalf("README's next steps are %q, want aep-setup write kimi-code then aep-kimi tail", fh.Next)
 	}
 	tests := blockCommands(blocks[4])
 	if len(tests) != 2 || tests[0] != "go test -short ./..." {
@@ -179,51 +162,6 @@ func TestREADMEFirstTenMinutes(t *testing.T) {
 	firstTenMinutes(t)
 }
 
-// userEnv is a stranger's fresh machine: a scratch HOME (so ~/.aep,
-// ~/.kimi-code and ~/.npm are fresh), kimi on PATH after dirs, and free
-// ports for every component, set through their own environment, so the
-// test never fights a running aep-kimi. It returns the environment, the
-// home and the relay's and adapter's base URLs.
-func userEnv(t *testing.T, kimi, scratch string, dirs ...string) (env []string, home, relayURL, adapterURL string) {
-	t.Helper()
-	home = filepath.Join(scratch, "home")
-	kimiDir := filepath.Join(scratch, "kimi-bin")
-	for _, d := range []string{home, kimiDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// kimi on PATH, as an installed Kimi would be.
-	if err := os.Symlink(kimi, filepath.Join(kimiDir, "kimi")); err != nil {
-		t.Fatal(err)
-	}
-	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
-	env = []string{
-		"HOME=" + home,
-		"PATH=" + strings.Join(append(dirs, kimiDir, os.Getenv("PATH")), string(os.PathListSeparator)),
-		fmt.Sprintf("AEP_PORT=%d", rport),
-		fmt.Sprintf("AEP_KIMI_ADDR=127.0.0.1:%d", aport),
-		fmt.Sprintf("AEP_KIMI_WEB_ADDR=127.0.0.1:%d", netaddr.FreePort(t)),
-		fmt.Sprintf("AEP_RELAY=http://127.0.0.1:%d", rport),
-		"KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1",
-	}
-	return env, home, fmt.Sprintf("http://127.0.0.1:%d", rport), fmt.Sprintf("http://127.0.0.1:%d", aport)
-}
-
-// runShell runs cmdline with bash in dir and env, failing the test when it
-// fails, and returns its output.
-func runShell(t *testing.T, dir string, env []string, cmdline string) string {
-	t.Helper()
-	c := exec.Command("bash", "-c", cmdline)
-	c.Dir = dir
-	c.Env = env
-	out, err := c.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmdline, err, out)
-	}
-	return string(out)
-}
-
 // startUp runs cmdline (one that ends running aep-kimi up) with bash in
 // its own process group and waits until the relay and the adapter answer
 // /healthz; the test's end stops it with SIGTERM. It returns up's output.
@@ -249,62 +187,9 @@ func startUp(t *testing.T, dir string, env []string, cmdline, relayURL, adapterU
 			t.Error("aep-kimi up did not stop on SIGTERM")
 		}
 	})
-	waitHealthy(t, adapterURL+"/healthz", upDone, upOut)
-	waitHealthy(t, relayURL+"/healthz", upDone, upOut)
+	stacktest.WaitHealthy(t, adapterURL+"/healthz", upDone, upOut)
+	stacktest.WaitHealthy(t, relayURL+"/healthz", upDone, upOut)
 	return upOut
-}
-
-// withProvider sets Kimi up in home the way a stranger has it before
-// installing aep-kimi: signed in to a model provider, here the mock, with
-// one Bash call and an answer. It returns Kimi's home.
-func withProvider(t *testing.T, home string) string {
-	t.Helper()
-	mock := kimiharness.StartMock(t, writeScript(t, map[string]any{
-		"responses": []any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": "echo readme"}}}},
-			map[string]any{"text": "It printed readme."},
-		},
-	}))
-	kimiHome := filepath.Join(home, ".kimi-code")
-	if err := os.MkdirAll(kimiHome, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	provider := fmt.Sprintf("default_model = \"mock\"\ntelemetry = false\n\n[providers.mock]\ntype = \"openai\"\nbase_url = \"http://127.0.0.1:%d/v1\"\napi_key = \"sk-mock\"\n\n[models.mock]\nprovider = \"mock\"\nmodel = \"mock-model\"\nmax_context_size = 131072\n", mock.Port)
-	if err := os.WriteFile(filepath.Join(kimiHome, "config.toml"), []byte(provider), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return kimiHome
-}
-
-// firstSession runs one real Kimi print-mode session on the machine
-// userEnv made, its hooks registered, and waits for its events through
-// the tail command, in its plain words (session.started, run.started,
-// tool.requested, tool.completed, run.finished).
-func firstSession(t *testing.T, scratch string, env []string, tail string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	work := filepath.Join(scratch, "work")
-	os.MkdirAll(work, 0o755)
-	kc := exec.CommandContext(ctx, "bash", "-c", `kimi -p "Run echo readme with Bash."`)
-	kc.Dir, kc.Env = work, env
-	if out, err := kc.CombinedOutput(); err != nil {
-		t.Fatalf("kimi -p: %v\n%s", err, out)
-	}
-
-	want := []string{"session started", "turn started", "calls Bash", "ran Bash", "turn finished"}
-	var seen string
-	if !poll.Until(30*time.Second, func() bool {
-		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer tcancel()
-		tc := exec.CommandContext(tctx, "bash", "-c", tail+" --from all --once --no-color --state none")
-		tc.Dir, tc.Env = scratch, env
-		out, _ := tc.CombinedOutput()
-		seen = string(out)
-		return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(seen, w) })
-	}) {
-		t.Fatalf("%s never showed %v:\n%s", tail, want, seen)
-	}
 }
 
 // TestREADMEQuickstart follows the README literally, as a stranger would on a
@@ -315,37 +200,37 @@ func firstSession(t *testing.T, scratch string, env []string, tail string) {
 // first section's control line, and docs/team.md's people and audit commands.
 func TestREADMEQuickstart(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	set := npmPackages(t)
+	set := stacktest.NpmPackages(t)
 	_, fh := firstTenMinutes(t)
 
 	scratch := t.TempDir()
 	prefix := filepath.Join(scratch, "npm-global")
 	nodeDir := filepath.Dir(kimiharness.Node(kimi))
-	env, home, relayURL, adapterURL := userEnv(t, kimi, scratch, filepath.Join(prefix, "bin"), nodeDir)
+	env, home, relayURL, adapterURL := stacktest.UserEnv(t, kimi, scratch, filepath.Join(prefix, "bin"), nodeDir)
 	env = append(env, npmtest.Env(prefix)...)
 	env = append(env, "npm_config_registry="+npmtest.Serve(t, set))
 
 	// 1. Install and run.
-	runShell(t, scratch, env, fh.install)
-	upOut := startUp(t, scratch, env, fh.up, relayURL, adapterURL)
+	stacktest.RunShell(t, scratch, env, fh.install)
+	upOut := startUp(t, scratch, env, fh.Up, relayURL, adapterURL)
 	if out := upOut.String(); !strings.Contains(out, "aep-setup write kimi-code") || !strings.Contains(out, "aep-kimi tail") {
 		t.Errorf("up did not print the next two commands:\n%s", out)
 	}
 
 	// 2. Register the hooks, exactly as printed.
-	kimiHome := withProvider(t, home)
-	runShell(t, scratch, env, fh.next[0])
-	if out := runShell(t, scratch, env, "kimi doctor"); !strings.Contains(out, "valid") {
-		t.Fatalf("kimi doctor after %s: %s", fh.next[0], out)
+	kimiHome := stacktest.WithProvider(t, home)
+	stacktest.RunShell(t, scratch, env, fh.Next[0])
+	if out := stacktest.RunShell(t, scratch, env, "kimi doctor"); !strings.Contains(out, "valid") {
+		t.Fatalf("kimi doctor after %s: %s", fh.Next[0], out)
 	}
 	// 3-4. One real Kimi session, seen through the tail.
-	firstSession(t, scratch, env, fh.next[1])
+	stacktest.FirstSession(t, scratch, env, fh.Next[1])
 	// Kimi waits on the hook: it runs the native binary, not the launcher.
-	assertNativeHook(t, kimiHome, prefix)
+	stacktest.AssertNativeHook(t, kimiHome, prefix)
 
 	// 5. Control's hooks, as the first section says: the PreToolUse
 	// timeout fits the gate's default hold.
-	runShell(t, scratch, env, fh.control[1])
+	stacktest.RunShell(t, scratch, env, fh.control[1])
 	reg, err := setup.Registered(kimiHome)
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +245,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	team := teamCommands(t)
 	outs := map[string]string{}
 	for _, c := range team {
-		outs[c] = runShell(t, scratch, env, c)
+		outs[c] = stacktest.RunShell(t, scratch, env, c)
 	}
 	var ci struct{ Name, Role, Capture, Token string }
 	for c, out := range outs {
@@ -374,7 +259,7 @@ func TestREADMEQuickstart(t *testing.T) {
 			t.Errorf("%s, with nothing answered yet: %s", c, out)
 		}
 	}
-	if list := runShell(t, scratch, env, "aep-kimi token list"); !strings.Contains(list, ci.Name) || strings.Contains(list, ci.Token) {
+	if list := stacktest.RunShell(t, scratch, env, "aep-kimi token list"); !strings.Contains(list, ci.Name) || strings.Contains(list, ci.Token) {
 		t.Errorf("token list after the README's commands, %s's token hidden: %s", ci.Name, list)
 	}
 	if csv, err := os.ReadFile(filepath.Join(scratch, "audit.csv")); err != nil || !strings.HasPrefix(string(csv), "time,session,label,request,") {
@@ -382,7 +267,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	}
 
 	// npx runs the same package without installing it.
-	if out := runShell(t, scratch, env, "npx --yes aep-kimi --help"); !strings.Contains(out, "usage: aep-kimi") {
+	if out := stacktest.RunShell(t, scratch, env, "npx --yes aep-kimi --help"); !strings.Contains(out, "usage: aep-kimi") {
 		t.Errorf("npx aep-kimi --help: %s", out)
 	}
 }
@@ -430,7 +315,7 @@ func TestREADMEFromSource(t *testing.T) {
 // name each of token add, list and rm and the audit.
 func teamCommands(t *testing.T) []string {
 	t.Helper()
-	root, _ := readme(t)
+	root, _ := stacktest.Readme(t)
 	page, err := os.ReadFile(filepath.Join(root, "docs", "team.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -450,26 +335,4 @@ func teamCommands(t *testing.T) []string {
 		}
 	}
 	return cmds
-}
-
-func waitHealthy(t *testing.T, url string, done <-chan error, logs *syncbuf.Buffer) {
-	t.Helper()
-	var exitErr error
-	exited := false
-	healthy := poll.Until(5*time.Minute, func() bool { // includes `go install`
-		select {
-		case exitErr = <-done:
-			exited = true
-			return true
-		default:
-		}
-		return proctest.Answers(url)
-	})
-	if exited {
-		t.Fatalf("the command under test exited (%v):\n%s", exitErr, logs.String())
-	}
-	if healthy {
-		return
-	}
-	t.Fatalf("%s never became healthy:\n%s", url, logs.String())
 }

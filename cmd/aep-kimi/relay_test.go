@@ -43,7 +43,7 @@ func TestRunRelayStoreRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		env  map[string]string
+		Env  map[string]string
 		code int
 		want string
 	}{
@@ -58,7 +58,7 @@ func TestRunRelayStoreRefusals(t *testing.T) {
 			map[string]string{"AEP_MAX_BODY": "67108864", "AEP_BUFFER_BYTES": "134217728"}, 1, "AEP_MAX_BODY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
+			for k, v := range tc.Env {
 				t.Setenv(k, v)
 			}
 			var errb bytes.Buffer

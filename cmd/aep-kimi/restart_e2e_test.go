@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,29 +17,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
-
-// recordedHooks reads a hook capture the adapter's tests keep (a real
-// Kimi session): each hook's name and payload, in arrival order.
-func recordedHooks(t *testing.T, name string) (events, payloads []string) {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "adapter", "testdata", "captures", name+".hooks.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 4<<20)
-	for sc.Scan() {
-		var c struct{ Event, Raw string }
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		events, payloads = append(events, c.Event), append(payloads, c.Raw)
-	}
-	return events, payloads
-}
 
 // The adapter killed (-9) while a permission request is open in Kimi, then
 // started again on the same home: the request comes back from the log, so
@@ -48,8 +27,8 @@ func recordedHooks(t *testing.T, name string) (events, payloads []string) {
 // valid by `aep-kimi validate` (AEP-0002 §7.2: no session ends with a
 // request pending).
 func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
-	binaries(t)
-	events, payloads := recordedHooks(t, "tui")
+	stacktest.Binaries(t)
+	events, payloads := stacktest.RecordedHooks(t, "tui")
 	req := -1
 	for i, e := range events {
 		if e == "PermissionRequest" {
@@ -75,7 +54,7 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 			addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 			base := "http://" + addr
 			start := func() func() {
-				p := startDaemon(t, base, cleanEnv(home), "adapter", "--listen", addr, "--relay", "none", "--home", home)
+				p := stacktest.StartDaemon(t, base, stacktest.CleanEnv(home), "adapter", "--listen", addr, "--relay", "none", "--home", home)
 				return p.Kill
 			}
 			post := func(payload string) {
@@ -107,7 +86,7 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 			}
 			kill()
 			path := filepath.Join(home, "logs", "kimi-code", adapter.LogFileName(session.ID))
-			validateWithCLI(t, path)
+			stacktest.ValidateWithCLI(t, path)
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -125,29 +104,29 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 // still prints the session and `audit` still says who answered, from the
 // relay alone.
 func TestE2EUpRestartKeepsHistory(t *testing.T) {
-	st := newUpStack(t)
+	st := stacktest.NewUpStack(t)
 	start := func() *proctest.Proc {
-		return st.up(t, []string{"AEP_STORE="}, "--control", "--web=false", "--kimi-home", t.TempDir())
+		return st.Up(t, []string{"AEP_STORE="}, "--control", "--web=false", "--kimi-home", t.TempDir())
 	}
-	st.relay = start()
+	st.Relay = start()
 	session := "hist-" + strings.ToLower(aep.NewID())
-	reply := st.heldGate(t, session, "call_1", "make release")
-	st.waitCLI(t, func(s string) bool { return strings.Contains(s, "make release") }, "pending")
-	if code, out := st.cli(t, "respond", "--option", "deny", "--text", "not today", session); code != 0 {
+	reply := st.HeldGate(t, session, "call_1", "make release")
+	st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "make release") }, "pending")
+	if code, out := st.Cli(t, "respond", "--option", "deny", "--text", "not today", session); code != 0 {
 		t.Fatalf("respond: exit %d\n%s", code, out)
 	}
 	<-reply
 	state := filepath.Join(t.TempDir(), "tail-state.json")
-	before := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "make release") && strings.Contains(s, "denied") },
+	before := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "make release") && strings.Contains(s, "denied") },
 		"tail", "--from", "all", "--once", "--state", state)
-	st.relay.Stop(t)
+	st.Relay.Stop(t)
 
-	st.relay = start()
-	out := st.waitCLI(t, func(string) bool { return true }, "tail", "--from", "all", "--once", "--state", state)
+	st.Relay = start()
+	out := st.WaitCLI(t, func(string) bool { return true }, "tail", "--from", "all", "--once", "--state", state)
 	if !strings.Contains(out, "make release") || !strings.Contains(out, "denied") {
 		t.Fatalf("tail --from all after up restarted:\n%s\nbefore it:\n%s", out, before)
 	}
-	out = st.waitCLI(t, func(string) bool { return true }, "audit")
+	out = st.WaitCLI(t, func(string) bool { return true }, "audit")
 	if !strings.Contains(out, "make release") || !strings.Contains(out, "denied") || !strings.Contains(out, "owner") {
 		t.Fatalf("audit after up restarted:\n%s", out)
 	}
@@ -158,14 +137,14 @@ func TestE2EUpRestartKeepsHistory(t *testing.T) {
 // came back, and the tail's reconnection asked for every session the relay
 // holds (issue 36).
 func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
-	st := newUpStack(t)
+	st := stacktest.NewUpStack(t)
 	start := func() *proctest.Proc {
-		return st.up(t, []string{"AEP_STORE="}, "--web=false", "--kimi-home", t.TempDir())
+		return st.Up(t, []string{"AEP_STORE="}, "--web=false", "--kimi-home", t.TempDir())
 	}
-	st.relay = start()
+	st.Relay = start()
 	live := &syncbuf.Buffer{}
-	tail := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color", "--details")
-	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=400")
+	tail := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color", "--details")
+	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.Token, "AEP_RELAY="+st.RelayURL, "COLUMNS=400")
 	tail.Stdout, tail.Stderr = live, live
 	if err := tail.Start(); err != nil {
 		t.Fatal(err)
@@ -173,14 +152,14 @@ func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
 	t.Cleanup(func() { tail.Process.Kill(); tail.Wait() })
 	time.Sleep(time.Second) // the tail connects, live
 	started := func() int { return strings.Count(live.String(), "session started") }
-	st.runHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "before-"+strings.ToLower(aep.NewID())))
+	st.RunHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "before-"+strings.ToLower(aep.NewID())))
 	if !poll.Until(10*time.Second, func() bool { return started() == 1 }) {
 		t.Fatalf("the live tail never showed the first session:\n%s", live.String())
 	}
-	st.relay.Stop(t)
+	st.Relay.Stop(t)
 
-	st.runHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "gap-"+strings.ToLower(aep.NewID())))
-	st.relay = start()
+	st.RunHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "gap-"+strings.ToLower(aep.NewID())))
+	st.Relay = start()
 	if !poll.Until(20*time.Second, func() bool { return started() >= 2 }) {
 		t.Fatalf("the tail left open never printed the session spooled while up was down:\n%s", live.String())
 	}

@@ -10,29 +10,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
-
-// bashSteps is a print-mode session whose model runs each command with
-// Bash in turn, then says it is done.
-func bashSteps(t testing.TB, commands ...string) string {
-	responses := make([]any, 0, len(commands)+1)
-	for _, c := range commands {
-		responses = append(responses, map[string]any{"tool_calls": []any{map[string]any{"name": "Bash", "arguments": map[string]any{"command": c}}}})
-	}
-	return writeScript(t, map[string]any{"prompt": "Tidy the build.", "responses": append(responses, map[string]any{"text": "done"})})
-}
-
-// addRule runs `aep-kimi rules add` and returns the new rule's id.
-func (st *stack) addRule(t testing.TB, args ...string) string {
-	t.Helper()
-	code, out := st.cli(t, append([]string{"rules", "add"}, args...)...)
-	id := strings.TrimSpace(out)
-	if code != 0 || !regexp.MustCompile(`^r-[a-z0-9]{8}$`).MatchString(id) {
-		t.Fatalf("rules add %v: exit %d: %s", args, code, out)
-	}
-	return id
-}
 
 // The issue's session, with the real Kimi: `echo ok` is allowed by a rule,
 // `rm -rf ./build` denied by the deny rule although an allow rule on `rm *`
@@ -43,17 +23,17 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	// Sessions carry their directory at capture redacted: the echo rule is
 	// held to the test's own temporary tree, where Kimi runs.
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000", "AEP_CAPTURE=redacted")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000", "AEP_CAPTURE=redacted")
 	here := filepath.Dir(t.TempDir())
-	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *", "--project", here)
-	rm := st.addRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
-	rmrf := st.addRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
+	echo := st.AddRule(t, "allow", "--tool", "Bash", "--args", "echo *", "--project", here)
+	rm := st.AddRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
+	rmrf := st.AddRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
 
-	script := bashSteps(t, "echo ok", "rm -rf ./build", "git push")
+	script := stacktest.BashSteps(t, "echo ok", "rm -rf ./build", "git push")
 	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- scenario(t, kimi, script, st.hookCmd(t)) }()
+	go func() { done <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
 
-	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "git push") }, "pending")
+	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "git push") }, "pending")
 	if !strings.Contains(out, "1 request waits on you") || strings.Contains(out, "echo ok") || strings.Contains(out, "rm -rf") {
 		t.Fatalf("pending shows more than git push:\n%s", out)
 	}
@@ -64,13 +44,13 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no answering command in pending:\n%s", out)
 	}
-	if code, msg := st.cli(t, "respond", "--option", "deny", "--text", "not today", m[1], m[2]); code != 0 {
+	if code, msg := st.Cli(t, "respond", "--option", "deny", "--text", "not today", m[1], m[2]); code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, msg)
 	}
 	run := <-done
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 
-	_, _, evs := st.oneSession(t)
+	_, _, evs := st.OneSession(t)
 	byRequest := map[string]string{} // request id -> who answered it
 	var requests []*aep.Event
 	for _, e := range evs {
@@ -78,7 +58,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 		case "attention.requested":
 			requests = append(requests, e)
 		case "attention.answered":
-			by, _ := dataOf(e)["by"].(string)
+			by, _ := stacktest.DataOf(e)["by"].(string)
 			byRequest[e.Subject] = by
 		}
 	}
@@ -87,17 +67,17 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	}
 	for i, want := range []string{"rule:" + echo, "rule:" + rmrf, access.OwnerName} {
 		if got := byRequest[requests[i].ID]; got != want {
-			t.Errorf("request %d (%v) answered by %q, want %q", i+1, dataOf(requests[i])["prompt"], got, want)
+			t.Errorf("request %d (%v) answered by %q, want %q", i+1, stacktest.DataOf(requests[i])["prompt"], got, want)
 		}
 	}
-	counts := typeCounts(evs)
+	counts := stacktest.TypeCounts(evs)
 	if counts["tool.completed"] != 1 || counts["tool.denied"] != 2 {
 		t.Fatalf("echo ran and the other two were denied? %v", counts)
 	}
 	var deniedBy []string
 	for _, e := range evs {
 		if e.Type == "tool.denied" {
-			rule, _ := dataOf(e)["rule"].(string)
+			rule, _ := stacktest.DataOf(e)["rule"].(string)
 			deniedBy = append(deniedBy, rule)
 		}
 	}
@@ -111,9 +91,9 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 
 	// On the relay's stream, the rules' commands, each right behind its
 	// request, and no person's command before git push.
-	stream := st.relayEventsOf(t, requests[0].Session)
+	stream := st.RelayEventsOf(t, requests[0].Session)
 	for i, rule := range []string{echo, rmrf} {
-		at := indexOf(stream, requests[i].ID)
+		at := stacktest.IndexOf(stream, requests[i].ID)
 		if at < 0 || at+1 >= len(stream) || stream[at+1].Type != rules.CommandType || stream[at+1].Agent != "rule:"+rule || stream[at+1].Subject != requests[i].ID {
 			t.Fatalf("request %d is not followed on the stream by rule %s's answer", i+1, rule)
 		}
@@ -124,7 +104,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 		}
 	}
 
-	code, list := st.cli(t, "rules", "list", "--json")
+	code, list := st.Cli(t, "rules", "list", "--json")
 	var l rules.Listing
 	if err := json.Unmarshal([]byte(list), &l); code != 0 || err != nil {
 		t.Fatalf("rules list --json: exit %d %v: %s", code, err, list)
@@ -136,48 +116,39 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	if uses[echo] != 1 || uses[rmrf] != 1 || uses[rm] != 0 {
 		t.Fatalf("uses %v: want one each for %s and %s, none for %s", uses, echo, rmrf, rm)
 	}
-	if code, text := st.cli(t, "rules", "list"); code != 0 || !strings.Contains(text, rmrf) || !strings.Contains(text, "never force-remove") {
+	if code, text := st.Cli(t, "rules", "list"); code != 0 || !strings.Contains(text, rmrf) || !strings.Contains(text, "never force-remove") {
 		t.Fatalf("rules list: %s", text)
 	}
-}
-
-func indexOf(evs []*aep.Event, id string) int {
-	for i, e := range evs {
-		if e.ID == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // kimi web approvals go through the same rules: the bridge answers each
 // with the rule's command as it answers a person's, through the
 // kap-server's REST API, and the stream names the rule.
 func TestE2ERulesAnswerKimiWeb(t *testing.T) {
-	ws := startWebStack(t, "primary", "AEP_KIMI_WEB_CONTROL=1")
-	allow := ws.addRule(t, "allow", "--tool", "Bash", "--args", "echo probe-*")
-	deny := ws.addRule(t, "deny", "--tool", "Bash", "--args", "echo should-not-*", "--note", "not on this machine")
-	sid := ws.web.CreateSession(t)
-	ws.web.Prompt(t, sid, "run the probe")
-	ws.waitCount(t, sid, "run.finished", 1)
-	ws.web.Prompt(t, sid, "reject me")
-	ws.waitCount(t, sid, "run.finished", 2)
+	ws := stacktest.StartWebStack(t, "primary", "AEP_KIMI_WEB_CONTROL=1")
+	allow := ws.AddRule(t, "allow", "--tool", "Bash", "--args", "echo probe-*")
+	deny := ws.AddRule(t, "deny", "--tool", "Bash", "--args", "echo should-not-*", "--note", "not on this machine")
+	sid := ws.Web.CreateSession(t)
+	ws.Web.Prompt(t, sid, "run the probe")
+	ws.WaitCount(t, sid, "run.finished", 1)
+	ws.Web.Prompt(t, sid, "reject me")
+	ws.WaitCount(t, sid, "run.finished", 2)
 
-	_, evs := ws.events(t, sid)
+	_, evs := ws.Events(t, sid)
 	var by []string
 	for _, e := range evs {
 		if e.Type == "attention.answered" {
-			b, _ := dataOf(e)["by"].(string)
+			b, _ := stacktest.DataOf(e)["by"].(string)
 			by = append(by, b)
 		}
 	}
 	if strings.Join(by, ",") != "rule:"+allow+",rule:"+deny {
 		t.Fatalf("approvals answered by %v, want rule:%s then rule:%s", by, allow, deny)
 	}
-	if c := typeCounts(evs); c["tool.completed"] != 1 || c["tool.failed"] != 1 || c["control.accepted"] != 2 {
+	if c := stacktest.TypeCounts(evs); c["tool.completed"] != 1 || c["tool.failed"] != 1 || c["control.accepted"] != 2 {
 		t.Fatalf("the allowed probe ran and the denied one did not? %v", c)
 	}
-	code, list := ws.cli(t, "rules", "list", "--json")
+	code, list := ws.Cli(t, "rules", "list", "--json")
 	var l rules.Listing
 	if err := json.Unmarshal([]byte(list), &l); code != 0 || err != nil || l.Rules[0].Uses != 1 || l.Rules[1].Uses != 1 {
 		t.Fatalf("rules list: exit %d %v: %s", code, err, list)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -16,7 +17,7 @@ import (
 func tokenFileWith(t *testing.T, token string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "token")
-	writeToken(t, path, token)
+	stacktest.WriteToken(t, path, token)
 	return path
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // An allow rule is not talked around through redaction: with `allow Bash
@@ -20,11 +21,11 @@ func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
-	echo := st.addRule(t, "allow", "--tool", "Bash", "--args", "echo *")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
+	echo := st.AddRule(t, "allow", "--tool", "Bash", "--args", "echo *")
 	session := "rules-" + strings.ToLower(aep.NewID())
 
-	if out := reply(t, st.heldGate(t, session, "call_ok", "echo ok")); out != "" {
+	if out := stacktest.Reply(t, st.HeldGate(t, session, "call_ok", "echo ok")); out != "" {
 		t.Fatalf("echo ok was not allowed by rule %s: %q", echo, out)
 	}
 	attacks := []string{
@@ -39,32 +40,32 @@ func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
 	}
 	held := make([]<-chan string, len(attacks))
 	for i, c := range attacks {
-		held[i] = st.heldGate(t, session, "call_"+string(rune('a'+i)), c)
+		held[i] = st.HeldGate(t, session, "call_"+string(rune('a'+i)), c)
 	}
 	for i, c := range attacks {
-		if out := reply(t, held[i]); !denies(out) || !strings.Contains(out, "AEP_KIMI_ON_TIMEOUT=deny") {
+		if out := stacktest.Reply(t, held[i]); !stacktest.Denies(out) || !strings.Contains(out, "AEP_KIMI_ON_TIMEOUT=deny") {
 			t.Errorf("%q was not left to the deadline (which denies): reply %q", c, out)
 		}
 	}
-	evs := st.relayEventsOf(t, session)
+	evs := st.RelayEventsOf(t, session)
 	for _, e := range evs {
 		if e.Type == "attention.answered" {
-			if by, _ := dataOf(e)["by"].(string); by != "rule:"+echo {
+			if by, _ := stacktest.DataOf(e)["by"].(string); by != "rule:"+echo {
 				continue
 			}
 			for _, r := range evs {
-				if r.ID == e.Subject && !strings.HasSuffix(asString(dataOf(r)["prompt"]), ": echo ok") {
-					t.Errorf("rule %s answered %q", echo, dataOf(r)["prompt"])
+				if r.ID == e.Subject && !strings.HasSuffix(stacktest.AsString(stacktest.DataOf(r)["prompt"]), ": echo ok") {
+					t.Errorf("rule %s answered %q", echo, stacktest.DataOf(r)["prompt"])
 				}
 			}
 		}
 	}
 
 	// A deny rule reads what follows the operator: it answers at once.
-	deny := st.addRule(t, "deny", "--tool", "Bash", "--args", "*rm -rf*")
+	deny := st.AddRule(t, "deny", "--tool", "Bash", "--args", "*rm -rf*")
 	for i, c := range attacks[:4] {
-		out := reply(t, st.heldGate(t, session, "call_deny_"+string(rune('a'+i)), c))
-		if !denies(out) || !strings.Contains(out, "Denied by aep-kimi rule "+deny) {
+		out := stacktest.Reply(t, st.HeldGate(t, session, "call_deny_"+string(rune('a'+i)), c))
+		if !stacktest.Denies(out) || !strings.Contains(out, "Denied by aep-kimi rule "+deny) {
 			t.Errorf("deny rule %s did not answer %q: reply %q", deny, c, out)
 		}
 	}
@@ -80,10 +81,10 @@ func TestE2ERulesAlwaysHasAFloor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=20000")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=20000")
 	session := "floor-" + strings.ToLower(aep.NewID())
-	held := st.heldGate(t, session, "call_1", "rm -rf ./build")
-	out := st.waitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf ./build") }, "pending")
+	held := st.HeldGate(t, session, "call_1", "rm -rf ./build")
+	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "rm -rf ./build") }, "pending")
 	if strings.Contains(out, "'rm *'") || !strings.Contains(out, "--always 'rm -rf ./build'") {
 		t.Fatalf("pending does not suggest the command exactly:\n%s", out)
 	}
@@ -91,50 +92,31 @@ func TestE2ERulesAlwaysHasAFloor(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no always command in pending:\n%s", out)
 	}
-	code, msg := st.cli(t, "respond", "--option", "allow", "--always", "rm *", "--scope", "all", m[1], m[2])
+	code, msg := st.Cli(t, "respond", "--option", "allow", "--always", "rm *", "--scope", "all", m[1], m[2])
 	if code != 2 || !strings.Contains(msg, "--allow-destructive") || !strings.Contains(msg, "rm (rm -rf /)") {
 		t.Fatalf("respond --always 'rm *': exit %d: %s", code, msg)
 	}
-	code, msg = st.cli(t, "rules", "add", "allow", "--tool", "Bash", "--args", "rm *")
+	code, msg = st.Cli(t, "rules", "add", "allow", "--tool", "Bash", "--args", "rm *")
 	if code != 1 || !strings.Contains(msg, "--allow-destructive") {
 		t.Fatalf("rules add allow 'rm *': exit %d: %s", code, msg)
 	}
-	if code, list := st.cli(t, "rules", "list"); code != 0 || !strings.Contains(list, "no rules") {
+	if code, list := st.Cli(t, "rules", "list"); code != 0 || !strings.Contains(list, "no rules") {
 		t.Fatalf("a refused rule was saved:\n%s", list)
 	}
 	// Nothing was sent: the call still waits, and the exact rule answers it.
-	if code, msg := st.cli(t, "respond", "--option", "allow", "--always", "rm -rf ./build", "--scope", "all", m[1], m[2]); code != 0 || !strings.Contains(msg, "saved rule") {
+	if code, msg := st.Cli(t, "respond", "--option", "allow", "--always", "rm -rf ./build", "--scope", "all", m[1], m[2]); code != 0 || !strings.Contains(msg, "saved rule") {
 		t.Fatalf("respond --always 'rm -rf ./build': exit %d: %s", code, msg)
 	}
-	if r := reply(t, held); r != "" {
+	if r := stacktest.Reply(t, held); r != "" {
 		t.Fatalf("the allowed call's reply: %q", r)
 	}
-	code, msg = st.cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
+	code, msg = st.Cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
 	if code != 0 || !strings.Contains(msg, "no rule decides") || strings.Contains(msg, "warning:") {
 		t.Fatalf("rules test on rm -rf ~ / with the exact rule:\n%s", msg)
 	}
-	wide := st.addRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
-	code, msg = st.cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
+	wide := st.AddRule(t, "allow", "--tool", "Bash", "--args", "rm *", "--allow-destructive")
+	code, msg = st.Cli(t, "rules", "test", "--tool", "Bash", "--args", "rm -rf ~ /")
 	if code != 0 || !strings.Contains(msg, "allow by rule "+wide) || !strings.Contains(msg, "warning: "+wide) || !strings.Contains(msg, "e.g. rm -rf /") {
 		t.Fatalf("rules test does not show what %s allows:\n%s", wide, msg)
 	}
-}
-
-// relayEventsOf is the session's stream on the relay, parsed.
-func (st *stack) relayEventsOf(t testing.TB, session string) []*aep.Event {
-	t.Helper()
-	var out []*aep.Event
-	for _, b := range st.relayEvents(t, session) {
-		e, err := aep.ParseEvent(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-func asString(v any) string {
-	s, _ := v.(string)
-	return s
 }

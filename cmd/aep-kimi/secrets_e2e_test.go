@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,84 +20,29 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// bannered is a running aep-kimi daemon whose standard output is a pipe or
-// a pseudo-terminal.
-type bannered struct {
-	*proctest.Proc
-	out, err *syncbuf.Buffer
-}
-
-// startBannered runs `aep-kimi ARGS` with env, stdout on a pipe or (terminal)
-// a pseudo-terminal, and waits until stdout holds until. It is stopped
-// (SIGTERM) at the end of the test.
-func startBannered(t *testing.T, env []string, terminal bool, until string, args ...string) *bannered {
-	t.Helper()
-	b := &bannered{out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}}
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, b.out, b.err
-	var slave *os.File
-	if terminal {
-		master, s, err := openPTY()
-		if err != nil {
-			t.Skip(err)
-		}
-		slave = s
-		cmd.Stdout = slave
-		go io.Copy(b.out, master) //nolint:errcheck // ends with EIO once the slave is gone
-		t.Cleanup(func() { master.Close() })
-	}
-	b.Proc = proctest.Start(t, "aep-kimi "+args[0], cmd)
-	if slave != nil {
-		slave.Close()
-	}
-	b.Await(t, 20*time.Second, fmt.Sprintf("%q on its standard output", until), func() bool {
-		return strings.Contains(b.out.String(), until)
-	})
-	// The rest of the banner follows the line waited for at once.
-	time.Sleep(100 * time.Millisecond)
-	return b
-}
-
-// homeWithToken is a fresh AEP home holding token as $AEP_HOME/token
-// (0600), the file `up` creates.
-func homeWithToken(t *testing.T, token string) string {
-	t.Helper()
-	home := filepath.Join(t.TempDir(), "aep")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "token"), []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return home
-}
-
-var loginFileLine = regexp.MustCompile(`open (\S+), mode 0600`)
 
 // The dash's own login token reaches its stdout only on a terminal: piped
 // (a log, a redirect), the banner names a private file holding the login
 // URL instead.
 func TestE2EDashLoginOnlyOnTerminal(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	if runtime.GOOS == "windows" {
 		t.Skip("no pseudo-terminal")
 	}
-	home := homeWithToken(t, "relay-token-0123456789abcdef")
-	env := cleanEnv(home)
+	home := stacktest.HomeWithToken(t, "relay-token-0123456789abcdef")
+	env := stacktest.CleanEnv(home)
 	args := []string{"dash", "--relay", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--home", home}
 
-	piped := startBannered(t, env, false, "  page", args...)
-	out := piped.out.String() + piped.err.String()
+	piped := stacktest.StartBannered(t, env, false, "  page", args...)
+	out := piped.Out.String() + piped.Err.String()
 	if strings.Contains(out, "#token=") {
 		t.Errorf("piped, the dash printed its login token:\n%s", out)
 	}
-	m := loginFileLine.FindStringSubmatch(piped.out.String())
+	m := stacktest.LoginFileLine.FindStringSubmatch(piped.Out.String())
 	if m == nil {
 		t.Fatalf("piped, the banner names no login file:\n%s", out)
 	}
@@ -114,41 +57,10 @@ func TestE2EDashLoginOnlyOnTerminal(t *testing.T) {
 		t.Errorf("the login file holds no login URL:\n%s", page)
 	}
 
-	tty := startBannered(t, env, true, "  page", args...)
-	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=\S{20,}`).MatchString(tty.out.String()) {
-		t.Errorf("on a terminal, the dash did not print its login URL:\n%s", tty.out.String())
+	tty := stacktest.StartBannered(t, env, true, "  page", args...)
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=\S{20,}`).MatchString(tty.Out.String()) {
+		t.Errorf("on a terminal, the dash did not print its login URL:\n%s", tty.Out.String())
 	}
-}
-
-// headerLog is a stand-in relay that records what each request carried.
-type headerLog struct {
-	mu   sync.Mutex
-	seen []string // "METHOD URL | Authorization"
-}
-
-func (h *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	h.seen = append(h.seen, r.Method+" "+r.URL.String()+" | "+r.Header.Get("Authorization")+" | "+r.URL.Query().Get("access_token"))
-	h.mu.Unlock()
-	http.Error(w, "not a relay", http.StatusServiceUnavailable)
-}
-
-func (h *headerLog) requests() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.seen...)
-}
-
-func serveOn(t *testing.T, host string, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln) //nolint:errcheck // ends with Close
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
 }
 
 // A dash reading a relay off this machine, given no token file for it,
@@ -156,39 +68,39 @@ func serveOn(t *testing.T, host string, h http.Handler) string {
 // page's requests with no credential, and the dash says how to name one.
 // A loopback relay beside it still gets the local token.
 func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	const token = "local-relay-token-0123456789abcdef"
-	home := homeWithToken(t, token)
-	remote, local := &headerLog{}, &headerLog{}
-	remoteURL := serveOn(t, netaddr.NonLoopbackIPv4(t), remote)
-	localURL := serveOn(t, "127.0.0.1", local)
+	home := stacktest.HomeWithToken(t, token)
+	remote, local := &stacktest.HeaderLog{}, &stacktest.HeaderLog{}
+	remoteURL := stacktest.ServeOn(t, netaddr.NonLoopbackIPv4(t), remote)
+	localURL := stacktest.ServeOn(t, "127.0.0.1", local)
 
-	d := startBannered(t, cleanEnv(home), false, "  page",
+	d := stacktest.StartBannered(t, stacktest.CleanEnv(home), false, "  page",
 		"dash", "--relay", remoteURL, "--relay", localURL, "--listen", "127.0.0.1:0", "--home", home)
-	if warn := d.err.String(); !strings.Contains(warn, "--relay "+remoteURL+",TOKEN_FILE") {
+	if warn := d.Err.String(); !strings.Contains(warn, "--relay "+remoteURL+",TOKEN_FILE") {
 		t.Errorf("the dash did not say how to log in to %s:\n%s", remoteURL, warn)
 	}
 	// The login: the file the banner names (or, should the banner carry
 	// the URL itself, that URL: this test is about what the relays see).
-	login := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=\S+`).FindString(d.out.String())
-	if m := loginFileLine.FindStringSubmatch(d.out.String()); m != nil {
+	login := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=\S+`).FindString(d.Out.String())
+	if m := stacktest.LoginFileLine.FindStringSubmatch(d.Out.String()); m != nil {
 		login = (&url.URL{Scheme: "file", Path: m[1]}).String()
 	}
 	if login == "" {
-		t.Fatalf("no login in the banner:\n%s", d.out.String())
+		t.Fatalf("no login in the banner:\n%s", d.Out.String())
 	}
 	b := browsertest.New(t, 1000, 700)
 	b.MustRun("open the dash", chromedp.Navigate(login))
-	if !poll.Until(20*time.Second, func() bool { return len(remote.requests()) > 0 && len(local.requests()) > 0 }) {
+	if !poll.Until(20*time.Second, func() bool { return len(remote.Requests()) > 0 && len(local.Requests()) > 0 }) {
 		t.Fatalf("the page never reached both relays through the dash: remote %q, local %q\ndash:\n%s%s",
-			remote.requests(), local.requests(), d.out.String(), d.err.String())
+			remote.Requests(), local.Requests(), d.Out.String(), d.Err.String())
 	}
-	for _, r := range remote.requests() {
+	for _, r := range remote.Requests() {
 		if strings.Contains(r, token) || !strings.HasSuffix(r, "|  | ") {
 			t.Errorf("the remote relay was sent a credential: %s", r)
 		}
 	}
-	for _, r := range local.requests() {
+	for _, r := range local.Requests() {
 		if !strings.Contains(r, "| Bearer "+token+" |") {
 			t.Errorf("the loopback relay was not sent the local token: %s", r)
 		}
@@ -199,23 +111,23 @@ func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
 // stdout is a terminal: piped into a log, a journal or a file, the banner
 // names aep-kimi open instead, and no line holds the token.
 func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	const token = "up-relay-token-0123456789abcdef"
-	home := homeWithToken(t, token)
+	home := stacktest.HomeWithToken(t, token)
 	args := []string{"up", "--relay-listen", "127.0.0.1:0", "--adapter-listen", "127.0.0.1:0", "--web=false"}
 
-	piped := startBannered(t, cleanEnv(home), false, "aep-kimi tail", args...)
-	if out := piped.out.String() + piped.err.String(); strings.Contains(out, token) || strings.Contains(out, "#token=") {
+	piped := stacktest.StartBannered(t, stacktest.CleanEnv(home), false, "aep-kimi tail", args...)
+	if out := piped.Out.String() + piped.Err.String(); strings.Contains(out, token) || strings.Contains(out, "#token=") {
 		t.Errorf("piped, up printed the relay token:\n%s", out)
 	}
-	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/\s.*aep-kimi open`).MatchString(piped.out.String()) {
-		t.Errorf("piped, the page line does not point at aep-kimi open:\n%s", piped.out.String())
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/\s.*aep-kimi open`).MatchString(piped.Out.String()) {
+		t.Errorf("piped, the page line does not point at aep-kimi open:\n%s", piped.Out.String())
 	}
 
 	// A home of its own: the first up still holds its store.
-	tty := startBannered(t, cleanEnv(homeWithToken(t, token)), true, "aep-kimi tail", args...)
-	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.out.String()) {
-		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.out.String())
+	tty := stacktest.StartBannered(t, stacktest.CleanEnv(stacktest.HomeWithToken(t, token)), true, "aep-kimi tail", args...)
+	if !regexp.MustCompile(`page\s+http://127\.0\.0\.1:\d+/#token=` + token).MatchString(tty.Out.String()) {
+		t.Errorf("on a terminal, up did not print the page's login URL:\n%s", tty.Out.String())
 	}
 }
 
@@ -224,13 +136,13 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 // one line); `--token T`, which puts the token on the command line where
 // every local user can read it, still works but warns.
 func TestE2EExportTokenFile(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	const token = "export-relay-token-0123456789abcdef"
 	rport := netaddr.FreePort(t)
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
 	home := t.TempDir()
-	startDaemon(t, relayURL, cleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
-	relaytest.PostLines(t, relayURL, token, jsEvent(t, "tf", 0))
+	stacktest.StartDaemon(t, relayURL, stacktest.CleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
+	relaytest.PostLines(t, relayURL, token, stacktest.JsEvent(t, "tf", 0))
 
 	tokenFile := filepath.Join(t.TempDir(), "relay.token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -240,14 +152,14 @@ func TestE2EExportTokenFile(t *testing.T) {
 		t.Helper()
 		var mu sync.Mutex
 		n := 0
-		sink := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sink := stacktest.ServeOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			n++
 			mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		args := append([]string{"export", "ce", "--relay", relayURL, "--sink", sink, "--state", "none"}, auth...)
-		e := startBannered(t, cleanEnv(home), false, "", args...)
+		e := stacktest.StartBannered(t, stacktest.CleanEnv(home), false, "", args...)
 		poll.Until(15*time.Second, func() bool {
 			mu.Lock()
 			delivered = n > 0
@@ -259,7 +171,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 				return delivered
 			}
 		})
-		return e.err.String(), delivered
+		return e.Err.String(), delivered
 	}
 	if stderr, ok := follow("--token-file", tokenFile); !ok || strings.Contains(stderr, "warning") {
 		t.Errorf("--token-file: delivered %v; stderr:\n%s", ok, stderr)
@@ -270,7 +182,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 	if err := os.Chmod(tokenFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if msg := runRefused(t, cleanEnv(home), "export", "ce", "--relay", relayURL, "--sink", "http://127.0.0.1:9", "--token-file", tokenFile); !strings.Contains(msg, "readable by others") {
+	if msg := stacktest.RunRefused(t, stacktest.CleanEnv(home), "export", "ce", "--relay", relayURL, "--sink", "http://127.0.0.1:9", "--token-file", tokenFile); !strings.Contains(msg, "readable by others") {
 		t.Errorf("a world-readable --token-file: %s", msg)
 	}
 }
@@ -280,11 +192,11 @@ func TestE2EExportTokenFile(t *testing.T) {
 // holds the token), and a reader racing repeated runs sees the old page or
 // the new one, never a torn or empty file.
 func TestE2EOpenFileReplacedAtomically(t *testing.T) {
-	bin := binaries(t)
+	bin := stacktest.Binaries(t)
 	const token = "open-relay-token-0123456789abcdef"
-	home := homeWithToken(t, token)
+	home := stacktest.HomeWithToken(t, token)
 	noOpener := t.TempDir() // PATH without xdg-open or open
-	env := append(cleanEnv(home), "PATH="+noOpener)
+	env := append(stacktest.CleanEnv(home), "PATH="+noOpener)
 	open := func() {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(bin, "aep-kimi"), "open", "--relay", "http://127.0.0.1:9", "--home", home)

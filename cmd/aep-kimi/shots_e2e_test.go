@@ -11,38 +11,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// envShots names a directory the page's screenshots go to (1280 and 360 px,
-// light and dark); unset, none are written.
-const envShots = "AEP_SHOTS"
-
-// readmeShot is the README's picture of the page, and shotGolden the
-// structure it shows, which the test holds the page to without -update.
-const (
-	readmeShot = "../../docs/fleet.png"
-	shotGolden = "testdata/fleet-shot.golden"
-)
-
-// shotStructureJS describes what the page shows, in words that stay the
-// same from one real session to the next (no ids, no times).
-const shotStructureJS = `(() => {
-  const box = (s) => document.querySelector(s).getBoundingClientRect();
-  const vis = (s) => [...document.querySelectorAll(s)].filter((e) => e.offsetParent !== null);
-  const fleet = box('#fleet'), detail = document.getElementById('session-pane');
-  const d = detail.hidden ? null : detail.getBoundingClientRect();
-  const groups = vis('#fleet .group').map((g) => g.dataset.group + '=' + g.querySelectorAll('li[data-session]').length);
-  const sel = document.querySelector('#fleet li[data-selected]');
-  return [
-    'inbox: ' + vis('#inbox > li').length + ' waiting, answers ' + vis('#inbox [data-option], #inbox [data-cancel]').map((b) => b.textContent).join(' | '),
-    'countdown: ' + vis('#inbox [data-countdown]').map((c) => c.textContent.replace(/[0-9]+s/, 'Ns')).join(),
-    'latest trace: ' + vis('#answered > li').slice(0, 1).map((l) => l.textContent.replace(/, [0-9]+s ago.*/, '')).join(),
-    'fleet: ' + groups.join(' '),
-    'selected: ' + (sel ? sel.dataset.state : 'none'),
-    'detail: ' + (!d ? 'closed' : d.left >= fleet.right ? 'beside the list' : 'below or over the list'),
-    'timeline: ' + vis('#timeline [data-tool]').map((t) => t.dataset.kind).join(' '),
-  ].join('\n') + '\n';
-})()`
 
 // The README's picture and the screenshots come from real Kimi sessions
 // through the real adapter and relay: one call the page allowed, one it
@@ -52,16 +22,18 @@ const shotStructureJS = `(() => {
 // must show the same structure.
 func TestE2EPageShots(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 	b := browsertest.New(t, 1280, 900)
-	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(st.relayURL, st.token)))
+	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(st.RelayURL, st.Token)))
 	b.WaitJS("the page is live", `document.getElementById('conn').dataset.conn === 'live'`)
 
 	// answered runs one real session whose one held call the page answers
 	// with option; it returns the session's id.
 	answered := func(option string) string {
 		out := make(chan kimiharness.PrintRun, 1)
-		go func() { out <- scenario(t, kimi, markerScript(t, filepath.Join(t.TempDir(), "marker")), st.hookCmd(t)) }()
+		go func() {
+			out <- stacktest.Scenario(t, kimi, stacktest.MarkerScript(t, filepath.Join(t.TempDir(), "marker")), st.HookCmd(t))
+		}()
 		b.WaitJS("the held call", `document.querySelector('#inbox [data-attention] [data-option="`+option+`"]') !== null`)
 		var session string
 		b.Eval("its session", `document.querySelector('#inbox [data-attention]').dataset.session`, &session)
@@ -72,11 +44,11 @@ func TestE2EPageShots(t *testing.T) {
 	}
 	answered("allow")
 	denied := answered("deny")
-	st.waitQuiet(t)
+	st.WaitQuiet(t)
 
 	held := make(chan kimiharness.PrintRun, 1)
 	go func() {
-		held <- scenario(t, kimi, markerScript(t, filepath.Join(t.TempDir(), "marker")), st.hookCmd(t))
+		held <- stacktest.Scenario(t, kimi, stacktest.MarkerScript(t, filepath.Join(t.TempDir(), "marker")), st.HookCmd(t))
 	}()
 	// Its answers come with the roster's word that the session is claimed,
 	// which can trail the request itself.
@@ -90,8 +62,8 @@ func TestE2EPageShots(t *testing.T) {
 	b.WaitJS("the rating on the turn", `document.querySelector('#timeline [data-kind="feedback"][data-verdict="up"][data-by="owner"]') !== null`)
 
 	var structure string
-	b.Eval("the page's structure", shotStructureJS, &structure)
-	dir := os.Getenv(envShots)
+	b.Eval("the page's structure", stacktest.ShotStructureJS, &structure)
+	dir := os.Getenv(stacktest.EnvShots)
 	shoot := func(name string, width, height int64, scheme string) []byte {
 		var png []byte
 		b.MustRun("screenshot "+name, chromedp.EmulateViewport(width, height),
@@ -120,15 +92,15 @@ func TestE2EPageShots(t *testing.T) {
 	<-held
 
 	if *update {
-		if err := os.WriteFile(readmeShot, readme, 0o644); err != nil {
+		if err := os.WriteFile(stacktest.ReadmeShot, readme, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(shotGolden, []byte(structure), 0o644); err != nil {
+		if err := os.WriteFile(stacktest.ShotGolden, []byte(structure), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	want, err := os.ReadFile(shotGolden)
+	want, err := os.ReadFile(stacktest.ShotGolden)
 	if err != nil {
 		t.Fatalf("%v (run with -update to write it)", err)
 	}

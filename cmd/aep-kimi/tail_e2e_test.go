@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
 // Two sessions at once in one project, their ids alike for the first 8
@@ -22,30 +23,30 @@ func TestE2ETailFitsAndTellsSessionsApart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
-	st := startStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000", "AEP_CAPTURE=redacted")
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000", "AEP_CAPTURE=redacted")
 	stamp := strings.ToLower(aep.NewID())
 	shop, api := "session_73700a68-b5bf-"+stamp, "session_73700a68-1c2d-"+stamp
 	dir := filepath.Join(t.TempDir(), "acme-shop")
 	long := "go test ./... -run 'TestSomethingRatherLong|TestAnotherEquallyLongName' -count=1 -race -timeout 10m"
 	var held []<-chan string
 	for _, id := range []string{shop, api} {
-		reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": id, "cwd": dir, "source": "startup"}))
+		stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": id, "cwd": dir, "source": "startup"}))
 	}
 	for _, id := range []string{shop, api} {
-		held = append(held, st.heldGate(t, id, "call_1", long))
+		held = append(held, st.HeldGate(t, id, "call_1", long))
 	}
-	st.waitCLI(t, func(s string) bool { return strings.Count(s, "request ") == 2 }, "pending")
-	if code, out := st.cli(t, "respond", "--option", "deny", api); code != 0 {
+	st.WaitCLI(t, func(s string) bool { return strings.Count(s, "request ") == 2 }, "pending")
+	if code, out := st.Cli(t, "respond", "--option", "deny", api); code != 0 {
 		t.Fatalf("respond: exit %d: %s", code, out)
 	}
-	if !denies(reply(t, held[1])) {
+	if !stacktest.Denies(stacktest.Reply(t, held[1])) {
 		t.Fatal("the answered gate did not deny")
 	}
 
 	var out string
-	st.waitCLI(t, func(string) bool {
-		cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "tail", "--from", "all", "--once", "--state", "none")
-		cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.token, "AEP_RELAY="+st.relayURL, "COLUMNS=100")
+	st.WaitCLI(t, func(string) bool {
+		cmd := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--from", "all", "--once", "--state", "none")
+		cmd.Env = append(os.Environ(), "AEP_TOKEN="+st.Token, "AEP_RELAY="+st.RelayURL, "COLUMNS=100")
 		b, err := cmd.CombinedOutput()
 		out = string(b)
 		return err == nil && strings.Contains(out, "denied by owner (cli)")

@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,49 +14,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/tlstest"
 )
-
-// tlsClient trusts only the test's CA.
-func tlsClient(ca *tlstest.CA) *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
-}
-
-// answersOver reports whether a GET of url through hc answers 200.
-func answersOver(hc *http.Client, url string) bool {
-	resp, err := hc.Get(url)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-// startTLSDaemon runs `aep-kimi ARGS...` serving TLS at base (https) and
-// waits for its /healthz through hc and its listen line.
-func startTLSDaemon(t *testing.T, base string, hc *http.Client, env []string, args ...string) *proctest.Proc {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), args...)
-	cmd.Env = append(os.Environ(), env...)
-	d := proctest.Start(t, "aep-kimi "+args[0], cmd)
-	port := base[strings.LastIndexByte(base, ':')+1:]
-	listening := regexp.MustCompile(` addr=\S*:` + regexp.QuoteMeta(port) + `\s`)
-	d.Await(t, 20*time.Second, "its /healthz over TLS and its listen line", func() bool {
-		return answersOver(hc, base+"/healthz") && listening.MatchString(d.Logs.String())
-	})
-	return d
-}
-
-// servedLeaf is the certificate a handshake with addr gets.
-func servedLeaf(t *testing.T, addr string, roots *x509.CertPool) *x509.Certificate {
-	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0]
-}
 
 // The README's TLS commands: a relay serving its own certificate
 // (--tls-cert, --tls-key), an adapter publishing to it over https/wss with
@@ -69,36 +25,36 @@ func servedLeaf(t *testing.T, addr string, roots *x509.CertPool) *x509.Certifica
 // line naming the unknown authority. Replaced certificate files are served
 // from the next handshake on.
 func TestE2ETLSCertFiles(t *testing.T) {
-	bin := binaries(t)
+	bin := stacktest.Binaries(t)
 	ca := tlstest.NewCA(t, "aep-kimi e2e CA")
 	dir := t.TempDir()
 	files := ca.WriteFiles(t, dir)
-	hc := tlsClient(ca)
+	hc := stacktest.TlsClient(ca)
 
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}
 	rport := netaddr.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", rport)
-	st.relayURL = "https://" + addr
-	st.relay = startTLSDaemon(t, st.relayURL, hc, []string{"AEP_TOKEN=" + st.token, "AEP_HOME=" + st.home},
+	st.RelayURL = "https://" + addr
+	st.Relay = stacktest.StartTLSDaemon(t, st.RelayURL, hc, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home},
 		"relay", "--listen", addr, "--tls-cert", files.Cert, "--tls-key", files.Key)
-	st.withAdapter(t, "AEP_RELAY_CA="+files.CA, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000", "AEP_CAPTURE=redacted")
+	st.WithAdapter(t, "AEP_RELAY_CA="+files.CA, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000", "AEP_CAPTURE=redacted")
 
 	session := "tls-" + strings.ToLower(aep.NewID())
-	reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "cwd": filepath.Join(dir, "tls-shop"), "source": "startup"}))
-	held := st.heldGate(t, session, "call_1", "rm -rf build")
+	stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "cwd": filepath.Join(dir, "tls-shop"), "source": "startup"}))
+	held := st.HeldGate(t, session, "call_1", "rm -rf build")
 
 	// A client that waits longer than this is retrying what cannot work.
 	client := func(args ...string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "aep-kimi"), args...)
-		cmd.Env = append(cleanEnv(st.home), "AEP_TOKEN="+st.token, "COLUMNS=120")
+		cmd.Env = append(stacktest.CleanEnv(st.Home), "AEP_TOKEN="+st.Token, "COLUMNS=120")
 		return proctest.Run(t, cmd)
 	}
 	var out string
 	if !poll.Until(30*time.Second, func() bool {
 		var code int
-		code, out = client("tail", "--relay", st.relayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
+		code, out = client("tail", "--relay", st.RelayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
 		return code == 0 && strings.Contains(out, "tls-shop") && strings.Contains(out, "rm -rf build")
 	}) {
 		t.Fatalf("tail --ca over https never showed the session and its request:\n%s", out)
@@ -107,22 +63,22 @@ func TestE2ETLSCertFiles(t *testing.T) {
 	if code, out := client("tail", "--relay", "wss://"+addr, "--ca", files.CA, "--from", "all", "--once", "--state", "none"); code != 0 || !strings.Contains(out, "tls-shop") {
 		t.Errorf("tail --relay wss://: exit %d:\n%s", code, out)
 	}
-	if code, out := client("pending", "--relay", st.relayURL, "--ca", files.CA); code != 0 || !strings.Contains(out, "rm -rf build") {
+	if code, out := client("pending", "--relay", st.RelayURL, "--ca", files.CA); code != 0 || !strings.Contains(out, "rm -rf build") {
 		t.Fatalf("pending --ca: exit %d:\n%s", code, out)
 	}
-	if code, out := client("healthz", "--ca", files.CA, st.relayURL+"/healthz"); code != 0 {
+	if code, out := client("healthz", "--ca", files.CA, st.RelayURL+"/healthz"); code != 0 {
 		t.Errorf("healthz --ca: exit %d:\n%s", code, out)
 	}
-	if code, out := client("healthz", st.relayURL+"/healthz"); code != 1 || !strings.Contains(out, "unknown authority") {
+	if code, out := client("healthz", st.RelayURL+"/healthz"); code != 1 || !strings.Contains(out, "unknown authority") {
 		t.Errorf("healthz without --ca: exit %d, want 1 naming the unknown authority:\n%s", code, out)
 	}
 
 	// Without the CA every client refuses the relay's certificate, at once
 	// and in one line.
 	for _, args := range [][]string{
-		{"tail", "--relay", st.relayURL, "--from", "all", "--state", "none"}, // following: no retry loop either
-		{"pending", "--relay", st.relayURL},
-		{"respond", "--relay", st.relayURL, "--option", "deny", session},
+		{"tail", "--relay", st.RelayURL, "--from", "all", "--state", "none"}, // following: no retry loop either
+		{"pending", "--relay", st.RelayURL},
+		{"respond", "--relay", st.RelayURL, "--option", "deny", session},
 	} {
 		start := time.Now()
 		code, out := client(args...)
@@ -134,75 +90,38 @@ func TestE2ETLSCertFiles(t *testing.T) {
 			t.Errorf("%s without --ca took %s: a certificate failure is not worth retrying", args[0], took)
 		}
 	}
-	if code, out := client("tail", "--relay", st.relayURL, "--ca", filepath.Join(dir, "missing.pem"), "--once"); code != 2 || !strings.Contains(out, "--ca") {
+	if code, out := client("tail", "--relay", st.RelayURL, "--ca", filepath.Join(dir, "missing.pem"), "--once"); code != 2 || !strings.Contains(out, "--ca") {
 		t.Errorf("tail with a missing --ca file: exit %d, want 2:\n%s", code, out)
 	}
 
-	if code, out := client("respond", "--relay", st.relayURL, "--ca", files.CA, "--option", "deny", session); code != 0 {
+	if code, out := client("respond", "--relay", st.RelayURL, "--ca", files.CA, "--option", "deny", session); code != 0 {
 		t.Fatalf("respond --ca: exit %d:\n%s", code, out)
 	}
-	if !denies(reply(t, held)) {
+	if !stacktest.Denies(stacktest.Reply(t, held)) {
 		t.Fatal("the gate answered over wss did not deny")
 	}
 
 	// Renewal: new files, and the next handshake gets the new certificate
 	// (no restart).
-	before := servedLeaf(t, addr, ca.Pool())
+	before := stacktest.ServedLeaf(t, addr, ca.Pool())
 	certPEM, keyPEM := ca.Leaf(t, "renewed.example")
 	tlstest.Write(t, files.Key, keyPEM)
 	tlstest.Write(t, files.Cert, certPEM)
-	after := servedLeaf(t, addr, ca.Pool())
+	after := stacktest.ServedLeaf(t, addr, ca.Pool())
 	if after.Equal(before) || !strings.Contains(strings.Join(after.DNSNames, ","), "renewed.example") {
 		t.Fatalf("after replacing the files the relay served %v, want the renewed certificate", after.DNSNames)
 	}
-	if !poll.Until(5*time.Second, func() bool { return strings.Contains(st.relay.Logs.String(), "TLS certificate reloaded") }) {
-		t.Errorf("the reload is not in the relay's log:\n%s", st.relay.Logs)
+	if !poll.Until(5*time.Second, func() bool { return strings.Contains(st.Relay.Logs.String(), "TLS certificate reloaded") }) {
+		t.Errorf("the reload is not in the relay's log:\n%s", st.Relay.Logs)
 	}
 	// The emitter's socket, opened before, still carries events.
-	reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session + "-2", "cwd": filepath.Join(dir, "after-renewal"), "source": "startup"}))
+	stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session + "-2", "cwd": filepath.Join(dir, "after-renewal"), "source": "startup"}))
 	if !poll.Until(30*time.Second, func() bool {
-		_, out = client("tail", "--relay", st.relayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
+		_, out = client("tail", "--relay", st.RelayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
 		return strings.Count(out, "session started") == 2
 	}) {
 		t.Fatalf("no event after the renewal:\n%s", out)
 	}
-}
-
-// login logs in to the page at base as a browser of origin would, with the
-// extra headers, and returns the answer.
-func login(t *testing.T, hc *http.Client, base, origin, token string, header map[string]string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/app/login", strings.NewReader(`{"token":"`+token+`"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", origin)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("login at %s from %s: HTTP %d", base, origin, resp.StatusCode)
-	}
-	return resp
-}
-
-// secureAnswer reports whether a login answer is one for TLS: HSTS, and
-// every cookie Secure.
-func secureAnswer(t *testing.T, resp *http.Response) (hsts, secure bool) {
-	t.Helper()
-	cookies := resp.Cookies()
-	if len(cookies) == 0 {
-		t.Fatal("the login set no cookie")
-	}
-	secure = true
-	for _, c := range cookies {
-		secure = secure && c.Secure
-	}
-	return resp.Header.Get("Strict-Transport-Security") != "", secure
 }
 
 // Off loopback a relay serves TLS or says a TLS proxy fronts it; only then
@@ -210,13 +129,13 @@ func secureAnswer(t *testing.T, resp *http.Response) (hsts, secure bool) {
 // carry HSTS and Secure cookies; on plain loopback, the default, neither,
 // whatever a forged header says.
 func TestE2ETLSPosture(t *testing.T) {
-	binaries(t)
+	stacktest.Binaries(t)
 	home := t.TempDir()
 	const token = "0123456789abcdef-tls-posture"
 	port := fmt.Sprintf("%d", netaddr.FreePort(t))
 	for _, c := range []struct {
 		name string
-		env  []string
+		Env  []string
 		args []string
 	}{
 		{"relay, non-loopback listen", []string{"AEP_TOKEN=" + token}, []string{"relay", "--listen", "0.0.0.0:" + port}},
@@ -224,13 +143,13 @@ func TestE2ETLSPosture(t *testing.T) {
 		{"up --public", []string{"AEP_TOKEN=" + token}, []string{"up", "--public", "--relay-listen", "0.0.0.0:" + port, "--web=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			msg := runRefused(t, cleanEnv(home, c.env...), c.args...)
+			msg := stacktest.RunRefused(t, stacktest.CleanEnv(home, c.Env...), c.args...)
 			if !strings.Contains(msg, "needs TLS") || !strings.Contains(msg, "--behind-proxy") {
 				t.Fatalf("stderr %q does not say TLS is needed and how", msg)
 			}
 		})
 	}
-	if msg := runRefused(t, cleanEnv(home), "relay", "--tls-cert", filepath.Join(home, "relay.crt")); !strings.Contains(msg, "--tls-key") {
+	if msg := stacktest.RunRefused(t, stacktest.CleanEnv(home), "relay", "--tls-cert", filepath.Join(home, "relay.crt")); !strings.Contains(msg, "--tls-key") {
 		t.Errorf("--tls-cert alone: %q", msg)
 	}
 
@@ -238,12 +157,12 @@ func TestE2ETLSPosture(t *testing.T) {
 	// changes nothing.
 	plainPort := netaddr.FreePort(t)
 	plain := fmt.Sprintf("http://127.0.0.1:%d", plainPort)
-	startDaemon(t, plain, cleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", plainPort))
-	if hsts, secure := secureAnswer(t, login(t, http.DefaultClient, plain, plain, token, nil)); hsts || secure {
+	stacktest.StartDaemon(t, plain, stacktest.CleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", plainPort))
+	if hsts, secure := stacktest.SecureAnswer(t, stacktest.Login(t, http.DefaultClient, plain, plain, token, nil)); hsts || secure {
 		t.Errorf("plain loopback: HSTS %v, Secure cookie %v, want neither", hsts, secure)
 	}
 	forged := map[string]string{"X-Forwarded-Proto": "https"}
-	if hsts, secure := secureAnswer(t, login(t, http.DefaultClient, plain, plain, token, forged)); hsts || secure {
+	if hsts, secure := stacktest.SecureAnswer(t, stacktest.Login(t, http.DefaultClient, plain, plain, token, forged)); hsts || secure {
 		t.Errorf("plain loopback, forged X-Forwarded-Proto: HSTS %v, Secure cookie %v, want neither", hsts, secure)
 	}
 
@@ -251,20 +170,20 @@ func TestE2ETLSPosture(t *testing.T) {
 	ip := netaddr.NonLoopbackIPv4(t)
 	proxiedPort := netaddr.FreePort(t)
 	proxied := fmt.Sprintf("http://%s:%d", ip, proxiedPort)
-	startDaemon(t, proxied, cleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("%s:%d", ip, proxiedPort), "--behind-proxy")
+	stacktest.StartDaemon(t, proxied, stacktest.CleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("%s:%d", ip, proxiedPort), "--behind-proxy")
 	httpsOrigin := "https" + strings.TrimPrefix(proxied, "http")
-	if hsts, secure := secureAnswer(t, login(t, http.DefaultClient, proxied, httpsOrigin, token, forged)); !hsts || !secure {
+	if hsts, secure := stacktest.SecureAnswer(t, stacktest.Login(t, http.DefaultClient, proxied, httpsOrigin, token, forged)); !hsts || !secure {
 		t.Errorf("behind a proxy that says https: HSTS %v, Secure cookie %v, want both", hsts, secure)
 	}
 
 	// Its own TLS: HSTS and Secure cookies.
 	ca := tlstest.NewCA(t, "posture CA")
 	files := ca.WriteFiles(t, t.TempDir())
-	hc := tlsClient(ca)
+	hc := stacktest.TlsClient(ca)
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	secureBase := "https://" + tlsAddr
-	startTLSDaemon(t, secureBase, hc, cleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", tlsAddr, "--tls-cert", files.Cert, "--tls-key", files.Key)
-	if hsts, secure := secureAnswer(t, login(t, hc, secureBase, secureBase, token, nil)); !hsts || !secure {
+	stacktest.StartTLSDaemon(t, secureBase, hc, stacktest.CleanEnv(t.TempDir(), "AEP_TOKEN="+token), "relay", "--listen", tlsAddr, "--tls-cert", files.Cert, "--tls-key", files.Key)
+	if hsts, secure := stacktest.SecureAnswer(t, stacktest.Login(t, hc, secureBase, secureBase, token, nil)); !hsts || !secure {
 		t.Errorf("TLS: HSTS %v, Secure cookie %v, want both", hsts, secure)
 	}
 }
@@ -272,28 +191,28 @@ func TestE2ETLSPosture(t *testing.T) {
 // `up` serving TLS: its adapter publishes to its relay over TLS, trusting
 // exactly the certificate the relay serves, and a client with --ca reads it.
 func TestE2EUpTLS(t *testing.T) {
-	bin := binaries(t)
+	bin := stacktest.Binaries(t)
 	ca := tlstest.NewCA(t, "up CA")
 	files := ca.WriteFiles(t, t.TempDir())
-	st := &stack{home: t.TempDir(), token: "e2e-" + aep.NewID()}
+	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}
 	raddr, aaddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
-	st.relayURL, st.hookTo = "https://"+raddr, "http://"+aaddr
-	st.relay = startDaemon(t, st.hookTo, cleanEnv(st.home, "AEP_TOKEN="+st.token), "up",
+	st.RelayURL, st.HookTo = "https://"+raddr, "http://"+aaddr
+	st.Relay = stacktest.StartDaemon(t, st.HookTo, stacktest.CleanEnv(st.Home, "AEP_TOKEN="+st.Token), "up",
 		"--relay-listen", raddr, "--adapter-listen", aaddr, "--web=false", "--tls-cert", files.Cert, "--tls-key", files.Key)
 	session := "uptls-" + strings.ToLower(aep.NewID())
-	reply(t, st.hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "cwd": filepath.Join(st.home, "up-shop"), "source": "startup"}))
+	stacktest.Reply(t, st.Hook(t, map[string]any{"hook_event_name": "SessionStart", "session_id": session, "cwd": filepath.Join(st.Home, "up-shop"), "source": "startup"}))
 	var out string
 	if !poll.Until(30*time.Second, func() bool {
-		cmd := exec.Command(filepath.Join(bin, "aep-kimi"), "tail", "--relay", st.relayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
-		cmd.Env = append(cleanEnv(st.home), "AEP_TOKEN="+st.token)
+		cmd := exec.Command(filepath.Join(bin, "aep-kimi"), "tail", "--relay", st.RelayURL, "--ca", files.CA, "--from", "all", "--once", "--state", "none")
+		cmd.Env = append(stacktest.CleanEnv(st.Home), "AEP_TOKEN="+st.Token)
 		_, out = proctest.Run(t, cmd)
 		return strings.Contains(out, "uptls-") && strings.Contains(out, "session started")
 	}) {
-		t.Fatalf("the session up's adapter published never reached its TLS relay:\n%s\n%s", out, st.relay.Logs)
+		t.Fatalf("the session up's adapter published never reached its TLS relay:\n%s\n%s", out, st.Relay.Logs)
 	}
 	for _, want := range []string{"relay=wss://", "relay    https://"} {
-		if !strings.Contains(st.relay.Logs.String(), want) {
-			t.Errorf("up's output lacks %q:\n%s", want, st.relay.Logs)
+		if !strings.Contains(st.Relay.Logs.String(), want) {
+			t.Errorf("up's output lacks %q:\n%s", want, st.Relay.Logs)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/station"
@@ -97,11 +98,11 @@ func TestUpJetStreamKeepsHistory(t *testing.T) {
 		var out syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
-		waitHealthy(t, base+"/healthz", done, &out)
+		stacktest.WaitHealthy(t, base+"/healthz", done, &out)
 		if run == 0 {
 			relaytest.Post(t, base, "up-test-token", ev)
 		}
-		if got := replayIDs(t, base, "up-test-token")["s-up"]; len(got) != 1 || got[0] != ev.ID {
+		if got := stacktest.ReplayIDs(t, base, "up-test-token")["s-up"]; len(got) != 1 || got[0] != ev.ID {
 			t.Fatalf("run %d replays %v, want the event the first run admitted\n%s", run+1, got, out.String())
 		}
 		cancel()

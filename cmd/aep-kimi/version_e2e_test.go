@@ -15,10 +15,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// stampPkg is the package whose variables a release build sets with -X.
-const stampPkg = "github.com/aep-kimi/aep-kimi/internal/buildinfo"
 
 // TestE2EVersionStamped builds the three binaries with the -X flags the
 // buildinfo package documents and checks each prints what they set (and
@@ -37,8 +35,8 @@ func TestE2EVersionStamped(t *testing.T) {
 		t.Fatal(err)
 	}
 	const commit = "0123456789abcdef0123456789abcdef01234567"
-	ldflags := "-X " + stampPkg + ".version=v0.4.0-test -X " + stampPkg + ".commit=" + commit +
-		" -X " + stampPkg + ".date=2026-05-01T10:00:00Z"
+	ldflags := "-X " + stacktest.StampPkg + ".version=v0.4.0-test -X " + stacktest.StampPkg + ".commit=" + commit +
+		" -X " + stacktest.StampPkg + ".date=2026-05-01T10:00:00Z"
 	dir := t.TempDir() + string(filepath.Separator)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -83,12 +81,12 @@ func TestE2EVersionStamped(t *testing.T) {
 	// a kimi-hook replaced by another build (upgraded, the adapter not
 	// restarted) is a warning, not a failure.
 	home := t.TempDir()
-	env := cleanEnv(home, "HOME="+home)
+	env := stacktest.CleanEnv(home, "HOME="+home)
 	addr := netaddr.FreeAddr(t)
 	base := "http://" + addr
 	adapter := exec.Command(filepath.Join(dir, "aep-kimi"), "adapter", "--listen", addr, "--relay", "none")
 	adapter.Env = env
-	startProc(t, base, adapter, "adapter")
+	stacktest.StartProc(t, base, adapter, "adapter")
 	hook := filepath.Join(dir, "kimi-hook")
 	setup := func(args ...string) (int, string) {
 		cmd := exec.CommandContext(ctx, filepath.Join(dir, "aep-setup"), append(args, "kimi-code", "--daemon", base, "--kimi-version", "2.1.0", "--hook-cmd", hook)...)
@@ -103,7 +101,7 @@ func TestE2EVersionStamped(t *testing.T) {
 		t.Errorf("check with the adapter's own kimi-hook: exit %d\n%s", code, out)
 	}
 	older := filepath.Join(t.TempDir(), "kimi-hook")
-	if err := proctest.GoBuild(ctx, root, older, "-ldflags", "-X "+stampPkg+".version=0.3.9-test -X "+stampPkg+".commit=fedcba9876543210", "./cmd/kimi-hook"); err != nil {
+	if err := proctest.GoBuild(ctx, root, older, "-ldflags", "-X "+stacktest.StampPkg+".version=0.3.9-test -X "+stacktest.StampPkg+".commit=fedcba9876543210", "./cmd/kimi-hook"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(older, hook); err != nil {

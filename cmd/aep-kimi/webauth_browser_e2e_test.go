@@ -17,22 +17,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// pageIsLive is true once the page reads every relay live.
-const pageIsLive = `document.getElementById('conn').dataset.conn === 'live'`
-
-// within polls a JavaScript expression for at most d and reports whether it
-// came true.
-func within(b *browsertest.Browser, expr string, d time.Duration) bool {
-	return b.Run(chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(d))) == nil
-}
-
-// kimiEvent is a sequenced kimi-code event of session as an emitter sends it.
-func kimiEvent(session, typ string, seq int, rest string) string {
-	return fmt.Sprintf(`{"aep":"0.1","id":%q,"type":%q,"time":%q,"source":"aep://e2e/kimi-code/%s","agent":"kimi-code","session":%q,"seq":%d,"epoch":1%s}`,
-		aep.NewID(), typ, aep.FormatTime(time.Now()), session, session, seq, rest)
-}
 
 // In one Chromium: the relay's page logs in, a page on another 127.0.0.1
 // port receives the login cookie (browsers do not scope cookies by port),
@@ -41,20 +27,20 @@ func kimiEvent(session, typ string, seq int, rest string) string {
 // logged in beside it in the same browser does not log it out.
 func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	b := browsertest.New(t, 1200, 900)
-	base, _, _, token := tokenRelay(t)
-	em := openSocket(t, base, bearer(token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+
+	base, _, _, token := stacktest.TokenRelay(t)
+	em := stacktest.OpenSocket(t, base, stacktest.Bearer(token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+
 		`"capabilities":{"control":{"accepts":["control.attention.respond"]}}}`)
 	emit := func(evs ...string) {
 		t.Helper()
 		for _, ev := range evs {
-			if err := em.c.Write(em.ctx, websocket.MessageText, []byte(ev)); err != nil {
+			if err := em.C.Write(em.Ctx, websocket.MessageText, []byte(ev)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	held := aep.NewID()
-	emit(kimiEvent("s1", "session.started", 0, `,"data":{"title":"cookie test"}`),
-		kimiEvent("s1", "attention.requested", 1, `,"id":`+browsertest.Quote(held)+`,"subject":"Shell","data":{"kind":"permission","prompt":"Run Shell","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}],"respond_via":["control"]}`))
+	emit(stacktest.KimiEvent("s1", "session.started", 0, `,"data":{"title":"cookie test"}`),
+		stacktest.KimiEvent("s1", "attention.requested", 1, `,"id":`+browsertest.Quote(held)+`,"subject":"Shell","data":{"kind":"permission","prompt":"Run Shell","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}],"respond_via":["control"]}`))
 
 	// Another local listener: it records every cookie the browser sends it.
 	var mu sync.Mutex
@@ -71,7 +57,7 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	defer other.Close()
 
 	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(base, token)))
-	b.WaitJS("the page is live", pageIsLive)
+	b.WaitJS("the page is live", stacktest.PageIsLive)
 	b.WaitJS("the held request's buttons", `document.querySelector('[data-attention=`+browsertest.Quote(held)+`] [data-option="deny"]') !== null`)
 
 	b.MustRun("visit the other port", chromedp.Navigate(other.URL+"/"))
@@ -84,18 +70,18 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	}
 	h := http.Header{}
 	h.Set("Cookie", stolen[1]+"="+stolen[2])
-	if code := statusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
+	if code := stacktest.StatusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
 		t.Errorf("the stolen cookie replayed by a plain client read /stream: %d, want 401", code)
 	}
 	h.Set("Origin", base)
 	h.Set("Sec-Fetch-Site", "same-origin")
-	if code := statusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
+	if code := stacktest.StatusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
 		t.Errorf("the stolen cookie with forged browser headers read /stream: %d, want 401", code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h}); err == nil {
-		_ = c.Write(ctx, websocket.MessageText, []byte(consumerHello("")))
+		_ = c.Write(ctx, websocket.MessageText, []byte(stacktest.ConsumerHello("")))
 		if _, f, err := c.Read(ctx); err == nil && strings.Contains(string(f), `"hello"`) {
 			t.Errorf("the stolen cookie opened the socket: %s", f)
 		}
@@ -105,26 +91,26 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	// Back on the relay's page in the same tab: still logged in (the tab
 	// keeps its secret), live, and an answer reaches the emitter.
 	b.MustRun("back to the relay", chromedp.Navigate(base+"/"))
-	if !within(b, pageIsLive, 20*time.Second) {
+	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
 		t.Fatal("the relay's page is no longer live after a reload")
 	}
-	emit(kimiEvent("s2", "session.started", 0, `,"data":{"title":"arrived live"}`))
+	emit(stacktest.KimiEvent("s2", "session.started", 0, `,"data":{"title":"arrived live"}`))
 	b.WaitJS("a live event on the page", `document.querySelector('[data-session="s2"]') !== null`)
 	b.Click("click Deny", `[data-attention=`+browsertest.Quote(held)+`] [data-option="deny"]`)
-	if f := em.next(t, "control.attention.respond"); f == nil || f["subject"] != held {
+	if f := em.Next(t, "control.attention.respond"); f == nil || f["subject"] != held {
 		t.Fatalf("the page's answer did not reach the emitter: %v", f)
 	}
 
 	// A dash on this host, logged in in the same browser.
-	dash, dashToken := startDash(t, base, token)
+	dash, dashToken := stacktest.StartDash(t, base, token)
 	b.MustRun("open the dash's login URL", chromedp.Navigate(fleetpage.LoginURL(dash, dashToken)))
-	b.WaitJS("the dash is live", pageIsLive)
+	b.WaitJS("the dash is live", stacktest.PageIsLive)
 	b.MustRun("back to the relay", chromedp.Navigate(base+"/"))
-	if !within(b, pageIsLive, 20*time.Second) {
+	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
 		t.Error("logging in to the dash logged the relay's page out")
 	}
 	b.MustRun("the dash again", chromedp.Navigate(dash+"/"))
-	if !within(b, pageIsLive, 20*time.Second) {
+	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
 		t.Error("the dash's page is no longer logged in")
 	}
 	b.MustRun("visit the other port again", chromedp.Navigate(other.URL+"/again"))
@@ -147,11 +133,11 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	}
 	// Logging in there keeps the browser's login: the first tab stays in.
 	if err := chromedp.Run(tctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token)),
-		chromedp.Poll(pageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		chromedp.Poll(stacktest.PageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Errorf("the new tab's login: %v", err)
 	}
 	b.MustRun("reload the first tab", chromedp.Navigate(base+"/"))
-	if !within(b, pageIsLive, 20*time.Second) {
+	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
 		t.Error("a login in a second tab logged the first one out")
 	}
 }

@@ -1,22 +1,13 @@
 package main
 
-// Attack tests on the fleet page's login and the relay's bounds, against
-// the built binaries on real sockets: what a login or a token opened ends
-// with it, a stolen cookie alone opens nothing, and the relay bounds its
-// connections and its login attempts.
-
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,311 +19,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
-
-// revokeBound is how soon a stream or socket must end once its credential
-// does.
-const revokeBound = 2 * time.Second
-
-// pageLogin is a browser's login as the page's script holds it: the cookie
-// the browser keeps and the secret the tab keeps.
-type pageLogin struct {
-	base    string
-	cookie  *http.Cookie
-	secret  string
-	expires time.Time
-}
-
-// loginPage logs in to the page at base with token, as the page does.
-func loginPage(t *testing.T, base, token string) *pageLogin {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/app/login", strings.NewReader(`{"token":"`+token+`"}`))
-	req.Header.Set("Origin", base)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || len(res.Cookies()) != 1 {
-		t.Fatalf("login at %s: %d %s (%d cookies)", base, res.StatusCode, b, len(res.Cookies()))
-	}
-	var body struct {
-		Login string `json:"login"`
-	}
-	_ = json.Unmarshal(b, &body)
-	c := res.Cookies()[0]
-	if !strings.HasPrefix(c.Name, "aep_fleet") {
-		t.Fatalf("login cookie %q", c.Name)
-	}
-	return &pageLogin{base: base, cookie: c, secret: body.Login, expires: c.Expires}
-}
-
-// header is what the page's own fetch carries: the cookie, the browser's
-// same-origin marker and the tab's secret.
-func (l *pageLogin) header() http.Header {
-	h := http.Header{}
-	h.Set("Cookie", l.cookie.Name+"="+l.cookie.Value)
-	h.Set("Sec-Fetch-Site", "same-origin")
-	h.Set("AEP-Login", l.secret)
-	return h
-}
-
-// logout posts the page's logout.
-func (l *pageLogin) logout(t *testing.T) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, l.base+"/app/logout", nil)
-	req.Header = l.header()
-	req.Header.Set("Origin", l.base)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("logout: %d", res.StatusCode)
-	}
-}
-
-// liveStream is an open /stream, read until it ends.
-type liveStream struct {
-	ended chan time.Time
-	tail  chan string // the last comment line before the end
-	close context.CancelFunc
-}
-
-func openStream(t *testing.T, url string, h http.Header) *liveStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	req.Header = h
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
-	}
-	s := &liveStream{ended: make(chan time.Time, 1), tail: make(chan string, 1), close: cancel}
-	go func() {
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		last := ""
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, ":") {
-				last = l
-			}
-		}
-		s.tail <- last
-		s.ended <- time.Now()
-	}()
-	return s
-}
-
-// endsWithin waits for the stream to end no later than bound after since.
-func (s *liveStream) endsWithin(t *testing.T, what string, since time.Time, bound time.Duration) {
-	t.Helper()
-	select {
-	case at := <-s.ended:
-		if d := at.Sub(since); d > bound {
-			t.Errorf("%s: the stream ended %v after, want within %v", what, d.Round(time.Millisecond), bound)
-		}
-		t.Logf("%s: stream ended after %v (%s)", what, at.Sub(since).Round(time.Millisecond), <-s.tail)
-	case <-time.After(time.Until(since.Add(bound + time.Second))):
-		t.Errorf("%s: the stream is still open %v after", what, bound+time.Second)
-	}
-}
-
-// liveSocket is an open /socket after its hello, read until it closes.
-type liveSocket struct {
-	c      *websocket.Conn
-	ctx    context.Context
-	frames chan map[string]any
-	closed chan time.Time
-}
-
-func openSocket(t *testing.T, base string, h http.Header, hello string) *liveSocket {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: h})
-	if err != nil {
-		status := ""
-		if res != nil {
-			status = res.Status
-		}
-		t.Fatalf("socket at %s: %v %s", base, err, status)
-	}
-	t.Cleanup(func() { _ = c.CloseNow() })
-	if err := c.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
-		t.Fatal(err)
-	}
-	s := &liveSocket{c: c, ctx: ctx, frames: make(chan map[string]any, 256), closed: make(chan time.Time, 1)}
-	go func() {
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				s.closed <- time.Now()
-				close(s.frames)
-				return
-			}
-			var f map[string]any
-			if json.Unmarshal(b, &f) == nil {
-				s.frames <- f
-			}
-		}
-	}()
-	if f := s.next(t, "hello"); f == nil {
-		t.Fatal("the socket closed before its hello")
-	}
-	return s
-}
-
-// consumerHello is the page's hello, with its login when secret is set.
-func consumerHello(secret string) string {
-	auth := ""
-	if secret != "" {
-		auth = `,"auth":{"login":"` + secret + `"}`
-	}
-	return `{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"aep-kimi-page","instance":"e2e"},"capabilities":{}` + auth + `}`
-}
-
-// next waits for the next frame of type typ, skipping others; nil when the
-// socket closed first.
-func (s *liveSocket) next(t *testing.T, typ string) map[string]any {
-	t.Helper()
-	f, closed := s.within(typ, 10*time.Second)
-	if f == nil && !closed {
-		t.Fatalf("no %s frame in 10 s", typ)
-	}
-	return f
-}
-
-// within is the next frame of type typ within d, skipping others; nil when
-// none came, closed when the socket closed first.
-func (s *liveSocket) within(typ string, d time.Duration) (f map[string]any, closed bool) {
-	timeout := time.After(d)
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				return nil, true
-			}
-			if f["type"] == typ {
-				return f, false
-			}
-		case <-timeout:
-			return nil, false
-		}
-	}
-}
-
-// closesWithin waits for a closing frame naming reason, then the close, no
-// later than bound after since.
-func (s *liveSocket) closesWithin(t *testing.T, what, reason string, since time.Time, bound time.Duration) {
-	t.Helper()
-	deadline := time.After(time.Until(since.Add(bound + time.Second)))
-	var closing map[string]any
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if ok && f["type"] == "closing" {
-				closing = f
-			}
-			if ok {
-				continue
-			}
-			at := <-s.closed
-			if d := at.Sub(since); d > bound {
-				t.Errorf("%s: the socket closed %v after, want within %v", what, d.Round(time.Millisecond), bound)
-			}
-			if closing == nil || closing["reason"] != reason {
-				t.Errorf("%s: closing frame %v, want reason %q", what, closing, reason)
-			}
-			t.Logf("%s: socket closed after %v with %v", what, at.Sub(since).Round(time.Millisecond), closing)
-			return
-		case <-deadline:
-			t.Errorf("%s: the socket is still open %v after", what, bound+time.Second)
-			return
-		}
-	}
-}
-
-// writeToken replaces a token file the way an operator rotating it would:
-// a new file renamed over the old.
-func writeToken(t *testing.T, path, token string) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tokenRelay runs the relay binary with its token in a file under a fresh
-// home.
-func tokenRelay(t *testing.T, env ...string) (base, home, tokenFile, token string) {
-	t.Helper()
-	home = t.TempDir()
-	token = "e2e-" + aep.NewID()
-	tokenFile = filepath.Join(home, "relay.token")
-	writeToken(t, tokenFile, token)
-	port := strconv.Itoa(netaddr.FreePort(t))
-	base = "http://127.0.0.1:" + port
-	startDaemon(t, base, cleanEnv(home, append([]string{"AEP_TOKEN_FILE=" + tokenFile}, env...)...), "relay", "--listen", "127.0.0.1:"+port)
-	return base, home, tokenFile, token
-}
-
-// startDash runs `aep-kimi dash` reading the relay at relayURL and returns
-// its base URL and its login token, read from what it prints.
-func startDash(t *testing.T, relayURL, relayToken string) (base, token string) {
-	t.Helper()
-	home := t.TempDir()
-	tokFile := filepath.Join(home, "relay.token")
-	if err := os.WriteFile(tokFile, []byte(relayToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(netaddr.FreePort(t))
-	cmd := exec.Command(filepath.Join(binaries(t), "aep-kimi"), "dash", "--listen", "127.0.0.1:"+port, "--relay", relayURL+","+tokFile)
-	cmd.Env = cleanEnv(home)
-	d := proctest.Start(t, "aep-kimi dash", cmd)
-	// Off a terminal the dash writes its login URL to a private file and
-	// prints that file's path.
-	page := regexp.MustCompile(`page\s+(http://127\.0\.0\.1:` + port + `)\s`)
-	login := regexp.MustCompile(`#token=([A-Za-z0-9_%-]+)`)
-	var m []string
-	d.Await(t, 20*time.Second, "page URL printed", func() bool {
-		m = page.FindStringSubmatch(d.Logs.String())
-		return m != nil
-	})
-	b, err := os.ReadFile(filepath.Join(home, fleetpage.DashOpenFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm := login.FindStringSubmatch(string(b))
-	if tm == nil {
-		t.Fatalf("%s holds no login URL: %s", fleetpage.DashOpenFileName, b)
-	}
-	tok, err := url.QueryUnescape(tm[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m[1], tok
-}
-
-func bearer(token string) http.Header {
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+token)
-	return h
-}
 
 // Every stream and socket a login or the token opened ends, within 2 s,
 // when that credential does: a logout, a logout from another browser (the
@@ -345,25 +33,25 @@ func TestE2ERevocationClosesConnections(t *testing.T) {
 	const stream = "/stream?from=all"
 	for _, who := range []string{"this browser", "another browser"} {
 		t.Run(who+" logs out", func(t *testing.T) {
-			base, _, _, token := tokenRelay(t)
-			l, other := loginPage(t, base, token), loginPage(t, base, token)
-			sock := openSocket(t, base, l.socketHeader(), consumerHello(l.secret))
-			sse := openStream(t, base+stream, l.header())
+			base, _, _, token := stacktest.TokenRelay(t)
+			l, other := stacktest.LoginPage(t, base, token), stacktest.LoginPage(t, base, token)
+			sock := stacktest.OpenSocket(t, base, l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
+			sse := stacktest.OpenStream(t, base+stream, l.Header())
 			now := time.Now()
 			if who == "this browser" {
-				l.logout(t)
+				l.Logout(t)
 			} else {
-				other.logout(t) // a logout ends every login: the key rotates
+				other.Logout(t) // a logout ends every login: the key rotates
 			}
-			sock.closesWithin(t, "socket", "logged-out", now, revokeBound)
-			sse.endsWithin(t, "stream", now, revokeBound)
+			sock.ClosesWithin(t, "socket", "logged-out", now, stacktest.RevokeBound)
+			sse.EndsWithin(t, "stream", now, stacktest.RevokeBound)
 		})
 	}
 	t.Run("login key replaced", func(t *testing.T) {
-		base, home, _, token := tokenRelay(t)
-		l := loginPage(t, base, token)
-		sock := openSocket(t, base, l.socketHeader(), consumerHello(l.secret))
-		sse := openStream(t, base+stream, l.header())
+		base, home, _, token := stacktest.TokenRelay(t)
+		l := stacktest.LoginPage(t, base, token)
+		sock := stacktest.OpenSocket(t, base, l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
+		sse := stacktest.OpenStream(t, base+stream, l.Header())
 		key := filepath.Join(home, fleetpage.LoginsFileName)
 		if err := os.WriteFile(key+".new", []byte(strings.Repeat("ab", 32)), 0o600); err != nil {
 			t.Fatal(err)
@@ -372,76 +60,55 @@ func TestE2ERevocationClosesConnections(t *testing.T) {
 		if err := os.Rename(key+".new", key); err != nil {
 			t.Fatal(err)
 		}
-		sock.closesWithin(t, "socket", "login-key-rotated", now, revokeBound)
-		sse.endsWithin(t, "stream", now, revokeBound)
-		if code := statusOf(t, base+stream+"&live=0", l.header()); code != http.StatusUnauthorized {
+		sock.ClosesWithin(t, "socket", "login-key-rotated", now, stacktest.RevokeBound)
+		sse.EndsWithin(t, "stream", now, stacktest.RevokeBound)
+		if code := stacktest.StatusOf(t, base+stream+"&live=0", l.Header()); code != http.StatusUnauthorized {
 			t.Errorf("the login after its key was replaced: %d, want 401", code)
 		}
 	})
 	t.Run("login expires", func(t *testing.T) {
-		base, _, _, token := tokenRelay(t, "AEP_LOGIN_TTL=3s")
-		l := loginPage(t, base, token)
-		sock := openSocket(t, base, l.socketHeader(), consumerHello(l.secret))
-		sse := openStream(t, base+stream, l.header())
-		if l.expires.IsZero() || time.Until(l.expires) > 4*time.Second {
-			t.Fatalf("AEP_LOGIN_TTL=3s: the cookie expires at %v", l.expires)
+		base, _, _, token := stacktest.TokenRelay(t, "AEP_LOGIN_TTL=3s")
+		l := stacktest.LoginPage(t, base, token)
+		sock := stacktest.OpenSocket(t, base, l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
+		sse := stacktest.OpenStream(t, base+stream, l.Header())
+		if l.Expires.IsZero() || time.Until(l.Expires) > 4*time.Second {
+			t.Fatalf("AEP_LOGIN_TTL=3s: the cookie expires at %v", l.Expires)
 		}
-		sock.closesWithin(t, "socket", "login-expired", l.expires, revokeBound)
-		sse.endsWithin(t, "stream", l.expires, revokeBound)
+		sock.ClosesWithin(t, "socket", "login-expired", l.Expires, stacktest.RevokeBound)
+		sse.EndsWithin(t, "stream", l.Expires, stacktest.RevokeBound)
 	})
 	t.Run("token file replaced", func(t *testing.T) {
-		base, _, tokenFile, token := tokenRelay(t)
-		l := loginPage(t, base, token)
-		pageSock := openSocket(t, base, l.socketHeader(), consumerHello(l.secret))
-		tokSock := openSocket(t, base, bearer(token), consumerHello(""))
-		tokSSE := openStream(t, base+stream, bearer(token))
-		pageSSE := openStream(t, base+stream, l.header())
+		base, _, tokenFile, token := stacktest.TokenRelay(t)
+		l := stacktest.LoginPage(t, base, token)
+		pageSock := stacktest.OpenSocket(t, base, l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
+		tokSock := stacktest.OpenSocket(t, base, stacktest.Bearer(token), stacktest.ConsumerHello(""))
+		tokSSE := stacktest.OpenStream(t, base+stream, stacktest.Bearer(token))
+		pageSSE := stacktest.OpenStream(t, base+stream, l.Header())
 		fresh := "e2e-" + aep.NewID()
 		now := time.Now()
-		writeToken(t, tokenFile, fresh)
-		tokSock.closesWithin(t, "token socket", "token-changed", now, revokeBound)
-		pageSock.closesWithin(t, "page socket", "token-changed", now, revokeBound)
-		tokSSE.endsWithin(t, "token stream", now, revokeBound)
-		pageSSE.endsWithin(t, "page stream", now, revokeBound)
-		if code := statusOf(t, base+stream+"&live=0", bearer(token)); code != http.StatusForbidden {
+		stacktest.WriteToken(t, tokenFile, fresh)
+		tokSock.ClosesWithin(t, "token socket", "token-changed", now, stacktest.RevokeBound)
+		pageSock.ClosesWithin(t, "page socket", "token-changed", now, stacktest.RevokeBound)
+		tokSSE.EndsWithin(t, "token stream", now, stacktest.RevokeBound)
+		pageSSE.EndsWithin(t, "page stream", now, stacktest.RevokeBound)
+		if code := stacktest.StatusOf(t, base+stream+"&live=0", stacktest.Bearer(token)); code != http.StatusForbidden {
 			t.Errorf("the old token after the change: %d, want 403", code)
 		}
-		if code := statusOf(t, base+stream+"&live=0", bearer(fresh)); code != http.StatusOK {
+		if code := stacktest.StatusOf(t, base+stream+"&live=0", stacktest.Bearer(fresh)); code != http.StatusOK {
 			t.Errorf("the new token: %d, want 200", code)
 		}
 	})
 	t.Run("dash logout", func(t *testing.T) {
-		base, _, _, token := tokenRelay(t)
-		dash, dashToken := startDash(t, base, token)
-		l := loginPage(t, dash, dashToken)
-		sock := openSocket(t, dash+"/r/0", l.socketHeader(), consumerHello(l.secret))
-		sse := openStream(t, dash+"/r/0"+stream, l.header())
+		base, _, _, token := stacktest.TokenRelay(t)
+		dash, dashToken := stacktest.StartDash(t, base, token)
+		l := stacktest.LoginPage(t, dash, dashToken)
+		sock := stacktest.OpenSocket(t, dash+"/r/0", l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
+		sse := stacktest.OpenStream(t, dash+"/r/0"+stream, l.Header())
 		now := time.Now()
-		l.logout(t)
-		sock.closesWithin(t, "dash socket", "logged-out", now, revokeBound)
-		sse.endsWithin(t, "dash stream", now, revokeBound)
+		l.Logout(t)
+		sock.ClosesWithin(t, "dash socket", "logged-out", now, stacktest.RevokeBound)
+		sse.EndsWithin(t, "dash stream", now, stacktest.RevokeBound)
 	})
-}
-
-// socketHeader is what a browser's socket upgrade carries: the cookie and
-// the page's Origin, no secret (the hello brings it).
-func (l *pageLogin) socketHeader() http.Header {
-	h := http.Header{}
-	h.Set("Cookie", l.cookie.Name+"="+l.cookie.Value)
-	h.Set("Origin", l.base)
-	return h
-}
-
-func statusOf(t *testing.T, url string, h http.Header) int {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header = h
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
 }
 
 // A respond sent on a page's socket after the logout never reaches the
@@ -450,8 +117,8 @@ func TestE2ERespondAfterLogoutNotDelivered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
-	base, _, _, token := tokenRelay(t)
-	em := openSocket(t, base, bearer(token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+
+	base, _, _, token := stacktest.TokenRelay(t)
+	em := stacktest.OpenSocket(t, base, stacktest.Bearer(token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+
 		`"capabilities":{"control":{"accepts":["control.attention.respond"]}}}`)
 	session := "respond-" + aep.NewID()
 	req := aep.NewID()
@@ -459,31 +126,31 @@ func TestE2ERespondAfterLogoutNotDelivered(t *testing.T) {
 		`{"aep":"0.1","id":"` + aep.NewID() + `","type":"session.started","time":"2026-01-01T00:00:00Z","source":"aep://e2e/kimi-code/s","agent":"kimi-code","session":"` + session + `","seq":0,"epoch":1,"data":{}}`,
 		`{"aep":"0.1","id":"` + req + `","type":"attention.requested","time":"2026-01-01T00:00:01Z","source":"aep://e2e/kimi-code/s","agent":"kimi-code","session":"` + session + `","seq":1,"epoch":1,"subject":"Shell","data":{"kind":"permission","prompt":"p","options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}],"respond_via":["control"]}}`,
 	} {
-		if err := em.c.Write(em.ctx, websocket.MessageText, []byte(ev)); err != nil {
+		if err := em.C.Write(em.Ctx, websocket.MessageText, []byte(ev)); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
-	l := loginPage(t, base, token)
-	page := openSocket(t, base, l.socketHeader(), consumerHello(l.secret))
+	l := stacktest.LoginPage(t, base, token)
+	page := stacktest.OpenSocket(t, base, l.SocketHeader(), stacktest.ConsumerHello(l.Secret))
 	respond := func(option string) string {
 		id := aep.NewID()
 		cmd := fmt.Sprintf(`{"aep":"0.1","id":%q,"type":"control.attention.respond","time":%q,"source":"aep://e2e/aep-kimi-page/x","agent":"aep-kimi-page","session":%q,"subject":%q,"data":{"answer":{"option":%q}}}`,
 			id, aep.FormatTime(time.Now()), session, req, option)
-		_ = page.c.Write(page.ctx, websocket.MessageText, []byte(cmd))
+		_ = page.C.Write(page.Ctx, websocket.MessageText, []byte(cmd))
 		return id
 	}
 	// Before the logout the page's answer reaches the emitter: the route
 	// the attack needs is there.
 	first := respond("allow")
-	if f := em.next(t, "control.attention.respond"); f == nil || f["id"] != first {
+	if f := em.Next(t, "control.attention.respond"); f == nil || f["id"] != first {
 		t.Fatalf("the respond before logout did not reach the emitter: %v", f)
 	}
-	l.logout(t)
+	l.Logout(t)
 	late := respond("deny")
-	timeout := time.After(revokeBound + time.Second)
+	timeout := time.After(stacktest.RevokeBound + time.Second)
 	for {
 		select {
-		case f := <-em.frames:
+		case f := <-em.Frames:
 			if f["type"] == "control.attention.respond" {
 				t.Fatalf("a respond sent after the logout reached the emitter: %v (sent %s)", f["id"], late)
 			}
@@ -500,11 +167,11 @@ func TestE2EStolenCookieRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
-	base, _, _, token := tokenRelay(t)
-	l := loginPage(t, base, token)
+	base, _, _, token := stacktest.TokenRelay(t)
+	l := stacktest.LoginPage(t, base, token)
 	jar := func(extra map[string]string) http.Header {
 		h := http.Header{}
-		h.Set("Cookie", l.cookie.Name+"="+l.cookie.Value)
+		h.Set("Cookie", l.Cookie.Name+"="+l.Cookie.Value)
 		for k, v := range extra {
 			h.Set(k, v)
 		}
@@ -513,28 +180,28 @@ func TestE2EStolenCookieRefused(t *testing.T) {
 	for name, h := range map[string]http.Header{
 		"the cookie alone":                           jar(nil),
 		"the cookie with forged browser headers":     jar(map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}),
-		"the cookie and secret, no browser header":   jar(map[string]string{"AEP-Login": l.secret}),
-		"the cookie with the cookie as the secret":   jar(map[string]string{"Sec-Fetch-Site": "same-origin", "AEP-Login": l.cookie.Value}),
+		"the cookie and secret, no browser header":   jar(map[string]string{"AEP-Login": l.Secret}),
+		"the cookie with the cookie as the secret":   jar(map[string]string{"Sec-Fetch-Site": "same-origin", "AEP-Login": l.Cookie.Value}),
 		"the cookie with a made-up secret":           jar(map[string]string{"Sec-Fetch-Site": "same-origin", "AEP-Login": strings.Repeat("A", 43)}),
 		"the cookie on a page's GET without headers": jar(map[string]string{"Accept": "text/event-stream"}),
 	} {
-		if code := statusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
+		if code := stacktest.StatusOf(t, base+"/stream?live=0&from=all", h); code != http.StatusUnauthorized {
 			t.Errorf("%s: /stream answered %d, want 401", name, code)
 		}
 	}
-	if code := statusOf(t, base+"/stream?live=0&from=all", l.header()); code != http.StatusOK {
+	if code := stacktest.StatusOf(t, base+"/stream?live=0&from=all", l.Header()); code != http.StatusOK {
 		t.Errorf("the page's own request: %d, want 200", code)
 	}
 	// The socket: the upgrade carries the cookie and a forged Origin; the
 	// hello lacks the secret only the page's tab holds.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: l.socketHeader()})
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: l.SocketHeader()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	if err := c.Write(ctx, websocket.MessageText, []byte(consumerHello(""))); err != nil {
+	if err := c.Write(ctx, websocket.MessageText, []byte(stacktest.ConsumerHello(""))); err != nil {
 		t.Fatal(err)
 	}
 	_, b, err := c.Read(ctx)
@@ -557,10 +224,10 @@ func TestE2EConnectionCap(t *testing.T) {
 	token := "e2e-" + aep.NewID()
 	port := strconv.Itoa(netaddr.FreePort(t))
 	base := "http://127.0.0.1:" + port
-	startDaemon(t, base, cleanEnv(home, "AEP_TOKEN="+token, "AEP_MAX_CONNECTIONS=99"), "relay", "--listen", "127.0.0.1:"+port, "--max-connections", "3")
-	first := openStream(t, base+"/stream", bearer(token))
-	openStream(t, base+"/stream", bearer(token))
-	openSocket(t, base, bearer(token), consumerHello(""))
+	stacktest.StartDaemon(t, base, stacktest.CleanEnv(home, "AEP_TOKEN="+token, "AEP_MAX_CONNECTIONS=99"), "relay", "--listen", "127.0.0.1:"+port, "--max-connections", "3")
+	first := stacktest.OpenStream(t, base+"/stream", stacktest.Bearer(token))
+	stacktest.OpenStream(t, base+"/stream", stacktest.Bearer(token))
+	stacktest.OpenSocket(t, base, stacktest.Bearer(token), stacktest.ConsumerHello(""))
 	refused := func(what string, res *http.Response) {
 		t.Helper()
 		b, _ := io.ReadAll(res.Body)
@@ -571,7 +238,7 @@ func TestE2EConnectionCap(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, base+"/stream", nil)
-	req.Header = bearer(token)
+	req.Header = stacktest.Bearer(token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -579,7 +246,7 @@ func TestE2EConnectionCap(t *testing.T) {
 	refused("a fourth stream", res)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if c, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: bearer(token)}); err == nil {
+	if c, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/socket", &websocket.DialOptions{HTTPHeader: stacktest.Bearer(token)}); err == nil {
 		c.CloseNow()
 		t.Error("a fourth connection, a socket, was accepted")
 	} else if res == nil {
@@ -589,7 +256,7 @@ func TestE2EConnectionCap(t *testing.T) {
 	}
 	metrics := func() string {
 		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-		req.Header = bearer(token)
+		req.Header = stacktest.Bearer(token)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -605,9 +272,12 @@ func TestE2EConnectionCap(t *testing.T) {
 		}
 	}
 	// Ending one frees its slot.
-	first.close()
+	first.Close()
 	var code int
-	if !poll.Until(10*time.Second, func() bool { code = statusOf(t, base+"/stream?live=0", bearer(token)); return code == http.StatusOK }) {
+	if !poll.Until(10*time.Second, func() bool {
+		code = stacktest.StatusOf(t, base+"/stream?live=0", stacktest.Bearer(token))
+		return code == http.StatusOK
+	}) {
 		t.Fatalf("a stream after one ended: still %d", code)
 	}
 }
@@ -618,7 +288,7 @@ func TestE2ELoginRateLimited(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
-	base, _, _, token := tokenRelay(t)
+	base, _, _, token := stacktest.TokenRelay(t)
 	post := func(tok string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, base+"/app/login", strings.NewReader(`{"token":"`+tok+`"}`))
 		req.Header.Set("Origin", base)

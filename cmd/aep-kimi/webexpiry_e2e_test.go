@@ -11,6 +11,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -21,31 +22,31 @@ import (
 // approval it creates is an hour past its expires_at the moment it exists.
 func TestE2EBridgeWebApprovalPastKapExpiry(t *testing.T) {
 	kimi := kimiharness.Require(t)
-	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, webScript))
-	ws := &webStack{kimi: kimi, mode: "primary", home: t.TempDir(), khome: t.TempDir(), work: t.TempDir()}
-	kimiharness.WriteWebConfig(t, ws.khome, mock.Port)
-	ws.web = kimiharness.StartWeb(t, kimi, ws.khome, ws.work, kimiharness.ShiftClock(t, -25*time.Hour))
-	ws.stack = newStack(t)
-	ws.addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
-	ws.env = []string{"AEP_TOKEN=" + ws.token, "AEP_HOME=" + ws.home, "KIMI_CODE_HOME=" + ws.khome, "AEP_KIMI_WEB_CONTROL=1"}
+	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.WebScript))
+	ws := &stacktest.WebStack{Kimi: kimi, Mode: "primary", Home: t.TempDir(), Khome: t.TempDir(), Work: t.TempDir()}
+	kimiharness.WriteWebConfig(t, ws.Khome, mock.Port)
+	ws.Web = kimiharness.StartWeb(t, kimi, ws.Khome, ws.Work, kimiharness.ShiftClock(t, -25*time.Hour))
+	ws.Stack = stacktest.NewStack(t)
+	ws.Addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
+	ws.Env = []string{"AEP_TOKEN=" + ws.Token, "AEP_HOME=" + ws.Home, "KIMI_CODE_HOME=" + ws.Khome, "AEP_KIMI_WEB_CONTROL=1"}
 	// The instance record's heartbeat is 25 h old too: discovery would
 	// rightly skip it.
-	ws.startBridge(t, "--kap", ws.web.Base)
+	ws.StartBridge(t, "--kap", ws.Web.Base)
 
-	sid := ws.web.CreateSession(t)
-	ws.web.Prompt(t, sid, "run the probe")
-	req := ws.waitFor(t, sid, "the approval's request", func(e *aep.Event) bool { return e.Type == "attention.requested" })
+	sid := ws.Web.CreateSession(t)
+	ws.Web.Prompt(t, sid, "run the probe")
+	req := ws.WaitFor(t, sid, "the approval's request", func(e *aep.Event) bool { return e.Type == "attention.requested" })
 
 	var pending struct {
 		Items []struct {
 			ExpiresAt time.Time `json:"expires_at"`
 		} `json:"items"`
 	}
-	ws.web.Call(t, http.MethodGet, "/api/v1/sessions/"+sid+"/approvals?status=pending", nil, &pending)
+	ws.Web.Call(t, http.MethodGet, "/api/v1/sessions/"+sid+"/approvals?status=pending", nil, &pending)
 	if len(pending.Items) != 1 || !pending.Items[0].ExpiresAt.Before(time.Now()) {
 		t.Fatalf("kap-server's pending approval is not past its expires_at: %+v", pending.Items)
 	}
-	d := dataOf(req)
+	d := stacktest.DataOf(req)
 	if exp, ok := d["expires_at"]; ok {
 		t.Errorf("the request carries kap's expires_at %v as its deadline", exp)
 	}
@@ -57,19 +58,19 @@ func TestE2EBridgeWebApprovalPastKapExpiry(t *testing.T) {
 	}
 
 	// The fleet still has it waiting, with no deadline.
-	code, out := ws.cli(t, "pending")
+	code, out := ws.Cli(t, "pending")
 	if code != 0 || !strings.Contains(out, req.ID) || !strings.Contains(out, "no deadline") {
 		t.Fatalf("pending does not list the approval as waiting with no deadline: %d\n%s", code, out)
 	}
 
 	// Answered past kap's expires_at, Kimi runs the tool.
-	if code, out := ws.cli(t, "respond", "--option", "approved", sid, req.ID); code != 0 {
+	if code, out := ws.Cli(t, "respond", "--option", "approved", sid, req.ID); code != 0 {
 		t.Fatalf("respond: %d %s", code, out)
 	}
-	ws.waitCount(t, sid, "run.finished", 1)
+	ws.WaitCount(t, sid, "run.finished", 1)
 	if !slices.ContainsFunc(mock.Requests(t), func(r string) bool { return strings.Contains(r, `probe-web\n`) }) {
 		t.Error("Kimi never sent the model the tool's output")
 	}
-	_, evs := ws.events(t, sid)
-	want(t, evs, map[string]int{"attention.requested": 1, "attention.answered": 1, "attention.resolved": 1, "attention.timeout": 0, "tool.completed": 1})
+	_, evs := ws.Events(t, sid)
+	stacktest.Want(t, evs, map[string]int{"attention.requested": 1, "attention.answered": 1, "attention.resolved": 1, "attention.timeout": 0, "tool.completed": 1})
 }

@@ -1,12 +1,12 @@
 //go:build !linux
 
-package main
+package stacktest
 
 import (
 	"errors"
 	"os"
 )
 
-func openPTY() (master, slave *os.File, err error) {
+func OpenPTY() (master, slave *os.File, err error) {
 	return nil, nil, errors.New("no pseudo-terminal helper on this platform")
 }

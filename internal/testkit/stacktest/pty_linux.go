@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package stacktest
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY opens a pseudo-terminal pair: a command given the slave as its
+// OpenPTY opens a pseudo-terminal pair: a command given the slave as its
 // stdout is on a terminal, and what it writes is read from the master.
-func openPTY() (master, slave *os.File, err error) {
+func OpenPTY() (master, slave *os.File, err error) {
 	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,84 @@
+package stacktest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/notify"
+)
+
+// WebhookReceiver keeps the webhook bodies it was posted, with when each
+// arrived.
+type WebhookReceiver struct {
+	*httptest.Server
+	Mu     sync.Mutex
+	Bodies []notify.WebhookBody
+	At     []time.Time
+}
+
+func NewWebhookReceiver(t *testing.T) *WebhookReceiver {
+	r := &WebhookReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var b notify.WebhookBody
+		raw, _ := io.ReadAll(req.Body)
+		if err := json.Unmarshal(raw, &b); err != nil {
+			t.Errorf("webhook body: %v: %s", err, raw)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.Mu.Lock()
+		r.Bodies, r.At = append(r.Bodies, b), append(r.At, time.Now())
+		r.Mu.Unlock()
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Request is the first body about request id, and when it came.
+func (r *WebhookReceiver) Request(id string) (notify.WebhookBody, time.Time, bool) {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	for i, b := range r.Bodies {
+		if b.Request == id && b.Kind == notify.KindRequest {
+			return b, r.At[i], true
+		}
+	}
+	return notify.WebhookBody{}, time.Time{}, false
+}
+
+func (r *WebhookReceiver) All() []notify.WebhookBody {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return append([]notify.WebhookBody(nil), r.Bodies...)
+}
+
+func LinkFor(t *testing.T, b notify.WebhookBody, option string) string {
+	t.Helper()
+	for _, a := range b.Answers {
+		if a.Option == option {
+			return a.URL
+		}
+	}
+	t.Fatalf("the notification offers no %q: %+v", option, b.Answers)
+	return ""
+}
+
+func PostLink(t *testing.T, link string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(link, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("POST %s: %d, not JSON: %s", link, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}

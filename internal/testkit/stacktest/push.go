@@ -1,0 +1,48 @@
+package stacktest
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/notify"
+)
+
+// PushManagerJS stands in for the browser's push service in the page: a
+// headless Chromium reaches none, so PushManager hands out the test push
+// service's subscription (%s, its JSON), and only for the key %s (the
+// relay's VAPID key, base64url), as a push service made for that key would.
+// It is added by the test over the DevTools protocol; the page is as served.
+const PushManagerJS = `(() => {
+  const sub = %s, key = %s;
+  const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  let current = null;
+  PushManager.prototype.subscribe = async function (opts) {
+    if (!opts || opts.userVisibleOnly !== true || b64(opts.applicationServerKey) !== key) {
+      throw new DOMException('not the relay key', 'InvalidAccessError');
+    }
+    current = { endpoint: sub.endpoint, expirationTime: null, options: { userVisibleOnly: true, applicationServerKey: new Uint8Array(opts.applicationServerKey).buffer },
+      toJSON: () => sub, unsubscribe: async () => { current = null; return true; } };
+    return current;
+  };
+  PushManager.prototype.getSubscription = async function () { return current; };
+})()`
+
+// VapidKey is the relay's VAPID public key (base64url), read with its token.
+func (st *Stack) VapidKey(t testing.TB) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, st.RelayURL+notify.PathVAPID, nil)
+	req.Header.Set("Authorization", "Bearer "+st.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var vapid struct {
+		PublicKey string `json:"public_key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vapid); err != nil || resp.StatusCode != http.StatusOK || vapid.PublicKey == "" {
+		t.Fatalf("GET %s: %d %v", notify.PathVAPID, resp.StatusCode, err)
+	}
+	return vapid.PublicKey
+}

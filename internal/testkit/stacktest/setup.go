@@ -1,0 +1,54 @@
+package stacktest
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+)
+
+// RegisterWithSetup writes a Kimi home whose provider is the mock and whose
+// hooks are registered by `aep-setup write kimi-code`, then checks that
+// `kimi doctor` accepts it.
+func (st *Stack) RegisterWithSetup(t *testing.T, kimi string, mockPort int) string {
+	t.Helper()
+	home := t.TempDir()
+	kimiharness.WriteWebConfig(t, home, mockPort)
+	out, err := exec.Command(filepath.Join(Binaries(t), "aep-setup"), "write", "kimi-code",
+		"--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi", kimi).CombinedOutput()
+	if err != nil {
+		t.Fatalf("aep-setup write: %v\n%s", err, out)
+	}
+	doctor := exec.Command(kimi, "doctor")
+	doctor.Env = kimiharness.Env(home)
+	if out, err := doctor.CombinedOutput(); err != nil {
+		t.Fatalf("kimi doctor rejects the config aep-setup wrote: %v\n%s", err, out)
+	}
+	return home
+}
+
+// HookCounts reads the adapter's per-event hook counters.
+func (st *Stack) HookCounts(t *testing.T) map[string]int {
+	t.Helper()
+	resp, err := http.Get(st.HookTo + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	re := regexp.MustCompile(`^aepkimi_adapter_hooks_total\{event="([A-Za-z]+)"\} (\d+)`)
+	out := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			var n int
+			json.Unmarshal([]byte(m[2]), &n)
+			out[m[1]] = n
+		}
+	}
+	return out
+}
