@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aep-kimi/aep-kimi/emitter"
 	"github.com/aep-kimi/aep-kimi/internal/httpdrain"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
@@ -107,6 +109,9 @@ func (s *Server) Close() error { return s.web.Close() }
 // stop intake, release held hooks (fail-open), close the logs, flush the
 // publisher (emitter.Core.Run).
 func (s *Server) Run(ctx context.Context) error { return s.core.Run(ctx, s.serve) }
+
+// Registry is the adapter's metrics registry, the one /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.core.Registry() }
 
 func (s *Server) serve(ctx context.Context) error {
 	// Spooled payloads go first, ahead of newer hooks of their sessions.

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
@@ -97,6 +98,9 @@ func (b *Bridge) Listen() (net.Addr, error) { return b.web.Listen() }
 // over (a restarted server is found again through the registry). The
 // publisher runs around it (emitter.Core.Run).
 func (b *Bridge) Run(ctx context.Context) error { return b.core.Run(ctx, b.serve) }
+
+// Registry is the bridge's metrics registry, the one /metrics serves.
+func (b *Bridge) Registry() *prometheus.Registry { return b.core.Registry() }
 
 func (b *Bridge) serve(ctx context.Context) error {
 	addr, err := b.Listen()

@@ -149,3 +149,6 @@ func (m *metrics) countIngest(binding string, r IngestResult) {
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
+
+// Registry is the relay's metrics registry, the one /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }

@@ -19,4 +19,7 @@ func TestReference(t *testing.T) {
 		got := reftest.Commands(prog, reftest.FromTable(prog, commands(getenv, stdio{})))
 		reftest.Section(t, reftest.File(t, "commands.md"), reftest.CommandsHead, prog, reftest.Binaries, got, *update)
 	})
+	t.Run("metrics", func(t *testing.T) {
+		reftest.Golden(t, reftest.File(t, "metrics.md"), metricsReference(t), *update)
+	})
 }
