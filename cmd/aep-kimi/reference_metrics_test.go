@@ -69,6 +69,26 @@ func relayRegistry(t *testing.T, getenv func(string) string, args ...string) *pr
 	return srv.Registry()
 }
 
+func adapterRegistry(t *testing.T, getenv func(string) string) *prometheus.Registry {
+	var o station.AdapterOptions
+	parseFlags(t, func(fs *flag.FlagSet) { o.BindFlags(fs, getenv) })
+	srv, err := station.NewAdapter(o, refToken, getenv, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.Registry()
+}
+
+func bridgeRegistry(t *testing.T, getenv func(string) string) *prometheus.Registry {
+	var o station.BridgeOptions
+	parseFlags(t, func(fs *flag.FlagSet) { o.BindFlags(fs, getenv) })
+	b, err := station.NewBridge(o, refToken, getenv, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Registry()
+}
+
 func metricsDaemons() []metricsDaemon {
 	return []metricsDaemon{
 		{name: "relay", serves: "`aep-kimi relay` and `up`, on the relay's address", builds: []metricsBuild{
@@ -81,28 +101,10 @@ func metricsDaemons() []metricsDaemon {
 			}},
 		}},
 		{name: "adapter", serves: "`aep-kimi adapter` and `up`, on the hook intake's address", builds: []metricsBuild{
-			{"", func(t *testing.T) *prometheus.Registry {
-				getenv := daemonEnv(t)
-				var o station.AdapterOptions
-				parseFlags(t, func(fs *flag.FlagSet) { o.BindFlags(fs, getenv) })
-				srv, err := station.NewAdapter(o, refToken, getenv, quietLog())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return srv.Registry()
-			}},
+			{"", func(t *testing.T) *prometheus.Registry { return adapterRegistry(t, daemonEnv(t)) }},
 		}},
 		{name: "bridge-web", serves: "`aep-kimi bridge-web` and `up`, on the bridge's address", builds: []metricsBuild{
-			{"", func(t *testing.T) *prometheus.Registry {
-				getenv := daemonEnv(t)
-				var o station.BridgeOptions
-				parseFlags(t, func(fs *flag.FlagSet) { o.BindFlags(fs, getenv) })
-				b, err := station.NewBridge(o, refToken, getenv, quietLog())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b.Registry()
-			}},
+			{"", func(t *testing.T) *prometheus.Registry { return bridgeRegistry(t, daemonEnv(t)) }},
 		}},
 		{name: "export", serves: "`aep-kimi export MODE --relay URL ... --metrics ADDR`", builds: []metricsBuild{
 			{"", func(*testing.T) *prometheus.Registry {

@@ -19,6 +19,13 @@ func TestReference(t *testing.T) {
 		got := reftest.Commands(prog, reftest.FromTable(prog, commands(getenv, stdio{})))
 		reftest.Section(t, reftest.File(t, "commands.md"), reftest.CommandsHead, prog, reftest.Binaries, got, *update)
 	})
+	t.Run("environment", func(t *testing.T) {
+		reftest.Golden(t, reftest.File(t, "environment.md"), environmentReference(t, getenv), *update)
+	})
+	t.Run("files", func(t *testing.T) {
+		checkHomeFiles(t, startedHome(t))
+		reftest.Golden(t, reftest.File(t, "files.md"), filesReference(), *update)
+	})
 	t.Run("metrics", func(t *testing.T) {
 		reftest.Golden(t, reftest.File(t, "metrics.md"), metricsReference(t), *update)
 	})

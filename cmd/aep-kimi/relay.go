@@ -39,7 +39,7 @@ func relayCommand(getenv func(string) string, io stdio) cli.Command {
 			"the page, and each --notify target, with one-use answer links built on --public-url.",
 		Env: []string{"AEP_PORT", "AEP_TOKEN", "AEP_TOKEN_FILE", "AEP_BUFFER", "AEP_BUFFER_BYTES", "AEP_MAX_SESSIONS",
 			"AEP_MAX_BODY", "AEP_MAX_BATCH", "AEP_MAX_FROM", "AEP_MAX_CONNECTIONS", "AEP_LOGIN_TTL", "AEP_PUBLIC", "AEP_ALLOWED_HOSTS", "AEP_STORE", "AEP_HOME",
-			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "AEP_PUBLIC_URL",
+			"AEP_NATS_URL", "AEP_NATS_CREDS", "AEP_NATS_CA", "AEP_NATS_STREAM", "AEP_STORE_SYNC", "AEP_PUBLIC_URL", "AEP_NOTIFY_PUSH_ALLOW",
 			"AEP_TLS_CERT", "AEP_TLS_KEY", "AEP_ACME_DOMAIN", "AEP_ACME_EMAIL", "AEP_ACME_CA", "AEP_BEHIND_PROXY", "GOMEMLIMIT"},
 		Args: cli.NoArgs,
 		Flags: func(fs *flag.FlagSet) cli.Run {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/reftest"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 var update = flag.Bool("update", false, "rewrite kimi-hook's part of docs/reference")
@@ -46,4 +47,10 @@ func TestFlagTableParses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--daemon URL --home DIR --timeout SECONDS") {
 		t.Errorf("unknown flag: %v", err)
 	}
+}
+
+// TestEnvironmentListed: the variables kimi-hook reads are the ones
+// station.Environment says it reads.
+func TestEnvironmentListed(t *testing.T) {
+	reftest.CheckAlso(t, "kimi-hook", map[string]bool{envHome: true, envLogSync: true}, station.Environment())
 }

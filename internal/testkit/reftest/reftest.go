@@ -11,16 +11,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // Regenerate is the command that rewrites every generated reference file.
-const Regenerate = "go test ./cmd/... -run TestReference -update"
+const Regenerate = "go test -short ./cmd/... -run TestReference -update"
 
 // Banner opens every generated file.
 const Banner = "<!-- Generated from the code by `" + Regenerate + "`; do not edit. -->\n"
@@ -220,6 +222,9 @@ func Section(t testing.TB, path, head, name string, order []string, got string, 
 		if i < 0 || j < i {
 			t.Fatalf("%s has no %s section: run `%s`", path, name, Regenerate)
 		}
+		if k := strings.Index(string(data), "<!-- begin "); string(data[:max(k, 0)]) != head {
+			t.Errorf("%s's head is out of date with the code: run `%s`", path, Regenerate)
+		}
 		if have := string(data[i+len(begin) : j]); have != got {
 			t.Errorf("%s's %s section is out of date with the code: run `%s` and read the diff before committing it\n%s",
 				path, name, Regenerate, firstDiff(have, got))
@@ -242,6 +247,9 @@ func Section(t testing.TB, path, head, name string, order []string, got string, 
 	text := string(data)
 	if text == "" {
 		text = head
+	}
+	if k := strings.Index(text, "<!-- begin "); k >= 0 {
+		text = head + text[k:]
 	}
 	text = replaceSection(text, name, order, got)
 	if err := f.Truncate(0); err != nil {
@@ -305,3 +313,24 @@ as an empty environment gives them (the variables a flag names as its default mo
 [environment.md](environment.md); ` + "`~`" + ` is your home directory).
 
 `
+
+// CheckAlso checks a binary other than aep-kimi against the environment
+// table: the variables it reads (named) are exactly those whose Also
+// lists it.
+func CheckAlso(t testing.TB, binary string, named map[string]bool, table []station.EnvVar) {
+	t.Helper()
+	listed := map[string]bool{}
+	for _, e := range table {
+		if slices.Contains(e.Also, binary) {
+			listed[e.Name] = true
+			if !named[e.Name] {
+				t.Errorf("station.Environment says %s reads %s; its code does not name it", binary, e.Name)
+			}
+		}
+	}
+	for v := range named {
+		if !listed[v] {
+			t.Errorf("%s reads %s; station.Environment does not say so (Also)", binary, v)
+		}
+	}
+}
