@@ -19,8 +19,9 @@ import (
 )
 
 // FeedFilter is what the notifier follows: the attention lifecycle, the
-// session starts (labels) and ends, and the rules' answers, which take a
-// request off before anything is sent (consumer.PendingFilter).
+// session starts (labels) and ends, the rules' answers, which take a
+// request off before anything is sent, and the acks that settle an answer
+// link's command (consumer.PendingFilter).
 const FeedFilter = consumer.PendingFilter
 
 // liveQueue takes the relay's live messages without ever blocking it:
@@ -69,6 +70,8 @@ type feed struct {
 	batch     []*tracked
 	digests   int
 	dropped   prometheus.Counter
+	// settling are the answer links' commands on their way (settle).
+	settling []*settling
 }
 
 // tracked is one request the notifier may notify, or did.
@@ -144,6 +147,7 @@ func (n *Notifier) take(m *relay.Message, now time.Time) {
 		f.fold(c).Add(low)
 	}
 	f.seen[ev.Session] = now
+	f.settle(ev)
 	switch ev.Type {
 	case "attention.requested":
 		k := key(ev.Session, ev.ID)

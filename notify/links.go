@@ -24,7 +24,14 @@ const (
 	CodeAnswerFailed  = "answer-undelivered"
 	// CodeAnswerForbidden: the person the link answers for lost the right.
 	CodeAnswerForbidden = "answer-forbidden"
-	// respondTimeout bounds handing an answer to the relay.
+	// CodeAnswerRefused: the agent's side refused the answer (a question
+	// answered in Kimi's own UI meanwhile, an answer it cannot take).
+	CodeAnswerRefused = "answer-refused"
+	// CodeAnswerUnconfirmed: delivered, but the agent's side did not say
+	// within respondTimeout whether it took the answer.
+	CodeAnswerUnconfirmed = "answer-unconfirmed"
+	// respondTimeout bounds handing an answer to the relay and waiting
+	// for the agent's side to take it.
 	respondTimeout = 10 * time.Second
 )
 
@@ -114,7 +121,11 @@ func (n *Notifier) answer(w http.ResponseWriter, r *http.Request, tok string) {
 	}
 	if status != http.StatusOK {
 		if html {
-			n.page(w, status, pageData{Title: "Not answered", Words: words})
+			title := "Not answered"
+			if status == http.StatusAccepted {
+				title = "Sent"
+			}
+			n.page(w, status, pageData{Title: title, Words: words})
 			return
 		}
 		httpguard.WriteJSON(w, status, answerBody{Code: code, Error: code, Detail: words})
@@ -141,14 +152,21 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, respondTimeout)
 	defer cancel()
+	n.mu.Lock()
+	w := n.feed.await(c)
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.feed.unawait(w)
+		n.mu.Unlock()
+	}()
 	// Links are minted only for people who may answer (compose); the
 	// answer is theirs.
 	err := ref.RespondAnswer(ctx, access.Principal{Name: c.By, Role: access.RoleAnswer, Token: access.ParseRef(c.Token)}, c.Surface, c.Session, c.Request, c.answer())
 	var re *relay.RespondError
 	switch {
 	case err == nil:
-		n.log.Info("answered from a link", "session", c.Session, "request", c.Request, "field", c.Field, "option", c.Option, "by", c.By, "surface", c.Surface)
-		return http.StatusOK, "", ""
+		return n.settled(ctx, c, w)
 	case errors.As(err, &re) && re.Code == wire.CodeNoRoute:
 		// Nobody holds the session any more: the request is over.
 		return http.StatusGone, CodeAnswerExpired, "This request no longer waits: its session is not connected to the relay."
@@ -159,6 +177,44 @@ func (n *Notifier) deliver(ctx context.Context, c Claims, now time.Time) (int, s
 	n.signer.Unuse(c)
 	n.log.Warn("answer from a link not delivered", "session", c.Session, "request", c.Request, "err", err)
 	return http.StatusServiceUnavailable, CodeAnswerFailed, "The answer could not be delivered (" + err.Error() + "); the link still works, try again."
+}
+
+// settled waits for the agent's side to take or refuse a delivered answer:
+// the link says "answered" only once it did. A refused answer leaves the
+// link unused (nothing was answered); one nobody confirmed stays spent,
+// since the agent may still carry it out.
+func (n *Notifier) settled(ctx context.Context, c Claims, w *settling) (int, string, string) {
+	select {
+	case ack := <-w.done:
+		if ack.Type == typeAccepted {
+			n.log.Info("answered from a link", "session", c.Session, "request", c.Request, "field", c.Field, "option", c.Option, "by", c.By, "surface", c.Surface)
+			return http.StatusOK, "", ""
+		}
+		n.signer.Unuse(c)
+		n.log.Info("an answer from a link was refused", "session", c.Session, "request", c.Request, "by", c.By)
+		return http.StatusConflict, CodeAnswerRefused, "Not answered: the agent's side refused it (" + n.refusalWords(c, ack) + ")."
+	case <-ctx.Done():
+		n.log.Warn("an answer from a link was delivered but not confirmed", "session", c.Session, "request", c.Request, "by", c.By)
+		return http.StatusAccepted, CodeAnswerUnconfirmed, "Your answer reached the agent's side, which has not confirmed it yet; look at the session before answering again."
+	}
+}
+
+// refusalWords says why an answer was refused, as far as the link's
+// ceiling lets it: the reason always, the detail where it is shown.
+func (n *Notifier) refusalWords(c Claims, ack *aep.Event) string {
+	var d map[string]any
+	if low, err := aep.Downlevel(ack, n.linkCeiling(c)); err == nil {
+		d, _ = low.DataMap()
+	}
+	reason, _ := d["reason"].(string)
+	words := strings.ReplaceAll(consumer.Line(reason), "_", " ")
+	if detail, _ := d["detail"].(string); detail != "" {
+		words += ": " + consumer.Line(detail)
+	}
+	if words == "" {
+		words = "no reason given"
+	}
+	return words
 }
 
 // optionWords names a token's option as the request labels it, a form's

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,12 @@ type stage struct {
 	n    *notify.Notifier
 	em   *client.Publisher
 	cmds chan *aep.Event
-	seq  map[string]int64
-	stop func() // stops the relay, the notifier and the emitter
+	// refuse, when set, is the reason the emitter rejects every command
+	// with; unset, it accepts them, acking each as a real one does.
+	refuse atomic.Pointer[string]
+	mu     sync.Mutex
+	seq    map[string]int64 // guarded by mu
+	stop   func()           // stops the relay, the notifier and the emitter
 }
 
 func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
@@ -114,7 +119,7 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Go(func() { _ = st.em.Run(ctx, func(_ context.Context, ev *aep.Event) { st.cmds <- ev }) })
+	wg.Go(func() { _ = st.em.Run(ctx, func(_ context.Context, ev *aep.Event) { st.cmds <- ev; st.ack(t, ev) }) })
 	st.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(st.stop)
 	return st
@@ -122,18 +127,36 @@ func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 
 func (st *stage) publish(t *testing.T, session, typ, subject string, data map[string]any, capture aep.Capture) *aep.Event {
 	t.Helper()
+	return st.publishCaused(t, session, typ, subject, "", data, capture)
+}
+
+// publishCaused is publish with the event's cause. Safe from any
+// goroutine.
+func (st *stage) publishCaused(t *testing.T, session, typ, subject, cause string, data map[string]any, capture aep.Capture) *aep.Event {
+	st.mu.Lock()
 	seq := st.seq[session]
 	st.seq[session] = seq + 1
-	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject, Time: aep.FormatTime(time.Now()),
+	st.mu.Unlock()
+	ev := &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: typ, Subject: subject, Cause: cause, Time: aep.FormatTime(time.Now()),
 		Source: "aep://test/agent/kimi-code/session/" + session, Agent: "kimi-code", Session: session,
 		Seq: aep.Int64(seq), Epoch: aep.Int64(1), Capture: capture.String()}
 	if data != nil {
 		if err := ev.SetData(data); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
 	}
 	st.em.Publish(ev)
 	return ev
+}
+
+// ack answers a routed command as an emitter does: accepted, or
+// rejected with st.refuse's reason.
+func (st *stage) ack(t *testing.T, cmd *aep.Event) {
+	typ, data := "control.accepted", map[string]any(nil)
+	if reason := st.refuse.Load(); reason != nil {
+		typ, data = "control.rejected", map[string]any{"reason": *reason, "detail": "already answered (in Kimi's own UI)"}
+	}
+	st.publishCaused(t, cmd.Session, typ, "", cmd.ID, data, aep.CaptureRedacted)
 }
 
 func (st *stage) start(t *testing.T, session string) {
@@ -457,5 +480,28 @@ func TestNotifySlowTargetNeverBlocks(t *testing.T) {
 	readSession(t, st, "after", "session.started")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("ingest took %v behind a stalled target", d)
+	}
+}
+
+// A link says "answered" only once the agent's side took the answer: an
+// answer it refuses (a question answered in Kimi's own UI meanwhile) is
+// reported with the reason, and the link stays unused, so it can answer
+// once what refused it is gone.
+func TestNotifyAnswerLinkRefused(t *testing.T) {
+	rec := &recorder{name: "webhook:receiver.test"}
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	st.start(t, "s1")
+	st.ask(t, "s1", "rm -rf build", time.Minute)
+	deny := answerURL(t, waitMsgs(t, rec, 1, 2*time.Second)[0], "deny")
+	reason := "invalid"
+	st.refuse.Store(&reason)
+	status, js, raw := post(t, deny, nil)
+	if status != 409 || js["answered"] == true || js["code"] != notify.CodeAnswerRefused ||
+		!strings.Contains(fmt.Sprint(js["detail"]), "invalid: already answered (in Kimi's own UI)") {
+		t.Fatalf("a refused answer: %d %s", status, raw)
+	}
+	st.refuse.Store(nil)
+	if status, js, raw = post(t, deny, nil); status != 200 || js["answered"] != true {
+		t.Fatalf("the link once nothing refuses it: %d %s", status, raw)
 	}
 }

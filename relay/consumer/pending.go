@@ -15,7 +15,7 @@ import (
 // attention lifecycle, session starts (titles, chapters) and ends, and the
 // answers rules sent (and their refusals), which take a request off the
 // list before its emitter records the answer.
-const PendingFilter = `{"type":["attention.*","session.started","session.ended","control.attention.respond","control.rejected"]}`
+const PendingFilter = `{"type":["attention.*","session.started","session.ended","control.attention.respond","control.accepted","control.rejected"]}`
 
 // Closed says in a word why a request no longer waits on a person at now,
 // or "" while it does: answered (whatever its resolution), the resolution
