@@ -20,7 +20,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
-// The README's ACME command against Pebble, Let's Encrypt's test CA: the
+// docs/team.md's ACME command against Pebble, Let's Encrypt's test CA: the
 // relay asks for a certificate at start, answers Pebble's TLS-ALPN-01
 // challenge on its own port, then serves the certificate Pebble issued
 // (with HSTS), kept under $AEP_HOME/acme (0700, files 0600); restarted

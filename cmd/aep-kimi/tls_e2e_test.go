@@ -18,7 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/tlstest"
 )
 
-// The README's TLS commands: a relay serving its own certificate
+// docs/team.md's TLS commands: a relay serving its own certificate
 // (--tls-cert, --tls-key), an adapter publishing to it over https/wss with
 // the CA in AEP_RELAY_CA, and `tail`, `pending` and `respond` reading and
 // answering over it with --ca. Without --ca a client fails at once with one
