@@ -1,4 +1,4 @@
-package main
+package answers
 
 import (
 	"bytes"
@@ -62,8 +62,8 @@ func TestE2ETerminalControlsEscaped(t *testing.T) {
 	}
 
 	code, out = st.Cli(t, "respond", "--option", "deny", session)
-	if code != exitSeveralPending || !strings.Contains(out, `\x1b[1A`) {
-		t.Errorf("respond SESSION with several pending: exit %d, want %d listing them escaped:\n%s", code, exitSeveralPending, out)
+	if code != stacktest.ExitSeveralPending || !strings.Contains(out, `\x1b[1A`) {
+		t.Errorf("respond SESSION with several pending: exit %d, want %d listing them escaped:\n%s", code, stacktest.ExitSeveralPending, out)
 	}
 	check("respond's error", out)
 

@@ -1,4 +1,4 @@
-package main
+package answers
 
 import (
 	"encoding/json"
@@ -52,7 +52,7 @@ func TestE2ETeamRoles(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no answering command in pending:\n%s", out)
 	}
-	if code, msg := st.CliAs(t, walt, "respond", "--option", "allow", m[1], m[2]); code != exitRejected || !strings.Contains(msg, "needs the answer role") {
+	if code, msg := st.CliAs(t, walt, "respond", "--option", "allow", m[1], m[2]); code != stacktest.ExitRejected || !strings.Contains(msg, "needs the answer role") {
 		t.Fatalf("the watcher's respond: exit %d: %s", code, msg)
 	}
 	if code, msg := st.CliAs(t, ann, "respond", "--option", "deny", m[1], m[2]); code != 0 {

@@ -1,4 +1,4 @@
-package main
+package answers
 
 import (
 	"regexp"
@@ -45,13 +45,13 @@ func TestE2EPendingThenRespondSession(t *testing.T) {
 		t.Fatalf("the hook's reply does not deny: %q", r)
 	}
 	st.WaitCLI(t, func(s string) bool { return strings.TrimSpace(s) == "nothing waits on you" }, "pending")
-	if code, msg := st.Cli(t, "respond", "--option", "deny", session); code != exitNotPending || !strings.Contains(msg, "no pending request") {
+	if code, msg := st.Cli(t, "respond", "--option", "deny", session); code != stacktest.ExitNotPending || !strings.Contains(msg, "no pending request") {
 		t.Fatalf("respond with nothing pending: exit %d: %s", code, msg)
 	}
-	if code, msg := st.Cli(t, "respond", "--option", "deny", session, m[2]); code != exitNotPending || !strings.Contains(msg, "no longer waits (answered)") {
+	if code, msg := st.Cli(t, "respond", "--option", "deny", session, m[2]); code != stacktest.ExitNotPending || !strings.Contains(msg, "no longer waits (answered)") {
 		t.Fatalf("respond to the answered request: exit %d: %s", code, msg)
 	}
-	if code, msg := st.Cli(t, "respond", "--option", "deny", "no-such-session"); code != exitUnknownSession {
+	if code, msg := st.Cli(t, "respond", "--option", "deny", "no-such-session"); code != stacktest.ExitUnknownSession {
 		t.Fatalf("respond to an unknown session: exit %d: %s", code, msg)
 	}
 }
@@ -81,8 +81,8 @@ func TestE2ETailPastedCommandAnswers(t *testing.T) {
 		t.Fatalf("tail shows %d answer commands:\n%s", len(pasted), out)
 	}
 	code, msg := st.Cli(t, "respond", "--option", "deny", session)
-	if code != exitSeveralPending || !strings.Contains(msg, pasted[0][len(pasted[0])-1]) || !strings.Contains(msg, pasted[1][len(pasted[1])-1]) {
-		t.Fatalf("respond SESSION with two pending: exit %d, want %d and both listed:\n%s", code, exitSeveralPending, msg)
+	if code != stacktest.ExitSeveralPending || !strings.Contains(msg, pasted[0][len(pasted[0])-1]) || !strings.Contains(msg, pasted[1][len(pasted[1])-1]) {
+		t.Fatalf("respond SESSION with two pending: exit %d, want %d and both listed:\n%s", code, stacktest.ExitSeveralPending, msg)
 	}
 	for _, args := range pasted {
 		if code, msg := st.Cli(t, args...); code != 0 {

@@ -1,4 +1,4 @@
-package main
+package answers
 
 import (
 	"regexp"

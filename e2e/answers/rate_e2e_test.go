@@ -1,4 +1,4 @@
-package main
+package answers
 
 import (
 	"context"
@@ -42,12 +42,12 @@ func TestE2ERate(t *testing.T) {
 		code        int
 		says        string
 	}{
-		{"a watcher", walt, []string{short, "down"}, exitRejected, "needs the answer role"},
+		{"a watcher", walt, []string{short, "down"}, stacktest.ExitRejected, "needs the answer role"},
 		{"a note too long", ann, []string{short, "down", "--note", strings.Repeat("x", mapping.MaxNoteRunes+1)}, 2, "longer than 500"},
 		{"a control character", ann, []string{short, "down", "--note", "ok\x1b[2Jgone"}, 2, "control character"},
 		{"no verdict", ann, []string{short, "meh"}, 2, "up or down"},
-		{"an unknown session", ann, []string{"no-such-session", "up"}, exitUnknownSession, "unknown session"},
-		{"an unknown run", ann, []string{session, "r-nope", "up"}, exitUnknownRequest, "unknown run"},
+		{"an unknown session", ann, []string{"no-such-session", "up"}, stacktest.ExitUnknownSession, "unknown session"},
+		{"an unknown run", ann, []string{session, "r-nope", "up"}, stacktest.ExitUnknownRequest, "unknown run"},
 	} {
 		code, out := st.CliAs(t, c.Token, append([]string{"rate"}, c.args...)...)
 		if code != c.code || !strings.Contains(out, c.says) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
