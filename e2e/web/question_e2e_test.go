@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"context"
@@ -169,7 +169,7 @@ func TestE2EQuestions(t *testing.T) {
 		t.Errorf("Kimi continued with %s", got)
 	}
 	code, out = ws.Cli(t, "respond", "--choice", "2", sid3, req3.ID)
-	if code != exitNotPending || strings.TrimSpace(out) != "aep-kimi respond: request "+req3.ID+" no longer waits (answered): answered in Kimi" {
+	if code != stacktest.ExitNotPending || strings.TrimSpace(out) != "aep-kimi respond: request "+req3.ID+" no longer waits (answered): answered in Kimi" {
 		t.Errorf("late respond: exit %d: %q", code, out)
 	}
 	late, err := client.RespondValues(sid3, req3.ID, map[string]any{"q_0": "opt_0_1"})

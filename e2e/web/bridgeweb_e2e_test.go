@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"fmt"
@@ -138,7 +138,7 @@ func TestE2EBridgeWebPrimaryControl(t *testing.T) {
 	ws.Web.Prompt(t, sid, "slow prompt")
 	ws.WaitCount(t, sid, "run.started", 3)
 	code, out = ws.Cli(t, "cancel", "--scope", "session", sid)
-	if code != exitRejected || !strings.Contains(out, "refused") {
+	if code != stacktest.ExitRejected || !strings.Contains(out, "refused") {
 		t.Errorf("cancel scope session: %d %s", code, out)
 	}
 	code, out = ws.Cli(t, "cancel", sid)
