@@ -1,6 +1,7 @@
-package main
+package page
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
+
+var update = flag.Bool("update", false, "rewrite the page's picture and its structure golden")
 
 // The README's picture and the screenshots come from real Kimi sessions
 // through the real adapter and relay: one call the page allowed, one it
