@@ -1,16 +1,14 @@
 package relay
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Backend is the storage and fan-out seam between the bindings (HTTP POST,
@@ -54,19 +52,6 @@ type Backend interface {
 	Sessions() []SessionInfo
 	// Stats reports the backend's size.
 	Stats() BackendStats
-}
-
-// wakeDeferrer is a Backend that can leave waking the writers a batch feeds
-// to its caller (wakeList), which answers the sender first.
-type wakeDeferrer interface {
-	ingestWaking(msgs []*Message, wake *wakeList) IngestResult
-}
-
-// EventLimiter is a Backend that carries events up to a size of its own
-// (a NATS server's payload limit). The bindings refuse larger events with
-// payload-too-large instead of accepting what the store cannot keep.
-type EventLimiter interface {
-	MaxEventBytes() int64
 }
 
 // Subscriber receives one subscription's messages.
@@ -150,159 +135,111 @@ type BackendStats struct {
 	BudgetTrims uint64
 }
 
-// Kind is how an event relates to session history.
-type Kind uint8
+// Fan-out in batches. A store offers each ingested batch to a subscriber
+// that is a batchSubscriber (the bindings' subscriptions are) in one call
+// and, when its caller is a wakeDeferrer's, leaves the writers' wake-ups to
+// the caller. These types are the seam's, not any store's: both stores use
+// them as written here and nothing else of the bindings.
 
-const (
-	// KindSession events carry (epoch, seq) and are resume positions.
-	KindSession Kind = iota
-	// KindForeign events (commands, attention.routed) are held in session
-	// history without a position of their own.
-	KindForeign
-	// KindAgent events (agent.*) are live-only.
-	KindAgent
-)
-
-// Message is one event as the relay moves it: parsed once at ingest,
-// forwarded as its original bytes. A Message is never modified after ingest
-// and may be shared by any number of consumers.
-type Message struct {
-	// Raw is the event's wire form, forwarded unchanged.
-	Raw []byte
-	// Event is the parsed envelope. Replayed messages carry it only when the
-	// filter needed it; Envelope parses on demand.
-	Event *aep.Event
-	// Type, Session, Source and ID are copied from the envelope. A replayed
-	// message leaves ID empty unless its envelope was parsed.
-	Type, Session, Source, ID string
-	// Pos is the event's position; meaningful only for KindSession.
-	Pos      wire.Position
-	Kind     Kind
-	Severity aep.Severity
-	Capture  aep.Capture
-	// RoutedTo is the socket a command was routed to (0: none). That
-	// socket's own subscriptions skip the message: it already has it.
-	RoutedTo uint64
-	// Ingested is when the relay accepted the message, for latency metrics.
-	Ingested time.Time
-	// StoreSeq is the durable store's sequence for the message (the
-	// JetStream stream sequence), 0 when the store keeps none. It is the
-	// store's arrival order, which is not (epoch, seq) order.
-	StoreSeq uint64
-	// down holds the message down-leveled to the ceilings below its own
-	// capture, each made once for every subscriber at that ceiling; nil
-	// until a subscriber below the message's capture reads it.
-	// (An atomic.Value, not an atomic.Pointer: copies of a Message, made
-	// before any subscriber reads it, stay plain struct copies.)
-	down atomic.Value // *downlevels
+// batchSubscriber is a Subscriber that takes one ingested batch's matches
+// at once and acts on them at once (one wake-up of its writer per batch). A
+// store offers it, instead of calling Offer per message, either
+//
+//   - offerRun: one msgRun shared with every other batchSubscriber of the
+//     same filter (SubscribeRequest.filterKey), or
+//   - offerMsgs: alone with its filter, the messages themselves (it must
+//     not keep msgs: the store reuses the slice),
+//
+// under the same guarantees as Offer (ingest order, no gap or overlap with
+// the replay, no blocking), passing on the wakeList it was given.
+type batchSubscriber interface {
+	offerRun(r *msgRun, wake *wakeList)
+	offerMsgs(msgs []*Message, wake *wakeList)
 }
 
-// downlevels is a message at each ceiling below full.
-type downlevels struct {
-	mu sync.Mutex
-	at [aep.CaptureFull]struct {
-		done bool
-		b    []byte
-		err  error
-	}
+// msgRun is one ingested batch's messages that one filter matched, in
+// ingest order: a store makes it (newMsgRun) once for every batchSubscriber
+// of that filter, and nobody modifies it after. The bindings queue it as a
+// single item and frame it for SSE once for all its readers (sseFrames).
+type msgRun struct {
+	msgs []*Message
+	// low is whether any message is below notice; capture is the highest
+	// capture among them.
+	low     bool
+	capture aep.Capture
+	once    sync.Once
+	sse     []byte
 }
 
-// downleveled is m's bytes down-leveled to ceiling (AEP-0001 §8.2), made
-// on the first call for that ceiling and shared by every later one.
-func (m *Message) downleveled(ceiling aep.Capture) ([]byte, error) {
-	ceiling = max(aep.CaptureNone, min(ceiling, aep.CaptureFull))
-	if ceiling == aep.CaptureFull {
-		return m.Raw, nil
+func newMsgRun(msgs []*Message) *msgRun {
+	r := &msgRun{msgs: msgs}
+	for _, m := range msgs {
+		r.low = r.low || m.Severity < aep.SeverityNotice
+		r.capture = max(r.capture, m.Capture)
 	}
-	d, _ := m.down.Load().(*downlevels)
-	if d == nil {
-		d = new(downlevels)
-		if !m.down.CompareAndSwap(nil, d) {
-			d = m.down.Load().(*downlevels)
-		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	slot := &d.at[ceiling]
-	if !slot.done {
-		slot.b, slot.err = m.downlevel(ceiling)
-		slot.done = true
-	}
-	return slot.b, slot.err
+	return r
 }
 
-func (m *Message) downlevel(ceiling aep.Capture) ([]byte, error) {
-	ev, err := m.Envelope()
-	if err != nil {
-		return nil, err
-	}
-	dl, err := aep.Downlevel(ev, ceiling)
-	if err != nil {
-		return nil, err
-	}
-	if dl == ev {
-		return m.Raw, nil
-	}
-	return dl.MarshalJSON()
+// wakeList is the writers one ingest fed, to be woken together once the
+// sender has its answer: woken first, a hundred writers are queued to run
+// ahead of the reply, which then waits for them all (Server.serveIngest).
+// A store never looks inside: it passes the list it was given (nil from
+// Ingest: each writer is woken at once) to every batchSubscriber it offers
+// to; the bindings add to it (wake) and fire it (queue.go).
+type wakeList struct{ qs []*outQueue }
+
+// wakeDeferrer is a Backend that takes the wakeList of the batch's sender
+// (Server.admitWaking): it ingests as Ingest does, but leaves waking the
+// writers it fed to wake.
+type wakeDeferrer interface {
+	ingestWaking(msgs []*Message, wake *wakeList) IngestResult
 }
 
-// Envelope returns the parsed event, parsing Raw if needed. It caches the
-// result, so it must not be called concurrently on a message that has no
-// Event yet (live messages always have one).
-func (m *Message) Envelope() (*aep.Event, error) {
-	if m.Event != nil {
-		return m.Event, nil
-	}
-	ev, err := aep.ParseEvent(m.Raw)
-	if err != nil {
-		return nil, err
-	}
-	m.Event = ev
-	return ev, nil
+// What a store may add. The server looks for these on its Backend; a store
+// without them is a memory store as far as the bindings can tell.
+
+// EventLimiter is a Backend that carries events up to a size of its own
+// (a NATS server's payload limit). The bindings refuse larger events with
+// payload-too-large instead of accepting what the store cannot keep.
+type EventLimiter interface {
+	MaxEventBytes() int64
 }
 
-// NewMessage wraps a parsed, validated event. Its wire bytes are the parsed
-// bytes, compacted onto one line if they span several (a pretty-printed
-// single POST), since every binding frames one event per line.
-func NewMessage(ev *aep.Event, now time.Time) (*Message, error) {
-	m := new(Message)
-	if err := m.init(ev, now); err != nil {
-		return nil, err
-	}
-	return m, nil
+// RemoteRouter is a Backend shared by several relay processes that carries
+// commands between them: a command for a session no socket of this relay
+// claims is delivered through the relay whose socket does (AEP-0004 §4.4
+// holds across the relays: one claimant, byte-identical delivery).
+type RemoteRouter interface {
+	// Claimed tells the other relays that this relay's sockets now claim
+	// session, or no longer do. It must not block.
+	Claimed(session string, claimed bool)
+	// RouteRemote offers m to the relay claiming its session and returns
+	// its answer: "" when it delivered m, else a refusal code and detail
+	// (no-route when no relay claims the session).
+	RouteRemote(m *Message) (code, detail string)
+	// ServeRoutes sets the handler for commands other relays route here.
+	// It returns the outcome and, when delivered, the receiving socket.
+	ServeRoutes(fn func(m *Message) (code, detail string, conn uint64))
 }
 
-// init is NewMessage into m, a zero Message.
-func (m *Message) init(ev *aep.Event, now time.Time) error {
-	raw, err := ev.Bytes()
-	if err != nil {
-		return fmt.Errorf("serialize event: %w", err)
-	}
-	// An event with Raw knows whether it holds a line break; one built in
-	// code is searched (twice IndexByte, not ContainsAny).
-	if ev.Multiline() || ev.Raw() == nil && (bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0) {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, raw); err != nil {
-			return fmt.Errorf("compact event: %w", err)
-		}
-		raw = buf.Bytes()
-	}
-	m.Raw = raw
-	m.Event = ev
-	m.Type, m.Session, m.Source, m.ID = ev.Type, ev.Session, ev.Source, ev.ID
-	m.Severity = ev.SeverityLevel()
-	m.Capture = ev.CaptureLevel()
-	m.Ingested = now
-	switch aep.ScopeOf(ev.Type) {
-	case aep.ScopeAgent:
-		m.Kind = KindAgent
-	case aep.ScopeForeign:
-		m.Kind = KindForeign
-	default:
-		m.Kind = KindSession
-		if ev.Seq != nil {
-			m.Pos = wire.Position{Epoch: ev.EpochOrZero(), Seq: *ev.Seq}
-		}
-	}
-	return nil
+// storeReporter is a Backend that can be unable to make events durable
+// (a full disk, a NATS cluster without a leader).
+type storeReporter interface {
+	storeStatus() storeStatus
+}
+
+// errStoreUnavailable refuses a batch while the store is known unable to
+// store it, without trying.
+var errStoreUnavailable = errors.New("the store cannot make events durable")
+
+// storeStatus is what /healthz says of the store.
+type storeStatus struct {
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+}
+
+// storeCollector is a backend with figures of its own for /metrics.
+type storeCollector interface {
+	storeCollectors() []prometheus.Collector
 }

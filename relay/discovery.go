@@ -68,12 +68,6 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(s.discovery)
 }
 
-// storeReporter is a Backend that can be unable to make events durable
-// (a full disk, a NATS cluster without a leader).
-type storeReporter interface {
-	storeStatus() storeStatus
-}
-
 // serveHealth answers {"ok":true} to anyone (probes carry no tokens) and adds
 // the topology counts only for an authorized request. A store that cannot
 // make events durable makes it 503 {"ok":false}; the reason is for an

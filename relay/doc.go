@@ -21,6 +21,32 @@
 // down-levels it (or a multi-line single POST is compacted onto one line,
 // because every binding frames one event per line).
 //
+// # Rooms
+//
+// The files, by the path an event or a command takes:
+//
+//	server.go     NewServer, the routes, the drain
+//	ingest.go     every ingest, POST and socket alike, to Server.admit
+//	ingestq.go    a socket's bounded queue from its reader to its ingester
+//	message.go    Message: an event as the relay moves it
+//	backend.go    the storage seam: Backend, Subscriber, the batch and wake
+//	              types, and what a store may add
+//	memory.go     MemoryBackend: histories, caps, fan-out, replay
+//	memsnap.go    the memory index's snapshot, in its own terms
+//	queue.go      a consumer's bounded queue and subscription
+//	ws.go         /socket: hello, frames, subscribe, the writer
+//	sse.go        /stream
+//	route.go      a command's route to its claimant, and the claims
+//	respond.go    answers from outside the sockets (links, phones)
+//	rules.go      the fleet's rules at admission and their API
+//	roles.go      who may do what
+//	discovery.go  the discovery document and /healthz
+//	metrics.go    /metrics; assess.go: the assessments counted there
+//	config.go     Config and the defaults; env.go: flags and environment
+//	jetstream.go  JetStreamBackend, with js*.go, jetstream_strays.go,
+//	              natsauth.go and natslog.go: its index, routes (jsroute.go),
+//	              snapshot file (jssnap.go), health, sync and start-up
+//
 // # Storage and fan-out
 //
 // The bindings talk to a Backend (see its doc comment for the contract:
@@ -29,7 +55,8 @@
 // everything in the process; JetStreamBackend keeps every admitted event in
 // a NATS JetStream stream (embedded, or an external NATS shared by several
 // relays) with a MemoryBackend as its index, rebuilt from the stream on
-// start.
+// start. The JetStream store uses its index only through the Backend
+// methods and the index contract in memory.go.
 //
 // # Commands
 //

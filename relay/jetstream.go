@@ -246,8 +246,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		// The index decides what a session keeps, by position; the stream
 		// keeps everything from the session's lowest held message on, so a
 		// rebuild replays every arrival that shaped what the index holds.
-		mem.evicted = b.queuePurge
-		mem.trimmed = b.queuePurge
+		mem.onDrop(b.queuePurge, b.queuePurge)
 	}
 	sctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
@@ -457,7 +456,8 @@ func (b *JetStreamBackend) setupStream(ctx context.Context, cfg JetStreamConfig,
 	// with a different window), within streamBytesFactor times the budget.
 	perSubject, maxBytes, window := int64(-1), int64(-1), privateDuplicateWindow
 	if !b.private {
-		perSubject, maxBytes, window = int64(mem.depth), mem.maxBytes*streamBytesFactor, DefaultDuplicateWindow
+		depth, _, budget := mem.limits()
+		perSubject, maxBytes, window = int64(depth), budget*streamBytesFactor, DefaultDuplicateWindow
 	}
 	scfg := jetstream.StreamConfig{
 		Name:        cfg.Stream,
@@ -1036,7 +1036,7 @@ func (b *JetStreamBackend) loadSnapshot(info *jetstream.StreamInfo) uint64 {
 		return 0
 	}
 	removeSnapshotTemps(filepath.Dir(b.snapshot))
-	last, err := b.mem.readSnapshot(b.snapshot, snapshotHeader{stream: b.name, created: info.Created.UnixNano(),
+	last, err := readSnapshot(b.mem, b.snapshot, snapshotHeader{stream: b.name, created: info.Created.UnixNano(),
 		msgs: info.State.Msgs, first: info.State.FirstSeq, last: info.State.LastSeq})
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0
@@ -1072,7 +1072,7 @@ func (b *JetStreamBackend) saveSnapshot() {
 	start := time.Now()
 	h := snapshotHeader{stream: b.name, created: info.Created.UnixNano(),
 		msgs: info.State.Msgs, first: info.State.FirstSeq, last: info.State.LastSeq, lastSeq: b.indexedSeq}
-	if err := b.mem.writeSnapshot(b.snapshot, h); err != nil {
+	if err := writeSnapshot(b.mem, b.snapshot, h); err != nil {
 		b.log.Warn("jetstream store: index snapshot not written; the next start rebuilds from the stream", "err", err)
 		return
 	}

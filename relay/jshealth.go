@@ -38,17 +38,6 @@ const (
 	restartMax = 30 * time.Second
 )
 
-// errStoreUnavailable refuses a batch while the store is known unable to
-// store it, without trying.
-var errStoreUnavailable = errors.New("the store cannot make events durable")
-
-// storeStatus is what /healthz says of the store.
-type storeStatus struct {
-	OK    bool      `json:"ok"`
-	Error string    `json:"error,omitempty"`
-	Since time.Time `json:"since,omitzero"`
-}
-
 // storeHealth is whether the store can make events durable: what the
 // server's own checks say and what the last batch met. While it cannot,
 // batches are refused at once, but for one at a time that tries the

@@ -18,7 +18,7 @@ func FuzzSnapshot(f *testing.F) {
 	}
 	h := snapshotHeader{stream: "AEP", created: 1, msgs: 6, first: 1, last: 6, lastSeq: 6}
 	path := filepath.Join(dir, "seed")
-	if err := good.writeSnapshot(path, h); err != nil {
+	if err := writeSnapshot(good, path, h); err != nil {
 		f.Fatal(err)
 	}
 	seed, _ := os.ReadFile(path)
@@ -31,7 +31,7 @@ func FuzzSnapshot(f *testing.F) {
 			t.Fatal(err)
 		}
 		m := NewMemoryBackendWithBudget(4, 3, 1<<20)
-		_, err := m.readSnapshot(p, h)
+		_, err := readSnapshot(m, p, h)
 		st := m.Stats()
 		if err != nil && (st.Events != 0 || st.Sessions != 0) {
 			t.Fatalf("a refused snapshot left %d events in %d sessions", st.Events, st.Sessions)

@@ -173,6 +173,28 @@ func (b *MemoryBackend) keyHash(source, id string) uint64 {
 	return h.Sum64()
 }
 
+// The index contract. A durable store keeps a MemoryBackend as the index
+// in front of its stream (JetStreamBackend) and uses it through the
+// Backend methods and these alone (and its snapshot, memsnap.go); it
+// writes none of the index's fields:
+//
+//   - onDrop, before first use: whom to tell of what the caps drop;
+//   - limits: the bounds the stream is set up with;
+//   - heldAlready: which of a batch the index holds, to write only the rest;
+//   - ingest: Ingest, with those marks and the caller's wakeList.
+
+// onDrop sets whom b tells of what it drops (see MemoryBackend.evicted and
+// MemoryBackend.trimmed); call it before b is used.
+func (b *MemoryBackend) onDrop(evicted func(session string, before uint64), trimmed func(session string, floor uint64)) {
+	b.evicted, b.trimmed = evicted, trimmed
+}
+
+// limits are the events per session, the sessions and the wire bytes b
+// holds at most.
+func (b *MemoryBackend) limits() (depth, maxSessions int, maxBytes int64) {
+	return b.depth, b.maxSessions, b.maxBytes
+}
+
 // Ingest implements Backend.
 func (b *MemoryBackend) Ingest(msgs []*Message) IngestResult {
 	return b.ingest(msgs, nil, nil)
@@ -242,15 +264,6 @@ func (b *MemoryBackend) ingest(msgs []*Message, dup []bool, wake *wakeList) Inge
 	}
 	clear(b.matchBuf[:cap(b.matchBuf)]) // keeps no message alive
 	return res
-}
-
-// batchSubscriber is a Subscriber that takes a batch's matching messages
-// at once and acts on them at once (one wake-up of its writer per batch):
-// as one run, shared with every subscriber of the same filter, or, alone
-// with its filter, as the messages themselves (it must not keep msgs).
-type batchSubscriber interface {
-	offerRun(r *msgRun, wake *wakeList)
-	offerMsgs(msgs []*Message, wake *wakeList)
 }
 
 // admit holds m in its session unless the session already holds its

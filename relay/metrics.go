@@ -50,11 +50,6 @@ type metrics struct {
 	deliverWS         prometheus.Counter
 }
 
-// storeCollector is a backend with figures of its own for /metrics.
-type storeCollector interface {
-	storeCollectors() []prometheus.Collector
-}
-
 func newMetrics(b Backend) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.ingest = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -117,12 +117,6 @@ func (q *outQueue) signal() {
 	}
 }
 
-// wakeList holds the writers an ingest fed, to be woken once the sender has
-// its answer: woken first, a hundred writers are queued to run ahead of the
-// reply, which then waits for them all (Server.serveIngest). A nil list
-// wakes each writer at once.
-type wakeList struct{ qs []*outQueue }
-
 // wake signals q now, or on fire when the list is in use.
 func (w *wakeList) wake(q *outQueue) {
 	if w == nil {
@@ -288,28 +282,6 @@ func (s *subscription) offerMsgs(msgs []*Message, wake *wakeList) {
 	if n > 0 {
 		wake.wake(s.q)
 	}
-}
-
-// msgRun is one ingested batch's messages that one filter matched, queued
-// as a single item for every subscriber of that filter and framed for SSE
-// once for all of them, as one piece.
-type msgRun struct {
-	msgs []*Message
-	// low is whether any message is below notice; capture is the highest
-	// capture among them.
-	low     bool
-	capture aep.Capture
-	once    sync.Once
-	sse     []byte
-}
-
-func newMsgRun(msgs []*Message) *msgRun {
-	r := &msgRun{msgs: msgs}
-	for _, m := range msgs {
-		r.low = r.low || m.Severity < aep.SeverityNotice
-		r.capture = max(r.capture, m.Capture)
-	}
-	return r
 }
 
 // routedTo reports whether a message of the run was routed to conn.

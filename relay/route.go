@@ -145,23 +145,6 @@ func (s *Server) routeHere(m *Message) (code, detail string, conn uint64) {
 	return code, detail, conn
 }
 
-// RemoteRouter is a Backend shared by several relay processes that carries
-// commands between them: a command for a session no socket of this relay
-// claims is delivered through the relay whose socket does (AEP-0004 §4.4
-// holds across the relays: one claimant, byte-identical delivery).
-type RemoteRouter interface {
-	// Claimed tells the other relays that this relay's sockets now claim
-	// session, or no longer do. It must not block.
-	Claimed(session string, claimed bool)
-	// RouteRemote offers m to the relay claiming its session and returns
-	// its answer: "" when it delivered m, else a refusal code and detail
-	// (no-route when no relay claims the session).
-	RouteRemote(m *Message) (code, detail string)
-	// ServeRoutes sets the handler for commands other relays route here.
-	// It returns the outcome and, when delivered, the receiving socket.
-	ServeRoutes(fn func(m *Message) (code, detail string, conn uint64))
-}
-
 // controlRouter tracks which sockets claim which sessions. A socket claims a
 // session by sending a positioned event for it (HTTP POSTs claim nothing),
 // and releases it by sending that session's session.ended or by closing.
