@@ -173,11 +173,17 @@ type JetStreamBackend struct {
 	// (0: the index was rebuilt from the whole stream).
 	fromSnapshot uint64
 
-	purges  chan purge
-	strays  chan stray // a private store's stored copies nobody admitted
-	stop    context.CancelFunc
-	group   *errgroup.Group
-	closeMu sync.Once
+	purges chan purge
+	strays chan stray // a private store's stored copies nobody admitted
+	// deleteMsg deletes a stored copy; nil is the stream's DeleteMsg
+	// (tests stand in a slow one).
+	deleteMsg func(ctx context.Context, seq uint64) error
+	// strayTimeout bounds each wait of deleteStrays; only its goroutine
+	// reads it.
+	strayTimeout time.Duration
+	stop         context.CancelFunc
+	group        *errgroup.Group
+	closeMu      sync.Once
 
 	rebuiltEvents uint64
 	rebuildTime   time.Duration
@@ -223,19 +229,20 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 	}
 	mem := NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
 	b := &JetStreamBackend{
-		mem:         mem,
-		log:         cfg.Logger,
-		name:        cfg.Stream,
-		subject:     "aep." + cfg.Stream + ".s.",
-		live:        "aep." + cfg.Stream + ".live.",
-		origin:      ulid.Make().String(),
-		timeout:     DefaultPublishTimeout,
-		replicas:    cfg.Replicas,
-		health:      storeHealth{log: cfg.Logger},
-		followBytes: followBytes,
-		private:     cfg.URL == "" && cfg.Listen == "",
-		purges:      make(chan purge, 1024),
-		strays:      make(chan stray, strayQueue),
+		mem:          mem,
+		log:          cfg.Logger,
+		name:         cfg.Stream,
+		subject:      "aep." + cfg.Stream + ".s.",
+		live:         "aep." + cfg.Stream + ".live.",
+		origin:       ulid.Make().String(),
+		timeout:      DefaultPublishTimeout,
+		replicas:     cfg.Replicas,
+		health:       storeHealth{log: cfg.Logger},
+		followBytes:  followBytes,
+		private:      cfg.URL == "" && cfg.Listen == "",
+		purges:       make(chan purge, 1024),
+		strays:       make(chan stray, strayQueue),
+		strayTimeout: DefaultPublishTimeout,
 	}
 	if b.private {
 		b.snapshot = filepath.Join(cfg.Dir, snapshotName)

@@ -79,26 +79,42 @@ func (b *JetStreamBackend) queueStray(s stray) {
 }
 
 // deleteStrays deletes s's copies, waiting for the late acknowledgements
-// as long as a publish may take. Closing does not cut it short: the
-// snapshot written at close then describes the stream it leaves.
+// as long as a publish may take, and each deletion as long again: one bound
+// for them all, run out on a loaded machine, would leave the rest in the
+// stream for good. Closing does not cut it short: the snapshot written at
+// close then describes the stream it leaves.
 func (b *JetStreamBackend) deleteStrays(ctx context.Context, s stray) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultPublishTimeout)
-	defer cancel()
-	for _, f := range s.late {
-		select {
-		case ack := <-f.Ok():
-			s.seqs = append(s.seqs, ack.Sequence)
-		case <-f.Err():
-		case <-dctx.Done():
-			b.log.Warn("jetstream store: a refused batch's late copies kept in the stream", "copies", len(s.late))
-			return
+	base := context.WithoutCancel(ctx)
+	if len(s.late) > 0 {
+		actx, cancel := context.WithTimeout(base, b.strayTimeout)
+		defer cancel()
+		for _, f := range s.late {
+			select {
+			case ack := <-f.Ok():
+				s.seqs = append(s.seqs, ack.Sequence)
+			case <-f.Err():
+			case <-actx.Done():
+				b.log.Warn("jetstream store: a refused batch's late copies kept in the stream", "copies", len(s.late))
+				return
+			}
 		}
 	}
+	del := b.deleteMsg
+	if del == nil {
+		del = b.stream.DeleteMsg
+	}
 	for _, seq := range s.seqs {
-		// A copy purged meanwhile (its session trimmed) is gone already.
-		if err := b.stream.DeleteMsg(dctx, seq); err != nil && b.stored(dctx, seq) {
-			b.log.Warn("jetstream store: a stored copy nobody admitted was not deleted", "seq", seq, "err", err)
-		}
+		b.deleteStray(base, del, seq)
+	}
+}
+
+// deleteStray deletes one stored copy within its own bound.
+func (b *JetStreamBackend) deleteStray(base context.Context, del func(context.Context, uint64) error, seq uint64) {
+	dctx, cancel := context.WithTimeout(base, b.strayTimeout)
+	defer cancel()
+	// A copy purged meanwhile (its session trimmed) is gone already.
+	if err := del(dctx, seq); err != nil && b.stored(dctx, seq) {
+		b.log.Warn("jetstream store: a stored copy nobody admitted was not deleted", "seq", seq, "err", err)
 	}
 }
 

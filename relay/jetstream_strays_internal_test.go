@@ -259,3 +259,36 @@ func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
 	}
 	waitStreamMsgs(t, js, events)
 }
+
+// A refused batch's copies are deleted each within its own bound: one
+// deletion that takes its whole bound (a loaded machine, a slow disk)
+// leaves none of the others in the stream for good.
+func TestStrayDeletionsEachHaveTheirBound(t *testing.T) {
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var seqs []uint64
+	for i := range 8 {
+		ack, err := js.js.Publish(ctx, js.storedSubject("s"), []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	js.strayTimeout = 200 * time.Millisecond
+	slow := true
+	js.deleteMsg = func(ctx context.Context, seq uint64) error {
+		if slow {
+			slow = false
+			<-ctx.Done() // the first deletion takes its whole bound, then succeeds
+			return js.stream.DeleteMsg(context.Background(), seq)
+		}
+		return js.stream.DeleteMsg(ctx, seq)
+	}
+	js.queueStray(stray{seqs: seqs})
+	waitStreamMsgs(t, js, 0)
+}
