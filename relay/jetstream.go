@@ -175,6 +175,8 @@ type JetStreamBackend struct {
 
 	purges chan purge
 	strays chan stray // a private store's stored copies nobody admitted
+	// ncClosed is closed once nc's callbacks are done after it closed.
+	ncClosed chan struct{}
 	// deleteMsg deletes a stored copy; nil is the stream's DeleteMsg
 	// (tests stand in a slow one).
 	deleteMsg func(ctx context.Context, seq uint64) error
@@ -376,6 +378,11 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		return fmt.Errorf("jetstream store: connect: %w", err)
 	}
 	b.nc = nc
+	// Close waits for this: the client's callbacks (the error handler's
+	// logging) run on a goroutine of its own, which Close does not wait for.
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	b.ncClosed = closed
 	if url != "" && (!b.credentialed || !nc.AuthRequired()) {
 		b.log.Warn("jetstream store: this NATS takes clients without credentials: anyone who can reach it can read and forge events and answer held calls; give it users and the relays --nats-creds",
 			"nats", urlHosts(url))
@@ -1086,9 +1093,21 @@ func (b *JetStreamBackend) saveSnapshot() {
 	b.log.Info("jetstream store: index snapshot written", "events", b.mem.Stats().Events, "last_seq", h.lastSeq, "took", time.Since(start))
 }
 
+// ncClosedWait bounds how long closing waits for the NATS client's
+// callbacks to finish.
+const ncClosedWait = 5 * time.Second
+
 func (b *JetStreamBackend) shutdown() {
 	if b.nc != nil {
 		b.nc.Close()
+		// The closed handler runs after every callback queued before it:
+		// once it has, nothing of the connection logs any more.
+		t := time.NewTimer(ncClosedWait)
+		select {
+		case <-b.ncClosed:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	if b.srv != nil {
 		b.srv.Shutdown()
