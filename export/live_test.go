@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,12 +159,15 @@ func TestLiveOTLPResume(t *testing.T) {
 	srv.Post(t, later...)
 	stop = runLive(t, newLive())
 	poll.Must(t, waitFor, "all seven log records", func() bool { return len(rcv.Logs()) >= 7 })
-	// Give a duplicate the chance to show before counting.
-	time.Sleep(200 * time.Millisecond)
+	// An event posted now reaches the exporter live, after whatever its
+	// resume replays: once it is delivered, a duplicate would have been.
+	sentinel := ev("s3", "r1", 0, "run.started", "", "")
+	srv.Post(t, sentinel)
+	poll.Must(t, waitFor, "the event posted last", func() bool { return slices.Contains(logIDs(rcv), sentinel.ID) })
 	stop()
 	ids := logIDs(rcv)
 	want := map[string]bool{}
-	for _, e := range append(first, later...) {
+	for _, e := range append(append(first, later...), sentinel) {
 		want[e.ID] = true
 	}
 	seen := map[string]bool{}

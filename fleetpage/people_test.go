@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -45,10 +46,11 @@ func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
 	if code := status(t, base, req{login: a, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("a login of a revoked token: %d", code)
 	}
-	if _, _, err := store.Add("alice", access.RoleAdmin, ""); err != nil {
+	_, again, err := store.Add("alice", access.RoleAdmin, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // a few polls
+	poll.Must(t, 5*time.Second, "the relay to admit alice's new token", func() bool { l, _ := login(again); return l != nil })
 	if code := status(t, base, req{login: a, origin: base}); code != http.StatusUnauthorized {
 		t.Errorf("a new token for alice revived her old login: %d", code)
 	}

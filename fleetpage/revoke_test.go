@@ -77,7 +77,9 @@ func TestLoginEndClosesSockets(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "page-login.key")
 	var token atomic.Value
 	token.Store(testToken)
-	page, err := fleetpage.New(fleetpage.Config{Token: testToken, LoginsFile: key, MaxLogins: 2})
+	var ahead atomic.Int64 // how far the page's clock runs ahead of the real one
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, LoginsFile: key, MaxLogins: 2, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestLoginEndClosesSockets(t *testing.T) {
 
 	a = login(base, testToken+"-new")
 	closed = openSocket(t, base, a)
-	time.Sleep(1100 * time.Millisecond) // expiries are whole seconds: a's is the soonest
+	ahead.Add(int64(1100 * time.Millisecond)) // expiries are whole seconds: a's is the soonest
 	login(base, testToken+"-new")
 	login(base, testToken+"-new") // MaxLogins 2: the one closest to expiry is dropped
 	closedWith(t, "evicted", closed, "login-evicted")

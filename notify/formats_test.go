@@ -14,6 +14,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -168,18 +169,15 @@ func TestFormatsThroughNotifier(t *testing.T) {
 
 	// Each delivery is on the record, naming its target without secrets.
 	var routed []string
-	for range 20 {
+	poll.Until(2*time.Second, func() bool {
 		routed = nil
 		for _, ev := range readSession(t, st, "h1", "attention.routed") {
 			d, _ := ev.DataMap()
 			to, _ := d["to"].(string)
 			routed = append(routed, to)
 		}
-		if len(routed) >= 3 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(routed) >= 3
+	})
 	if len(routed) != 3 {
 		t.Fatalf("attention.routed to %v, want the 3 targets", routed)
 	}

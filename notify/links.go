@@ -114,7 +114,7 @@ func noLongerWaits(closed string) string {
 
 func (n *Notifier) answer(w http.ResponseWriter, r *http.Request, tok string) {
 	html := wantsHTML(r)
-	now := time.Now()
+	now := n.cfg.Now()
 	c, status, code, words := n.check(tok, now)
 	if status == 0 {
 		status, code, words = n.deliver(r.Context(), c, now)
@@ -247,7 +247,7 @@ func (n *Notifier) optionWords(c Claims) string {
 // confirmPage is a GET's answer: what the link would answer, and the
 // button that does; or why it no longer can.
 func (n *Notifier) confirmPage(w http.ResponseWriter, tok string) {
-	now := time.Now()
+	now := n.cfg.Now()
 	c, status, _, words := n.check(tok, now)
 	if status != 0 {
 		n.page(w, status, pageData{Title: "This link cannot answer", Words: words})

@@ -87,6 +87,9 @@ type Config struct {
 	// Usage are the --notify-usage thresholds: each session crossing one
 	// is notified once (none by default).
 	Usage UsageSpec
+	// Now is the clock an answer link is judged by (its expiry, its
+	// request's deadline); nil means time.Now.
+	Now func() time.Time
 }
 
 // Notifier reaches people when requests wait: it follows the relay's
@@ -148,6 +151,9 @@ func New(cfg Config) (*Notifier, error) {
 		return nil, fmt.Errorf("notify: coalescing window %v is negative", cfg.Window)
 	}
 	defaults.Set(&cfg.Window, CoalesceWindow)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Capture == 0 {
 		cfg.Capture = DefaultCapture
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -187,19 +188,10 @@ func waitMsgs(t *testing.T, r *recorder, n int, within time.Duration) []notify.M
 
 func post(t *testing.T, link string, hdr map[string]string) (int, map[string]any, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, link, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	r := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: link, Header: hdr})
 	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp.StatusCode, m, string(b)
+	_ = json.Unmarshal(r.Body, &m) // an HTML page when asked for one
+	return r.Status, m, string(r.Body)
 }
 
 func get(t *testing.T, link string) (*http.Response, string) {
@@ -333,6 +325,17 @@ func TestNotifyAnswerLink(t *testing.T) {
 	}
 }
 
+// aheadClock is the real clock, put forward by the test: the answer links
+// see a deadline pass without the test waiting for it.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+// past puts the clock just past t.
+func (c *aheadClock) past(t time.Time) {
+	c.ahead.Add(int64(time.Until(t) + 100*time.Millisecond))
+}
+
 // readSession reads the session's history of one type from the relay.
 func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 	t.Helper()
@@ -344,13 +347,14 @@ func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 func TestNotifyAnsweredElsewhereThenExpired(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	var clock aheadClock
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Now: clock.Now}, nil)
 	st.start(t, "s3")
 	req := st.ask(t, "s3", "ls", 1200*time.Millisecond)
 	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
 	st.resolve(t, "s3", req, "answered")
 	waitMsgs(t, rec, 2, 2*time.Second)
-	time.Sleep(time.Until(m.Deadline) + 100*time.Millisecond)
+	clock.past(m.Deadline)
 	status, js, raw := post(t, answerURL(t, m, "allow"), nil)
 	if detail, _ := js["detail"].(string); status != http.StatusGone || js["code"] != notify.CodeAnswerExpired || !strings.Contains(detail, "(answered)") {
 		t.Fatalf("answered, then past its deadline: %d %s", status, raw)
@@ -362,11 +366,12 @@ func TestNotifyAnsweredElsewhereThenExpired(t *testing.T) {
 func TestNotifyExpired(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
+	var clock aheadClock
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Now: clock.Now}, nil)
 	st.start(t, "s2")
 	st.ask(t, "s2", "ls", 1200*time.Millisecond)
 	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
-	time.Sleep(time.Until(m.Deadline) + 100*time.Millisecond)
+	clock.past(m.Deadline)
 	status, js, raw := post(t, answerURL(t, m, "allow"), nil)
 	if status != http.StatusGone || js["code"] != notify.CodeAnswerExpired {
 		t.Fatalf("expired: %d %s", status, raw)
@@ -395,11 +400,11 @@ func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the rule did not answer")
 	}
-	// A request no rule answers is notified: the feed is live.
-	st.ask(t, "s3", "make deploy", time.Minute)
-	waitMsgs(t, rec, 1, 2*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	if msgs := rec.got(); len(msgs) != 1 || !strings.Contains(msgs[0].Title, "Bash") {
+	// A request no rule answers is notified: the feed is live. Requests
+	// go out in the order they came due, each target's in turn, so one for
+	// the rule's request would come first.
+	deploy := st.ask(t, "s3", "make deploy", time.Minute)
+	if msgs := waitMsgs(t, rec, 1, 2*time.Second); msgs[0].Request != deploy.ID || !strings.Contains(msgs[0].Title, "Bash") {
 		t.Fatalf("messages: %+v; want only the request no rule answered", msgs)
 	}
 }
@@ -412,17 +417,17 @@ func TestNotifyAfter(t *testing.T) {
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, After: 700 * time.Millisecond}, nil)
 	st.start(t, "s4")
 	first := st.ask(t, "s4", "ls", time.Minute)
-	time.Sleep(200 * time.Millisecond)
 	st.resolve(t, "s4", first, "answered")
-	time.Sleep(900 * time.Millisecond)
-	if got := rec.got(); len(got) != 0 {
-		t.Fatalf("sent %+v for a request answered in time", got)
-	}
 	start := time.Now()
-	st.ask(t, "s4", "make", time.Minute)
-	waitMsgs(t, rec, 1, 2*time.Second)
+	second := st.ask(t, "s4", "make", time.Minute)
+	// Requests go out in the order they came due, each target's in turn:
+	// one for the first would come before the second's.
+	msgs := waitMsgs(t, rec, 1, 2*time.Second)
 	if d := time.Since(start); d < 700*time.Millisecond {
 		t.Errorf("sent after %v, before --notify-after", d)
+	}
+	if msgs[0].Request != second.ID {
+		t.Fatalf("sent %+v for a request answered in time", msgs[0])
 	}
 }
 
@@ -440,23 +445,24 @@ func TestNotifyDigest(t *testing.T) {
 	for _, s := range []string{"d2", "d3", "d4"} {
 		st.ask(t, s, "ls", time.Minute)
 	}
-	waitMsgs(t, rec, 2, 3*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	msgs := rec.got()
-	if len(msgs) != 2 || msgs[1].Kind != notify.KindDigest || msgs[1].Title != "3 sessions need you" {
+	msgs := waitMsgs(t, rec, 2, 3*time.Second)
+	if msgs[1].Kind != notify.KindDigest || msgs[1].Title != "3 sessions need you" {
 		t.Fatalf("messages: %+v", msgs)
 	}
 	// The sessions end with their requests open (withdrawn): once all
-	// three are over, one update replaces the digest.
+	// three are over, one update replaces the digest. A request asked
+	// after two of them ended goes out after whatever their ends caused
+	// (in the order things came due, each target's in turn): no update yet.
 	for _, s := range []string{"d2", "d3"} {
 		st.publish(t, s, "session.ended", "", map[string]any{"reason": "normal"}, aep.CaptureMetadata)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := rec.got(); len(got) != 2 {
-		t.Fatalf("an update before every request in the digest was over: %+v", got[2:])
+	st.start(t, "d5")
+	later := st.ask(t, "d5", "ls", time.Minute)
+	if got := waitMsgs(t, rec, 3, 3*time.Second); len(got) != 3 || got[2].Request != later.ID {
+		t.Fatalf("after two of the digest's sessions ended, want only the later request; got %+v", got[2:])
 	}
 	st.publish(t, "d4", "session.ended", "", map[string]any{"reason": "normal"}, aep.CaptureMetadata)
-	u := waitMsgs(t, rec, 3, 2*time.Second)[2]
+	u := waitMsgs(t, rec, 4, 2*time.Second)[3]
 	if u.Kind != notify.KindUpdate || u.Tag != msgs[1].Tag || len(u.Answers) != 0 {
 		t.Fatalf("digest update: %+v", u)
 	}
