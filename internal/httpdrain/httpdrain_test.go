@@ -46,7 +46,9 @@ func TestShutdownClosesUnusedConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	time.Sleep(Grace) // the spare is past its grace once Shutdown sweeps
+	// Real time passes the spare's grace (a clock rule, nothing to wait
+	// on; not a synchronisation): it is past it once Shutdown sweeps.
+	time.Sleep(Grace)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx, hs); err != nil {

@@ -32,7 +32,7 @@ func (d *disk) sync(f *os.File) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(d.delay)
+	time.Sleep(d.delay) // the modelled disk's latency, not a synchronisation
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fail > 0 {

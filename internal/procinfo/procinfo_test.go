@@ -65,7 +65,8 @@ func TestServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The test process must be older than the launch window to count as
-	// the served process.
+	// the served process: real time passes on the kernel's clock, which
+	// the test cannot move. Not a synchronisation.
 	time.Sleep(time.Duration(LaunchWindow) + 20*time.Millisecond)
 	bin, err := os.Executable()
 	if err != nil {

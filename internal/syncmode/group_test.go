@@ -17,8 +17,8 @@ func TestGroupCoversEveryWrite(t *testing.T) {
 	var synced uint64 // what the last completed sync covered
 	syncs := 0
 	sync1 := func() error {
-		covers := written.Load() // read as the sync begins (Wait's upto already did)
-		time.Sleep(time.Millisecond)
+		covers := written.Load()     // read as the sync begins (Wait's upto already did)
+		time.Sleep(time.Millisecond) // a sync's latency, modelled: not a synchronisation
 		mu.Lock()
 		synced, syncs = max(synced, covers), syncs+1
 		mu.Unlock()

@@ -24,6 +24,9 @@ const settle = time.Second
 
 func captured(t *testing.T, dir string) []Capture {
 	t.Helper()
+	// Kimi does not wait for these hooks and says nothing when they end:
+	// real time is all there is to wait on. Not a synchronisation of the
+	// test's own parts; the real-Kimi recording only.
 	time.Sleep(settle)
 	caps, err := ReadCaptures(dir)
 	if err != nil {
