@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/emittertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fulldisk"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -198,16 +198,8 @@ func grepLines(text string, subs ...string) string {
 // healthz is the adapter's /healthz: its status and body.
 func healthz(t *testing.T, base string) (int, Health) {
 	t.Helper()
-	resp, err := http.Get(base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var h Health
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, h
+	return httpcall.Get(t, base+"/healthz", "").JSON(t, &h).Status, h
 }
 
 // A full disk is said where an operator looks, once: while hooks are

@@ -293,13 +293,7 @@ func TestHealthz(t *testing.T) {
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
 	get := func() Health {
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var h Health
-		json.NewDecoder(resp.Body).Decode(&h)
+		_, h := healthz(t, base)
 		return h
 	}
 	if h := get(); !h.OK || h.Channel.State != ChannelUnavailable || h.Relay != "none" {

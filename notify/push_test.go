@@ -1,11 +1,9 @@
 package notify_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/access"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -32,20 +31,8 @@ func api(t *testing.T, st *stage, method, path string, body any) (int, []byte) {
 // apiAs calls the notification API with token.
 func apiAs(t *testing.T, st *stage, token, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, st.url+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	r := httpcall.Do(t, httpcall.Request{Method: method, URL: st.url + path, Token: token, Body: body})
+	return r.Status, r.Body
 }
 
 // subscribe subscribes a fresh device of the push service, as the page does.

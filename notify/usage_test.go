@@ -1,7 +1,6 @@
 package notify_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
@@ -214,17 +214,8 @@ aepkimi_notify_usage_alerts_total{threshold="context=50%"} 2
 // session near its limit (the lowest context threshold).
 func TestUsageAPI(t *testing.T) {
 	st, _ := usageStage(t, "tokens=200k,context=90%,context=70%")
-	req, _ := http.NewRequest(http.MethodGet, st.url+notify.PathUsage, nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var rep notify.UsageReport
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%d %v", resp.StatusCode, err)
-	}
+	httpcall.Get(t, st.url+notify.PathUsage, testToken).Want(t, http.StatusOK).JSON(t, &rep)
 	if strings.Join(rep.Thresholds, ",") != "tokens=200k,context=90%,context=70%" || rep.NearContextPercent != 70 {
 		t.Errorf("report %+v", rep)
 	}

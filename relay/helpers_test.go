@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
@@ -129,30 +130,8 @@ func (r httpResult) json(t testing.TB) map[string]any {
 // header map overrides Authorization.
 func do(t testing.TB, srv *relaytest.Server, method, path string, body []byte, hdr map[string]string) httpResult {
 	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if srv.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+srv.Token)
-	}
-	for k, v := range hdr {
-		switch {
-		case k == "Host":
-			req.Host = v
-		case v == "":
-			req.Header.Del(k)
-		default:
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return httpResult{resp.StatusCode, resp.Header, b}
+	r := httpcall.Do(t, httpcall.Request{Method: method, URL: srv.URL + path, Token: srv.Token, Body: body, Header: hdr})
+	return httpResult{r.Status, r.Header, r.Body}
 }
 
 func post(t testing.TB, srv *relaytest.Server, evs ...*aep.Event) httpResult {
