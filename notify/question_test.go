@@ -182,7 +182,9 @@ func TestFormatsQuestionChoices(t *testing.T) {
 // answered in full.
 func TestNotifyQuestionLinkValues(t *testing.T) {
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Capture: aep.CaptureRedacted}, nil)
+	// A short coalescing window: the third message waits out the window the
+	// first opened.
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Capture: aep.CaptureRedacted, Window: 300 * time.Millisecond}, nil)
 	st.start(t, "k2")
 	multi := st.question(t, "k2", selectField("q_0", "Notify whom?", true, false, "o4", "ops", "o5", "dev"))
 	m := waitMsgs(t, rec, 1, 2*time.Second)[0]
@@ -203,7 +205,7 @@ func TestNotifyQuestionLinkValues(t *testing.T) {
 	waitMsgs(t, rec, 2, 2*time.Second)
 
 	st.question(t, "k2", selectField("q_0", "Continue?", false, false, "y", "Yes", "n", "No"))
-	m = waitMsgs(t, rec, 3, 6*time.Second)[2] // after the 3 s a notification holds the next ones
+	m = waitMsgs(t, rec, 3, 3*time.Second)[2] // after the window a notification holds the next ones
 	if m.Kind != notify.KindRequest || len(m.Answers) != 2 || m.More {
 		t.Fatalf("one question of one choice: %+v", m)
 	}
