@@ -139,6 +139,9 @@ func TestWebPush(t *testing.T) {
 		t.Errorf("delete again: %d", code)
 	}
 	st.ask(t, "p1", "ls", time.Minute)
+	// An absence: nothing the notifier does tells that a device it no
+	// longer has got nothing, so real time bounds the look. Not a
+	// synchronisation of the test's parts.
 	time.Sleep(500 * time.Millisecond)
 	if n := ps.Requests(sub); n != 2 {
 		t.Errorf("a removed device got pushes: %d requests", n)
@@ -363,6 +366,8 @@ func TestWebPushRevoked(t *testing.T) {
 		}
 		noCommand(t, st, 200*time.Millisecond)
 		st.ask(t, "v1", command, time.Minute)
+		// An absence, as in TestWebPush: real time bounds the look for a
+		// push that must not come. Not a synchronisation.
 		time.Sleep(600 * time.Millisecond)
 		if n := ps.Requests(sub); n != 1 {
 			t.Fatalf("%s, the old token's device got %d pushes, want only the first", when, n)

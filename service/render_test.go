@@ -74,6 +74,9 @@ func TestRenderGolden(t *testing.T) {
 // ignores a bad line with a warning and exit 0. A broken copy of the same
 // unit must make it speak, so the check is known to look.
 func TestUnitPassesSystemdAnalyze(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real systemd-analyze (seconds); skipped under -short")
+	}
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		if os.Getenv("CI") != "" {

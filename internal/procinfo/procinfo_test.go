@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 func skipUnsupported(t *testing.T) {
@@ -64,10 +66,12 @@ func TestServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test process must be older than the launch window to count as
-	// the served process: real time passes on the kernel's clock, which
-	// the test cannot move. Not a synchronisation.
-	time.Sleep(time.Duration(LaunchWindow) + 20*time.Millisecond)
+	// The test process must be older than the launch window, on the
+	// kernel's clock Served reads, to count as the served process.
+	poll.Must(t, 5*time.Second, "the test process to be older than the launch window", func() bool {
+		now, err := clockNs()
+		return err == nil && now-self.StartNs >= LaunchWindow
+	})
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
