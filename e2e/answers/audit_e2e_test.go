@@ -24,6 +24,7 @@ import (
 // audit lists the three outcomes, in order, in every format, from the
 // relay's replay and from the adapter's session logs alike.
 func TestE2EAuditListsWhoAnswered(t *testing.T) {
+	// Serial: it holds recorded answer latencies to a window of a few hundred ms, which tests running beside it would stretch.
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=6000")
 	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
@@ -133,6 +134,7 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 // admitted: killed -9 and restarted, the real relay lists the same
 // outcomes as the session log they were posted from.
 func TestE2EAuditJetStreamAfterKill(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	lines, err := os.ReadFile(stacktest.AuditStream + ".jsonl")
 	if err != nil {

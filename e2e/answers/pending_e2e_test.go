@@ -13,6 +13,7 @@ import (
 // with `respond --option deny SESSION` (no request id), and the hook's reply
 // denies; afterwards nothing waits and a second answer finds nothing.
 func TestE2EPendingThenRespondSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
@@ -59,6 +60,7 @@ func TestE2EPendingThenRespondSession(t *testing.T) {
 // From tail alone: with two holds in one session, respond SESSION refuses and
 // lists both; each request's pasted command from tail answers it.
 func TestE2ETailPastedCommandAnswers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

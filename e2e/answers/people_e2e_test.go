@@ -23,6 +23,7 @@ import (
 // naming the owner (aepkimiby, and by in its data) is recorded as hers;
 // `token rm` ends the watcher's stream and socket within 2 s.
 func TestE2ETeamRoles(t *testing.T) {
+	// Serial: it holds a revocation to closing connections within 2 s, which tests running beside it would stretch.
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_CAPTURE=redacted")
 	add := func(name, role string) string {

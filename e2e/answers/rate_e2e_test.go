@@ -29,6 +29,7 @@ import (
 // control character, a rating naming someone else (the relay writes the
 // sender's name over it), a socket from a foreign Origin.
 func TestE2ERate(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	ann, walt := st.AddPerson(t, "ann", "answer"), st.AddPerson(t, "walt", "watch")
@@ -116,6 +117,7 @@ func TestE2ERate(t *testing.T) {
 // verdict and who gave it, and not the note, which is above the exporter's
 // default ceiling.
 func TestE2ERatePageJaeger(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: runs Kimi, Chromium and Jaeger")
 	}

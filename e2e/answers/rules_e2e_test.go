@@ -20,6 +20,7 @@ import (
 // pending, and a person denies it. The stream names both rules, and `rules
 // list` counts one use each.
 func TestE2ERulesAnswerForYou(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	// Sessions carry their directory at capture redacted: the echo rule is
 	// held to the test's own temporary tree, where Kimi runs.
@@ -125,6 +126,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 // with the rule's command as it answers a person's, through the
 // kap-server's REST API, and the stream names the rule.
 func TestE2ERulesAnswerKimiWeb(t *testing.T) {
+	t.Parallel()
 	ws := stacktest.StartWebStack(t, "primary", "AEP_KIMI_WEB_CONTROL=1")
 	allow := ws.AddRule(t, "allow", "--tool", "Bash", "--args", "echo probe-*")
 	deny := ws.AddRule(t, "deny", "--tool", "Bash", "--args", "echo should-not-*", "--note", "not on this machine")

@@ -18,6 +18,7 @@ import (
 // the marker alone keeps the allow rule off (a person, here the deadline,
 // answers), and a deny rule still sees the `rm -rf` behind the operator.
 func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}
@@ -78,6 +79,7 @@ func TestE2ERulesAllowNotTalkedAroundByRedaction(t *testing.T) {
 // before anything is sent; the exact rule does not allow `rm -rf ~ /`; and
 // rules test shows what a wildcard allow saved with the override allows.
 func TestE2ERulesAlwaysHasAFloor(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

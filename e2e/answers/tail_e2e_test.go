@@ -20,6 +20,7 @@ import (
 // respond command over lines rather than cut it, and shows it only for the
 // request still waiting, not for the one answered.
 func TestE2ETailFitsAndTellsSessionsApart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

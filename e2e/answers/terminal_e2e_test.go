@@ -20,6 +20,7 @@ import (
 // several-pending error, map, validate, quarantine): none prints a raw
 // control character, and tail on a terminal sends only its own colours.
 func TestE2ETerminalControlsEscaped(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

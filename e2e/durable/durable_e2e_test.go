@@ -32,6 +32,7 @@ import (
 // AEP_FLOOD_VIA_HOOK and AEP_FLOOD_INVENTED (21000, 200 and 20000 replay the
 // reported attacks).
 func TestE2EHookFloodNothingLost(t *testing.T) {
+	// Serial: it counts the adapter's descriptors and memory under a flood, which tests running beside it would stretch.
 	bin := stacktest.Binaries(t)
 	home := t.TempDir()
 	sessions := stacktest.EnvCount("AEP_FLOOD_SESSIONS", 3000)

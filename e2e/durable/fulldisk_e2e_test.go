@@ -23,6 +23,7 @@ import (
 // while the disk is full and ok again by itself once space is freed, and
 // the adapter logs one line for each change.
 func TestE2EAdapterFullDisk(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	d := fulldisk.Mount(t, 2<<20)
 	home := d.Dir

@@ -23,6 +23,7 @@ import (
 // it admitted, in (epoch, seq) order, once; a consumer following it across
 // the crash resumes with no gap.
 func TestE2EJetStreamSurvivesKill(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	home := t.TempDir()
 	token := "e2e-" + aep.NewID()
@@ -121,6 +122,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 // waits and answers there; B routes the answer to the adapter through A, and
 // the held hook's reply denies.
 func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

@@ -27,6 +27,7 @@ import (
 // valid by `aep-kimi validate` (AEP-0002 §7.2: no session ends with a
 // request pending).
 func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	events, payloads := stacktest.RecordedHooks(t, "tui")
 	req := -1
@@ -104,6 +105,7 @@ func TestE2EAdapterRestartKeepsOpenRequest(t *testing.T) {
 // still prints the session and `audit` still says who answered, from the
 // relay alone.
 func TestE2EUpRestartKeepsHistory(t *testing.T) {
+	t.Parallel()
 	st := stacktest.NewUpStack(t)
 	start := func() *proctest.Proc {
 		return st.Up(t, []string{"AEP_STORE="}, "--control", "--web=false", "--kimi-home", t.TempDir())
@@ -137,6 +139,7 @@ func TestE2EUpRestartKeepsHistory(t *testing.T) {
 // came back, and the tail's reconnection asked for every session the relay
 // holds (issue 36).
 func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
+	t.Parallel()
 	st := stacktest.NewUpStack(t)
 	start := func() *proctest.Proc {
 		return st.Up(t, []string{"AEP_STORE="}, "--web=false", "--kimi-home", t.TempDir())

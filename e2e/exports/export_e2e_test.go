@@ -29,6 +29,7 @@ import (
 // events say. Jaeger takes no logs (404): the exporter drops them with one
 // warning and nothing else.
 func TestE2EJaeger(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: builds Jaeger and runs Kimi")
 	}
@@ -138,6 +139,7 @@ func TestE2EJaeger(t *testing.T) {
 // delivers, adds a session it has never seen, and restarts it: every event
 // reaches the receiver, and at most the batch in flight twice.
 func TestE2EExportKill9(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: builds the binaries")
 	}

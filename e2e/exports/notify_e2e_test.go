@@ -32,6 +32,7 @@ import (
 // deadline is gone; and a second target that never answers holds none of
 // it up.
 func TestE2ENotifyWebhook(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.NewUpStack(t)
 	recv := stacktest.NewWebhookReceiver(t)
@@ -197,6 +198,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 // and the device answered (exit 1: one target is down), and rm removes
 // the device.
 func TestE2ENotifyCLI(t *testing.T) {
+	t.Parallel()
 	recv := stacktest.NewWebhookReceiver(t)
 	down := fmt.Sprintf("http://127.0.0.1:%d/hook", netaddr.FreePort(t))
 	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}

@@ -34,6 +34,7 @@ import (
 // answered from a push; the update that follows replaces the notification
 // without actions; the device is removed from the page.
 func TestE2EPushPhone(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	b := browsertest.New(t, 360, 800)
 	st := stacktest.NewUpStack(t)

@@ -15,6 +15,7 @@ import (
 // next steps leave out registering the hooks once config.toml has them as
 // the adapter needs, and it lists the --notify targets (issue 36).
 func TestE2EUpBannerClean(t *testing.T) {
+	t.Parallel()
 	home, kimiHome := t.TempDir(), t.TempDir()
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	hookTo := fmt.Sprintf("http://127.0.0.1:%d", aport)

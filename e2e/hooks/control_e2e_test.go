@@ -21,6 +21,7 @@ import (
 // A person denies or allows a real Kimi tool call from another terminal:
 // the held PreToolUse gate, answered with `aep-kimi respond`.
 func TestE2EGate(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	cases := []struct {
 		name, option, text string
@@ -83,6 +84,7 @@ func TestE2EGate(t *testing.T) {
 
 // A hold nobody answers times out and fails open: the tool runs.
 func TestE2EGateTimeoutFailsOpen(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=1500")
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -103,6 +105,7 @@ func TestE2EGateTimeoutFailsOpen(t *testing.T) {
 // session is a kimi web one, live across both prompts: an instruction still
 // queued when its Kimi exits is dropped with the session's end.
 func TestE2EInstruct(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_INSTRUCT=1")
 	mock := kimiharness.StartMock(t, stacktest.WriteScript(t, map[string]any{"responses": []any{}, "default": map[string]any{"text": "ok", "repeat": true}}))
@@ -150,6 +153,7 @@ func TestE2EInstruct(t *testing.T) {
 // A command without a token never reaches the adapter: the relay without
 // AEP_TOKEN is watch-only and refuses it toward the sender.
 func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	relayURL := "http://127.0.0.1:" + strconv.Itoa(rport)

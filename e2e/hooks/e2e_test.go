@@ -16,6 +16,7 @@ import (
 )
 
 func TestE2EPrintScenarios(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	cases := []struct {
 		name  string
@@ -59,6 +60,7 @@ func TestE2EPrintScenarios(t *testing.T) {
 // prompt queued behind a slow one that the user aborts, a rejected permission,
 // and the archive that ends the session.
 func TestE2EWebScenario(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
@@ -94,6 +96,7 @@ func TestE2EWebScenario(t *testing.T) {
 // kill -9 of the adapter in the middle of a hook sequence while hooks keep
 // firing, then a restart: the log holds every event, in hook order, valid.
 func TestE2EAdapterKill9(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	sc := stacktest.SlowScenario(t, "k9")
@@ -139,6 +142,7 @@ func TestE2EAdapterKill9(t *testing.T) {
 // The relay down for part of a session, then back: the relay ends with every
 // event.
 func TestE2ERelayOutage(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	sc := stacktest.SlowScenario(t, "outage")
@@ -159,6 +163,7 @@ func TestE2ERelayOutage(t *testing.T) {
 // At the default capture posture, secrets planted in the prompt, tool input
 // and tool output never reach the log or the relay.
 func TestE2ESecretsNeverLeave(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	secrets := []string{"AKIAIOSFODNN7EXAMPLE", "hunter2sequel", "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "sk-proj-AbCdEf123456GhIjKl789012"}

@@ -26,6 +26,7 @@ import (
 // hook dies, and each tool's own completion follows. Three calls: each
 // request closes with its own hook, none waits for the session's end.
 func TestE2EGateHookKilledProceeds(t *testing.T) {
+	// Serial: it bounds the lag behind Kimi's own hook timeout, which tests running beside it would stretch.
 	kimi := kimiharness.Require(t)
 	const kimiTimeout = 5 * time.Second
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1") // the default hold, 50 s
@@ -96,6 +97,7 @@ func TestE2EGateHookKilledProceeds(t *testing.T) {
 // When Kimi kills a held hook, `pending` stops listing its request at once
 // and `tail` shows it expired with Kimi proceeding.
 func TestE2EGateKilledHookLeavesPending(t *testing.T) {
+	// Serial: it bounds the lag behind Kimi's own hook timeout, which tests running beside it would stretch.
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 	session := "term-" + strings.ToLower(aep.NewID())
 	kill := st.HeldHookGroup(t, session, "call_1", "rm -rf /tmp/gone")
@@ -122,6 +124,7 @@ func TestE2EGateKilledHookLeavesPending(t *testing.T) {
 // proceeding when its request said it would (expires_at), before Kimi's
 // own timeout, and the tool's completion follows.
 func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
+	// Serial: it bounds the lag behind Kimi's own hook timeout, which tests running beside it would stretch.
 	kimi := kimiharness.Require(t)
 	st := stacktest.NewUpStack(t)
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -197,6 +200,7 @@ func TestE2EUpControlKeepsWithinKimi(t *testing.T) {
 // stops waiting: the tool does not run, the stream says it expired and was
 // denied by policy, and the model is told why.
 func TestE2EGateOnTimeoutDeny(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=3000")
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -226,6 +230,7 @@ func TestE2EGateOnTimeoutDeny(t *testing.T) {
 // counting down, and drops the request the moment Kimi stops waiting for it
 // (in Chromium, against the real relay and adapter).
 func TestE2EPageCountdown(t *testing.T) {
+	// Serial: it bounds the lag behind Kimi's own hook timeout, which tests running beside it would stretch.
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=45000")
 	b := st.OpenPage(t)
 	kill := st.HeldHookGroup(t, "page-"+strings.ToLower(aep.NewID()), "call_1", "rm -rf /tmp/page")
@@ -254,6 +259,7 @@ func TestE2EPageCountdown(t *testing.T) {
 // deadline, and check says so. With up stopped, check does not call the
 // --control registration stale (its advice would undo control).
 func TestE2EUpControlFollowsRegistration(t *testing.T) {
+	t.Parallel()
 	st := stacktest.NewUpStack(t)
 	home := t.TempDir()
 	write := []string{"write", "kimi-code", "--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi-version", "2.1.0",

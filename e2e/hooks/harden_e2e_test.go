@@ -20,6 +20,7 @@ import (
 // `aep-kimi validate` passes, the cut bytes are in a quarantine file,
 // /metrics counts it and `aep-kimi quarantine` lists it.
 func TestE2ETornLogTailRepaired(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

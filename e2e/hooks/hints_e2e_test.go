@@ -19,6 +19,7 @@ import (
 // command; a watcher's pending and tail offer no respond command she
 // cannot run, while the owner's do.
 func TestE2EHintsFitTheReader(t *testing.T) {
+	t.Parallel()
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "make *")
 	watcher := st.AddPerson(t, "walt", "watch", "--capture", "redacted")

@@ -14,6 +14,7 @@ import (
 // `kimi -p` never fires SessionEnd: the session ends (normal) on the stream
 // within 5 s of the process exit, observed from the process.
 func TestE2EPrintModeEndsNormal(t *testing.T) {
+	// Serial: it bounds session.ended's latency after Kimi exits, which tests running beside it would stretch.
 	st := stacktest.StartStack(t)
 	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{
 		{"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo probe"}}}},
@@ -39,6 +40,7 @@ func TestE2EPrintModeEndsNormal(t *testing.T) {
 // A Kimi killed with SIGKILL in the middle of a run (the mock answers slowly)
 // fires nothing: the run closes and the session ends killed within 5 s.
 func TestE2EKilledMidRunEndsKilled(t *testing.T) {
+	// Serial: it bounds session.ended's latency after Kimi is killed, which tests running beside it would stretch.
 	st := stacktest.StartStack(t)
 	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{
 		{"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo first"}}}},
@@ -74,6 +76,7 @@ func TestE2EKilledMidRunEndsKilled(t *testing.T) {
 // session: session.started (resume) under the chapter's source, then its
 // own end; the log and the relay's replay validate.
 func TestE2EResumeStartsNewChapter(t *testing.T) {
+	// Serial: it bounds session.ended's latency after Kimi exits, which tests running beside it would stretch.
 	st := stacktest.StartStack(t)
 	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{{"text": "first"}}, "default": map[string]any{"text": "again"}})
 	exited := k.Run(t, "first prompt")

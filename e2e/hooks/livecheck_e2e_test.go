@@ -14,6 +14,7 @@ import (
 // cancels. Authenticated, with --evict (the relay's per-session buffer is
 // 8). Like TestLiveChecker in relay/, it needs AEP_NODE and AEP_SPEC.
 func TestE2ELiveCheckerControl(t *testing.T) {
+	t.Parallel()
 	checker := livecheck.Require(t)
 	stacktest.Binaries(t)
 	for _, store := range []string{"memory", "jetstream"} {

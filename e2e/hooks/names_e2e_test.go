@@ -14,6 +14,7 @@ import (
 // `tail` say "acme-shop · <short id>", never the working directory itself;
 // the respond command they print names it by the short id, which answers.
 func TestE2EProjectNameAtDefaultCapture(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end: builds and runs the binaries")
 	}

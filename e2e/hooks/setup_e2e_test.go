@@ -18,6 +18,7 @@ import (
 // queue and interrupt, rejection, the 60 s heartbeat, archive) plus the
 // print-mode subagent, background-task and stop-failure scenarios.
 func TestE2ESetupFiresEveryHook(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 

@@ -25,6 +25,7 @@ import (
 // the binary: replacing Node's process (Node 22.15 and later) and as a
 // child (older Node, Windows; here Node without process.execve).
 func TestE2ENPMInstall(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	set := stacktest.NpmPackages(t)
 	plat, _ := npmtest.Platform()

@@ -27,6 +27,7 @@ import (
 // kimi-hook answers --version without reading its stdin (a pipe nobody
 // closes), so asking it never waits like a hook does.
 func TestE2EVersionStamped(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: builds the binaries; skipped under -short")
 	}

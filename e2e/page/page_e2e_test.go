@@ -22,6 +22,7 @@ import (
 // effect never happens), the reason typed in the reply field reaches the
 // model with the deny, and the page shows what the stream settled.
 func TestE2EPageDeny(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 	b := st.OpenPage(t)
@@ -70,6 +71,7 @@ func TestE2EPageDeny(t *testing.T) {
 // from its per-session positions and ends holding exactly the session's
 // events, each once, in order.
 func TestE2EPageRelayRestart(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	b := st.OpenPage(t)
@@ -97,6 +99,7 @@ func TestE2EPageRelayRestart(t *testing.T) {
 // the fleet list nor the inbox shows a raw event type name. The project
 // rides on session.started's cwd, which AEP-0002 gates at capture redacted.
 func TestE2EPageLabelsAndWords(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=20000", "AEP_CAPTURE=redacted")
 	b := st.OpenPage(t)

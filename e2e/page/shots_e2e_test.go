@@ -24,6 +24,7 @@ var update = flag.Bool("update", false, "rewrite the page's picture and its stru
 // -update the picture and its structure are rewritten; without, the page
 // must show the same structure.
 func TestE2EPageShots(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
 	b := browsertest.New(t, 1280, 900)

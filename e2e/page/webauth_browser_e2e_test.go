@@ -26,6 +26,7 @@ import (
 // working: live events, an answer reaching the emitter, a reload. A dash
 // logged in beside it in the same browser does not log it out.
 func TestE2EPageCookieOnOtherPort(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t, 1200, 900)
 	base, _, _, token := stacktest.TokenRelay(t)
 	em := stacktest.OpenSocket(t, base, stacktest.Bearer(token), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"kimi-code","instance":"e2e"},`+

@@ -27,6 +27,7 @@ import (
 // login key rotates), the key file replaced, the login's expiry, the
 // token file replaced.
 func TestE2ERevocationClosesConnections(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -114,6 +115,7 @@ func TestE2ERevocationClosesConnections(t *testing.T) {
 // A respond sent on a page's socket after the logout never reaches the
 // session's emitter, though the same respond sent before it does.
 func TestE2ERespondAfterLogoutNotDelivered(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -164,6 +166,7 @@ func TestE2ERespondAfterLogoutNotDelivered(t *testing.T) {
 // of the host) opens nothing on its own: not the stream without the
 // browser's headers, not with forged ones, not the socket.
 func TestE2EStolenCookieRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -217,6 +220,7 @@ func TestE2EStolenCookieRefused(t *testing.T) {
 // is refused with 503, a JSON body and Retry-After, and counted; a closed
 // one frees its slot.
 func TestE2EConnectionCap(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -285,6 +289,7 @@ func TestE2EConnectionCap(t *testing.T) {
 // Login attempts from one address are limited: after the burst, 429 with a
 // JSON body and Retry-After, the right token included.
 func TestE2ELoginRateLimited(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}

@@ -26,6 +26,7 @@ import (
 // (with HSTS), kept under $AEP_HOME/acme (0700, files 0600); restarted
 // with Pebble gone, it serves it from there.
 func TestE2EACMEPebble(t *testing.T) {
+	t.Parallel()
 	bin := stacktest.Binaries(t)
 	port := netaddr.FreePort(t)
 	pebble := pebbletest.Start(t, port)

@@ -27,6 +27,7 @@ import (
 // rule), and an admin whose ceiling is metadata is proposed a rule without
 // either. Before, both were answered the command text and the directory.
 func TestE2EProposeWithinCeiling(t *testing.T) {
+	t.Parallel()
 	st := stacktest.RelayOnly(t, nil)
 	walt := st.AddPerson(t, "walt", "watch")
 	meta := st.AddPerson(t, "meta", "admin", "--capture", "metadata")
@@ -58,6 +59,7 @@ func TestE2EProposeWithinCeiling(t *testing.T) {
 // was routed stamped with her name, yet pending hid the request as
 // answered by a rule and the audit said {by: r-always, surface: rule}.
 func TestE2EForgedRuleAnswer(t *testing.T) {
+	t.Parallel()
 	st := stacktest.RelayOnly(t, nil)
 	ann := st.AddPerson(t, "ann", "answer")
 	h := stacktest.EmitSession(t, st, "/home/ann/src/shop")
@@ -96,6 +98,7 @@ func TestE2EForgedRuleAnswer(t *testing.T) {
 // the push: both were checked by name. The audit tells her two tokens'
 // answers apart by the token IDs `token list` shows.
 func TestE2EReAddedNameStaysRevoked(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	st := stacktest.RelayOnly(t, []string{ps.Env()})
 	rita := st.AddPerson(t, "rita", "answer")
@@ -200,6 +203,7 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 // Before, the access log wrote path=/answer/<whole token> and a failed
 // push quoted its endpoint.
 func TestE2ENoSecretInLogs(t *testing.T) {
+	t.Parallel()
 	recv := stacktest.NewWebhookReceiver(t)
 	ps := pushtest.New(t)
 	st := stacktest.RelayOnly(t, []string{ps.Env()}, "-v", "--notify", "webhook:"+recv.URL+"/hook")

@@ -32,6 +32,7 @@ import (
 // Off loopback, every daemon refuses to start without a real token: none,
 // blank, too short, or an empty token file.
 func TestE2EPublicNeedsRealToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -72,6 +73,7 @@ func TestE2EPublicNeedsRealToken(t *testing.T) {
 // A token is read the same way by the relay and its clients: surrounding
 // whitespace (a file's newline) is not part of it, and a blank one is none.
 func TestE2ETokenTrimmedAlike(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -123,6 +125,7 @@ func TestE2ETokenTrimmedAlike(t *testing.T) {
 // A page that rebinds its own name to 127.0.0.1 reaches the daemons with its
 // name in Host: every endpoint of every daemon refuses it before answering.
 func TestE2EForeignHostRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -188,6 +191,7 @@ func TestE2EForeignHostRefused(t *testing.T) {
 // envelope string) are refused on every intake, so two session ids never
 // collapse into one U+FFFD name.
 func TestE2EInvalidUTF8Refused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -254,6 +258,7 @@ func TestE2EInvalidUTF8Refused(t *testing.T) {
 // hold almost nothing on the relay or the adapter and are cut off once the
 // body deadline passes.
 func TestE2ESlowBodiesBounded(t *testing.T) {
+	// Serial: it times how soon slow bodies are cut off and reads the relay's memory, which tests running beside it would stretch.
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -332,6 +337,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 // The relay holds no more than its byte budget, trimming the oldest events,
 // and a consumer resuming from a trimmed position is told replay-exhausted.
 func TestE2ERelayByteBudget(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -408,6 +414,7 @@ func TestE2ERelayByteBudget(t *testing.T) {
 // A bad --notify target is the one line the relay prints, even with rules
 // on disk to load (whose log line used to come first).
 func TestE2EBadNotifyOneLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}
@@ -432,6 +439,7 @@ func TestE2EBadNotifyOneLine(t *testing.T) {
 // one line naming the file and the fix: `up` never falls back to a relay
 // without a token, and the relay never starts without the one it was given.
 func TestE2EEmptyOrTornSecretRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("e2e: builds and runs the binaries")
 	}

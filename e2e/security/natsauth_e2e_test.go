@@ -31,6 +31,7 @@ import (
 // credentials the first generated replays the history and answers and
 // steers through the first, as before.
 func TestE2ENATSListenerAttacks(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	natsURL := "nats://" + natsAddr
@@ -202,6 +203,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 // A relay on an external NATS without credentials says in its log what
 // that exposes.
 func TestE2EExternalNATSWithoutCredentialsWarns(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {

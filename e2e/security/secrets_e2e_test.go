@@ -29,6 +29,7 @@ import (
 // (a log, a redirect), the banner names a private file holding the login
 // URL instead.
 func TestE2EDashLoginOnlyOnTerminal(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	if runtime.GOOS == "windows" {
 		t.Skip("no pseudo-terminal")
@@ -68,6 +69,7 @@ func TestE2EDashLoginOnlyOnTerminal(t *testing.T) {
 // page's requests with no credential, and the dash says how to name one.
 // A loopback relay beside it still gets the local token.
 func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	const token = "local-relay-token-0123456789abcdef"
 	home := stacktest.HomeWithToken(t, token)
@@ -111,6 +113,7 @@ func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
 // stdout is a terminal: piped into a log, a journal or a file, the banner
 // names aep-kimi open instead, and no line holds the token.
 func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	const token = "up-relay-token-0123456789abcdef"
 	home := stacktest.HomeWithToken(t, token)
@@ -136,6 +139,7 @@ func TestE2EUpBannerTokenOnlyOnTerminal(t *testing.T) {
 // one line); `--token T`, which puts the token on the command line where
 // every local user can read it, still works but warns.
 func TestE2EExportTokenFile(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	const token = "export-relay-token-0123456789abcdef"
 	rport := netaddr.FreePort(t)
@@ -192,6 +196,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 // holds the token), and a reader racing repeated runs sees the old page or
 // the new one, never a torn or empty file.
 func TestE2EOpenFileReplacedAtomically(t *testing.T) {
+	t.Parallel()
 	bin := stacktest.Binaries(t)
 	const token = "open-relay-token-0123456789abcdef"
 	home := stacktest.HomeWithToken(t, token)

@@ -25,6 +25,7 @@ import (
 // line naming the unknown authority. Replaced certificate files are served
 // from the next handshake on.
 func TestE2ETLSCertFiles(t *testing.T) {
+	t.Parallel()
 	bin := stacktest.Binaries(t)
 	ca := tlstest.NewCA(t, "aep-kimi e2e CA")
 	dir := t.TempDir()
@@ -129,6 +130,7 @@ func TestE2ETLSCertFiles(t *testing.T) {
 // carry HSTS and Secure cookies; on plain loopback, the default, neither,
 // whatever a forged header says.
 func TestE2ETLSPosture(t *testing.T) {
+	t.Parallel()
 	stacktest.Binaries(t)
 	home := t.TempDir()
 	const token = "0123456789abcdef-tls-posture"
@@ -191,6 +193,7 @@ func TestE2ETLSPosture(t *testing.T) {
 // `up` serving TLS: its adapter publishes to its relay over TLS, trusting
 // exactly the certificate the relay serves, and a client with --ca reads it.
 func TestE2EUpTLS(t *testing.T) {
+	t.Parallel()
 	bin := stacktest.Binaries(t)
 	ca := tlstest.NewCA(t, "up CA")
 	files := ca.WriteFiles(t, t.TempDir())

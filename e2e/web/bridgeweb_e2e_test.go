@@ -21,6 +21,7 @@ import (
 // needs approval, answered in the web UI. Only x.kimi-code.web.* is emitted,
 // in the session {sid}.web, each event naming its kap session.
 func TestE2EBridgeWebCompanion(t *testing.T) {
+	t.Parallel()
 	ws := stacktest.StartWebStack(t, "companion")
 	sid := ws.Web.CreateSession(t)
 	ws.Web.Prompt(t, sid, "run the probe")
@@ -93,6 +94,7 @@ func TestE2EBridgeWebCompanion(t *testing.T) {
 // through the real relay; the stream is valid AEP with runs, tools and the
 // attention loop.
 func TestE2EBridgeWebPrimaryControl(t *testing.T) {
+	t.Parallel()
 	ws := stacktest.StartWebStack(t, "primary", "AEP_KIMI_WEB_CONTROL=1")
 	if h := ws.Health(t); strings.Join(h.Control, ",") != "control.attention.respond,control.cancel,"+mapping.TypeRate {
 		t.Fatalf("control %v", h.Control)
@@ -209,6 +211,7 @@ func TestE2EBridgeWebPrimaryControl(t *testing.T) {
 // the session goes on: nothing is lost or repeated, compared with the
 // server's own journal.
 func TestE2EBridgeWebRestarts(t *testing.T) {
+	t.Parallel()
 	ws := stacktest.StartWebStack(t, "primary")
 	sid := ws.Web.CreateSession(t)
 	ws.Web.Prompt(t, sid, "run the probe")
@@ -274,6 +277,7 @@ func TestE2EBridgeWebRestarts(t *testing.T) {
 // running and retrying, and connects once the token file is right. Neither
 // token ever reaches its log.
 func TestE2EBridgeWebWrongToken(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.WebScript))
 	khome, home := t.TempDir(), t.TempDir()

@@ -34,6 +34,7 @@ import (
 //
 // The audit records all three with who answered, through what.
 func TestE2EQuestions(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	// The bridge at capture redacted: a refusal's detail is [redacted]
 	// (AEP-0004), and the test reads the reason.

@@ -27,6 +27,7 @@ import (
 // model's next request carries it in the tool's result), and the record
 // says who answered and through what.
 func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "question"))
 	recv := stacktest.NewWebhookReceiver(t)

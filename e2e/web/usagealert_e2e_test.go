@@ -24,6 +24,7 @@ import (
 // went past every event of the turn before it, the context figures that
 // stay past 50% included, without a second context alert.
 func TestE2EUsageAlertOnce(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.UsageScript))
 	ws := &stacktest.WebStack{Stack: &stacktest.Stack{Token: "e2e-" + aep.NewID()}, Kimi: kimi, Mode: "primary",

@@ -21,6 +21,7 @@ import (
 // Kimi, which runs the tool. kap-server's clock runs 25 h behind, so the
 // approval it creates is an hour past its expires_at the moment it exists.
 func TestE2EBridgeWebApprovalPastKapExpiry(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.WebScript))
 	ws := &stacktest.WebStack{Kimi: kimi, Mode: "primary", Home: t.TempDir(), Khome: t.TempDir(), Work: t.TempDir()}

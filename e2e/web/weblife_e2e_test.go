@@ -14,6 +14,7 @@ import (
 )
 
 func TestE2EUpFollowsKimiWebAsItComesAndGoes(t *testing.T) {
+	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.WebScript))
 	ws := &stacktest.WebStack{Stack: &stacktest.Stack{Token: "e2e-" + aep.NewID()}, Kimi: kimi, Mode: "primary",
