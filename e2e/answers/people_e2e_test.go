@@ -2,6 +2,7 @@ package answers
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -40,7 +42,10 @@ func TestE2ETeamRoles(t *testing.T) {
 		strings.Contains(string(b), walt) || strings.Contains(string(b), ann) {
 		t.Fatalf("tokens file (%v): %s", err, b)
 	}
-	time.Sleep(time.Second) // the relay re-reads the file every 0.5 s
+	// The relay re-reads the file every 0.5 s.
+	poll.Must(t, 10*time.Second, "the relay to admit the watcher", func() bool {
+		return stacktest.StatusOf(t, st.RelayURL+"/.well-known/aep", stacktest.Bearer(walt)) == http.StatusOK
+	})
 	watcher := stacktest.OpenAs(t, st.RelayURL, walt)
 
 	const secret = "echo team-secret-7f3a"
@@ -99,23 +104,33 @@ func TestE2ETeamRoles(t *testing.T) {
 	}
 
 	// The watcher saw the session's shape, and no text above metadata.
-	time.Sleep(500 * time.Millisecond)
-	seen := append(stacktest.Drain(watcher.Sse), stacktest.Drain(watcher.Sock)...)
+	wanted := []string{"session.started", "tool.requested", "attention.requested", "control.attention.respond", "attention.answered", "tool.denied"}
 	types := map[string]bool{}
-	for _, raw := range seen {
-		var e struct {
-			Type, Capture string
-			Data          map[string]any
+	sawAll := func() bool {
+		for _, want := range wanted {
+			if !types[want] {
+				return false
+			}
 		}
-		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			t.Fatalf("%v: %s", err, raw)
-		}
-		types[e.Type] = true
-		if strings.Contains(raw, "team-secret") || (e.Capture != "" && e.Capture != "metadata" && e.Capture != "none") {
-			t.Fatalf("the watcher was served %s", raw)
-		}
+		return true
 	}
-	for _, want := range []string{"session.started", "tool.requested", "attention.requested", "control.attention.respond", "attention.answered", "tool.denied"} {
+	poll.Until(10*time.Second, func() bool {
+		for _, raw := range append(stacktest.Drain(watcher.Sse), stacktest.Drain(watcher.Sock)...) {
+			var e struct {
+				Type, Capture string
+				Data          map[string]any
+			}
+			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+				t.Fatalf("%v: %s", err, raw)
+			}
+			types[e.Type] = true
+			if strings.Contains(raw, "team-secret") || (e.Capture != "" && e.Capture != "metadata" && e.Capture != "none") {
+				t.Fatalf("the watcher was served %s", raw)
+			}
+		}
+		return sawAll()
+	})
+	for _, want := range wanted {
 		if !types[want] {
 			t.Errorf("the watcher never saw a %s (saw %v)", want, types)
 		}

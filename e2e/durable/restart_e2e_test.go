@@ -145,6 +145,7 @@ func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
 		return st.Up(t, []string{"AEP_STORE="}, "--web=false", "--kimi-home", t.TempDir())
 	}
 	st.Relay = start()
+	subs := st.Subscriptions(t)
 	live := &syncbuf.Buffer{}
 	tail := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color", "--details")
 	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.Token, "AEP_RELAY="+st.RelayURL, "COLUMNS=400")
@@ -153,7 +154,7 @@ func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tail.Process.Kill(); tail.Wait() })
-	time.Sleep(time.Second) // the tail connects, live
+	st.AwaitSubscriber(t, subs) // the tail connects, live
 	started := func() int { return strings.Count(live.String(), "session started") }
 	st.RunHook(t, fmt.Sprintf(`{"hook_event_name":"SessionStart","session_id":%q,"source":"startup"}`, "before-"+strings.ToLower(aep.NewID())))
 	if !poll.Until(10*time.Second, func() bool { return started() == 1 }) {
@@ -166,6 +167,8 @@ func TestE2ETailCatchesSessionSpooledWhileDown(t *testing.T) {
 	if !poll.Until(20*time.Second, func() bool { return started() >= 2 }) {
 		t.Fatalf("the tail left open never printed the session spooled while up was down:\n%s", live.String())
 	}
+	// Not a synchronisation: a second copy of a session would print later,
+	// so the check for none waits a moment first.
 	time.Sleep(500 * time.Millisecond)
 	if started() != 2 {
 		t.Fatalf("%d sessions started, want the first once and the spooled one:\n%s", started(), live.String())

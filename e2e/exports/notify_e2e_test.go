@@ -95,6 +95,8 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), `<form method="post">`) {
 		t.Fatalf("GET deny: %d %s", resp.StatusCode, page)
 	}
+	// Not a synchronisation: a GET must not answer, and an answer would
+	// reach the relay within a moment, so the check for none waits that.
 	time.Sleep(500 * time.Millisecond)
 	for _, b := range st.RelayEvents(t, held.Session) {
 		if e, _ := aep.ParseEvent(b); e != nil && e.Type == rules.CommandType && e.Subject == held.ID {

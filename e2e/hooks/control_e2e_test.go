@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -166,7 +167,8 @@ func TestE2ECommandWithoutTokenNeverArrives(t *testing.T) {
 	if out, err := hook.CombinedOutput(); err != nil {
 		t.Fatalf("kimi-hook: %v %s", err, out)
 	}
-	time.Sleep(300 * time.Millisecond)
+	adapter := &stacktest.Stack{HookTo: adapterURL}
+	poll.Must(t, 10*time.Second, "the adapter's session", func() bool { return adapter.LiveSessions(t) > 0 })
 	cmd, _ := client.NewCommand("x.kimi-code.control.instruct", "nt", map[string]any{"text": "hi"})
 	res, err := client.SendCommand(context.Background(), relayURL, "", nil, cmd, 3*time.Second)
 	if err != nil {

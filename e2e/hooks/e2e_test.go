@@ -12,6 +12,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
@@ -106,7 +107,7 @@ func TestE2EAdapterKill9(t *testing.T) {
 	// (they spool), then bring it back.
 	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { return stacktest.TypeCounts(ev)["tool.requested"] >= 2 })
 	st.Adapter.Kill()
-	time.Sleep(1200 * time.Millisecond)
+	poll.Must(t, 30*time.Second, "a hook spooled while the adapter is down", func() bool { return st.Spooled() > 0 })
 	st.StartAdapter(t)
 	<-done
 	st.WaitQuiet(t)
@@ -148,9 +149,10 @@ func TestE2ERelayOutage(t *testing.T) {
 	sc := stacktest.SlowScenario(t, "outage")
 	done := make(chan kimiharness.PrintRun, 1)
 	go func() { done <- stacktest.Scenario(t, kimi, sc, st.HookCmd(t)) }()
-	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { return stacktest.TypeCounts(ev)["tool.requested"] >= 2 })
+	seen := 0
+	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { seen = len(ev); return stacktest.TypeCounts(ev)["tool.requested"] >= 2 })
 	st.Relay.Kill()
-	time.Sleep(1200 * time.Millisecond)
+	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { return len(ev) > seen }) // events while the relay is down
 	port := strings.TrimPrefix(st.RelayURL, "http://127.0.0.1:")
 	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home}, "relay", "--listen", "127.0.0.1:"+port)
 	<-done

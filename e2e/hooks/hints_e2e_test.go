@@ -24,6 +24,7 @@ func TestE2EHintsFitTheReader(t *testing.T) {
 	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "make *")
 	watcher := st.AddPerson(t, "walt", "watch", "--capture", "redacted")
 
+	subs := st.Subscriptions(t)
 	live := &syncbuf.Buffer{}
 	tail := exec.Command(filepath.Join(stacktest.Binaries(t), "aep-kimi"), "tail", "--state", "none", "--no-color")
 	tail.Env = append(os.Environ(), "AEP_TOKEN="+st.Token, "AEP_RELAY="+st.RelayURL, "COLUMNS=400")
@@ -32,7 +33,7 @@ func TestE2EHintsFitTheReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tail.Process.Kill(); tail.Wait() })
-	time.Sleep(500 * time.Millisecond) // the tail connects
+	st.AwaitSubscriber(t, subs) // the tail connects
 
 	ruled := "ruled-" + strings.ToLower(aep.NewID())
 	<-st.HeldGate(t, ruled, "call_1", "make release")

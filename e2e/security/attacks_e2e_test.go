@@ -166,7 +166,8 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(500 * time.Millisecond) // one pass of the queues, for a push that should not come
+	// Not a synchronisation: one pass of the queues, for a push that must not come.
+	time.Sleep(500 * time.Millisecond)
 	for _, m := range ps.Messages(phone) {
 		if bytes.Contains(m.Plaintext, []byte(second)) {
 			t.Fatalf("rita's old device was told of the second request: %s", m.Plaintext)

@@ -299,7 +299,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 				go func() { // one byte a second until the server hangs up
 					defer wg.Done()
 					for i := 0; i < 60; i++ {
-						time.Sleep(time.Second)
+						time.Sleep(time.Second) // not a synchronisation: the slow client's pace
 						if _, err := conn.Write([]byte(" ")); err != nil {
 							return
 						}
@@ -313,7 +313,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 					conn.Close()
 				}()
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // not a synchronisation: the slow bodies are held a while before memory is read
 			if after, ok := stacktest.RssKB(t, tg.p.Cmd.Process.Pid); ok && haveRSS {
 				t.Logf("%s RSS %d kB -> %d kB with %d slow bodies", tg.name, before, after, conns)
 				if after-before > 100<<10 {

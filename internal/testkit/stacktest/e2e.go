@@ -25,6 +25,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -250,37 +251,60 @@ func ValidateWithCLI(t testing.TB, path string) {
 // Session is live (Kimi has exited: every session ends within seconds).
 func (st *Stack) WaitQuiet(t testing.TB) {
 	t.Helper()
-	last, stable := -1, 0
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	last, still := -1, time.Now()
+	quiet := func() bool {
 		if st.LiveSessions(t) > 0 {
-			stable = 0
-			time.Sleep(250 * time.Millisecond)
-			continue
+			last = -1
+			return false
 		}
 		n := 0
 		for _, b := range st.SessionLogs(t) {
 			n += bytes.Count(b, []byte("\n"))
 		}
-		spooled, _ := os.ReadDir(filepath.Join(st.Home, "kimi", "spool"))
-		pending := 0
-		for _, e := range spooled {
-			if strings.HasSuffix(e.Name(), ".hook") {
-				pending++
-			}
+		pending := st.Spooled()
+		if n != last || pending > 0 {
+			last, still = n, time.Now()
+			return false
 		}
-		if n == last && pending == 0 {
-			stable++
-			if stable >= 4 {
-				return
-			}
-		} else {
-			stable = 0
-		}
-		last = n
-		time.Sleep(250 * time.Millisecond)
+		return time.Since(still) >= quietFor
 	}
-	t.Fatal("the adapter never went quiet")
+	poll.Must(t, 30*time.Second, "the adapter to go quiet", quiet)
+}
+
+// quietFor is how long a log must stay the same size for WaitQuiet.
+const quietFor = time.Second
+
+// Spooled is how many hook records wait in the stack's spool.
+func (st *Stack) Spooled() int {
+	spooled, _ := os.ReadDir(spool.Dir(st.Home))
+	n := 0
+	for _, e := range spooled {
+		if strings.HasSuffix(e.Name(), ".hook") {
+			n++
+		}
+	}
+	return n
+}
+
+// Subscriptions is the relay's count of live subscriptions.
+func (st *Stack) Subscriptions(t testing.TB) float64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, st.RelayURL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+st.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return MetricValue(string(b), "aepkimi_relay_subscriptions")
+}
+
+// AwaitSubscriber waits until the relay has more live subscriptions than
+// before: a consumer started since has connected.
+func (st *Stack) AwaitSubscriber(t testing.TB, before float64) {
+	t.Helper()
+	poll.Must(t, 20*time.Second, "a new subscription on the relay", func() bool { return st.Subscriptions(t) > before })
 }
 
 // LiveSessions is how many sessions the adapter's /healthz reports live.

@@ -112,7 +112,10 @@ func (st *Stack) HeldHookGroup(t *testing.T, session, callID, command string) (k
 	go func() { cmd.Wait(); close(done) }()
 	kill = func() {
 		kimiharness.SignalGroup(cmd.Process, syscall.SIGTERM)
-		time.Sleep(100 * time.Millisecond)
+		select { // a short grace, then the rest of the group goes too
+		case <-done:
+		case <-time.After(100 * time.Millisecond):
+		}
 		kimiharness.SignalGroup(cmd.Process, syscall.SIGKILL)
 		<-done
 	}

@@ -25,6 +25,8 @@ const MaxEndLatency = 5 * time.Second
 // Hook registered to the stack's kimi-hook.
 type KimiRun struct {
 	Kimi, Home, Work string
+	// Mock is the model provider the run's Kimi calls.
+	Mock *kimiharness.Mock
 }
 
 func NewKimiRun(t *testing.T, st *Stack, script any) *KimiRun {
@@ -36,7 +38,7 @@ func NewKimiRun(t *testing.T, st *Stack, script any) *KimiRun {
 		t.Fatal(err)
 	}
 	mock := kimiharness.StartMock(t, path)
-	k := &KimiRun{Kimi: kimi, Home: filepath.Join(t.TempDir(), "kimi-home"), Work: t.TempDir()}
+	k := &KimiRun{Kimi: kimi, Home: filepath.Join(t.TempDir(), "kimi-home"), Work: t.TempDir(), Mock: mock}
 	kimiharness.WriteConfig(t, k.Home, mock.Port, st.HookCmd(t))
 	return k
 }

@@ -50,12 +50,13 @@ func (st *Stack) HeldGate(t *testing.T, session, callID, command string) <-chan 
 	return st.Hook(t, BashCall(session, callID, command))
 }
 
-// WaitCLI runs an aep-kimi subcommand until its output satisfies ok.
+// WaitCLI runs an aep-kimi subcommand until its output satisfies ok, for
+// as long as a real Kimi run may take (Scenario's bound).
 func (st *Stack) WaitCLI(t *testing.T, ok func(string) bool, args ...string) string {
 	t.Helper()
 	var code int
 	var out string
-	if !poll.Until(30*time.Second, func() bool { code, out = st.Cli(t, args...); return code == 0 && ok(out) }) {
+	if !poll.Until(90*time.Second, func() bool { code, out = st.Cli(t, args...); return code == 0 && ok(out) }) {
 		t.Fatalf("aep-kimi %s never showed what was awaited (exit %d):\n%s", strings.Join(args, " "), code, out)
 	}
 	return out

@@ -51,7 +51,8 @@ func StartBannered(t *testing.T, env []string, terminal bool, until string, args
 	b.Await(t, 20*time.Second, fmt.Sprintf("%q on its standard output", until), func() bool {
 		return strings.Contains(b.Out.String(), until)
 	})
-	// The rest of the banner follows the line waited for at once.
+	// Not a synchronisation: the tests check what the banner leaves out (a
+	// token), so the lines after the one awaited get a moment to arrive.
 	time.Sleep(100 * time.Millisecond)
 	return b
 }
