@@ -56,11 +56,15 @@ const (
 
 // Served names the Kimi process the calling hook process serves: the
 // nearest ancestor that is neither a shell (Kimi runs each hook as
-// `sh -c COMMAND`) nor started within LaunchWindow before now. ok is false
-// when no such ancestor is found or the platform has no reader. It reads one
-// kernel record per ancestor looked at, usually one or two.
+// `sh -c COMMAND`) nor started within LaunchWindow before the hook process
+// itself. The window counts from the hook's own start, not from now: on a
+// loaded machine the hook may take longer than the window to reach this
+// call, and a wrapper it was launched through (`timeout`, a shim) must not
+// pass for Kimi then. ok is false when no such ancestor is found or the
+// platform has no reader. It reads one kernel record for itself and one per
+// ancestor looked at, usually one or two.
 func Served() (pid int, info Info, ok bool) {
-	now, err := clockNs()
+	self, err := Read(os.Getpid())
 	if err != nil {
 		return 0, Info{}, false
 	}
@@ -70,7 +74,7 @@ func Served() (pid int, info Info, ok bool) {
 		if err != nil {
 			return 0, Info{}, false
 		}
-		if !IsShell(p.Comm) && now-p.StartNs >= LaunchWindow {
+		if !IsShell(p.Comm) && self.StartNs-p.StartNs >= LaunchWindow {
 			return pid, p, true
 		}
 		pid = p.PPID

@@ -46,8 +46,16 @@ func TestIsShell(t *testing.T) {
 // helperEnv makes the test binary, run as a child, print what Served finds.
 const helperEnv = "PROCINFO_SERVED_HELPER"
 
+// helperDelayEnv makes the child take this long (a duration) before it
+// calls Served.
+const helperDelayEnv = "PROCINFO_SERVED_DELAY"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
+		if d, err := time.ParseDuration(os.Getenv(helperDelayEnv)); err == nil {
+			// A hook slow to reach Served: a loaded machine.
+			time.Sleep(d)
+		}
 		pid, info, ok := Served()
 		fmt.Printf("%d %s %v\n", pid, info.Start, ok)
 		os.Exit(0)
@@ -84,6 +92,10 @@ func TestServed(t *testing.T) {
 	}
 	if _, err := exec.LookPath("timeout"); err == nil {
 		cases["timeout"] = fmt.Sprintf("timeout 20 '%s' -test.run=^$; true", bin)
+		// The hook reaches Served well past the launch window (a loaded
+		// machine): the wrapper it started through is still not Kimi.
+		cases["timeout-slow"] = fmt.Sprintf("%s=%s timeout 20 '%s' -test.run=^$; true",
+			helperDelayEnv, 3*time.Duration(LaunchWindow), bin)
 	}
 	for name, script := range cases {
 		t.Run(name, func(t *testing.T) {
