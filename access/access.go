@@ -5,7 +5,7 @@
 //
 // People's tokens are kept only as hashes, in one file under the AEP home
 // (FileName, mode 0600), which `aep-kimi token add|rm` replaces atomically
-// and the relay re-reads while it runs (Book): a removed or changed entry
+// and the relay re-reads while it runs (Roster): a removed or changed entry
 // ends every connection its token opened. When each token was last used is
 // kept beside it (UsesFileName), written by the relay.
 package access

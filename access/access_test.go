@@ -123,7 +123,7 @@ func TestBookLookupReloadEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, bob, _ := s.Add("bob", RoleWatch, "")
-	b := OpenBook(home, nil)
+	b := OpenRoster(home, nil)
 	reload := func() []string {
 		if apply := b.Reload(); apply != nil {
 			return apply()

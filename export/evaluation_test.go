@@ -125,7 +125,7 @@ func TestLiveCERatingAtReaderCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil)})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenRoster(home, nil)})
 	url, received := ceReceiver(t)
 	run, fb := rated()
 	srv.Post(t, append(run, fb)...)

@@ -121,7 +121,7 @@ type Config struct {
 	// People are the relay's people: a login made with one of their tokens
 	// carries their principal, and ends with their token. Nil: only the
 	// relay's token logs in, as the owner.
-	People *access.Book
+	People *access.Roster
 }
 
 // RelayRef is one relay as the page sees it: its label and the path prefix

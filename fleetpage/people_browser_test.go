@@ -44,8 +44,8 @@ func consoleRespond(request string) string {
 }
 
 // aliceAndBob are the people of a relay: alice watches, bob answers; it
-// returns the book and their tokens.
-func aliceAndBob(t *testing.T) (people *access.Book, alice, bob string) {
+// returns the roster and their tokens.
+func aliceAndBob(t *testing.T) (people *access.Roster, alice, bob string) {
 	t.Helper()
 	home := t.TempDir()
 	store := access.Store{Home: home}
@@ -56,7 +56,7 @@ func aliceAndBob(t *testing.T) (people *access.Book, alice, bob string) {
 	if _, bob, err = store.Add("bob", access.RoleAnswer, ""); err != nil {
 		t.Fatal(err)
 	}
-	return access.OpenBook(home, nil), alice, bob
+	return access.OpenRoster(home, nil), alice, bob
 }
 
 // In Chromium, against a real relay with people: a watcher's page names

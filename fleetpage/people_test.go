@@ -102,10 +102,10 @@ func peopleRelay(t *testing.T, name string, role access.Role, poll time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	book := access.OpenBook(home, nil)
-	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: book})
+	roster := access.OpenRoster(home, nil)
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, People: roster})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, tok, relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: book, TokenPoll: poll}).URL
+	return store, tok, relaytest.RunServer(t, relay.Config{Token: testToken, Page: page, People: roster, TokenPoll: poll}).URL
 }

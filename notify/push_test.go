@@ -327,7 +327,7 @@ func TestWebPushRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenBook(home, nil)})
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenRoster(home, nil)})
 	code, b := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
 	var vapid map[string]string
 	if code != 200 || json.Unmarshal(b, &vapid) != nil {
@@ -411,7 +411,7 @@ func TestAnswerPageWithinCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenBook(home, nil)})
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenRoster(home, nil)})
 	code, b := apiAs(t, st, bob, http.MethodGet, notify.PathVAPID, nil)
 	var vapid map[string]string
 	if code != 200 || json.Unmarshal(b, &vapid) != nil {

@@ -232,7 +232,7 @@ type Config struct {
 	// besides its own (the owner's), each with a role and a capture
 	// ceiling; their file is re-read every TokenPoll, and a revoked or
 	// changed token ends what it opened.
-	People *access.Book
+	People *access.Roster
 	// TLS, when set, makes Run and Serve serve TLS with it on their
 	// listener: HTTP/1.1 only (a socket is an HTTP/1.1 upgrade).
 	TLS *tls.Config

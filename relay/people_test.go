@@ -45,7 +45,7 @@ func newTeam(t *testing.T) *team {
 	}
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 	tm.waltH, tm.annH, tm.aH = bearer(tm.walt), bearer(tm.ann), bearer(tm.ada)
-	tm.srv = relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil), TokenPoll: 20 * time.Millisecond})
+	tm.srv = relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenRoster(home, nil), TokenPoll: 20 * time.Millisecond})
 	return tm
 }
 
@@ -175,7 +175,7 @@ func TestRolesOnEveryBinding(t *testing.T) {
 func TestForgedByIsReplaced(t *testing.T) {
 	tm := newTeam(t)
 	annRef := func() string {
-		_, ref, _ := access.OpenBook(tm.store.Home, nil).Lookup(tm.ann)
+		_, ref, _ := access.OpenRoster(tm.store.Home, nil).Lookup(tm.ann)
 		return ref.ID()
 	}()
 	tgt := target(t, tm.srv, "both", "kimi", "s-f", `{"accepts":["control.attention.respond"]}`)
@@ -297,7 +297,7 @@ func TestRulesNeedAdminToChange(t *testing.T) {
 	store := access.Store{Home: home}
 	_, walt, _ := store.Add("walt", access.RoleWatch, "")
 	_, ada, _ := store.Add("ada", access.RoleAdmin, "")
-	tm := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenBook(home, nil), Rules: rulesBook(t)})
+	tm := relaytest.RunServer(t, relay.Config{Token: testToken, People: access.OpenRoster(home, nil), Rules: rulesBook(t)})
 	add, _ := json.Marshal(map[string]any{"effect": "allow", "tool": "Bash", "args": "echo *"})
 	for _, c := range []struct {
 		token, method, path string
@@ -325,7 +325,7 @@ func TestRespondAsRevokedPerson(t *testing.T) {
 	target(t, tm.srv, "both", "kimi", "s-l", `{"accepts":["control.attention.respond"]}`)
 	admitted := func(tok string) access.Principal {
 		t.Helper()
-		p, _, ok := access.OpenBook(tm.store.Home, nil).Lookup(tok)
+		p, _, ok := access.OpenRoster(tm.store.Home, nil).Lookup(tok)
 		if !ok {
 			t.Fatal("the token is not in the file")
 		}

@@ -21,7 +21,7 @@ func TestPrincipalOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(Config{Token: "relay-token-0123456789", People: access.OpenBook(home, nil)})
+	s, err := NewServer(Config{Token: "relay-token-0123456789", People: access.OpenRoster(home, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func TestRulesProposeWithinCeiling(t *testing.T) {
 	}
 	walt, ann := add("walt", access.RoleWatch, ""), add("ann", access.RoleAnswer, "")
 	meta, red := add("meta", access.RoleAdmin, "metadata"), add("red", access.RoleAdmin, "redacted")
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenBook(home, nil)})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenRoster(home, nil)})
 	tgt := gateTarget(t, srv, "s-ceil")
 	start := mkEvent("s-ceil", 1, withType("session.started"), withSeverity("notice"), withData(`{"cwd":"/home/ann/src/secret-project"}`))
 	start.Agent, start.Source, start.Capture = "kimi-code", "aep://test/agent/kimi-code", "redacted"
@@ -270,7 +270,7 @@ func TestRulesListWithinCeiling(t *testing.T) {
 	}
 	walt, meta, red := add("walt", access.RoleWatch, ""), add("meta", access.RoleAdmin, "metadata"), add("red", access.RoleWatch, "redacted")
 	owner := map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json"}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenBook(home, nil)})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: rulesBook(t), People: access.OpenRoster(home, nil)})
 	for _, body := range []string{
 		`{"effect":"allow","tool":"Bash","args":"curl https://secret.example/*","project":"/home/ann/src/secret-project"}`,
 		`{"effect":"deny","tool":"Write"}`,

@@ -44,7 +44,7 @@ func WithPage(cfg *relay.Config, home string, getenv func(string) string) error 
 // their role and capture ceiling.
 func WithPeople(cfg *relay.Config, home string) {
 	if cfg.Token != "" {
-		cfg.People = access.OpenBook(home, cfg.Logger.With("component", "access"))
+		cfg.People = access.OpenRoster(home, cfg.Logger.With("component", "access"))
 	}
 }
 

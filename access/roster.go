@@ -60,10 +60,10 @@ func refOfHash(h string) Ref {
 	return refOf([sha256.Size]byte(raw))
 }
 
-// Book is the relay's view of the tokens file: the people it admits,
+// Roster is the relay's view of the tokens file: the people it admits,
 // re-read on Reload, and their last uses, kept on Flush. Its methods are
-// safe for concurrent use; a nil Book admits nobody.
-type Book struct {
+// safe for concurrent use; a nil Roster admits nobody.
+type Roster struct {
 	path, usesPath string
 	log            *slog.Logger
 
@@ -78,13 +78,13 @@ type Book struct {
 	dirty  bool
 }
 
-// OpenBook reads the tokens file in home. A file that cannot be read
+// OpenRoster reads the tokens file in home. A file that cannot be read
 // admits nobody (and is logged): the relay's own token still works.
-func OpenBook(home string, log *slog.Logger) *Book {
+func OpenRoster(home string, log *slog.Logger) *Roster {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Book{path: filepath.Join(home, FileName), usesPath: filepath.Join(home, UsesFileName), log: log}
+	b := &Roster{path: filepath.Join(home, FileName), usesPath: filepath.Join(home, UsesFileName), log: log}
 	b.uses = readUses(b.usesPath)
 	if b.uses == nil {
 		b.uses = map[string]time.Time{}
@@ -96,7 +96,7 @@ func OpenBook(home string, log *slog.Logger) *Book {
 }
 
 // Path is the tokens file's path.
-func (b *Book) Path() string { return b.path }
+func (b *Roster) Path() string { return b.path }
 
 // Reload re-reads the file. When it changed, apply puts it in force and
 // returns the names whose entry is gone or changed (role, capture or
@@ -105,7 +105,7 @@ func (b *Book) Path() string { return b.path }
 // connection is admitted by a token after its connections were ended. A
 // file that cannot be read keeps the people in force, logged once; nil
 // apply means nothing changed.
-func (b *Book) Reload() (apply func() (ended []string)) {
+func (b *Roster) Reload() (apply func() (ended []string)) {
 	if b == nil {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (b *Book) Reload() (apply func() (ended []string)) {
 }
 
 // apply puts f in force and returns the names it ended.
-func (b *Book) apply(f File, raw []byte) (ended []string) {
+func (b *Roster) apply(f File, raw []byte) (ended []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	byHash := make(map[[sha256.Size]byte]Entry, len(f.People))
@@ -169,7 +169,7 @@ func refOf(h [sha256.Size]byte) Ref {
 
 // Lookup authenticates a person's token, returning their principal and
 // the token's Ref, and notes the use.
-func (b *Book) Lookup(token string) (Principal, Ref, bool) {
+func (b *Roster) Lookup(token string) (Principal, Ref, bool) {
 	if b == nil || token == "" {
 		return Principal{}, Ref{}, false
 	}
@@ -185,7 +185,7 @@ func (b *Book) Lookup(token string) (Principal, Ref, bool) {
 }
 
 // Resolve is the principal whose token ref names, while that token stands.
-func (b *Book) Resolve(ref Ref) (Principal, bool) {
+func (b *Roster) Resolve(ref Ref) (Principal, bool) {
 	if b == nil {
 		return Principal{}, false
 	}
@@ -204,7 +204,7 @@ func (b *Book) Resolve(ref Ref) (Principal, bool) {
 // hold another. Whoever acts for a person outside a connection (an answer
 // link minted earlier, a device subscribed earlier) checks they still
 // stand.
-func (b *Book) Current(p Principal) (Principal, bool) {
+func (b *Roster) Current(p Principal) (Principal, bool) {
 	if b == nil || p.Token == (Ref{}) {
 		return Principal{}, false
 	}
@@ -221,7 +221,7 @@ func (b *Book) Current(p Principal) (Principal, bool) {
 // a minute, not on every request.
 const usesGrain = time.Minute
 
-func (b *Book) touch(name string) {
+func (b *Roster) touch(name string) {
 	now := time.Now().UTC().Truncate(time.Second)
 	b.usesMu.Lock()
 	defer b.usesMu.Unlock()
@@ -233,7 +233,7 @@ func (b *Book) touch(name string) {
 
 // Flush writes the last uses when they changed (the relay calls it on its
 // credential poll).
-func (b *Book) Flush() {
+func (b *Roster) Flush() {
 	if b == nil {
 		return
 	}
