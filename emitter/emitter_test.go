@@ -484,6 +484,52 @@ func TestRunOwnsThePublisher(t *testing.T) {
 	}
 }
 
+// relaying is a publisher that runs and hands one command from the relay
+// to the handler Run is given, as client.Publisher does.
+type relaying struct {
+	emittertest.Recorder
+	cmd       *aep.Event
+	delivered chan struct{}
+}
+
+func (r *relaying) Run(ctx context.Context, onCommand func(context.Context, *aep.Event)) error {
+	onCommand(ctx, r.cmd)
+	close(r.delivered)
+	<-ctx.Done()
+	return nil
+}
+
+// The relay's commands reach the core through the publisher it runs: Run
+// hands the publisher HandleCommand, and the command's ack is published.
+func TestRunHandsCommandsToTheCore(t *testing.T) {
+	home := t.TempDir()
+	cmd := emittertest.Command(t, cmdPoke, "s1", "x", map[string]any{"answer": map[string]any{"option": "allow"}})
+	r := &relaying{cmd: cmd, delivered: make(chan struct{})}
+	src := &source{refuse: map[string]bool{}, keep: map[string]bool{}, verdict: Accept(nil)}
+	spec := Spec{Name: "test", LogDir: filepath.Join(home, "logs"), EpochFile: filepath.Join(home, "epoch"),
+		Commands: []string{cmdPoke}, Accepts: []string{cmdPoke}, Authenticated: true}
+	core, err := New(Config{Home: home, Publisher: r, Logger: slog.New(slog.DiscardHandler)}, spec, Source[*session](src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = core.Run(context.Background(), func(context.Context) error {
+		<-r.delivered
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var acks []string
+	for _, e := range r.All() {
+		if e.Cause == cmd.ID {
+			acks = append(acks, e.Type)
+		}
+	}
+	if len(acks) != 1 || acks[0] != "control.accepted" || src.decided.Load() != 1 {
+		t.Fatalf("acks %v, decided %d: the command did not reach the core", acks, src.decided.Load())
+	}
+}
+
 // A config without a home, or a spec without its files, is refused.
 func TestConfigRefused(t *testing.T) {
 	home := t.TempDir()
