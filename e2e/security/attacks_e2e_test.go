@@ -235,7 +235,7 @@ func TestE2ENoSecretInLogs(t *testing.T) {
 	if resp, err := http.Get(deny); err == nil { // a chat app's preview
 		resp.Body.Close()
 	}
-	if code, js := stacktest.PostLink(t, deny); code != http.StatusOK {
+	if code, js := h.AnswerLink(t, deny, req, "deny"); code != http.StatusOK {
 		t.Fatalf("the deny link: %d %v", code, js)
 	}
 	stacktest.StatusOf(t, st.RelayURL+"/events?access_token="+rita, nil)

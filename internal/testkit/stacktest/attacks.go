@@ -118,6 +118,32 @@ func (h *HeldSession) RespondAs(t *testing.T, st *Stack, token, request, option 
 	}
 }
 
+// AnswerLink POSTs an answer link of the session's request, its emitter
+// accepting the command and answering as the gate does: a link says
+// "answered" only once the emitter took the answer. It returns the link's
+// status and JSON body.
+func (h *HeldSession) AnswerLink(t *testing.T, link, request, option string) (int, map[string]any) {
+	t.Helper()
+	type result struct {
+		code int
+		js   map[string]any
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, js := PostLink(t, link)
+		done <- result{code, js}
+	}()
+	f, _ := h.Em.Within(rules.CommandType, 10*time.Second)
+	if f == nil || f["subject"] != request {
+		t.Fatalf("the link's answer to %s did not reach the emitter: %v", request, f)
+	}
+	cmd, by := f["id"].(string), f["aepkimiby"].(string)
+	h.Send(t, aep.NewID(), "control.accepted", "", cmd, `{}`)
+	h.Send(t, aep.NewID(), "attention.answered", request, cmd, `{"answer":{"option":`+Quote(option)+`},"via":"control","by":`+Quote(by)+`}`)
+	r := <-done
+	return r.code, r.js
+}
+
 // PostAs POSTs body as JSON with token.
 func PostAs(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()
