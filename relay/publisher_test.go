@@ -95,7 +95,7 @@ func TestPublisherConfigErrors(t *testing.T) {
 }
 
 // Order of Publish is kept on the wire; sessions are claimed with the
-// declared control block; routed commands reach OnCommand; acks flow back.
+// declared control block; routed commands reach Run's handler; acks flow back.
 func TestPublisherPublishClaimCommand(t *testing.T) {
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	watch := openSSE(t, srv, url.Values{"filter": {`{"agent":"kimi"}`}}, nil)
