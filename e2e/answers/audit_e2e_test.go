@@ -30,8 +30,7 @@ func TestE2EAuditListsWhoAnswered(t *testing.T) {
 	rule := st.AddRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
 
 	script := stacktest.BashSteps(t, "rm -rf ./build", "echo person", "echo late")
-	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
+	done := stacktest.Async(t, func() kimiharness.PrintRun { return stacktest.Scenario(t, kimi, script, st.HookCmd(t)) })
 
 	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "echo person") }, "pending")
 	m := regexp.MustCompile(`aep-kimi respond --option deny (\S+) (\S+)`).FindStringSubmatch(out)

@@ -31,8 +31,7 @@ func TestE2ERulesAnswerForYou(t *testing.T) {
 	rmrf := st.AddRule(t, "deny", "--tool", "Bash", "--args", "rm -rf *", "--note", "never force-remove")
 
 	script := stacktest.BashSteps(t, "echo ok", "rm -rf ./build", "git push")
-	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
+	done := stacktest.Async(t, func() kimiharness.PrintRun { return stacktest.Scenario(t, kimi, script, st.HookCmd(t)) })
 
 	out := st.WaitCLI(t, func(s string) bool { return strings.Contains(s, "git push") }, "pending")
 	if !strings.Contains(out, "1 request waits on you") || strings.Contains(out, "echo ok") || strings.Contains(out, "rm -rf") {

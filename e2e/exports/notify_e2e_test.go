@@ -58,8 +58,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	st.Up(t, []string{"AEP_ATTENTION_TIMEOUT_MS=6000"}, "--control", "--web=false", "--kimi-home", home, "--notify", "webhook:"+slow.URL+"/hook", "--notify", "webhook:"+recv.URL+"/hook")
 	echo := st.AddRule(t, "allow", "--tool", "Bash", "--args", "echo *")
 
-	done := make(chan string, 1)
-	go func() { done <- stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") }()
+	done := stacktest.Async(t, func() string { return stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") })
 
 	// The second call waits on a person and reaches the receiver.
 	held := st.WaitEvent(t, func(e *aep.Event) bool {

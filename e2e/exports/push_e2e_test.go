@@ -72,8 +72,7 @@ func TestE2EPushPhone(t *testing.T) {
 	b.Click("notify me", "#notify-on")
 	b.WaitJS("the device listed as this one", `[...document.querySelectorAll('#notify-devices li')].some((li) => li.textContent.includes('Pixel 8 (this device)') && li.textContent.includes('for owner'))`)
 
-	done := make(chan string, 1)
-	go func() { done <- stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") }()
+	done := stacktest.Async(t, func() string { return stacktest.PrintKimi(t, kimi, home, work, "Tidy the build.") })
 	held := st.WaitEvent(t, func(e *aep.Event) bool {
 		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(stacktest.DataOf(e)["prompt"]), "touch")
 	})

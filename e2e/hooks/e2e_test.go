@@ -101,8 +101,7 @@ func TestE2EAdapterKill9(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	sc := stacktest.SlowScenario(t, "k9")
-	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- stacktest.Scenario(t, kimi, sc, st.HookCmd(t)) }()
+	done := stacktest.Async(t, func() kimiharness.PrintRun { return stacktest.Scenario(t, kimi, sc, st.HookCmd(t)) })
 	// Crash it once the run is under way, keep it down while hooks fire
 	// (they spool), then bring it back.
 	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { return stacktest.TypeCounts(ev)["tool.requested"] >= 2 })
@@ -147,8 +146,7 @@ func TestE2ERelayOutage(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	sc := stacktest.SlowScenario(t, "outage")
-	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- stacktest.Scenario(t, kimi, sc, st.HookCmd(t)) }()
+	done := stacktest.Async(t, func() kimiharness.PrintRun { return stacktest.Scenario(t, kimi, sc, st.HookCmd(t)) })
 	seen := 0
 	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { seen = len(ev); return stacktest.TypeCounts(ev)["tool.requested"] >= 2 })
 	st.Relay.Kill()

@@ -75,8 +75,9 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
 	b := st.OpenPage(t)
-	done := make(chan kimiharness.PrintRun, 1)
-	go func() { done <- stacktest.Scenario(t, kimi, stacktest.SlowScenario(t, "page"), st.HookCmd(t)) }()
+	done := stacktest.Async(t, func() kimiharness.PrintRun {
+		return stacktest.Scenario(t, kimi, stacktest.SlowScenario(t, "page"), st.HookCmd(t))
+	})
 	b.WaitJS("two tool calls on the page", `[...aepFleet.state.sessions.keys()].some(s => aepFleet.S.session(aepFleet.state, s).tools >= 2)`)
 	st.Relay.Kill()
 	b.WaitJS("the page sees the relay go", `document.getElementById('conn').dataset.conn !== 'live'`)

@@ -138,6 +138,21 @@ func (st *Stack) HookCmd(t testing.TB) string {
 	return fmt.Sprintf("%s --daemon %s --home %s --timeout 10", filepath.Join(Binaries(t), "kimi-hook"), st.HookTo, st.Home)
 }
 
+// Async runs fn beside the test and has the test wait for it before it
+// ends. fn may fail the test (t.Fatal there ends only its goroutine); a
+// goroutine still running when its test returned would instead panic the
+// whole test binary on its first failure, failing every test beside it.
+func Async[T any](t testing.TB, fn func() T) <-chan T {
+	out := make(chan T, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		out <- fn()
+	}()
+	t.Cleanup(func() { <-finished })
+	return out
+}
+
 // Scenario runs one print-mode scenario (a name from the harness's
 // scenarios, or a script file) with hookCmd on every hook; the run holds
 // kimi's output and the mock that answered it.
