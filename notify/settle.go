@@ -21,6 +21,10 @@ const (
 type settling struct {
 	c   Claims
 	cmd string // the command's id, once the stream showed it
+	// early are the acks of the session seen before the command: the relay
+	// hands the command to its emitter before it holds it in the history,
+	// so a quick emitter's ack can reach the stream first.
+	early []*aep.Event
 	// done receives the ack, once: accepted, or rejected with the
 	// rejection event.
 	done chan *aep.Event
@@ -46,21 +50,40 @@ func (f *feed) unawait(w *settling) {
 
 // settle matches one stream event against the answers on their way: the
 // link's command (its session, request, surface and person: the relay
-// stamped the person, the link chose the rest), then its ack.
+// stamped the person, the link chose the rest), and its ack, in either
+// order.
 func (f *feed) settle(ev *aep.Event) {
+	ack := ev.Type == typeAccepted || ev.Type == typeRejected
 	for _, w := range f.settling {
 		switch {
 		case w.cmd == "" && ev.Type == typeRespond && ev.Session == w.c.Session && ev.Subject == w.c.Request &&
 			ev.Agent == w.c.Surface && stampedBy(ev) == w.c.By:
 			w.cmd = ev.ID
-			return
-		case w.cmd != "" && ev.Cause == w.cmd && (ev.Type == typeAccepted || ev.Type == typeRejected):
-			select {
-			case w.done <- ev:
-			default:
+			for _, a := range w.early {
+				if a.Cause == w.cmd {
+					w.resolve(a)
+				}
 			}
+			w.early = nil
+			return
+		case w.cmd == "" && ack && ev.Session == w.c.Session && len(w.early) < maxEarlyAcks:
+			w.early = append(w.early, ev)
+		case w.cmd != "" && ack && ev.Cause == w.cmd:
+			w.resolve(ev)
 			return
 		}
+	}
+}
+
+// maxEarlyAcks bounds the acks one answer keeps while its command has not
+// shown: a session's acks in the moment between routing and holding.
+const maxEarlyAcks = 64
+
+// resolve hands over the answer's ack, once.
+func (w *settling) resolve(ack *aep.Event) {
+	select {
+	case w.done <- ack:
+	default:
 	}
 }
 
