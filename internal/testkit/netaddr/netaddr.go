@@ -3,6 +3,7 @@
 package netaddr
 
 import (
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -39,8 +40,25 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
+// Ports Free picks from: below the ephemeral ranges (Linux 32768-60999,
+// macOS and Windows 49152-65535). A port the kernel hands out for :0 is
+// one its outgoing connections take too, and with end-to-end packages
+// running side by side one of theirs took a port between its pick and a
+// daemon's bind ("address already in use").
+const (
+	pickLow, pickHigh = 20000, 32000
+	pickTries         = 64
+)
+
 // Free is FreeAddr for a program (the load tools) rather than a test.
 func Free() (string, error) {
+	for range pickTries {
+		addr := "127.0.0.1:" + strconv.Itoa(pickLow+rand.IntN(pickHigh-pickLow))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
