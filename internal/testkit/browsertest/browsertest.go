@@ -17,6 +17,8 @@ import (
 
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // Wait bounds one wait for the page to reach a state.
@@ -174,10 +176,12 @@ func (b *Browser) MustRun(what string, actions ...chromedp.Action) {
 }
 
 // Click clicks the element sel names (a CSS selector) with the mouse, as a
-// person would. A page that redraws the element between finding it and
-// clicking it (a live view does) gets another try, within Wait.
+// person would, once it holds still. A page that redraws the element
+// between finding it and clicking it (a live view does) gets another try,
+// within Wait.
 func (b *Browser) Click(what, sel string) {
 	b.t.Helper()
+	b.steady(sel)
 	deadline := time.Now().Add(Wait)
 	for {
 		ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
@@ -191,6 +195,24 @@ func (b *Browser) Click(what, sel string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// steady waits, up to a few seconds, until sel's box is the same on two
+// readings a frame or more apart. The mouse clicks where the box was: on
+// a page still laying out (the pane that just opened, a list that just
+// loaded above it) that is whatever moved into its place.
+func (b *Browser) steady(sel string) {
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return ''; const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height].join(','); })()`, Quote(sel))
+	prev := ""
+	poll.Until(3*time.Second, func() bool {
+		var cur string
+		if b.Run(chromedp.Evaluate(js, &cur)) != nil {
+			return false
+		}
+		still := cur != "" && cur == prev
+		prev = cur
+		return still
+	})
 }
 
 // WaitJS polls a JavaScript expression until it is truthy, within Wait.
