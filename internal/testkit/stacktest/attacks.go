@@ -106,13 +106,9 @@ func (h *HeldSession) RespondAs(t *testing.T, st *Stack, token, request, option 
 		code, out := st.CliAs(t, token, "respond", "--option", option, h.Id, request)
 		done <- fmt.Sprintf("exit %d: %s", code, out)
 	}()
-	f, _ := h.Em.Within(rules.CommandType, 10*time.Second)
-	if f == nil || f["subject"] != request {
-		t.Fatalf("the answer to %s did not reach the emitter: %v (respond: %s)", request, f, <-done)
+	if !h.accept(t, request, option) {
+		t.Fatalf("the answer to %s did not reach the emitter (respond: %s)", request, <-done)
 	}
-	cmd, by := f["id"].(string), f["aepkimiby"].(string)
-	h.Send(t, aep.NewID(), "control.accepted", "", cmd, `{}`)
-	h.Send(t, aep.NewID(), "attention.answered", request, cmd, `{"answer":{"option":`+Quote(option)+`},"via":"control","by":`+Quote(by)+`}`)
 	if res := <-done; !strings.HasPrefix(res, "exit 0") {
 		t.Fatalf("respond: %s", res)
 	}
@@ -133,15 +129,27 @@ func (h *HeldSession) AnswerLink(t *testing.T, link, request, option string) (in
 		code, js := PostLink(t, link)
 		done <- result{code, js}
 	}()
+	if !h.accept(t, request, option) {
+		t.Fatalf("the link's answer to %s did not reach the emitter", request)
+	}
+	r := <-done
+	return r.code, r.js
+}
+
+// accept takes the next command the session's emitter is sent, which must
+// answer request, and answers as the gate does: control.accepted, then
+// attention.answered by the sender the relay stamped. False when no such
+// command came within 10 s.
+func (h *HeldSession) accept(t *testing.T, request, option string) bool {
+	t.Helper()
 	f, _ := h.Em.Within(rules.CommandType, 10*time.Second)
 	if f == nil || f["subject"] != request {
-		t.Fatalf("the link's answer to %s did not reach the emitter: %v", request, f)
+		return false
 	}
 	cmd, by := f["id"].(string), f["aepkimiby"].(string)
 	h.Send(t, aep.NewID(), "control.accepted", "", cmd, `{}`)
 	h.Send(t, aep.NewID(), "attention.answered", request, cmd, `{"answer":{"option":`+Quote(option)+`},"via":"control","by":`+Quote(by)+`}`)
-	r := <-done
-	return r.code, r.js
+	return true
 }
 
 // PostAs POSTs body as JSON with token.
