@@ -42,7 +42,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/buildinfo"
 	"github.com/aep-kimi/aep-kimi/internal/procinfo"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
@@ -515,7 +514,7 @@ func (d delivery) keep(rec string, stderr io.Writer) {
 // readToken reads the hook token; a link in its place reads as no token
 // (the adapter refuses to start over one too), so the payload spools.
 func readToken(home string) string {
-	b, err := safefile.ReadFile(filepath.Join(home, "kimi", "hook.token"))
+	b, err := readPrivate(filepath.Join(home, "kimi", "hook.token"))
 	if err != nil {
 		return ""
 	}
