@@ -68,7 +68,7 @@ func Served() (pid int, info Info, ok bool) {
 	if err != nil {
 		return 0, Info{}, false
 	}
-	pid = os.Getppid()
+	pid = self.PPID
 	for i := 0; i < MaxAncestors && pid > 1; i++ {
 		p, err := Read(pid)
 		if err != nil {

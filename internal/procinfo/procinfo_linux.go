@@ -30,7 +30,9 @@ func Read(pid int) (Info, error) {
 	defer syscall.Close(fd)
 	var buf [statMax]byte
 	n := 0
-	for n < len(buf) {
+	// The kernel hands the whole record to the first read of a buffer this
+	// size; reading on to end of file would cost a second read per record.
+	for n < len(buf) && (n == 0 || buf[n-1] != '\n') {
 		m, err := syscall.Read(fd, buf[n:])
 		if err == syscall.EINTR {
 			continue
