@@ -101,8 +101,9 @@ func main() {
 // hold: to it, SIGTERM says Kimi stopped waiting. Only such a hook pays
 // for it: catching a signal starts the runtime's signal thread; caught for
 // every hook, it took a UserPromptSubmit from 16 futex calls and 3 clones
-// to 26 and 5 (strace -f -c, bench/hookrt).
-// A SIGTERM in the microseconds before this runs is ignored; Kimi's SIGKILL
+// to 26 and 5 (strace -f -c, bench/hookrt). The held hook sets it up while
+// it names the Kimi process and connects (awaitHeld), not before.
+// A SIGTERM in the moment before this returns is ignored; Kimi's SIGKILL
 // 100 ms later still ends the connection.
 func catchTerm() <-chan os.Signal {
 	term := make(chan os.Signal, 1)
@@ -132,6 +133,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() 
 		return
 	}
 	d := delivery{opts: opts, payload: payload, at: readAt, id: newDeliveryID(readAt)}
+	event := ""
+	if len(payload) <= MaxPayload {
+		event = hookName(payload)
+	}
+	var catching <-chan (<-chan os.Signal)
+	if held(event) && catch != nil {
+		// Setting up the catch takes a thread's start and a handshake with
+		// it (0.4 ms median on a loaded machine): it runs beside the work
+		// up to the request's write, which waits for it (awaitHeld).
+		c := make(chan (<-chan os.Signal), 1)
+		go func() { c <- catch() }()
+		catching = c
+	}
 	// The Kimi process this hook serves: the adapter watches it to end the
 	// session when Kimi exits without SessionEnd.
 	if pid, info, ok := procinfo.Served(); ok {
@@ -141,10 +155,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() 
 		d.spool("oversize", stderr)
 		return
 	}
-	event := hookName(payload)
 	switch {
-	case held(event) && catch != nil:
-		d.awaitHeld(event, catch(), stdout, stderr)
+	case catching != nil:
+		d.awaitHeld(event, catching, stdout, stderr)
 		return
 	case awaited(event):
 		// Kimi waits for this reply (an instruction may ride it) and kills
@@ -188,15 +201,23 @@ func held(event string) bool { return event == "PreToolUse" }
 // stops waiting for it (its hook timeout, an interrupted turn): leaving
 // ends the connection, so the gate learns it at once rather than at the
 // SIGKILL 100 ms later; the spool keeps the payload in case the adapter
-// never took it.
-func (d delivery) awaitHeld(event string, term <-chan os.Signal, stdout, stderr io.Writer) {
+// never took it. catching yields the SIGTERM channel once the catch is set
+// up: the request is written only then, so the adapter never holds a hook
+// that does not yet hear Kimi give up.
+func (d delivery) awaitHeld(event string, catching <-chan (<-chan os.Signal), stdout, stderr io.Writer) {
 	type result struct {
 		reply  []byte
 		reason string
 	}
+	conn, req, reason := d.connect(d.opts.budget(event))
+	if reason != "" {
+		d.spool(reason, stderr)
+		return
+	}
+	term := <-catching
 	done := make(chan result, 1)
 	go func() {
-		reply, reason := d.post(d.opts.budget(event))
+		reply, reason := exchange(conn, req)
 		done <- result{reply, reason}
 	}()
 	select {
@@ -345,17 +366,26 @@ type delivery struct {
 // post sends the payload to the adapter and returns its reply, or the reason
 // to spool instead.
 func (d delivery) post(wait time.Duration) ([]byte, string) {
+	conn, req, reason := d.connect(wait)
+	if reason != "" {
+		return nil, reason
+	}
+	return exchange(conn, req)
+}
+
+// connect dials the adapter and composes the request, or returns the
+// reason to spool instead.
+func (d delivery) connect(wait time.Duration) (*rawConn, []byte, string) {
 	u, err := url.Parse(d.opts.daemon)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, "unreachable"
+		return nil, nil, "unreachable"
 	}
 	token := readToken(d.opts.home)
 	deadline := time.Now().Add(wait)
 	conn, err := dial(u.Host, deadline)
 	if err != nil {
-		return nil, timeoutOr(err, "unreachable")
+		return nil, nil, timeoutOr(err, "unreachable")
 	}
-	defer conn.Close()
 	var req bytes.Buffer
 	path := strings.TrimSuffix(u.Path, "/") + "/hook"
 	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", path, u.Host, len(d.payload))
@@ -370,7 +400,13 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 	}
 	req.WriteString("\r\n")
 	req.Write(d.payload)
-	if _, err := conn.Write(req.Bytes()); err != nil {
+	return conn, req.Bytes(), ""
+}
+
+// exchange writes the request, reads the adapter's reply and closes conn.
+func exchange(conn *rawConn, req []byte) ([]byte, string) {
+	defer conn.Close()
+	if _, err := conn.Write(req); err != nil {
 		return nil, timeoutOr(err, "unreachable")
 	}
 	status, body, err := readResponse(bufio.NewReader(conn))
