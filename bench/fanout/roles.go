@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aep-kimi/aep-kimi/relay"
+)
+
+// serve runs the target on a loopback port, prints its address and serves
+// until interrupted.
+func serve(c config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr())
+	switch c.target {
+	case "relay":
+		srv, err := relay.NewServer(relay.Config{})
+		if err != nil {
+			return err
+		}
+		return srv.Serve(ctx, ln)
+	case "raw":
+		hs := &http.Server{Handler: newRaw()}
+		go func() { <-ctx.Done(); _ = hs.Close() }()
+		if err := hs.Serve(ln); err != http.ErrServerClosed {
+			return err
+		}
+		return nil
+	}
+	return fmt.Errorf("-target %q: want relay or raw", c.target)
+}
+
+// bucket is the histogram's resolution; buckets past the last count there.
+const (
+	bucket   = 10 * time.Microsecond
+	nBuckets = 20000 // up to 200 ms
+)
+
+type histogram [nBuckets]int64
+
+func (h *histogram) add(d time.Duration) {
+	i := int(d / bucket)
+	h[min(max(i, 0), nBuckets-1)]++
+}
+
+// quantile is the upper edge of the bucket holding the q-th sample, in ms.
+func (h *histogram) quantile(q float64, n int64) float64 {
+	want := int64(q * float64(n))
+	var seen int64
+	for i, c := range h {
+		if seen += c; seen > want {
+			return float64(time.Duration(i+1)*bucket) / float64(time.Millisecond)
+		}
+	}
+	return float64(time.Duration(nBuckets)*bucket) / float64(time.Millisecond)
+}
+
+// subscribe opens c.subs streams of c.session, says ready once every one
+// has its response headers (the relay answers only once it has
+// subscribed), then times events until each stream has c.events or
+// nothing new came for idleEnd, and prints its subResult.
+func subscribe(c config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	q := url.Values{"filter": {`{"session":"` + c.session + `"}`}}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: c.subs}}
+	type stream struct {
+		body  io.ReadCloser
+		hist  histogram
+		got   int64
+		timed int64
+	}
+	streams := make([]*stream, c.subs)
+	for i := range streams {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/stream?"+q.Encode(), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /stream: HTTP %d", resp.StatusCode)
+		}
+		streams[i] = &stream{body: resp.Body}
+	}
+	// The first timed event is the first sent warmup after the first
+	// event's send time; every stream reads that first send time from
+	// the first event it sees, the same for all.
+	warm := c.warmup.Nanoseconds()
+	var mu sync.Mutex
+	last := time.Now()
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			br := bufio.NewReaderSize(s.body, 64<<10)
+			var first int64
+			for s.got < int64(c.events) {
+				l, err := br.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				if !bytes.HasPrefix(l, []byte("data: ")) {
+					continue
+				}
+				now := time.Now().UnixNano()
+				sent := intAfter(l, `"sent_ns":`)
+				if sent == 0 {
+					continue
+				}
+				s.got++
+				if s.got&1023 == 0 {
+					mu.Lock()
+					last = time.Now()
+					mu.Unlock()
+				}
+				if first == 0 {
+					// The stream's first event is the run's first: each
+					// stream sees every event, in order.
+					first = sent - intAfter(l, `"seq":`)*int64(time.Second)/int64(c.rate)
+				}
+				if sent-first < warm {
+					continue
+				}
+				s.hist.add(time.Duration(now - sent))
+				s.timed++
+			}
+		}()
+	}
+	fmt.Println("ready")
+	readyAt := time.Now()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// The publisher's run plus idleEnd bounds the wait; past the run, a
+	// quiet idleEnd ends it.
+	deadline := time.Now().Add(c.duration + startWait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			mu.Lock()
+			quiet := time.Since(last)
+			mu.Unlock()
+			if time.Now().After(deadline) || quiet > idleEnd && time.Since(readyAt) > c.duration {
+				break wait
+			}
+		}
+	}
+	for _, s := range streams {
+		_ = s.body.Close()
+	}
+	<-done
+	var all histogram
+	var res subResult
+	for _, s := range streams {
+		for i, n := range s.hist {
+			all[i] += n
+		}
+		res.Delivered += s.got
+		res.Timed += s.timed
+	}
+	res.Missing = int64(c.events)*int64(c.subs) - res.Delivered
+	res.P50, res.P99, res.P999 = all.quantile(0.5, res.Timed), all.quantile(0.99, res.Timed), all.quantile(0.999, res.Timed)
+	res.Max = all.quantile(1, res.Timed)
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
+
+// publish POSTs c.events' worth of batches on the schedule and prints its
+// pubResult.
+func publish(c config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Println("started")
+	events := int(float64(c.rate)*c.duration.Seconds()) / c.batch * c.batch
+	ev := newEvent(c.session, c.size)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	var body []byte
+	lates := make([]time.Duration, 0, events/c.batch)
+	start := time.Now()
+	for seq := 0; seq < events; seq += c.batch {
+		due := start.Add(time.Duration(seq) * time.Second / time.Duration(c.rate))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		now := time.Now()
+		lates = append(lates, now.Sub(due))
+		body = body[:0]
+		for k := range c.batch {
+			body = ev.append(body, seq+k, now.UnixNano())
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/events", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("AEP-Version", "0.1")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
+		}
+	}
+	elapsed := time.Since(start)
+	slices.Sort(lates)
+	res := pubResult{Events: events, Seconds: elapsed.Seconds()}
+	if len(lates) > 0 {
+		res.LateP99 = float64(lates[len(lates)*99/100]) / float64(time.Millisecond)
+	}
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
+
+// event writes one AEP tool.completed event as an NDJSON line, padded to
+// about size bytes, with its seq and the send time in data.sent_ns.
+type event struct{ head, mid, tail string }
+
+func newEvent(session string, size int) event {
+	head := `{"aep":"0.1","id":"F`
+	mid := `","type":"tool.completed","subject":"Bash","time":"` + time.Now().UTC().Format("2006-01-02T15:04:05.000Z") +
+		`","source":"aep://fanout/agent/kimi-code/session/` + session + `","agent":"kimi-code","session":"` + session +
+		`","epoch":0,"severity":"notice","capture":"metadata","seq":`
+	tail := `,"data":{"tool":{"name":"Bash"},"status":"success","sent_ns":`
+	pad := max(0, size-len(head)-len(mid)-len(tail)-25-10-19-20)
+	return event{head: head, mid: mid, tail: tail + "%d" + `,"pad":"` + strings.Repeat("p", pad) + `"}}`}
+}
+
+func (e event) append(dst []byte, seq int, sentNs int64) []byte {
+	dst = append(dst, e.head...)
+	n := strconv.Itoa(seq)
+	dst = append(dst, strings.Repeat("0", max(0, 25-len(n)))...)
+	dst = append(dst, n...)
+	dst = append(dst, e.mid...)
+	dst = strconv.AppendInt(dst, int64(seq), 10)
+	t, rest, _ := strings.Cut(e.tail, "%d")
+	dst = append(dst, t...)
+	dst = strconv.AppendInt(dst, sentNs, 10)
+	dst = append(dst, rest...)
+	return append(dst, '\n')
+}
+
+// intAfter reads the digits after the first key in l; 0 when none.
+func intAfter(l []byte, key string) int64 {
+	i := bytes.Index(l, []byte(key))
+	if i < 0 {
+		return 0
+	}
+	var n int64
+	for _, c := range l[i+len(key):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
