@@ -58,10 +58,10 @@ const (
 )
 
 type config struct {
-	role, target, url, session, listen string
-	subs, rate, batch, size, rounds    int
-	duration, warmup                   time.Duration
-	events                             int
+	role, target, url, session, trace string
+	subs, rate, batch, size, rounds   int
+	duration, warmup                  time.Duration
+	events                            int
 }
 
 func main() {
@@ -78,6 +78,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", defaultRounds, "rounds, each one relay and one raw measurement")
 	flag.DurationVar(&c.duration, "duration", defaultDuration, "how long each measurement publishes")
 	flag.DurationVar(&c.warmup, "warmup", defaultWarmup, "events sent in the first this-long of a measurement are not timed")
+	flag.StringVar(&c.trace, "trace", "", "write an execution trace of the server process (go tool trace) to this file, FILE.relay and FILE.raw of the first round")
 	flag.Parse()
 	var err error
 	switch c.role {
@@ -146,6 +147,7 @@ func orchestrate(c config) error {
 				r+1, t, res.P50, res.P99, res.P999, res.Max, res.Delivered, res.Missing,
 				float64(pub.Events)/pub.Seconds, pub.LateP99, loadAvg())
 		}
+		c.trace = "" // the first round's only
 		d := got["relay"].P99 - got["raw"].P99
 		diffs = append(diffs, d)
 		rel, raw = append(rel, got["relay"].P99), append(raw, got["raw"].P99)
@@ -166,7 +168,11 @@ func orchestrate(c config) error {
 func measure(self string, c config, target string) (subResult, pubResult, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, addr, err := start(ctx, self, "-role", "serve", "-target", target)
+	args := []string{"-role", "serve", "-target", target}
+	if c.trace != "" {
+		args = append(args, "-trace", c.trace+"."+target)
+	}
+	srv, addr, err := start(ctx, self, args...)
 	if err != nil {
 		return subResult{}, pubResult{}, fmt.Errorf("serve: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,17 @@ func serve(c config) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
+	}
+	if c.trace != "" {
+		f, err := os.Create(c.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	fmt.Println(ln.Addr())
 	switch c.target {
