@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,32 +68,7 @@ func benchFanout100(b *testing.B, backend Backend, batch int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	subs := make([]*subscription, benchSubs)
-	for i := range subs {
-		q := newOutQueue(srv.cfg.QueueSize, srv.metrics)
-		subs[i] = newSubscription("", q, 0, 0)
-		f, _ := aep.ParseFilter([]byte(`{"type":["tool.*","run.*"],"severity":{"gte":"info"}}`))
-		stop, _ := srv.backend.Subscribe(SubscribeRequest{Filter: f}, subs[i])
-		defer stop()
-		<-q.wake
-		q.take(nil) // the (empty) replay
-		sw := &sseWriter{srv: srv, out: bufio.NewWriterSize(io.Discard, 64<<10), sub: subs[i], ctx: ctx}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var items []outItem
-			for {
-				select {
-				case <-q.wake:
-					items = q.take(items)
-					_ = sw.deliverAll(items)
-					items = release(items)
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
+	subs := benchWriters(b, ctx, srv, &wg, `{"type":["tool.*","run.*"],"severity":{"gte":"info"}}`, false)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -133,6 +110,95 @@ func benchFanout100(b *testing.B, backend Backend, batch int) {
 	cancel()
 	wg.Wait()
 	b.ReportMetric(float64(b.N)*benchSubs/elapsed.Seconds(), "deliveries/s")
+}
+
+// benchWriters subscribes benchSubs SSE writers with filter, each writing
+// into a discarding buffer on its own goroutine (counted in wg) until ctx
+// ends, as serveStream's writers do minus the socket. shared subscribes
+// them as serveStream does, one filter group for all.
+func benchWriters(b *testing.B, ctx context.Context, srv *Server, wg *sync.WaitGroup, filter string, shared bool) []*subscription {
+	subs := make([]*subscription, benchSubs)
+	for i := range subs {
+		q := newOutQueue(srv.cfg.QueueSize, srv.metrics)
+		subs[i] = newSubscription("", q, 0, 0)
+		f, _ := aep.ParseFilter([]byte(filter))
+		req := SubscribeRequest{Filter: f}
+		if shared {
+			req.filterKey = filter
+		}
+		stop, _ := srv.backend.Subscribe(req, subs[i])
+		b.Cleanup(stop)
+		<-q.wake
+		q.take(nil) // the (empty) replay
+		sw := &sseWriter{srv: srv, out: bufio.NewWriterSize(io.Discard, 64<<10), sub: subs[i], ctx: ctx}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var items []outItem
+			for {
+				select {
+				case <-q.wake:
+					items = q.take(items)
+					_ = sw.deliverAll(items)
+					items = release(items)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return subs
+}
+
+// BenchmarkServeIngest10 is one POST /events of 10 events, through the
+// relay's handler, fanned out to 100 writers of one session's stream: the
+// 10,000 events/s load's unit of work. Its allocations per batch are what
+// drives the relay's garbage collection under that load.
+func BenchmarkServeIngest10(b *testing.B) {
+	srv, err := NewServer(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	subs := benchWriters(b, ctx, srv, &wg, `{"session":"s"}`, true)
+	defer func() { cancel(); wg.Wait() }()
+	h := srv.Handler()
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		for k := range 10 {
+			bodies[i] = append(append(bodies[i], benchEvent(b, "s", int64(i*10+k)).Raw...), '\n')
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(bodies) == 0 {
+			// Fresh ids: the same bytes again would be duplicates.
+			b.StopTimer()
+			for j := range bodies {
+				bodies[j] = bodies[j][:0]
+				for k := range 10 {
+					bodies[j] = append(append(bodies[j], benchEvent(b, "s", int64((i+j)*10+k)).Raw...), '\n')
+				}
+			}
+			for _, s := range subs {
+				for s.q.queued() > 0 {
+					runtime.Gosched()
+				}
+			}
+			b.StartTimer()
+		}
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/events", bytes.NewReader(bodies[i%len(bodies)]))
+		req.RemoteAddr = "127.0.0.1:1"
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("AEP-Version", aep.Version)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted {
+			b.Fatalf("HTTP %d %s", rec.Code, rec.Body)
+		}
+	}
 }
 
 // BenchmarkRawFanout100 is the baseline: the same bytes through 100

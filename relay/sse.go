@@ -146,17 +146,29 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deadlineWriter sets a write deadline before every write to the client and
-// flushes the response through, so a stalled client is cut off after
-// WriteTimeout instead of holding its stream forever.
+// deadlineWriter keeps a write deadline on the client's connection and
+// flushes every write through, so a stalled client is cut off instead of
+// holding its stream forever: every write starts with between timeout and
+// a quarter more (deadlineSlack) before the deadline. The deadline is re-armed
+// only when less than timeout is left, not before every write: at 10,000
+// events/s to 100 streams a re-arm per write was 100,000 timer updates a
+// second on the writers' path, which the raw forwarder does not pay.
 type deadlineWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	deadline time.Time
 }
 
+// deadlineSlack divides timeout into how much later than timeout a re-armed
+// deadline lies: the writes in between need not re-arm it.
+const deadlineSlack = 4
+
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	if now := time.Now(); d.deadline.Sub(now) < d.timeout {
+		d.deadline = now.Add(d.timeout + d.timeout/deadlineSlack)
+		_ = d.rc.SetWriteDeadline(d.deadline)
+	}
 	n, err := d.w.Write(p)
 	if err != nil {
 		return n, err
