@@ -251,12 +251,29 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.countIngest(bindingHTTP, res)
-	httpguard.WriteJSON(w, http.StatusAccepted, map[string]int{
-		"accepted":   len(msgs),
-		"buffered":   res.Buffered,
-		"duplicates": res.Duplicates,
-	})
+	writeAccepted(w, len(msgs), res)
 	_ = http.NewResponseController(w).Flush()
+}
+
+// writeAccepted answers an admitted batch with what httpguard.WriteJSON
+// makes of {"accepted", "buffered", "duplicates"}, byte for byte, formatted
+// without a map or reflection: at 10,000 events/s in batches of 10 this
+// answer is written a thousand times a second.
+func writeAccepted(w http.ResponseWriter, accepted int, res IngestResult) {
+	var buf [80]byte
+	b := append(buf[:0], `{"accepted":`...)
+	b = strconv.AppendInt(b, int64(accepted), 10)
+	b = append(b, `,"buffered":`...)
+	b = strconv.AppendInt(b, int64(res.Buffered), 10)
+	b = append(b, `,"duplicates":`...)
+	b = strconv.AppendInt(b, int64(res.Duplicates), 10)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(b)
 }
 
 func ingestMediaType(ct string) (batch, ok bool) {

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 )
 
 // flushRecorder notes, when the handler flushes its answer, whether any of
@@ -127,5 +130,19 @@ func TestSSEWritesLargeRunsInPlace(t *testing.T) {
 	}
 	if !inPlace {
 		t.Fatalf("the run's frames were copied before the write (%d writes)", len(dst.starts))
+	}
+}
+
+// The batch answer is what WriteJSON makes of the same counts, headers and
+// body alike.
+func TestWriteAcceptedAsWriteJSON(t *testing.T) {
+	for _, c := range []struct{ accepted, buffered, dups int }{{1, 1, 0}, {10, 7, 3}, {10000, 0, 10000}} {
+		want := httptest.NewRecorder()
+		httpguard.WriteJSON(want, http.StatusAccepted, map[string]int{"accepted": c.accepted, "buffered": c.buffered, "duplicates": c.dups})
+		got := httptest.NewRecorder()
+		writeAccepted(got, c.accepted, IngestResult{Buffered: c.buffered, Duplicates: c.dups})
+		if got.Code != want.Code || got.Body.String() != want.Body.String() || !maps.EqualFunc(got.Header(), want.Header(), slices.Equal) {
+			t.Fatalf("writeAccepted: %d %v %q; WriteJSON: %d %v %q", got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+		}
 	}
 }
