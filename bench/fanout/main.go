@@ -217,6 +217,7 @@ type child struct {
 func start(ctx context.Context, self string, args ...string) (*child, string, error) {
 	ch := &child{cmd: exec.CommandContext(ctx, self, args...)}
 	ch.cmd.Stderr = &ch.stderr
+	ch.cmd.SysProcAttr = childAttr()
 	out, err := ch.cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
