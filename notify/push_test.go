@@ -138,11 +138,16 @@ func TestWebPush(t *testing.T) {
 	if code, _ := api(t, st, http.MethodDelete, notify.PathSubscriptions+"/"+listed.ID, nil); code != http.StatusNotFound {
 		t.Errorf("delete again: %d", code)
 	}
-	st.ask(t, "p1", "ls", time.Minute)
-	// An absence: nothing the notifier does tells that a device it no
-	// longer has got nothing, so real time bounds the look. Not a
-	// synchronisation of the test's parts.
-	time.Sleep(500 * time.Millisecond)
+	// A witness device, subscribed now: a push for the next request and
+	// then the one closing it reach it, so a push to the removed device,
+	// queued with the first, has had a round trip more to arrive.
+	witness, _ := subscribe(t, st, ps, "witness")
+	next := st.ask(t, "p1", "ls", time.Minute)
+	nextPush(t, ps, witness, 0)
+	st.resolve(t, "p1", next, "answered")
+	if _, u := nextPush(t, ps, witness, 1); !u.Close {
+		t.Fatalf("the witness's second push does not close the first: %+v", u)
+	}
 	if n := ps.Requests(sub); n != 2 {
 		t.Errorf("a removed device got pushes: %d requests", n)
 	}

@@ -69,6 +69,7 @@ func TestE2EWebScenario(t *testing.T) {
 	kimiharness.WriteConfig(t, home, mock.Port, st.HookCmd(t))
 	web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
 	kimiharness.DriveWeb(t, web, false)
+	st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
 	web.Stop(t)
 	st.WaitQuiet(t)
 	name, raw, ev := st.OneSession(t)

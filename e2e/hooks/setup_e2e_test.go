@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/setup"
@@ -26,6 +27,7 @@ func TestE2ESetupFiresEveryHook(t *testing.T) {
 	webHome := st.RegisterWithSetup(t, kimi, webMock.Port)
 	web := kimiharness.StartWeb(t, kimi, webHome, t.TempDir())
 	kimiharness.DriveWeb(t, web, true)
+	st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
 	web.Shutdown(t)
 
 	for _, name := range []string{"subagent", "background", "stop-failure"} {

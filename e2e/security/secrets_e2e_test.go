@@ -79,8 +79,9 @@ func TestE2EDashRemoteRelayGetsNoLocalToken(t *testing.T) {
 
 	d := stacktest.StartBannered(t, stacktest.CleanEnv(home), false, "  page",
 		"dash", "--relay", remoteURL, "--relay", localURL, "--listen", "127.0.0.1:0", "--home", home)
-	if warn := d.Err.String(); !strings.Contains(warn, "--relay "+remoteURL+",TOKEN_FILE") {
-		t.Errorf("the dash did not say how to log in to %s:\n%s", remoteURL, warn)
+	// Written before the banner, but through another pipe.
+	if !poll.Until(5*time.Second, func() bool { return strings.Contains(d.Err.String(), "--relay "+remoteURL+",TOKEN_FILE") }) {
+		t.Errorf("the dash did not say how to log in to %s:\n%s", remoteURL, d.Err.String())
 	}
 	// The login: the file the banner names (or, should the banner carry
 	// the URL itself, that URL: this test is about what the relays see).

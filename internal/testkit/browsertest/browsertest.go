@@ -129,11 +129,8 @@ func New(t testing.TB, width, height int) *Browser {
 // last helpers exit.
 func removeProfile(t testing.TB, dir string) {
 	var err error
-	for i := 0; i < 40; i++ {
-		if err = os.RemoveAll(dir); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if poll.Until(2*time.Second, func() bool { err = os.RemoveAll(dir); return err == nil }) {
+		return
 	}
 	t.Logf("browser profile %s left behind: %v", dir, err)
 }
@@ -182,18 +179,14 @@ func (b *Browser) MustRun(what string, actions ...chromedp.Action) {
 func (b *Browser) Click(what, sel string) {
 	b.t.Helper()
 	b.steady(sel)
-	deadline := time.Now().Add(Wait)
-	for {
+	var err error
+	if !poll.Until(Wait, func() bool {
 		ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
-		err := chromedp.Run(ctx, chromedp.Click(sel, chromedp.ByQuery))
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || b.Ctx.Err() != nil {
-			b.t.Fatalf("click %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		err = chromedp.Run(ctx, chromedp.Click(sel, chromedp.ByQuery))
+		return err == nil || b.Ctx.Err() != nil
+	}) || err != nil {
+		b.t.Fatalf("click %s: %v", what, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/runtime"
@@ -123,19 +124,21 @@ func (p *Push) Shown(tag string) []Notification {
 // ok, and returns it.
 func (p *Push) Notification(what string, ok func(Notification) bool) Notification {
 	p.b.t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
-		time.Sleep(pollNotifications)
-		ns := p.Shown("")
+	var found Notification
+	var ns []Notification
+	if !poll.Every(Wait, pollNotifications, func() bool {
+		ns = p.Shown("")
 		for _, n := range ns {
 			if ok(n) {
-				return n
+				found = n
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			p.b.t.Fatalf("no notification %s; shown: %+v", what, ns)
-		}
+		return false
+	}) {
+		p.b.t.Fatalf("no notification %s; shown: %+v", what, ns)
 	}
+	return found
 }
 
 // Tap runs the worker's click handler on the notification tagged tag, with

@@ -22,16 +22,26 @@ type Capture struct {
 
 // CaptureHook returns a hook command that stores each payload it is given
 // in dir, one file per invocation named by its start time in nanoseconds
-// (GNU date).
+// (GNU date). The payload is written under a partSuffix name and renamed
+// once whole, so InFlight tells a hook still running from one done.
 // It runs in a session of its own where setsid exists: Kimi kills the
 // process group of a PostToolUse hook when the turn ends, often within tens
 // of milliseconds, and the capture must survive that.
 func CaptureHook(dir string) string {
-	cmd := fmt.Sprintf(`sh -c 'cat > "$1/$(date +%%s%%N).$$"' capture %s`, shellQuote(dir))
+	cmd := fmt.Sprintf(`sh -c 'f="$1/$(date +%%s%%N).$$"; cat > "$f%s" && mv "$f%s" "$f"' capture %s`, partSuffix, partSuffix, shellQuote(dir))
 	if _, err := exec.LookPath("setsid"); err == nil {
 		cmd = "setsid -w " + cmd
 	}
 	return cmd
+}
+
+// partSuffix marks a capture its hook is still writing.
+const partSuffix = ".part"
+
+// InFlight counts the captures in dir whose hooks are still writing them.
+func InFlight(dir string) (int, error) {
+	parts, err := filepath.Glob(filepath.Join(dir, "*"+partSuffix))
+	return len(parts), err
 }
 
 // ReadCaptures reads what CaptureHook stored in dir, in start order.

@@ -222,7 +222,10 @@ func DriveWeb(t testing.TB, w *Web, heartbeat bool) WebDrive {
 	ws.Wait(t, "compaction.completed", frameTimeout, func(f Frame) bool { return f.Type == "compaction.completed" && f.of(sid) })
 
 	slow := w.Prompt(t, sid, "slow prompt")
-	time.Sleep(500 * time.Millisecond) // let it start, so the next one queues
+	// Started, so the next one queues behind it.
+	ws.Wait(t, "the slow prompt's start", frameTimeout, func(f Frame) bool {
+		return f.Type == "prompt.started" && f.of(sid) && f.Payload.PromptID == slow
+	})
 	queued := w.Prompt(t, sid, "queued prompt")
 	w.Call(t, http.MethodPost, "/api/v1/sessions/"+sid+"/prompts/"+slow+":abort", nil, nil)
 	completed(queued)
@@ -232,10 +235,17 @@ func DriveWeb(t testing.TB, w *Web, heartbeat bool) WebDrive {
 	completed(p)
 
 	if heartbeat {
+		// Not a synchronisation: Kimi's heartbeat is a clock of its own
+		// that nothing a client sees announces; the session must live
+		// through its period.
 		time.Sleep(time.Until(created.Add(heartbeatAfter)))
 	}
 	w.Call(t, http.MethodPost, "/api/v1/sessions/"+sid+":archive", nil, nil)
-	time.Sleep(time.Second) // the archive's frames and SessionEnd hook
+	// The archive's frames end with this one; the SessionEnd hook is the
+	// caller's to wait for where it reads it.
+	ws.Wait(t, "the session's archive", frameTimeout, func(f Frame) bool {
+		return f.Type == "event.session.archived" && f.of(sid)
+	})
 	ws.Close()
 	return WebDrive{Session: sid, Frames: ws.Frames()}
 }

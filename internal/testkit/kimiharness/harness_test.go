@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 var record = flag.Bool("record", false, "re-record the hook captures and the kimi web frames the adapter and bridgeweb tests replay")
@@ -18,16 +19,19 @@ var record = flag.Bool("record", false, "re-record the hook captures and the kim
 // printTimeout bounds one print-mode scenario.
 const printTimeout = 2 * time.Minute
 
-// settle is how long fire-and-forget hooks (PostToolUse, SubagentStop, ...)
-// get to finish after kimi exits.
-const settle = time.Second
+// settle bounds the wait for fire-and-forget hooks (PostToolUse,
+// SubagentStop, ...) to finish after kimi exits.
+const settle = 10 * time.Second
 
+// captured reads the captures in dir once none is still being written: Kimi
+// does not wait for its fire-and-forget hooks, so some may still run after
+// it exits (each started before it exited, and so has its file open).
 func captured(t *testing.T, dir string) []Capture {
 	t.Helper()
-	// Kimi does not wait for these hooks and says nothing when they end:
-	// real time is all there is to wait on. Not a synchronisation of the
-	// test's own parts; the real-Kimi recording only.
-	time.Sleep(settle)
+	poll.Must(t, settle, "the capture hooks still running", func() bool {
+		n, err := InFlight(dir)
+		return err == nil && n == 0
+	})
 	caps, err := ReadCaptures(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // screenTimeout bounds each wait for text on the TUI's screen.
@@ -59,17 +60,15 @@ func (u *TUI) Screen(t testing.TB) string {
 // WaitFor waits until text is on the screen and returns the screen.
 func (u *TUI) WaitFor(t testing.TB, text string) string {
 	t.Helper()
-	deadline := time.Now().Add(screenTimeout)
-	for {
-		s := u.Screen(t)
-		if strings.Contains(s, text) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the TUI never showed %q; screen:\n%s", text, s)
-		}
-		time.Sleep(250 * time.Millisecond)
+	var s string
+	// Each look runs tmux: a few a second are enough.
+	if !poll.Every(screenTimeout, 250*time.Millisecond, func() bool {
+		s = u.Screen(t)
+		return strings.Contains(s, text)
+	}) {
+		t.Fatalf("the TUI never showed %q; screen:\n%s", text, s)
 	}
+	return s
 }
 
 // Keys sends tmux key names (Enter, C-m, 1).
@@ -80,11 +79,24 @@ func (u *TUI) Keys(t testing.TB, keys ...string) {
 
 // Submit types text and submits it. The text and the submitting key go
 // separately: sent together, the Enter can arrive as a modified Enter that
-// inserts a newline.
+// inserts a newline. The Enter waits until the screen shows the text's last
+// word once more than before: the text has arrived whole.
 func (u *TUI) Submit(t testing.TB, text string) {
 	t.Helper()
+	words := strings.Fields(text)
+	if len(words) == 0 {
+		t.Fatal("Submit: no text")
+	}
+	last := words[len(words)-1]
+	before := strings.Count(u.Screen(t), last)
 	u.tmux(t, "send-keys", "-t", "kimi", "-l", text)
-	time.Sleep(500 * time.Millisecond)
+	var s string
+	if !poll.Every(screenTimeout, 100*time.Millisecond, func() bool {
+		s = u.Screen(t)
+		return strings.Count(s, last) > before
+	}) {
+		t.Fatalf("the TUI never showed the typed %q; screen:\n%s", text, s)
+	}
 	u.Keys(t, "C-m")
 }
 

@@ -20,12 +20,20 @@ const (
 
 // Until checks cond until it holds and reports whether it did within d.
 func Until(d time.Duration, cond func() bool) bool {
-	every := min(max(d/checksPerBound, MinInterval), MaxInterval)
+	return Every(d, min(max(d/checksPerBound, MinInterval), MaxInterval), cond)
+}
+
+// Every is Until with the checks paced every apart, for a check that is
+// costly or disturbs what it reads (a browser's notifications, a terminal's
+// screen).
+func Every(d, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
+		// The one pause between checks of the test kit's waits: the
+		// condition, not this, is what a wait waits on.
 		time.Sleep(every)
 	}
 	return true

@@ -26,8 +26,9 @@ type Bannered struct {
 }
 
 // StartBannered runs `aep-kimi ARGS` with env, stdout on a pipe or (terminal)
-// a pseudo-terminal, and waits until stdout holds until. It is stopped
-// (SIGTERM) at the end of the test.
+// a pseudo-terminal, and waits until stdout holds until and the rest of its
+// line: callers name their banner's last line, so the banner is then whole.
+// It is stopped (SIGTERM) at the end of the test.
 func StartBannered(t *testing.T, env []string, terminal bool, until string, args ...string) *Bannered {
 	t.Helper()
 	b := &Bannered{Out: &syncbuf.Buffer{}, Err: &syncbuf.Buffer{}}
@@ -48,12 +49,12 @@ func StartBannered(t *testing.T, env []string, terminal bool, until string, args
 	if slave != nil {
 		slave.Close()
 	}
-	b.Await(t, 20*time.Second, fmt.Sprintf("%q on its standard output", until), func() bool {
-		return strings.Contains(b.Out.String(), until)
-	})
-	// Not a synchronisation: the tests check what the banner leaves out (a
-	// token), so the lines after the one awaited get a moment to arrive.
-	time.Sleep(100 * time.Millisecond)
+	if until != "" {
+		b.Await(t, 20*time.Second, fmt.Sprintf("the line of %q on its standard output", until), func() bool {
+			_, rest, ok := strings.Cut(b.Out.String(), until)
+			return ok && strings.Contains(rest, "\n")
+		})
+	}
 	return b
 }
 
