@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,23 +159,23 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 	}
 
 	second := h.Ask(t, "make release")
+	told := -1
 	poll.Must(t, 15*time.Second, "the owner's device told of the second request", func() bool {
-		for _, m := range ps.Messages(desk) {
-			if bytes.Contains(m.Plaintext, []byte(second)) {
-				return true
-			}
-		}
-		return false
+		told = slices.IndexFunc(ps.Messages(desk), func(m pushtest.Message) bool { return bytes.Contains(m.Plaintext, []byte(second)) })
+		return told >= 0
 	})
-	// Not a synchronisation: one pass of the queues, for a push that must not come.
-	time.Sleep(500 * time.Millisecond)
+
+	h.RespondAs(t, st, rita2, second, "deny")
+	// The desk is told of the answer too: a push to the old device, queued
+	// with the desk's first, has had a round trip more to arrive.
+	poll.Must(t, 15*time.Second, "the owner's device told of the answer", func() bool {
+		return len(ps.Messages(desk)) > told+1
+	})
 	for _, m := range ps.Messages(phone) {
 		if bytes.Contains(m.Plaintext, []byte(second)) {
 			t.Fatalf("rita's old device was told of the second request: %s", m.Plaintext)
 		}
 	}
-
-	h.RespondAs(t, st, rita2, second, "deny")
 	newID := st.TokenID(t, "rita")
 	if oldID == "" || newID == "" || oldID == newID {
 		t.Fatalf("token IDs %q then %q", oldID, newID)
