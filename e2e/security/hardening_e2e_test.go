@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -286,6 +288,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 			start := time.Now()
 			var wg sync.WaitGroup
 			closedAfter := make(chan time.Duration, conns)
+			var fed atomic.Int64 // paced bytes the server took
 			for range conns {
 				conn, err := net.Dial("tcp", tg.Addr)
 				if err != nil {
@@ -303,6 +306,7 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 						if _, err := conn.Write([]byte(" ")); err != nil {
 							return
 						}
+						fed.Add(1)
 					}
 				}()
 				go func() {
@@ -313,7 +317,9 @@ func TestE2ESlowBodiesBounded(t *testing.T) {
 					conn.Close()
 				}()
 			}
-			time.Sleep(3 * time.Second) // not a synchronisation: the slow bodies are held a while before memory is read
+			// Memory is read while the server holds every slow body, once
+			// each has taken a few of its client's bytes.
+			poll.Must(t, 15*time.Second, "every slow body fed three bytes", func() bool { return fed.Load() >= 3*conns })
 			if after, ok := stacktest.RssKB(t, tg.p.Cmd.Process.Pid); ok && haveRSS {
 				t.Logf("%s RSS %d kB -> %d kB with %d slow bodies", tg.name, before, after, conns)
 				if after-before > 100<<10 {

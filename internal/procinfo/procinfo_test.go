@@ -53,7 +53,8 @@ const helperDelayEnv = "PROCINFO_SERVED_DELAY"
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		if d, err := time.ParseDuration(os.Getenv(helperDelayEnv)); err == nil {
-			// A hook slow to reach Served: a loaded machine.
+			// A hook slow to reach Served, as on a loaded machine: a
+			// modelled delay in the child, not a synchronisation.
 			time.Sleep(d)
 		}
 		pid, info, ok := Served()
