@@ -8,6 +8,7 @@ package httpcall
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -35,9 +36,20 @@ type Response struct {
 	Body   []byte
 }
 
-// Do makes the call with the default client and reads the whole answer.
+// Do makes the call with the default client and reads the whole answer,
+// failing the test when there is none.
 func Do(t testing.TB, r Request) Response {
 	t.Helper()
+	resp, err := Try(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// Try is Do for a caller that reads a failed call as an answer itself (a
+// daemon that is down reads as none live).
+func Try(r Request) (Response, error) {
 	var body io.Reader
 	ctype := ""
 	switch b := r.Body.(type) {
@@ -49,13 +61,13 @@ func Do(t testing.TB, r Request) Response {
 	default:
 		js, err := json.Marshal(b)
 		if err != nil {
-			t.Fatalf("encode the request body: %v", err)
+			return Response{}, fmt.Errorf("encode the request body: %w", err)
 		}
 		body, ctype = bytes.NewReader(js), "application/json"
 	}
 	req, err := http.NewRequest(r.Method, r.URL, body)
 	if err != nil {
-		t.Fatal(err)
+		return Response{}, err
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
@@ -75,14 +87,19 @@ func Do(t testing.TB, r Request) Response {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, r.URL, err)
+		return Response{}, fmt.Errorf("%s %s: %w", req.Method, r.URL, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read the answer: %v", req.Method, r.URL, err)
+		return Response{}, fmt.Errorf("%s %s: read the answer: %w", req.Method, r.URL, err)
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// Cookies are the cookies the answer sets.
+func (r Response) Cookies() []*http.Cookie {
+	return (&http.Response{Header: r.Header}).Cookies()
 }
 
 // Get is Do of a GET with token.

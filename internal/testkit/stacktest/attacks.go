@@ -3,7 +3,6 @@ package stacktest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -155,16 +155,9 @@ func (h *HeldSession) accept(t *testing.T, request, option string) bool {
 // PostAs POSTs body as JSON with token.
 func PostAs(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	r := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: url, Token: token, Body: body,
+		Header: map[string]string{"Content-Type": "application/json"}})
+	return r.Status, string(r.Body)
 }
 
 // TokenID is NAME's token ID as `aep-kimi token list --json` shows it.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/bridgeweb"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -100,15 +99,8 @@ func (ws *WebStack) StoppedLogs(t *testing.T) string {
 
 func (ws *WebStack) Health(t *testing.T) bridgeweb.Health {
 	t.Helper()
-	resp, err := http.Get("http://" + ws.Addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var h bridgeweb.Health
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		t.Fatal(err)
-	}
+	httpcall.Get(t, "http://"+ws.Addr+"/healthz", "").JSON(t, &h)
 	return h
 }
 
@@ -123,13 +115,7 @@ func (ws *WebStack) WaitHealth(t *testing.T, what string, cond func(bridgeweb.He
 
 func (ws *WebStack) Metrics(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get("http://" + ws.Addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return string(httpcall.Get(t, "http://"+ws.Addr+"/metrics", "").Body)
 }
 
 // Session is the AEP session a kap session is published as in this mode.

@@ -26,6 +26,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -304,15 +305,11 @@ func (st *Stack) Spooled() int {
 // Subscriptions is the relay's count of live subscriptions.
 func (st *Stack) Subscriptions(t testing.TB) float64 {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, st.RelayURL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+st.Token)
-	resp, err := http.DefaultClient.Do(req)
+	res, err := httpcall.Try(httpcall.Request{URL: st.RelayURL + "/metrics", Token: st.Token})
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return MetricValue(string(b), "aepkimi_relay_subscriptions")
+	return MetricValue(string(res.Body), "aepkimi_relay_subscriptions")
 }
 
 // AwaitSubscriber waits until the relay has more live subscriptions than
@@ -325,15 +322,12 @@ func (st *Stack) AwaitSubscriber(t testing.TB, before float64) {
 // LiveSessions is how many sessions the adapter's /healthz reports live.
 func (st *Stack) LiveSessions(t testing.TB) int {
 	t.Helper()
-	resp, err := http.Get(st.HookTo + "/healthz")
+	res, err := httpcall.Try(httpcall.Request{URL: st.HookTo + "/healthz"})
 	if err != nil {
 		return 0 // the adapter is down: nothing it could end now
 	}
-	defer resp.Body.Close()
 	var h adapter.Health
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		t.Fatalf("healthz: %v", err)
-	}
+	res.JSON(t, &h)
 	return h.Channel.Sessions[adapter.ChannelActive] + h.Channel.Sessions[adapter.ChannelStale]
 }
 

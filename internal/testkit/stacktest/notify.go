@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
 
@@ -68,17 +69,10 @@ func LinkFor(t *testing.T, b notify.WebhookBody, option string) string {
 	return ""
 }
 
+// PostLink POSTs an answer link, as a notification's button does, and
+// returns the status and the JSON answer.
 func PostLink(t *testing.T, link string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Post(link, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("POST %s: %d, not JSON: %s", link, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, m
+	r := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: link})
+	return r.Status, r.Map(t)
 }

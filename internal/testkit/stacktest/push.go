@@ -1,10 +1,10 @@
 package stacktest
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
 
@@ -31,18 +31,12 @@ const PushManagerJS = `(() => {
 // VapidKey is the relay's VAPID public key (base64url), read with its token.
 func (st *Stack) VapidKey(t testing.TB) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, st.RelayURL+notify.PathVAPID, nil)
-	req.Header.Set("Authorization", "Bearer "+st.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var vapid struct {
 		PublicKey string `json:"public_key"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&vapid); err != nil || resp.StatusCode != http.StatusOK || vapid.PublicKey == "" {
-		t.Fatalf("GET %s: %d %v", notify.PathVAPID, resp.StatusCode, err)
+	httpcall.Get(t, st.RelayURL+notify.PathVAPID, st.Token).Want(t, http.StatusOK).JSON(t, &vapid)
+	if vapid.PublicKey == "" {
+		t.Fatalf("GET %s: no public key", notify.PathVAPID)
 	}
 	return vapid.PublicKey
 }

@@ -1,29 +1,22 @@
 package stacktest
 
 import (
-	"io"
 	"net/http"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 // Get is a relay path read with token, "" unless it answers 200.
 func (st *Stack) Get(t *testing.T, token, path string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, st.RelayURL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
+	res, err := httpcall.Try(httpcall.Request{URL: st.RelayURL + path, Token: token})
+	if err != nil || res.Status != http.StatusOK {
 		return ""
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return ""
-	}
-	return string(b)
+	return string(res.Body)
 }
 
 // FinishedRun runs one real print-mode Kimi session to its end (Kimi

@@ -2,13 +2,14 @@ package stacktest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 )
 
@@ -35,14 +36,10 @@ func (st *Stack) RegisterWithSetup(t *testing.T, kimi string, mockPort int) stri
 // HookCounts reads the adapter's per-event hook counters.
 func (st *Stack) HookCounts(t *testing.T) map[string]int {
 	t.Helper()
-	resp, err := http.Get(st.HookTo + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	body := httpcall.Get(t, st.HookTo+"/metrics", "").Body
 	re := regexp.MustCompile(`^aepkimi_adapter_hooks_total\{event="([A-Za-z]+)"\} (\d+)`)
 	out := map[string]int{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			var n int

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 )
@@ -40,23 +41,15 @@ type PageLogin struct {
 // LoginPage logs in to the page at base with token, as the page does.
 func LoginPage(t *testing.T, base, token string) *PageLogin {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/app/login", strings.NewReader(`{"token":"`+token+`"}`))
-	req.Header.Set("Origin", base)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || len(res.Cookies()) != 1 {
-		t.Fatalf("login at %s: %d %s (%d cookies)", base, res.StatusCode, b, len(res.Cookies()))
+	res := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: base + "/app/login", Body: map[string]string{"token": token},
+		Header: map[string]string{"Origin": base, "Sec-Fetch-Site": "same-origin"}})
+	if res.Status != http.StatusOK || len(res.Cookies()) != 1 {
+		t.Fatalf("login at %s: %d %s (%d cookies)", base, res.Status, res.Body, len(res.Cookies()))
 	}
 	var body struct {
 		Login string `json:"login"`
 	}
-	_ = json.Unmarshal(b, &body)
+	_ = json.Unmarshal(res.Body, &body)
 	c := res.Cookies()[0]
 	if !strings.HasPrefix(c.Name, "aep_fleet") {
 		t.Fatalf("login cookie %q", c.Name)
@@ -77,16 +70,10 @@ func (l *PageLogin) Header() http.Header {
 // Logout posts the page's logout.
 func (l *PageLogin) Logout(t *testing.T) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, l.Base+"/app/logout", nil)
-	req.Header = l.Header()
-	req.Header.Set("Origin", l.Base)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("logout: %d", res.StatusCode)
+	h := l.Header()
+	h.Set("Origin", l.Base)
+	if code := statusOf(t, http.MethodPost, l.Base+"/app/logout", h); code != http.StatusOK {
+		t.Fatalf("logout: %d", code)
 	}
 }
 
@@ -336,14 +323,17 @@ func (l *PageLogin) SocketHeader() http.Header {
 	return h
 }
 
+// StatusOf is the status of a GET of url with the headers h.
 func StatusOf(t *testing.T, url string, h http.Header) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header = h
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	return statusOf(t, http.MethodGet, url, h)
+}
+
+func statusOf(t *testing.T, method, url string, h http.Header) int {
+	t.Helper()
+	hs := make(map[string]string, len(h))
+	for k := range h {
+		hs[k] = h.Get(k)
 	}
-	res.Body.Close()
-	return res.StatusCode
+	return httpcall.Do(t, httpcall.Request{Method: method, URL: url, Header: hs}).Status
 }
