@@ -1,3 +1,7 @@
+// Audit end to end: who answered each held call, from the real gate and
+// relay, on both stores and after a kill -9; only the built binaries show
+// the whole record a person reads.
+
 package answers
 
 import (

@@ -1,3 +1,6 @@
+// The terminal path for answering: `pending` finds a held gate and
+// `respond` answers it; end to end because the hold is the real kimi-hook's.
+
 package answers
 
 import (

@@ -1,3 +1,6 @@
+// A team on one relay: roles added, used and revoked with the real CLI,
+// relay, adapter and Kimi, since roles are checked on every binding.
+
 package answers
 
 import (

@@ -1,3 +1,6 @@
+// Ratings of a real Kimi session, from the CLI and from the page in
+// Chromium, through the relay into an exporter's trace.
+
 package answers
 
 import (

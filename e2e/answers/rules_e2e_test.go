@@ -1,3 +1,6 @@
+// Rules answering for a person with the real Kimi, in print mode and in
+// kimi web: the answer must reach the real hook or bridge.
+
 package answers
 
 import (

@@ -1,3 +1,6 @@
+// Attacks on the rules, against the built binaries: redaction and
+// "always" must not widen what a rule allows.
+
 package answers
 
 import (

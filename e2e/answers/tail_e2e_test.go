@@ -1,3 +1,6 @@
+// `aep-kimi tail` on real sessions: lines that fit the terminal and tell
+// like sessions apart, as a person reads them.
+
 package answers
 
 import (

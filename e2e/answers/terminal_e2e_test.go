@@ -1,3 +1,6 @@
+// Hostile text held at the gate and printed by every terminal command:
+// escaped in each, checked on the built binaries' real output.
+
 package answers
 
 import (

@@ -1,3 +1,6 @@
+// Nothing lost under a hook flood against an adapter short of files:
+// real processes and real file limits.
+
 package durable
 
 import (

@@ -1,3 +1,6 @@
+// A full disk under the adapter while hooks keep coming: nothing
+// acknowledged that is not on disk, on a real small filesystem.
+
 package durable
 
 import (

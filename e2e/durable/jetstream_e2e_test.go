@@ -1,3 +1,6 @@
+// The JetStream store through kill -9 and across two relays on one
+// NATS: real processes, since the fault is a process's death.
+
 package durable
 
 import (

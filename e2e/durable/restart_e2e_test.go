@@ -1,3 +1,6 @@
+// Restarts of the adapter and of `up`: open requests, history and a
+// live tail survive, with real processes killed and started again.
+
 package durable
 
 import (

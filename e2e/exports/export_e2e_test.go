@@ -1,3 +1,6 @@
+// Exporters against real sessions: a trace in Jaeger's OTLP form and an
+// exporter killed -9 mid-stream that resumes without loss.
+
 package exports
 
 import (

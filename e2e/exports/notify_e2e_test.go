@@ -1,3 +1,6 @@
+// Notifications end to end: webhook answer links that answer the real
+// held hook once, and `aep-kimi notify` against the built relay.
+
 package exports
 
 import (

@@ -1,3 +1,6 @@
+// Web Push to a phone-sized page in real Chromium: the service worker,
+// the push and the answer it sends back to the held call.
+
 package exports
 
 import (

@@ -1,3 +1,6 @@
+// `up`'s banner as its first output, clean of log lines; only the built
+// binary's real stdout shows it.
+
 package hooks
 
 import (

@@ -1,3 +1,6 @@
+// Control from another terminal on a real Kimi: deny, allow, time out
+// and steer, through the real relay and gate.
+
 package hooks
 
 import (

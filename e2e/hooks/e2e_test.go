@@ -1,3 +1,6 @@
+// The real Kimi's hooks into the real adapter and relay: the print and
+// kimi web scenarios, a kill -9 and a relay outage, and secrets kept in.
+
 package hooks
 
 import (

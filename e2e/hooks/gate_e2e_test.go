@@ -1,3 +1,6 @@
+// The gate against Kimi's own hook timeout: killed hooks, pending lists,
+// --on-timeout deny and control taking effect under a running `up`.
+
 package hooks
 
 import (

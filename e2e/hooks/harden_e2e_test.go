@@ -1,3 +1,6 @@
+// A log torn by a crash mid-append, repaired on the adapter's next
+// start: a real process's restart on real files.
+
 package hooks
 
 import (

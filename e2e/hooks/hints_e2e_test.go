@@ -1,3 +1,6 @@
+// Hints that fit the reader: what a live tail, pending and tail offer
+// an owner and a watcher, from the built binaries' real output.
+
 package hooks
 
 import (

@@ -1,3 +1,6 @@
+// How sessions end and begin again with the real Kimi: print mode, a
+// SIGKILL mid-run, and `kimi -r` resuming.
+
 package hooks
 
 import (

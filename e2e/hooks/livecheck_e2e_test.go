@@ -1,3 +1,5 @@
+// The upstream live checker against the real relay on each store.
+
 package hooks
 
 import (

@@ -1,3 +1,6 @@
+// Sessions named by their project at the default capture, from a real
+// Kimi run through adapter and relay.
+
 package hooks
 
 import (

@@ -1,3 +1,6 @@
+// aep-setup's hooks loaded by the real Kimi and every hook of the
+// installed version fired into the running adapter.
+
 package hooks
 
 import (

@@ -1,3 +1,6 @@
+// The npm packages release/npm.sh builds, installed and run as a user
+// would: only the real install shows what ships.
+
 package install
 
 import (

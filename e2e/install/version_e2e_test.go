@@ -1,3 +1,6 @@
+// Version stamping: the binaries built with the release flags report
+// the version, commit and date they were given.
+
 package install
 
 import (

@@ -1,3 +1,6 @@
+// The fleet page in Chromium on real Kimi sessions: a held call denied,
+// a relay restart, and the labels and words a person reads.
+
 package page
 
 import (

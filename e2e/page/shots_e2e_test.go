@@ -1,3 +1,6 @@
+// The README picture and screenshots, made from real sessions in
+// Chromium so they show what a person sees.
+
 package page
 
 import (

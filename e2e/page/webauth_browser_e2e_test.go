@@ -1,3 +1,6 @@
+// Page login in one real Chromium: cookies a page on another local port
+// must not be able to use.
+
 package page
 
 import (

@@ -1,3 +1,6 @@
+// Page login against the built relay: revocation and logout ending
+// connections, stolen cookies, the connection cap and login limits.
+
 package page
 
 import (

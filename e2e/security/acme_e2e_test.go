@@ -1,3 +1,6 @@
+// The documented ACME command against Pebble, a real test CA: the
+// relay gets and serves its certificate.
+
 package security
 
 import (

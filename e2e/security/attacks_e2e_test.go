@@ -1,3 +1,6 @@
+// Attacks on answers and rules through the built relay: ceilings,
+// forged rule answers, revoked devices and secrets kept out of logs.
+
 package security
 
 import (

@@ -1,3 +1,6 @@
+// The daemons' hardening, on the built binaries over real sockets:
+// tokens off loopback, foreign hosts, bad UTF-8, slow bodies, budgets.
+
 package security
 
 import (

@@ -1,3 +1,6 @@
+// The JetStream store's NATS listener under a local user's attacks,
+// and an external NATS without credentials, with real servers.
+
 package security
 
 import (

@@ -1,3 +1,6 @@
+// Where secrets may appear: login tokens only on a terminal, token
+// files, and files replaced whole, read from the built binaries' output.
+
 package security
 
 import (

@@ -1,3 +1,6 @@
+// TLS as documented: certificate files, the posture off loopback, and
+// `up` over TLS, with real listeners and clients.
+
 package security
 
 import (

@@ -1,3 +1,6 @@
+// bridge-web against the real `kimi web`: companion and primary modes,
+// server restarts and a wrong token.
+
 package web
 
 import (

@@ -1,3 +1,6 @@
+// AskUserQuestion in a real `kimi web`, answered with `respond`,
+// dismissed, or answered in Kimi's own UI, and the audit of all three.
+
 package web
 
 import (

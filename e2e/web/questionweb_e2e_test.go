@@ -1,3 +1,6 @@
+// AskUserQuestion from the real `kimi web` answered from elsewhere: the
+// page and an answer link.
+
 package web
 
 import (

@@ -1,3 +1,6 @@
+// A session crossing the context threshold sends one usage alert to a
+// real receiver, and a restart of up does not send it again.
+
 package web
 
 import (

@@ -1,3 +1,6 @@
+// A kimi web approval held past the expiry kap-server reports still
+// waits for its answer, against the real server.
+
 package web
 
 import (

@@ -1,3 +1,6 @@
+// `up` following the real `kimi web` as it starts after up, stops mid-run
+// and comes back: attached each time without a restart of up.
+
 package web
 
 import (
