@@ -138,10 +138,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() 
 		event = hookName(payload)
 	}
 	var catching <-chan (<-chan os.Signal)
-	if held(event) && catch != nil {
+	if held(event) && catch != nil && !quickLeave {
 		// Setting up the catch takes a thread's start and a handshake with
-		// it (0.4 ms median on a loaded machine): it runs beside the work
-		// up to the request's write, which waits for it (awaitHeld).
+		// it (0.4 ms median on a loaded machine): without the quick path,
+		// it runs beside the work up to the request's write, which waits
+		// for it (awaitHeld).
 		c := make(chan (<-chan os.Signal), 1)
 		go func() { c <- catch() }()
 		catching = c
@@ -156,21 +157,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() 
 		return
 	}
 	switch {
-	case catching != nil:
-		d.awaitHeld(event, catching, stdout, stderr)
+	case held(event) && catch != nil:
+		d.awaitHeld(event, catch, catching, stdout, stderr)
 		return
 	case awaited(event):
 		// Kimi waits for this reply (an instruction may ride it) and kills
 		// the hook only on its own timeout, which the wait budget stays
 		// under; the adapter answers it at once.
 		reply, reason := d.post(opts.budget(event))
-		if reason != "" {
-			d.spool(reason, stderr)
-			return
-		}
-		if out := decisionOutput(reply); out != nil {
-			stdout.Write(out)
-		}
+		d.answer(reply, reason, stdout, stderr)
 		return
 	}
 	// Fire-and-forget: Kimi may kill us any moment after 35 ms, so the
@@ -200,37 +195,75 @@ func held(event string) bool { return event == "PreToolUse" }
 // awaitHeld delivers a hook the gate may hold, and leaves as soon as Kimi
 // stops waiting for it (its hook timeout, an interrupted turn): leaving
 // ends the connection, so the gate learns it at once rather than at the
-// SIGKILL 100 ms later; the spool keeps the payload in case the adapter
-// never took it. catching yields the SIGTERM channel once the catch is set
-// up: the request is written only then, so the adapter never holds a hook
-// that does not yet hear Kimi give up.
-func (d delivery) awaitHeld(event string, catching <-chan (<-chan os.Signal), stdout, stderr io.Writer) {
-	type result struct {
-		reply  []byte
-		reason string
-	}
+// SIGKILL 100 ms later.
+//
+// Where it can (quickLeave), it catches no signal until the reply is
+// quickReply late: from the request's write until then a SIGTERM ends the
+// process at once, as the default action does; the adapter, which has the
+// request, sees the connection end. Most PreToolUse hooks are answered
+// within that (no gate, or a rule decides), and catching costs the
+// runtime's signal thread and a handshake with it on the way. Past it, the
+// hook catches SIGTERM and spools the payload before leaving ("abandoned"),
+// in case the adapter never took it. Elsewhere catching yields the SIGTERM
+// channel (set up since the hook started), and the request is written only
+// once it is: the adapter never holds a hook that cannot hear Kimi give up.
+func (d delivery) awaitHeld(event string, catch func() <-chan os.Signal, catching <-chan (<-chan os.Signal), stdout, stderr io.Writer) {
 	conn, req, reason := d.connect(d.opts.budget(event))
 	if reason != "" {
 		d.spool(reason, stderr)
 		return
 	}
-	term := <-catching
+	var term <-chan os.Signal
+	if catching != nil {
+		term = <-catching
+	}
+	if reason := send(conn, req); reason != "" {
+		conn.Close()
+		d.spool(reason, stderr)
+		return
+	}
+	if catching == nil {
+		leaveOnTerm()
+		if !conn.readable(quickReply) {
+			term = catch()
+		}
+	}
+	if term == nil {
+		reply, reason := receive(conn)
+		d.answer(reply, reason, stdout, stderr)
+		return
+	}
+	type result struct {
+		reply  []byte
+		reason string
+	}
 	done := make(chan result, 1)
 	go func() {
-		reply, reason := exchange(conn, req)
+		reply, reason := receive(conn)
 		done <- result{reply, reason}
 	}()
 	select {
 	case r := <-done:
-		if r.reason != "" {
-			d.spool(r.reason, stderr)
-			return
-		}
-		if out := decisionOutput(r.reply); out != nil {
-			stdout.Write(out)
-		}
+		d.answer(r.reply, r.reason, stdout, stderr)
 	case <-term:
 		d.spool("abandoned", stderr)
+	}
+}
+
+// quickReply is how long a held hook waits for its reply before it catches
+// SIGTERM (awaitHeld): far above an unheld answer, far below any hook
+// timeout Kimi allows (1 s and up).
+const quickReply = 200 * time.Millisecond
+
+// answer prints the adapter's reply for Kimi when it carries a decision or
+// an instruction, or spools the payload for reason.
+func (d delivery) answer(reply []byte, reason string, stdout, stderr io.Writer) {
+	if reason != "" {
+		d.spool(reason, stderr)
+		return
+	}
+	if out := decisionOutput(reply); out != nil {
+		stdout.Write(out)
 	}
 }
 
@@ -370,7 +403,11 @@ func (d delivery) post(wait time.Duration) ([]byte, string) {
 	if reason != "" {
 		return nil, reason
 	}
-	return exchange(conn, req)
+	if reason := send(conn, req); reason != "" {
+		conn.Close()
+		return nil, reason
+	}
+	return receive(conn)
 }
 
 // connect dials the adapter and composes the request, or returns the
@@ -403,12 +440,17 @@ func (d delivery) connect(wait time.Duration) (*rawConn, []byte, string) {
 	return conn, req.Bytes(), ""
 }
 
-// exchange writes the request, reads the adapter's reply and closes conn.
-func exchange(conn *rawConn, req []byte) ([]byte, string) {
-	defer conn.Close()
+// send writes the request, or returns the reason to spool instead.
+func send(conn *rawConn, req []byte) string {
 	if _, err := conn.Write(req); err != nil {
-		return nil, timeoutOr(err, "unreachable")
+		return timeoutOr(err, "unreachable")
 	}
+	return ""
+}
+
+// receive reads the adapter's reply and closes conn.
+func receive(conn *rawConn) ([]byte, string) {
+	defer conn.Close()
 	status, body, err := readResponse(bufio.NewReader(conn))
 	if err != nil {
 		return nil, timeoutOr(err, "unreachable")
