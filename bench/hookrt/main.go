@@ -12,7 +12,15 @@
 // with the first on UserPromptSubmit and PreToolUse, and the table gives
 // each against it.
 //
+// With -sync 1,4,8 it measures instead what syncing the log before the ack
+// (AEP_LOG_SYNC=always) adds to a hook when that many spawners run hooks at
+// once, against acking once written (interval), and how many log syncs a
+// hook costs: the group commit shares one among the hooks that arrive while
+// one runs.
+//
 // Usage: go run ./bench/hookrt [-n 300] [-node PATH] [-hook PATH] [-base PATH]
+//
+//	go run ./bench/hookrt -sync 1,4,8 [-n 200] [-hook PATH]
 package main
 
 import (
@@ -83,8 +91,15 @@ func main() {
 	nodeBin := flag.String("node", "", "node binary for the Node shim (default: the harness's Node 22, else node on PATH; none: no Node shim)")
 	hookBin := flag.String("hook", "", "kimi-hook binary (default: built from ./cmd/kimi-hook)")
 	baseBin := flag.String("base", "", "a baseline kimi-hook binary to run interleaved with -hook")
+	spawners := flag.String("sync", "", "instead: what AEP_LOG_SYNC=always adds with this many spawners at once (comma-separated, e.g. 1,4,8), against interval")
 	flag.Parse()
-	if err := run(*n, *nodeBin, *hookBin, *baseBin); err != nil {
+	var err error
+	if *spawners != "" {
+		err = runSync(*spawners, *n, *hookBin)
+	} else {
+		err = run(*n, *nodeBin, *hookBin, *baseBin)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hookrt:", err)
 		os.Exit(1)
 	}
@@ -96,15 +111,8 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	root, err := fixtures.ModuleRoot()
-	if err != nil {
+	if hookBin, err = buildHook(tmp, hookBin); err != nil {
 		return err
-	}
-	if hookBin == "" {
-		hookBin = filepath.Join(tmp, "kimi-hook")
-		if err := proctest.GoBuild(context.Background(), root, hookBin, "./cmd/kimi-hook"); err != nil {
-			return err
-		}
 	}
 	trivial := filepath.Join(tmp, "trivial")
 	src := filepath.Join(tmp, "trivial.go")
@@ -205,6 +213,20 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 		fmt.Printf("| %s | %s | %s | %+.2f ms | %s | %s |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against, paired)
 	}
 	return nil
+}
+
+// buildHook returns bin, or when it is empty a kimi-hook built from this
+// checkout into dir.
+func buildHook(dir, bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	root, err := fixtures.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin = filepath.Join(dir, "kimi-hook")
+	return bin, proctest.GoBuild(context.Background(), root, bin, "./cmd/kimi-hook")
 }
 
 func spawn(command, payload string) (time.Duration, error) {
