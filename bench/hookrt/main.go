@@ -176,6 +176,7 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 		variants[2].base, variants[n-2].base = n-3, n-1
 	}
 	results := make([][]time.Duration, len(variants))
+	cpu := make([][]time.Duration, len(variants))
 	// Interleave the variants so drift on a shared machine hits all alike,
 	// in a new order each round: in a fixed order a variant always follows
 	// the same one (a kimi-hook right after the trivial binary, the base
@@ -185,21 +186,24 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 	for i := 0; i < n; i++ {
 		for _, v := range order.Perm(len(variants)) {
 			variant := variants[v]
-			d, err := spawn(variant.cmd, variant.payload)
+			d, c, err := spawn(variant.cmd, variant.payload)
 			if err != nil {
 				return fmt.Errorf("%s: %w", variant.name, err)
 			}
 			results[v] = append(results[v], d)
+			cpu[v] = append(cpu[v], c)
 		}
 	}
 	floor := median(results[1])
 	fmt.Printf("hook round trip, %d spawns each through /bin/sh -c, interleaved in a shuffled order\n\n", n)
-	fmt.Println("| variant | median | p99 | median − trivial Go | against base | paired |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| variant | median | p99 | median − trivial Go | against base | paired | CPU median | CPU against base |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for v, variant := range variants {
-		m := median(results[v])
-		against, paired := "", ""
+		m, c := median(results[v]), median(cpu[v])
+		against, paired, cpuAgainst := "", "", ""
 		if variant.base >= 0 {
+			cb := median(cpu[variant.base])
+			cpuAgainst = fmt.Sprintf("%+.2f ms (%.3fx)", float64(c-cb)/1e6, float64(c)/float64(cb))
 			b := median(results[variant.base])
 			against = fmt.Sprintf("%+.2f ms (%.3fx)", float64(m-b)/1e6, float64(m)/float64(b))
 			// The median of each round's difference: the two ran moments
@@ -210,7 +214,7 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 			}
 			paired = fmt.Sprintf("%+.2f ms", float64(median(diffs))/1e6)
 		}
-		fmt.Printf("| %s | %s | %s | %+.2f ms | %s | %s |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against, paired)
+		fmt.Printf("| %s | %s | %s | %+.2f ms | %s | %s | %s | %s |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against, paired, ms(c), cpuAgainst)
 	}
 	return nil
 }
@@ -229,19 +233,23 @@ func buildHook(dir, bin string) (string, error) {
 	return bin, proctest.GoBuild(context.Background(), root, bin, "./cmd/kimi-hook")
 }
 
-func spawn(command, payload string) (time.Duration, error) {
+// spawn runs command through /bin/sh -c with payload on stdin and returns
+// its wall time and the CPU time (user and system) the shell and the hook
+// used: the CPU time is the hook's own cost, which the machine's load
+// hardly moves, while the wall time adds every wait for a core.
+func spawn(command, payload string) (time.Duration, time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin = strings.NewReader(payload)
 	start := time.Now()
 	out, err := cmd.Output()
 	d := time.Since(start)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if len(out) > 0 {
-		return 0, fmt.Errorf("printed %q on an observing hook", out)
+		return 0, 0, fmt.Errorf("printed %q on an observing hook", out)
 	}
-	return d, nil
+	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 func median(ds []time.Duration) time.Duration { return pct(ds, 0.5) }
