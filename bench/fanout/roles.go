@@ -61,29 +61,46 @@ func serve(c config) error {
 	return fmt.Errorf("-target %q: want relay or raw", c.target)
 }
 
-// bucket is the histogram's resolution; buckets past the last count there.
+// The histogram has fine buckets up to fineUpTo and coarse ones past it up
+// to 2 s; samples past the last count there.
 const (
-	bucket   = 10 * time.Microsecond
-	nBuckets = 20000 // up to 200 ms
+	fine      = 10 * time.Microsecond
+	fineUpTo  = 20 * time.Millisecond
+	coarse    = time.Millisecond
+	nFine     = int(fineUpTo / fine)
+	nBuckets  = nFine + int((2*time.Second-fineUpTo)/coarse)
+	msPerNano = 1 / float64(time.Millisecond)
 )
 
 type histogram [nBuckets]int64
 
 func (h *histogram) add(d time.Duration) {
-	i := int(d / bucket)
-	h[min(max(i, 0), nBuckets-1)]++
+	i := int(max(d, 0) / fine)
+	if d >= fineUpTo {
+		i = nFine + int((d-fineUpTo)/coarse)
+	}
+	h[min(i, nBuckets-1)]++
 }
 
-// quantile is the upper edge of the bucket holding the q-th sample, in ms.
+// upper is bucket i's upper edge.
+func upper(i int) time.Duration {
+	if i < nFine {
+		return time.Duration(i+1) * fine
+	}
+	return fineUpTo + time.Duration(i-nFine+1)*coarse
+}
+
+// quantile is the upper edge of the bucket holding the q-th of n samples,
+// in ms.
 func (h *histogram) quantile(q float64, n int64) float64 {
 	want := int64(q * float64(n))
 	var seen int64
 	for i, c := range h {
 		if seen += c; seen > want {
-			return float64(time.Duration(i+1)*bucket) / float64(time.Millisecond)
+			return float64(upper(i)) * msPerNano
 		}
 	}
-	return float64(time.Duration(nBuckets)*bucket) / float64(time.Millisecond)
+	return float64(upper(nBuckets-1)) * msPerNano
 }
 
 // subscribe opens c.subs streams of c.session, says ready once every one
