@@ -52,7 +52,7 @@ type options struct {
 	live                         time.Duration
 	screenshot, chromium, old    string
 	profile                      string
-	trace                        bool
+	trace, waterfall             bool
 	stress                       int
 	minLoad                      float64
 }
@@ -67,6 +67,7 @@ func main() {
 	flag.StringVar(&o.old, "old", "", "a directory of another build's page assets (app.js, state.js, style.css, index.html), measured in the same runs as the embedded page")
 	flag.StringVar(&o.profile, "profile", "", "write the embedded page's JavaScript CPU profile of the first run's live phase here (.cpuprofile) and print where the time went")
 	flag.BoolVar(&o.trace, "trace", false, "trace Chromium's main thread during each variant's first live phase and print where its time went (script, style, layout, paint, ...)")
+	flag.BoolVar(&o.waterfall, "waterfall", false, "print each first render's requests (start, first byte and end, ms since navigation) and the page's own marks: the first render's critical path")
 	flag.StringVar(&o.screenshot, "screenshot", "", "write a screenshot of the loaded fleet view here (PNG)")
 	flag.StringVar(&o.chromium, "chromium", "chromium", "the Chromium binary")
 	flag.IntVar(&o.stress, "stress", 0, "load the machine with this many CPU-bound busy threads (a child process) for the whole measurement")
@@ -321,17 +322,38 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 	if r.emptyLoad, err = load(browser, empty, 0, 0); err != nil {
 		return r, fmt.Errorf("empty fleet: %w", err)
 	}
+	if o.waterfall {
+		if err := printWaterfall(browser, "empty relay"); err != nil {
+			return r, err
+		}
+	}
 	if profile != "" {
 		if err := chromedp.Run(browser, profiler.Enable(), profiler.SetSamplingInterval(200), profiler.Start()); err != nil {
 			return r, err
 		}
 	}
 	r.loadAvgAtLoad, _ = loadAverage()
+	var endLoadTrace func() error
+	if trace {
+		if endLoadTrace, err = startTrace(browser, "the first render"); err != nil {
+			return r, err
+		}
+	}
 	if r.load, err = load(browser, base, o.sessions, n); err != nil {
 		return r, fmt.Errorf("full fleet: %w", err)
 	}
+	if endLoadTrace != nil {
+		if err := endLoadTrace(); err != nil {
+			return r, err
+		}
+	}
 	if profile != "" {
 		if err := stopProfile(browser, strings.TrimSuffix(profile, ".cpuprofile")+"-load.cpuprofile", "the load"); err != nil {
+			return r, err
+		}
+	}
+	if o.waterfall {
+		if err := printWaterfall(browser, "full relay"); err != nil {
 			return r, err
 		}
 	}
@@ -609,6 +631,41 @@ func load(browser context.Context, base string, sessions, events int) (float64, 
 	return at, err
 }
 
+// waterfall lists, on the page's clock, every request the page made (start,
+// first byte, end) and its performance marks and measures, in start order.
+const waterfall = `(() => {
+  const out = [];
+  const nav = performance.getEntriesByType('navigation')[0];
+  if (nav) out.push(['document', 0, nav.responseStart, nav.responseEnd]);
+  for (const e of performance.getEntriesByType('resource')) out.push([e.name.replace(location.origin, ''), e.startTime, e.responseStart, e.responseEnd]);
+  for (const e of performance.getEntriesByType('mark')) out.push(['mark ' + e.name, e.startTime, e.startTime, e.startTime]);
+  for (const e of performance.getEntriesByType('paint')) out.push([e.name, e.startTime, e.startTime, e.startTime]);
+  if (nav) out.push(['DOMContentLoaded', nav.domContentLoadedEventStart, nav.domContentLoadedEventStart, nav.domContentLoadedEventEnd]);
+  out.push(['first render (bench)', window.__drawnAt, window.__drawnAt, window.__drawnAt]);
+  return out.sort((a, b) => a[1] - b[1]);
+})()`
+
+func printWaterfall(browser context.Context, what string) error {
+	type row struct {
+		name             string
+		start, ttfb, end float64
+	}
+	var raw [][]any
+	if err := chromedp.Run(browser, chromedp.Evaluate(waterfall, &raw)); err != nil {
+		return err
+	}
+	fmt.Printf("  waterfall, %s (ms since navigation: start, first byte, end)\n", what)
+	for _, r := range raw {
+		num := func(i int) float64 {
+			f, _ := r[i].(float64)
+			return f
+		}
+		name, _ := r[0].(string)
+		fmt.Printf("    %7.1f %7.1f %7.1f  %s\n", num(1), num(2), num(3), name)
+	}
+	return nil
+}
+
 // drawn is the page's clock once the frame after the condition (%s) held
 // has run (the page draws in animation frames): the time a fleet counted in
 // full is also on screen, whichever build of the page.
@@ -701,7 +758,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	}
 	var endTrace func() error
 	if trace {
-		if endTrace, err = startTrace(browser); err != nil {
+		if endTrace, err = startTrace(browser, "the live phase"); err != nil {
 			return err
 		}
 	}
@@ -826,20 +883,31 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 // startTrace records Chromium's timeline; the function it returns stops it
 // and prints, for the page's main thread, the time in each kind of work
 // (nested kinds are inside their parents: RunTask holds the rest).
-func startTrace(browser context.Context) (func() error, error) {
+func startTrace(browser context.Context, what string) (func() error, error) {
 	var mu sync.Mutex
 	var raw [][]byte
+	finished := false
 	done := make(chan struct{})
 	chromedp.ListenTarget(browser, func(ev any) {
 		switch e := ev.(type) {
 		case *tracing.EventDataCollected:
 			mu.Lock()
+			if finished {
+				mu.Unlock()
+				return
+			}
 			for _, v := range e.Value {
 				raw = append(raw, v)
 			}
 			mu.Unlock()
 		case *tracing.EventTracingComplete:
-			close(done)
+			// A later trace's completion reaches this listener too.
+			mu.Lock()
+			if !finished {
+				finished = true
+				close(done)
+			}
+			mu.Unlock()
 		}
 	})
 	start := tracing.Start().WithTransferMode(tracing.TransferModeReportEvents).
@@ -918,7 +986,7 @@ func startTrace(browser context.Context) (func() error, error) {
 			names = append(names, n)
 		}
 		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(total[b], total[a]) })
-		fmt.Printf("  trace of the live phase, the page's main thread (ms, count; nested kinds inside their parents)\n")
+		fmt.Printf("  trace of %s, the page's main thread (ms, count; nested kinds inside their parents)\n", what)
 		fmt.Printf("    style recalculated for %d elements in %d passes; layout of %d dirty objects (of %d) in %d passes\n",
 			styled, count["UpdateLayoutTree"], dirty, objects, count["Layout"])
 		for _, n := range names[:min(len(names), 25)] {
