@@ -4,7 +4,7 @@
 // stream: a button sends a command and the request stays pending until the
 // stream settles it.
 import * as S from './state.js';
-import { openSocket } from './socket.js';
+import { openSocket, prewarm } from './socket.js';
 import { span } from './vlist.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
@@ -34,6 +34,7 @@ const ui = {
   traces: new Map(), // attention id -> its trace once settled
   forms: new Map(), // attention id -> field id -> what was picked ({choices, otherOn, other, value}), kept across redraws
   me: null, // who this login speaks for ({name, role}); null: the relay says not
+  settled: false, // the fleet is shown (or the page says why not): see settled
 };
 
 // The roles, in order: a watcher reads, an answerer also answers and
@@ -89,7 +90,21 @@ function setConn(c, kind, text) {
   el.dataset.conn = worst.kind;
   el.textContent = all.length === 1 ? worst.text
     : all.map((x) => `${x.name}: ${x.text}`).join(' · ');
+  if (worst.kind === 'live' || worst.kind === 'login-needed') afterFrame(settle);
 }
+
+// afterFrame calls fn once the next frame is drawn (a hidden tab draws
+// none: soon).
+function afterFrame(fn) {
+  if (document.hidden) setTimeout(fn, HIDDEN_RENDER_MS);
+  else requestAnimationFrame(() => setTimeout(fn));
+}
+
+// settled resolves once the page has drawn the fleet live, or said why it
+// cannot: what the first render does not need (the rules, the usage
+// limits, the requests' rule proposals, the service worker) waits for it.
+let settle;
+export const settled = new Promise((r) => { settle = r; });
 
 function setAllConn(kind, text) {
   for (const c of conns.values()) setConn(c, kind, text);
@@ -189,6 +204,7 @@ async function authState() {
 
 async function login() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  let made = null; // the login's answer
   if (m) {
     // The token leaves the address bar and history before anything else.
     history.replaceState(null, '', location.pathname + location.search);
@@ -203,8 +219,10 @@ async function login() {
       return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${why}` };
     }
     newLogin(body.login);
+    made = body;
   }
-  const a = await authState();
+  // A login's answer says what the login check would: no second request.
+  const a = made || await authState();
   if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
   showWho(a);
@@ -256,6 +274,14 @@ function connect(c) {
     const secret = loginSecret();
     if (secret) hello.auth = { login: secret };
     ws.send(JSON.stringify(hello));
+    // A first load subscribes and starts reading what the relay holds at
+    // once, behind the hello, not a round trip later: the relay reads the
+    // socket's frames in order, and the replay is this page's longest wait.
+    if (S.positions(state, c.name).length === 0) {
+      c.liveSub = `live-${++frameSeq}`;
+      ws.send(JSON.stringify({ type: 'subscribe', id: c.liveSub }));
+      c.early = { ws, done: replay(c, {}) };
+    }
   };
   ws.onmessage = (m) => {
     let f;
@@ -321,15 +347,19 @@ function frame(c, ws, f, resumed) {
       // them. A first load reads everything held in bulk. Each starts
       // after the live subscription, so nothing falls between them, and
       // dedupe drops what two of them carry.
-      const pos = S.positions(state, c.name);
+      const early = c.early && c.early.ws === ws ? c.early.done : null;
+      c.early = null;
+      const pos = early ? [] : S.positions(state, c.name);
       c.resuming = pos.length > 0;
-      c.liveSub = `live-${++frameSeq}`;
-      const sub = { type: 'subscribe', id: c.liveSub };
-      if (c.resuming) sub.from = pos;
-      ws.send(JSON.stringify(sub));
+      if (!early) {
+        c.liveSub = `live-${++frameSeq}`;
+        const sub = { type: 'subscribe', id: c.liveSub };
+        if (c.resuming) sub.from = pos;
+        ws.send(JSON.stringify(sub));
+      }
       requestRoster(c);
       setConn(c, 'loading', resumed ? 'resuming' : 'loading');
-      (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {})).then(() => {
+      (early || (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {}))).then(() => {
         if (c.sock !== ws) return;
         setConn(c, 'live', 'live');
         notice('');
@@ -625,8 +655,9 @@ function reach(req) {
 // scheduleRender renders once in the next animation frame, whatever
 // arrived before it. A hidden tab gets no animation frames: it renders on a
 // timer (one timer per frame as well cost a task each on a busy page).
-// While a relay's held events load in bulk the page draws a few times a
-// second, not every frame: a frame then re-placed a fleet growing under it.
+// While a relay's held events load in bulk the page draws twice a second,
+// not every frame: a frame then re-placed a fleet growing under it, and
+// each drawing delays the fleet drawn in full.
 // Only a render for events alone (events) may leave the inbox as it is.
 function scheduleRender(events = false) {
   if (!events) ui.inbox.stale = true;
@@ -638,7 +669,7 @@ function scheduleRender(events = false) {
 }
 
 const HIDDEN_RENDER_MS = 100;
-const LOADING_RENDER_MS = 200;
+const LOADING_RENDER_MS = 500;
 
 function bulkLoading() {
   for (const c of conns.values()) if (c.kind === 'loading') return true;
@@ -1569,6 +1600,9 @@ function ownRelay(req) {
 // which, in a warning, and saves it only on a second, deliberate click.
 function alwaysForm(req, s) {
   if (!ownRelay(req) || !can('admin')) return null;
+  // The proposals are asked for once the fleet is shown: a relay holding
+  // many requests would answer one per request during the first render.
+  if (!ui.settled) return null;
   const p = ui.proposals.get(req.id);
   if (p === undefined) {
     ui.proposals.set(req.id, 'asking');
@@ -1756,8 +1790,12 @@ function since(fromMs, now, suffix = '') {
 }
 
 // exactTime is a moment in the reader's own zone and words, to the second.
+// One formatter serves every call: toLocaleString with options builds a new
+// one each time, and a busy fleet's rows ask for one per event.
+let exactFormat = null;
 function exactTime(ms) {
-  return new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+  exactFormat ||= new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+  return exactFormat.format(new Date(ms));
 }
 
 // tickAges rewrites the ages under root that changed.
@@ -2146,20 +2184,16 @@ async function start() {
   }, TICK_MS);
   setInterval(tick, AGE_TICK_MS);
   setInterval(loadRules, RULES_MS);
-  let relays = [{ name: '', base: '' }];
-  try {
-    const r = await fetch('/app/relays', { credentials: 'same-origin' });
-    if (r.ok) relays = await r.json();
-  } catch {
-    // the relay serving the page is the one relay
-  }
+  // The socket's worker starts, and the relays and the login are asked
+  // for, side by side: none waits on another.
+  prewarm();
+  const listed = fetch('/app/relays', { credentials: 'same-origin' })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null); // the relay serving the page is the one relay
+  const loggedIn = login().catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
+  const relays = (await listed) || [{ name: '', base: '' }];
   for (const r of relays) conns.set(r.name || '', newConn(r));
-  let auth;
-  try {
-    auth = await login();
-  } catch (err) {
-    auth = { ok: false, why: `Cannot reach the relay: ${err.message}` };
-  }
+  const auth = await loggedIn;
   if (!auth.ok) {
     setAllConn('login-needed', 'not connected');
     notice(auth.why);
@@ -2167,8 +2201,12 @@ async function start() {
     return;
   }
   for (const c of conns.values()) connect(c);
-  loadRules();
-  loadUsage();
+  settled.then(() => {
+    ui.settled = true;
+    scheduleRender(); // the requests' rule proposals
+    loadRules();
+    loadUsage();
+  });
   render();
 }
 
