@@ -75,6 +75,9 @@ function newConn(r) {
   };
 }
 
+// The states a first load passes through before the fleet is drawn.
+const SETTLING = new Set(['starting', 'connecting', 'loading']);
+
 const CONN_RANK = { 'login-needed': 0, offline: 1, reconnecting: 2, connecting: 3, loading: 4, starting: 5, live: 6 };
 
 // setConn records one relay's connection state and shows the fleet's: live
@@ -90,7 +93,12 @@ function setConn(c, kind, text) {
   el.dataset.conn = worst.kind;
   el.textContent = all.length === 1 ? worst.text
     : all.map((x) => `${x.name}: ${x.text}`).join(' · ');
-  if (worst.kind === 'live' || worst.kind === 'login-needed') afterFrame(settle);
+  // Settled also when the first attempt failed: the rest of the page
+  // loads while the fleet reconnects.
+  if (settle && !SETTLING.has(worst.kind)) {
+    afterFrame(settle);
+    settle = null;
+  }
 }
 
 // afterFrame calls fn once the next frame is drawn (a hidden tab draws
@@ -1247,6 +1255,8 @@ function renderInbox(now) {
         const focused = hadFocus && focusKey(document.activeElement);
         const kept = [...node.querySelectorAll('[data-reply], [data-always-pattern], [data-always-scope]')].filter((e) => e.dataset.edited);
         node.replaceWith(fresh);
+        // A notification's link marked this request: the mark stays.
+        if ('linked' in node.dataset) fresh.dataset.linked = '';
         for (const old of kept) {
           const key = ['data-reply', 'data-always-pattern', 'data-always-scope'].find((k) => old.hasAttribute(k));
           const input = fresh.querySelector(`[${key}]`);
@@ -1329,7 +1339,7 @@ function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
   const p = ui.proposals.get(req.id);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', ui.dangers.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length].join('|');
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', ui.dangers.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length, ui.settled].join('|');
 }
 
 // sent says where the request was last sent and how long ago, ticking
