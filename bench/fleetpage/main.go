@@ -646,10 +646,6 @@ const waterfall = `(() => {
 })()`
 
 func printWaterfall(browser context.Context, what string) error {
-	type row struct {
-		name             string
-		start, ttfb, end float64
-	}
 	var raw [][]any
 	if err := chromedp.Run(browser, chromedp.Evaluate(waterfall, &raw)); err != nil {
 		return err
