@@ -126,7 +126,14 @@ func (p *Push) Notification(what string, ok func(Notification) bool) Notificatio
 	p.b.t.Helper()
 	var found Notification
 	var ns []Notification
+	read := false
 	if !poll.Every(Wait, pollNotifications, func() bool {
+		// The first read waits a pace too: read at once, it can meet the
+		// notification while Chromium is still showing it, and drop it.
+		if !read {
+			read = true
+			return false
+		}
 		ns = p.Shown("")
 		for _, n := range ns {
 			if ok(n) {
