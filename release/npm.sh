@@ -21,6 +21,10 @@
 # give byte-identical tarballs (npm pack fixes every file's time and
 # owner).
 #
+# $AEP_KIMI_DIST_BINARIES, when set, is a directory `release/dist
+# -keep-binaries` filled for this version: its binaries are packaged rather
+# than built again.
+#
 # Needs go and npm. Nothing is fetched but the Go modules.
 set -euo pipefail
 
@@ -66,7 +70,20 @@ for p in "${platforms[@]}"; do
   os="${p%-*}" cpu="${p#*-}"
   targets="$targets${targets:+,}${os/win32/windows}/${cpu/x64/amd64}"
 done
-dist -binaries -o "$stage/dist" -platforms "$targets" -version "$version"
+if [ -n "${AEP_KIMI_DIST_BINARIES:-}" ]; then
+  # The binaries a release build kept (dist -keep-binaries): the archives'
+  # own bytes, if they are this version's.
+  kept="$(cat "$AEP_KIMI_DIST_BINARIES/VERSION" 2>/dev/null || true)"
+  [ "$kept" = "$version" ] || die "\$AEP_KIMI_DIST_BINARIES holds version '${kept}', not $version"
+  mkdir -p "$stage/dist"
+  for t in ${targets//,/ }; do
+    d="${t/\//_}"
+    [ -d "$AEP_KIMI_DIST_BINARIES/$d" ] || die "\$AEP_KIMI_DIST_BINARIES has no $d"
+    cp -R "$AEP_KIMI_DIST_BINARIES/$d" "$stage/dist/$d"
+  done
+else
+  dist -binaries -o "$stage/dist" -platforms "$targets" -version "$version"
+fi
 for p in "${platforms[@]}"; do
   os="${p%-*}" cpu="${p#*-}"
   dir="$stage/$p"

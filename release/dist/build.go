@@ -56,6 +56,10 @@ type release struct {
 	out  string // where the release's files go
 	url  string // the archives' download directory (a template of Version)
 	log  *slog.Logger
+	// keep, when set, is where make leaves each platform's binaries
+	// (keep/GOOS_GOARCH/), so a packager can take the archives' own bytes
+	// rather than build them again.
+	keep string
 }
 
 // build compiles the commands for p into dir and returns their paths, in

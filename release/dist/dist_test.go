@@ -20,6 +20,10 @@ import (
 // checks that one rather than building the five platforms again.
 const EnvDist = "AEP_KIMI_RELEASE_DIST"
 
+// EnvKept names where that build kept its binaries (-keep-binaries), for
+// release/npm.sh to package.
+const EnvKept = "AEP_KIMI_DIST_BINARIES"
+
 // TestRelease builds the release (or takes $AEP_KIMI_RELEASE_DIST) and
 // checks what a user downloads: five archives, each with the three
 // commands built for its platform (static, -trimpath) and the README, an
@@ -31,11 +35,11 @@ func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds the release for five platforms; skipped with -short")
 	}
-	dir := os.Getenv(EnvDist)
+	dir, kept := os.Getenv(EnvDist), os.Getenv(EnvKept)
 	if dir == "" {
-		dir = t.TempDir()
+		dir, kept = t.TempDir(), t.TempDir()
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{"-o", dir}, os.Getenv, &stdout, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"-o", dir, "-keep-binaries", kept}, os.Getenv, &stdout, &stderr); code != 0 {
 			t.Fatalf("dist exited %d:\n%s", code, stderr.Bytes())
 		}
 	}
@@ -96,6 +100,9 @@ func TestRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSBOM(t, doc, a.Name, bins)
+		if kept != "" {
+			checkKept(t, kept, version, a.Platform, bins)
+		}
 		if a.Platform == (platform{runtime.GOOS, runtime.GOARCH}) {
 			checkRuns(t, bins, version)
 		}
@@ -134,6 +141,26 @@ func checkArchive(t *testing.T, path, version string, p platform) []string {
 		t.Errorf("%s holds %q, want %q", filepath.Base(path), got, names)
 	}
 	return bins
+}
+
+// checkKept checks that the binaries -keep-binaries left for p are the
+// archive's own bytes, under the release's version: what the npm packages
+// ship is what the archives ship.
+func checkKept(t *testing.T, kept, version string, p platform, bins []string) {
+	t.Helper()
+	if v, err := os.ReadFile(filepath.Join(kept, keptVersion)); err != nil || strings.TrimSpace(string(v)) != version {
+		t.Errorf("kept binaries' version %q (%v), want %s", v, err, version)
+	}
+	for _, bin := range bins {
+		want, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(kept, p.dir(), filepath.Base(bin)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s kept for %s: %d bytes (%v), differs from the archive's %d", filepath.Base(bin), p, len(got), err, len(want))
+		}
+	}
 }
 
 // checkBuild reads a binary's build information: the command's package,

@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := fs.String("url", DefaultURL, "the archives' download directory, for the formula")
 	binaries := fs.Bool("binaries", false, "build the binaries only, into -o/GOOS_GOARCH/")
 	printVersion := fs.Bool("print-version", false, "print the version a release would have, and exit")
+	keep := fs.String("keep-binaries", "", "also keep the archives' binaries, in DIR/GOOS_GOARCH/ (release/npm.sh can package them: $AEP_KIMI_DIST_BINARIES)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	}
 	if *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: dist -o DIR [-version V] [-platforms LIST] [-binaries]")
+		fmt.Fprintln(stderr, "usage: dist -o DIR [-version V] [-platforms LIST] [-binaries] [-keep-binaries DIR]")
 		return 2
 	}
 	targets, err := parsePlatforms(*platforms)
@@ -89,7 +90,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fail(err)
 	}
-	r := release{src: src, root: root, out: dir, url: *url, log: log}
+	if *keep != "" {
+		if *keep, err = filepath.Abs(*keep); err != nil {
+			return fail(err)
+		}
+	}
+	r := release{src: src, root: root, out: dir, url: *url, log: log, keep: *keep}
 	if *binaries {
 		for _, p := range targets {
 			if _, err := r.build(ctx, p, filepath.Join(dir, p.dir())); err != nil {

@@ -17,6 +17,10 @@ const (
 	sbomSuffix  = ".cdx.json"
 )
 
+// keptVersion names the file in -keep-binaries' directory that holds the
+// version its binaries were stamped with.
+const keptVersion = "VERSION"
+
 // checksumsName is the checksum file of a version: sha256sum's format.
 func checksumsName(version string) string { return "aep-kimi_" + version + "_checksums.txt" }
 
@@ -43,7 +47,11 @@ func (r release) make(ctx context.Context, targets []platform) ([]string, error)
 	var archives []built
 	var files []string
 	for _, p := range targets {
-		bins, err := r.build(ctx, p, filepath.Join(stage, p.dir()))
+		bindir := filepath.Join(stage, p.dir())
+		if r.keep != "" {
+			bindir = filepath.Join(r.keep, p.dir())
+		}
+		bins, err := r.build(ctx, p, bindir)
 		if err != nil {
 			return nil, err
 		}
@@ -72,6 +80,14 @@ func (r release) make(ctx context.Context, targets []platform) ([]string, error)
 			return nil, err
 		}
 		files = append(files, name, name+sbomSuffix)
+	}
+
+	if r.keep != "" {
+		// The packager checks it takes this release's binaries, not an
+		// older run's.
+		if err := writeFile(filepath.Join(r.keep, keptVersion), []byte(r.src.Version+"\n")); err != nil {
+			return nil, err
+		}
 	}
 
 	rb, err := formula(r.src, r.url, archives)
