@@ -44,6 +44,18 @@ func IsShell(comm string) bool {
 	return false
 }
 
+// IsWrapper reports whether comm names a command that runs another as its
+// child and waits for it, as a hook command may (`timeout 20 kimi-hook`).
+// Its own start says nothing: on a loaded machine it can fork the hook
+// well past LaunchWindow after it started itself.
+func IsWrapper(comm string) bool {
+	switch filepath.Base(comm) {
+	case "timeout", "time", "flock", "strace", "ltrace":
+		return true
+	}
+	return false
+}
+
 // Limits of the ancestor walk in Served.
 const (
 	// MaxAncestors bounds how far up Served looks.
@@ -56,8 +68,8 @@ const (
 
 // Served names the Kimi process the calling hook process serves: the
 // nearest ancestor that is neither a shell (Kimi runs each hook as
-// `sh -c COMMAND`) nor started within LaunchWindow before the hook process
-// itself. The window counts from the hook's own start, not from now: on a
+// `sh -c COMMAND`), nor a known wrapper (IsWrapper), nor started within
+// LaunchWindow before the hook process itself. The window counts from the hook's own start, not from now: on a
 // loaded machine the hook may take longer than the window to reach this
 // call, and a wrapper it was launched through (`timeout`, a shim) must not
 // pass for Kimi then. ok is false when no such ancestor is found or the
@@ -74,7 +86,7 @@ func Served() (pid int, info Info, ok bool) {
 		if err != nil {
 			return 0, Info{}, false
 		}
-		if !IsShell(p.Comm) && self.StartNs-p.StartNs >= LaunchWindow {
+		if !IsShell(p.Comm) && !IsWrapper(p.Comm) && self.StartNs-p.StartNs >= LaunchWindow {
 			return pid, p, true
 		}
 		pid = p.PPID
