@@ -4,7 +4,7 @@
 // stream: a button sends a command and the request stays pending until the
 // stream settles it.
 import * as S from './state.js';
-import { openSocket, prewarm } from './socket.js';
+import { openSocket } from './socket.js';
 import { span } from './vlist.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
@@ -34,7 +34,6 @@ const ui = {
   traces: new Map(), // attention id -> its trace once settled
   forms: new Map(), // attention id -> field id -> what was picked ({choices, otherOn, other, value}), kept across redraws
   me: null, // who this login speaks for ({name, role}); null: the relay says not
-  settled: false, // the fleet is shown (or the page says why not): see settled
 };
 
 // The roles, in order: a watcher reads, an answerer also answers and
@@ -75,9 +74,6 @@ function newConn(r) {
   };
 }
 
-// The states a first load passes through before the fleet is drawn.
-const SETTLING = new Set(['starting', 'connecting', 'loading']);
-
 const CONN_RANK = { 'login-needed': 0, offline: 1, reconnecting: 2, connecting: 3, loading: 4, starting: 5, live: 6 };
 
 // setConn records one relay's connection state and shows the fleet's: live
@@ -93,26 +89,7 @@ function setConn(c, kind, text) {
   el.dataset.conn = worst.kind;
   el.textContent = all.length === 1 ? worst.text
     : all.map((x) => `${x.name}: ${x.text}`).join(' · ');
-  // Settled also when the first attempt failed: the rest of the page
-  // loads while the fleet reconnects.
-  if (settle && !SETTLING.has(worst.kind)) {
-    afterFrame(settle);
-    settle = null;
-  }
 }
-
-// afterFrame calls fn once the next frame is drawn (a hidden tab draws
-// none: soon).
-function afterFrame(fn) {
-  if (document.hidden) setTimeout(fn, HIDDEN_RENDER_MS);
-  else requestAnimationFrame(() => setTimeout(fn));
-}
-
-// settled resolves once the page has drawn the fleet live, or said why it
-// cannot: what the first render does not need (the rules, the usage
-// limits, the requests' rule proposals, the service worker) waits for it.
-let settle;
-export const settled = new Promise((r) => { settle = r; });
 
 function setAllConn(kind, text) {
   for (const c of conns.values()) setConn(c, kind, text);
@@ -212,7 +189,6 @@ async function authState() {
 
 async function login() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-  let made = null; // the login's answer
   if (m) {
     // The token leaves the address bar and history before anything else.
     history.replaceState(null, '', location.pathname + location.search);
@@ -227,10 +203,8 @@ async function login() {
       return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${why}` };
     }
     newLogin(body.login);
-    made = body;
   }
-  // A login's answer says what the login check would: no second request.
-  const a = made || await authState();
+  const a = await authState();
   if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
   showWho(a);
@@ -282,14 +256,6 @@ function connect(c) {
     const secret = loginSecret();
     if (secret) hello.auth = { login: secret };
     ws.send(JSON.stringify(hello));
-    // A first load subscribes and starts reading what the relay holds at
-    // once, behind the hello, not a round trip later: the relay reads the
-    // socket's frames in order, and the replay is this page's longest wait.
-    if (S.positions(state, c.name).length === 0) {
-      c.liveSub = `live-${++frameSeq}`;
-      ws.send(JSON.stringify({ type: 'subscribe', id: c.liveSub }));
-      c.early = { ws, done: replay(c, {}) };
-    }
   };
   ws.onmessage = (m) => {
     let f;
@@ -355,19 +321,15 @@ function frame(c, ws, f, resumed) {
       // them. A first load reads everything held in bulk. Each starts
       // after the live subscription, so nothing falls between them, and
       // dedupe drops what two of them carry.
-      const early = c.early && c.early.ws === ws ? c.early.done : null;
-      c.early = null;
-      const pos = early ? [] : S.positions(state, c.name);
+      const pos = S.positions(state, c.name);
       c.resuming = pos.length > 0;
-      if (!early) {
-        c.liveSub = `live-${++frameSeq}`;
-        const sub = { type: 'subscribe', id: c.liveSub };
-        if (c.resuming) sub.from = pos;
-        ws.send(JSON.stringify(sub));
-      }
+      c.liveSub = `live-${++frameSeq}`;
+      const sub = { type: 'subscribe', id: c.liveSub };
+      if (c.resuming) sub.from = pos;
+      ws.send(JSON.stringify(sub));
       requestRoster(c);
       setConn(c, 'loading', resumed ? 'resuming' : 'loading');
-      (early || (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {}))).then(() => {
+      (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {})).then(() => {
         if (c.sock !== ws) return;
         setConn(c, 'live', 'live');
         notice('');
@@ -663,9 +625,8 @@ function reach(req) {
 // scheduleRender renders once in the next animation frame, whatever
 // arrived before it. A hidden tab gets no animation frames: it renders on a
 // timer (one timer per frame as well cost a task each on a busy page).
-// While a relay's held events load in bulk the page draws twice a second,
-// not every frame: a frame then re-placed a fleet growing under it, and
-// each drawing delays the fleet drawn in full.
+// While a relay's held events load in bulk the page draws a few times a
+// second, not every frame: a frame then re-placed a fleet growing under it.
 // Only a render for events alone (events) may leave the inbox as it is.
 function scheduleRender(events = false) {
   if (!events) ui.inbox.stale = true;
@@ -677,7 +638,7 @@ function scheduleRender(events = false) {
 }
 
 const HIDDEN_RENDER_MS = 100;
-const LOADING_RENDER_MS = 500;
+const LOADING_RENDER_MS = 200;
 
 function bulkLoading() {
   for (const c of conns.values()) if (c.kind === 'loading') return true;
@@ -1255,8 +1216,6 @@ function renderInbox(now) {
         const focused = hadFocus && focusKey(document.activeElement);
         const kept = [...node.querySelectorAll('[data-reply], [data-always-pattern], [data-always-scope]')].filter((e) => e.dataset.edited);
         node.replaceWith(fresh);
-        // A notification's link marked this request: the mark stays.
-        if ('linked' in node.dataset) fresh.dataset.linked = '';
         for (const old of kept) {
           const key = ['data-reply', 'data-always-pattern', 'data-always-scope'].find((k) => old.hasAttribute(k));
           const input = fresh.querySelector(`[${key}]`);
@@ -1339,7 +1298,7 @@ function signature(req) {
   const r = reach(req);
   const c = conns.get(req.origin);
   const p = ui.proposals.get(req.id);
-  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', ui.dangers.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length, ui.settled].join('|');
+  return [r.kind, (r.accepts || []).join(','), ui.notes.get(req.id) || '', ui.dangers.get(req.id) || '', c && c.connected, p ? (p.pattern || p) : '', (req.routed || []).length].join('|');
 }
 
 // sent says where the request was last sent and how long ago, ticking
@@ -1610,9 +1569,6 @@ function ownRelay(req) {
 // which, in a warning, and saves it only on a second, deliberate click.
 function alwaysForm(req, s) {
   if (!ownRelay(req) || !can('admin')) return null;
-  // The proposals are asked for once the fleet is shown: a relay holding
-  // many requests would answer one per request during the first render.
-  if (!ui.settled) return null;
   const p = ui.proposals.get(req.id);
   if (p === undefined) {
     ui.proposals.set(req.id, 'asking');
@@ -1800,12 +1756,8 @@ function since(fromMs, now, suffix = '') {
 }
 
 // exactTime is a moment in the reader's own zone and words, to the second.
-// One formatter serves every call: toLocaleString with options builds a new
-// one each time, and a busy fleet's rows ask for one per event.
-let exactFormat = null;
 function exactTime(ms) {
-  exactFormat ||= new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
-  return exactFormat.format(new Date(ms));
+  return new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
 // tickAges rewrites the ages under root that changed.
@@ -2194,16 +2146,20 @@ async function start() {
   }, TICK_MS);
   setInterval(tick, AGE_TICK_MS);
   setInterval(loadRules, RULES_MS);
-  // The socket's worker starts, and the relays and the login are asked
-  // for, side by side: none waits on another.
-  prewarm();
-  const listed = fetch('/app/relays', { credentials: 'same-origin' })
-    .then((r) => (r.ok ? r.json() : null))
-    .catch(() => null); // the relay serving the page is the one relay
-  const loggedIn = login().catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
-  const relays = (await listed) || [{ name: '', base: '' }];
+  let relays = [{ name: '', base: '' }];
+  try {
+    const r = await fetch('/app/relays', { credentials: 'same-origin' });
+    if (r.ok) relays = await r.json();
+  } catch {
+    // the relay serving the page is the one relay
+  }
   for (const r of relays) conns.set(r.name || '', newConn(r));
-  const auth = await loggedIn;
+  let auth;
+  try {
+    auth = await login();
+  } catch (err) {
+    auth = { ok: false, why: `Cannot reach the relay: ${err.message}` };
+  }
   if (!auth.ok) {
     setAllConn('login-needed', 'not connected');
     notice(auth.why);
@@ -2211,12 +2167,8 @@ async function start() {
     return;
   }
   for (const c of conns.values()) connect(c);
-  settled.then(() => {
-    ui.settled = true;
-    scheduleRender(); // the requests' rule proposals
-    loadRules();
-    loadUsage();
-  });
+  loadRules();
+  loadUsage();
   render();
 }
 

@@ -3,7 +3,7 @@
 // for this login, and the page's link to one request
 // (#/request/<session>/<id>, or the relay's /?session=&request=), which a
 // notification opens.
-import { openSession, relayAPI, settled, store, stored } from './app.js';
+import { openSession, relayAPI, store, stored } from './app.js';
 import * as S from './state.js';
 
 const SW_URL = '/app/sw.js';
@@ -326,9 +326,7 @@ function start() {
   $('notify-device').placeholder = deviceName();
   window.addEventListener('hashchange', showLinked);
   if (!unsupported()) {
-    // The worker is for notifications, not for the fleet: it loads and
-    // starts (a script and a thread of its own) once the fleet is shown.
-    settled.then(() => registration()).catch((err) => setNote(`The page's service worker did not start: ${err.message}`));
+    registration().catch((err) => setNote(`The page's service worker did not start: ${err.message}`));
     // A tap on a notification while the page is open shows its request here.
     navigator.serviceWorker.addEventListener('message', (e) => {
       const m = e.data || {};

@@ -4,38 +4,12 @@
 // and reason, send, close), so the page handles both alike. Where a worker
 // cannot start, it is a plain WebSocket.
 let noWorker = typeof Worker !== 'function';
-// A worker started ahead (prewarm), for the next socket: loading and
-// starting one takes a while on a busy machine, and the page's first
-// socket should not wait for it after the login.
-let spare = null;
-
-function newWorker() {
-  return new Worker(new URL('./socketworker.js', import.meta.url));
-}
-
-// prewarm starts the next socket's worker now.
-export function prewarm() {
-  if (noWorker || spare) return;
-  try {
-    const w = newWorker();
-    // One that fails before a socket takes it leaves the next socket plain.
-    w.onerror = () => {
-      noWorker = true;
-      if (spare === w) spare = null;
-      w.terminate();
-    };
-    spare = w;
-  } catch {
-    noWorker = true;
-  }
-}
 
 export function openSocket(url) {
   if (noWorker) return new WebSocket(url);
-  let w = spare;
-  spare = null;
+  let w;
   try {
-    w ||= newWorker();
+    w = new Worker(new URL('./socketworker.js', import.meta.url));
   } catch {
     noWorker = true;
     return new WebSocket(url);
