@@ -11,6 +11,9 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
+// pasteGap is the pause before a submitting Enter (see Submit).
+const pasteGap = 500 * time.Millisecond
+
 // screenTimeout bounds each wait for text on the TUI's screen.
 const screenTimeout = 45 * time.Second
 
@@ -97,6 +100,11 @@ func (u *TUI) Submit(t testing.TB, text string) {
 	}) {
 		t.Fatalf("the TUI never showed the typed %q; screen:\n%s", text, s)
 	}
+	// Not a synchronisation: the text is on screen, but keys that follow
+	// typing this closely are taken as part of a paste, which turns the
+	// Enter into a newline (seen in a quiet CI run once the pause was
+	// gone); a person's pause before Enter is what Kimi's input expects.
+	time.Sleep(pasteGap)
 	u.Keys(t, "C-m")
 }
 
