@@ -20,6 +20,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -131,7 +132,7 @@ func TestE2ERatePageJaeger(t *testing.T) {
 	ev, fin := st.FinishedRun(t, kimi)
 	session := ev[0].Session
 
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	b.Click("open the session", `#fleet [data-session=`+browsertest.Quote(session)+`] button`)
 	form := `[data-rate=` + browsertest.Quote(fin.Run) + `]`
 	b.WaitJS("the finished turn's thumbs", `document.querySelector('`+form+` [data-verdict="down"]') !== null`)

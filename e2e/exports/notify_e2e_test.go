@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -38,7 +39,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.NewUpStack(t)
-	recv := stacktest.NewWebhookReceiver(t)
+	recv := notifytest.NewWebhookReceiver(t)
 	stall := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
@@ -82,7 +83,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	if body.Session != held.Session || body.Tool != "Bash" || len(body.Answers) != 4 || body.Deadline == nil {
 		t.Fatalf("webhook body: %+v", body)
 	}
-	deny := stacktest.LinkFor(t, body, "deny")
+	deny := notifytest.LinkFor(t, body, "deny")
 	if !strings.HasPrefix(deny, st.RelayURL+relay.AnswerPath) {
 		t.Fatalf("deny link %q is not under the relay's address", deny)
 	}
@@ -129,7 +130,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 		return ok
 	})
 	st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "attention.timeout" && e.Subject == third.ID })
-	if code, m := stacktest.PostLink(t, stacktest.LinkFor(t, thirdBody, "allow")); code != http.StatusGone || m["code"] != notify.CodeAnswerExpired {
+	if code, m := stacktest.PostLink(t, notifytest.LinkFor(t, thirdBody, "allow")); code != http.StatusGone || m["code"] != notify.CodeAnswerExpired {
 		t.Fatalf("POST after the deadline: %d %v, want 410 %s", code, m, notify.CodeAnswerExpired)
 	}
 
@@ -207,7 +208,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 // the device.
 func TestE2ENotifyCLI(t *testing.T) {
 	t.Parallel()
-	recv := stacktest.NewWebhookReceiver(t)
+	recv := notifytest.NewWebhookReceiver(t)
 	down := fmt.Sprintf("http://127.0.0.1:%d/hook", netaddr.FreePort(t))
 	st := &stacktest.Stack{Home: t.TempDir(), Token: "e2e-" + aep.NewID()}
 	rport := netaddr.FreePort(t)
@@ -216,7 +217,7 @@ func TestE2ENotifyCLI(t *testing.T) {
 	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home, ps.Env()}, "relay",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", rport), "--notify", "webhook:"+recv.URL+"/hook", "--notify", "webhook:"+down)
 
-	sub, err := ps.Subscribe(st.VapidKey(t))
+	sub, err := ps.Subscribe(notifytest.VapidKey(t, st))
 	if err != nil {
 		t.Fatal(err)
 	}

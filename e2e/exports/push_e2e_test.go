@@ -23,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -56,13 +57,13 @@ func TestE2EPushPhone(t *testing.T) {
 	st.Up(t, []string{ps.Env()}, "--control", "--web=false", "--kimi-home", home)
 
 	// The subscription the page will make with the relay's key.
-	key := st.VapidKey(t)
+	key := notifytest.VapidKey(t, st)
 	sub, err := ps.Subscribe(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.MustRun("the push service stand-in", chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(stacktest.PushManagerJS, sub.JSON(), browsertest.Quote(key))).Do(ctx)
+		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(notifytest.PushManagerJS, sub.JSON(), browsertest.Quote(key))).Do(ctx)
 		return err
 	}))
 	push := b.EnablePush(st.RelayURL)

@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
@@ -235,7 +236,7 @@ func TestE2EGateOnTimeoutDeny(t *testing.T) {
 func TestE2EPageCountdown(t *testing.T) {
 	// Serial: it bounds the lag behind Kimi's own hook timeout, which tests running beside it would stretch.
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_KIMI_ON_TIMEOUT=deny", "AEP_ATTENTION_TIMEOUT_MS=45000")
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	kill := st.HeldHookGroup(t, "page-"+strings.ToLower(aep.NewID()), "call_1", "rm -rf /tmp/page")
 	const countdown = `((document.querySelector('[data-attention] [data-countdown]') || {}).textContent || '')`
 	b.WaitJS("the countdown on the waiting call", countdown+`.match(/^ · denied in \d+s$/) !== null`)

@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 )
 
 // A real Kimi session under the held gate: the page shows it live, the held
@@ -28,7 +29,7 @@ func TestE2EPageDeny(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	marker := filepath.Join(t.TempDir(), "side-effect")
 	script := stacktest.MarkerScript(t, marker)
 	out := make(chan kimiharness.PrintRun, 1)
@@ -65,7 +66,7 @@ func TestE2EPageDeny(t *testing.T) {
 	}
 	_, _, ev := st.OneSession(t)
 	want := stacktest.LogIDs(ev)
-	if got := stacktest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
+	if got := pagetest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("the page holds %d events, the log %d: they differ\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }
@@ -77,7 +78,7 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t)
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	done := stacktest.Async(t, func() kimiharness.PrintRun {
 		return stacktest.Scenario(t, kimi, stacktest.SlowScenario(t, "page"), st.HookCmd(t))
 	})
@@ -93,7 +94,7 @@ func TestE2EPageRelayRestart(t *testing.T) {
 	session := ev[0].Session
 	b.WaitJS("the session ended on the page", `document.querySelector('[data-session=`+browsertest.Quote(session)+`][data-state="ended"]') !== null`)
 	want := stacktest.LogIDs(ev)
-	if got := stacktest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
+	if got := pagetest.PageSeqIDs(b, session, len(want)); !slices.Equal(got, want) {
 		t.Errorf("after the restart the page holds %d events, the log %d: gap or duplicate\npage %v\nlog  %v", len(got), len(want), got, want)
 	}
 }
@@ -106,7 +107,7 @@ func TestE2EPageLabelsAndWords(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
 	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=20000", "AEP_CAPTURE=redacted")
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	script := stacktest.MarkerScript(t, filepath.Join(t.TempDir(), "side-effect"))
 	s, err := kimiharness.ReadScript(script)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 )
 
 // In one Chromium: the relay's page logs in, a page on another 127.0.0.1
@@ -61,7 +62,7 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	defer other.Close()
 
 	b.MustRun("open the login URL", chromedp.Navigate(fleetpage.LoginURL(base, token)))
-	b.WaitJS("the page is live", stacktest.PageIsLive)
+	b.WaitJS("the page is live", pagetest.PageIsLive)
 	b.WaitJS("the held request's buttons", `document.querySelector('[data-attention=`+browsertest.Quote(held)+`] [data-option="deny"]') !== null`)
 
 	b.MustRun("visit the other port", chromedp.Navigate(other.URL+"/"))
@@ -95,7 +96,7 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	// Back on the relay's page in the same tab: still logged in (the tab
 	// keeps its secret), live, and an answer reaches the emitter.
 	b.MustRun("back to the relay", chromedp.Navigate(base+"/"))
-	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
+	if !pagetest.Within(b, pagetest.PageIsLive, 20*time.Second) {
 		t.Fatal("the relay's page is no longer live after a reload")
 	}
 	emit(stacktest.KimiEvent("s2", "session.started", 0, `,"data":{"title":"arrived live"}`))
@@ -108,13 +109,13 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	// A dash on this host, logged in in the same browser.
 	dash, dashToken := stacktest.StartDash(t, base, token)
 	b.MustRun("open the dash's login URL", chromedp.Navigate(fleetpage.LoginURL(dash, dashToken)))
-	b.WaitJS("the dash is live", stacktest.PageIsLive)
+	b.WaitJS("the dash is live", pagetest.PageIsLive)
 	b.MustRun("back to the relay", chromedp.Navigate(base+"/"))
-	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
+	if !pagetest.Within(b, pagetest.PageIsLive, 20*time.Second) {
 		t.Error("logging in to the dash logged the relay's page out")
 	}
 	b.MustRun("the dash again", chromedp.Navigate(dash+"/"))
-	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
+	if !pagetest.Within(b, pagetest.PageIsLive, 20*time.Second) {
 		t.Error("the dash's page is no longer logged in")
 	}
 	b.MustRun("visit the other port again", chromedp.Navigate(other.URL+"/again"))
@@ -137,11 +138,11 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	}
 	// Logging in there keeps the browser's login: the first tab stays in.
 	if err := chromedp.Run(tctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token)),
-		chromedp.Poll(stacktest.PageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		chromedp.Poll(pagetest.PageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Errorf("the new tab's login: %v", err)
 	}
 	b.MustRun("reload the first tab", chromedp.Navigate(base+"/"))
-	if !stacktest.Within(b, stacktest.PageIsLive, 20*time.Second) {
+	if !pagetest.Within(b, pagetest.PageIsLive, 20*time.Second) {
 		t.Error("a login in a second tab logged the first one out")
 	}
 }

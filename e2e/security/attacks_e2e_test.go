@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -106,7 +107,7 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 	ps := pushtest.New(t)
 	st := stacktest.RelayOnly(t, []string{ps.Env()})
 	rita := st.AddPerson(t, "rita", "answer")
-	key := st.VapidKey(t)
+	key := notifytest.VapidKey(t, st)
 	device := func(token, name string) *pushtest.Subscription {
 		t.Helper()
 		sub, err := ps.Subscribe(key)
@@ -209,11 +210,11 @@ func TestE2EReAddedNameStaysRevoked(t *testing.T) {
 // push quoted its endpoint.
 func TestE2ENoSecretInLogs(t *testing.T) {
 	t.Parallel()
-	recv := stacktest.NewWebhookReceiver(t)
+	recv := notifytest.NewWebhookReceiver(t)
 	ps := pushtest.New(t)
 	st := stacktest.RelayOnly(t, []string{ps.Env()}, "-v", "--notify", "webhook:"+recv.URL+"/hook")
 	rita := st.AddPerson(t, "rita", "answer")
-	sub, err := ps.Subscribe(st.VapidKey(t))
+	sub, err := ps.Subscribe(notifytest.VapidKey(t, st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestE2ENoSecretInLogs(t *testing.T) {
 	for _, a := range hook.Answers {
 		secrets = append(secrets, strings.TrimPrefix(a.URL, st.RelayURL+relay.AnswerPath))
 	}
-	deny := stacktest.LinkFor(t, hook, "deny")
+	deny := notifytest.LinkFor(t, hook, "deny")
 	if resp, err := http.Get(deny); err == nil { // a chat app's preview
 		resp.Body.Close()
 	}

@@ -86,7 +86,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 	instruct.Capture = aep.CaptureRedacted.String()
 
 	// The attack, with whatever the NATS lets each attacker do.
-	if info := stacktest.NatsInfo(t, natsAddr); info["auth_required"] != true {
+	if info := NatsInfo(t, natsAddr); info["auth_required"] != true {
 		t.Errorf("the NATS listener's INFO does not ask for credentials: %v", info)
 	}
 	stranger, _ := nkeys.CreateUser()
@@ -100,7 +100,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 		{"a key of its own", []nats.Option{nats.Nkey(strangerPub, stranger.Sign)}},
 		{"a guessed user", []nats.Option{nats.UserInfo("aep", "aep")}},
 	} {
-		a, err := stacktest.AttackNATS(t, natsURL, c.opts...)
+		a, err := AttackNATS(t, natsURL, c.opts...)
 		if err == nil {
 			t.Errorf("%s: the NATS listener took the connection", c.name)
 			if a.ReadStream() {
@@ -144,7 +144,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	peerPub, _ := peer.PublicKey()
-	p, err := stacktest.AttackNATS(t, natsURL, nats.Nkey(peerPub, peer.Sign), nats.CustomInboxPrefix("_INBOX."+peerPub))
+	p, err := AttackNATS(t, natsURL, nats.Nkey(peerPub, peer.Sign), nats.CustomInboxPrefix("_INBOX."+peerPub))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 		}
 	}
 	for name, logs := range map[string]string{"first": st.Relay.Logs.String(), "second": b.Logs.String()} {
-		if strings.Contains(logs, strings.TrimSpace(string(stacktest.MustSeed(t, peer)))) {
+		if strings.Contains(logs, strings.TrimSpace(string(MustSeed(t, peer)))) {
 			t.Errorf("the %s relay printed the NATS seed", name)
 		}
 		if strings.Contains(logs, "without credentials") {

@@ -19,6 +19,8 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
@@ -33,7 +35,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
 	mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "question"))
-	recv := stacktest.NewWebhookReceiver(t)
+	recv := notifytest.NewWebhookReceiver(t)
 	ws := &stacktest.WebStack{Kimi: kimi, Mode: "primary", Home: t.TempDir(), Khome: t.TempDir(), Work: t.TempDir()}
 	kimiharness.WriteWebConfig(t, ws.Khome, mock.Port)
 	ws.Web = kimiharness.StartWeb(t, kimi, ws.Khome, ws.Work)
@@ -46,7 +48,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	ws.Addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	ws.Env = []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + ws.Home, "KIMI_CODE_HOME=" + ws.Khome, "AEP_KIMI_WEB_CONTROL=1"}
 	ws.StartBridge(t)
-	b := st.OpenPage(t)
+	b := pagetest.OpenPage(t, st)
 	sid := ws.Web.CreateSession(t)
 
 	// (a) The page: pick "prod" (Kimi's second choice) and send.
@@ -75,7 +77,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	if !poll.Until(30*time.Second, func() bool { var ok bool; body, _, ok = recv.Request(req2.ID); return ok }) {
 		t.Fatalf("no webhook notification of the question; got %+v", recv.All())
 	}
-	if status, js := stacktest.PostLink(t, stacktest.LinkFor(t, body, staging)); status != http.StatusOK || js["answered"] != true {
+	if status, js := stacktest.PostLink(t, notifytest.LinkFor(t, body, staging)); status != http.StatusOK || js["answered"] != true {
 		t.Fatalf("POST the answer link: %d %v", status, js)
 	}
 	stacktest.ToolResult(t, mock, asked2, "Deploy where?", "staging")

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
 
@@ -33,7 +34,7 @@ func TestE2EUsageAlertOnce(t *testing.T) {
 	ws := &stacktest.WebStack{Stack: &stacktest.Stack{Token: "e2e-" + aep.NewID()}, Kimi: kimi, Mode: "primary",
 		Home: t.TempDir(), Khome: t.TempDir(), Work: t.TempDir()}
 	kimiharness.WriteWebConfig(t, ws.Khome, mock.Port)
-	recv := stacktest.NewWebhookReceiver(t)
+	recv := notifytest.NewWebhookReceiver(t)
 	rport, aport := netaddr.FreePort(t), netaddr.FreePort(t)
 	ws.RelayURL = fmt.Sprintf("http://127.0.0.1:%d", rport)
 	ws.Addr = fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))

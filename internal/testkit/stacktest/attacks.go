@@ -152,6 +152,14 @@ func (h *HeldSession) accept(t *testing.T, request, option string) bool {
 	return true
 }
 
+// PostLink POSTs an answer link, as a notification's button does, and
+// returns the status and the JSON answer.
+func PostLink(t *testing.T, link string) (int, map[string]any) {
+	t.Helper()
+	r := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: link})
+	return r.Status, r.Map(t)
+}
+
 // PostAs POSTs body as JSON with token.
 func PostAs(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()

@@ -1,9 +1,5 @@
 package stacktest
 
-import (
-	"github.com/aep-kimi/aep-kimi/notify"
-)
-
 // UsageScript reports a context past half of Kimi's 131072-token window
 // (Kimi compacts before a prompt once the context and its 50000 reserved
 // tokens would not fit: not at 70010), and tokens that add up.
@@ -12,15 +8,4 @@ var UsageScript = map[string]any{
 		{"match": "fill (one|two|three)", "text": "filled", "usage": map[string]int{"prompt_tokens": 70_000, "completion_tokens": 10}, "repeat": true},
 	},
 	"default": map[string]any{"text": "(mock default)", "usage": map[string]int{"prompt_tokens": 100, "completion_tokens": 1}},
-}
-
-// UsageBodies are the usage alerts the receiver got, by threshold.
-func (r *WebhookReceiver) UsageBodies() map[string][]notify.WebhookBody {
-	out := map[string][]notify.WebhookBody{}
-	for _, b := range r.All() {
-		if b.Kind == notify.KindUsage && b.Usage != nil {
-			out[b.Usage.Threshold] = append(out[b.Usage.Threshold], b)
-		}
-	}
-	return out
 }

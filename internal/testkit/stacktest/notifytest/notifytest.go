@@ -1,4 +1,7 @@
-package stacktest
+// Package notifytest receives and answers a Stack's notifications: a webhook
+// receiver, its answer links, the relay's VAPID key. It is apart from
+// stacktest because the notify package links the relay.
+package notifytest
 
 import (
 	"encoding/json"
@@ -9,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
 
@@ -69,10 +71,13 @@ func LinkFor(t *testing.T, b notify.WebhookBody, option string) string {
 	return ""
 }
 
-// PostLink POSTs an answer link, as a notification's button does, and
-// returns the status and the JSON answer.
-func PostLink(t *testing.T, link string) (int, map[string]any) {
-	t.Helper()
-	r := httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: link})
-	return r.Status, r.Map(t)
+// UsageBodies are the usage alerts the receiver got, by threshold.
+func (r *WebhookReceiver) UsageBodies() map[string][]notify.WebhookBody {
+	out := map[string][]notify.WebhookBody{}
+	for _, b := range r.All() {
+		if b.Kind == notify.KindUsage && b.Usage != nil {
+			out[b.Usage.Threshold] = append(out[b.Usage.Threshold], b)
+		}
+	}
+	return out
 }

@@ -1,10 +1,11 @@
-package stacktest
+package notifytest
 
 import (
 	"net/http"
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/notify"
 )
 
@@ -29,7 +30,7 @@ const PushManagerJS = `(() => {
 })()`
 
 // VapidKey is the relay's VAPID public key (base64url), read with its token.
-func (st *Stack) VapidKey(t testing.TB) string {
+func VapidKey(t testing.TB, st *stacktest.Stack) string {
 	t.Helper()
 	var vapid struct {
 		PublicKey string `json:"public_key"`
