@@ -21,10 +21,28 @@ type entry struct {
 	Data  []byte
 }
 
-// readArchive lists a tar.gz or zip archive's entries, in order.
+// readArchive lists a tar.gz or zip archive's entries, in order, with
+// their bytes: for small archives (walkArchive streams large ones).
 func readArchive(t *testing.T, path string) []entry {
 	t.Helper()
 	var out []entry
+	walkArchive(t, path, func(e entry, r io.Reader) {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Data = b
+		out = append(out, e)
+	})
+	return out
+}
+
+// walkArchive calls each for a tar.gz or zip archive's entries, in order,
+// with a reader of the entry's bytes (Data is left nil). Nothing holds a
+// whole member in memory: under -race every byte a test copies is
+// checked, and a release's binaries are hundreds of megabytes.
+func walkArchive(t *testing.T, path string, each func(e entry, r io.Reader)) {
+	t.Helper()
 	if filepath.Ext(path) == ".zip" {
 		zr, err := zip.OpenReader(path)
 		if err != nil {
@@ -36,14 +54,15 @@ func readArchive(t *testing.T, path string) []entry {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := io.ReadAll(rc)
+			each(entry{f.Name, f.Mode(), f.Modified.UTC(), nil}, rc)
+			// Reading to the end checks the member's CRC-32.
+			_, err = io.Copy(io.Discard, rc)
 			rc.Close()
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", f.Name, err)
 			}
-			out = append(out, entry{f.Name, f.Mode(), f.Modified.UTC(), b})
 		}
-		return out
+		return
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -58,19 +77,19 @@ func readArchive(t *testing.T, path string) []entry {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return out
+			// Reading to the end checks the gzip stream's CRC-32.
+			if _, err := io.Copy(io.Discard, gz); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
 			t.Errorf("%s: owner %d/%d %q/%q, want root with no names", h.Name, h.Uid, h.Gid, h.Uname, h.Gname)
 		}
-		out = append(out, entry{h.Name, h.FileInfo().Mode(), h.ModTime.UTC(), b})
+		each(entry{h.Name, h.FileInfo().Mode(), h.ModTime.UTC(), nil}, tr)
 	}
 }
 

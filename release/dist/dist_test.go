@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/buildinfo"
+	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,14 +97,14 @@ func TestRelease(t *testing.T) {
 	for _, a := range archives {
 		fi, _ := os.Stat(filepath.Join(dir, a.Name))
 		t.Logf("%s: %.1f MB", a.Name, float64(fi.Size())/1e6)
-		bins := checkArchive(t, filepath.Join(dir, a.Name), version, a.Platform)
+		bins, binSums := checkArchive(t, filepath.Join(dir, a.Name), version, a.Platform)
 		doc, err := os.ReadFile(filepath.Join(dir, a.Name+sbomSuffix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkSBOM(t, doc, a.Name, bins)
 		if kept != "" {
-			checkKept(t, kept, version, a.Platform, bins)
+			checkKept(t, kept, version, a.Platform, binSums)
 		}
 		if a.Platform == (platform{runtime.GOOS, runtime.GOARCH}) {
 			checkRuns(t, bins, version)
@@ -111,54 +114,69 @@ func TestRelease(t *testing.T) {
 }
 
 // checkArchive unpacks one archive into a temporary directory, checks its
-// entries and its binaries' build, and returns the binaries' paths.
-func checkArchive(t *testing.T, path, version string, p platform) []string {
+// entries and its binaries' build, and returns the binaries' paths and
+// their SHA-256 sums, taken as they were unpacked.
+func checkArchive(t *testing.T, path, version string, p platform) (bins []string, sums map[string]string) {
 	t.Helper()
 	top := archiveBase(version, p)
 	names := []string{top + "/", top + "/README.md"}
 	for _, c := range commands {
 		names = append(names, top+"/"+p.exe(c))
 	}
-	entries := readArchive(t, path)
 	var got []string
 	out := t.TempDir()
-	var bins []string
-	for _, e := range entries {
+	sums = map[string]string{}
+	walkArchive(t, path, func(e entry, r io.Reader) {
 		got = append(got, e.Name)
-		if base := filepath.Base(e.Name); slices.Contains(commands, strings.TrimSuffix(base, ".exe")) {
-			if e.Mode.Perm() != 0o755 {
-				t.Errorf("%s: mode %v", e.Name, e.Mode)
-			}
-			bin := filepath.Join(out, base)
-			if err := os.WriteFile(bin, e.Data, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			bins = append(bins, bin)
-			checkBuild(t, bin, p, strings.TrimSuffix(base, ".exe"))
+		base := filepath.Base(e.Name)
+		if !slices.Contains(commands, strings.TrimSuffix(base, ".exe")) {
+			return
 		}
-	}
+		if e.Mode.Perm() != 0o755 {
+			t.Errorf("%s: mode %v", e.Name, e.Mode)
+		}
+		bin := filepath.Join(out, base)
+		sum, err := writeHashed(bin, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins = append(bins, bin)
+		sums[bin] = sum
+		checkBuild(t, bin, p, strings.TrimSuffix(base, ".exe"))
+	})
 	if !slices.Equal(got, names) {
 		t.Errorf("%s holds %q, want %q", filepath.Base(path), got, names)
 	}
-	return bins
+	return bins, sums
+}
+
+// writeHashed copies r into a new executable file at path and returns the
+// bytes' SHA-256, in one pass.
+func writeHashed(path string, r io.Reader) (sum string, err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // checkKept checks that the binaries -keep-binaries left for p are the
-// archive's own bytes, under the release's version: what the npm packages
-// ship is what the archives ship.
-func checkKept(t *testing.T, kept, version string, p platform, bins []string) {
+// archive's own bytes (by SHA-256), under the release's version: what the
+// npm packages ship is what the archives ship.
+func checkKept(t *testing.T, kept, version string, p platform, sums map[string]string) {
 	t.Helper()
 	if v, err := os.ReadFile(filepath.Join(kept, keptVersion)); err != nil || strings.TrimSpace(string(v)) != version {
 		t.Errorf("kept binaries' version %q (%v), want %s", v, err, version)
 	}
-	for _, bin := range bins {
-		want, err := os.ReadFile(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(filepath.Join(kept, p.dir(), filepath.Base(bin)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s kept for %s: %d bytes (%v), differs from the archive's %d", filepath.Base(bin), p, len(got), err, len(want))
+	for bin, want := range sums {
+		got, err := fileSHA256(filepath.Join(kept, p.dir(), filepath.Base(bin)))
+		if err != nil || got != want {
+			t.Errorf("%s kept for %s: sha256 %s (%v), the archive's is %s", filepath.Base(bin), p, got, err, want)
 		}
 	}
 }
