@@ -45,6 +45,7 @@ func startCluster(t testing.TB) ([]*server.Server, string) {
 // leader, and it asks again, briefly, until one answers, saying what it
 // waits for.
 func TestJetStreamStartsWithItsCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("forms three-node JetStream clusters; skipped under -short")
 	}
@@ -90,6 +91,7 @@ func TestJetStreamStartsWithItsCluster(t *testing.T) {
 // again; every acknowledged event is in the relay and in the stream a new
 // relay rebuilds from, in order, once.
 func TestJetStreamClusterLeaderLossMidIngest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("forms three-node JetStream clusters; skipped under -short")
 	}

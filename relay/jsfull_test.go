@@ -30,6 +30,7 @@ import (
 // every event it acknowledged, before and after, is there in order, in
 // the relay and in the stream a restart rebuilds from.
 func TestJetStreamFullDiskRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("fills a tmpfs and waits for the store to recover; skipped under -short")
 	}
@@ -180,6 +181,7 @@ func grepLines(b []byte, prefix string) string {
 // server does (space freed, the server restarted), without its own
 // restart: nothing it acknowledged is lost.
 func TestJetStreamExternalFullDiskRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("fills a tmpfs under a NATS server; skipped under -short")
 	}

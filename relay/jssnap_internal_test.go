@@ -225,6 +225,7 @@ func TestSnapshotRefusedWhenItDoesNotMatch(t *testing.T) {
 // order, and a consumer resuming from a position it had gets exactly what
 // followed it.
 func TestSnapshotRestartManyEvents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := JetStreamConfig{Dir: dir}
 	js, err := OpenJetStream(context.Background(), cfg)
