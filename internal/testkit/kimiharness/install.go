@@ -41,6 +41,11 @@ func CacheDir() string {
 // Bin returns the path of a runnable kimi: $KIMI_BIN as is, else the pinned
 // install in CacheDir, installed on first use.
 func Bin(ctx context.Context) (string, error) {
+	// Node skips its compile cache without a word when it cannot write
+	// there; made here, it is there for every test kimi from the first.
+	if err := os.MkdirAll(compileCacheDir(), 0o755); err != nil {
+		return "", fmt.Errorf("node compile cache: %w", err)
+	}
 	if b := os.Getenv(EnvBin); b != "" {
 		return b, nil
 	}

@@ -140,10 +140,14 @@ func Env(home string) []string {
 func kimiEnv(home string) []string {
 	env := []string{"KIMI_CODE_HOME=" + home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1"}
 	if os.Getenv(envNodeCompileCache) == "" {
-		env = append(env, envNodeCompileCache+"="+filepath.Join(CacheDir(), "node-compile-cache"))
+		env = append(env, envNodeCompileCache+"="+compileCacheDir())
 	}
 	return env
 }
+
+// compileCacheDir is the Node compile cache every test kimi shares, across
+// tests and packages, beside the pinned install.
+func compileCacheDir() string { return filepath.Join(CacheDir(), "node-compile-cache") }
 
 // envNodeCompileCache is Node's (22.1 and later) directory for its
 // on-disk compile cache.
@@ -155,7 +159,9 @@ func Print(ctx context.Context, kimi, home, workdir, prompt string, args ...stri
 	cmd := exec.CommandContext(ctx, kimi, append([]string{"-p", prompt}, args...)...)
 	cmd.Dir = workdir
 	cmd.Env = Env(home)
+	started := time.Now()
 	out, err := cmd.CombinedOutput()
+	LogLaunch("print", home, started, cmd.ProcessState)
 	return string(out), err
 }
 

@@ -41,9 +41,13 @@ func StartWeb(t testing.TB, kimi, home, workdir string, env ...string) *Web {
 	cmd := exec.Command(kimi, "web", "--no-open", "--host", "127.0.0.1", "--port", fmt.Sprint(asked))
 	cmd.Dir = workdir
 	cmd.Env = append(Env(home), env...)
+	started := time.Now()
 	w.proc = proctest.Start(t, "kimi web", cmd)
 	w.PID = cmd.Process.Pid
-	t.Cleanup(func() { w.Stop(t) }) // before the SIGTERM proctest would send
+	t.Cleanup(func() { // before the SIGTERM proctest would send
+		w.Stop(t)
+		LogLaunch("web", home, started, cmd.ProcessState)
+	})
 	w.proc.Await(t, 60*time.Second, "its registration and /api/v1/healthz", func() bool {
 		if w.Port == 0 {
 			w.Port = w.registeredPort(asked)

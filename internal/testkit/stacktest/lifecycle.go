@@ -49,10 +49,15 @@ func (k *KimiRun) Start(t *testing.T, prompt string, args ...string) *exec.Cmd {
 	cmd := exec.Command(k.Kimi, append([]string{"-p", prompt}, args...)...)
 	cmd.Dir, cmd.Env = k.Work, kimiharness.Env(k.Home)
 	cmd.Stdout, cmd.Stderr = &syncbuf.Buffer{}, &syncbuf.Buffer{}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		kimiharness.LogLaunch("print", k.Home, started, cmd.ProcessState)
+	})
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
@@ -27,7 +28,10 @@ func (st *Stack) RegisterWithSetup(t *testing.T, kimi string, mockPort int) stri
 	}
 	doctor := exec.Command(kimi, "doctor")
 	doctor.Env = kimiharness.Env(home)
-	if out, err := doctor.CombinedOutput(); err != nil {
+	started := time.Now()
+	out, err = doctor.CombinedOutput()
+	kimiharness.LogLaunch("doctor", home, started, doctor.ProcessState)
+	if err != nil {
 		t.Fatalf("kimi doctor rejects the config aep-setup wrote: %v\n%s", err, out)
 	}
 	return home
