@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,38 @@ func TestRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("web: %d frames", len(drive.Frames))
+}
+
+// The login shell test kimis run with answers Kimi's start-up probe
+// (`$SHELL -l -c /usr/bin/env`) with the environment it was given, so the
+// probe neither runs the machine's login profile nor changes Kimi's PATH;
+// and every test kimi gets it, with the compile cache directory made.
+func TestLoginShellKeepsTheEnvironment(t *testing.T) {
+	t.Setenv(EnvCache, t.TempDir())
+	t.Setenv(EnvBin, "/bin/true") // Bin prepares the cache, then returns this
+	if _, err := Bin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(compileCacheDir()); err != nil || !fi.IsDir() {
+		t.Fatalf("no compile cache directory: %v", err)
+	}
+	var shell string
+	for _, kv := range kimiEnv(t.TempDir()) {
+		if v, ok := strings.CutPrefix(kv, "SHELL="); ok {
+			shell = v
+		}
+	}
+	if shell != loginShellPath() {
+		t.Fatalf("kimi's SHELL is %q, want %q", shell, loginShellPath())
+	}
+	cmd := exec.Command(shell, "-l", "-c", "/usr/bin/env")
+	cmd.Env = []string{"PATH=/only/this:/usr/bin:/bin", "PROBE=1"}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !slices.Contains(lines, "PATH=/only/this:/usr/bin:/bin") || !slices.Contains(lines, "PROBE=1") {
+		t.Fatalf("the login shell printed:\n%s", out)
+	}
 }

@@ -46,6 +46,9 @@ func Bin(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(compileCacheDir(), 0o755); err != nil {
 		return "", fmt.Errorf("node compile cache: %w", err)
 	}
+	if err := writeLoginShell(); err != nil {
+		return "", fmt.Errorf("kimi login shell: %w", err)
+	}
 	if b := os.Getenv(EnvBin); b != "" {
 		return b, nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -138,11 +139,31 @@ func Env(home string) []string {
 // compile cache keeps the bytecode between starts (about a fifth of a
 // start's CPU), which changes nothing Kimi does. One already set wins.
 func kimiEnv(home string) []string {
-	env := []string{"KIMI_CODE_HOME=" + home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1"}
+	env := []string{"KIMI_CODE_HOME=" + home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1",
+		"SHELL=" + loginShellPath()}
 	if os.Getenv(envNodeCompileCache) == "" {
 		env = append(env, envNodeCompileCache+"="+compileCacheDir())
 	}
 	return env
+}
+
+// loginShell is the SHELL a test kimi runs with. At every start Kimi runs
+// `$SHELL -l -c /usr/bin/env` to add the login shell's PATH to its own
+// (its Bash tool runs /bin/bash whatever SHELL says); a login profile
+// that does work (pyenv's init and rehash here: ~60 processes, a second of
+// CPU) costs that much at each of the suite's Kimi starts. This one
+// prints the environment it was given, so Kimi's PATH stays the test's.
+const loginShell = "#!/bin/sh\n# The login shell of test kimis (aep-kimi kimiharness): the environment as given.\nexec /usr/bin/env\n"
+
+// loginShellPath is where writeLoginShell puts loginShell.
+func loginShellPath() string { return filepath.Join(CacheDir(), "login-shell") }
+
+// writeLoginShell writes loginShell, once, where loginShellPath says.
+func writeLoginShell() error {
+	if b, err := os.ReadFile(loginShellPath()); err == nil && string(b) == loginShell {
+		return nil
+	}
+	return atomicfile.Write(loginShellPath(), []byte(loginShell), atomicfile.Options{Perm: 0o755})
 }
 
 // compileCacheDir is the Node compile cache every test kimi shares, across
