@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"syscall"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,20 +57,18 @@ func parseStat(b []byte) (Info, error) {
 	if open < 0 || end < open {
 		return Info{}, fmt.Errorf("procinfo: malformed stat record")
 	}
-	fields := bytes.Fields(b[end+1:])
-	const ppidField, startField = 4 - 3, 22 - 3 // fields[0] is field 3 (state)
-	if len(fields) <= startField {
+	state, ppidField, startField, ok := statFields(b[end+1:])
+	if !ok {
 		return Info{}, fmt.Errorf("procinfo: short stat record")
 	}
-	ppid, err := strconv.Atoi(string(fields[ppidField]))
+	ppid, err := strconv.Atoi(string(ppidField))
 	if err != nil {
 		return Info{}, fmt.Errorf("procinfo: ppid: %w", err)
 	}
-	ticks, err := strconv.ParseUint(string(fields[startField]), 10, 64)
+	ticks, err := strconv.ParseUint(string(startField), 10, 64)
 	if err != nil {
 		return Info{}, fmt.Errorf("procinfo: starttime: %w", err)
 	}
-	state := fields[0]
 	return Info{
 		Exited:  len(state) == 1 && (state[0] == 'Z' || state[0] == 'X'),
 		PPID:    ppid,
@@ -77,6 +76,54 @@ func parseStat(b []byte) (Info, error) {
 		Start:   strconv.FormatUint(ticks, 10),
 		StartNs: int64(ticks) * (1e9 / userHZ),
 	}, nil
+}
+
+// statFields picks fields 3 (state), 4 (ppid) and 22 (starttime) from what
+// follows comm, split as bytes.Fields splits, without building the list of
+// all fifty: kimi-hook reads two or three records per hook, and each list
+// was a fresh heap allocation.
+func statFields(b []byte) (state, ppid, start []byte, ok bool) {
+	const ppidAt, startAt = 4 - 3, 22 - 3 // field 3 (state) is the first
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			// Not from the kernel, which writes ASCII here: split as
+			// bytes.Fields does, Unicode spaces included.
+			f := bytes.Fields(b)
+			if len(f) <= startAt {
+				return nil, nil, nil, false
+			}
+			return f[0], f[ppidAt], f[startAt], true
+		}
+	}
+	n := 0
+	for i := 0; i < len(b); {
+		for i < len(b) && asciiSpace(b[i]) {
+			i++
+		}
+		if i == len(b) {
+			break
+		}
+		j := i
+		for j < len(b) && !asciiSpace(b[j]) {
+			j++
+		}
+		switch n {
+		case 0:
+			state = b[i:j]
+		case ppidAt:
+			ppid = b[i:j]
+		case startAt:
+			return state, ppid, b[i:j], true
+		}
+		n++
+		i = j
+	}
+	return nil, nil, nil, false
+}
+
+// asciiSpace is bytes.Fields' set of ASCII separators.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // clockNs is now on the clock of StartNs: CLOCK_BOOTTIME, which the kernel

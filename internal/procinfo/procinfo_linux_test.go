@@ -1,6 +1,9 @@
 package procinfo
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 func TestParseStat(t *testing.T) {
 	// comm may hold spaces and parentheses: fields count from the last ')'.
@@ -28,4 +31,30 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", b, info)
 		}
 	})
+}
+
+// statFields splits as bytes.Fields did before it, on any input.
+func FuzzStatFieldsAsBytesFields(f *testing.F) {
+	f.Add([]byte(" S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50\n"))
+	f.Add([]byte(" R\t1\v2 3\f4\r5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21"))
+	f.Add([]byte(" S 1\u00a02 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		state, ppid, start, ok := statFields(b)
+		fields := bytes.Fields(b)
+		if ok != (len(fields) > 19) {
+			t.Fatalf("statFields(%q) ok = %v with %d fields", b, ok, len(fields))
+		}
+		if ok && (!bytes.Equal(state, fields[0]) || !bytes.Equal(ppid, fields[1]) || !bytes.Equal(start, fields[19])) {
+			t.Fatalf("statFields(%q) = %q %q %q, want %q %q %q", b, state, ppid, start, fields[0], fields[1], fields[19])
+		}
+	})
+}
+
+// A record costs its two strings (comm and the start token), not a list of
+// its fifty fields.
+func TestParseStatAllocations(t *testing.T) {
+	rec := []byte("4242 (kimi) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+	if n := testing.AllocsPerRun(20, func() { parseStat(rec) }); n > 2 {
+		t.Fatalf("parseStat: %v allocations, want at most 2", n)
+	}
 }
