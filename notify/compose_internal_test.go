@@ -9,6 +9,7 @@ import (
 // A button reads as words: an option's label, or at a ceiling that kept
 // only its id, the id in words (Kimi's allow_session was "Allow_session").
 func TestOptionLabel(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		o    consumer.Option
 		want string

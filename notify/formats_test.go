@@ -78,6 +78,7 @@ func firstDelivery(t *testing.T, name string, got <-chan delivery, within time.D
 // webhook body verifies with the secret the relay keeps under its home;
 // and the deliveries on the record name the targets without their secrets.
 func TestFormatsThroughNotifier(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	ntfyURL, ntfyGot := localReceiver(t)
 	slackURL, slackGot := localReceiver(t)
@@ -224,6 +225,7 @@ type slackBody struct {
 // Block Kit's danger style, and Open. Denying from ntfy answers the held
 // request, and the follow-ups say so in words, with no check mark.
 func TestFormatsGateAllowDenyOpen(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	ntfyURL, ntfyGot := localReceiver(t)
 	slackURL, slackGot := localReceiver(t)

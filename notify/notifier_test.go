@@ -229,6 +229,7 @@ func noCommand(t *testing.T, st *stage, d time.Duration) {
 // nothing; a POST answers once, attributed; the stream records the
 // delivery; the resolution replaces the notification.
 func TestNotifyAnswerLink(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
 	st.start(t, "s1")
@@ -384,6 +385,7 @@ func TestNotifyExpired(t *testing.T) {
 
 // A request a rule answers sends nothing.
 func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
+	t.Parallel()
 	book := rules.Open(rules.Config{Path: filepath.Join(t.TempDir(), rules.FileName)})
 	if _, err := book.Add(rules.Rule{ID: "ls-ok", Effect: rules.Allow, Tool: "Bash", Args: "ls *"}); err != nil {
 		t.Fatal(err)
@@ -471,6 +473,7 @@ func TestNotifyDigest(t *testing.T) {
 // A receiver that never answers holds nothing up: the relay takes events
 // and other targets get theirs.
 func TestNotifySlowTargetNeverBlocks(t *testing.T) {
+	t.Parallel()
 	slow := &recorder{name: "webhook:slow.test", hold: make(chan struct{})}
 	defer close(slow.hold)
 	fast := &recorder{name: "webhook:fast.test"}
@@ -494,6 +497,7 @@ func TestNotifySlowTargetNeverBlocks(t *testing.T) {
 // reported with the reason, and the link stays unused, so it can answer
 // once what refused it is gone.
 func TestNotifyAnswerLinkRefused(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, nil)
 	st.start(t, "s1")

@@ -75,9 +75,10 @@ func nextPush(t *testing.T, ps *pushtest.Server, sub *pushtest.Subscription, n i
 // actions answering as the subscriber; the update that replaces it has the
 // same tag and closes it. Keys and subscriptions are private files.
 func TestWebPush(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	home := t.TempDir()
-	st := newStage(t, notify.Config{Home: home, PushServiceAllow: ps.Allow()}, nil)
+	st := newStage(t, notify.Config{Home: home, Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, nil)
 	sub, listed := subscribe(t, st, ps, "Pixel 8")
 	for _, f := range []string{notify.VAPIDFileName, notify.SubscriptionsFileName} {
 		if fi, err := os.Stat(filepath.Join(home, f)); err != nil || fi.Mode().Perm() != 0o600 {
@@ -156,6 +157,7 @@ func TestWebPush(t *testing.T) {
 // A push service answering 404 or 410 drops the subscription; one that
 // stalls holds up neither the relay nor other devices.
 func TestWebPushGoneAndStalled(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
 	gone, _ := subscribe(t, st, ps, "old phone")
@@ -184,6 +186,7 @@ func TestWebPushGoneAndStalled(t *testing.T) {
 
 // Bad subscriptions are refused with a reason; another origin is refused.
 func TestWebPushRefusals(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
 	good, _ := ps.Subscribe("")
@@ -217,6 +220,7 @@ func TestWebPushRefusals(t *testing.T) {
 // naming a loopback, private, link-local, CGNAT or unspecified address, or
 // plain http, is refused at registration.
 func TestWebPushRefusesNonPublicEndpoints(t *testing.T) {
+	t.Parallel()
 	st := newStage(t, notify.Config{}, nil)
 	ps := pushtest.New(t)
 	good, _ := ps.Subscribe("")
@@ -250,6 +254,7 @@ func TestWebPushRefusesNonPublicEndpoints(t *testing.T) {
 // loopback is refused by the dialer, nothing reaches the port, and the
 // subscription is dropped.
 func TestWebPushRefusesNonPublicAtConnect(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +298,7 @@ func TestWebPushRefusesNonPublicAtConnect(t *testing.T) {
 // notify test sends one message to each target and device and says what
 // each answered.
 func TestNotifyTestEndpoint(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	rec := &recorder{name: "webhook:receiver.test"}
 	st := newStage(t, notify.Config{Targets: []notify.Target{rec, downTarget("webhook:down.test")}, PushServiceAllow: ps.Allow()}, nil)
@@ -326,6 +332,7 @@ func TestNotifyTestEndpoint(t *testing.T) {
 // A person's device is theirs: it answers as them, and once their token is
 // revoked it is told nothing more and its links answer nothing.
 func TestWebPushRevoked(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	home := t.TempDir()
 	_, alice, err := access.Store{Home: home}.Add("alice", access.RoleAnswer, "")
@@ -419,6 +426,7 @@ func (d downTarget) Send(context.Context, notify.Message) error {
 // whose ceiling is metadata it names the tool and the session, never the
 // command.
 func TestAnswerPageWithinCeiling(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	home := t.TempDir()
 	_, bob, err := access.Store{Home: home}.Add("bob", access.RoleAnswer, "metadata")

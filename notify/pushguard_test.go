@@ -66,6 +66,7 @@ func guardedTarget(t *testing.T, endpoint string, allow []netip.Prefix, drops *a
 // refused at connect, nothing reaches the port, counted failed (not
 // retried), and its subscription dropped.
 func TestPushQueueRefusesNonPublicAtConnect(t *testing.T) {
+	t.Parallel()
 	ln, conns := countingListener(t)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	var drops atomic.Int32
@@ -92,6 +93,7 @@ func TestPushQueueRefusesNonPublicAtConnect(t *testing.T) {
 // A push service's redirect is not followed: the place it names gets
 // nothing, and the push fails for good.
 func TestPushFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
 	ln, conns := countingListener(t)
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://"+ln.Addr().String()+"/elsewhere", http.StatusTemporaryRedirect)
@@ -113,6 +115,7 @@ func TestPushFollowsNoRedirect(t *testing.T) {
 // logs name the failure, never the URL, whether the service is refused
 // at connect or does not answer.
 func TestPushErrorsHideEndpoint(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

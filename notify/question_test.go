@@ -71,6 +71,7 @@ func commandAnswer(t *testing.T, st *stage) (map[string]any, string) {
 // choice, as the person the link is for; once the question is answered
 // another link is refused, saying why, and the used one as used.
 func TestFormatsQuestionChoices(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	ntfyURL, ntfyGot := localReceiver(t)
 	slackURL, slackGot := localReceiver(t)
@@ -181,6 +182,7 @@ func TestFormatsQuestionChoices(t *testing.T) {
 // whose question takes one choice and no free text needs no Open to be
 // answered in full.
 func TestNotifyQuestionLinkValues(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
 	// A short coalescing window: the third message waits out the window the
 	// first opened.
@@ -222,6 +224,7 @@ func TestNotifyQuestionLinkValues(t *testing.T) {
 // ceiling), its open the page; an action answers that question as the
 // device's owner, from a phone.
 func TestWebPushQuestion(t *testing.T) {
+	t.Parallel()
 	ps := pushtest.New(t)
 	st := newStage(t, notify.Config{PushServiceAllow: ps.Allow()}, nil)
 	sub, _ := subscribe(t, st, ps, "Pixel 8")

@@ -54,6 +54,7 @@ func fastQueue(t *testing.T, url string) (*Queue, *Metrics) {
 }
 
 func TestQueueRetriesUntilSent(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) < 3 {
@@ -86,6 +87,7 @@ func TestQueueRetriesUntilSent(t *testing.T) {
 }
 
 func TestQueueGivesUp(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -126,6 +128,7 @@ func TestQueueGivesUp(t *testing.T) {
 // A receiver that never answers holds one message in flight; everything
 // past QueueSize is dropped at once, and Put never waits.
 func TestQueueSlowReceiverNeverBlocks(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {

@@ -42,6 +42,7 @@ func sendErr(tg Target, timeout time.Duration) error {
 }
 
 func TestSendStatusErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		status     int
 		header     string
@@ -87,6 +88,7 @@ func TestSendStatusErrors(t *testing.T) {
 }
 
 func TestSendUnreachableIsNotPermanent(t *testing.T) {
+	t.Parallel()
 	// A port nothing listens on: taken, then released.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,6 +108,7 @@ func TestSendUnreachableIsNotPermanent(t *testing.T) {
 }
 
 func TestSendSlowReceiverBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -136,6 +139,7 @@ func TestSendSlowReceiverBounded(t *testing.T) {
 }
 
 func TestSendReadsABoundedAnswer(t *testing.T) {
+	t.Parallel()
 	var written atomic.Int64
 	const total = 64 << 20
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +167,7 @@ func TestSendReadsABoundedAnswer(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
 	for v, want := range map[string]time.Duration{
 		"":                              0,
@@ -181,6 +186,7 @@ func TestRetryAfter(t *testing.T) {
 // The queue retries what the targets mark retryable and gives up at once
 // on what they mark permanent.
 func TestQueueRetriesTargetErrors(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	statuses := []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusOK, http.StatusBadRequest}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 // ack can reach the notifier's stream first. Another command's ack in the
 // same session never settles it.
 func TestSettleEitherOrder(t *testing.T) {
+	t.Parallel()
 	c := Claims{Session: "s1", Request: "r1", Surface: mapping.AgentLink, By: "owner"}
 	cmd := &aep.Event{ID: "cmd-1", Type: typeRespond, Session: "s1", Subject: "r1", Agent: mapping.AgentLink}
 	if err := cmd.SetExt(mapping.ExtBy, "owner"); err != nil {

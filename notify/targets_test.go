@@ -130,6 +130,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestNtfyFormat(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	tok := secretFile(t, "tk_AgQdq7mVBoFD37zQVN29RhuMzNIz2\n", 0o600)
 	tg, err := ParseTarget("ntfy:" + srv.URL + "/prefix/aepalerts#token-file=" + tok)
@@ -176,6 +177,7 @@ func TestNtfyFormat(t *testing.T) {
 }
 
 func TestNtfyMoreThanThreeOptions(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	tg, err := ParseTarget("ntfy:" + srv.URL + "/aepalerts")
 	if err != nil {
@@ -243,6 +245,7 @@ func slackTexts(t *testing.T, blocks []any) []map[string]any {
 func asSlice(v any) []any { s, _ := v.([]any); return s }
 
 func TestSlackFormat(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	hook := srv.URL + "/services/T0000/B0000/XXXXSECRETXXXX"
 	file := secretFile(t, hook+"\n", 0o600)
@@ -328,6 +331,7 @@ func TestSlackFormat(t *testing.T) {
 }
 
 func TestSlackURLElided(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	tg, err := ParseTarget("slack:" + srv.URL + "/services/T0000/B0000/XXXXSECRETXXXX")
 	if err != nil {
@@ -357,6 +361,7 @@ func TestSlackURLElided(t *testing.T) {
 }
 
 func TestWebhookFormatAndSignature(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusNoContent)
 	const secret = "whsec-0123456789abcdefghijklmnop"
 	tg, err := ParseTarget("webhook:" + srv.URL + "/hooks/aep?key=QUERYSECRET#secret-file=" + secretFile(t, secret+"\n", 0o600))
@@ -451,6 +456,7 @@ func TestWebhookFormatAndSignature(t *testing.T) {
 func answersLen(v map[string]any) int { return len(asSlice(v["answers"])) }
 
 func TestWebhookSecretKeptUnderHome(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "aep")
 	tg, err := ParseTargetIn("webhook:http://127.0.0.1:9/h", home)
 	if err != nil {
@@ -489,6 +495,7 @@ func TestWebhookSecretKeptUnderHome(t *testing.T) {
 }
 
 func TestParseTargetRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	loose := secretFile(t, "https://hooks.slack.com/services/T/B/LOOSESECRET", 0o644)
 	short := secretFile(t, "short", 0o600)
@@ -573,6 +580,7 @@ func TestParseTargetRefuses(t *testing.T) {
 // docs/notify.md documents the webhook body field by field: its table and
 // the body sent must name the same fields.
 func TestWebhookBodyDocumented(t *testing.T) {
+	t.Parallel()
 	page, err := os.ReadFile("../docs/notify.md")
 	if err != nil {
 		t.Fatal(err)
@@ -603,6 +611,7 @@ func TestWebhookBodyDocumented(t *testing.T) {
 // characters Slack escapes stays within the header's 150 once escaped, and
 // a message without a title has no header.
 func TestSlackLimits(t *testing.T) {
+	t.Parallel()
 	m := request()
 	m.Title = strings.Repeat("<&>", 100)
 	v := slackPayload(m)
@@ -633,6 +642,7 @@ func TestSlackLimits(t *testing.T) {
 // A usage alert's webhook body carries its figures in usage; a context
 // never said is null, not 0.
 func TestWebhookUsage(t *testing.T) {
+	t.Parallel()
 	m := Message{Kind: KindUsage, Tag: "aep-usage-context=80%-s1", Title: "Context 82% full (alert at 80%)", Session: "s1",
 		Usage: &UsageFacts{Threshold: "context=80%", Tokens: 23100, Context: consumer.Context{Tokens: 105000, Limit: 131072, Known: true}, BurnPerHour: 23100}}
 	b, _ := json.Marshal(webhookBody(m, time.Now()))

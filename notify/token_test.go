@@ -12,6 +12,7 @@ import (
 )
 
 func TestSignerLifecycle(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s, err := OpenSigner(home)
 	if err != nil {
@@ -78,6 +79,7 @@ func TestSignerLifecycle(t *testing.T) {
 // The used set stays bounded: expired uses go first, then the soonest
 // to expire.
 func TestSignerUsedBounded(t *testing.T) {
+	t.Parallel()
 	s := NewMemorySigner([]byte("k"))
 	now := time.Now()
 	for i := range MaxUsed + 50 {

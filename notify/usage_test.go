@@ -74,6 +74,7 @@ func (st *stage) settle(t *testing.T, r *recorder, marker string) {
 // its figures do after; below it nothing is sent; what is sent says the
 // session's figures at metadata and nothing of its prompts.
 func TestUsageAlertOnce(t *testing.T) {
+	t.Parallel()
 	st, rec := usageStage(t, "context=80%,tokens=50k")
 	st.start(t, "s1")
 	st.step(t, "s1", 10_000, 50_000)
@@ -117,6 +118,7 @@ func TestUsageAlertOnce(t *testing.T) {
 // A companion (the kimi web bridge's view of a hooked session) counts
 // toward its Kimi session: one alert, under the Kimi session's id.
 func TestUsageAlertJoinsCompanions(t *testing.T) {
+	t.Parallel()
 	st, rec := usageStage(t, "tokens=30k")
 	st.start(t, "k1")
 	st.step(t, "k1", 20_000, -1)
@@ -143,6 +145,7 @@ func TestUsageAlertJoinsCompanions(t *testing.T) {
 // duplicate of the crossing event (a reconnecting emitter's re-send)
 // changes nothing.
 func TestUsageAlertNotAgainAfterRestart(t *testing.T) {
+	t.Parallel()
 	backend := relay.NewMemoryBackend(1000, 100)
 	spec := usageSpec(t, "context=80%")
 	rec1 := &recorder{name: "rec1"}
@@ -176,6 +179,7 @@ func TestUsageAlertNotAgainAfterRestart(t *testing.T) {
 // by session), the sessions past each threshold now; no session id in any
 // label.
 func TestUsageMetrics(t *testing.T) {
+	t.Parallel()
 	st, rec := usageStage(t, "context=50%")
 	st.start(t, "s1")
 	st.step(t, "s1", 1000, 60_000)
@@ -213,6 +217,7 @@ aepkimi_notify_usage_alerts_total{threshold="context=50%"} 2
 // GET /notify/usage says the thresholds and where the page marks a
 // session near its limit (the lowest context threshold).
 func TestUsageAPI(t *testing.T) {
+	t.Parallel()
 	st, _ := usageStage(t, "tokens=200k,context=90%,context=70%")
 	var rep notify.UsageReport
 	httpcall.Get(t, st.url+notify.PathUsage, testToken).Want(t, http.StatusOK).JSON(t, &rep)

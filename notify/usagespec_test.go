@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		spec, want string
 	}{
@@ -37,6 +38,7 @@ func TestParseUsage(t *testing.T) {
 }
 
 func TestParseUsageRefuses(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		spec, says string
 	}{
@@ -76,6 +78,7 @@ func TestParseUsageRefuses(t *testing.T) {
 }
 
 func TestUsageOver(t *testing.T) {
+	t.Parallel()
 	ctx := UsageThreshold{Kind: UsageContext, Value: 80}
 	tok := UsageThreshold{Kind: UsageTokens, Value: 200_000}
 	meter := func(tokens, limit, in, out int64) consumer.Meter {
