@@ -1,14 +1,16 @@
 // The real Kimi's hooks into the real adapter and relay: the print and
-// kimi web scenarios, a kill -9 and a relay outage, and secrets kept in.
+// kimi web scenarios on aep-setup's registration, a kill -9 and a relay outage, and secrets kept in.
 
 package hooks
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +19,30 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/setup"
 )
 
-func TestE2EPrintScenarios(t *testing.T) {
+// Every scenario once, each into its own stack, on hooks aep-setup
+// registered (`kimi doctor` accepts them): the print-mode scenarios and the
+// kimi web one (an approved permission pair, a manual compaction, a prompt
+// queued behind a slow one that the user aborts, a rejected permission, the
+// 60 s heartbeat, and the archive that ends the session). Each checks its
+// own stream; together they must fire every one of the installed version's
+// 20 hooks into the adapters. One Kimi run per scenario: the suite's Kimi
+// CPU is most of its cost.
+func TestE2EScenarios(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
-	cases := []struct {
+	var mu sync.Mutex
+	fired := map[string]int{}
+	count := func(t *testing.T, st *stacktest.Stack) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ev, n := range st.HookCounts(t) {
+			fired[ev] += n
+		}
+	}
+	prints := []struct {
 		name  string
 		check func(t *testing.T, ev []*aep.Event)
 	}{
@@ -46,56 +66,76 @@ func TestE2EPrintScenarios(t *testing.T) {
 			stacktest.Want(t, ev, map[string]int{"run.started": 1, "run.failed": 1, "run.finished": 0})
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	t.Run("each", func(t *testing.T) {
+		t.Run("web", func(t *testing.T) {
+			t.Parallel()
 			st := stacktest.StartStack(t)
-			stacktest.Scenario(t, kimi, c.name, st.HookCmd(t))
+			mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
+			home := st.RegisterWithSetup(t, kimi, mock.Port)
+			web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
+			kimiharness.DriveWeb(t, web, true)
+			st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
+			web.Stop(t)
 			st.WaitQuiet(t)
+			count(t, st)
 			name, raw, ev := st.OneSession(t)
 			stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
-			c.check(t, ev)
+			stacktest.Want(t, ev, map[string]int{"run.started": 4, "run.finished": 3, "run.cancelled": 1, "attention.requested": 2,
+				"attention.answered": 2, "attention.resolved": 2, "tool.denied": 1, "session.compacted": 1, "session.ended": 1})
+			var terms []string
+			for _, e := range ev {
+				if aep.IsRunTerminal(e.Type) {
+					terms = append(terms, e.Type)
+				}
+				if e.Type == "run.cancelled" && stacktest.DataOf(e)["by"] != "user" {
+					t.Errorf("the aborted run is cancelled by %v, want user", stacktest.DataOf(e)["by"])
+				}
+			}
+			if got := strings.Join(terms, ","); got != "run.finished,run.cancelled,run.finished,run.finished" {
+				t.Errorf("run terminals %s", got)
+			}
+			if ev[len(ev)-1].Type != "session.ended" {
+				t.Errorf("last event %s", ev[len(ev)-1].Type)
+			}
 			stacktest.PairedTools(t, ev)
 			st.SameOnRelay(t, raw, ev[0].Session)
 		})
-	}
-}
-
-// The kimi web scenario: an approved permission pair, a manual compaction, a
-// prompt queued behind a slow one that the user aborts, a rejected permission,
-// and the archive that ends the session.
-func TestE2EWebScenario(t *testing.T) {
-	t.Parallel()
-	kimi := kimiharness.Require(t)
-	st := stacktest.StartStack(t)
-	mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
-	home := t.TempDir()
-	kimiharness.WriteConfig(t, home, mock.Port, st.HookCmd(t))
-	web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
-	kimiharness.DriveWeb(t, web, false)
-	st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
-	web.Stop(t)
-	st.WaitQuiet(t)
-	name, raw, ev := st.OneSession(t)
-	stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
-	stacktest.Want(t, ev, map[string]int{"run.started": 4, "run.finished": 3, "run.cancelled": 1, "attention.requested": 2,
-		"attention.answered": 2, "attention.resolved": 2, "tool.denied": 1, "session.compacted": 1, "session.ended": 1})
-	var terms []string
-	for _, e := range ev {
-		if aep.IsRunTerminal(e.Type) {
-			terms = append(terms, e.Type)
+		for _, c := range prints {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				st := stacktest.StartStack(t)
+				script := kimiharness.ScenarioFile(t, c.name)
+				sc, err := kimiharness.ReadScript(script)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mock := kimiharness.StartMock(t, script)
+				home := st.SetupHome(t, mock.Port)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				out, err := kimiharness.Print(ctx, kimi, home, t.TempDir(), sc.Prompt)
+				cancel()
+				if err != nil && c.name != "stop-failure" {
+					t.Fatalf("%s: kimi -p: %v\n%s", c.name, err, out)
+				}
+				st.WaitQuiet(t)
+				count(t, st)
+				name, raw, ev := st.OneSession(t)
+				stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
+				c.check(t, ev)
+				stacktest.PairedTools(t, ev)
+				st.SameOnRelay(t, raw, ev[0].Session)
+			})
 		}
-		if e.Type == "run.cancelled" && stacktest.DataOf(e)["by"] != "user" {
-			t.Errorf("the aborted run is cancelled by %v, want user", stacktest.DataOf(e)["by"])
+	})
+	var missing []string
+	for _, ev := range setup.HookEvents(kimiharness.KimiVersion) {
+		if fired[ev] == 0 {
+			missing = append(missing, ev)
 		}
 	}
-	if got := strings.Join(terms, ","); got != "run.finished,run.cancelled,run.finished,run.finished" {
-		t.Errorf("run terminals %s", got)
+	if len(missing) > 0 {
+		t.Fatalf("hooks never fired into the adapters: %s (seen %v)", strings.Join(missing, ", "), fired)
 	}
-	if ev[len(ev)-1].Type != "session.ended" {
-		t.Errorf("last event %s", ev[len(ev)-1].Type)
-	}
-	stacktest.PairedTools(t, ev)
-	st.SameOnRelay(t, raw, ev[0].Session)
 }
 
 // kill -9 of the adapter in the middle of a hook sequence while hooks keep

@@ -15,32 +15,6 @@ import (
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
-// `kimi -p` never fires SessionEnd: the session ends (normal) on the stream
-// within 5 s of the process exit, observed from the process.
-func TestE2EPrintModeEndsNormal(t *testing.T) {
-	// Serial: it bounds session.ended's latency after Kimi exits, which tests running beside it would stretch.
-	st := stacktest.StartStack(t)
-	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{
-		{"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo probe"}}}},
-		{"text": "done"},
-	}})
-	exited := k.Run(t, "run the probe")
-	ev, took := st.WaitEnded(t, 1, exited)
-	t.Logf("session.ended %s after kimi -p exited", took.Round(time.Millisecond))
-	if took > stacktest.MaxEndLatency {
-		t.Errorf("session.ended %s after the exit, want under %s", took, stacktest.MaxEndLatency)
-	}
-	if reason, observed := stacktest.LastEnd(t, ev); reason != mapping.EndNormal || observed != adapter.ObservedProcess {
-		t.Errorf("ended %q observed %q, want normal from the process", reason, observed)
-	}
-	stacktest.Want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "run.cancelled": 0, "session.ended": 1})
-	if ev[len(ev)-1].Type != "session.ended" {
-		t.Errorf("last event %s", ev[len(ev)-1].Type)
-	}
-	st.WaitQuiet(t)
-	st.ValidateLogAndRelay(t, ev[0].Session)
-}
-
 // A Kimi killed with SIGKILL in the middle of a run (the mock answers slowly)
 // fires nothing: the run closes and the session ends killed within 5 s.
 func TestE2EKilledMidRunEndsKilled(t *testing.T) {
@@ -76,18 +50,35 @@ func TestE2EKilledMidRunEndsKilled(t *testing.T) {
 	st.ValidateLogAndRelay(t, ev[0].Session)
 }
 
-// `kimi -r ID` after an observed end starts a new chapter of the same
-// session: session.started (resume) under the chapter's source, then its
-// own end; the log and the relay's replay validate.
+// `kimi -p` never fires SessionEnd: the session ends (normal) on the stream
+// within 5 s of the process exit, observed from the process. `kimi -r ID`
+// after that end starts a new chapter of the same session: session.started
+// (resume) under the chapter's source, then its own end; the log and the
+// relay's replay validate. One Kimi home, two runs.
 func TestE2EResumeStartsNewChapter(t *testing.T) {
 	// Serial: it bounds session.ended's latency after Kimi exits, which tests running beside it would stretch.
 	st := stacktest.StartStack(t)
-	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{{"text": "first"}}, "default": map[string]any{"text": "again"}})
-	exited := k.Run(t, "first prompt")
-	ev, _ := st.WaitEnded(t, 1, exited)
+	k := stacktest.NewKimiRun(t, st, map[string]any{"responses": []map[string]any{
+		{"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": "echo probe"}}}},
+		{"text": "first"},
+	}, "default": map[string]any{"text": "again"}})
+	exited := k.Run(t, "run the probe")
+	ev, took := st.WaitEnded(t, 1, exited)
+	t.Logf("session.ended %s after kimi -p exited", took.Round(time.Millisecond))
+	if took > stacktest.MaxEndLatency {
+		t.Errorf("session.ended %s after the exit, want under %s", took, stacktest.MaxEndLatency)
+	}
+	if reason, observed := stacktest.LastEnd(t, ev); reason != mapping.EndNormal || observed != adapter.ObservedProcess {
+		t.Errorf("ended %q observed %q, want normal from the process", reason, observed)
+	}
+	stacktest.Want(t, ev, map[string]int{"session.started": 1, "run.started": 1, "run.finished": 1, "run.cancelled": 0,
+		"tool.requested": 1, "tool.completed": 1, "session.ended": 1})
+	if ev[len(ev)-1].Type != "session.ended" {
+		t.Errorf("last event %s", ev[len(ev)-1].Type)
+	}
 	sid := ev[0].Session
 	exited = k.Run(t, "second prompt", "-r", sid)
-	ev, took := st.WaitEnded(t, 2, exited)
+	ev, took = st.WaitEnded(t, 2, exited)
 	t.Logf("the resumed chapter ended %s after its kimi exited", took.Round(time.Millisecond))
 	if took > stacktest.MaxEndLatency {
 		t.Errorf("second session.ended %s after the exit, want under %s", took, stacktest.MaxEndLatency)

@@ -15,24 +15,40 @@ import (
 )
 
 // RegisterWithSetup writes a Kimi home whose provider is the mock and whose
-// hooks are registered by `aep-setup write kimi-code`, then checks that
-// `kimi doctor` accepts it.
+// hooks are registered by `aep-setup write kimi-code`, which asks kimi its
+// version, then checks that `kimi doctor` accepts it.
 func (st *Stack) RegisterWithSetup(t *testing.T, kimi string, mockPort int) string {
 	t.Helper()
-	home := t.TempDir()
-	kimiharness.WriteWebConfig(t, home, mockPort)
-	out, err := exec.Command(filepath.Join(Binaries(t), "aep-setup"), "write", "kimi-code",
-		"--home", home, "--daemon", st.HookTo, "--aep-home", st.Home, "--kimi", kimi).CombinedOutput()
-	if err != nil {
-		t.Fatalf("aep-setup write: %v\n%s", err, out)
-	}
+	home := st.writeSetupHome(t, mockPort, "--kimi", kimi)
 	doctor := exec.Command(kimi, "doctor")
 	doctor.Env = kimiharness.Env(home)
 	started := time.Now()
-	out, err = doctor.CombinedOutput()
+	out, err := doctor.CombinedOutput()
 	kimiharness.LogLaunch("doctor", home, started, doctor.ProcessState)
 	if err != nil {
 		t.Fatalf("kimi doctor rejects the config aep-setup wrote: %v\n%s", err, out)
+	}
+	return home
+}
+
+// SetupHome is RegisterWithSetup for the harness's Kimi version, without
+// starting Kimi to ask it or to run its doctor: each Kimi start costs
+// seconds of CPU, and one check of the registration is enough.
+func (st *Stack) SetupHome(t *testing.T, mockPort int) string {
+	t.Helper()
+	return st.writeSetupHome(t, mockPort, "--kimi-version", kimiharness.KimiVersion)
+}
+
+// writeSetupHome writes a Kimi home for the mock on mockPort whose hooks
+// `aep-setup write kimi-code VERSION-ARGS` registered.
+func (st *Stack) writeSetupHome(t *testing.T, mockPort int, version ...string) string {
+	t.Helper()
+	home := t.TempDir()
+	kimiharness.WriteWebConfig(t, home, mockPort)
+	out, err := exec.Command(filepath.Join(Binaries(t), "aep-setup"), append([]string{"write", "kimi-code",
+		"--home", home, "--daemon", st.HookTo, "--aep-home", st.Home}, version...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("aep-setup write: %v\n%s", err, out)
 	}
 	return home
 }

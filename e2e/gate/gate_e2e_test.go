@@ -1,7 +1,7 @@
 // The gate against Kimi's own hook timeout: killed hooks, pending lists,
 // --on-timeout deny and control taking effect under a running `up`.
 
-package hooks
+package gate
 
 import (
 	"bytes"

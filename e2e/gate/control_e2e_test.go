@@ -1,7 +1,7 @@
 // Control from another terminal on a real Kimi: deny, allow, time out
 // and steer, through the real relay and gate.
 
-package hooks
+package gate
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 // Hints that fit the reader: what a live tail, pending and tail offer
 // an owner and a watcher, from the built binaries' real output.
 
-package hooks
+package gate
 
 import (
 	"os"
