@@ -22,7 +22,9 @@ import (
 
 // Companion mode next to a hook adapter: one session with a tool call that
 // needs approval, answered in the web UI. Only x.kimi-code.web.* is emitted,
-// in the session {sid}.web, each event naming its kap session.
+// in the session {sid}.web, each event naming its kap session. The same
+// kimi web then refuses a second bridge's wrong token (one Kimi start
+// serves both: its CPU is most of the suite's).
 func TestE2EBridgeWebCompanion(t *testing.T) {
 	t.Parallel()
 	ws := stacktest.StartWebStack(t, "companion")
@@ -90,6 +92,10 @@ func TestE2EBridgeWebCompanion(t *testing.T) {
 			t.Errorf("tail prints %q:\n%s", bad, out)
 		}
 	}
+
+	// The same kimi web, for a second bridge that has the wrong token:
+	// Kimi is only the server that refuses it.
+	t.Run("wrong token", func(t *testing.T) { wrongToken(t, ws.Web) })
 }
 
 // Primary mode with control: approve and reject from `aep-kimi respond`,
@@ -278,20 +284,16 @@ func TestE2EBridgeWebRestarts(t *testing.T) {
 
 // A wrong kap token: a clear log line and a metric, the bridge keeps
 // running and retrying, and connects once the token file is right. Neither
-// token ever reaches its log.
-func TestE2EBridgeWebWrongToken(t *testing.T) {
-	t.Parallel()
-	kimi := kimiharness.Require(t)
-	mock := kimiharness.StartMock(t, kimiharness.WriteScript(t, stacktest.WebScript))
-	khome, home := t.TempDir(), t.TempDir()
-	kimiharness.WriteWebConfig(t, khome, mock.Port)
-	web := kimiharness.StartWeb(t, kimi, khome, t.TempDir())
+// token ever reaches its log. web is a running kimi web, whichever bridges
+// it serves already.
+func wrongToken(t *testing.T, web *kimiharness.Web) {
+	home := t.TempDir()
 	tokenFile := filepath.Join(t.TempDir(), "kap.token")
 	os.WriteFile(tokenFile, []byte("not-the-token\n"), 0o600)
 	addr := fmt.Sprintf("127.0.0.1:%d", netaddr.FreePort(t))
 	ws := &stacktest.WebStack{Addr: addr}
 	ws.Bridge = stacktest.StartDaemon(t, "http://"+addr, []string{"AEP_HOME=" + home}, "bridge-web", "--listen", addr,
-		"--kimi-home", khome, "--kap-token-file", tokenFile, "--relay", "none")
+		"--kimi-home", web.Home, "--kap-token-file", tokenFile, "--relay", "none")
 	ws.WaitHealth(t, "reported the refused token", func(h bridgeweb.Health) bool { return h.Kap.State == bridgeweb.KapUnauthorized })
 	if m := ws.Metrics(t); !strings.Contains(m, `aepkimi_bridgeweb_kap_connect_errors_total{reason="unauthorized"}`) {
 		t.Error("no unauthorized metric")
