@@ -6,9 +6,11 @@ package gate
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +25,10 @@ import (
 )
 
 // A person denies or allows a real Kimi tool call from another terminal:
-// the held PreToolUse gate, answered with `aep-kimi respond`.
+// the held PreToolUse gate, answered with `aep-kimi respond`. One Kimi
+// session makes one call per case, one after another (the mock hands out
+// the next call once the last one's result is in), and each case reads the
+// one recorded stream and the model's requests.
 func TestE2EGate(t *testing.T) {
 	t.Parallel()
 	kimi := kimiharness.Require(t)
@@ -35,52 +40,63 @@ func TestE2EGate(t *testing.T) {
 		{"allow", "allow", "", true},
 		{"free text denies", "", "use the staging box instead", false},
 	}
+	// The harness registers hooks with a 10 s timeout: the hold fits.
+	st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
+	dir := t.TempDir()
+	markers := make([]string, len(cases))
+	var responses []any
+	for i := range cases {
+		markers[i] = filepath.Join(dir, fmt.Sprintf("side-effect-%d", i))
+		responses = append(responses, map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
+			"arguments": map[string]any{"command": "touch " + markers[i]}}}})
+	}
+	script := stacktest.WriteScript(t, map[string]any{"prompt": "Create the marker files.",
+		"responses": append(responses, map[string]any{"text": "done"})})
+	out := stacktest.Async(t, func() kimiharness.PrintRun { return stacktest.Scenario(t, kimi, script, st.HookCmd(t)) })
+	answered := map[string]bool{}
 	for _, c := range cases {
+		req := st.WaitEvent(t, func(e *aep.Event) bool {
+			return e.Type == "attention.requested" && strings.Contains(string(e.Data), `"control"`) && !answered[e.ID]
+		})
+		answered[req.ID] = true
+		args := []string{"respond"}
+		if c.option != "" {
+			args = append(args, "--option", c.option)
+		}
+		if c.text != "" {
+			args = append(args, "--text", c.text)
+		}
+		code, msg := st.Cli(t, append(args, req.Session, req.ID)...)
+		if code != 0 || !strings.Contains(msg, "accepted") {
+			t.Fatalf("%s: respond: exit %d: %s", c.name, code, msg)
+		}
+	}
+	run := <-out
+	st.WaitQuiet(t)
+	name, _, ev := st.OneSession(t)
+	stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
+	counts := stacktest.TypeCounts(ev)
+	if counts["control.accepted"] != 3 || counts["attention.answered"] != 3 || counts["attention.resolved"] != 3 {
+		t.Fatalf("control loop not on the stream: %v", counts)
+	}
+	if counts["tool.denied"] != 2 || counts["tool.failed"] != 2 || counts["tool.completed"] != 1 {
+		t.Fatalf("two denied tools and one allowed: %v", counts)
+	}
+	reqs := run.Mock.Requests(t)
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// The harness registers hooks with a 10 s timeout: the hold fits.
-			st := stacktest.StartStack(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=8000")
-			marker := filepath.Join(t.TempDir(), "side-effect")
-			script := stacktest.MarkerScript(t, marker)
-			out := make(chan kimiharness.PrintRun, 1)
-			go func() { out <- stacktest.Scenario(t, kimi, script, st.HookCmd(t)) }()
-			req := st.WaitEvent(t, func(e *aep.Event) bool {
-				return e.Type == "attention.requested" && strings.Contains(string(e.Data), `"control"`)
-			})
-			args := []string{"respond"}
-			if c.option != "" {
-				args = append(args, "--option", c.option)
-			}
-			if c.text != "" {
-				args = append(args, "--text", c.text)
-			}
-			code, msg := st.Cli(t, append(args, req.Session, req.ID)...)
-			if code != 0 || !strings.Contains(msg, "accepted") {
-				t.Fatalf("respond: exit %d: %s", code, msg)
-			}
-			run := <-out
-			st.WaitQuiet(t)
-			_, err := os.Stat(marker)
+			_, err := os.Stat(markers[i])
 			if ran := err == nil; ran != c.ran {
 				t.Fatalf("tool side effect happened=%v, want %v", ran, c.ran)
 			}
-			name, _, ev := st.OneSession(t)
-			stacktest.ValidateWithCLI(t, filepath.Join(st.Home, "logs", "kimi-code", name))
-			counts := stacktest.TypeCounts(ev)
-			if counts["control.accepted"] != 1 || counts["attention.answered"] != 1 || counts["attention.resolved"] != 1 {
-				t.Fatalf("control loop not on the stream: %v", counts)
-			}
-			if c.ran {
-				if counts["tool.denied"] != 0 || counts["tool.completed"] != 1 {
-					t.Fatalf("allowed tool: %v", counts)
-				}
+			if c.text == "" {
 				return
 			}
-			if counts["tool.denied"] != 1 || counts["tool.failed"] != 1 {
-				t.Fatalf("denied tool: %v", counts)
-			}
-			// The model got the reason: the mock saw it in the next request.
-			if reqs := run.Mock.Requests(t); !strings.Contains(strings.Join(reqs, "\n"), c.text) {
-				t.Fatalf("the model never saw the reason %q", c.text)
+			// The model got the reason with this call's result: the mock
+			// saw it first in the request after the call.
+			first := slices.IndexFunc(reqs, func(r string) bool { return strings.Contains(r, c.text) })
+			if first != i+1 {
+				t.Fatalf("the model saw the reason %q first in request %d of %d, want %d", c.text, first, len(reqs), i+1)
 			}
 		})
 	}
