@@ -71,7 +71,9 @@ type pushPage struct {
 }
 
 func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
-	b := browsertest.New(t, width, height)
+	// A browser of its own: Chromium never finds a page installable in a
+	// context off the record, as New's are.
+	b := browsertest.NewOwn(t, width, height)
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	target, _ := url.Parse(base)
 	links := &answerLinks{status: map[string]int{}}

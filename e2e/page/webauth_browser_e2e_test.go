@@ -128,9 +128,9 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 
 	// A new tab has the cookie but not the tab's secret: it logs in
 	// through the URL, as a first visit does.
-	tab, closeTab := chromedp.NewContext(b.Ctx)
+	tab, closeTab := b.Tab()
 	defer closeTab()
-	tctx, tcancel := context.WithTimeout(tab, browsertest.Wait)
+	tctx, tcancel := context.WithTimeout(tab.Ctx, browsertest.Wait)
 	defer tcancel()
 	if err := chromedp.Run(tctx, chromedp.Navigate(base+"/"),
 		chromedp.Poll(`document.getElementById('conn').dataset.conn === 'login-needed'`, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {

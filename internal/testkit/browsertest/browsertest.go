@@ -6,16 +6,22 @@ package browsertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
@@ -54,49 +60,65 @@ func Find(t testing.TB) string {
 
 // Browser is one headless Chromium tab.
 type Browser struct {
-	t    testing.TB
-	Ctx  context.Context
-	name string // "" for the browser's first tab, "-tabN" for the Nth it opened
-	tabs int    // tabs opened with Tab
+	t      testing.TB
+	Ctx    context.Context
+	name   string // "" for the browser's first tab, "-tabN" for the Nth it opened
+	tabs   int    // tabs opened with Tab
+	width  int    // the window's size, the tabs' too
+	height int
+	root   context.Context      // the shared browser's first tab
+	bctx   cdp.BrowserContextID // the test's browser context, the tabs' too
 }
 
-// New starts a headless Chromium with one tab, closed when the test ends;
-// width and height size its window (360 wide is a phone).
+// New opens a tab in a browser context of its own (cookies, storage,
+// permissions and service workers of its own: a fresh profile, in effect),
+// closed when the test ends; width and height size its window (360 wide is
+// a phone). The tabs of one test binary share one headless Chromium,
+// started by the first: a browser costs more CPU to start than most tests
+// spend in it.
 func New(t testing.TB, width, height int) *Browser {
 	t.Helper()
 	bin := Find(t)
-	// Not t.TempDir: Chromium's helper processes can still be writing the
-	// profile for a moment after the browser is gone, and a failed removal
-	// there would fail the test. The cleanup below retries instead.
-	profile, err := os.MkdirTemp("", "aep-kimi-chromium-*")
+	browserCtx, err := shared.browser(bin)
 	if err != nil {
-		t.Fatalf("browser profile: %v", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(width, height),
-		chromedp.UserDataDir(profile),
-		// Notifications in Chromium's own message center, not the desktop's
-		// (there is none): what a page shows stays listed until closed.
-		chromedp.Flag("disable-features", "NativeNotifications"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	// Start the browser now. The first Run's context owns the browser, so
-	// it is the tab's own; later runs take bounded children.
-	if err := chromedp.Run(ctx); err != nil {
-		cancelTab()
-		cancelAlloc()
-		removeProfile(t, profile)
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	c := chromedp.FromContext(browserCtx)
+	bctx, err := target.CreateBrowserContext().WithDisposeOnDetach(true).Do(cdp.WithExecutor(browserCtx, c.Browser))
+	if err != nil {
+		t.Fatalf("a browser context in %s: %v", bin, err)
+	}
+	ctx, cancelTab, err := openTab(browserCtx, bctx, width, height)
+	if err != nil {
+		disposeBrowserContext(browserCtx, bctx)
+		t.Fatalf("open a tab in %s: %v", bin, err)
+	}
+	return watch(t, &Browser{t: t, Ctx: ctx, width: width, height: height, root: browserCtx, bctx: bctx}, func() {
+		cancelTab()
+		disposeBrowserContext(browserCtx, bctx)
+	})
+}
+
+// NewOwn is New with a Chromium of the test's own and a profile on disk,
+// for what Chromium allows no context off the record: installing the page
+// as an app. It costs a browser's start.
+func NewOwn(t testing.TB, width, height int) *Browser {
+	t.Helper()
+	bin := Find(t)
+	ctx, stop, err := start(bin, width, height)
+	if err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return watch(t, &Browser{t: t, Ctx: ctx, width: width, height: height, root: ctx}, func() { stop(t) })
+}
+
+// watch logs b's page errors until the test ends, then writes a failed
+// test's artifacts and closes b with end.
+func watch(t testing.TB, b *Browser, end func()) *Browser {
 	// The page's uncaught errors go to the test log, until the test ends.
 	var mu sync.Mutex
 	ended := false
-	chromedp.ListenTarget(ctx, func(ev any) {
+	chromedp.ListenTarget(b.Ctx, func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		if ended {
@@ -110,7 +132,6 @@ func New(t testing.TB, width, height int) *Browser {
 			t.Logf("page error: %s (%s:%d)", msg, e.ExceptionDetails.URL, e.ExceptionDetails.LineNumber)
 		}
 	})
-	b := &Browser{t: t, Ctx: ctx}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b.artifacts()
@@ -118,11 +139,108 @@ func New(t testing.TB, width, height int) *Browser {
 		mu.Lock()
 		ended = true
 		mu.Unlock()
-		cancelTab()
-		cancelAlloc()
-		removeProfile(t, profile)
+		end()
 	})
 	return b
+}
+
+// openTab opens a tab in its own window of the browser context bctx,
+// width by height (as --window-size sizes a browser's first window), and
+// attaches to it; cancel closes it.
+func openTab(browserCtx context.Context, bctx cdp.BrowserContextID, width, height int) (context.Context, context.CancelFunc, error) {
+	c := chromedp.FromContext(browserCtx)
+	id, err := target.CreateTarget("about:blank").WithBrowserContextID(bctx).WithNewWindow(true).
+		WithWidth(int64(width)).WithHeight(int64(height)).Do(cdp.WithExecutor(browserCtx, c.Browser))
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithTargetID(id))
+	if err := chromedp.Run(ctx); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	// A tab chromedp.NewContext opens from this one joins its browser
+	// context, as one opened with Tab does.
+	chromedp.FromContext(ctx).BrowserContextID = bctx
+	return ctx, cancel, nil
+}
+
+// disposeBrowserContext closes a browser context and all its tabs, within
+// a bound of its own (the test's context may have ended).
+func disposeBrowserContext(browserCtx context.Context, bctx cdp.BrowserContextID) {
+	c := chromedp.FromContext(browserCtx)
+	ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
+	defer cancel()
+	target.DisposeBrowserContext(bctx).Do(cdp.WithExecutor(ctx, c.Browser)) //nolint:errcheck // the browser may be gone; nothing is left to close then
+}
+
+// shared is the Chromium of this test binary's browser tests. It is
+// package state on purpose: one browser outlives the tests that use it.
+var shared sharedBrowser
+
+// sharedBrowser starts one headless Chromium on first use and again if it
+// has gone (a crash ends only the tests running in it).
+type sharedBrowser struct {
+	mu  sync.Mutex
+	ctx context.Context // the browser's first tab, never closed
+}
+
+func (s *sharedBrowser) browser(bin string) (context.Context, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx != nil && s.ctx.Err() == nil {
+		return s.ctx, nil
+	}
+	// Never stopped: Chromium dies with the test binary (chromedp sets its
+	// parent-death signal) and leaves its profile behind, so each start
+	// removes those of binaries that have exited.
+	removeStaleProfiles()
+	ctx, _, err := start(bin, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.ctx = ctx
+	return ctx, nil
+}
+
+// start starts a headless Chromium, its first window width by height
+// (zero: Chromium's default), and returns its first tab and what stops
+// it and removes its profile.
+func start(bin string, width, height int) (context.Context, func(testing.TB), error) {
+	// Not t.TempDir: Chromium's helper processes can still be writing the
+	// profile for a moment after the browser is gone, and a failed removal
+	// there would fail the test. stop retries instead.
+	profile, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", profilePrefix, os.Getpid()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("browser profile: %w", err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(profile),
+		// Notifications in Chromium's own message center, not the desktop's
+		// (there is none): what a page shows stays listed until closed.
+		chromedp.Flag("disable-features", "NativeNotifications"),
+	)
+	if width > 0 && height > 0 {
+		opts = append(opts, chromedp.WindowSize(width, height))
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	stop := func(t testing.TB) {
+		cancel()
+		cancelAlloc()
+		removeProfile(t, profile)
+	}
+	if err := chromedp.Run(ctx); err != nil {
+		cancel()
+		cancelAlloc()
+		os.RemoveAll(profile)
+		return nil, nil, err
+	}
+	return ctx, stop, nil
 }
 
 // removeProfile removes a browser profile, retrying while the browser's
@@ -135,25 +253,52 @@ func removeProfile(t testing.TB, dir string) {
 	t.Logf("browser profile %s left behind: %v", dir, err)
 }
 
-// Tab opens another tab in b's browser, as a person opens a new window: it
-// shares the browser's cookies and local storage, not b's session storage.
+// profilePrefix starts the name of a shared browser's profile directory,
+// followed by the test binary's process ID.
+const profilePrefix = "aep-kimi-chromium-"
+
+// removeStaleProfiles removes the profiles of shared browsers whose test
+// binary is no longer running.
+func removeStaleProfiles() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), profilePrefix+"*"))
+	for _, dir := range dirs {
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), profilePrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid == os.Getpid() || processExists(pid) {
+			continue
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// processExists reports whether a process pid is running (or a zombie).
+func processExists(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Tab opens another tab in b's browser context, as a person opens a new
+// window: it shares b's cookies and local storage, not its session storage.
 // closeTab closes it (the tab's page is gone, as when a phone closes an app);
 // the test's end closes it too.
 func (b *Browser) Tab() (tab *Browser, closeTab func()) {
 	b.t.Helper()
-	ctx, cancel := chromedp.NewContext(b.Ctx)
 	b.tabs++
-	tab = &Browser{t: b.t, Ctx: ctx, name: fmt.Sprintf("%s-tab%d", b.name, b.tabs)}
+	ctx, cancel, err := openTab(b.root, b.bctx, b.width, b.height)
+	if err != nil {
+		b.t.Fatalf("open a tab: %v", err)
+	}
+	tab = &Browser{t: b.t, Ctx: ctx, name: fmt.Sprintf("%s-tab%d", b.name, b.tabs), width: b.width, height: b.height, root: b.root, bctx: b.bctx}
 	b.t.Cleanup(func() {
 		if b.t.Failed() && ctx.Err() == nil {
 			tab.artifacts()
 		}
 		cancel()
 	})
-	// As in New: the first Run's context owns the tab.
-	if err := chromedp.Run(ctx); err != nil {
-		b.t.Fatalf("open a tab: %v", err)
-	}
 	return tab, cancel
 }
 

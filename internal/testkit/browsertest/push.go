@@ -67,7 +67,8 @@ func (b *Browser) EnablePush(origin string) *Push {
 		}
 	})
 	b.MustRun("grant notifications", serviceworker.Enable(),
-		browser.GrantPermissions([]browser.PermissionType{browser.PermissionTypeNotifications}).WithOrigin(p.origin))
+		browser.GrantPermissions([]browser.PermissionType{browser.PermissionTypeNotifications}).
+			WithOrigin(p.origin).WithBrowserContextID(b.bctx))
 	return p
 }
 
