@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,7 +235,9 @@ func waitTickets(t *testing.T, js *JetStreamBackend, n uint64) {
 // admissions: the stream ends up holding each event once, as the index
 // does.
 func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
-	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir()})
+	// Its warnings say which copies were kept, should the count be off.
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ const (
 	// can store: the embedded server's health (a stream with a write error,
 	// JetStream shut down), an external one's stream info.
 	storeCheckInterval = time.Second
+	// storeReadyWait bounds the wait for the embedded server's readiness
+	// before its failed check is asked again: ready at once when it runs.
+	storeReadyWait = time.Second
 	// storeProbeInterval is how often, while the store is known unavailable,
 	// one batch is let through to try it; the others are refused at once.
 	// storeProbeTimeout bounds that batch's wait for the stream.
@@ -198,7 +201,15 @@ func (b *JetStreamBackend) watchStore(ctx context.Context) {
 // external NATS's answer to a stream info request.
 func (b *JetStreamBackend) checkStore(ctx context.Context) error {
 	if b.srv != nil {
-		h := b.srv.Healthz(&server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.name})
+		opts := &server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.name}
+		h := b.srv.Healthz(opts)
+		if h.Error != "" && b.srv.ReadyForConnections(storeReadyWait) {
+			// The server's check gives its own readiness a millisecond,
+			// which a goroutine descheduled on a busy machine misses while
+			// the server is up ("startup did not complete"): a failure
+			// counts when it holds once the server is known ready.
+			h = b.srv.Healthz(opts)
+		}
 		if h.Error != "" {
 			return errors.New(h.Error)
 		}
