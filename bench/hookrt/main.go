@@ -10,7 +10,7 @@
 //
 // With -base, a second kimi-hook (the previous release's) runs interleaved
 // with the first on UserPromptSubmit and PreToolUse, and the table gives
-// each against it.
+// each against it. Both run from copies written into the run's directory.
 //
 // With -sync 1,4,8 it measures instead what syncing the log before the ack
 // (AEP_LOG_SYNC=always) adds to a hook when that many spawners run hooks at
@@ -114,6 +114,14 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 	if hookBin, err = buildHook(tmp, hookBin); err != nil {
 		return err
 	}
+	if hookBin, err = stage(tmp, "hook", hookBin); err != nil {
+		return err
+	}
+	if baseBin != "" {
+		if baseBin, err = stage(tmp, "base", baseBin); err != nil {
+			return err
+		}
+	}
 	trivial := filepath.Join(tmp, "trivial")
 	src := filepath.Join(tmp, "trivial.go")
 	if err := os.WriteFile(src, []byte(trivialGo), 0o600); err != nil {
@@ -177,6 +185,7 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 	}
 	results := make([][]time.Duration, len(variants))
 	cpu := make([][]time.Duration, len(variants))
+	faults := make([]int64, len(variants))
 	// Interleave the variants so drift on a shared machine hits all alike,
 	// in a new order each round: in a fixed order a variant always follows
 	// the same one (a kimi-hook right after the trivial binary, the base
@@ -186,18 +195,19 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 	for i := 0; i < n; i++ {
 		for _, v := range order.Perm(len(variants)) {
 			variant := variants[v]
-			d, c, err := spawn(variant.cmd, variant.payload)
+			d, c, f, err := spawn(variant.cmd, variant.payload)
 			if err != nil {
 				return fmt.Errorf("%s: %w", variant.name, err)
 			}
 			results[v] = append(results[v], d)
 			cpu[v] = append(cpu[v], c)
+			faults[v] += f
 		}
 	}
 	floor := median(results[1])
 	fmt.Printf("hook round trip, %d spawns each through /bin/sh -c, interleaved in a shuffled order\n\n", n)
-	fmt.Println("| variant | median | p99 | median − trivial Go | against base | paired | CPU median | CPU against base |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| variant | median | p99 | median − trivial Go | against base | paired | CPU median | CPU against base | page faults |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for v, variant := range variants {
 		m, c := median(results[v]), median(cpu[v])
 		against, paired, cpuAgainst := "", "", ""
@@ -214,7 +224,7 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 			}
 			paired = fmt.Sprintf("%+.2f ms", float64(median(diffs))/1e6)
 		}
-		fmt.Printf("| %s | %s | %s | %+.2f ms | %s | %s | %s | %s |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against, paired, ms(c), cpuAgainst)
+		fmt.Printf("| %s | %s | %s | %+.2f ms | %s | %s | %s | %s | %.1f |\n", variant.name, ms(m), ms(pct(results[v], 0.99)), float64(m-floor)/1e6, against, paired, ms(c), cpuAgainst, float64(faults[v])/float64(n))
 	}
 	return nil
 }
@@ -233,23 +243,37 @@ func buildHook(dir, bin string) (string, error) {
 	return bin, proctest.GoBuild(context.Background(), root, bin, "./cmd/kimi-hook")
 }
 
+// stage copies the binary at src into dir as name and returns the copy's
+// path. Both kimi-hooks run from copies written the same way, moments
+// apart: in two runs of three, the same bytes straight from the linker
+// cost 0.6-1.1 ms more CPU per exec than a copy of them, so a fresh build
+// against an old one measured partly where each file came from.
+func stage(dir, name, src string) (string, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, name)
+	return dst, os.WriteFile(dst, b, 0o700)
+}
+
 // spawn runs command through /bin/sh -c with payload on stdin and returns
 // its wall time and the CPU time (user and system) the shell and the hook
 // used: the CPU time is the hook's own cost, which the machine's load
 // hardly moves, while the wall time adds every wait for a core.
-func spawn(command, payload string) (time.Duration, time.Duration, error) {
+func spawn(command, payload string) (time.Duration, time.Duration, int64, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin = strings.NewReader(payload)
 	start := time.Now()
 	out, err := cmd.Output()
 	d := time.Since(start)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if len(out) > 0 {
-		return 0, 0, fmt.Errorf("printed %q on an observing hook", out)
+		return 0, 0, 0, fmt.Errorf("printed %q on an observing hook", out)
 	}
-	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), minorFaults(cmd.ProcessState), nil
 }
 
 func median(ds []time.Duration) time.Duration { return pct(ds, 0.5) }

@@ -126,7 +126,7 @@ func burst(a *syncAdapter, hookBin string, k, m int, shared bool) ([]time.Durati
 		p := strings.Replace(payload, `"session_id":"bench"`, `"session_id":"`+session+`"`, 1)
 		wg.Go(func() {
 			for i := 0; i < m; i++ {
-				d, _, err := spawn(cmd, p)
+				d, _, _, err := spawn(cmd, p)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
