@@ -31,12 +31,19 @@ func streamMsgs(t *testing.T, js *JetStreamBackend) uint64 {
 	return info.State.Msgs
 }
 
-// waitStreamMsgs waits (briefly) until the stream holds want messages.
+// waitStreamMsgs waits until the stream holds want messages. It gives up
+// once the count has not moved for 10 s: deleting a thousand strays one
+// request at a time takes longer than that on a loaded machine under
+// -race, but never stops midway.
 func waitStreamMsgs(t *testing.T, js *JetStreamBackend, want uint64) {
 	t.Helper()
-	var got uint64
-	if !poll.Until(10*time.Second, func() bool { got = streamMsgs(t, js); return got == want }) {
-		t.Fatalf("the stream holds %d messages, want %d", got, want)
+	got := streamMsgs(t, js)
+	for got != want {
+		last := got
+		poll.Until(10*time.Second, func() bool { got = streamMsgs(t, js); return got == want || got != last })
+		if got == last {
+			t.Fatalf("the stream holds %d messages, want %d", got, want)
+		}
 	}
 }
 
