@@ -19,6 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
+	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/setup"
 )
 
@@ -73,7 +74,8 @@ func TestE2EScenarios(t *testing.T) {
 			mock := kimiharness.StartMock(t, kimiharness.ScenarioFile(t, "web"))
 			home := st.RegisterWithSetup(t, kimi, mock.Port)
 			web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
-			kimiharness.DriveWeb(t, web, true)
+			// The heartbeat is the adapter's to see: wait for its count.
+			kimiharness.DriveWebUntilBeat(t, web, func() bool { return st.HookCounts(t)[mapping.HookSessionHeartbeat] > 0 })
 			st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
 			web.Stop(t)
 			st.WaitQuiet(t)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
 // bearerProtocol prefixes the token in the WebSocket subprotocol kimi web
@@ -190,8 +192,36 @@ type WebDrive struct {
 // Together these fire every hook the web client can.
 func DriveWeb(t testing.TB, w *Web, heartbeat bool) WebDrive {
 	t.Helper()
-	sid := w.CreateSession(t)
 	created := time.Now()
+	wait := func() {}
+	if heartbeat {
+		// Not a synchronisation: Kimi's heartbeat is a clock of its own
+		// that nothing a client sees announces; the session must live
+		// through its period.
+		wait = func() { time.Sleep(time.Until(created.Add(heartbeatAfter))) }
+	}
+	return driveWeb(t, w, wait)
+}
+
+// DriveWebUntilBeat is DriveWeb with the heartbeat: before the archive it
+// waits until beat reports the SessionHeartbeat hook fired (a hook's own
+// record of it, such as an adapter's counter), however long the session
+// took to get there, for at most heartbeatWait.
+func DriveWebUntilBeat(t testing.TB, w *Web, beat func() bool) WebDrive {
+	t.Helper()
+	return driveWeb(t, w, func() {
+		t.Helper()
+		poll.Must(t, heartbeatWait, "Kimi's SessionHeartbeat hook", beat)
+	})
+}
+
+// heartbeatWait bounds DriveWebUntilBeat's wait for Kimi's 60 s heartbeat.
+const heartbeatWait = 3 * time.Minute
+
+// driveWeb is DriveWeb; wait runs before the archive.
+func driveWeb(t testing.TB, w *Web, wait func()) WebDrive {
+	t.Helper()
+	sid := w.CreateSession(t)
 	ws := w.Connect(t)
 	ws.Subscribe(t, sid)
 	answered := map[string]bool{}
@@ -234,12 +264,7 @@ func DriveWeb(t testing.TB, w *Web, heartbeat bool) WebDrive {
 	approval("rejected", map[string]any{"feedback": "not allowed in this test"})
 	completed(p)
 
-	if heartbeat {
-		// Not a synchronisation: Kimi's heartbeat is a clock of its own
-		// that nothing a client sees announces; the session must live
-		// through its period.
-		time.Sleep(time.Until(created.Add(heartbeatAfter)))
-	}
+	wait()
 	w.Call(t, http.MethodPost, "/api/v1/sessions/"+sid+":archive", nil, nil)
 	// The archive's frames end with this one; the SessionEnd hook is the
 	// caller's to wait for where it reads it.
