@@ -63,6 +63,7 @@ func reply(t *testing.T, ch <-chan outcome) map[string]any {
 }
 
 func TestGateRequestShape(t *testing.T) {
+	t.Parallel()
 	s, pub, _ := controlServer(t, Control{Gate: true})
 	_, req := holdTool(t, s, pub)
 	d, _ := req.DataMap()
@@ -92,6 +93,7 @@ func TestGateRequestShape(t *testing.T) {
 }
 
 func TestGateDenyBlocksWithReason(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		answer map[string]any
@@ -137,6 +139,7 @@ func TestGateDenyBlocksWithReason(t *testing.T) {
 }
 
 func TestGateAllowIsNoObjection(t *testing.T) {
+	t.Parallel()
 	for _, answer := range []map[string]any{{"option": "allow"}, {"option": "allow_session"}, {"text": "Allow for this session"}} {
 		s, pub, _ := controlServer(t, Control{Gate: true})
 		ch, req := holdTool(t, s, pub)
@@ -151,6 +154,7 @@ func TestGateAllowIsNoObjection(t *testing.T) {
 }
 
 func TestGateTimeoutFailsOpen(t *testing.T) {
+	t.Parallel()
 	s, pub, _ := controlServer(t, Control{Gate: true, HoldTimeout: 80 * time.Millisecond})
 	ch, req := holdTool(t, s, pub)
 	if r := reply(t, ch); len(r) != 0 {
@@ -170,6 +174,7 @@ func TestGateTimeoutFailsOpen(t *testing.T) {
 }
 
 func TestGateSessionEndReleases(t *testing.T) {
+	t.Parallel()
 	s, pub, home := controlServer(t, Control{Gate: true})
 	ch, _ := holdTool(t, s, pub)
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"SessionEnd","session_id":"gate-s","reason":"exit"}`), at: time.Now()}, false)
@@ -180,6 +185,7 @@ func TestGateSessionEndReleases(t *testing.T) {
 }
 
 func TestGateScopedByTool(t *testing.T) {
+	t.Parallel()
 	s, _, _ := controlServer(t, Control{Gate: true, GateTools: []string{"Write"}})
 	out, _, _ := s.ingest(&delivery{payload: []byte(preTool), at: time.Now()}, false)
 	if out.wait != nil {
@@ -188,6 +194,7 @@ func TestGateScopedByTool(t *testing.T) {
 }
 
 func TestCommandDedupeAndUnsupported(t *testing.T) {
+	t.Parallel()
 	s, pub, _ := controlServer(t, Control{Gate: true})
 	ch, req := holdTool(t, s, pub)
 	cmd := emittertest.Command(t, CmdRespond, gateSession, req.ID, map[string]any{"answer": map[string]any{"option": "allow"}})
@@ -217,6 +224,7 @@ func TestCommandDedupeAndUnsupported(t *testing.T) {
 }
 
 func TestNothingAcceptedWithoutToken(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	pub := &emittertest.Recorder{}
 	s := newTestServer(t, home, func(cfg *Config) {
@@ -239,6 +247,7 @@ func TestNothingAcceptedWithoutToken(t *testing.T) {
 }
 
 func TestInstructQueue(t *testing.T) {
+	t.Parallel()
 	s, pub, _ := controlServer(t, Control{Instruct: true})
 	sess := "ins"
 	start := `{"hook_event_name":"SessionStart","session_id":"ins","source":"startup"}`
@@ -303,6 +312,7 @@ func waitPublished(t *testing.T, pub *emittertest.Recorder, typ string, within t
 // at its hook timeout) is recorded at once as expired, Kimi proceeding, over
 // a real socket; a late answer is then refused.
 func TestGateHookEndedRecordsProceed(t *testing.T) {
+	t.Parallel()
 	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
 	base := runServer(t, s)
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
@@ -349,6 +359,7 @@ func TestGateHookEndedRecordsProceed(t *testing.T) {
 // With on-timeout deny, the gate answers deny itself at its deadline:
 // expired, denied by policy, and the model is told why.
 func TestGateDeadlineDenies(t *testing.T) {
+	t.Parallel()
 	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: 80 * time.Millisecond, OnTimeout: "deny"})
 	ch, req := holdTool(t, s, pub)
 	if d, _ := req.DataMap(); d["x-kimi-code-on-expiry"] != "deny" {
@@ -373,6 +384,7 @@ func TestGateDeadlineDenies(t *testing.T) {
 // The gate's deadline stays inside the wait kimi-hook declares: the request
 // says so in expires_at, and the hold ends there.
 func TestGateDeadlineFromHookWait(t *testing.T) {
+	t.Parallel()
 	s, pub, _ := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"UserPromptSubmit","session_id":"gate-s","prompt":[{"type":"text","text":"go"}],"is_steer":false}`), at: time.Now()}, false)
 	now := time.Now()
@@ -396,6 +408,7 @@ func TestGateDeadlineFromHookWait(t *testing.T) {
 }
 
 func TestGateArithmetic(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name          string
@@ -450,6 +463,7 @@ func TestGateArithmetic(t *testing.T) {
 // request first: the stream never shows a tool finishing under an open
 // request.
 func TestGateResultWhileHeldExpiresFirst(t *testing.T) {
+	t.Parallel()
 	s, pub, home := controlServer(t, Control{Gate: true, HoldTimeout: time.Minute})
 	ch, req := holdTool(t, s, pub)
 	s.ingest(&delivery{payload: []byte(`{"hook_event_name":"PostToolUse","session_id":"gate-s","tool_name":"Bash","tool_input":{"command":"rm -rf build"},"tool_call_id":"call_g1","tool_output":""}`), at: time.Now()}, false)

@@ -56,6 +56,7 @@ func blockLog(t *testing.T, home, session string) (unblock func()) {
 // counted, and taken again (same delivery id) once the log can be written,
 // with no trace of the failed attempt: one event, seq 0.
 func TestNotDurableAnswered503(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
@@ -81,6 +82,7 @@ func TestNotDurableAnswered503(t *testing.T) {
 // A spooled record whose events cannot be made durable stays in the spool
 // (not removed, not quarantined) and is taken on a later pass.
 func TestNotDurableSpoolRecordStays(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	unblock := blockLog(t, home, "nds")
@@ -110,6 +112,7 @@ func TestNotDurableSpoolRecordStays(t *testing.T) {
 // stay under their bound, a session that comes back continues its seq, and
 // a session with a hook held at the gate is never evicted.
 func TestSessionCapAndLogHandles(t *testing.T) {
+	t.Parallel()
 	home, pub := t.TempDir(), &emittertest.Recorder{}
 	s := newTestServer(t, home, func(cfg *Config) {
 		cfg.Publisher, cfg.Control = pub, Control{Gate: true, Authenticated: true}
@@ -156,6 +159,7 @@ func TestSessionCapAndLogHandles(t *testing.T) {
 // Invented hook names do not grow /metrics: event types and hook names
 // outside the closed set count as one "other" series each.
 func TestInventedHooksBoundedMetrics(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
@@ -209,6 +213,7 @@ func healthz(t *testing.T, base string) (int, Health) {
 // by itself, with one more line. Both faults: a real full tmpfs (root), and
 // a log that cannot be opened (anywhere).
 func TestFullDiskReportedAndRecovered(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"full-tmpfs", "blocked-log"} {
 		t.Run(fault, func(t *testing.T) {
 			var home string

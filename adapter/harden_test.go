@@ -35,6 +35,7 @@ func metricsText(t *testing.T, base string) string {
 // event starts a line of its own: the log validates, the cut bytes are in
 // a quarantine file next to it, and /metrics counts the repair.
 func TestTornLogTailRepairedOnAppend(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	start := []byte(`{"hook_event_name":"SessionStart","session_id":"torn","source":"startup"}`)
@@ -79,6 +80,7 @@ func TestTornLogTailRepairedOnAppend(t *testing.T) {
 // Links planted under the home where the hook token or the epoch belongs
 // stop the adapter with a clear error; the targets stay as they were.
 func TestPlantedLinksStopTheAdapter(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"hook.token", "epoch"} {
 		t.Run(name, func(t *testing.T) {
 			home := t.TempDir()
@@ -95,6 +97,7 @@ func TestPlantedLinksStopTheAdapter(t *testing.T) {
 // A link planted where a session's log belongs is refused and counted as a
 // failed append; nothing reaches its target.
 func TestPlantedLogLinkRefused(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	link := safefiletest.Plant(t, filepath.Join(logDir(home), LogFileName("linked")))
@@ -108,6 +111,7 @@ func TestPlantedLogLinkRefused(t *testing.T) {
 
 // Existing directories under the home are tightened to 0700.
 func TestHomeDirectoriesTightened(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("no Unix modes")
 	}
@@ -127,6 +131,7 @@ func TestHomeDirectoriesTightened(t *testing.T) {
 
 // Quarantined raw payloads are bounded by age and counted.
 func TestSpoolQuarantineBounded(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := spool.Dir(home)
 	for i, p := range []string{"old garbage", "new garbage"} {

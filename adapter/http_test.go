@@ -64,6 +64,7 @@ func post(t *testing.T, url, token, ctype string, body []byte) (int, map[string]
 }
 
 func TestHookBadInput(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
@@ -110,6 +111,7 @@ func TestHookBadInput(t *testing.T) {
 }
 
 func TestHostileSessionIDs(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
@@ -146,6 +148,7 @@ func TestHostileSessionIDs(t *testing.T) {
 }
 
 func TestLogFileName(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"session_8f037309-735d-4f1f": "session_8f037309-735d-4f1f.jsonl",
 		"a.b":                        "a.b.jsonl",
@@ -170,6 +173,7 @@ func TestLogFileName(t *testing.T) {
 }
 
 func TestTokenCreatedPrivate(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	st, err := os.Stat(TokenPath(home))
@@ -191,6 +195,7 @@ func TestTokenCreatedPrivate(t *testing.T) {
 // Spooled records are ingested at start, in spool order, marked as spooled;
 // an unparseable one is quarantined, never silently lost.
 func TestSpoolIngestAtStart(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := spool.Dir(home)
 	payloads := []string{
@@ -233,6 +238,7 @@ func TestSpoolIngestAtStart(t *testing.T) {
 // A delivery taken directly and then again from the spool (kimi-hook timed
 // out after the adapter had logged it) yields its events once.
 func TestDuplicateDeliveryOnce(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	p := []byte(`{"hook_event_name":"SessionStart","session_id":"dup","source":"startup"}`)
@@ -257,6 +263,7 @@ func TestDuplicateDeliveryOnce(t *testing.T) {
 // A run open when the adapter stops is closed by its Stop after a restart:
 // state comes back from the log, the epoch grows and seq restarts.
 func TestRestartRecoversRun(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	caps := loadCapture(t, "basic")
 	stop := -1
@@ -289,6 +296,7 @@ func TestRestartRecoversRun(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	s := newTestServer(t, home, nil)
 	base := runServer(t, s)
@@ -323,6 +331,7 @@ func TestHealthz(t *testing.T) {
 }
 
 func TestChannelStale(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	clock := &testClock{t: time.Now()}
 	s := newTestServer(t, home, func(c *Config) { c.Now = clock.now })
@@ -345,6 +354,7 @@ func TestChannelStale(t *testing.T) {
 // session.ended (AEP-0002 §7.2), and a PermissionResult that arrives after
 // the restart answers it rather than opening a second request.
 func TestRestartKeepsOpenPermissionRequests(t *testing.T) {
+	t.Parallel()
 	caps := loadCapture(t, "tui")
 	at := func(event string) int {
 		for i, c := range caps {
@@ -401,6 +411,7 @@ func TestRestartKeepsOpenPermissionRequests(t *testing.T) {
 // stream stays valid (AEP-0002 §7.2) whether or not the answer ever
 // arrives again.
 func TestRefusedHookLeavesStateAsLogged(t *testing.T) {
+	t.Parallel()
 	caps := loadCapture(t, "tui")
 	req, end := -1, -1
 	for i, c := range caps {

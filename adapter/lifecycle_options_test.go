@@ -9,6 +9,7 @@ import (
 )
 
 func TestLifecycleOptions(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		env       map[string]string
 		args      []string

@@ -83,6 +83,7 @@ func endOf(t *testing.T, ev []*aep.Event) (reason, observed string) {
 // Kimi killed in the middle of a run: the run closes and the session ends
 // killed, observed from the process, within the grace.
 func TestProcessExitMidRunEndsKilled(t *testing.T) {
+	t.Parallel()
 	s, base, home, _ := lifecycleServer(t)
 	cmd, p := child(t)
 	sid := "s-killed"
@@ -105,6 +106,7 @@ func TestProcessExitMidRunEndsKilled(t *testing.T) {
 
 // `kimi -p` exits after its turn without SessionEnd: the session ends normal.
 func TestProcessExitIdleEndsNormal(t *testing.T) {
+	t.Parallel()
 	s, base, home, _ := lifecycleServer(t)
 	cmd, p := child(t)
 	sid := "s-normal"
@@ -127,6 +129,7 @@ func TestProcessExitIdleEndsNormal(t *testing.T) {
 // chapter: its own source, session.started (resume), and in the end its own
 // session.ended; the whole log validates.
 func TestResumeIsNewChapter(t *testing.T) {
+	t.Parallel()
 	s, base, home, _ := lifecycleServer(t)
 	sid := "s-resumed"
 	first, p1 := child(t)
@@ -169,6 +172,7 @@ func TestResumeIsNewChapter(t *testing.T) {
 // exited) ends its session all the same; a live hook naming a process this
 // adapter cannot see (another pid namespace) falls back to silence instead.
 func TestGoneProcessEndsSession(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	cmd, p := child(t)
 	cmd.Process.Kill()
@@ -203,6 +207,7 @@ func TestGoneProcessEndsSession(t *testing.T) {
 // when hooks return, ended (timeout) after the idle limit, and a new chapter
 // when hooks come back after all.
 func TestSilenceFallback(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	pub := &emittertest.Recorder{}
 	clock := &testClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
@@ -261,6 +266,7 @@ func TestSilenceFallback(t *testing.T) {
 // Channel state changes become agent.health, rate-limited, the latest state
 // reported last.
 func TestChannelHealthOnTheStream(t *testing.T) {
+	t.Parallel()
 	pub := &emittertest.Recorder{}
 	clock := &testClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	s := newTestServer(t, t.TempDir(), func(c *Config) { c.Publisher, c.Now, c.StatusInterval = pub, clock.now, 10*time.Second })
@@ -293,6 +299,7 @@ func TestChannelHealthOnTheStream(t *testing.T) {
 }
 
 func TestProcFromRequest(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		remote, pid, start string
 		ok                 bool
@@ -321,6 +328,7 @@ func TestProcFromRequest(t *testing.T) {
 // Subagents and background tasks still running when Kimi dies close with
 // the session, inside the run they belonged to, before the run closes.
 func TestProcessExitClosesSubagentsAndTasks(t *testing.T) {
+	t.Parallel()
 	s, base, home, _ := lifecycleServer(t)
 	cmd, p := child(t)
 	sid := "s-scopes"
@@ -356,6 +364,7 @@ func TestProcessExitClosesSubagentsAndTasks(t *testing.T) {
 // the process its log recorded gone and ends the session (killed: a run was
 // open) without any further hook.
 func TestRestartEndsSessionWhoseKimiDied(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	cmd, p := child(t)
 	first := newTestServer(t, home, nil)

@@ -30,6 +30,7 @@ func terminals(events []*aep.Event) []*aep.Event {
 // real arrival order, fire-and-forget races included), yields a valid stream
 // with the runs, tools, attention and terminals that really happened.
 func TestCapturedScenarios(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		check func(t *testing.T, ev []*aep.Event)

@@ -45,6 +45,7 @@ func (r *syncRecorder) onDisk(s string) bool {
 // its events, hooks arriving together share syncs, and a sync that fails
 // answers 503 not-durable (kimi-hook keeps the payload in its spool).
 func TestHookAcknowledgedAfterSync(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	rec := &syncRecorder{}
 	s := newTestServer(t, home, func(c *Config) { c.Sync, c.Syncer = syncmode.Always, rec.sync })
@@ -88,6 +89,7 @@ func TestHookAcknowledgedAfterSync(t *testing.T) {
 
 // Under none a hook is answered without a sync.
 func TestHookNoSyncUnderNone(t *testing.T) {
+	t.Parallel()
 	rec := &syncRecorder{}
 	s := newTestServer(t, t.TempDir(), func(c *Config) { c.Sync, c.Syncer = syncmode.None, rec.sync })
 	base := runServer(t, s)

@@ -12,6 +12,7 @@ import (
 // A payload that is not UTF-8 is refused on the spool path as on /hook:
 // quarantined (kept, counted), never read as U+FFFD into a merged session.
 func TestSpooledInvalidUTF8Quarantined(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := spool.Dir(home)
 	bad := []byte("{\"hook_event_name\":\"SessionStart\",\"session_id\":\"u\xff\",\"source\":\"startup\"}")

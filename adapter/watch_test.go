@@ -39,6 +39,7 @@ func watchers() map[string]watcher {
 }
 
 func TestWatchSeesExit(t *testing.T) {
+	t.Parallel()
 	for name, watch := range watchers() {
 		for _, reaped := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/reaped=%v", name, reaped), func(t *testing.T) {
@@ -70,6 +71,7 @@ func TestWatchSeesExit(t *testing.T) {
 
 // A pid whose start time differs is another process: never watched as p.
 func TestWatchDefeatsPidReuse(t *testing.T) {
+	t.Parallel()
 	for name, watch := range watchers() {
 		t.Run(name, func(t *testing.T) {
 			_, p := child(t)
@@ -82,6 +84,7 @@ func TestWatchDefeatsPidReuse(t *testing.T) {
 }
 
 func TestWatchGoneProcess(t *testing.T) {
+	t.Parallel()
 	for name, watch := range watchers() {
 		t.Run(name, func(t *testing.T) {
 			cmd, p := child(t)
@@ -95,6 +98,7 @@ func TestWatchGoneProcess(t *testing.T) {
 }
 
 func TestWatchStopIsSilent(t *testing.T) {
+	t.Parallel()
 	for name, watch := range watchers() {
 		t.Run(name, func(t *testing.T) {
 			cmd, p := child(t)
