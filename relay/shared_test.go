@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
@@ -53,9 +54,16 @@ func sharedRelay(t testing.TB, natsURL string, replicas int) *relaytest.Server {
 	t.Helper()
 	var b *relay.JetStreamBackend
 	var err error
+	// Registered first, so it runs once the relay has closed.
+	var logs bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay on %s logged:\n%s", natsURL, logs.String())
+		}
+	})
 	// A fresh cluster places a replicated stream once every peer reports in.
 	poll.Until(30*time.Second, func() bool {
-		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100})
+		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100, Logger: newTestLogger(&logs)})
 		return err == nil
 	})
 	if err != nil {
