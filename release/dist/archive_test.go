@@ -4,16 +4,14 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"bytes"
-	"compress/gzip"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/targz"
 )
 
 // entry is one file read back from an archive.
@@ -67,71 +65,16 @@ func walkArchive(t *testing.T, path string, each func(e entry, r io.Reader)) {
 		}
 		return
 	}
-	gz, closeGz := gunzip(t, path)
-	defer closeGz()
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			// Reading to the end checks the gzip stream's CRC-32.
-			if _, err := io.Copy(io.Discard, gz); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			if err := closeGz(); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	err := targz.Walk(path, func(h *tar.Header, r io.Reader) (bool, error) {
 		if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
 			t.Errorf("%s: owner %d/%d %q/%q, want root with no names", h.Name, h.Uid, h.Gid, h.Uname, h.Gname)
 		}
-		each(entry{h.Name, h.FileInfo().Mode(), h.ModTime.UTC(), nil}, tr)
-	}
-}
-
-// gunzip decompresses a gzip file, with the system's gzip when there is
-// one: Go's decompressor under -race costs ten times the CPU, and a
-// release is hundreds of megabytes. done reports a bad stream (a CRC
-// mismatch included) once the reader is at its end; it is safe to call
-// twice.
-func gunzip(t *testing.T, path string) (r io.Reader, done func() error) {
-	t.Helper()
-	if bin, err := exec.LookPath("gzip"); err == nil {
-		var stderr bytes.Buffer
-		cmd := exec.Command(bin, "-dc", path)
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var once sync.Once
-		var werr error
-		return out, func() error {
-			once.Do(func() {
-				io.Copy(io.Discard, out) //nolint:errcheck // Wait reports the stream's state
-				if werr = cmd.Wait(); werr != nil {
-					werr = fmt.Errorf("gzip -dc: %w: %s", werr, stderr.Bytes())
-				}
-			})
-			return werr
-		}
-	}
-	f, err := os.Open(path)
+		each(entry{h.Name, h.FileInfo().Mode(), h.ModTime.UTC(), nil}, r)
+		return true, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // the gzip stream's CRC-32 is checked at its end
 	}
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	return gz, f.Close
 }
 
 // An archive holds its members under one directory with the modes given

@@ -3,7 +3,6 @@ package kimiharness
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/atomicfile"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/targz"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/usercache"
 )
 
@@ -244,61 +244,45 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 // untarGz unpacks an npm tarball into dst, dropping its top directory
 // ("package/").
 func untarGz(src, dst string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return targz.Walk(src, func(h *tar.Header, r io.Reader) (bool, error) {
 		_, rel, ok := strings.Cut(filepath.ToSlash(h.Name), "/")
 		if !ok || rel == "" {
-			continue
+			return true, nil
 		}
 		target := filepath.Join(dst, filepath.FromSlash(rel))
 		if !strings.HasPrefix(target, filepath.Clean(dst)+string(filepath.Separator)) {
-			return fmt.Errorf("tar entry %q leaves the target directory", h.Name)
+			return false, fmt.Errorf("tar entry %q leaves the target directory", h.Name)
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
+				return false, err
 			}
 		case tar.TypeReg:
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
+				return false, err
 			}
 			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o755|0o644)
 			if err != nil {
-				return err
+				return false, err
 			}
-			_, err = io.Copy(out, tr)
+			_, err = io.Copy(out, r)
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
-				return err
+				return false, err
 			}
 		case tar.TypeSymlink:
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
+				return false, err
 			}
 			if err := os.Symlink(h.Linkname, target); err != nil {
-				return err
+				return false, err
 			}
 		}
-	}
+		return true, nil
+	})
 }
 
 // shellQuote quotes s for /bin/sh.

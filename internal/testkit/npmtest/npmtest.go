@@ -6,14 +6,12 @@ package npmtest
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha1"
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +22,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/targz"
 )
 
 // EnvDir names a directory of tarballs release/npm.sh already made (CI
@@ -125,67 +125,47 @@ func readPackage(file string) (Package, error) {
 	if err != nil {
 		return Package{}, err
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return Package{}, err
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return Package{}, fmt.Errorf("%s: %w", file, err)
-	}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return Package{}, fmt.Errorf("%s has no package/package.json", file)
-		}
-		if err != nil {
-			return Package{}, fmt.Errorf("%s: %w", file, err)
-		}
+	var p Package
+	// The platform packages hold the binaries ahead of package.json.
+	err = targz.Walk(abs, func(h *tar.Header, r io.Reader) (bool, error) {
 		if h.Name != "package/package.json" {
-			continue
+			return true, nil
 		}
-		raw, err := io.ReadAll(tr)
+		raw, err := io.ReadAll(r)
 		if err != nil {
-			return Package{}, err
+			return false, err
 		}
-		p := Package{File: abs, raw: raw}
-		if err := json.Unmarshal(raw, &p.Manifest); err != nil {
-			return Package{}, fmt.Errorf("%s: package.json: %w", file, err)
-		}
-		p.Name, _ = p.Manifest["name"].(string)
-		p.Version, _ = p.Manifest["version"].(string)
-		if p.Name == "" || p.Version == "" {
-			return Package{}, fmt.Errorf("%s: package.json has no name or version", file)
-		}
-		return p, nil
+		p = Package{File: abs, raw: raw}
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return Package{}, err
+	case p.raw == nil:
+		return Package{}, fmt.Errorf("%s has no package/package.json", file)
 	}
+	if err := json.Unmarshal(p.raw, &p.Manifest); err != nil {
+		return Package{}, fmt.Errorf("%s: package.json: %w", file, err)
+	}
+	p.Name, _ = p.Manifest["name"].(string)
+	p.Version, _ = p.Manifest["version"].(string)
+	if p.Name == "" || p.Version == "" {
+		return Package{}, fmt.Errorf("%s: package.json has no name or version", file)
+	}
+	return p, nil
 }
 
 // Files lists a tarball's entries: path (without "package/") to mode.
 func Files(file string) (map[string]os.FileMode, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]os.FileMode{}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := targz.Walk(file, func(h *tar.Header, _ io.Reader) (bool, error) {
 		out[strings.TrimPrefix(h.Name, "package/")] = os.FileMode(h.Mode).Perm()
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // Env is npm's configuration for a user whose global prefix is prefix:
