@@ -120,7 +120,12 @@ func (b *JetStreamBackend) applyClaim(session string, claimed bool) {
 	sub := r.subs[session]
 	switch {
 	case !claimed && sub != nil:
-		_ = sub.Unsubscribe()
+		// Drained, not unsubscribed: a command the NATS sent before it
+		// heard the unsubscribe is still answered (no-route, as no socket
+		// here claims the session now), where the client would have
+		// dropped it and left the routing relay to wait out
+		// DefaultRouteTimeout.
+		_ = sub.Drain()
 		delete(r.subs, session)
 	case claimed && sub == nil:
 		// One queue group: were sockets on two relays to claim one session
