@@ -42,7 +42,7 @@ func kimiDoctor(t *testing.T, bin, home string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), doctorTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "doctor")
-	cmd.Env = append(os.Environ(), "KIMI_CODE_HOME="+home, "KIMI_DISABLE_TELEMETRY=1", "KIMI_CODE_NO_AUTO_UPDATE=1")
+	cmd.Env = kimiharness.Env(home)
 	return proctest.Run(t, cmd)
 }
 
