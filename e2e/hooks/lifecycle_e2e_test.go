@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
@@ -27,7 +28,7 @@ func TestE2EKilledMidRunEndsKilled(t *testing.T) {
 	cmd := k.Start(t, "run the probe slowly")
 	// Mid-run: the tool has completed and the next model call is pending.
 	stacktest.WaitLog(t, st, func(ev []*aep.Event) bool { return stacktest.TypeCounts(ev)["tool.completed"] >= 1 })
-	poll.Must(t, 30*time.Second, "Kimi's second model call", func() bool { return len(k.Mock.Requests(t)) >= 2 })
+	poll.Must(t, kimiharness.Patience, "Kimi's second model call", func() bool { return len(k.Mock.Requests(t)) >= 2 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestE2EQuestions(t *testing.T) {
 	toolResult := func(t *testing.T, sid string) string {
 		t.Helper()
 		var got string
-		if !poll.Until(30*time.Second, func() bool {
+		if !poll.Until(kimiharness.Patience, func() bool {
 			got = ""
 			for _, body := range ws.Mock.Requests(t) {
 				var r struct {

@@ -21,7 +21,7 @@ import (
 const bearerProtocol = "kimi-code.bearer."
 
 // frameTimeout bounds each wait for a frame while driving a session.
-const frameTimeout = 60 * time.Second
+const frameTimeout = Patience
 
 // heartbeatAfter is how long a session must stay loaded for Kimi's 60 s
 // SessionHeartbeat hook to have fired, with a margin.

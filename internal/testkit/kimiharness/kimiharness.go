@@ -26,6 +26,14 @@ const (
 	EnvCache = "AEP_KIMI_CACHE" // where the pinned install lives (default under the user cache)
 )
 
+// Patience bounds a test's wait on something the real Kimi does that a
+// healthy run does in seconds (its start, a model call, a hook, a frame).
+// It is generous on purpose: a start alone costs Kimi about 2.4 CPU-seconds
+// (module initialisation of a 22 MB bundle), so on two cores at load 30 a
+// start takes most of a minute, and a shorter wait then reports a broken
+// product that is not. Only a hang waits it out.
+const Patience = 3 * time.Minute
+
 // installTimeout bounds a first install (two npm downloads) in Require.
 const installTimeout = 10 * time.Minute
 

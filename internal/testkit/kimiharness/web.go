@@ -48,7 +48,7 @@ func StartWeb(t testing.TB, kimi, home, workdir string, env ...string) *Web {
 		w.Stop(t)
 		LogLaunch("web", home, started, cmd.ProcessState)
 	})
-	w.proc.Await(t, 60*time.Second, "its registration and /api/v1/healthz", func() bool {
+	w.proc.Await(t, Patience, "its registration and /api/v1/healthz", func() bool {
 		if w.Port == 0 {
 			w.Port = w.registeredPort(asked)
 			w.Base = fmt.Sprintf("http://127.0.0.1:%d", w.Port)

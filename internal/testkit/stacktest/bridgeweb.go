@@ -107,7 +107,7 @@ func (ws *WebStack) Health(t *testing.T) bridgeweb.Health {
 func (ws *WebStack) WaitHealth(t *testing.T, what string, cond func(bridgeweb.Health) bool) bridgeweb.Health {
 	t.Helper()
 	var h bridgeweb.Health
-	if !poll.Until(60*time.Second, func() bool { h = ws.Health(t); return cond(h) }) {
+	if !poll.Until(kimiharness.Patience, func() bool { h = ws.Health(t); return cond(h) }) {
 		t.Fatalf("bridge never %s: %+v\n%s", what, h, ws.StoppedLogs(t))
 	}
 	return h
@@ -145,7 +145,7 @@ func (ws *WebStack) Events(t *testing.T, sid string) ([]byte, []*aep.Event) {
 func (ws *WebStack) WaitFor(t *testing.T, sid, what string, match func(*aep.Event) bool) *aep.Event {
 	t.Helper()
 	var found *aep.Event
-	if poll.Until(60*time.Second, func() bool {
+	if poll.Until(kimiharness.Patience, func() bool {
 		_, evs := ws.Events(t, sid)
 		i := slices.IndexFunc(evs, match)
 		if i >= 0 {
@@ -180,7 +180,7 @@ func (ws *WebStack) Cli(t *testing.T, args ...string) (int, string) {
 // WaitIdle waits until the kap-server has no prompt running in a session.
 func (ws *WebStack) WaitIdle(t *testing.T, sid string) {
 	t.Helper()
-	if !poll.Until(60*time.Second, func() bool { return !ws.Web.Busy(t, sid) }) {
+	if !poll.Until(kimiharness.Patience, func() bool { return !ws.Web.Busy(t, sid) }) {
 		t.Fatal("the prompt never finished")
 	}
 }
@@ -189,7 +189,7 @@ func (ws *WebStack) WaitIdle(t *testing.T, sid string) {
 func (ws *WebStack) ApproveViaUI(t *testing.T, sid string) {
 	t.Helper()
 	var ids []string
-	if !poll.Until(60*time.Second, func() bool { ids = ws.Web.PendingApprovals(t, sid); return len(ids) > 0 }) {
+	if !poll.Until(kimiharness.Patience, func() bool { ids = ws.Web.PendingApprovals(t, sid); return len(ids) > 0 }) {
 		t.Fatal("no approval became pending")
 	}
 	ws.Web.Decide(t, sid, ids[0], map[string]any{"decision": "approved"})

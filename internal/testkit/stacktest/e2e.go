@@ -171,10 +171,10 @@ func Scenario(t testing.TB, kimi, name, hookCmd string) kimiharness.PrintRun {
 }
 
 // LogsUntil reports whether cond came to hold over one session log's
-// Events within a minute.
+// Events within kimiharness.Patience.
 func (st *Stack) LogsUntil(t testing.TB, cond func([]*aep.Event) bool) bool {
 	t.Helper()
-	return poll.Until(60*time.Second, func() bool {
+	return poll.Until(kimiharness.Patience, func() bool {
 		for _, b := range st.SessionLogs(t) {
 			if cond(ParseLines(t, WholeLines(b))) {
 				return true

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
@@ -56,7 +55,7 @@ func FormChoice(t *testing.T, req *aep.Event, i int) (field, choice string) {
 func ToolResult(t *testing.T, mock *kimiharness.Mock, after int, question, label string) {
 	t.Helper()
 	var reqs []string
-	if !poll.Until(60*time.Second, func() bool { reqs = mock.Requests(t); return len(reqs) > after }) {
+	if !poll.Until(kimiharness.Patience, func() bool { reqs = mock.Requests(t); return len(reqs) > after }) {
 		t.Fatalf("Kimi never asked the model again after the question %q", question)
 	}
 	var body struct {
