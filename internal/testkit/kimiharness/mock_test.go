@@ -88,6 +88,7 @@ func startScript(t *testing.T, s Script) *Mock {
 func user(text string) map[string]any { return map[string]any{"role": "user", "content": text} }
 
 func TestMockStreamsTextAndToolCalls(t *testing.T) {
+	t.Parallel()
 	m := startScript(t, Script{Responses: []Response{
 		{ToolCalls: []ToolCall{{Name: "Bash", Arguments: map[string]any{"command": "echo ü"}}}, Usage: &Usage{PromptTokens: 120000, CompletionTokens: 3}},
 		{Text: "A reply long enough to take several chunks: ünïcödé survives the split."},
@@ -124,12 +125,16 @@ func TestMockStreamsTextAndToolCalls(t *testing.T) {
 // A response's match looks only at what the request adds after the last
 // assistant message, and a repeat response stays available.
 func TestMockMatchesNewInput(t *testing.T) {
+	t.Parallel()
+	// Matching is the subject, not the turn-end latency (tested above):
+	// a millisecond's delay keeps six turns from taking 1.8 s.
+	const ms = 0.001
 	m := startScript(t, Script{
 		Responses: []Response{
-			{Match: "first", Text: "one"},
-			{Match: "again", Text: "repeated", Repeat: true},
+			{Match: "first", Text: "one", Delay: ms},
+			{Match: "again", Text: "repeated", Repeat: true, Delay: ms},
 		},
-		Default: &Response{Text: "default"},
+		Default: &Response{Text: "default", Delay: ms},
 	})
 	ctx := context.Background()
 	history := []map[string]any{user("first"), {"role": "assistant", "content": "x"}, user("second")}
@@ -153,6 +158,7 @@ func TestMockMatchesNewInput(t *testing.T) {
 }
 
 func TestMockErrorAndDelay(t *testing.T) {
+	t.Parallel()
 	m := startScript(t, Script{Responses: []Response{
 		{Match: "slow", Delay: 30, Text: "late"},
 		{Match: "fail", Error: &ResponseError{Status: 400, Message: "refused"}},
@@ -176,6 +182,7 @@ func TestMockErrorAndDelay(t *testing.T) {
 }
 
 func TestMockRefusesBadScripts(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{
 		"bad-regex":     `{"responses":[{"match":"("}]}`,
 		"unknown-field": `{"responses":[{"txt":"typo"}]}`,
@@ -193,6 +200,7 @@ func TestMockRefusesBadScripts(t *testing.T) {
 
 // Every scenario in testdata parses, and the print-mode ones have a prompt.
 func TestScenariosParse(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join("testdata", "scenarios", "*.json"))
 	if len(files) < 7 {
 		t.Fatalf("%d scenarios", len(files))
@@ -212,6 +220,7 @@ func TestScenariosParse(t *testing.T) {
 // The config Kimi reads: the mock as the only provider, and the hook on
 // every one of the 20 events.
 func TestConfig(t *testing.T) {
+	t.Parallel()
 	b, err := Config(4242, `hook --x "y"`)
 	if err != nil {
 		t.Fatal(err)
