@@ -35,6 +35,7 @@ func startDash(t *testing.T, relays ...string) string {
 }
 
 func TestDashRefusesWithoutLogin(t *testing.T) {
+	t.Parallel()
 	relayA, _ := startRelay(t, testToken, fleetpage.Config{})
 	dash := startDash(t, relayA)
 	if code := status(t, dash, req{path: "/r/0/stream?live=0&from=all"}); code != http.StatusUnauthorized {
@@ -63,6 +64,7 @@ func TestDashRefusesWithoutLogin(t *testing.T) {
 // two sessions, each labelled with its relay, and an answer goes to the
 // relay its request came from.
 func TestBrowserDash(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t, 1200, 900)
 	relayA, _ := startRelay(t, testToken, fleetpage.Config{})
 	relayB, _ := startRelay(t, testToken, fleetpage.Config{})

@@ -74,6 +74,7 @@ func iconAt(x, y float64) color.NRGBA {
 // The committed icons are the drawing's, pixel for pixel (-update rewrites
 // them), and the drawing keeps to the maskable safe zone.
 func TestIcons(t *testing.T) {
+	t.Parallel()
 	for _, row := range iconRows {
 		for _, p := range [][2]float64{{row.x0, row.y - iconRowHalf}, {row.x1, row.y + iconRowHalf}, {row.x0, row.y + iconRowHalf}, {row.x1, row.y - iconRowHalf}} {
 			if d := math.Hypot(p[0]-iconUnits/2, p[1]-iconUnits/2); d > 0.4*iconUnits {

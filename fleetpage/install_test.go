@@ -18,6 +18,7 @@ import (
 // is served as JavaScript, allowed the root as its scope, under the page's
 // CSP; the page links both and an iPhone's touch icon.
 func TestInstallable(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	res := do(t, base, req{path: "/app/manifest.webmanifest"})
 	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "application/manifest+json" {

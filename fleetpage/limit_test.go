@@ -7,6 +7,7 @@ import (
 )
 
 func TestLoginLimiter(t *testing.T) {
+	t.Parallel()
 	l := newLoginLimiter(3, 10*time.Second)
 	now := time.Unix(1000, 0)
 	for i := range 3 {

@@ -19,6 +19,7 @@ import (
 // through its push and click handling, with Node's test runner (the
 // Node the Kimi harness installs: the page itself needs no Node).
 func TestStateConformance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Node; skipped under -short")
 	}

@@ -23,6 +23,7 @@ import (
 // target untouched, and a reader racing the writes sees the old page or
 // the new one, never a torn or empty file.
 func TestWriteLoginFile(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "home")
 	login := fleetpage.LoginURL("http://127.0.0.1:9", "tok&en")
 	path, err := fleetpage.WriteLoginFile(home, fleetpage.OpenFileName, login)

@@ -142,6 +142,7 @@ func status(t *testing.T, base string, r req) int {
 }
 
 func TestPageServedWithoutToken(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	for _, p := range []string{"/", "/app/app.js", "/app/state.js", "/app/style.css"} {
 		res := do(t, base, req{path: p})
@@ -165,6 +166,7 @@ func TestPageServedWithoutToken(t *testing.T) {
 }
 
 func TestCookieOnlySameOrigin(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	l := loginCookie(t, base)
 	other := loginCookie(t, base)
@@ -245,6 +247,7 @@ func TestCookieOnlySameOrigin(t *testing.T) {
 // A browser that logs in again (another tab, with the login URL) keeps its
 // login: the first tab's secret still opens the stream.
 func TestLoginAgainKeepsTheLogin(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	first := loginCookie(t, base)
 	res := do(t, base, req{method: http.MethodPost, path: "/app/login", body: `{"token":"` + testToken + `"}`, origin: base, cookie: first.cookie})
@@ -269,6 +272,7 @@ func TestLoginAgainKeepsTheLogin(t *testing.T) {
 }
 
 func TestLoginRefusals(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	cases := []struct {
 		name string
@@ -300,6 +304,7 @@ func TestLoginRefusals(t *testing.T) {
 }
 
 func TestLogout(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	c := loginCookie(t, base)
 	if code := status(t, base, req{login: c, origin: base}); code != http.StatusOK {
@@ -330,6 +335,7 @@ func TestLogout(t *testing.T) {
 }
 
 func TestLoginExpiresAndIsBounded(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -357,6 +363,7 @@ func TestLoginExpiresAndIsBounded(t *testing.T) {
 }
 
 func TestTokenNeverLogged(t *testing.T) {
+	t.Parallel()
 	base, logs := startRelay(t, testToken, fleetpage.Config{})
 	c := loginCookie(t, base)
 	status(t, base, req{login: c, origin: base})
@@ -375,6 +382,7 @@ func TestTokenNeverLogged(t *testing.T) {
 }
 
 func TestWatchOnlyRelayNeedsNoLogin(t *testing.T) {
+	t.Parallel()
 	base, _ := startRelay(t, "", fleetpage.Config{})
 	res := do(t, base, req{path: "/app/auth"})
 	b, _ := io.ReadAll(res.Body)
@@ -387,6 +395,7 @@ func TestWatchOnlyRelayNeedsNoLogin(t *testing.T) {
 }
 
 func TestLoginURL(t *testing.T) {
+	t.Parallel()
 	if got := fleetpage.LoginURL("http://127.0.0.1:8787", "a+b/c"); got != "http://127.0.0.1:8787/#token=a%2Bb%2Fc" {
 		t.Errorf("LoginURL: %s", got)
 	}
@@ -396,6 +405,7 @@ func TestLoginURL(t *testing.T) {
 }
 
 func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
+	t.Parallel()
 	cfg := fleetpage.Config{LoginsFile: filepath.Join(t.TempDir(), "page-login.key")}
 	first, _ := startRelay(t, testToken, cfg)
 	c := loginCookie(t, first)
@@ -424,6 +434,7 @@ func TestLoginSurvivesRestartWithSameToken(t *testing.T) {
 // TestLogoutOutlivesRestart: a relay restarted with the same token and
 // logins file takes back its logins, but not once one of them logged out.
 func TestLogoutOutlivesRestart(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "home", "page-login.key")
 	cfg := fleetpage.Config{LoginsFile: file}
 	first, _ := startRelay(t, testToken, cfg)
@@ -467,6 +478,7 @@ func TestLogoutOutlivesRestart(t *testing.T) {
 // proxy fronts it (--behind-proxy); without that, the header is anyone's
 // to forge and changes nothing.
 func TestCookieSecureBehindTLSProxy(t *testing.T) {
+	t.Parallel()
 	for _, behind := range []bool{false, true} {
 		base, _ := startRelayWith(t, testToken, fleetpage.Config{}, relay.Config{BehindProxy: behind})
 		for _, tc := range []struct {

@@ -18,6 +18,7 @@ import (
 // its socket closes, its cookie opens nothing more, and a new token for
 // the same name does not bring it back.
 func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
+	t.Parallel()
 	store, alice, base := peopleRelay(t, "alice", access.RoleWatch, 20*time.Millisecond)
 	login := func(tok string) (*login, map[string]any) { return tryLogin(t, base, tok) }
 	if l, _ := login("not-a-token-of-anyone"); l != nil {
@@ -64,6 +65,7 @@ func TestPersonLoginCarriesPrincipalAndEndsWithToken(t *testing.T) {
 // A person who is not an admin logs out their own browser; only an admin's
 // (the owner's) logout ends every login.
 func TestPersonLogoutEndsOnlyTheirs(t *testing.T) {
+	t.Parallel()
 	_, walt, base := peopleRelay(t, "walt", access.RoleWatch, 0)
 	login := func(tok string) *login {
 		l, body := tryLogin(t, base, tok)

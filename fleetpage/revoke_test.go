@@ -74,6 +74,7 @@ func closedWith(t *testing.T, what string, closed <-chan string, want string) {
 // logout, the key file replaced, the relay's token replaced, the login
 // evicted by newer ones, its expiry.
 func TestLoginEndClosesSockets(t *testing.T) {
+	t.Parallel()
 	key := filepath.Join(t.TempDir(), "page-login.key")
 	var token atomic.Value
 	token.Store(testToken)
