@@ -21,6 +21,7 @@ func tailRun(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestTailTimelineAndResume(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
 	state := filepath.Join(t.TempDir(), "tail-state.json")
 	asked := aeptest.Event("s2", 0, "attention.requested", "notice", `{"kind":"permission","prompt":"Allow Bash?","options":[{"id":"allow"},{"id":"deny"}]}`)
@@ -75,6 +76,7 @@ func TestTailTimelineAndResume(t *testing.T) {
 }
 
 func TestTailErrors(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
 	wrong := filepath.Join(t.TempDir(), "wrong.token")
 	if err := os.WriteFile(wrong, []byte("nope"), 0o600); err != nil {
@@ -109,6 +111,7 @@ func TestTailErrors(t *testing.T) {
 // An unreachable relay is reported once, without credentials, while the
 // tail keeps retrying until it is stopped.
 func TestTailUnreachableSaysSoOnce(t *testing.T) {
+	t.Parallel()
 	addr := netaddr.FreeAddr(t)
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -130,6 +133,7 @@ func TestTailUnreachableSaysSoOnce(t *testing.T) {
 // is refused); --token still works but warns that a command line is
 // readable by every local user.
 func TestTailTokenFile(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: "tail-token-0123456789"})
 	srv.Post(t, aeptest.Event("s1", 0, "tool.requested", "info", `{"tool":{"name":"Shell"}}`))
 	file := filepath.Join(t.TempDir(), "token")
