@@ -4,7 +4,7 @@
 // stream: a button sends a command and the request stays pending until the
 // stream settles it.
 import * as S from './state.js';
-import { openSocket } from './socket.js';
+import { openSocket, warmSocket } from './socket.js';
 import { span } from './vlist.js';
 
 const QUIET_MS = 150 * 1000; // the adapter's default heartbeat window
@@ -89,6 +89,24 @@ function setConn(c, kind, text) {
   el.dataset.conn = worst.kind;
   el.textContent = all.length === 1 ? worst.text
     : all.map((x) => `${x.name}: ${x.text}`).join(' · ');
+  if (all.every((x) => !FIRST_LOAD.has(x.kind))) firstDrawn();
+}
+
+// The first render waits on nothing it does not draw. What the fleet does
+// not need (the rules, the usage limits, the service worker) loads once
+// every relay is live, refused or retrying, after the frame that shows it,
+// and fills in its own place: no request's card is redrawn for it.
+const FIRST_LOAD = new Set(['starting', 'connecting', 'loading']);
+let drawnOnce;
+export const afterFirstRender = new Promise((resolve) => { drawnOnce = resolve; });
+
+function firstDrawn() {
+  if (!drawnOnce) return;
+  const done = drawnOnce;
+  drawnOnce = null;
+  const after = () => setTimeout(done, 0);
+  if (document.hidden) after();
+  else requestAnimationFrame(after);
 }
 
 function setAllConn(kind, text) {
@@ -189,6 +207,7 @@ async function authState() {
 
 async function login() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  let a = null;
   if (m) {
     // The token leaves the address bar and history before anything else.
     history.replaceState(null, '', location.pathname + location.search);
@@ -203,8 +222,10 @@ async function login() {
       return { ok: false, why: `Login refused (${r.status} ${body.error || ''}): ${why}` };
     }
     newLogin(body.login);
+    // The login's answer is the login check's, made a round trip sooner.
+    a = body;
   }
-  const a = await authState();
+  a ||= await authState();
   if (!a) return { ok: false, why: 'The relay did not answer the login check.' };
   $('logout').hidden = !a.required || !a.logged_in;
   showWho(a);
@@ -2145,21 +2166,16 @@ async function start() {
     scheduleRender();
   }, TICK_MS);
   setInterval(tick, AGE_TICK_MS);
-  setInterval(loadRules, RULES_MS);
-  let relays = [{ name: '', base: '' }];
-  try {
-    const r = await fetch('/app/relays', { credentials: 'same-origin' });
-    if (r.ok) relays = await r.json();
-  } catch {
-    // the relay serving the page is the one relay
-  }
-  for (const r of relays) conns.set(r.name || '', newConn(r));
-  let auth;
-  try {
-    auth = await login();
-  } catch (err) {
-    auth = { ok: false, why: `Cannot reach the relay: ${err.message}` };
-  }
+  afterFirstRender.then(() => setInterval(loadRules, RULES_MS));
+  // The socket's worker starts while the relays and the login are asked,
+  // side by side.
+  warmSocket();
+  const relaysAsked = fetch('/app/relays', { credentials: 'same-origin' })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null); // the relay serving the page is the one relay
+  const loggedIn = login().catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
+  const [relays, auth] = await Promise.all([relaysAsked, loggedIn]);
+  for (const r of relays || [{ name: '', base: '' }]) conns.set(r.name || '', newConn(r));
   if (!auth.ok) {
     setAllConn('login-needed', 'not connected');
     notice(auth.why);
@@ -2167,8 +2183,10 @@ async function start() {
     return;
   }
   for (const c of conns.values()) connect(c);
-  loadRules();
-  loadUsage();
+  afterFirstRender.then(() => {
+    loadRules();
+    loadUsage();
+  });
   render();
 }
 

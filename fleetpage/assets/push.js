@@ -3,7 +3,7 @@
 // for this login, and the page's link to one request
 // (#/request/<session>/<id>, or the relay's /?session=&request=), which a
 // notification opens.
-import { openSession, relayAPI, store, stored } from './app.js';
+import { afterFirstRender, openSession, relayAPI, store, stored } from './app.js';
 import * as S from './state.js';
 
 const SW_URL = '/app/sw.js';
@@ -326,7 +326,11 @@ function start() {
   $('notify-device').placeholder = deviceName();
   window.addEventListener('hashchange', showLinked);
   if (!unsupported()) {
-    registration().catch((err) => setNote(`The page's service worker did not start: ${err.message}`));
+    // The worker starts once the fleet is drawn: the first render needs
+    // nothing of it (a subscription registers it itself).
+    afterFirstRender
+      .then(registration)
+      .catch((err) => setNote(`The page's service worker did not start: ${err.message}`));
     // A tap on a notification while the page is open shows its request here.
     navigator.serviceWorker.addEventListener('message', (e) => {
       const m = e.data || {};

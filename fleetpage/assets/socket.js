@@ -4,15 +4,46 @@
 // and reason, send, close), so the page handles both alike. Where a worker
 // cannot start, it is a plain WebSocket.
 let noWorker = typeof Worker !== 'function';
+// A worker started before its socket is wanted (warmSocket): its thread
+// and script load while the page logs in. warmFailed: it could not load.
+let warm = null;
+let warmFailed = false;
 
-export function openSocket(url) {
-  if (noWorker) return new WebSocket(url);
-  let w;
+function newWorker() {
+  return new Worker(new URL('./socketworker.js', import.meta.url));
+}
+
+// warmSocket starts the next socket's worker now, so that openSocket finds
+// it running.
+export function warmSocket() {
+  if (noWorker || warm) return;
   try {
-    w = new Worker(new URL('./socketworker.js', import.meta.url));
+    warm = newWorker();
   } catch {
     noWorker = true;
-    return new WebSocket(url);
+    return;
+  }
+  warmFailed = false;
+  // Until openSocket takes it over, a failure to load is only noted.
+  warm.onerror = () => { warmFailed = true; };
+}
+
+export function openSocket(url) {
+  if (warm && warmFailed) {
+    warm.terminate();
+    warm = null;
+    noWorker = true;
+  }
+  if (noWorker) return new WebSocket(url);
+  let w = warm;
+  warm = null;
+  if (!w) {
+    try {
+      w = newWorker();
+    } catch {
+      noWorker = true;
+      return new WebSocket(url);
+    }
   }
   let open = false;
   let closed = false;
