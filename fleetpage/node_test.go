@@ -28,14 +28,19 @@ func TestStateConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The page's modules must at least parse: node checks their syntax as
-	// ES modules (a .mjs copy, since the page serves them as .js); the
-	// service worker is a classic script, checked as one by the worker test.
-	for _, f := range []string{"app.js", "state.js", "push.js", "socket.js", "socketworker.js", "vlist.js"} {
+	// ES modules (a .mjs copy, since the page serves them as .js), and
+	// boot.js, a classic script, as one (.cjs); the service worker is a
+	// classic script too, checked as one by the worker test.
+	for _, f := range []string{"app.js", "boot.js", "state.js", "push.js", "socket.js", "socketworker.js", "vlist.js"} {
 		b, err := os.ReadFile(filepath.Join("assets", f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		mjs := filepath.Join(t.TempDir(), strings.TrimSuffix(f, ".js")+".mjs")
+		ext := ".mjs"
+		if f == "boot.js" {
+			ext = ".cjs"
+		}
+		mjs := filepath.Join(t.TempDir(), strings.TrimSuffix(f, ".js")+ext)
 		if err := os.WriteFile(mjs, b, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -100,11 +100,14 @@ const FIRST_LOAD = new Set(['starting', 'connecting', 'loading']);
 let drawnOnce;
 export const afterFirstRender = new Promise((resolve) => { drawnOnce = resolve; });
 
+// IDLE_WAIT_MS bounds how long that waits for an idle moment.
+const IDLE_WAIT_MS = 500;
+
 function firstDrawn() {
   if (!drawnOnce) return;
   const done = drawnOnce;
   drawnOnce = null;
-  const after = () => setTimeout(done, 0);
+  const after = () => (typeof requestIdleCallback === 'function' ? requestIdleCallback(done, { timeout: IDLE_WAIT_MS }) : setTimeout(done, 0));
   if (document.hidden) after();
   else requestAnimationFrame(after);
 }
@@ -205,16 +208,12 @@ async function authState() {
   return r.json();
 }
 
-async function login() {
-  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+// login reads the answer to the login boot.js sent (with the token the
+// login URL carried), and checks the login.
+async function login(sent) {
   let a = null;
-  if (m) {
-    // The token leaves the address bar and history before anything else.
-    history.replaceState(null, '', location.pathname + location.search);
-    const token = decodeURIComponent(m[1].replace(/\+/g, ' '));
-    const r = await fetch('/app/login', {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }), credentials: 'same-origin',
-    });
+  if (sent) {
+    const r = await sent;
     const body = await r.json().catch(() => ({}));
     if (!r.ok) {
       const why = r.status === 429 ? 'Too many login attempts: wait a little and open the URL again.'
@@ -2167,13 +2166,14 @@ async function start() {
   }, TICK_MS);
   setInterval(tick, AGE_TICK_MS);
   afterFirstRender.then(() => setInterval(loadRules, RULES_MS));
-  // The socket's worker starts while the relays and the login are asked,
-  // side by side.
-  warmSocket();
-  const relaysAsked = fetch('/app/relays', { credentials: 'same-origin' })
+  // The relays and the login were asked, and the socket's worker started,
+  // by boot.js, while the page was still parsed.
+  const boot = self.aepBoot;
+  warmSocket(boot.worker, () => boot.workerFailed);
+  const relaysAsked = boot.relays
     .then((r) => (r.ok ? r.json() : null))
     .catch(() => null); // the relay serving the page is the one relay
-  const loggedIn = login().catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
+  const loggedIn = login(boot.login).catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
   const [relays, auth] = await Promise.all([relaysAsked, loggedIn]);
   for (const r of relays || [{ name: '', base: '' }]) conns.set(r.name || '', newConn(r));
   if (!auth.ok) {

@@ -4,32 +4,25 @@
 // and reason, send, close), so the page handles both alike. Where a worker
 // cannot start, it is a plain WebSocket.
 let noWorker = typeof Worker !== 'function';
-// A worker started before its socket is wanted (warmSocket): its thread
-// and script load while the page logs in. warmFailed: it could not load.
+// A worker started before its socket was wanted (warmSocket), and whether
+// it failed to load.
 let warm = null;
-let warmFailed = false;
+let warmFailed = () => false;
 
 function newWorker() {
   return new Worker(new URL('./socketworker.js', import.meta.url));
 }
 
-// warmSocket starts the next socket's worker now, so that openSocket finds
-// it running.
-export function warmSocket() {
-  if (noWorker || warm) return;
-  try {
-    warm = newWorker();
-  } catch {
-    noWorker = true;
-    return;
-  }
-  warmFailed = false;
-  // Until openSocket takes it over, a failure to load is only noted.
-  warm.onerror = () => { warmFailed = true; };
+// warmSocket hands the next openSocket a worker already started (boot.js
+// starts it while the page loads); failed says whether it could not load.
+export function warmSocket(w, failed) {
+  if (!w) return;
+  warm = w;
+  warmFailed = failed;
 }
 
 export function openSocket(url) {
-  if (warm && warmFailed) {
+  if (warm && warmFailed()) {
     warm.terminate();
     warm = null;
     noWorker = true;

@@ -1,0 +1,31 @@
+// The page's first requests, begun while the page is still being parsed:
+// the relays it shows, the login (with the token the login URL carries
+// after #) and the socket's worker, which the first render waits on. The
+// page's modules run only once it is parsed and first laid out; this
+// classic script runs before, from the head, and leaves what it began in
+// self.aepBoot for app.js.
+'use strict';
+
+self.aepBoot = (() => {
+  const boot = { login: null, relays: null, worker: null, workerFailed: false };
+  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (m) {
+    // The token leaves the address bar and history before anything else.
+    history.replaceState(null, '', location.pathname + location.search);
+    boot.login = (async () => {
+      const token = decodeURIComponent(m[1].replace(/\+/g, ' '));
+      return fetch('/app/login', {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }), credentials: 'same-origin',
+      });
+    })();
+  }
+  boot.relays = fetch('/app/relays', { credentials: 'same-origin' });
+  try {
+    boot.worker = new Worker('/app/socketworker.js');
+    // Until the page's socket takes it over, a failure to load is noted.
+    boot.worker.onerror = () => { boot.workerFailed = true; };
+  } catch {
+    boot.worker = null; // the page's socket starts its own, or none
+  }
+  return boot;
+})();
