@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "live events per second")
 	flag.IntVar(&o.runs, "runs", 3, "runs (each page variant once per run, interleaved)")
 	flag.DurationVar(&o.live, "live", 10*time.Second, "how long to send live events")
-	flag.StringVar(&o.old, "old", "", "a directory of another build's page assets (app.js, state.js, style.css, index.html), measured in the same runs as the embedded page")
+	flag.StringVar(&o.old, "old", "", "directories of other builds' page assets (app.js, state.js, style.css, index.html), comma-separated, each measured in the same runs as the embedded page")
 	flag.StringVar(&o.profile, "profile", "", "write the embedded page's JavaScript CPU profile of the first run's live phase here (.cpuprofile) and print where the time went")
 	flag.BoolVar(&o.trace, "trace", false, "trace Chromium's main thread during each variant's first live phase and print where its time went (script, style, layout, paint, ...)")
 	flag.BoolVar(&o.waterfall, "waterfall", false, "print each first render's requests (start, first byte and end, ms since navigation) and the page's own marks: the first render's critical path")
@@ -172,8 +172,15 @@ func run(o options) error {
 		defer stop()
 	}
 	variants := []variant{{name: "page"}}
-	if o.old != "" {
-		variants = append(variants, variant{name: "old page", dir: o.old})
+	for i, dir := range strings.Split(o.old, ",") {
+		if dir == "" {
+			continue
+		}
+		name := "old page"
+		if i > 0 {
+			name = fmt.Sprintf("old page %d", i+1)
+		}
+		variants = append(variants, variant{name: name, dir: dir})
 	}
 	all := map[string][]result{}
 	for i := 0; i < o.runs; i++ {
@@ -276,11 +283,12 @@ func summarize(o options, variants []variant, all map[string][]result) {
 		ratio(v.name+": live p99 / Go consumer p99", p99, func(r result) float64 { return pct(r.floor, 99) }, v.name, v.name)
 		ratio(v.name+": first render / Go replay reader", func(r result) float64 { return r.load }, func(r result) float64 { return r.wire }, v.name, v.name)
 	}
-	if len(variants) > 1 {
-		a, b := variants[0].name, variants[1].name
+	for _, v := range variants[1:] {
+		a, b := variants[0].name, v.name
 		ratio(a+" / "+b+": live p99", p99, p99, a, b)
 		ratio(a+" / "+b+": rendering per frame", figures[6].of, figures[6].of, a, b)
 		ratio(a+" / "+b+": first render", figures[0].of, figures[0].of, a, b)
+		ratio(a+" / "+b+": first render, empty relay", figures[1].of, figures[1].of, a, b)
 	}
 }
 
@@ -319,8 +327,19 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 		return r, err
 	}
 	defer closeBrowser()
+	var endEmptyTrace func() error
+	if trace {
+		if endEmptyTrace, err = startTrace(browser, "the empty relay's first render", true); err != nil {
+			return r, err
+		}
+	}
 	if r.emptyLoad, err = load(browser, empty, 0, 0); err != nil {
 		return r, fmt.Errorf("empty fleet: %w", err)
+	}
+	if endEmptyTrace != nil {
+		if err := endEmptyTrace(); err != nil {
+			return r, err
+		}
 	}
 	if o.waterfall {
 		if err := printWaterfall(browser, "empty relay"); err != nil {
@@ -335,7 +354,7 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 	r.loadAvgAtLoad, _ = loadAverage()
 	var endLoadTrace func() error
 	if trace {
-		if endLoadTrace, err = startTrace(browser, "the first render"); err != nil {
+		if endLoadTrace, err = startTrace(browser, "the first render", false); err != nil {
 			return r, err
 		}
 	}
@@ -623,12 +642,18 @@ func load(browser context.Context, base string, sessions, events int) (float64, 
 	defer cancel()
 	cond := fmt.Sprintf(`window.aepFleet && document.getElementById('conn').dataset.conn === 'live' && aepFleet.state.version >= %d && document.getElementById('fleet-count').textContent === '%d of %d'`, events, sessions, sessions)
 	var at float64
-	err := chromedp.Run(ctx,
-		chromedp.Navigate("about:blank"),
-		chromedp.Navigate(fleetpage.LoginURL(base, token)),
-		chromedp.Poll(fmt.Sprintf(drawn, cond), &at, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(4*time.Minute)),
-	)
-	return at, err
+	if err := chromedp.Run(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token))); err != nil {
+		return 0, err
+	}
+	// A poll can lose the page's execution context to the navigation's
+	// late commit; the figure is the page's own clock, so asking again
+	// changes nothing.
+	for {
+		err := chromedp.Run(ctx, chromedp.Poll(fmt.Sprintf(drawn, cond), &at, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(4*time.Minute)))
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") || ctx.Err() != nil {
+			return at, err
+		}
+	}
 }
 
 // waterfall lists, on the page's clock, every request the page made (start,
@@ -754,7 +779,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	}
 	var endTrace func() error
 	if trace {
-		if endTrace, err = startTrace(browser, "the live phase"); err != nil {
+		if endTrace, err = startTrace(browser, "the live phase", false); err != nil {
 			return err
 		}
 	}
@@ -879,7 +904,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 // startTrace records Chromium's timeline; the function it returns stops it
 // and prints, for the page's main thread, the time in each kind of work
 // (nested kinds are inside their parents: RunTask holds the rest).
-func startTrace(browser context.Context, what string) (func() error, error) {
+func startTrace(browser context.Context, what string, timeline bool) (func() error, error) {
 	var mu sync.Mutex
 	var raw [][]byte
 	finished := false
@@ -907,7 +932,7 @@ func startTrace(browser context.Context, what string) (func() error, error) {
 		}
 	})
 	start := tracing.Start().WithTransferMode(tracing.TransferModeReportEvents).
-		WithTraceConfig(&tracing.TraceConfig{IncludedCategories: []string{"devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8"}})
+		WithTraceConfig(&tracing.TraceConfig{IncludedCategories: []string{"devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8", "blink.user_timing"}})
 	if err := chromedp.Run(browser, start); err != nil {
 		return nil, err
 	}
@@ -939,8 +964,9 @@ func startTrace(browser context.Context, what string) (func() error, error) {
 			} `json:"args"`
 		}
 		type thread struct{ pid, tid int }
-		mains := map[thread]bool{}
+		mains, workers := map[thread]bool{}, map[thread]bool{}
 		var evs []event
+		var navStart float64 // the last navigation's start (µs), for the timeline
 		for _, v := range raw {
 			var e event
 			if json.Unmarshal(v, &e) != nil {
@@ -949,8 +975,14 @@ func startTrace(browser context.Context, what string) (func() error, error) {
 			if e.Ph == "M" && e.Name == "thread_name" && e.Args.Name == "CrRendererMain" {
 				mains[thread{e.Pid, e.Tid}] = true
 			}
+			if e.Ph == "M" && e.Name == "thread_name" && strings.Contains(e.Args.Name, "Worker") {
+				workers[thread{e.Pid, e.Tid}] = true
+			}
 			if e.Ph == "X" {
 				evs = append(evs, e)
+			}
+			if e.Name == "navigationStart" && (navStart == 0 || e.Ts > navStart) {
+				navStart = e.Ts
 			}
 		}
 		// The page's main thread is the renderer main thread that worked most.
@@ -1005,6 +1037,13 @@ func startTrace(browser context.Context, what string) (func() error, error) {
 				}
 			}
 			fmt.Printf("    %6.0f ms: %s\n", t.Dur/1000, strings.Join(in, ", "))
+		}
+		if timeline {
+			of := func(e event) (string, float64, float64) { return e.Name, e.Ts, e.Dur }
+			fmt.Printf("  the main thread's tasks of 2 ms or more (ms since navigation, duration, inside)\n")
+			printTimeline(evs, func(e event) bool { return (thread{e.Pid, e.Tid}) == main }, of, navStart, 2000)
+			fmt.Printf("  the workers' tasks of 0.5 ms or more\n")
+			printTimeline(evs, func(e event) bool { return workers[thread{e.Pid, e.Tid}] }, of, navStart, 500)
 		}
 		return nil
 	}, nil
@@ -1174,4 +1213,37 @@ func mean(xs []float64) float64 {
 		t += x
 	}
 	return t / float64(len(xs))
+}
+
+// printTimeline lists, in order, the main thread's tasks of 2 ms or more
+// after the navigation (ms since it), each with what inside it took 1 ms or
+// more: what the first render waited on while the page's own clock ran.
+func printTimeline[E any](evs []E, onMain func(E) bool, of func(E) (string, float64, float64), navStart, least float64) {
+	var tasks, inner []E
+	for _, e := range evs {
+		name, ts, dur := of(e)
+		if !onMain(e) || ts < navStart {
+			continue
+		}
+		if name == "ThreadControllerImpl::RunTask" || name == "RunTask" {
+			if dur >= least {
+				tasks = append(tasks, e)
+			}
+		} else if dur >= least/2 {
+			inner = append(inner, e)
+		}
+	}
+	at := func(e E) float64 { _, ts, _ := of(e); return ts }
+	slices.SortFunc(tasks, func(a, b E) int { return cmp.Compare(at(a), at(b)) })
+	for _, t := range tasks {
+		_, ts, dur := of(t)
+		var in []string
+		for _, e := range inner {
+			name, ets, edur := of(e)
+			if ets >= ts && ets+edur <= ts+dur {
+				in = append(in, fmt.Sprintf("%s %.0f", name, edur/1000))
+			}
+		}
+		fmt.Printf("    %7.1f %6.1f  %s\n", (ts-navStart)/1000, dur/1000, strings.Join(in, ", "))
+	}
 }
