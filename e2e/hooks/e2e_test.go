@@ -75,7 +75,7 @@ func TestE2EScenarios(t *testing.T) {
 			home := st.RegisterWithSetup(t, kimi, mock.Port)
 			web := kimiharness.StartWeb(t, kimi, home, t.TempDir())
 			// The heartbeat is the adapter's to see: wait for its count.
-			kimiharness.DriveWebUntilBeat(t, web, func() bool { return st.HookCounts(t)[mapping.HookSessionHeartbeat] > 0 })
+			kimiharness.DriveWeb(t, web, func() bool { return st.HookCounts(t)[mapping.HookSessionHeartbeat] > 0 })
 			st.WaitEvent(t, func(e *aep.Event) bool { return e.Type == "session.ended" }) // the archive's SessionEnd hook
 			web.Stop(t)
 			st.WaitQuiet(t)

@@ -23,10 +23,6 @@ const bearerProtocol = "kimi-code.bearer."
 // frameTimeout bounds each wait for a frame while driving a session.
 const frameTimeout = Patience
 
-// heartbeatAfter is how long a session must stay loaded for Kimi's 60 s
-// SessionHeartbeat hook to have fired, with a margin.
-const heartbeatAfter = 65 * time.Second
-
 // Frame is one WebSocket frame from kimi web.
 type Frame struct {
 	Type      string `json:"type"`
@@ -186,28 +182,14 @@ type WebDrive struct {
 //  2. a manual compaction;
 //  3. "slow prompt", "queued prompt" queued behind it, the slow one aborted;
 //  4. "reject me": a Bash call needing approval, rejected with feedback;
-//  5. with heartbeat, a wait until the 60 s SessionHeartbeat has fired;
+//  5. a wait until beat reports that Kimi's 60 s SessionHeartbeat hook
+//     fired (a hook's own record of it: an adapter's counter, a capture),
+//     however long the session took to get there, for at most
+//     heartbeatWait;
 //  6. the archive, which ends the session.
 //
 // Together these fire every hook the web client can.
-func DriveWeb(t testing.TB, w *Web, heartbeat bool) WebDrive {
-	t.Helper()
-	created := time.Now()
-	wait := func() {}
-	if heartbeat {
-		// Not a synchronisation: Kimi's heartbeat is a clock of its own
-		// that nothing a client sees announces; the session must live
-		// through its period.
-		wait = func() { time.Sleep(time.Until(created.Add(heartbeatAfter))) }
-	}
-	return driveWeb(t, w, wait)
-}
-
-// DriveWebUntilBeat is DriveWeb with the heartbeat: before the archive it
-// waits until beat reports the SessionHeartbeat hook fired (a hook's own
-// record of it, such as an adapter's counter), however long the session
-// took to get there, for at most heartbeatWait.
-func DriveWebUntilBeat(t testing.TB, w *Web, beat func() bool) WebDrive {
+func DriveWeb(t testing.TB, w *Web, beat func() bool) WebDrive {
 	t.Helper()
 	return driveWeb(t, w, func() {
 		t.Helper()
@@ -215,7 +197,7 @@ func DriveWebUntilBeat(t testing.TB, w *Web, beat func() bool) WebDrive {
 	})
 }
 
-// heartbeatWait bounds DriveWebUntilBeat's wait for Kimi's 60 s heartbeat.
+// heartbeatWait bounds DriveWeb's wait for Kimi's 60 s heartbeat.
 const heartbeatWait = 3 * time.Minute
 
 // driveWeb is DriveWeb; wait runs before the archive.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
 var record = flag.Bool("record", false, "re-record the hook captures and the kimi web frames the adapter and bridgeweb tests replay")
@@ -144,7 +145,10 @@ func TestRecord(t *testing.T) {
 	mock := StartMock(t, ScenarioFile(t, "web"))
 	WriteConfig(t, home, mock.Port, CaptureHook(dir))
 	web := StartWeb(t, kimi, home, t.TempDir())
-	drive := DriveWeb(t, web, true)
+	drive := DriveWeb(t, web, func() bool {
+		caps, err := ReadCaptures(dir)
+		return err == nil && slices.ContainsFunc(caps, func(c Capture) bool { return c.Event == mapping.HookSessionHeartbeat })
+	})
 	web.Stop(t)
 	save("web", captured(t, dir))
 	frames := filepath.Join(root, "bridgeweb", "testdata", "kimi-web-frames.jsonl")
