@@ -30,6 +30,7 @@ func bigEvents(session string, n, size int) []*aep.Event {
 // or other consumers, and never loses a notice+ event silently: what it did
 // receive is a gap-free prefix, so it can resume exactly.
 func TestSlowSSEConsumer(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{QueueSize: 64, WriteTimeout: 500 * time.Millisecond})
 	fast := openSSE(t, srv, url.Values{"filter": {`{"session":"s-slow"}`}}, nil)
 
@@ -89,6 +90,7 @@ func TestSlowSSEConsumer(t *testing.T) {
 // notice+ is kept; when even that cannot fit the consumer gets a closing
 // frame with its positions.
 func TestSlowSocketConsumer(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{QueueSize: 16, WriteTimeout: 2 * time.Second})
 	// A socket whose owner reads nothing until the flood is over.
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)

@@ -26,6 +26,7 @@ func subscribeFrom(t *testing.T, b relay.Backend, session string, p wire.Positio
 // a trimmed position is told replay-exhausted, also for a session trimmed to
 // nothing.
 func TestStoreByteBudget(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		pad := fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 1000))
 		size := int64(len(line(t, mkEvent("a", 0, withData(pad)))))
@@ -76,6 +77,7 @@ func slicesEqual(a, b []int64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 // A byte budget that cannot hold one largest event is a configuration error.
 func TestConfigBufferBytesHoldsOneEvent(t *testing.T) {
+	t.Parallel()
 	if _, err := relay.NewServer(relay.Config{MaxBody: 1 << 20, BufferBytes: 1 << 10}); err == nil {
 		t.Fatal("BufferBytes below MaxBody accepted")
 	}

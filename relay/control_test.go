@@ -46,6 +46,7 @@ func sessionReplay(t *testing.T, srv *relaytest.Server, session string) []client
 }
 
 func TestControlRouteForwardAndPersist(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	tgt := target(t, srv, "both", "kimi", "s-ctl", `{"accepts":["control.cancel"],"ack_window_ms":10000}`)
 	tgt.send(t, subscribeFrame("own", map[string]any{"session": "s-ctl"}, nil))
@@ -80,6 +81,7 @@ func TestControlRouteForwardAndPersist(t *testing.T) {
 }
 
 func TestControlRefusals(t *testing.T) {
+	t.Parallel()
 	type setup func(t *testing.T, srv *relaytest.Server)
 	cases := []struct {
 		name  string
@@ -130,6 +132,7 @@ func TestControlRefusals(t *testing.T) {
 }
 
 func TestControlClaimLifecycle(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	sender := helloWS(t, srv, "consumer", nil, "sender")
 	send := func(session string) string {
@@ -165,6 +168,7 @@ func TestControlClaimLifecycle(t *testing.T) {
 }
 
 func TestRoster(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	control := `{"accepts": ["control.cancel"], "ack_window_ms": 5000, "x-vendor": {"a": 1}}`
 	target(t, srv, "emitter", "kimi", "s-ros", control)

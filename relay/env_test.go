@@ -8,6 +8,7 @@ import (
 func envOf(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
 func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
 	cfg, err := ConfigFromEnv(envOf(map[string]string{
 		"AEP_PORT": "9999", "AEP_TOKEN": "t", "AEP_BUFFER": "8", "AEP_MAX_SESSIONS": "3",
 		"AEP_MAX_BODY": "1024", "AEP_MAX_BATCH": "5", "AEP_MAX_FROM": "2",
@@ -27,6 +28,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestConfigFromEnvBudgetAndToken(t *testing.T) {
+	t.Parallel()
 	cfg, err := ConfigFromEnv(envOf(map[string]string{"AEP_BUFFER_BYTES": "33554432", "AEP_TOKEN": " tok\r\n"}))
 	if err != nil || cfg.BufferBytes != 32<<20 || cfg.Token != "tok" {
 		t.Fatalf("cfg %+v, %v", cfg, err)

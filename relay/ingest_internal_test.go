@@ -36,6 +36,7 @@ func (f *flushRecorder) Flush() {
 // feeds, and wakes them before it returns: woken first, the writers are
 // queued to run ahead of the reply.
 func TestIngestAnswersBeforeWaking(t *testing.T) {
+	t.Parallel()
 	srv, err := NewServer(Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func (w *writeLog) Write(p []byte) (int, error) {
 // instead of being copied into each stream's buffer, in order with what
 // the stream had buffered around them.
 func TestSSEWritesLargeRunsInPlace(t *testing.T) {
+	t.Parallel()
 	srv, err := NewServer(Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +138,7 @@ func TestSSEWritesLargeRunsInPlace(t *testing.T) {
 // The batch answer is what WriteJSON makes of the same counts, headers and
 // body alike.
 func TestWriteAcceptedAsWriteJSON(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ accepted, buffered, dups int }{{1, 1, 0}, {10, 7, 3}, {10000, 0, 10000}} {
 		want := httptest.NewRecorder()
 		httpguard.WriteJSON(want, http.StatusAccepted, map[string]int{"accepted": c.accepted, "buffered": c.buffered, "duplicates": c.dups})

@@ -16,6 +16,7 @@ import (
 )
 
 func TestIngestRefusals(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, MaxBody: 4096, MaxBatch: 3})
 	good := line(t, mkEvent("s-ingest", 0))
 	noID := mkEvent("s-ingest", 1)
@@ -86,6 +87,7 @@ func TestIngestRefusals(t *testing.T) {
 // A body declared larger than the limit is refused before the upload is
 // read; an undeclared (chunked) one is cut off at the limit. Both answer 413.
 func TestIngestPayloadTooLarge(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{MaxBody: 1024})
 	t.Run("declared length", func(t *testing.T) {
 		conn, err := net.Dial("tcp", srv.Addr)
@@ -124,6 +126,7 @@ func TestIngestPayloadTooLarge(t *testing.T) {
 // A batch keeps its order, is answered 202, and a pretty-printed single
 // event is stored on one line.
 func TestIngestBatchOrderAndOneLine(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	evs := seqEvents("s-order", 0, 20)
 	// Out of order on the wire: the buffer sorts by position, the live
@@ -165,6 +168,7 @@ func TestIngestBatchOrderAndOneLine(t *testing.T) {
 
 // MaxBatch counts events: blank lines between them do not count.
 func TestIngestBatchLimitCountsEvents(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{MaxBatch: 3})
 	var body []byte
 	for _, ev := range seqEvents("s-blank", 0, 3) {
@@ -181,6 +185,7 @@ func TestIngestBatchLimitCountsEvents(t *testing.T) {
 
 // Admission dedupes on (source, id); live fan-out forwards every copy.
 func TestIngestDedupeAdmissionNotFanout(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	live := openSSE(t, srv, url.Values{"filter": {`{"session":"s-dup"}`}}, nil)
 	ev := mkEvent("s-dup", 0)
@@ -207,6 +212,7 @@ func TestIngestDedupeAdmissionNotFanout(t *testing.T) {
 }
 
 func TestIngestAccessTokenQuery(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/events?access_token="+testToken, bytes.NewReader(line(t, mkEvent("s-q", 0))))
 	req.Header.Set("Content-Type", "application/json")

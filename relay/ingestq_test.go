@@ -16,6 +16,7 @@ func qitem(n int, command bool) ingestItem {
 
 // take hands over consecutive events up to a command, and a command alone.
 func TestIngestQueueBatchesUpToACommand(t *testing.T) {
+	t.Parallel()
 	q := newIngestQueue(1 << 20)
 	ctx := context.Background()
 	for _, it := range []ingestItem{qitem(1, false), qitem(2, false), qitem(3, true), qitem(4, false), qitem(5, false), qitem(6, false)} {
@@ -50,6 +51,7 @@ func TestIngestQueueBatchesUpToACommand(t *testing.T) {
 // ingester has handed bytes on; an event larger than the bound passes
 // alone; a socket going away releases a waiting reader.
 func TestIngestQueueBoundsBytes(t *testing.T) {
+	t.Parallel()
 	q := newIngestQueue(100)
 	ctx := context.Background()
 	q.push(ctx, qitem(60, false))

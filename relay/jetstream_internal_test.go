@@ -18,6 +18,7 @@ import (
 // one message however often an emitter resends, even past its duplicate
 // window.
 func TestJetStreamRedeliveryNotRewritten(t *testing.T) {
+	t.Parallel()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +41,7 @@ func TestJetStreamRedeliveryNotRewritten(t *testing.T) {
 // A private store's stream stays near the index's depth per session: the
 // index reports each session's floor and the store purges below it.
 func TestJetStreamPurgesBelowFloor(t *testing.T) {
+	t.Parallel()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir(), Buffer: 20})
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +87,7 @@ func heldIDs(b *MemoryBackend) map[string]int {
 // byte limit of its own that would discard them first), and the stream is
 // purged as the budget trims.
 func TestJetStreamSmallEventsUnderBudgetReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := JetStreamConfig{Dir: dir, BufferBytes: 100_000}
 	js, err := OpenJetStream(context.Background(), cfg)
@@ -130,6 +133,7 @@ func reopenSame(t *testing.T, js *JetStreamBackend, cfg JetStreamConfig) *JetStr
 // is resent after the stream purged that copy: the resend is stored again, so
 // what the relay then acknowledges survives a reopen.
 func TestJetStreamResendAfterPurgedCopy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := JetStreamConfig{Dir: dir, Buffer: 20}
 	js, err := OpenJetStream(context.Background(), cfg)
@@ -169,6 +173,7 @@ func TestJetStreamResendAfterPurgedCopy(t *testing.T) {
 // the rebuild reads until nothing is pending, not up to a sequence that is
 // gone.
 func TestJetStreamReopenAfterLastMessageDeleted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir})
 	if err != nil {
@@ -202,6 +207,7 @@ func TestJetStreamReopenAfterLastMessageDeleted(t *testing.T) {
 // good: were its session evicted meanwhile, it is not admitted again (with
 // no stored copy), and an eviction never purges a whole subject.
 func TestMemoryIngestMarkedDuplicates(t *testing.T) {
+	t.Parallel()
 	b := NewMemoryBackend(0, 0)
 	m := benchEvent(t, "s", 0)
 	if res := b.ingest([]*Message{m}, []bool{true}, nil); res.Duplicates != 1 || res.Buffered != 0 {
@@ -222,6 +228,7 @@ func TestMemoryIngestMarkedDuplicates(t *testing.T) {
 // the other relays still read. (TestSharedStreamEvictionIsLocal shows the
 // others keep the session; this shows no purge is on its way to it.)
 func TestJetStreamSharedEvictionQueuesNoPurge(t *testing.T) {
+	t.Parallel()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir(), Listen: netaddr.FreeAddr(t), MaxSessions: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 )
 
@@ -84,10 +85,13 @@ func reopenHolds(t *testing.T, js *JetStreamBackend, cfg JetStreamConfig, want i
 // window (a restart reloads the ids of the whole window); a store others
 // reach keeps both, for two relays handed one event.
 func TestPrivateStoreWithoutStreamDedupe(t *testing.T) {
+	t.Parallel()
 	for _, listen := range []bool{false, true} {
 		cfg := JetStreamConfig{Dir: t.TempDir()}
 		if listen {
-			cfg.Listen = "127.0.0.1:0"
+			// A free port, not port 0: the embedded server reads 0 as
+			// NATS's default 4222, which another test may hold.
+			cfg.Listen = netaddr.FreeAddr(t)
 		}
 		js, err := OpenJetStream(context.Background(), cfg)
 		if err != nil {
@@ -123,6 +127,7 @@ func TestPrivateStoreWithoutStreamDedupe(t *testing.T) {
 // the index holds each once, and so do a restart from the snapshot and a
 // full rebuild.
 func TestPrivateStoreRetryAfterTimeoutStoredOnce(t *testing.T) {
+	t.Parallel()
 	cfg := JetStreamConfig{Dir: t.TempDir()}
 	js, err := OpenJetStream(context.Background(), cfg)
 	if err != nil {
@@ -148,6 +153,7 @@ func TestPrivateStoreRetryAfterTimeoutStoredOnce(t *testing.T) {
 // retried: the copies the stream took first are deleted, the retry's are
 // kept, once each.
 func TestPrivateStoreRetryAfterFailedSyncStoredOnce(t *testing.T) {
+	t.Parallel()
 	var fail atomic.Bool
 	d := &blockDisk{}
 	syncer := func(f *os.File) error {
@@ -177,6 +183,7 @@ func TestPrivateStoreRetryAfterFailedSyncStoredOnce(t *testing.T) {
 // An event a batch carries twice, or that two batches in flight at once
 // both carry, is stored once and held once; the repeats are duplicates.
 func TestPrivateStoreDuplicatesInFlightStoredOnce(t *testing.T) {
+	t.Parallel()
 	cfg := JetStreamConfig{Dir: t.TempDir()}
 	js, err := OpenJetStream(context.Background(), cfg)
 	if err != nil {
@@ -242,6 +249,7 @@ func waitTickets(t *testing.T, js *JetStreamBackend, n uint64) {
 // admissions: the stream ends up holding each event once, as the index
 // does.
 func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
+	t.Parallel()
 	// Its warnings say which copies were kept, should the count be off.
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir(), Logger: log})
@@ -274,6 +282,7 @@ func TestPrivateStoreConcurrentResendsStoredOnce(t *testing.T) {
 // deletion that takes its whole bound (a loaded machine, a slow disk)
 // leaves none of the others in the stream for good.
 func TestStrayDeletionsEachHaveTheirBound(t *testing.T) {
+	t.Parallel()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 // order whatever the arrival order, commands in their place, the session
 // cap applied, and admission dedupe still in force.
 func TestJetStreamReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openJetStreamIn(t, dir, 5, 3, 0)
 	cmd := command("control.pause", "s", `{}`)
@@ -62,6 +63,7 @@ func sessionNames(b relay.Backend) []string {
 // Two relays never open one embedded store: the second is refused with a
 // clear error, and can open it once the first has closed.
 func TestJetStreamStoreLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openJetStreamIn(t, dir, 0, 0, 0)
 	if _, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir}); err == nil || !strings.Contains(err.Error(), "another relay is using") {
@@ -78,6 +80,7 @@ func TestJetStreamStoreLocked(t *testing.T) {
 // the live one served: also for events whose strings no index header can
 // carry (parsed on rebuild) and out-of-order positions.
 func TestJetStreamConcurrentIngestReopens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openJetStreamIn(t, dir, 50, 20, 0)
 	var g errgroup.Group
@@ -140,6 +143,7 @@ func TestJetStreamConcurrentIngestReopens(t *testing.T) {
 // larger events with payload-too-large on both bindings instead of
 // accepting what the store cannot keep; smaller ones pass.
 func TestJetStreamEventLimit(t *testing.T) {
+	t.Parallel()
 	if _, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: t.TempDir(), MaxBody: relay.MaxJetStreamEvent + 1}); err == nil || !strings.Contains(err.Error(), "AEP_MAX_BODY") {
 		t.Fatalf("open with a body limit above the store's: %v", err)
 	}
@@ -177,6 +181,7 @@ func TestJetStreamEventLimit(t *testing.T) {
 // from the session's lowest held event on, whatever order the held events
 // arrived in.
 func TestJetStreamOutOfOrderPastDepthReopens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openJetStreamIn(t, dir, 50, 0, 0)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -214,6 +219,7 @@ func TestJetStreamOutOfOrderPastDepthReopens(t *testing.T) {
 // /metrics of a JetStream relay carries the store's figures: the stream's
 // size, what the last open rebuilt, and the routing and purge counters.
 func TestJetStreamMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openJetStreamIn(t, dir, 0, 0, 0)
 	first.Ingest([]*relay.Message{msg(t, mkEvent("s", 0)), msg(t, mkEvent("s", 1)), msg(t, mkEvent("s", 2))})

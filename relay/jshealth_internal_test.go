@@ -11,6 +11,7 @@ import (
 // without waiting; a stored batch brings it back. What the server's check
 // found, only that check clears, and no batch tries meanwhile.
 func TestStoreHealthProbes(t *testing.T) {
+	t.Parallel()
 	var h storeHealth
 	probe, lost, err := h.admit()
 	if probe || lost == nil || err != nil {

@@ -12,6 +12,7 @@ import (
 // Every event of the golden corpus the index can hold comes back from its
 // index header exactly as parsing its bytes makes it.
 func TestIndexHeaderRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := fixtures.Require(t)
 	n := 0
 	for _, l := range fixtures.Lines(t, dir, "fixtures/golden/golden.jsonl") {
@@ -53,6 +54,7 @@ func sameIndexFields(t *testing.T, got, want *Message) {
 // Strings a header cannot carry unambiguously get no header (the rebuild
 // parses those events), and malformed headers are refused, never guessed.
 func TestIndexHeaderRefusals(t *testing.T) {
+	t.Parallel()
 	base := &Message{Type: "tool.completed", ID: "01J", Source: "aep://x/s", Kind: KindSession}
 	for name, mod := range map[string]func(m *Message){
 		"space in id":       func(m *Message) { m.ID = "a b" },

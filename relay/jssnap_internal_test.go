@@ -100,6 +100,7 @@ func copyTree(t *testing.T, from, to string) {
 // the same stream holds, and answers resumes alike; the snapshot is read
 // once, and a second restart (no snapshot left by a crash) rebuilds.
 func TestSnapshotRestartMatchesRebuild(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := JetStreamConfig{Dir: dir, Buffer: 25, MaxSessions: 6}
 	js, err := OpenJetStream(context.Background(), cfg)
@@ -160,6 +161,7 @@ func TestSnapshotRestartMatchesRebuild(t *testing.T) {
 // A snapshot that does not match the stream, or is torn or corrupt, is
 // ignored: the index is rebuilt from the stream and holds what it held.
 func TestSnapshotRefusedWhenItDoesNotMatch(t *testing.T) {
+	t.Parallel()
 	for name, spoil := range map[string]func(t *testing.T, dir string, js *JetStreamBackend){
 		"torn": func(t *testing.T, dir string, _ *JetStreamBackend) {
 			p := filepath.Join(dir, snapshotName)

@@ -50,6 +50,7 @@ func (d *blockDisk) holds(s string) bool {
 // emitters at once is in a block a sync covered before Ingest returned,
 // and the batches acknowledged while one sync ran shared the next.
 func TestStoreSyncCoversEveryAdmittedEvent(t *testing.T) {
+	t.Parallel()
 	d := &blockDisk{}
 	dir := t.TempDir()
 	js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir, SyncAlways: true, Syncer: d.sync})
@@ -92,6 +93,7 @@ func TestStoreSyncCoversEveryAdmittedEvent(t *testing.T) {
 // A flush syncs the block being left before the new one, every new block,
 // and finds the blocks written since the last flush.
 func TestStoreSyncFollowsNewBlocks(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	msgs := filepath.Join(root, "jetstream", "$G", "streams", "AEP", "msgs")
 	if err := os.MkdirAll(msgs, 0o700); err != nil {
@@ -130,6 +132,7 @@ func TestStoreSyncFollowsNewBlocks(t *testing.T) {
 // The embedded store syncs every batch unless told otherwise; an external
 // NATS syncs as its own configuration says.
 func TestStoreSyncDefault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		sync, url string
 		want      bool

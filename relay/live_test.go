@@ -45,6 +45,7 @@ var liveSkips = map[string]livecheck.Skips{
 // skips: live.js is run locally against a spec checkout, never vendored or
 // run in CI.
 func TestLiveChecker(t *testing.T) {
+	t.Parallel()
 	checker := livecheck.Require(t)
 	runs := []struct {
 		name   string

@@ -96,6 +96,7 @@ func seqs(rs []replayed) []int64 {
 // oldest past the depth, and remembers what it trimmed for the exhausted
 // marker.
 func TestStoreOrderAndTrim(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, depth := range []int{1, 3, 8, 300, 1000} {
@@ -125,6 +126,7 @@ func TestStoreOrderAndTrim(t *testing.T) {
 }
 
 func TestStoreDedupeAndForeign(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		b := open(t, 5, 10, 0)
 		e0, e1 := mkEvent("s", 0), mkEvent("s", 1)
@@ -165,6 +167,7 @@ func TestStoreDedupeAndForeign(t *testing.T) {
 }
 
 func TestStoreSessionEvictionLRU(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		b := open(t, 10, 3, 0)
 		for _, s := range []string{"a", "b", "c"} {
@@ -186,6 +189,7 @@ func TestStoreSessionEvictionLRU(t *testing.T) {
 }
 
 func TestStoreFilterAndExhausted(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		b := open(t, 4, 10, 0)
 		var ms []*relay.Message
@@ -230,6 +234,7 @@ func TestStoreFilterAndExhausted(t *testing.T) {
 // A replay snapshot stays stable while ingest goes on (run with -race):
 // nothing below its view is rewritten, even by out-of-order inserts.
 func TestStoreSnapshotUnderIngest(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		b := open(t, 200, 10, 0)
 		var ms []*relay.Message

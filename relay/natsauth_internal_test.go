@@ -15,6 +15,7 @@ import (
 // from it when it is no subject token; never a bare token, which is a
 // secret.
 func TestURLIdentity(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		urls, id string
 		ok       bool
@@ -38,6 +39,7 @@ func TestURLIdentity(t *testing.T) {
 // A store that listened holds messages whose subjects name their
 // publisher; reopened private, it purges those too as it trims.
 func TestJetStreamPrivatePurgesWhatItWroteListening(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := func(listen string) *JetStreamBackend {
 		js, err := OpenJetStream(context.Background(), JetStreamConfig{Dir: dir, Listen: listen, Buffer: 20})

@@ -39,6 +39,7 @@ import (
 // account through --nats-ca and --nats-creds; without either it is refused
 // with an error that says so.
 func TestExternalNATSWithTLSAndCreds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	caFile, tlsConf := testTLS(t, dir)
 	credsFile, operator, resolver, sysAccount := testOperator(t, dir)
@@ -183,6 +184,7 @@ func listeningStore(t *testing.T) (*relay.JetStreamBackend, string, string, *syn
 // refused. The credentials it generated (0600, in the store's directory,
 // in no log) let a second relay share the stream and route commands to it.
 func TestEmbeddedNATSTakesOnlyItsRelays(t *testing.T) {
+	t.Parallel()
 	a, natsURL, dir, logs := listeningStore(t)
 	creds := filepath.Join(dir, relay.NATSCredsName)
 	st, err := os.Lstat(creds)
@@ -316,6 +318,7 @@ func (v violations) expect(t *testing.T, what, subject string) {
 // delete or purge the stream. What it publishes under its own identity is
 // a relay's event like any other.
 func TestEmbeddedNATSIdentityEnforced(t *testing.T) {
+	t.Parallel()
 	a, natsURL, dir, _ := listeningStore(t)
 	creds := filepath.Join(dir, relay.NATSCredsName)
 	kp, err := nkeys.ParseDecoratedUserNKey(mustRead(t, creds))
@@ -383,6 +386,7 @@ func TestEmbeddedNATSIdentityEnforced(t *testing.T) {
 // in their place or others may read them; a named credentials file others
 // may read is refused too.
 func TestNATSCredentialsFileRefused(t *testing.T) {
+	t.Parallel()
 	open := func(dir string) error {
 		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: dir, Listen: netaddr.FreeAddr(t)})
 		if err == nil {
@@ -432,6 +436,7 @@ func TestNATSCredentialsFileRefused(t *testing.T) {
 // A relay on an external NATS without credentials says what that exposes;
 // one whose NATS authenticated it does not.
 func TestExternalNATSWithoutCredentialsWarns(t *testing.T) {
+	t.Parallel()
 	open := func(cfg relay.JetStreamConfig) string {
 		logs := &syncbuf.Buffer{}
 		cfg.Logger = newTestLogger(logs)
@@ -457,6 +462,7 @@ func TestExternalNATSWithoutCredentialsWarns(t *testing.T) {
 // credentials: the sender is the identity the subject names, whatever the
 // headers say. From a relay with credentials the command is delivered.
 func TestRoutedCommandNeedsAuthenticatedSender(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	credsA, userA := natsUser(t, dir, "a")
 	credsB, userB := natsUser(t, dir, "b")
@@ -517,6 +523,7 @@ func TestRoutedCommandNeedsAuthenticatedSender(t *testing.T) {
 // subject carries its identity: another relay writing its Aep-Relay header
 // does not hide its events from it.
 func TestOwnMessagesByIdentityNotHeader(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	credsA, userA := natsUser(t, dir, "a")
 	credsB, userB := natsUser(t, dir, "b")

@@ -71,6 +71,7 @@ func helloAs(t *testing.T, srv *relaytest.Server, token, role, agent string) *ws
 // the prompt and the tool's arguments never reach it, their shapes and
 // timings do. The owner and the others read the relay's bytes unchanged.
 func TestWatcherSeesMetadataOnly(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	secret := "rm -rf /home/alice/secret-project"
 	full := func(e *aep.Event) { e.Capture = "full" }
@@ -112,6 +113,7 @@ func TestWatcherSeesMetadataOnly(t *testing.T) {
 // binding: a refused command is an unauthorized error frame naming it,
 // and nothing reaches the target or the history.
 func TestRolesOnEveryBinding(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	tgt := target(t, tm.srv, "both", "kimi", "s-r", `{"accepts":["control.attention.respond","control.cancel","x.kimi-code.control.instruct"]}`)
 
@@ -173,6 +175,7 @@ func TestRolesOnEveryBinding(t *testing.T) {
 // carries none); a by in its data is the command's own business, not who
 // answered.
 func TestForgedByIsReplaced(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	annRef := func() string {
 		_, ref, _ := access.OpenRoster(tm.store.Home, nil).Lookup(tm.ann)
@@ -211,6 +214,7 @@ func TestForgedByIsReplaced(t *testing.T) {
 // to whatever believes the agent), and so is any event naming one, on the
 // socket and on POST /events, whoever sends it.
 func TestForgedRuleAgentRefused(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	tgt := target(t, tm.srv, "both", "kimi", "s-fr", `{"accepts":["control.attention.respond"]}`)
 	for who, tok := range map[string]string{"ann": tm.ann, "ada": tm.ada, "owner": testToken} {
@@ -244,6 +248,7 @@ func TestForgedRuleAgentRefused(t *testing.T) {
 // socket, within 2 s; the token is refused from then on, as are blank and
 // unknown tokens. The others' connections stay.
 func TestRevokeEndsConnections(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	for name, tok := range map[string]string{"blank": "  ", "unknown": "nobody's-token", "a hash": access.Hash(tm.walt)} {
 		if _, code, _ := tryOpenSSE(t, tm.srv, url.Values{}, map[string]string{"Authorization": "Bearer " + tok}); code == http.StatusOK {
@@ -293,6 +298,7 @@ read:
 // The rules: every role reads them and asks what they would decide; only
 // an admin changes them.
 func TestRulesNeedAdminToChange(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	store := access.Store{Home: home}
 	_, walt, _ := store.Add("walt", access.RoleWatch, "")
@@ -321,6 +327,7 @@ func TestRulesNeedAdminToChange(t *testing.T) {
 // nothing, and giving the name a new token (the rotation after a lost
 // phone) does not revive it; the new token's own principal answers.
 func TestRespondAsRevokedPerson(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	target(t, tm.srv, "both", "kimi", "s-l", `{"accepts":["control.attention.respond"]}`)
 	admitted := func(tok string) access.Principal {

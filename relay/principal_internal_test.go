@@ -16,6 +16,7 @@ import (
 // owner for the relay's token, a person for theirs; a blank, unknown or
 // hash-for-token bearer is refused.
 func TestPrincipalOf(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	_, alice, err := access.Store{Home: home}.Add("alice", access.RoleAnswer, "redacted")
 	if err != nil {

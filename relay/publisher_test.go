@@ -62,6 +62,7 @@ func emitted(session string, seq int64, sev string) *aep.Event {
 }
 
 func TestPublisherDisabled(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"", "none", " NONE "} {
 		e, err := client.NewPublisher(client.PublisherConfig{URL: u})
 		if err != nil {
@@ -83,6 +84,7 @@ func TestPublisherDisabled(t *testing.T) {
 }
 
 func TestPublisherConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []client.PublisherConfig{
 		{URL: "ftp://x", Agent: "a"},
 		{URL: "http://", Agent: "a"},
@@ -97,6 +99,7 @@ func TestPublisherConfigErrors(t *testing.T) {
 // Order of Publish is kept on the wire; sessions are claimed with the
 // declared control block; routed commands reach Run's handler; acks flow back.
 func TestPublisherPublishClaimCommand(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	watch := openSSE(t, srv, url.Values{"filter": {`{"agent":"kimi"}`}}, nil)
 	got := make(chan *aep.Event, 4)
@@ -149,6 +152,7 @@ func TestPublisherPublishClaimCommand(t *testing.T) {
 // A full outbox drops debug/info first, and notice+ only when nothing else
 // is left, counting every drop.
 func TestPublisherOutboxPolicy(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	e := newPublisher(t, client.PublisherConfig{URL: srv.URL, Outbox: 4})
 	sevs := []string{"notice", "info", "info", "notice", "notice", "info", "error", "debug", "notice"}
@@ -196,6 +200,7 @@ func startRelayAt(t *testing.T, addr string, cfg relay.Config) (stop func()) {
 // every live session (the latest event of each session not ended), and
 // what was published while down follows in order.
 func TestPublisherReconnect(t *testing.T) {
+	t.Parallel()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
@@ -275,6 +280,7 @@ func sameSet(a, b []string) bool {
 // When the socket cannot be established but POST works, the outbox goes
 // out as NDJSON batches.
 func TestPublisherHTTPFallback(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	target, _ := url.Parse(srv.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
@@ -312,6 +318,7 @@ func TestPublisherHTTPFallback(t *testing.T) {
 }
 
 func TestPublisherCollector(t *testing.T) {
+	t.Parallel()
 	e := newPublisher(t, client.PublisherConfig{URL: "http://127.0.0.1:1"})
 	e.Publish(emitted("s", 0, "info"))
 	reg := prometheus.NewRegistry()

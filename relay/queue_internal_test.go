@@ -14,6 +14,7 @@ import (
 // The queue sheds debug/info once three quarters full, keeps the rest for
 // notice and above, and overflows (never drops) when notice+ cannot fit.
 func TestOutQueuePolicy(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(NewMemoryBackend(0, 0))
 	q := newOutQueue(8, m)
 	info := &Message{Severity: aep.SeverityInfo}
@@ -61,6 +62,7 @@ func TestOutQueuePolicy(t *testing.T) {
 }
 
 func TestSubscriptionRecordBounded(t *testing.T) {
+	t.Parallel()
 	s := newSubscription("a", nil, 0, 2)
 	for i, sess := range []string{"x", "y", "x", "z"} {
 		s.record(&Message{Kind: KindSession, Session: sess, Pos: wire.Position{Seq: int64(i)}})
@@ -89,6 +91,7 @@ func counterValue(c prometheus.Counter) float64 {
 // matches, never a command routed to the socket itself; a batch with
 // nothing for the stream does not wake its writer.
 func TestOfferBatchWakesOnce(t *testing.T) {
+	t.Parallel()
 	b := NewMemoryBackend(0, 0)
 	q := newOutQueue(256, newMetrics(b))
 	sub := newSubscription("", q, 7, 0)
@@ -149,6 +152,7 @@ func TestOfferBatchWakesOnce(t *testing.T) {
 // each of its messages; otherwise message by message under the policy, so
 // batching never changes what a slow consumer loses or when it is cut off.
 func TestOfferRunKeepsThePolicy(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(NewMemoryBackend(0, 0))
 	q := newOutQueue(8, m) // low-water mark 6
 	sub := newSubscription("", q, 0, 0)
@@ -176,6 +180,7 @@ func TestOfferRunKeepsThePolicy(t *testing.T) {
 // Streams that share a filter share the batch: one run, framed once, the
 // same piece for each.
 func TestSharedFilterSharesOneRun(t *testing.T) {
+	t.Parallel()
 	b := NewMemoryBackend(0, 0)
 	f, err := aep.ParseFilter([]byte(`{"session":"s"}`))
 	if err != nil {
@@ -208,6 +213,7 @@ func TestSharedFilterSharesOneRun(t *testing.T) {
 // A run only sockets read is never framed for SSE: the framing is paid
 // where a stream will write it.
 func TestSocketRunNotFramed(t *testing.T) {
+	t.Parallel()
 	q := newOutQueue(8, newMetrics(NewMemoryBackend(0, 0)))
 	r := newMsgRun([]*Message{{Severity: aep.SeverityNotice, Raw: []byte(`{}`)}})
 	newSubscription("", q, 7, 0).offerRun(r, nil)

@@ -22,6 +22,7 @@ func rateCmd(session string) *aep.Event {
 // and reaches nobody; an answerer's reaches the emitter stamped with the
 // answerer, whoever the command says sent it.
 func TestRateRoleAndStamp(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	tgt := target(t, tm.srv, "both", "kimi", "s-rate", `{"accepts":["`+mapping.TypeRate+`"]}`)
 
@@ -50,6 +51,7 @@ func TestRateRoleAndStamp(t *testing.T) {
 // the socket that ended it while it stays connected; other commands to it
 // find no route, and once that socket is gone neither does a rating.
 func TestRateEndedSession(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	tgt := target(t, srv, "both", "kimi", "s-end", `{"accepts":["control.cancel","`+mapping.TypeRate+`"]}`)
 	end := mkEvent("s-end", 1, withType("session.ended"), withData(`{"reason":"normal"}`))
@@ -82,6 +84,7 @@ func TestRateEndedSession(t *testing.T) {
 // Assessments admitted are counted on /metrics by kind and label, once
 // each: a redelivery is not a second rating.
 func TestAssessmentsCounted(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	down := mkEvent("s-m", 0, withType(mapping.TypeFeedback), withData(`{"rating":-1,"label":"thumbs_down","source":"human"}`))
 	up := mkEvent("s-m", 1, withType(mapping.TypeFeedback), withData(`{"rating":1,"label":"thumbs_up","source":"human"}`))

@@ -22,6 +22,7 @@ import (
 // Respond answers as a socket's command would: delivered to the claimant,
 // held in the session's history, the person stamped; refusals say why.
 func TestRespond(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	tgt := target(t, srv, "both", "kimi", "s-rsp", `{"accepts":["control.attention.respond"],"ack_window_ms":10000}`)
 	ctx := context.Background()
@@ -81,6 +82,7 @@ func (fakeNotifier) Collectors() []prometheus.Collector { return nil }
 // The answer links are open (their token is the credential); the API is
 // behind the relay's token and refuses other origins.
 func TestNotifierMount(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Notify: fakeNotifier{}})
 	noAuth := map[string]string{"Authorization": ""}
 	for _, tc := range []struct {

@@ -19,6 +19,7 @@ import (
 // when events after its position were evicted. Checked over random buffer
 // depths and traffic, on both consuming bindings.
 func TestResumeProperty(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 11))
 	for iter := range 40 {
 		depth := 1 + rng.IntN(12)

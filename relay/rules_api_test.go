@@ -26,6 +26,7 @@ func withHeaders(base map[string]string, kv ...string) map[string]string {
 }
 
 func TestRulesAPI(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	add := do(t, srv, "POST", "/rules", []byte(`{"effect":"deny","tool":"Bash","args":"rm -rf *","note":"never"}`), jsonCT)
@@ -59,6 +60,7 @@ func TestRulesAPI(t *testing.T) {
 
 // Bad input gets a status and a JSON error body, never a change.
 func TestRulesAPIBadInput(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	cases := []struct {
@@ -98,6 +100,7 @@ func TestRulesAPIBadInput(t *testing.T) {
 // rebinding Host is refused, and nothing changes; a watch-only relay
 // takes no changes at all.
 func TestRulesAPIRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	body := []byte(`{"effect":"allow","tool":"Read"}`)
@@ -147,6 +150,7 @@ func TestRulesAPIRefusesStrangers(t *testing.T) {
 // A bad rules file keeps the last good rules and says why on /healthz,
 // to an authorized reader only.
 func TestRulesHealthz(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, issueRules...)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	if err := os.WriteFile(book.Path(), []byte(`{"version":1,"rules":[{"id":"x"}]}`), 0o600); err != nil {
@@ -168,6 +172,7 @@ func TestRulesHealthz(t *testing.T) {
 // request (its tool, argument text and project), always saves what an
 // answer to it makes, refusing a pattern that does not match it.
 func TestRulesAPIFromAnswer(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-ans")
@@ -209,6 +214,7 @@ func TestRulesAPIFromAnswer(t *testing.T) {
 // caller's capture ceiling lets the stream carry. A watcher at metadata
 // once read both here.
 func TestRulesProposeWithinCeiling(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	store := access.Store{Home: home}
 	add := func(name string, role access.Role, capture string) map[string]string {
@@ -259,6 +265,7 @@ func TestRulesProposeWithinCeiling(t *testing.T) {
 // trace, whose steps quote them. At redacted and above they read as
 // written.
 func TestRulesListWithinCeiling(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	store := access.Store{Home: home}
 	add := func(name string, role access.Role, capture string) map[string]string {

@@ -15,6 +15,7 @@ import (
 // commands only with the override, refusing it otherwise with a JSON
 // error that names the override and the commands.
 func TestRulesAPIDestructiveFloor(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-rm")

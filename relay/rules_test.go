@@ -65,6 +65,7 @@ func askEvent(session string, seq int64, command, capture string) *aep.Event {
 // ordinary control.attention.respond from rule:<id>, and every watcher
 // sees the request and its answer together, stored in history in order.
 func TestRulesAnswerRequests(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, issueRules...)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-rules")
@@ -137,6 +138,7 @@ func TestRulesAnswerRequests(t *testing.T) {
 // rule on it applies, and an unknowable deny keeps a broad allow from
 // answering.
 func TestRulesNeedArgumentText(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, append([]rules.Rule{{ID: "any-bash", Effect: rules.Allow, Tool: "Bash"}}, issueRules...)...)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-meta")
@@ -155,6 +157,7 @@ func TestRulesNeedArgumentText(t *testing.T) {
 
 // A watch-only relay carries no commands, so no rule answers there.
 func TestRulesWatchOnlyAnswerNothing(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Rules: rulesBook(t, issueRules...)})
 	tgt := gateTarget(t, srv, "s-w")
 	tgt.send(t, askEvent("s-w", 1, "echo ok", "redacted"))
@@ -167,6 +170,7 @@ func TestRulesWatchOnlyAnswerNothing(t *testing.T) {
 // A request delivered twice gets the same answer twice: the emitter
 // dedupes it and acks as before, and the rule counts one use.
 func TestRulesRedeliveredRequest(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, issueRules...)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-dup")
@@ -186,6 +190,7 @@ func TestRulesRedeliveredRequest(t *testing.T) {
 // A rule whose answer cannot be delivered (no socket claims the session:
 // the request came over HTTP) answers nothing; a person does.
 func TestRulesUndeliverable(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, issueRules...)
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	mustPost(t, srv, askEvent("s-http", 0, "echo ok", "redacted"))
@@ -200,6 +205,7 @@ func TestRulesUndeliverable(t *testing.T) {
 // The project rules read the session's working directory from its
 // session.started: learned at admission, or from history.
 func TestRulesProject(t *testing.T) {
+	t.Parallel()
 	book := rulesBook(t, rules.Rule{ID: "here", Effect: rules.Allow, Tool: "Bash", Project: "/home/ann/src/aep-kimi"})
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Rules: book})
 	tgt := gateTarget(t, srv, "s-proj")
@@ -218,6 +224,7 @@ func TestRulesProject(t *testing.T) {
 // A relay restarted on its durable store still knows a session's project:
 // it reads the session.started from history when the request comes.
 func TestRulesProjectAfterRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	book := rulesBook(t, rules.Rule{ID: "here", Effect: rules.Allow, Tool: "Bash", Project: "~/src/aep-kimi"})
 	store := openJetStreamIn(t, dir, 100, 10, 1<<24)

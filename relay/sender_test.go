@@ -17,6 +17,7 @@ import (
 // reason), on the relay's cause-linked refusal, and reports a hello the
 // relay refuses, all against the real relay and a real emitter.
 func TestSendCommandSettles(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	e := newPublisher(t, client.PublisherConfig{
 		URL: srv.URL, Token: testToken,

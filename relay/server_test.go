@@ -18,6 +18,7 @@ import (
 )
 
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	for _, token := range []string{"", testToken} {
 		t.Run(fmt.Sprintf("token=%v", token != ""), func(t *testing.T) {
 			srv := relaytest.RunServer(t, relay.Config{Token: token, Buffer: 42})
@@ -48,6 +49,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	mustPost(t, srv, mkEvent("s-h", 0))
 	openSSE(t, srv, nil, nil)
@@ -65,6 +67,7 @@ func TestHealthz(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	s := openSSE(t, srv, nil, nil)
 	e1 := mkEvent("s-m", 1)
@@ -100,6 +103,7 @@ func TestMetrics(t *testing.T) {
 // A socket that never answers the close handshake holds the drain past its
 // timeout: Serve gives up with ErrDrainTimeout (the daemon exits 1).
 func TestDrainTimeout(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{DrainTimeout: 200 * time.Millisecond})
 	conn := rawSocket(t, srv.Addr)
 	defer conn.Close()

@@ -24,6 +24,7 @@ func (r *deadlineRecorder) SetWriteDeadline(t time.Time) error {
 // the deadline before every write: at 10,000 events/s to 100 streams that
 // was a timer update per write on the writers' path.
 func TestDeadlineWriterRearmsOnlyWhenDue(t *testing.T) {
+	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
 	d := &deadlineWriter{w: rec, rc: http.NewResponseController(rec), timeout: timeout}

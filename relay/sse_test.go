@@ -14,6 +14,7 @@ import (
 )
 
 func TestStreamRefusals(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{MaxFrom: 2})
 	cases := []struct {
 		name   string
@@ -47,6 +48,7 @@ func TestStreamRefusals(t *testing.T) {
 // Live SSE delivery: filter applied, id/event/data framing, data byte for
 // byte what was posted, agent-scoped events without id.
 func TestStreamFramingAndFilter(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	s := openSSE(t, srv, url.Values{"filter": {`{"type":["progress.*","agent.*"],"severity":{"gte":"info"}}`}}, nil)
 	want := mkEvent("s-frame", 7, withEpoch(2))
@@ -69,6 +71,7 @@ func TestStreamFramingAndFilter(t *testing.T) {
 }
 
 func TestStreamLastEventIDAndExhausted(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Buffer: 5})
 	evs := seqEvents("s:colon", 0, 10)
 	mustPost(t, srv, evs...)
@@ -99,6 +102,7 @@ func TestStreamLastEventIDAndExhausted(t *testing.T) {
 }
 
 func TestStreamCaptureCeiling(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	s := openSSE(t, srv, url.Values{"capture": {"metadata"}, "filter": {`{"session":"s-cap"}`}}, nil)
 	full := openSSE(t, srv, url.Values{"filter": {`{"session":"s-cap"}`}}, nil)
@@ -116,6 +120,7 @@ func TestStreamCaptureCeiling(t *testing.T) {
 }
 
 func TestStreamPingAndDrain(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{PingInterval: 20 * time.Millisecond})
 	s := openSSE(t, srv, nil, nil)
 	pings := 0
@@ -141,6 +146,7 @@ func TestStreamPingAndDrain(t *testing.T) {
 // The relay never logs the access_token query parameter, and strips it
 // before handlers see the request.
 func TestAccessTokenNeverLogged(t *testing.T) {
+	t.Parallel()
 	const longToken = "aep-3f9c1d7e5b2a4c6e8f0a1b3c5d7e9f2a4c6e8b0d"
 	var logs bytes.Buffer
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Logger: newTestLogger(&logs)})
@@ -179,6 +185,7 @@ func TestAccessTokenNeverLogged(t *testing.T) {
 // The replay is consistent with concurrent ingest: a subscriber started
 // mid-flood sees every event exactly once, replay then live, in order.
 func TestStreamReplayLiveHandoff(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	// A queue that holds the whole flood: this test is about the replay/live
 	// handoff, not backpressure (which may shed info events toward a consumer

@@ -63,6 +63,7 @@ func runTailOnce(t *testing.T, cfg client.TailConfig) *tailLog {
 // A tail resumes where the last run stopped (state file), and replaying
 // everything again shows only what it has not shown yet.
 func TestTailerResumeAcrossRuns(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Buffer: 4})
 	path := filepath.Join(t.TempDir(), "state.json")
 	evs := seqEvents("s-tail", 0, 3)
@@ -110,6 +111,7 @@ func TestTailerResumeAcrossRuns(t *testing.T) {
 // reconnection asks for every held session, not only the ones it knew,
 // and shows nothing twice.
 func TestTailerCatchesSessionsBegunInAGap(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	target, _ := url.Parse(srv.URL)
 	var down atomic.Bool
@@ -171,6 +173,7 @@ func TestTailerCatchesSessionsBegunInAGap(t *testing.T) {
 }
 
 func TestTailerRefusalAndUnreachable(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	tl, _ := client.NewTailer(client.TailConfig{URL: srv.URL, Token: "wrong"})
 	var te *client.TailError
@@ -219,6 +222,7 @@ func TestTailerRefusalAndUnreachable(t *testing.T) {
 }
 
 func TestTailStateFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "state.json")
 	s, err := client.LoadTailState(path)
@@ -258,6 +262,7 @@ func TestTailStateFile(t *testing.T) {
 // the same connection, is shown too: only what an earlier connection or run
 // showed is skipped.
 func TestTailerShowsLateArrivals(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	l := &tailLog{}
 	tl, err := client.NewTailer(client.TailConfig{URL: srv.URL, Token: testToken, Live: true, OnEvent: l.onEvent, OnStatus: l.onStatus})
@@ -287,6 +292,7 @@ func TestTailerShowsLateArrivals(t *testing.T) {
 // the stream's end says token-revoked, and the tail asks again at once
 // (not after its backoff, here 5 s) and is refused.
 func TestTailerEndsWhenTokenRevoked(t *testing.T) {
+	t.Parallel()
 	tm := newTeam(t)
 	l := &tailLog{}
 	tl, err := client.NewTailer(client.TailConfig{URL: tm.srv.URL, Token: tm.walt, Live: true,
@@ -322,6 +328,7 @@ func TestTailerEndsWhenTokenRevoked(t *testing.T) {
 // A relay serving TLS asked in plain HTTP answers a bare 400 (Go's TLS
 // server does): the refusal says what to do, not "HTTP 400 " and nothing.
 func TestTailerPlainHTTPToTLS(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer srv.Close()
 	tl, err := client.NewTailer(client.TailConfig{URL: strings.Replace(srv.URL, "https://", "http://", 1)})

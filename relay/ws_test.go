@@ -18,6 +18,7 @@ import (
 )
 
 func TestSocketHelloRules(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	cases := []struct {
 		name  string
@@ -66,6 +67,7 @@ func TestSocketHelloRules(t *testing.T) {
 }
 
 func TestSocketBinaryRejected(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	w := helloWS(t, srv, "consumer", nil, "c")
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
@@ -84,6 +86,7 @@ func TestSocketBinaryRejected(t *testing.T) {
 // Subscribe refusals come from the closed set, in-band, echo the id, and
 // leave the socket and its other subscriptions working (AEP-0003 §6.5).
 func TestSocketSubscribeRefusals(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{MaxFrom: 2, MaxSubscriptions: 3})
 	w := helloWS(t, srv, "consumer", nil, "c")
 	w.send(t, subscribeFrame("keep", map[string]any{"session": "s-keep"}, nil))
@@ -139,6 +142,7 @@ func TestSocketSubscribeRefusals(t *testing.T) {
 }
 
 func TestSocketSubscribeReplayLiveUnsubscribe(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Buffer: 4})
 	evs := seqEvents("s-ws", 0, 8)
 	mustPost(t, srv, evs...)
@@ -172,6 +176,7 @@ func TestSocketSubscribeReplayLiveUnsubscribe(t *testing.T) {
 }
 
 func TestSocketPingUnknownAndErrors(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{PingInterval: 30 * time.Millisecond})
 	w := helloWS(t, srv, "both", nil, "c")
 	w.send(t, map[string]any{"type": "zigzag"})
@@ -197,6 +202,7 @@ func TestSocketPingUnknownAndErrors(t *testing.T) {
 }
 
 func TestSocketRelayPings(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{PingInterval: 20 * time.Millisecond})
 	w := helloWS(t, srv, "consumer", nil, "c")
 	deadline := time.After(waitShort)
@@ -216,6 +222,7 @@ func TestSocketRelayPings(t *testing.T) {
 }
 
 func TestSocketConsumerMayNotEmit(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	w := helloWS(t, srv, "consumer", nil, "c")
 	ev := mkEvent("s-c", 0)
@@ -231,6 +238,7 @@ func TestSocketConsumerMayNotEmit(t *testing.T) {
 // On drain every socket gets a closing frame with its delivered positions
 // per subscription, then close 1001.
 func TestSocketDrainClosingFrame(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	w := helloWS(t, srv, "consumer", nil, "c")
 	w.send(t, subscribeFrame("a", map[string]any{"session": "s-drain"}, nil))
@@ -264,6 +272,7 @@ func TestSocketDrainClosingFrame(t *testing.T) {
 }
 
 func TestSocketRequiresTokenWhenSet(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{Token: testToken})
 	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
 	defer cancel()
@@ -280,6 +289,7 @@ func TestSocketRequiresTokenWhenSet(t *testing.T) {
 }
 
 func TestSocketPlainGETIsJSON(t *testing.T) {
+	t.Parallel()
 	srv := relaytest.RunServer(t, relay.Config{})
 	r := do(t, srv, http.MethodGet, "/socket", nil, nil)
 	if r.status != http.StatusUpgradeRequired || r.json(t)["error"] != "upgrade-required" {
@@ -299,6 +309,7 @@ func TestSocketPlainGETIsJSON(t *testing.T) {
 // order on both stores, however the relay batches them for the store, and
 // a command sent between them is routed and delivered in its place.
 func TestSocketFramesKeepOrder(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, open storeOpener) {
 		srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: open(t, 0, 0, 0)})
 		tgt := target(t, srv, "emitter", "kimi", "s-ctl", `{"accepts":["control.pause"]}`)
@@ -350,6 +361,7 @@ func (b *gatedBackend) Subscribe(req relay.SubscribeRequest, sub relay.Subscribe
 // before the store had the subscription, and events posted in that window
 // were lost (TestSocketDrainClosingFrame failed 2 in ~221 -race runs).
 func TestSocketSubscribedMeansInEffect(t *testing.T) {
+	t.Parallel()
 	b := &gatedBackend{MemoryBackend: relay.NewMemoryBackend(0, 0), entered: make(chan struct{}), release: make(chan struct{})}
 	srv := relaytest.RunServer(t, relay.Config{Backend: b})
 	w := helloWS(t, srv, "consumer", nil, "c")
