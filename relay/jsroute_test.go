@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
@@ -36,7 +38,7 @@ func TestRoutedCommandDuringReleaseIsAnswered(t *testing.T) {
 	const gone = "no socket here claims it now"
 	a.ServeRoutes(func(*relay.Message) (string, string, uint64) { return wire.CodeNoRoute, gone, 0 })
 	const session = "s-move"
-	route := "aep.AEP.route." + base64.RawURLEncoding.EncodeToString([]byte(session)) + "."
+	route := routePrefix(session)
 	sid := px.watchSub(route)
 	a.Claimed(session, true)
 	cmd := msg(t, command("control.cancel", session, `{}`))
@@ -65,6 +67,24 @@ func TestRoutedCommandDuringReleaseIsAnswered(t *testing.T) {
 	if got := <-answered; got.code != wire.CodeNoRoute || got.detail != gone {
 		t.Fatalf("a command routed while A let the session go: %s %q, want A's answer %q", got.code, got.detail, gone)
 	}
+}
+
+// routePrefix is what the subjects of commands routed for session between
+// relays on the default stream begin with; the routing relay's identity
+// follows.
+func routePrefix(session string) string {
+	return "aep.AEP.route." + base64.RawURLEncoding.EncodeToString([]byte(session)) + "."
+}
+
+// routeClaimants is how many relays subscribe on ns to the commands routed
+// for session: those a command for it can reach from another relay.
+func routeClaimants(t testing.TB, ns *server.Server, session string) int {
+	t.Helper()
+	sz, err := ns.Subsz(&server.SubszOptions{Subscriptions: true, Test: routePrefix(session) + "probe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(sz.Subs)
 }
 
 // holdProxy relays TCP connections to a server, reading both directions:

@@ -487,7 +487,7 @@ func TestRoutedCommandNeedsAuthenticatedSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	prefix := "aep.AEP.route." + base64.RawURLEncoding.EncodeToString([]byte("s-held")) + "."
+	prefix := routePrefix("s-held")
 	ask := func(sender string) string {
 		t.Helper()
 		cmd := command("control.attention.respond", "s-held", `{"answer":{"option":"deny"}}`)
