@@ -151,33 +151,43 @@ func TestPrivateStoreRetryAfterTimeoutStoredOnce(t *testing.T) {
 
 // A batch refused because its sync failed under --store-sync always is
 // retried: the copies the stream took first are deleted, the retry's are
-// kept, once each.
+// kept, once each. The retry comes while those deletions run, or once they
+// are done (the block that held the copies is gone then, and the store
+// has moved on to a new one).
 func TestPrivateStoreRetryAfterFailedSyncStoredOnce(t *testing.T) {
 	t.Parallel()
-	var fail atomic.Bool
-	d := &blockDisk{}
-	syncer := func(f *os.File) error {
-		if fail.Load() {
-			return errors.New("EIO")
-		}
-		return d.sync(f)
+	for _, settled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settled=%v", settled), func(t *testing.T) {
+			t.Parallel()
+			var fail atomic.Bool
+			d := &blockDisk{}
+			syncer := func(f *os.File) error {
+				if fail.Load() {
+					return errors.New("EIO")
+				}
+				return d.sync(f)
+			}
+			cfg := JetStreamConfig{Dir: t.TempDir(), SyncAlways: true, Syncer: syncer}
+			js, err := OpenJetStream(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := benchBatches(t, storeBatch)[0]
+			fail.Store(true)
+			if res := js.Ingest(batch); res.Err == nil {
+				t.Fatalf("a batch whose sync failed was accepted: %+v", res)
+			}
+			fail.Store(false)
+			if settled {
+				waitStreamMsgs(t, js, 0)
+			}
+			if res := js.Ingest(batch); res.Err != nil || res.Buffered != storeBatch {
+				t.Fatalf("retry: %+v", res)
+			}
+			waitStreamMsgs(t, js, storeBatch)
+			reopenHolds(t, js, cfg, storeBatch)
+		})
 	}
-	cfg := JetStreamConfig{Dir: t.TempDir(), SyncAlways: true, Syncer: syncer}
-	js, err := OpenJetStream(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := benchBatches(t, storeBatch)[0]
-	fail.Store(true)
-	if res := js.Ingest(batch); res.Err == nil {
-		t.Fatalf("a batch whose sync failed was accepted: %+v", res)
-	}
-	fail.Store(false)
-	if res := js.Ingest(batch); res.Err != nil || res.Buffered != storeBatch {
-		t.Fatalf("retry: %+v", res)
-	}
-	waitStreamMsgs(t, js, storeBatch)
-	reopenHolds(t, js, cfg, storeBatch)
 }
 
 // An event a batch carries twice, or that two batches in flight at once

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +22,10 @@ type blockDisk struct {
 }
 
 func (d *blockDisk) sync(f *os.File) error {
-	b, err := os.ReadFile(f.Name())
+	// Read through the descriptor, as fsync works: the store may sync a
+	// block the server has removed meanwhile, through the descriptor it
+	// kept open, and that succeeds.
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, math.MaxInt64))
 	if err != nil {
 		return err
 	}
