@@ -21,7 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -165,7 +165,7 @@ func post(t *testing.T, base string, evs ...map[string]any) {
 	for i, ev := range evs {
 		lines[i], _ = json.Marshal(ev)
 	}
-	relaytest.PostLines(t, base, testToken, lines...)
+	relaycall.PostLines(t, base, testToken, lines...)
 }
 
 // command waits for the next command routed to the emitter (a vendor's

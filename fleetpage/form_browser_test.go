@@ -15,7 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/mapping"
 )
 
@@ -166,7 +166,7 @@ func TestBrowserForm(t *testing.T) {
 		t.Errorf("an answer with free text went at capture %v, want redacted", cmd["capture"])
 	}
 	// The relay's record: the same values, from the person logged in.
-	rec := relaytest.History(t, rl.base(), testToken, "s1", "control.attention.respond", browsertest.Wait)
+	rec := relaycall.History(t, rl.base(), testToken, "s1", "control.attention.respond", browsertest.Wait)
 	if len(rec) != 1 {
 		t.Fatalf("the relay recorded %d answers, want 1", len(rec))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -63,7 +64,7 @@ func TestBrowserSessionWords(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		relaytest.PostLines(t, srv.URL, testToken, lines...)
+		relaycall.PostLines(t, srv.URL, testToken, lines...)
 	}
 	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(srv.URL, testToken)))
 	b.WaitJS("live", `document.getElementById('conn').dataset.conn === 'live'`)

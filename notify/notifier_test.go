@@ -19,7 +19,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -340,7 +340,7 @@ func (c *aheadClock) past(t time.Time) {
 // readSession reads the session's history of one type from the relay.
 func readSession(t *testing.T, st *stage, session, typ string) []*aep.Event {
 	t.Helper()
-	return relaytest.History(t, st.url, testToken, session, typ, 2*time.Second)
+	return relaycall.History(t, st.url, testToken, session, typ, 2*time.Second)
 }
 
 // A link to a request answered elsewhere says so, even once the request's

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -63,7 +64,7 @@ func TestAuditSources(t *testing.T) {
 		}
 	}
 	srv := relaytest.RunServer(t, relay.Config{Token: "tok"})
-	relaytest.PostLines(t, srv.URL, "tok", emitted...)
+	relaycall.PostLines(t, srv.URL, "tok", emitted...)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)

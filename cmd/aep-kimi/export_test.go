@@ -15,7 +15,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -111,7 +111,7 @@ func TestUpOTLP(t *testing.T) {
 	if !poll.Until(30*time.Second, func() bool { return proctest.Answers(base + "/healthz") }) {
 		t.Fatalf("the relay never answered\n%s", out.String())
 	}
-	relaytest.Post(t, base, "up-test-token",
+	relaycall.Post(t, base, "up-test-token",
 		mk(0, "run.started", "", ""),
 		mk(1, "tool.requested", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`),
 		mk(2, "tool.completed", "Shell", `{"tool":{"name":"Shell","call_id":"x1"}}`),

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 	"github.com/aep-kimi/aep-kimi/relay"
@@ -100,7 +100,7 @@ func TestUpJetStreamKeepsHistory(t *testing.T) {
 		go func() { done <- upRun(ctx, o, getenv, stdio{in: strings.NewReader(""), out: &out, err: &out}) }()
 		stacktest.WaitHealthy(t, base+"/healthz", done, &out)
 		if run == 0 {
-			relaytest.Post(t, base, "up-test-token", ev)
+			relaycall.Post(t, base, "up-test-token", ev)
 		}
 		if got := stacktest.ReplayIDs(t, base, "up-test-token")["s-up"]; len(got) != 1 || got[0] != ev.ID {
 			t.Fatalf("run %d replays %v, want the event the first run admitted\n%s", run+1, got, out.String())

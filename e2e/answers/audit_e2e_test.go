@@ -17,7 +17,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/access"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
@@ -154,7 +154,7 @@ func TestE2EAuditJetStreamAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := stacktest.NewStack(t, "AEP_STORE=jetstream")
-	relaytest.PostLines(t, st.RelayURL, st.Token, emitted...)
+	relaycall.PostLines(t, st.RelayURL, st.Token, emitted...)
 	st.Relay.Kill()
 	port := strings.TrimPrefix(st.RelayURL, "http://")
 	st.Relay = stacktest.StartDaemon(t, st.RelayURL, []string{"AEP_TOKEN=" + st.Token, "AEP_HOME=" + st.Home, "AEP_STORE=jetstream"}, "relay", "--listen", port)

@@ -20,7 +20,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
 
@@ -159,7 +159,7 @@ func TestE2EExportKill9(t *testing.T) {
 				Source: "aep://t/agent/tester/session/" + session, Agent: "tester", Session: session,
 				Seq: aep.Int64(int64(i)), Epoch: aep.Int64(0), Data: []byte(`{"message":"step"}`)}
 		}
-		relaytest.Post(t, relayURL, token, evs...)
+		relaycall.Post(t, relayURL, token, evs...)
 	}
 	const first, second = 8000, 500
 	post("k1", first)

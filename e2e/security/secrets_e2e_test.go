@@ -23,7 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/safefiletest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 )
@@ -150,7 +150,7 @@ func TestE2EExportTokenFile(t *testing.T) {
 	relayURL := fmt.Sprintf("http://127.0.0.1:%d", rport)
 	home := t.TempDir()
 	stacktest.StartDaemon(t, relayURL, stacktest.CleanEnv(home, "AEP_TOKEN="+token), "relay", "--listen", fmt.Sprintf("127.0.0.1:%d", rport))
-	relaytest.PostLines(t, relayURL, token, stacktest.JsEvent(t, "tf", 0))
+	relaycall.PostLines(t, relayURL, token, stacktest.JsEvent(t, "tf", 0))
 
 	tokenFile := filepath.Join(t.TempDir(), "relay.token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
@@ -87,7 +87,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	// and through a link, then resolved as answered.
 	var answered []*aep.Event
 	if !poll.Until(30*time.Second, func() bool {
-		answered = relaytest.History(t, st.RelayURL, st.Token, sid, "attention.answered", 5*time.Second)
+		answered = relaycall.History(t, st.RelayURL, st.Token, sid, "attention.answered", 5*time.Second)
 		return len(answered) >= 2
 	}) {
 		t.Fatalf("the relay recorded %d answers, want 2", len(answered))
@@ -99,7 +99,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 			t.Errorf("answer %d recorded as %s, want %s by %s through the %s", i+1, answered[i].Data, w.choice, access.OwnerName, w.surface)
 		}
 	}
-	resolved := relaytest.History(t, st.RelayURL, st.Token, sid, "attention.resolved", 5*time.Second)
+	resolved := relaycall.History(t, st.RelayURL, st.Token, sid, "attention.resolved", 5*time.Second)
 	if len(resolved) != 2 {
 		t.Fatalf("the relay recorded %d resolutions, want 2", len(resolved))
 	}

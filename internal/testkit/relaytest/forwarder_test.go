@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/aeptest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
 	"github.com/aep-kimi/aep-kimi/relay"
 )
@@ -37,7 +38,7 @@ func TestForwarderFramesAsTheRelay(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		// The stream is open (its headers came): the event is live.
-		relaytest.PostLines(t, base, "", line)
+		relaycall.PostLines(t, base, "", line)
 		r := bufio.NewReader(resp.Body)
 		var frame []byte
 		for {
