@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/credreg"
 	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
 
@@ -95,11 +96,11 @@ const (
 	// one stream name share history and dedupe [AEP_NATS_STREAM].
 	DefaultStream = "AEP"
 	// StoreDirName is the embedded store's directory under the AEP home.
-	StoreDirName = "relay"
+	StoreDirName = wire.StoreDirName
 	// NATSCredsName is the file in the embedded store's directory holding
 	// the NATS user a second relay connects as when the embedded server
 	// listens (--nats-listen); generated on the first such start, 0600.
-	NATSCredsName = "nats.creds"
+	NATSCredsName = wire.NATSCredsName
 	// DefaultDuplicateWindow is how long the stream remembers a Nats-Msg-Id:
 	// long enough for a batch whose acknowledgement timed out to be resent
 	// (DefaultPublishTimeout and the sender's backoff), and for two relays

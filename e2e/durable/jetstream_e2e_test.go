@@ -16,10 +16,10 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/netaddr"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
-	"github.com/aep-kimi/aep-kimi/internal/testkit/relaytest"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/relaycall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
-	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // A relay on the JetStream store killed -9 and restarted serves every event
@@ -69,7 +69,7 @@ func TestE2EJetStreamSurvivesKill(t *testing.T) {
 					lines = append(lines, stacktest.JsEvent(t, s, int64(i-1))) // a redelivery
 				}
 			}
-			relaytest.PostLines(t, base, token, lines...)
+			relaycall.PostLines(t, base, token, lines...)
 		}
 	}
 	post(0, perSession/2)
@@ -138,7 +138,7 @@ func TestE2ETwoRelaysAnswerThroughEither(t *testing.T) {
 		"relay", "--listen", aAddr, "--nats-listen", natsAddr)
 	// B joins A's NATS as the user A generated.
 	stacktest.StartDaemon(t, "http://"+bAddr, []string{"AEP_TOKEN=" + st.Token, "AEP_STORE=jetstream", "AEP_NATS_URL=nats://" + natsAddr,
-		"AEP_NATS_CREDS=" + filepath.Join(aHome, relay.StoreDirName, relay.NATSCredsName)},
+		"AEP_NATS_CREDS=" + filepath.Join(aHome, wire.StoreDirName, wire.NATSCredsName)},
 		"relay", "--listen", bAddr)
 	st.WithAdapter(t, "AEP_KIMI_CONTROL=1", "AEP_ATTENTION_TIMEOUT_MS=45000")
 

@@ -23,6 +23,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/client"
+	"github.com/aep-kimi/aep-kimi/relay/wire"
 )
 
 // The attacks of a local user on `aep-kimi relay --store jetstream
@@ -91,7 +92,7 @@ func TestE2ENATSListenerAttacks(t *testing.T) {
 	}
 	stranger, _ := nkeys.CreateUser()
 	strangerPub, _ := stranger.PublicKey()
-	credsFile := filepath.Join(aHome, relay.StoreDirName, relay.NATSCredsName)
+	credsFile := filepath.Join(aHome, wire.StoreDirName, wire.NATSCredsName)
 	for _, c := range []struct {
 		name string
 		opts []nats.Option
