@@ -116,6 +116,15 @@ function setAllConn(kind, text) {
   for (const c of conns.values()) setConn(c, kind, text);
 }
 
+// mark notes a step of the page's start on its clock, the first time only
+// (bench/fleetpage -waterfall lists them).
+const marked = new Set();
+function mark(name) {
+  if (marked.has(name) || typeof performance.mark !== 'function') return;
+  marked.add(name);
+  performance.mark(`aep ${name}`);
+}
+
 function notice(text) {
   const n = $('notice');
   n.hidden = !text;
@@ -214,7 +223,7 @@ async function login(sent) {
   let a = null;
   if (sent) {
     const r = await sent;
-    const body = await r.json().catch(() => ({}));
+    const { body } = r;
     if (!r.ok) {
       const why = r.status === 429 ? 'Too many login attempts: wait a little and open the URL again.'
         : `${body.detail || 'the token in the URL is not this relay\'s'}. Run aep-kimi open for a fresh URL.`;
@@ -269,6 +278,7 @@ function connect(c) {
   c.sock = ws;
   const resumed = c.ever;
   ws.onopen = () => {
+    mark('socket open');
     const hello = {
       type: 'hello', versions: ['0.1'], role: 'consumer',
       identity: { agent: PAGE_AGENT, instance: `${location.host}/${Math.random().toString(36).slice(2, 10)}` }, capabilities: {},
@@ -329,6 +339,7 @@ function frame(c, ws, f, resumed) {
   }
   switch (t) {
     case 'hello': {
+      mark('hello');
       c.connected = true;
       c.ever = true;
       c.backoff = 500;
@@ -351,6 +362,7 @@ function frame(c, ws, f, resumed) {
       setConn(c, 'loading', resumed ? 'resuming' : 'loading');
       (c.resuming ? discover(c, new Set(pos.map((p) => p.session))) : replay(c, {})).then(() => {
         if (c.sock !== ws) return;
+        mark('replayed');
         setConn(c, 'live', 'live');
         notice('');
         // What loaded last is drawn in the next frame, not at the loading pace.
@@ -2154,6 +2166,7 @@ document.addEventListener('keydown', (e) => {
 // --- start -------------------------------------------------------------------
 
 async function start() {
+  mark('modules run');
   $('logout').addEventListener('click', logout);
   $('session-close').addEventListener('click', closeSession);
   watchWindow();
@@ -2170,11 +2183,9 @@ async function start() {
   // by boot.js, while the page was still parsed.
   const boot = self.aepBoot;
   warmSocket(boot.worker, () => boot.workerFailed);
-  const relaysAsked = boot.relays
-    .then((r) => (r.ok ? r.json() : null))
-    .catch(() => null); // the relay serving the page is the one relay
   const loggedIn = login(boot.login).catch((err) => ({ ok: false, why: `Cannot reach the relay: ${err.message}` }));
-  const [relays, auth] = await Promise.all([relaysAsked, loggedIn]);
+  const [relays, auth] = await Promise.all([boot.relays, loggedIn]);
+  mark('logged in');
   for (const r of relays || [{ name: '', base: '' }]) conns.set(r.name || '', newConn(r));
   if (!auth.ok) {
     setAllConn('login-needed', 'not connected');
@@ -2182,6 +2193,7 @@ async function start() {
     render();
     return;
   }
+  mark('connecting');
   for (const c of conns.values()) connect(c);
   afterFirstRender.then(() => {
     loadRules();

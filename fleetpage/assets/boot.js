@@ -12,14 +12,19 @@ self.aepBoot = (() => {
   if (m) {
     // The token leaves the address bar and history before anything else.
     history.replaceState(null, '', location.pathname + location.search);
+    // Read as soon as they arrive: the page's modules find them ready.
     boot.login = (async () => {
       const token = decodeURIComponent(m[1].replace(/\+/g, ' '));
-      return fetch('/app/login', {
+      const r = await fetch('/app/login', {
         method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }), credentials: 'same-origin',
       });
+      return { ok: r.ok, status: r.status, body: await r.json().catch(() => ({})) };
     })();
   }
-  boot.relays = fetch('/app/relays', { credentials: 'same-origin' });
+  // null: no answer (the relay serving the page is the one relay).
+  boot.relays = fetch('/app/relays', { credentials: 'same-origin' })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null);
   try {
     boot.worker = new Worker('/app/socketworker.js');
     // Until the page's socket takes it over, a failure to load is noted.
