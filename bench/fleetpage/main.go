@@ -953,6 +953,7 @@ func startTrace(browser context.Context, what string, timeline bool) (func() err
 			Pid  int     `json:"pid"`
 			Tid  int     `json:"tid"`
 			Dur  float64 `json:"dur"`
+			Tdur float64 `json:"tdur"` // on the CPU
 			Ts   float64 `json:"ts"`
 			Args struct {
 				Name         string `json:"name"`
@@ -1039,8 +1040,23 @@ func startTrace(browser context.Context, what string, timeline bool) (func() err
 			fmt.Printf("    %6.0f ms: %s\n", t.Dur/1000, strings.Join(in, ", "))
 		}
 		if timeline {
-			of := func(e event) (string, float64, float64) { return e.Name, e.Ts, e.Dur }
-			fmt.Printf("  the main thread's tasks of 2 ms or more (ms since navigation, duration, inside)\n")
+			of := func(e event) (string, float64, float64, float64) { return e.Name, e.Ts, e.Dur, e.Tdur }
+			// What the machine's load does not change: the CPU the page's
+			// threads used from the navigation on.
+			var wall, cpu, wcpu float64
+			for _, e := range evs {
+				if e.Ts < navStart || (e.Name != "ThreadControllerImpl::RunTask" && e.Name != "RunTask") {
+					continue
+				}
+				if t := (thread{e.Pid, e.Tid}); t == main {
+					wall += e.Dur / 1000
+					cpu += e.Tdur / 1000
+				} else if workers[t] {
+					wcpu += e.Tdur / 1000
+				}
+			}
+			fmt.Printf("  from the navigation on: the main thread's tasks %.0f ms, %.0f ms of it on the CPU; workers' tasks %.0f ms on the CPU\n", wall, cpu, wcpu)
+			fmt.Printf("  the main thread's tasks of 2 ms or more (ms since navigation, duration, on the CPU, inside)\n")
 			printTimeline(evs, func(e event) bool { return (thread{e.Pid, e.Tid}) == main }, of, navStart, 2000)
 			fmt.Printf("  the workers' tasks of 0.5 ms or more\n")
 			printTimeline(evs, func(e event) bool { return workers[thread{e.Pid, e.Tid}] }, of, navStart, 500)
@@ -1218,10 +1234,10 @@ func mean(xs []float64) float64 {
 // printTimeline lists, in order, the main thread's tasks of 2 ms or more
 // after the navigation (ms since it), each with what inside it took 1 ms or
 // more: what the first render waited on while the page's own clock ran.
-func printTimeline[E any](evs []E, onMain func(E) bool, of func(E) (string, float64, float64), navStart, least float64) {
+func printTimeline[E any](evs []E, onMain func(E) bool, of func(E) (string, float64, float64, float64), navStart, least float64) {
 	var tasks, inner []E
 	for _, e := range evs {
-		name, ts, dur := of(e)
+		name, ts, dur, _ := of(e)
 		if !onMain(e) || ts < navStart {
 			continue
 		}
@@ -1233,17 +1249,17 @@ func printTimeline[E any](evs []E, onMain func(E) bool, of func(E) (string, floa
 			inner = append(inner, e)
 		}
 	}
-	at := func(e E) float64 { _, ts, _ := of(e); return ts }
+	at := func(e E) float64 { _, ts, _, _ := of(e); return ts }
 	slices.SortFunc(tasks, func(a, b E) int { return cmp.Compare(at(a), at(b)) })
 	for _, t := range tasks {
-		_, ts, dur := of(t)
+		_, ts, dur, cpu := of(t)
 		var in []string
 		for _, e := range inner {
-			name, ets, edur := of(e)
+			name, ets, edur, _ := of(e)
 			if ets >= ts && ets+edur <= ts+dur {
 				in = append(in, fmt.Sprintf("%s %.0f", name, edur/1000))
 			}
 		}
-		fmt.Printf("    %7.1f %6.1f  %s\n", (ts-navStart)/1000, dur/1000, strings.Join(in, ", "))
+		fmt.Printf("    %7.1f %6.1f %6.1f  %s\n", (ts-navStart)/1000, dur/1000, cpu/1000, strings.Join(in, ", "))
 	}
 }
