@@ -183,6 +183,7 @@ func (b *JetStreamBackend) RouteRemote(m *Message) (code, detail string) {
 	case errors.Is(err, nats.ErrNoResponders):
 		return wire.CodeNoRoute, noRoute + " on any relay"
 	case err != nil:
+		b.log.Warn("jetstream store: a command routed to the relay whose socket claims its session went unanswered", "session", m.Session, "id", m.ID, "err", err)
 		return wire.CodeNoRoute, fmt.Sprintf("the relay whose emitter claims session %q did not answer: %v", m.Session, err)
 	}
 	var r routeReply

@@ -61,15 +61,16 @@ func sharedRelay(t testing.TB, natsURL string, replicas int) *relaytest.Server {
 			t.Logf("the relay on %s logged:\n%s", natsURL, logs.String())
 		}
 	})
+	log := newTestLogger(&logs) // the store's and the server's, interleaved
 	// A fresh cluster places a replicated stream once every peer reports in.
 	poll.Until(30*time.Second, func() bool {
-		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100, Logger: newTestLogger(&logs)})
+		b, err = relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: natsURL, Replicas: replicas, Buffer: 100, Logger: log})
 		return err == nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b})
+	srv := relaytest.RunServer(t, relay.Config{Token: testToken, Backend: b, Logger: log})
 	t.Cleanup(func() { b.Close() })
 	return srv
 }
