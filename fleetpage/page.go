@@ -1,6 +1,8 @@
 // Package fleetpage is the fleet page: a browser view of every session a
 // relay holds, with the attention inbox and its answer buttons. Its files are
-// embedded (plain ES modules, no build step) and served by the relay at /.
+// embedded (plain ES modules and two classic scripts, the service worker and
+// boot.js, which sends the login while the page parses; no build step) and
+// served by the relay at /.
 //
 // The page logs in without the token ever reaching a server log or a URL the
 // server sees: the operator opens a URL carrying the token in its fragment,
