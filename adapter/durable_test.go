@@ -161,7 +161,7 @@ func TestSessionCapAndLogHandles(t *testing.T) {
 func TestInventedHooksBoundedMetrics(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	s := newTestServer(t, home, nil)
+	s := newTestServer(t, home, func(c *Config) { c.Syncer = skipDiskFlush })
 	base := runServer(t, s)
 	for i := 0; i < 10; i++ {
 		postDelivery(t, base, s.token, "", []byte(fmt.Sprintf(`{"hook_event_name":"Warmup%d","session_id":"m"}`, i)))
@@ -277,3 +277,9 @@ func TestFullDiskReportedAndRecovered(t *testing.T) {
 		})
 	}
 }
+
+// skipDiskFlush is a Syncer for tests that post many hooks one after
+// another to test something other than durability: each hook still waits
+// for its log's sync (the same path), but not for the disk's flush, which
+// took about 4 ms a hook here.
+func skipDiskFlush(*os.File) error { return nil }

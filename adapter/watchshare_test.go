@@ -34,7 +34,7 @@ func openFDs(t *testing.T) (all, pidfds int) {
 func TestSessionsOfOneProcessShareAWatch(t *testing.T) {
 	const n = 200
 	home := t.TempDir()
-	s := newTestServer(t, home, func(c *Config) { c.ExitGrace, c.MaxOpenLogs = 100*time.Millisecond, 4 })
+	s := newTestServer(t, home, func(c *Config) { c.ExitGrace, c.MaxOpenLogs, c.Syncer = 100*time.Millisecond, 4, skipDiskFlush })
 	base := runServer(t, s)
 	_, pid0 := openFDs(t)
 	cmd, p := child(t) // os/exec may hold a pidfd of its own for the child
