@@ -363,6 +363,7 @@ func cursorOf(sub map[string]any, sid string) string {
 // in a broadcast, bad frames, a lost connection resumed from the cursors
 // with an overlapping replay, and a resync demand that is reported as a gap.
 func TestBridgeFollowsResumesAndReportsGaps(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-1", "s1", "s0", "s9")
 	tb := startBridge(t, k, mapping.Companion, "", nil)
 	kc := <-k.conns
@@ -507,6 +508,7 @@ func TestBridgeFollowsResumesAndReportsGaps(t *testing.T) {
 // and the turn that follow carry it beside the step's token usage; a
 // subagent's pulse changes nothing.
 func TestBridgeCarriesTheContextWindow(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-1", "s1")
 	tb := startBridge(t, k, mapping.Companion, "", nil)
 	kc := <-k.conns
@@ -549,6 +551,7 @@ func TestBridgeCarriesTheContextWindow(t *testing.T) {
 // A server that shuts down keeps its WebSocket open while clients stay; the
 // bridge notices the listener is gone and lets go.
 func TestBridgeLetsGoOfAStoppedServer(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-2")
 	tb := startBridge(t, k, mapping.Companion, "", nil)
 	kc := <-k.conns
@@ -574,6 +577,7 @@ func TestBridgeLetsGoOfAStoppedServer(t *testing.T) {
 // A wrong token: a clear log line, a metric, an unauthorized state; the
 // bridge keeps retrying and picks up a corrected token file.
 func TestBridgeWrongToken(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "right-token")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("wrong-token\n"), 0o600)
@@ -602,6 +606,7 @@ func TestBridgeWrongToken(t *testing.T) {
 // The kap-server restarted: sessions it has not loaded are not found, and
 // the bridge keeps asking until they are.
 func TestBridgeRetriesDormantSessions(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-3", "s1")
 	tb := startBridge(t, k, mapping.Companion, "", nil)
 	kc := <-k.conns
@@ -621,6 +626,7 @@ func TestBridgeRetriesDormantSessions(t *testing.T) {
 // A bridge restarted resumes each session from the position its own log
 // recorded, and an archive on the server-wide stream lands in the session.
 func TestBridgeRecoversItsCursorFromTheLog(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-4", "s1")
 	home := t.TempDir()
 	tb := startBridge(t, k, mapping.Primary, "", func(c *Config) { c.Home = home })

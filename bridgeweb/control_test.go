@@ -75,6 +75,7 @@ func (cs *controlStack) posted() []map[string]any {
 }
 
 func TestRespond(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		answer map[string]any
@@ -150,6 +151,7 @@ func orEmpty(v any) any {
 }
 
 func TestRespondRefusals(t *testing.T) {
+	t.Parallel()
 	t.Run("unknown subject", func(t *testing.T) {
 		cs := newControlStack(t, nil)
 		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdRespond, "s1", "nope", map[string]any{"answer": map[string]any{"option": "approved"}}))); r != "invalid" {
@@ -218,6 +220,7 @@ func TestRespondRefusals(t *testing.T) {
 }
 
 func TestCompanionAcceptsNothing(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok", "s1")
 	tb := startBridge(t, k, mapping.Companion, "", func(c *Config) { c.Control = Control{Enabled: true, Authenticated: true} })
 	kc := <-k.conns
@@ -237,6 +240,7 @@ func TestCompanionAcceptsNothing(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	t.Run("scope session is refused", func(t *testing.T) {
 		cs := newControlStack(t, nil)
 		if r := reasonOf(cs.ack(t, emittertest.Command(t, CmdCancel, "s1", "", map[string]any{"scope": "session"}))); r != "refused" {
@@ -295,6 +299,7 @@ func TestCancel(t *testing.T) {
 // feedback lands in the run's session, on the run, after its terminal.
 // (The bridge's ack path once dropped the entry's run.)
 func TestRateWebRun(t *testing.T) {
+	t.Parallel()
 	cs := newControlStack(t, func(c *Config) { c.Control.Enabled = false })
 	cs.send(t, "turn.ended", map[string]any{"reason": "completed"})
 	fin := cs.tb.pub.Wait(t, "the run's end", func(evs []*aep.Event) bool {
@@ -332,6 +337,7 @@ func TestRateWebRun(t *testing.T) {
 // in Kimi and is still answered through the bridge, so its request says no
 // deadline a consumer would drop it at.
 func TestApprovalPastKapExpiry(t *testing.T) {
+	t.Parallel()
 	cs := newControlStack(t, nil)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	cs.send(t, "event.approval.requested", map[string]any{"approval_id": "approval_2", "tool_call_id": "c2",

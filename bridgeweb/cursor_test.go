@@ -27,6 +27,7 @@ func render(steps []step) string {
 }
 
 func TestCursor(t *testing.T) {
+	t.Parallel()
 	type op struct {
 		offer  *mapping.Frame
 		settle bool
@@ -136,6 +137,7 @@ func TestCursor(t *testing.T) {
 }
 
 func TestCursorHoldIsBounded(t *testing.T) {
+	t.Parallel()
 	var cur cursor
 	cur.set("A", 0)
 	cur.syncing = true

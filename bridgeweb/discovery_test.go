@@ -27,6 +27,7 @@ func instance(pid, port int, started, heartbeat time.Time) map[string]any {
 }
 
 func TestDiscover(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	alive := func(live ...int) func(int) bool {
 		return func(pid int) bool {
@@ -165,6 +166,7 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestDiscoverRealPID(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	now := time.Now()
 	writeInstance(t, home, "me", instance(os.Getpid(), 6001, now, now))
@@ -180,6 +182,7 @@ func TestDiscoverRealPID(t *testing.T) {
 }
 
 func TestBaseURL(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{"127.0.0.1": "http://127.0.0.1:7", "0.0.0.0": "http://127.0.0.1:7", "": "http://127.0.0.1:7",
 		"::1": "http://[::1]:7", "localhost": "http://localhost:7"}
 	for host, want := range cases {
@@ -190,6 +193,7 @@ func TestBaseURL(t *testing.T) {
 }
 
 func TestEndpoint(t *testing.T) {
+	t.Parallel()
 	ep, err := newEndpoint("http://127.0.0.1:58627/", "tok")
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +212,7 @@ func TestEndpoint(t *testing.T) {
 }
 
 func TestReadToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(s string) string {
 		p := filepath.Join(dir, "tok")

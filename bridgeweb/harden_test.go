@@ -21,6 +21,7 @@ import (
 )
 
 func TestInstanceLoopback(t *testing.T) {
+	t.Parallel()
 	for host, want := range map[string]bool{
 		"": true, "127.0.0.1": true, "127.8.9.10": true, "::1": true, "[::1]": true, "localhost": true, "LocalHost.": true,
 		"0.0.0.0": true, "::": true,
@@ -34,6 +35,7 @@ func TestInstanceLoopback(t *testing.T) {
 
 // A newest record naming a remote host does not hide an older loopback one.
 func TestDiscoverSkipsRemoteHosts(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	now := time.Now()
 	writeInstance(t, home, "local", instance(100, 5001, now.Add(-time.Hour), now))
@@ -57,6 +59,7 @@ func TestDiscoverSkipsRemoteHosts(t *testing.T) {
 // sends the kap token there (skipped, counted, one warning), unless the
 // operator allows remote hosts.
 func TestBridgeRefusesRemoteInstance(t *testing.T) {
+	t.Parallel()
 	const token = "kap-secret-token"
 	ip := netaddr.NonLoopbackIPv4(t)
 	var withToken, requests atomic.Int64
@@ -115,6 +118,7 @@ func TestBridgeRefusesRemoteInstance(t *testing.T) {
 // A link planted where the bridge keeps its epoch stops it with a clear
 // error; the target stays as it was.
 func TestBridgeRefusesLinkedEpoch(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	link := safefiletest.Plant(t, epochPath(home))
 	_, err := NewBridge(Config{Config: emitter.Config{Home: home}, KimiHome: t.TempDir(), Listen: "127.0.0.1:0"})

@@ -123,6 +123,7 @@ func countTypes(ds []drafted) map[string]int {
 }
 
 func TestMachineCompanion(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	m := newMachine(mapping.Companion, mapping.DefaultPosture(), true, counter())
 	out := runMachine(m, frames)
@@ -169,6 +170,7 @@ var companionData = map[string]bool{
 // step, turn and compaction of the main agent carries the context window
 // as the frames last said it (the volatile status pulses included).
 func TestMachineTokens(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	var wantIn, wantOut int64
 	for _, f := range frames {
@@ -230,6 +232,7 @@ func TestMachineTokens(t *testing.T) {
 }
 
 func TestMachinePrimary(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	m := newMachine(mapping.Primary, mapping.DefaultPosture(), false, counter())
 	out := runMachine(m, frames)
@@ -355,6 +358,7 @@ func findFrame(t *testing.T, frames []mapping.Frame, typ string, nth int) mappin
 }
 
 func TestMachineControlDecoration(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	req := findFrame(t, frames, "event.approval.requested", 0)
 	for _, c := range []struct {
@@ -424,6 +428,7 @@ func frameWith(t *testing.T, f mapping.Frame, set map[string]any) mapping.Frame 
 }
 
 func TestMachineControlOutcomes(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	started := findFrame(t, frames, "turn.started", 0)
 	req := findFrame(t, frames, "event.approval.requested", 0)
@@ -485,6 +490,7 @@ func TestMachineControlOutcomes(t *testing.T) {
 }
 
 func TestMachineDegrades(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	m := newMachine(mapping.Primary, mapping.DefaultPosture(), false, counter())
 	for _, c := range []struct{ frame, want string }{
@@ -517,6 +523,7 @@ func TestMachineDegrades(t *testing.T) {
 }
 
 func TestMachineFold(t *testing.T) {
+	t.Parallel()
 	frames := sessionFrames(t)
 	// Stop in the middle of the first turn, just after the tool started.
 	cut := 0

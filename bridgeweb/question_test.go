@@ -24,6 +24,7 @@ func askedPayload() map[string]any {
 func askedQuestions() []mapping.Question { return mapping.WebQuestions(askedPayload()) }
 
 func TestReadQuestionAnswer(t *testing.T) {
+	t.Parallel()
 	one := askedQuestions()[:1]
 	closed := []mapping.Question{{ID: "q", Choices: []mapping.Choice{{ID: "a", Label: "Yes"}, {ID: "b", Label: "No"}}}}
 	cases := []struct {
@@ -136,6 +137,7 @@ func jsonOf(v any) string {
 }
 
 func TestQuestionOffered(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	d := dataOf(t, cs.req)
 	if cs.req.Type != "attention.requested" || d["kind"] != "form" || jsonOf(d["respond_via"]) != `["control","oob"]` ||
@@ -158,6 +160,7 @@ func TestQuestionOffered(t *testing.T) {
 // question endpoint in its own shape, and the broadcast that follows is
 // recorded as the command's outcome, with the values it applied.
 func TestQuestionAnsweredThroughControl(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	cmd := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{
 		"values": map[string]any{"q_0": "prod", "q_1": []any{"opt_1_0", "the boss"}}}})
@@ -200,6 +203,7 @@ func TestQuestionAnsweredThroughControl(t *testing.T) {
 // and never reaches kap-server (which would refuse it as answered in
 // Kimi's UI, or take it twice).
 func TestQuestionSecondAnswerBeforeBroadcast(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	first := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"values": map[string]any{"q_0": "prod"}}})
 	if r := reasonOf(cs.ack(t, first)); r != "accepted" {
@@ -217,6 +221,7 @@ func TestQuestionSecondAnswerBeforeBroadcast(t *testing.T) {
 }
 
 func TestQuestionDismissedThroughControl(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	cmd := emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"option": "dismiss"}})
 	if r := reasonOf(cs.ack(t, cmd)); r != "accepted" {
@@ -242,6 +247,7 @@ func TestQuestionDismissedThroughControl(t *testing.T) {
 // withdrawn (answered via oob with what was chosen, then resolved), and an
 // answer of ours after it is refused without reaching kap-server.
 func TestQuestionAnsweredInKimi(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		frame   string
 		payload map[string]any
@@ -283,6 +289,7 @@ func TestQuestionAnsweredInKimi(t *testing.T) {
 // late (answered in Kimi's UI before its broadcast reached the bridge) is
 // refused with that reason.
 func TestQuestionRefusals(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	ack := cs.ack(t, emittertest.Command(t, CmdRespond, "s1", cs.req.ID, map[string]any{"answer": map[string]any{"values": map[string]any{"q_0": []any{"prod"}}}}))
 	if r, d := reasonOf(ack), dataOf(t, ack); r != "invalid" || d["detail"] != "question q_0: it takes one choice, not a list" {
@@ -313,6 +320,7 @@ func TestQuestionRefusals(t *testing.T) {
 // TestQuestionCancelledTurn: the bridge's own cancel of the turn dismisses
 // the question on kap-server; that is the cancel's outcome, not an answer.
 func TestQuestionCancelledTurn(t *testing.T) {
+	t.Parallel()
 	cs := newQuestionStack(t, true)
 	cs.k.mu.Lock()
 	cs.k.active = "msg_1"
@@ -335,6 +343,7 @@ func TestQuestionCancelledTurn(t *testing.T) {
 // TestQuestionRestart: a restarted bridge reads the questions back from its
 // own log, answers them, and remembers how one closed.
 func TestQuestionRestart(t *testing.T) {
+	t.Parallel()
 	qs := askedQuestions()
 	p := mapping.Posture{Capture: aep.CaptureRedacted, AttentionCapture: aep.CaptureRedacted}
 	req := mapping.OfferedQuestion(mapping.MapFrame(mapping.Frame{Type: "event.question.requested", HasSeq: true, SessionID: "s1", Payload: askedPayload()}, mapping.Primary, p).Events[0], true)
@@ -362,6 +371,7 @@ func TestQuestionRestart(t *testing.T) {
 // TestClosedQuestionsBounded: the memory of closed questions keeps the
 // latest maxClosed.
 func TestClosedQuestionsBounded(t *testing.T) {
+	t.Parallel()
 	m := newMachine(mapping.Primary, mapping.DefaultPosture(), true, nil)
 	for i := range maxClosed + 10 {
 		m.closeQuestion(fmt.Sprint(i), "answered")

@@ -54,6 +54,7 @@ func keysOf(ins []Instance) string {
 // record removed, a record rewritten for a new run, a link refused, a
 // stopped heartbeat.
 func TestRegistryPoll(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	now := time.Now()
 	pids := newPIDSet(100, 200, 300, 400)
@@ -142,6 +143,7 @@ func TestRegistryPoll(t *testing.T) {
 
 // Scan lists every live server, newest first; Discover picks the newest.
 func TestScanNewestFirst(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	now := time.Now()
 	writeInstance(t, home, "old", instance(1, 5001, now.Add(-time.Hour), now))
@@ -177,6 +179,7 @@ func dataMap(e *aep.Event) map[string]any {
 // marked observed from the process. A session a later server loads again
 // starts a new chapter (the hook adapter's convention), which ends again.
 func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
+	t.Parallel()
 	k1 := newFakeKap(t, "tok-reg", "s1")
 	k2 := newFakeKap(t, "tok-reg", "s2")
 	home := t.TempDir()
@@ -308,6 +311,7 @@ func TestBridgeFollowsServersAsTheyComeAndGo(t *testing.T) {
 // server ends the bridge's own {sid}.web stream with the extension
 // terminal, its reason from the kap turns left open.
 func TestCompanionEndsWithItsOwnTerminal(t *testing.T) {
+	t.Parallel()
 	k := newFakeKap(t, "tok-c", "s1")
 	home := t.TempDir()
 	pids := newPIDSet(7)
@@ -362,6 +366,7 @@ func validStream(t *testing.T, evs []*aep.Event) {
 // never takes the record for a second server at kimi web's address: no
 // second connection to kimi web, and kimi web's session goes on.
 func TestBridgeFollowsDesktopNextToKimiWeb(t *testing.T) {
+	t.Parallel()
 	web := newFakeKap(t, "tok-reg", "s1")
 	desk := newFakeKap(t, "tok-reg", "s2")
 	home := t.TempDir()

@@ -17,6 +17,7 @@ import (
 // still answers for) is gone; a pid whose process is not the one that
 // appeared (a reused pid: another start time) is gone.
 func TestRegistryProcessIdentity(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	now := time.Now()
 	r := registry{kimiHome: home, staleAfter: DefaultStaleInstance}

@@ -31,6 +31,7 @@ func xEvent(typ string) mapping.Event {
 
 // An idle session's log is closed and reopens, appending, on the next event.
 func TestIdleLogReopens(t *testing.T) {
+	t.Parallel()
 	b, _ := offlineBridge(t, mapping.Companion, t.TempDir())
 	s := b.lock("k1")
 	s.emit(draft{ev: xEvent("x.kimi-code.web.a.b")}, time.Now(), 1, "A")
@@ -54,6 +55,7 @@ func TestIdleLogReopens(t *testing.T) {
 
 // A frame name that cannot be an AEP type still lands, under a legal name.
 func TestUnexpressibleFrameType(t *testing.T) {
+	t.Parallel()
 	b, pub := offlineBridge(t, mapping.Companion, t.TempDir())
 	s := b.lock("k1")
 	s.emit(draft{ev: xEvent("x.kimi-code.web.turn.startp_\u0570")}, time.Now(), 1, "A")
@@ -69,6 +71,7 @@ func TestUnexpressibleFrameType(t *testing.T) {
 
 // The position recovered from a log is the last event's, gaps included.
 func TestRecoverPosition(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	b, _ := offlineBridge(t, mapping.Companion, home)
 	s := b.lock("k1")
@@ -93,6 +96,7 @@ func TestRecoverPosition(t *testing.T) {
 // The bridge's session logs share one bound on open files: past it the
 // least recently written closes, and reopens, appending, on its next event.
 func TestOpenLogsBounded(t *testing.T) {
+	t.Parallel()
 	const max, n = 4, 40
 	home := t.TempDir()
 	b, err := NewBridge(Config{Config: emitter.Config{Home: home, Host: "h", MaxOpenLogs: max,
