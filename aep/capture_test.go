@@ -28,6 +28,7 @@ func canonString(t testing.TB, v any) string {
 }
 
 func TestSynthesizePrompt(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ agent, kind, subject, want string }{
 		{"kimi-code", "permission", "Shell", "kimi-code requests permission: Shell"},
 		{"kimi-code", "form", "", "kimi-code requests form"},
@@ -41,6 +42,7 @@ func TestSynthesizePrompt(t *testing.T) {
 }
 
 func TestGateData(t *testing.T) {
+	t.Parallel()
 	toolCompleted := `{"tool":{"name":"Bash","call_id":"t1","vendor":"x"},"status":"success","result_digest":"d",
 		"result":"verbatim","result_redacted":"scrubbed","extra":{"k":1},"cost":{"currency":"USD","total":0.5}}`
 	cases := []struct {
@@ -92,6 +94,7 @@ func TestGateData(t *testing.T) {
 }
 
 func TestGateDataCopies(t *testing.T) {
+	t.Parallel()
 	in := map[string]any{"anything": map[string]any{"k": "v"}}
 	out := GateData("x.kimi.session.hook", in, CaptureMetadata)
 	out["anything"].(map[string]any)["k"] = "changed"
@@ -101,6 +104,7 @@ func TestGateDataCopies(t *testing.T) {
 }
 
 func TestGateDataTypedValues(t *testing.T) {
+	t.Parallel()
 	type errInfo struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -127,6 +131,7 @@ func mustEvent(t testing.TB, s string) *Event {
 const envelope = `"aep":"0.1","id":"E1","time":"2026-07-03T10:00:00Z","source":"aep://h/agent/a","agent":"kimi","session":"s1","seq":1`
 
 func TestDownlevel(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		event    string
@@ -197,6 +202,7 @@ func TestDownlevel(t *testing.T) {
 }
 
 func TestDownlevelDoesNotMutate(t *testing.T) {
+	t.Parallel()
 	e := mustEvent(t, `{`+envelope+`,"type":"attention.requested","subject":"S","capture":"redacted","acmex":"y","data":{"kind":"form","prompt":"p","fields":[{"id":"f","type":"select","label":"L","choices":[{"id":"c","label":"C"}]}]}}`)
 	before, _ := e.MarshalJSON()
 	if _, err := Downlevel(e, CaptureMetadata); err != nil {
@@ -209,6 +215,7 @@ func TestDownlevelDoesNotMutate(t *testing.T) {
 }
 
 func TestDownlevelUnencodableData(t *testing.T) {
+	t.Parallel()
 	e := mustEvent(t, `{`+envelope+`,"type":"run.started","capture":"full","data":{"trigger":"user","n":1e400}}`)
 	if _, err := Downlevel(e, CaptureMetadata); err == nil {
 		t.Error("want an error for data that cannot be re-encoded")
@@ -235,6 +242,7 @@ func gatingSpec(t *testing.T) []any {
 }
 
 func TestGateFormValues(t *testing.T) {
+	t.Parallel()
 	fields := gatingSpec(t)
 	values := `{"name":"billing at a@example.com","n":3,"ok":false,"pick":"b","many":["a","b"],"else":"call me","stray":1}`
 	upper := func(s string) string { return strings.ToUpper(s) }
@@ -276,6 +284,7 @@ func TestGateFormValues(t *testing.T) {
 }
 
 func TestFormValuesError(t *testing.T) {
+	t.Parallel()
 	fields := gatingSpec(t)
 	cases := []struct {
 		name, values string

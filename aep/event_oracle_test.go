@@ -25,6 +25,7 @@ func FuzzParseEventOracle(f *testing.F) {
 
 // The scanner recurses per nesting level; encoding/json stops at 10,000.
 func TestParseEventNestingLimit(t *testing.T) {
+	t.Parallel()
 	for _, depth := range []int{9998, 9999, 10000, 10001} {
 		for _, open := range []string{"[", `{"a":`} {
 			close := "]"
@@ -234,6 +235,7 @@ func invalidUTF8At(b []byte) int {
 // at: each byte value at each position among plain ones, and random words
 // (where it may also mark plain bytes above a special one).
 func TestSpecial8(t *testing.T) {
+	t.Parallel()
 	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
 	for pos := range 8 {
 		for c := range 256 {

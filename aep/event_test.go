@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseEventRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := `{"aep":"0.1","id":"01A","type":"tool.completed","subject":"Bash","time":"2026-07-03T10:15:04.221Z",` +
 		`"source":"aep://h/agent/a/session/s1","agent":"a","session":"s1","seq":3,"epoch":0,` +
 		`"acmeregion":"eu-1","acmeflag":true,"acmecount":7,"data":{"z":1,"a":{"n":[1,2.5,"x"]},"tool":{"name":"Bash"}}}`
@@ -42,6 +43,7 @@ func TestParseEventRoundTrip(t *testing.T) {
 }
 
 func TestMarshalOmitsAbsent(t *testing.T) {
+	t.Parallel()
 	e := &Event{AEP: Version, ID: "x", Type: "run.started", Time: "2026-07-03T10:00:00Z", Source: "aep://h", Agent: "a", Session: "s", Seq: Int64(0)}
 	b, _ := e.MarshalJSON()
 	want := `{"aep":"0.1","id":"x","type":"run.started","time":"2026-07-03T10:00:00Z","source":"aep://h","agent":"a","session":"s","seq":0}`
@@ -51,6 +53,7 @@ func TestMarshalOmitsAbsent(t *testing.T) {
 }
 
 func TestParseEventRejects(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"empty":          ``,
 		"array":          `[1]`,
@@ -73,6 +76,7 @@ func TestParseEventRejects(t *testing.T) {
 }
 
 func TestSetExtRefusesIllegal(t *testing.T) {
+	t.Parallel()
 	var e Event
 	for _, c := range []struct {
 		name string
@@ -91,6 +95,7 @@ func TestSetExtRefusesIllegal(t *testing.T) {
 }
 
 func TestDigestOracle(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   any
 		want string
@@ -111,6 +116,7 @@ func TestDigestOracle(t *testing.T) {
 }
 
 func TestCanonical(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		`{"b":1,"a":[true,null,"<&>"],"c":{"y":1.50,"x":1e-7}}`: `{"a":[true,null,"<&>"],"b":1,"c":{"x":1e-7,"y":1.5}}`,
 		`"tab\tnl\nctl\u0001é"`:                                 `"tab\tnl\nctl\u0001é"`,
@@ -130,6 +136,7 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestFormatTime(t *testing.T) {
+	t.Parallel()
 	tm := time.Date(2026, 7, 3, 12, 15, 4, 221_900_000, time.FixedZone("x", 2*3600))
 	if got := FormatTime(tm); got != "2026-07-03T10:15:04.221Z" {
 		t.Fatalf("got %s", got)
@@ -140,6 +147,7 @@ func TestFormatTime(t *testing.T) {
 }
 
 func TestNewIDSortable(t *testing.T) {
+	t.Parallel()
 	a, b := NewID(), NewID()
 	if len(a) != 26 || !(a < b) {
 		t.Fatalf("ids not monotonic ULIDs: %s %s", a, b)
@@ -147,12 +155,14 @@ func TestNewIDSortable(t *testing.T) {
 }
 
 func TestQuoteNoHTMLEscape(t *testing.T) {
+	t.Parallel()
 	if got := Quote("a<b>&\u2028"); !strings.Contains(got, "<b>&") {
 		t.Fatalf("got %s", got)
 	}
 }
 
 func TestMarshalEscapesIllegalExtensionNames(t *testing.T) {
+	t.Parallel()
 	e, err := ParseEvent([]byte(`{"aep":"0.1","a\"b":"x","ok":1}`))
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +174,7 @@ func TestMarshalEscapesIllegalExtensionNames(t *testing.T) {
 }
 
 func TestCoreIndexBytesAgrees(t *testing.T) {
+	t.Parallel()
 	for i, name := range coreAttrs {
 		if got := coreIndexBytes([]byte(name)); got != i || coreIndex(name) != i {
 			t.Errorf("%s: %d / %d, want %d", name, got, coreIndex(name), i)
@@ -175,6 +186,7 @@ func TestCoreIndexBytesAgrees(t *testing.T) {
 }
 
 func TestParseEventEscapesAndDuplicates(t *testing.T) {
+	t.Parallel()
 	e, err := ParseEvent([]byte("{ \"aep\" : \"0.1\", \"s\\u0075bject\":\"a\\\"b\\u00e9\", \"id\":\"1\", \"id\":\"2\",\n\"data\":{\"x\":[1,{\"y\":\"}\"}]} }"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +199,7 @@ func TestParseEventEscapesAndDuplicates(t *testing.T) {
 // stringAt, coreStrings and presentMask are stringAttr and Has by index:
 // the same answers for every core attribute, parsed or built.
 func TestAttrByIndex(t *testing.T) {
+	t.Parallel()
 	parsed, err := ParseEvent(benchLine)
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +222,7 @@ func TestAttrByIndex(t *testing.T) {
 // Multiline tells the relay, without a scan, that an event must be
 // compacted onto one line before it is framed.
 func TestMultiline(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]bool{
 		`{"id":"a","data":{"x":"\n"}}`:        false, // an escape, not a line break
 		"{\"id\":\"a\",\"data\":{\"x\":1}}":   false,

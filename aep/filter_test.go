@@ -15,6 +15,7 @@ func ev(t *testing.T, s string) *Event {
 }
 
 func TestFilterMatch(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, filter, event string
 		want                bool
@@ -50,6 +51,7 @@ func TestFilterMatch(t *testing.T) {
 }
 
 func TestFilterFailsClosed(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		`{"seq":1}`, `{"time":"x"}`, `{"data":{}}`, `{"aep":"0.1"}`, `{"traceparent":"x"}`,
 		`{"type":"*"}`, `{"type":"tool*"}`, `{"agent":"a*"}`, `{"Bad":"x"}`, `{"severity":{"gt":"info"}}`,
@@ -67,6 +69,7 @@ func TestFilterFailsClosed(t *testing.T) {
 }
 
 func TestNilAndEmptyFilter(t *testing.T) {
+	t.Parallel()
 	var f *Filter
 	if !f.Match(&Event{Type: "run.started"}) || !f.Empty() {
 		t.Fatal("nil filter must match all")

@@ -41,6 +41,7 @@ var grammarCases = []string{
 // The hand time check takes the forms events carry (or the fast path would
 // never run), and checkGrammars holds ValidTime to time.Parse.
 func TestPlainTime(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{FormatTime(time.Now()), "2026-07-03T10:15:04Z", "2024-02-29T23:59:59.999999999+05:30", "2026-12-31T00:00:00-00:00"} {
 		if !plainTime(s) {
 			t.Errorf("plainTime(%q) = false", s)
@@ -49,6 +50,7 @@ func TestPlainTime(t *testing.T) {
 }
 
 func TestGrammarsAgreeWithOracle(t *testing.T) {
+	t.Parallel()
 	for _, s := range grammarCases {
 		checkGrammars(t, s)
 	}
@@ -83,6 +85,7 @@ func checkGrammars(t *testing.T, s string) {
 // The word-at-a-time checks against their byte-at-a-time definitions: every
 // byte value at every position among bytes that pass, and random words.
 func TestWordChecks(t *testing.T) {
+	t.Parallel()
 	hex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
 	check := func(w string) {
 		t.Helper()

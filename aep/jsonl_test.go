@@ -6,6 +6,7 @@ import (
 )
 
 func TestValidateJSONL(t *testing.T) {
+	t.Parallel()
 	good := `{"aep":"0.1","id":"01J0000000000000000000000A","type":"progress.status","time":"2026-07-03T10:00:00.000Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":0,"epoch":0}`
 	n, vs, err := ValidateJSONL(strings.NewReader(good + "\n\nnot json\n"))
 	if err != nil || n != 2 {

@@ -3,6 +3,7 @@ package aep
 import "testing"
 
 func TestMatchOption(t *testing.T) {
+	t.Parallel()
 	opts := []Option{{"allow", "Allow"}, {"allow_session", "Allow for this session"}, {"deny", "Deny"}, {"twin1", "Same"}, {"twin2", "Same"}}
 	cases := []struct {
 		text, want string

@@ -233,6 +233,7 @@ func FuzzValidatePayloadOracle(f *testing.F) {
 }
 
 func TestValidatePayloadOracle(t *testing.T) {
+	t.Parallel()
 	for _, c := range payloadOracleSeeds {
 		checkPayloadAgainstOracle(t, c.typ, c.capture, []byte(c.data))
 	}

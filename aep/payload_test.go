@@ -18,6 +18,7 @@ func violationPaths(vs []Violation) []string {
 }
 
 func TestValidatePayload(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		typ     string
@@ -78,6 +79,7 @@ func TestValidatePayload(t *testing.T) {
 }
 
 func TestValidatePayloadMessages(t *testing.T) {
+	t.Parallel()
 	e := &Event{Type: "tool.completed", Capture: "metadata", Data: json.RawMessage(`{"tool":{"name":"B"},"result":"x","duration_ms":"slow"}`)}
 	vs := ValidatePayload(e)
 	var msgs []string
@@ -96,6 +98,7 @@ func TestValidatePayloadMessages(t *testing.T) {
 }
 
 func TestIntegerLiteral(t *testing.T) {
+	t.Parallel()
 	cases := map[string]bool{
 		"0": true, "-0": true, "42": true, "3.0": true, "3.10": false, "1e2": true, "1.5e1": true,
 		"1.25e1": false, "1E+2": true, "1e-2": false, "0.0e-5": true, "100e-2": true, "120e-2": false,

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRedactTextRules(t *testing.T) {
+	t.Parallel()
 	r := NewRedactor(RedactOptions{Home: "/home/op", SecretValues: []string{"hunter2-deploy", "abc"}})
 	cases := []struct {
 		name, in, want string
@@ -87,6 +88,7 @@ func TestRedactTextRules(t *testing.T) {
 }
 
 func TestRedactorZeroValueAndNil(t *testing.T) {
+	t.Parallel()
 	in := "mail a@example.com key AKIAIOSFODNN7EXAMPLE at /home/x/y"
 	want := "mail [REDACTED:pii] key [REDACTED:secret] at ~/y"
 	var zero Redactor
@@ -103,6 +105,7 @@ func TestRedactorZeroValueAndNil(t *testing.T) {
 }
 
 func TestRedactNoPII(t *testing.T) {
+	t.Parallel()
 	r := NewRedactor(RedactOptions{NoPII: true})
 	in := "mail a@example.com or 555-123-4567, token=abc"
 	want := "mail a@example.com or 555-123-4567, token=[REDACTED:secret]"
@@ -112,6 +115,7 @@ func TestRedactNoPII(t *testing.T) {
 }
 
 func TestRedactSecretNames(t *testing.T) {
+	t.Parallel()
 	r := NewRedactor(RedactOptions{SecretNames: []string{"DEPLOY_PIN"}})
 	if got := r.Text("DEPLOY_PIN=4711 and deploy_pin: 12"); got != "DEPLOY_PIN=[REDACTED:secret] and deploy_pin: [REDACTED:secret]" {
 		t.Errorf("text: got %q", got)
@@ -124,6 +128,7 @@ func TestRedactSecretNames(t *testing.T) {
 }
 
 func TestRedactSecretValueInsideMarkerIsIdempotent(t *testing.T) {
+	t.Parallel()
 	r := NewRedactor(RedactOptions{SecretValues: []string{"secret", "REDACTED"}})
 	in := "token=abc and secret here"
 	once := r.Text(in)
@@ -136,6 +141,7 @@ func TestRedactSecretValueInsideMarkerIsIdempotent(t *testing.T) {
 }
 
 func TestRedactValue(t *testing.T) {
+	t.Parallel()
 	var r Redactor
 	in := map[string]any{
 		"headers":  map[string]any{"Authorization": "Basic x", "Accept": "a@b.io"},
@@ -258,6 +264,7 @@ func operatorsOf(s string) string {
 // operator and what it runs stay readable, and a finding that spans an
 // operator is replaced on each side of it.
 func TestRedactCommand(t *testing.T) {
+	t.Parallel()
 	r := NewRedactor(RedactOptions{SecretValues: []string{"ab;cd"}})
 	for in, want := range map[string]string{
 		"echo password=x;rm -rf /tmp/victim":       "echo password=[REDACTED:secret];rm -rf /tmp/victim",
@@ -323,6 +330,7 @@ func BenchmarkRedactText(b *testing.B) {
 }
 
 func TestPhoneHintIsSound(t *testing.T) {
+	t.Parallel()
 	naiveDigits := func(s string) int {
 		n := 0
 		for i := 0; i < len(s); i++ {

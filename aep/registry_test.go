@@ -13,6 +13,7 @@ import (
 )
 
 func TestRegisteredTypesSortedAndComplete(t *testing.T) {
+	t.Parallel()
 	types := RegisteredTypes()
 	if len(types) != 46 {
 		t.Errorf("%d registered types, want the 46 of AEP 0.1", len(types))
@@ -39,6 +40,7 @@ func TestRegisteredTypesSortedAndComplete(t *testing.T) {
 }
 
 func TestLookupType(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		typ          string
 		ok           bool
@@ -73,6 +75,7 @@ func TestLookupType(t *testing.T) {
 }
 
 func TestFieldAnnotations(t *testing.T) {
+	t.Parallel()
 	get := func(typ string, path ...string) *Field {
 		s, ok := LookupType(typ)
 		if !ok {
@@ -129,6 +132,7 @@ func TestFieldAnnotations(t *testing.T) {
 // TestRegistryMatchesSchemas cross-checks the hand-written table against the
 // upstream registry and payload schemas, so drift in either is caught.
 func TestRegistryMatchesSchemas(t *testing.T) {
+	t.Parallel()
 	dir := fixtures.Require(t)
 	schemas := fixtures.Schemas(dir)
 	var reg struct {

@@ -11,6 +11,7 @@ import (
 // unpaired surrogate escapes) would decode to the same U+FFFD name: the
 // parser refuses them rather than merge them.
 func TestParseEventRefusesLossyText(t *testing.T) {
+	t.Parallel()
 	const head = `{"specversion":"0.1","id":"e1","source":"urn:x","type":"run.started","time":"2026-01-01T00:00:00Z","session":`
 	cases := []struct {
 		name, event string

@@ -8,6 +8,7 @@ import (
 const okEnv = `"aep":"0.1","id":"I","time":"2026-07-03T10:00:00Z","source":"aep://h/agent/a/session/s","agent":"a"`
 
 func TestValidateEnvelope(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, event string
 		wantRule    string // "" = valid
@@ -57,6 +58,7 @@ func TestValidateEnvelope(t *testing.T) {
 }
 
 func TestStreamValidator(t *testing.T) {
+	t.Parallel()
 	src := `"source":"aep://h/agent/a/session/s","agent":"a","aep":"0.1","time":"2026-07-03T10:00:00Z","session":"s"`
 	cases := []struct {
 		name   string

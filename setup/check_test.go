@@ -26,6 +26,7 @@ func writeScript(t *testing.T, dir, name, body string) string {
 }
 
 func TestDetectVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, body, want string
@@ -52,6 +53,7 @@ func TestDetectVersion(t *testing.T) {
 // TestCheckStates walks one file through absent, current, stale, unfenced
 // and invalid, with a real adapter stand-in answering /healthz.
 func TestCheckStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HealthPath {
@@ -151,6 +153,7 @@ func TestCheckStates(t *testing.T) {
 }
 
 func TestCheckAdapterDownIsNotAProblem(t *testing.T) {
+	t.Parallel()
 	url := "http://" + netaddr.FreeAddr(t) // nothing listens there
 
 	cfg := testConfig(t.TempDir())
@@ -173,6 +176,7 @@ func TestCheckAdapterDownIsNotAProblem(t *testing.T) {
 }
 
 func TestCheckUnknownVersionNote(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t.TempDir())
 	cfg.KimiVersion = ""
 	cfg.DaemonURL = "http://127.0.0.1:1"

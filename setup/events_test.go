@@ -8,6 +8,7 @@ import (
 )
 
 func TestHookEventsByVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		version string
 		want    int
@@ -35,6 +36,7 @@ func TestHookEventsByVersion(t *testing.T) {
 }
 
 func TestEventSets(t *testing.T) {
+	t.Parallel()
 	// Kimi 2.1.0's HOOK_EVENT_TYPES (exactly 20), in its own order.
 	want20 := []string{"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest",
 		"PermissionResult", "UserPromptSubmit", "UserPromptQueued", "TurnStarted", "Stop",
@@ -68,6 +70,7 @@ func TestEventSets(t *testing.T) {
 }
 
 func TestExtendedEventsSinceMatchesThreshold(t *testing.T) {
+	t.Parallel()
 	v, err := ParseVersion(ExtendedEventsSince)
 	if err != nil || v != extendedSince {
 		t.Fatalf("ParseVersion(%q) = %v, %v; threshold is %v", ExtendedEventsSince, v, err, extendedSince)
@@ -75,6 +78,7 @@ func TestExtendedEventsSinceMatchesThreshold(t *testing.T) {
 }
 
 func TestVersionLess(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		less bool
@@ -104,6 +108,7 @@ func TestVersionLess(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"2.1.0\n":                  "2.1.0",
 		"kimi, version 0.31.0":     "0.31.0",

@@ -23,6 +23,7 @@ func testConfig(home string) Config {
 }
 
 func TestWriteCreatesFileAndDirectory(t *testing.T) {
+	t.Parallel()
 	home := filepath.Join(t.TempDir(), "a", "kimi home")
 	cfg := testConfig(home)
 	res, err := Write(context.Background(), cfg)
@@ -48,6 +49,7 @@ func TestWriteCreatesFileAndDirectory(t *testing.T) {
 }
 
 func TestWriteDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	missing := testConfig(filepath.Join(t.TempDir(), "nope"))
 	missing.DryRun = true
@@ -76,6 +78,7 @@ func TestWriteDryRunChangesNothing(t *testing.T) {
 }
 
 func TestWriteThroughSymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	real := filepath.Join(dir, "dotfiles", "kimi.toml")
 	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
@@ -110,6 +113,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 }
 
 func TestBackupNamesNeverCollide(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	if err := os.WriteFile(cfg.ConfigPath(), []byte("a = 1\n"), 0o600); err != nil {
@@ -133,6 +137,7 @@ func TestBackupNamesNeverCollide(t *testing.T) {
 }
 
 func TestCheckUnchangedDetectsConcurrentEdit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, ConfigFileName)
 	if err := os.WriteFile(p, []byte("a = 1\n"), 0o600); err != nil {
@@ -161,6 +166,7 @@ func TestCheckUnchangedDetectsConcurrentEdit(t *testing.T) {
 }
 
 func TestWriteRefusesNonRegular(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.Mkdir(filepath.Join(home, ConfigFileName), 0o700); err != nil {
 		t.Fatal(err)
@@ -171,6 +177,7 @@ func TestWriteRefusesNonRegular(t *testing.T) {
 }
 
 func TestWriteRefusalKeepsFile(t *testing.T) {
+	t.Parallel()
 	// A version-specific refusal: the user's TurnStarted hook on a Kimi 0.31.
 	cfg := testConfig(t.TempDir())
 	cfg.KimiVersion = "0.31.0"
@@ -195,6 +202,7 @@ func TestWriteRefusalKeepsFile(t *testing.T) {
 }
 
 func TestRemoveMissingFileAndHome(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	res, err := Remove(ctx, Config{Home: filepath.Join(t.TempDir(), "none")})
 	if err != nil || res.Changed {

@@ -169,6 +169,7 @@ func truncate(b []byte) string {
 // checks the properties: a second write is a no-op, stripping gives the
 // input back (minus our old hooks: NAME.removed), exactly one block.
 func TestMergeGolden(t *testing.T) {
+	t.Parallel()
 	for _, c := range loadCorpus(t) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := goldenConfig(t, c.name)
@@ -214,6 +215,7 @@ func TestMergeGolden(t *testing.T) {
 // mode and bytes kept, backups made only on change, refusals change nothing,
 // write->remove gives the input back.
 func TestWriteRemoveCorpus(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range loadCorpus(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -305,6 +307,7 @@ func TestWriteRemoveCorpus(t *testing.T) {
 // is now accepted fails, and neither file changes; the other direction, and
 // an accepted result that changes, are rewritten.
 func TestGoldenUpdateKeepsRefusals(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	base := filepath.Join(dir, "case")
 	if err := os.WriteFile(base+".err", []byte("refused\n"), 0o644); err != nil {

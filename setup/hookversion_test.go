@@ -24,6 +24,7 @@ import (
 // --version forwards what it reads: it is handed a home of check's own
 // and a daemon it refuses, so nothing lands in the user's home.
 func TestCheckWarnsOfAnotherHookBuild(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	adapterBuild := buildinfo.Info{Version: "0.5.0", Commit: "aaaabbbbccccddddeeeeffff0000111122223333", Date: "2026-05-01T10:00:00Z", Go: "go1.26.8", Platform: "linux/amd64"}
 	var health []byte
@@ -114,6 +115,7 @@ func TestCheckWarnsOfAnotherHookBuild(t *testing.T) {
 // ESC sequence, a bell, a bidi override or a newline in any of them is
 // shown, never obeyed, and forges no line of the report.
 func TestCheckReportNeutralisesHostileBuilds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const hostile = "\x1b[2J\x07\u202e"
 	adapterBuild := buildinfo.Info{Version: "0.5.0" + hostile + "\nforged:     all clear", Commit: "aaaabbbbccccddddeeeeffff0000111122223333", Date: "2026-05-01T10:00:00Z", Go: "go1.26.8", Platform: "linux/amd64"}

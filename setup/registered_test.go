@@ -14,6 +14,7 @@ import (
 )
 
 func TestRegisteredReadBack(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if reg, err := Registered(home); err != nil || len(reg) != 0 {
 		t.Fatalf("no file: %v %v", reg, err)
@@ -63,6 +64,7 @@ func gateAdapter(t *testing.T, body string) string {
 // needs is a problem naming the fix; the --control registration is what
 // check then expects, with or without --control on its own command line.
 func TestCheckGateTimeoutMismatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	home := t.TempDir()
 	cfg := testConfig(home)

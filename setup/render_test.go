@@ -18,6 +18,7 @@ import (
 )
 
 func TestHookTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		control bool
@@ -46,6 +47,7 @@ func TestHookTimeout(t *testing.T) {
 }
 
 func TestRenderRejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	good := Config{HookCmd: "/x/kimi-hook", AEPHome: "/a"}
 	tests := []struct {
 		name string
@@ -75,6 +77,7 @@ func TestRenderRejectsBadConfig(t *testing.T) {
 // TestRenderShape decodes a rendered block: one table per event, exactly
 // event, command and timeout, the command's --timeout equal to the table's.
 func TestRenderShape(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{HookCmd: "/x/kimi-hook", AEPHome: "/a", KimiVersion: "2.1.0"},
 		{HookCmd: "/x/kimi-hook", AEPHome: "/a", KimiVersion: "0.31.0", Control: true},
@@ -130,6 +133,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 // metacharacters, decodes it from TOML, and runs it with /bin/sh -c as Kimi
 // does: the program must see exactly the intended argv.
 func TestCommandRunsUnderSh(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("/bin/sh")
 	if err != nil {
 		t.Skip("no /bin/sh")
@@ -175,6 +179,7 @@ func TestCommandRunsUnderSh(t *testing.T) {
 }
 
 func TestShellQuote(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/usr/local/bin/kimi-hook": "/usr/local/bin/kimi-hook",
 		"http://127.0.0.1:8398":    "http://127.0.0.1:8398",
@@ -192,6 +197,7 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestShellWords(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []string
@@ -217,6 +223,7 @@ func TestShellWords(t *testing.T) {
 }
 
 func TestIsOurCommand(t *testing.T) {
+	t.Parallel()
 	for cmd, want := range map[string]bool{
 		"/opt/aep/bin/kimi-hook --daemon x":      true,
 		"kimi-hook":                              true,
@@ -237,6 +244,7 @@ func TestIsOurCommand(t *testing.T) {
 }
 
 func TestTOMLStringRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "nl\n cr\r tab\t", "\x00\x01\x1f\x7f", "ünï 🚀", `'\''`} {
 		var v struct{ S string }
 		if err := toml.Unmarshal([]byte("S = "+tomlString(s)+"\n"), &v); err != nil || v.S != s {
@@ -246,6 +254,7 @@ func TestTOMLStringRoundTrip(t *testing.T) {
 }
 
 func TestMergeRejectsNonBlock(t *testing.T) {
+	t.Parallel()
 	block, err := Render(Config{HookCmd: "/x/kimi-hook", AEPHome: "/a"})
 	if err != nil {
 		t.Fatal(err)

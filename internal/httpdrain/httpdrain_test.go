@@ -34,6 +34,7 @@ func serve(t *testing.T, h http.Handler) (*http.Server, *Tracker, string, chan e
 // A client's spare connection that never sends a request must not hold
 // the shutdown past its budget (net/http alone waits 5 s on it).
 func TestShutdownClosesUnusedConnections(t *testing.T) {
+	t.Parallel()
 	hs, tr, addr, errc := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	spare, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -65,6 +66,7 @@ func TestShutdownClosesUnusedConnections(t *testing.T) {
 
 // A request in flight is still waited for.
 func TestShutdownWaitsForActiveRequests(t *testing.T) {
+	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
 	hs, tr, addr, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
@@ -100,6 +102,7 @@ func TestShutdownWaitsForActiveRequests(t *testing.T) {
 }
 
 func TestEndpoint(t *testing.T) {
+	t.Parallel()
 	ep := NewEndpoint("probe", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))
@@ -136,6 +139,7 @@ func TestEndpoint(t *testing.T) {
 }
 
 func TestLocalURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		addr net.Addr
 		want string

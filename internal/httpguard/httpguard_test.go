@@ -18,6 +18,7 @@ import (
 )
 
 func TestTrimToken(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"abc": "abc", "abc\n": "abc", " \t abc\r\n": "abc", " ": "", "\n\n": "", "a b": "a b",
 		"\u00a0abc": "\u00a0abc", // not ASCII whitespace: part of the token
@@ -29,6 +30,7 @@ func TestTrimToken(t *testing.T) {
 }
 
 func TestCheckExposure(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("k", MinPublicToken)
 	cases := []struct {
 		listen string
@@ -59,6 +61,7 @@ func TestCheckExposure(t *testing.T) {
 }
 
 func TestParseAllowedHosts(t *testing.T) {
+	t.Parallel()
 	got, err := ParseAllowedHosts(" Relay.Example.com. ,*.corp.example,, * ")
 	if err != nil || strings.Join(got, "|") != "relay.example.com|*.corp.example|*" {
 		t.Fatalf("got %q, %v", got, err)
@@ -112,6 +115,7 @@ func serve(t *testing.T, listen string, h http.Handler) string {
 // A rebinding page reaches the daemon over loopback but names its own host:
 // refused before the handler runs. Loopback names and listed names pass.
 func TestHostsOnLoopback(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := Hosts([]string{"relay.example.com", "*.corp.example"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran.Add(1) }))
 	addr := serve(t, "127.0.0.1:0", h)
@@ -148,6 +152,7 @@ func TestHostsOnLoopback(t *testing.T) {
 // daemon), an IP literal is how remote clients address it; names still need
 // listing.
 func TestHostsOffLoopback(t *testing.T) {
+	t.Parallel()
 	ip := netaddr.NonLoopbackIPv4(t)
 	h := Hosts(nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	addr := serve(t, net.JoinHostPort(ip, "0"), h)
@@ -168,6 +173,7 @@ func TestHostsOffLoopback(t *testing.T) {
 // A client that declares a large body and trickles it is cut off at the
 // deadline with a 408 and a closed connection, holding only what it sent.
 func TestReadBodySlowClient(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	got := make(chan error, 1)
 	addr := serve(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +225,7 @@ func TestReadBodySlowClient(t *testing.T) {
 // A body within the deadline is read whole, and a handler that holds its
 // reply past the deadline afterwards keeps its request context.
 func TestReadBodyDeadlineCleared(t *testing.T) {
+	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	addr := serve(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := ReadBody(w, r, 1<<20, timeout)
@@ -245,6 +252,7 @@ func TestReadBodyDeadlineCleared(t *testing.T) {
 }
 
 func TestLoopbackURL(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]bool{
 		"http://127.0.0.1:8787":        true,
 		"http://localhost:8787/":       true,
@@ -268,6 +276,7 @@ func TestLoopbackURL(t *testing.T) {
 // A relay URL printed to a terminal or a log carries no credentials, query
 // (an access_token may ride there) or fragment.
 func TestDisplayURL(t *testing.T) {
+	t.Parallel()
 	if got := DisplayURL("http://user:pw@relay:8787/base?access_token=s#x"); got != "http://relay:8787/base" {
 		t.Errorf("DisplayURL = %q", got)
 	}
@@ -280,6 +289,7 @@ func TestDisplayURL(t *testing.T) {
 // into bytes of its own: the chunks it reuses for the next body never show
 // through in one already returned. Bodies past the limit fail as ReadBody's.
 func TestBodyReaderReuse(t *testing.T) {
+	t.Parallel()
 	const limit = 300 << 10
 	var br BodyReader
 	var mu sync.Mutex
@@ -335,6 +345,7 @@ func TestBodyReaderReuse(t *testing.T) {
 // A JSON answer is sized, so a handler can flush it before it returns and
 // the client still reads one unchunked body.
 func TestWriteJSONSized(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 8<<10)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusAccepted, map[string]string{"detail": big})
@@ -368,6 +379,7 @@ func TestWriteJSONSized(t *testing.T) {
 // answer link's token, a bearer token pasted where a path goes. The
 // relay's own routes pass as they are.
 func TestLogPath(t *testing.T) {
+	t.Parallel()
 	tok := "eyJ2IjoxLCJuIjoiQUJDREVGR0hJSktMIn0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
 	for in, want := range map[string]string{
 		"/answer/" + tok:                     "/answer/[redacted]",

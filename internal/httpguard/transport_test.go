@@ -10,6 +10,7 @@ import (
 )
 
 func TestCheckTransport(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		listen              string
 		public, tls, behind bool
@@ -68,6 +69,7 @@ func forwarded(t *testing.T, trusted bool, header map[string]string) seen {
 // anyone's to send and change nothing; behind one, the last entry (the
 // proxy's own) is believed.
 func TestForwarded(t *testing.T) {
+	t.Parallel()
 	forged := map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
 	if s := forwarded(t, false, forged); s.secure || s.hsts != "" || !strings.HasPrefix(s.remote, "127.0.0.1:") {
 		t.Errorf("untrusted, forged headers: %+v, want plain and the real peer", s)
@@ -91,6 +93,7 @@ func TestForwarded(t *testing.T) {
 // Over TLS the page's origin is the https one: a plain-http page of the
 // same host is another origin.
 func TestSameOriginScheme(t *testing.T) {
+	t.Parallel()
 	var got []bool
 	h := httpguard.Forwarded(true)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got = append(got, httpguard.SameOrigin(r))

@@ -81,6 +81,7 @@ func walkArchive(t *testing.T, path string, each func(e entry, r io.Reader)) {
 // and the release's time, whatever the files' own times, owners and modes
 // on disk: two builds of the same bytes give the same archive.
 func TestArchiveReproducible(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	prog, doc := filepath.Join(dir, "prog"), filepath.Join(dir, "doc")
 	for _, f := range []string{prog, doc} {
@@ -136,6 +137,7 @@ func TestArchiveReproducible(t *testing.T) {
 
 // A member that cannot be read leaves no archive behind.
 func TestArchiveMissingMember(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "a.tar.gz")
 	if err := writeArchive(dst, "top", []member{{"x", filepath.Join(t.TempDir(), "absent"), 0o644}}, time.Now(), false); err == nil {
 		t.Fatal("archived a missing file")

@@ -35,6 +35,7 @@ const EnvKept = "AEP_KIMI_DIST_BINARIES"
 // its own archive; the binaries for this machine run and say the
 // release's version.
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: builds the release for five platforms; skipped with -short")
 	}

@@ -73,6 +73,7 @@ func errOutput(err error) []byte {
 // The formula of a release of the five platforms: each Homebrew machine
 // gets its own archive and checksum; Windows is not in it.
 func TestFormula(t *testing.T) {
+	t.Parallel()
 	src := source{Version: "1.2.3-rc.1", Commit: "c0ffee", Date: time.Unix(1700000000, 0).UTC()}
 	targets, err := parsePlatforms(DefaultPlatforms)
 	if err != nil {

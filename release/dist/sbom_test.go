@@ -127,6 +127,7 @@ func checkSBOM(t *testing.T, doc []byte, archive string, bins []string) {
 // lists what `go version -m` reads from each, and the same binaries give
 // the same document.
 func TestSBOM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end: builds binaries; skipped with -short")
 	}
@@ -161,6 +162,7 @@ func TestSBOM(t *testing.T) {
 }
 
 func TestGoPURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][3]string{
 		{"golang.org/x/sys", "v0.45.0", "pkg:golang/golang.org/x/sys@v0.45.0"},
 		{"github.com/x/y", "v2.0.0+incompatible", "pkg:golang/github.com/x/y@v2.0.0%2Bincompatible"},

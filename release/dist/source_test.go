@@ -11,6 +11,7 @@ import (
 // else from git; a leading v dropped; anything but semver refused; the
 // date the commit's unless SOURCE_DATE_EPOCH says otherwise.
 func TestReadSource(t *testing.T) {
+	t.Parallel()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,7 @@ func TestReadSource(t *testing.T) {
 }
 
 func TestParsePlatforms(t *testing.T) {
+	t.Parallel()
 	ps, err := parsePlatforms(DefaultPlatforms + ",linux/amd64")
 	if err != nil || len(ps) != 5 || ps[4] != (platform{"windows", "amd64"}) {
 		t.Errorf("%v %v", ps, err)
