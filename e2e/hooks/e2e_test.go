@@ -57,6 +57,11 @@ func TestE2EScenarios(t *testing.T) {
 			stacktest.Want(t, ev, map[string]int{"run.started": 1, "run.finished": 1, "delegation.subagent.started": 1,
 				"delegation.subagent.stopped": 1, "x.kimi-code.run.subagent_turn_ended": 1, "tool.requested": 2, "tool.completed": 2})
 		}},
+		// The background command must outlast the turn that starts it:
+		// `kimi -p` keeps running for a second turn only if a task is still
+		// active when the first ends, and drops the notification of one that
+		// finished during it. At load 17 "sleep 1" finished first (one turn);
+		// the scenario sleeps 10 s.
 		{"background", func(t *testing.T, ev []*aep.Event) {
 			stacktest.Want(t, ev, map[string]int{"run.started": 2, "run.finished": 2, "progress.status": 1})
 		}},
