@@ -130,15 +130,13 @@ func TestE2EPageCookieOnOtherPort(t *testing.T) {
 	// through the URL, as a first visit does.
 	tab, closeTab := b.Tab()
 	defer closeTab()
-	tctx, tcancel := context.WithTimeout(tab.Ctx, browsertest.Wait)
-	defer tcancel()
-	if err := chromedp.Run(tctx, chromedp.Navigate(base+"/"),
-		chromedp.Poll(`document.getElementById('conn').dataset.conn === 'login-needed'`, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	tab.MustRun("open the relay's page", chromedp.Navigate(base+"/"))
+	if err := tab.Within(`document.getElementById('conn').dataset.conn === 'login-needed'`, 20*time.Second); err != nil {
 		t.Errorf("a new tab without the login URL: %v, want login-needed", err)
 	}
 	// Logging in there keeps the browser's login: the first tab stays in.
-	if err := chromedp.Run(tctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token)),
-		chromedp.Poll(pagetest.PageIsLive, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	tab.MustRun("the login URL", chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token)))
+	if err := tab.Within(pagetest.PageIsLive, 20*time.Second); err != nil {
 		t.Errorf("the new tab's login: %v", err)
 	}
 	b.MustRun("reload the first tab", chromedp.Navigate(base+"/"))

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
@@ -356,7 +357,33 @@ func (b *Browser) steady(sel string) {
 // WaitJS polls a JavaScript expression until it is truthy, within Wait.
 func (b *Browser) WaitJS(what, expr string) {
 	b.t.Helper()
-	b.MustRun("waiting for "+what, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(Wait)))
+	if err := b.Within(expr, Wait); err != nil {
+		b.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Within polls until expr is true in the tab's page, for at most d. A
+// page whose JavaScript context goes while it polls (a navigation that
+// commits after chromedp.Navigate returned, a reload) is polled again in
+// its new context: chromedp's poll evaluates in the context it began in
+// and fails with "Cannot find context with specified id" once that is
+// gone, which says nothing about expr.
+func (b *Browser) Within(expr string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(b.Ctx, d)
+	defer cancel()
+	for {
+		err := chromedp.Run(ctx, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(d)))
+		if err == nil || !lostContext(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// lostContext reports whether err is Chromium's answer to an evaluation
+// in a JavaScript context that no longer exists.
+func lostContext(err error) bool {
+	var ce *cdproto.Error
+	return errors.As(err, &ce) && ce.Message == "Cannot find context with specified id"
 }
 
 // Eval evaluates expr into out.

@@ -40,5 +40,5 @@ func PageSeqIDs(b *browsertest.Browser, session string, want int) []string {
 // Within polls a JavaScript expression for at most d and reports whether it
 // came true.
 func Within(b *browsertest.Browser, expr string, d time.Duration) bool {
-	return b.Run(chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(d))) == nil
+	return b.Within(expr, d) == nil
 }
