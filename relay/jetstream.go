@@ -637,7 +637,23 @@ func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream
 // on, until ctx ends. When the stream is lost (a NATS node went away, a
 // leader election) it reads again from where it stopped.
 func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.MessagesContext, next uint64) error {
-	defer func() { it.Stop() }()
+	defer func() {
+		if it != nil { // nil when a resume failed
+			it.Stop()
+		}
+	}()
+	// The iterator is stopped when ctx ends, not only once Next returns:
+	// while the client re-creates a lost consumer, which it retries
+	// without end (a cluster that cannot place it), Next does not return,
+	// and Close waits for this goroutine.
+	var mu sync.Mutex
+	current := it
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		current.Stop()
+	})
+	defer stop()
 	for {
 		jm, err := it.Next(jetstream.NextContext(ctx))
 		if err == nil {
@@ -658,6 +674,9 @@ func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.Messages
 			case <-time.After(followHeartbeat):
 			}
 			if it, _, err = b.messages(ctx, next); err == nil {
+				mu.Lock()
+				current = it
+				mu.Unlock()
 				break
 			}
 			b.log.Warn("jetstream store: follower cannot resume yet", "next_seq", next, "err", err)

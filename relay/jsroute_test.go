@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/wire"
@@ -254,5 +255,53 @@ func (p *holdProxy) release() {
 	case <-p.freed:
 	default:
 		close(p.freed)
+	}
+}
+
+// A relay closes while its follower cannot resume the stream: the NATS
+// client re-creates a lost consumer without end and Next does not return
+// meanwhile, so Close, which waits for the follower, must stop it.
+func TestJetStreamClosesWhileFollowerCannotResume(t *testing.T) {
+	ns := runNATS(t, "n1", nil, nil)
+	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// With JetStream off, this is the only answer to a consumer create:
+	// a refusal, every time.
+	asked := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.CREATE.AEP.>", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.consumer_create_response","error":{"code":503,"err_code":10039,"description":"jetstream not enabled"}}`))
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower never tried to re-create its consumer")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return while the follower kept re-creating its consumer")
 	}
 }
