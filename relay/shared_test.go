@@ -195,15 +195,21 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 	// B's follower may need a few heartbeats to find the stream on another
 	// node. Across a leader change the stream's order may differ from A's
 	// admission order (live delivery is arrival order; replay is by seq).
+	// One bound for them all: the stream's heartbeat comments must not
+	// restart it.
 	var got []int64
+	deadline := time.After(30 * time.Second)
 	for len(got) < 20 {
 		select {
-		case it := <-onB.items:
+		case it, ok := <-onB.items:
+			if !ok {
+				t.Fatalf("B's stream ended after a node stopped; it got %v", got)
+			}
 			if ev, err := aep.ParseEvent([]byte(it.Data)); err == nil && !it.IsComment {
 				got = append(got, *ev.Seq)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("after a node stopped, B got only %v", got)
+		case <-deadline:
+			t.Fatalf("after a node stopped, B got only %v within 30s", got)
 		}
 	}
 	slices.Sort(got)
