@@ -25,6 +25,7 @@ import (
 // Relay A reaches the NATS through a proxy that holds A's unsubscribe until
 // the command has reached A's connection.
 func TestRoutedCommandDuringReleaseIsAnswered(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	px := newHoldProxy(t, ns.Addr().String())
 	open := func(url string) *relay.JetStreamBackend {
@@ -262,6 +263,7 @@ func (p *holdProxy) release() {
 // client re-creates a lost consumer without end and Next does not return
 // meanwhile, so Close, which waits for the follower, must stop it.
 func TestJetStreamClosesWhileFollowerCannotResume(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL()})
 	if err != nil {
