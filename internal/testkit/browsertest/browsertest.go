@@ -206,8 +206,25 @@ func (s *sharedBrowser) browser(bin string) (context.Context, error) {
 
 // start starts a headless Chromium, its first window width by height
 // (zero: Chromium's default), and returns its first tab and what stops
-// it and removes its profile.
-func start(bin string, width, height int) (context.Context, func(testing.TB), error) {
+// it and removes its profile. Debian's Chromium now and then crashes as
+// it starts (crashpad's "no stack mapping", no DevTools address): that
+// says nothing about the page a test drives, and with one browser per test
+// binary it would fail every browser test in it, so a failed start is
+// tried again, startAttempts times in all.
+func start(bin string, width, height int) (ctx context.Context, stop func(testing.TB), err error) {
+	for range startAttempts {
+		if ctx, stop, err = startOnce(bin, width, height); err == nil {
+			return ctx, stop, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%d starts: %w", startAttempts, err)
+}
+
+// startAttempts bounds start's tries.
+const startAttempts = 3
+
+// startOnce is one start of Chromium.
+func startOnce(bin string, width, height int) (context.Context, func(testing.TB), error) {
 	// Not t.TempDir: Chromium's helper processes can still be writing the
 	// profile for a moment after the browser is gone, and a failed removal
 	// there would fail the test. stop retries instead.
