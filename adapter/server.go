@@ -114,13 +114,17 @@ func (s *Server) Run(ctx context.Context) error { return s.core.Run(ctx, s.serve
 func (s *Server) Registry() *prometheus.Registry { return s.core.Registry() }
 
 func (s *Server) serve(ctx context.Context) error {
-	// Spooled payloads go first, ahead of newer hooks of their sessions.
-	s.ingestSpool(0)
-	s.life.recoverLive()
+	// Bound before the spool is read: a hook that comes while it is read
+	// waits in the listen queue for its turn instead of being refused, and
+	// refused, spooled after the read, it was ingested on the next pass,
+	// behind the newer hooks of its session served live meanwhile.
 	addr, err := s.Listen()
 	if err != nil {
 		return err
 	}
+	// Spooled payloads go first, ahead of newer hooks of their sessions.
+	s.ingestSpool(0)
+	s.life.recoverLive()
 	s.log.Info("adapter listening", "addr", addr.String(), "epoch", s.Epoch(), "home", s.cfg.Home,
 		"capture", s.cfg.Posture.Capture.String(), "attention_capture", s.cfg.Posture.AttentionCapture.String(),
 		"gate", s.cfg.Control.Gate, "instruct", s.cfg.Control.Instruct)
