@@ -15,7 +15,7 @@ import (
 
 func auditGolden(t *testing.T, ext string) string {
 	t.Helper()
-	b, err := os.ReadFile(stacktest.AuditStream + ".audit." + ext)
+	b, err := os.ReadFile(stacktest.AuditStream(t) + ".audit." + ext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func auditGolden(t *testing.T, ext string) string {
 // what the logs say of the same events (a POST carries no commands, so
 // the relay holds the emitter's events only).
 func TestAuditSources(t *testing.T) {
-	lines, err := os.ReadFile(stacktest.AuditStream + ".jsonl")
+	lines, err := os.ReadFile(stacktest.AuditStream(t) + ".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 package stacktest
 
 import (
-	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 func Atoi(t *testing.T, s string) int64 {
@@ -16,6 +17,7 @@ func Atoi(t *testing.T, s string) int64 {
 }
 
 // AuditStream is the audit's recorded stream with people, rules and
-// timeouts (relay/consumer's), relative to a test package two levels below
-// the module root (cmd/aep-kimi, e2e/AREA).
-var AuditStream = filepath.Join("..", "..", "relay", "consumer", "testdata", "audit", "people")
+// timeouts (relay/consumer's), without its extension.
+func AuditStream(t testing.TB) string {
+	return fixtures.InModule(t, "relay", "consumer", "testdata", "audit", "people")
+}

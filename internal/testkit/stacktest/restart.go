@@ -4,15 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
 )
 
 // RecordedHooks reads a hook capture the adapter's tests keep (a real
 // Kimi session): each hook's name and payload, in arrival order.
 func RecordedHooks(t *testing.T, name string) (events, payloads []string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "adapter", "testdata", "captures", name+".hooks.jsonl"))
+	f, err := os.Open(fixtures.InModule(t, "adapter", "testdata", "captures", name+".hooks.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

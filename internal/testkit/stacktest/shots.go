@@ -1,15 +1,21 @@
 package stacktest
 
+import (
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
+)
+
 // EnvShots names a directory the page's screenshots go to (1280 and 360 px,
 // light and dark); unset, none are written.
 const EnvShots = "AEP_SHOTS"
 
-// readmeShot is the README's picture of the page, and shotGolden the
-// structure it shows, which the test holds the page to without -update.
-const (
-	ReadmeShot = "../../docs/fleet.png"
-	ShotGolden = "testdata/fleet-shot.golden"
-)
+// ShotGolden is the structure the README's picture shows (under the test's
+// package), which the test holds the page to without -update.
+const ShotGolden = "testdata/fleet-shot.golden"
+
+// ReadmeShot is the README's picture of the page.
+func ReadmeShot(t testing.TB) string { return fixtures.InModule(t, "docs", "fleet.png") }
 
 // ShotStructureJS describes what the page shows, in words that stay the
 // same from one real session to the next (no ids, no times).
