@@ -43,8 +43,18 @@ const ReadHeaderTimeout = 10 * time.Second
 // Tracker records which connections have not started a request. Install it
 // with Track, shut down with Shutdown. The zero value is ready to use.
 type Tracker struct {
+	// Grace is how long a fresh connection is spared; zero means Grace.
+	Grace time.Duration
+
 	mu    sync.Mutex
 	fresh map[net.Conn]time.Time
+}
+
+func (t *Tracker) grace() time.Duration {
+	if t.Grace > 0 {
+		return t.Grace
+	}
+	return Grace
 }
 
 // Track installs t as hs.ConnState (keeping any hook already there) and
@@ -74,15 +84,15 @@ func (t *Tracker) observe(c net.Conn, st http.ConnState) {
 	delete(t.fresh, c)
 }
 
-// Shutdown runs hs.Shutdown(ctx) while closing, every Grace/4, connections
-// that have sat unused since accept for Grace.
+// Shutdown runs hs.Shutdown(ctx) while closing, every quarter of the grace,
+// connections that have sat unused since accept for the grace.
 func (t *Tracker) Shutdown(ctx context.Context, hs *http.Server) error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(Grace / 4)
+		tick := time.NewTicker(t.grace() / 4)
 		defer tick.Stop()
 		for {
 			t.sweep()
@@ -100,10 +110,11 @@ func (t *Tracker) Shutdown(ctx context.Context, hs *http.Server) error {
 }
 
 func (t *Tracker) sweep() {
+	grace := t.grace()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for c, since := range t.fresh {
-		if time.Since(since) >= Grace {
+		if time.Since(since) >= grace {
 			_ = c.Close()
 			delete(t.fresh, c)
 		}

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// testGrace is the tests' grace: a tenth of the product's, the same rule.
+const testGrace = Grace / 10
+
 func serve(t *testing.T, h http.Handler) (*http.Server, *Tracker, string, chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -20,6 +23,7 @@ func serve(t *testing.T, h http.Handler) (*http.Server, *Tracker, string, chan e
 	var states atomic.Int32
 	hs := &http.Server{Handler: h, ConnState: func(net.Conn, http.ConnState) { states.Add(1) }}
 	tr := Track(hs)
+	tr.Grace = testGrace
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	t.Cleanup(func() {
@@ -49,7 +53,7 @@ func TestShutdownClosesUnusedConnections(t *testing.T) {
 	resp.Body.Close()
 	// Real time passes the spare's grace (a clock rule, nothing to wait
 	// on; not a synchronisation): it is past it once Shutdown sweeps.
-	time.Sleep(Grace)
+	time.Sleep(testGrace)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx, hs); err != nil {
@@ -90,7 +94,7 @@ func TestShutdownWaitsForActiveRequests(t *testing.T) {
 	select {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned %v with a request in flight", err)
-	case <-time.After(3 * Grace):
+	case <-time.After(3 * testGrace):
 	}
 	close(release)
 	if err := <-shut; err != nil {
