@@ -106,6 +106,7 @@ func TestServed(t *testing.T) {
 	}
 	for name, script := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each case is its own process tree
 			cmd := exec.Command("sh", "-c", script)
 			cmd.Env = append(os.Environ(), helperEnv+"=1")
 			out, err := cmd.Output()
