@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"github.com/aep-kimi/aep-kimi/internal/cli"
+	"github.com/aep-kimi/aep-kimi/internal/envtable"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/fixtures"
-	"github.com/aep-kimi/aep-kimi/station"
 )
 
 // Regenerate is the command that rewrites every generated reference file.
@@ -317,20 +317,20 @@ as an empty environment gives them (the variables a flag names as its default mo
 // CheckAlso checks a binary other than aep-kimi against the environment
 // table: the variables it reads (named) are exactly those whose Also
 // lists it.
-func CheckAlso(t testing.TB, binary string, named map[string]bool, table []station.EnvVar) {
+func CheckAlso(t testing.TB, binary string, named map[string]bool) {
 	t.Helper()
 	listed := map[string]bool{}
-	for _, e := range table {
+	for _, e := range envtable.Table() {
 		if slices.Contains(e.Also, binary) {
 			listed[e.Name] = true
 			if !named[e.Name] {
-				t.Errorf("station.Environment says %s reads %s; its code does not name it", binary, e.Name)
+				t.Errorf("envtable.Table says %s reads %s; its code does not name it", binary, e.Name)
 			}
 		}
 	}
 	for v := range named {
 		if !listed[v] {
-			t.Errorf("%s reads %s; station.Environment does not say so (Also)", binary, v)
+			t.Errorf("%s reads %s; envtable.Table does not say so (Also)", binary, v)
 		}
 	}
 }
