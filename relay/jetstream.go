@@ -307,6 +307,12 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		if err != nil {
 			return err
 		}
+		if cfg.Listen != "" && port == 0 {
+			// nats-server reads port 0 as its default, 4222; the caller
+			// asked for any free port. It is pinned once known (below), so
+			// a reload keeps the address second relays were given.
+			port = server.RANDOM_PORT
+		}
 		b.dir = cfg.Dir
 		b.serverOpts = func() *server.Options {
 			return &server.Options{
@@ -343,8 +349,11 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 		}
 		opts = append(opts, nats.InProcessServer(srv))
 		if cfg.Listen != "" {
+			if a, ok := srv.Addr().(*net.TCPAddr); ok {
+				port = a.Port
+			}
 			b.log.Info("jetstream store: the embedded NATS listens for clients with credentials; a second relay joins with --nats-creds "+filepath.Join(cfg.Dir, NATSCredsName),
-				"nats_addr", cfg.Listen)
+				"nats_addr", b.NATSAddr())
 		}
 	} else {
 		b.identity = anonymousIdentity
@@ -401,6 +410,18 @@ func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) err
 	}
 	b.js = js
 	return nil
+}
+
+// NATSAddr is the address the embedded NATS listens on for clients (the
+// port chosen when --nats-listen gave port 0), or "" when it listens on none.
+func (b *JetStreamBackend) NATSAddr() string {
+	if b.srv == nil {
+		return ""
+	}
+	if a := b.srv.Addr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // listenAddr splits the embedded server's client address; empty is no

@@ -570,3 +570,42 @@ func TestOwnMessagesByIdentityNotHeader(t *testing.T) {
 	eventually(t, "A admits B's event despite A's origin header", func() bool { return len(a.Sessions()) == 2 })
 	open(credsB) // and B, sharing the stream, rebuilds both
 }
+
+// --nats-listen with port 0 means any free port, as everywhere else: two
+// embedded stores asked for 127.0.0.1:0 both listen, each on a port of its
+// own that NATSAddr and the log name (nats-server alone reads 0 as 4222,
+// where the second would fail to start).
+func TestEmbeddedNATSListenPortZero(t *testing.T) {
+	t.Parallel()
+	addrs := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		logs := &syncbuf.Buffer{}
+		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Logger: newTestLogger(logs)})
+		if err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		t.Cleanup(func() { b.Close() })
+		addr := b.NATSAddr()
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host != "127.0.0.1" || port == "0" || port == "4222" {
+			t.Fatalf("store %d listens on %q (%v), want 127.0.0.1 and a port chosen for it", i, addr, err)
+		}
+		if addrs[addr] {
+			t.Fatalf("both stores on %s", addr)
+		}
+		addrs[addr] = true
+		if !strings.Contains(logs.String(), addr) {
+			t.Errorf("store %d's log does not name %s:\n%s", i, addr, logs.String())
+		}
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err != nil || !strings.HasPrefix(line, "INFO ") {
+			t.Fatalf("store %d at %s said %q (%v), want NATS's INFO", i, addr, line, err)
+		}
+	}
+}
