@@ -114,7 +114,7 @@ func (f *feed) fold(c aep.Capture) *consumer.Fold {
 
 // follow folds the stream in and sends what comes due until ctx ends.
 func (n *Notifier) follow(ctx context.Context, ch <-chan *relay.Message) error {
-	t := time.NewTicker(tick)
+	t := time.NewTicker(n.cfg.tick)
 	defer t.Stop()
 	for {
 		select {
@@ -152,7 +152,7 @@ func (n *Notifier) take(m *relay.Message, now time.Time) {
 	case "attention.requested":
 		k := key(ev.Session, ev.ID)
 		if f.tracked[k] == nil {
-			f.tracked[k] = &tracked{session: ev.Session, id: ev.ID, due: now.Add(max(n.cfg.After, settle)), tag: "aep-" + ev.ID}
+			f.tracked[k] = &tracked{session: ev.Session, id: ev.ID, due: now.Add(max(n.cfg.After, n.cfg.settle)), tag: "aep-" + ev.ID}
 		}
 	case "session.ended":
 		f.ended = append(f.ended, ev.Session)

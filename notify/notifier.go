@@ -90,6 +90,11 @@ type Config struct {
 	// Now is the clock an answer link is judged by (its expiry, its
 	// request's deadline); nil means time.Now.
 	Now func() time.Time
+
+	// settle and tick replace the defaults of those names when set: the
+	// package's tests shorten them (export_test.go), so each request
+	// they notify does not wait the product's pace.
+	settle, tick time.Duration
 }
 
 // Notifier reaches people when requests wait: it follows the relay's
@@ -151,6 +156,8 @@ func New(cfg Config) (*Notifier, error) {
 		return nil, fmt.Errorf("notify: coalescing window %v is negative", cfg.Window)
 	}
 	defaults.Set(&cfg.Window, CoalesceWindow)
+	defaults.Set(&cfg.settle, settle)
+	defaults.Set(&cfg.tick, tick)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -81,10 +81,20 @@ func newStage(t *testing.T, cfg notify.Config, book *rules.Book) *stage {
 	return newStageWith(t, cfg, relay.Config{Rules: book})
 }
 
+// The stage's feed pace, unless a test set its own: the product's
+// settle exists for a rule's answer in the request's batch
+// (TestNotifyRuleAnsweredSendsNothing keeps it); the other tests need
+// only the order of what comes due, so they do not wait it out.
+const (
+	testSettle = 10 * time.Millisecond
+	testTick   = 5 * time.Millisecond
+)
+
 // newStageWith is newStage on a relay configured as rcfg (its token and
 // notifier set here).
 func newStageWith(t *testing.T, cfg notify.Config, rcfg relay.Config) *stage {
 	t.Helper()
+	notify.SetFeedPace(&cfg, testSettle, testTick)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +401,9 @@ func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}}, book)
+	cfg := notify.Config{Targets: []notify.Target{rec}}
+	notify.SetFeedPace(&cfg, notify.Settle, notify.Tick) // what lets the rule's answer in first
+	st := newStage(t, cfg, book)
 	st.start(t, "s3")
 	st.ask(t, "s3", "ls -la", time.Minute)
 	select {
@@ -416,7 +428,7 @@ func TestNotifyRuleAnsweredSendsNothing(t *testing.T) {
 func TestNotifyAfter(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, After: 700 * time.Millisecond}, nil)
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, After: 300 * time.Millisecond}, nil)
 	st.start(t, "s4")
 	first := st.ask(t, "s4", "ls", time.Minute)
 	st.resolve(t, "s4", first, "answered")
@@ -425,7 +437,7 @@ func TestNotifyAfter(t *testing.T) {
 	// Requests go out in the order they came due, each target's in turn:
 	// one for the first would come before the second's.
 	msgs := waitMsgs(t, rec, 1, 2*time.Second)
-	if d := time.Since(start); d < 700*time.Millisecond {
+	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("sent after %v, before --notify-after", d)
 	}
 	if msgs[0].Request != second.ID {
@@ -438,7 +450,7 @@ func TestNotifyAfter(t *testing.T) {
 func TestNotifyDigest(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{name: "webhook:receiver.test"}
-	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Window: time.Second}, nil)
+	st := newStage(t, notify.Config{Targets: []notify.Target{rec}, Window: 500 * time.Millisecond}, nil)
 	for _, s := range []string{"d1", "d2", "d3", "d4"} {
 		st.start(t, s)
 	}

@@ -339,7 +339,9 @@ func TestWebPushRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()}, relay.Config{People: access.OpenRoster(home, nil)})
+	// The roster is re-read at a test's pace: the revocation is awaited.
+	st := newStageWith(t, notify.Config{Window: 50 * time.Millisecond, PushServiceAllow: ps.Allow()},
+		relay.Config{People: access.OpenRoster(home, nil), TokenPoll: 20 * time.Millisecond})
 	code, b := apiAs(t, st, alice, http.MethodGet, notify.PathVAPID, nil)
 	var vapid map[string]string
 	if code != 200 || json.Unmarshal(b, &vapid) != nil {

@@ -120,9 +120,9 @@ func TestSendSlowReceiverBounded(t *testing.T) {
 	defer close(release)
 	for _, tg := range targetsFor(t, srv.URL) {
 		start := time.Now()
-		err := sendErr(tg, 200*time.Millisecond)
+		err := sendErr(tg, 50*time.Millisecond)
 		if took := time.Since(start); took > 3*time.Second {
-			t.Errorf("%s: Send took %v past a 200ms deadline", tg.Name(), took)
+			t.Errorf("%s: Send took %v past a 50ms deadline", tg.Name(), took)
 		}
 		if errors.Is(err, ErrPermanent) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: %v, want a retryable deadline error", tg.Name(), err)
