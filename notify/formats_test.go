@@ -17,6 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -106,7 +107,7 @@ func TestFormatsThroughNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	hook := firstDelivery(t, "webhook", hookGot, 2*time.Second)
-	var wb notify.WebhookBody
+	var wb webhook.Body
 	if err := json.Unmarshal(hook.body, &wb); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestFormatsThroughNotifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := notify.VerifySignature([]byte(strings.TrimSpace(string(secret))), hook.header.Get(notify.SignatureHeader), hook.body, time.Now(), 0); err != nil {
+	if err := webhook.VerifySignature([]byte(strings.TrimSpace(string(secret))), hook.header.Get(webhook.SignatureHeader), hook.body, time.Now(), 0); err != nil {
 		t.Errorf("webhook signature: %v", err)
 	}
 

@@ -11,19 +11,20 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
-// Kind says what a Message is about.
-type Kind string
+// Kind says what a Message is about: the kind its webhook body carries.
+type Kind = webhook.Kind
 
 // The kinds of Message.
 const (
-	KindRequest Kind = "request" // one waiting request, with its answers
-	KindDigest  Kind = "digest"  // several waiting requests in one message
-	KindUpdate  Kind = "update"  // replaces the message with the same Tag: answered elsewhere, expired, withdrawn
-	KindTest    Kind = "test"    // `aep-kimi notify test`
-	KindUsage   Kind = "usage"   // a session crossed a --notify-usage threshold
+	KindRequest = webhook.KindRequest
+	KindDigest  = webhook.KindDigest
+	KindUpdate  = webhook.KindUpdate
+	KindTest    = webhook.KindTest
+	KindUsage   = webhook.KindUsage
 )
 
 // Message is one notification: a waiting request, a digest of several, the

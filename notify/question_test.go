@@ -14,6 +14,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/pushtest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -91,7 +92,7 @@ func TestFormatsQuestionChoices(t *testing.T) {
 	if err := json.Unmarshal(firstDelivery(t, "slack", slackGot, 2*time.Second).body, &sm); err != nil {
 		t.Fatal(err)
 	}
-	var wb notify.WebhookBody
+	var wb webhook.Body
 	if err := json.Unmarshal(firstDelivery(t, "webhook", hookGot, 2*time.Second).body, &wb); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 )
 
@@ -399,33 +400,33 @@ func TestWebhookFormatAndSignature(t *testing.T) {
 	if err != nil || ts.Before(before.Truncate(time.Second)) {
 		t.Errorf("timestamp %v (%v)", v["timestamp"], err)
 	}
-	if id := v["id"].(string); id == "" || r.header.Get(DeliveryHeader) != id {
-		t.Errorf("id %q, %s %q", id, DeliveryHeader, r.header.Get(DeliveryHeader))
+	if id := v["id"].(string); id == "" || r.header.Get(webhook.DeliveryHeader) != id {
+		t.Errorf("id %q, %s %q", id, webhook.DeliveryHeader, r.header.Get(webhook.DeliveryHeader))
 	}
 
 	// The signature, checked by hand the way docs/notify.md tells a receiver:
 	// HMAC-SHA256 over "<t>.<body>" with the secret file's content.
-	sig := r.header.Get(SignatureHeader)
+	sig := r.header.Get(webhook.SignatureHeader)
 	tPart, v1Part, ok := strings.Cut(sig, ",")
 	if !ok || !strings.HasPrefix(tPart, "t=") || !strings.HasPrefix(v1Part, "v1=") {
-		t.Fatalf("%s = %q", SignatureHeader, sig)
+		t.Fatalf("%s = %q", webhook.SignatureHeader, sig)
 	}
 	h := hmac.New(sha256.New, []byte(secret))
 	h.Write([]byte(strings.TrimPrefix(tPart, "t=") + "." + string(r.body)))
 	if hex.EncodeToString(h.Sum(nil)) != strings.TrimPrefix(v1Part, "v1=") {
 		t.Errorf("v1 does not verify with the secret")
 	}
-	if err := VerifySignature([]byte(secret), sig, r.body, time.Now(), 0); err != nil {
+	if err := webhook.VerifySignature([]byte(secret), sig, r.body, time.Now(), 0); err != nil {
 		t.Errorf("VerifySignature: %v", err)
 	}
 	tampered := []byte(strings.Replace(string(r.body), "tok-deny", "tok-allow", 1))
-	if err := VerifySignature([]byte(secret), sig, tampered, time.Now(), 0); err == nil {
+	if err := webhook.VerifySignature([]byte(secret), sig, tampered, time.Now(), 0); err == nil {
 		t.Error("a tampered body verifies")
 	}
-	if err := VerifySignature([]byte("another-secret-of-some-length"), sig, r.body, time.Now(), 0); err == nil {
+	if err := webhook.VerifySignature([]byte("another-secret-of-some-length"), sig, r.body, time.Now(), 0); err == nil {
 		t.Error("another secret verifies")
 	}
-	if err := VerifySignature([]byte(secret), sig, r.body, time.Now().Add(time.Hour), 0); err == nil {
+	if err := webhook.VerifySignature([]byte(secret), sig, r.body, time.Now().Add(time.Hour), 0); err == nil {
 		t.Error("an hour-old signature verifies (replay)")
 	}
 

@@ -1,6 +1,6 @@
 // Package notifytest receives and answers a Stack's notifications: a webhook
-// receiver, its answer links, the relay's VAPID key. It is apart from
-// stacktest because the notify package links the relay.
+// receiver, its answer links, the relay's VAPID key. It reads the webhook
+// body with package webhook alone, so it links no relay.
 package notifytest
 
 import (
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 )
 
 // WebhookReceiver keeps the webhook bodies it was posted, with when each
@@ -20,14 +20,14 @@ import (
 type WebhookReceiver struct {
 	*httptest.Server
 	Mu     sync.Mutex
-	Bodies []notify.WebhookBody
+	Bodies []webhook.Body
 	At     []time.Time
 }
 
 func NewWebhookReceiver(t *testing.T) *WebhookReceiver {
 	r := &WebhookReceiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var b notify.WebhookBody
+		var b webhook.Body
 		raw, _ := io.ReadAll(req.Body)
 		if err := json.Unmarshal(raw, &b); err != nil {
 			t.Errorf("webhook body: %v: %s", err, raw)
@@ -43,24 +43,24 @@ func NewWebhookReceiver(t *testing.T) *WebhookReceiver {
 }
 
 // Request is the first body about request id, and when it came.
-func (r *WebhookReceiver) Request(id string) (notify.WebhookBody, time.Time, bool) {
+func (r *WebhookReceiver) Request(id string) (webhook.Body, time.Time, bool) {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	for i, b := range r.Bodies {
-		if b.Request == id && b.Kind == notify.KindRequest {
+		if b.Request == id && b.Kind == webhook.KindRequest {
 			return b, r.At[i], true
 		}
 	}
-	return notify.WebhookBody{}, time.Time{}, false
+	return webhook.Body{}, time.Time{}, false
 }
 
-func (r *WebhookReceiver) All() []notify.WebhookBody {
+func (r *WebhookReceiver) All() []webhook.Body {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
-	return append([]notify.WebhookBody(nil), r.Bodies...)
+	return append([]webhook.Body(nil), r.Bodies...)
 }
 
-func LinkFor(t *testing.T, b notify.WebhookBody, option string) string {
+func LinkFor(t *testing.T, b webhook.Body, option string) string {
 	t.Helper()
 	for _, a := range b.Answers {
 		if a.Option == option {
@@ -72,10 +72,10 @@ func LinkFor(t *testing.T, b notify.WebhookBody, option string) string {
 }
 
 // UsageBodies are the usage alerts the receiver got, by threshold.
-func (r *WebhookReceiver) UsageBodies() map[string][]notify.WebhookBody {
-	out := map[string][]notify.WebhookBody{}
+func (r *WebhookReceiver) UsageBodies() map[string][]webhook.Body {
+	out := map[string][]webhook.Body{}
 	for _, b := range r.All() {
-		if b.Kind == notify.KindUsage && b.Usage != nil {
+		if b.Kind == webhook.KindUsage && b.Usage != nil {
 			out[b.Usage.Threshold] = append(out[b.Usage.Threshold], b)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
-	"github.com/aep-kimi/aep-kimi/notify"
 )
 
 // PushManagerJS stands in for the browser's push service in the page: a
@@ -29,15 +28,20 @@ const PushManagerJS = `(() => {
   PushManager.prototype.getSubscription = async function () { return current; };
 })()`
 
+// PathVAPID is where the relay serves its VAPID key: PathVAPID,
+// spelled out so that this package links no relay (notify's tests check
+// the two agree).
+const PathVAPID = "/notify/vapid"
+
 // VapidKey is the relay's VAPID public key (base64url), read with its token.
 func VapidKey(t testing.TB, st *stacktest.Stack) string {
 	t.Helper()
 	var vapid struct {
 		PublicKey string `json:"public_key"`
 	}
-	httpcall.Get(t, st.RelayURL+notify.PathVAPID, st.Token).Want(t, http.StatusOK).JSON(t, &vapid)
+	httpcall.Get(t, st.RelayURL+PathVAPID, st.Token).Want(t, http.StatusOK).JSON(t, &vapid)
 	if vapid.PublicKey == "" {
-		t.Fatalf("GET %s: no public key", notify.PathVAPID)
+		t.Fatalf("GET %s: no public key", PathVAPID)
 	}
 	return vapid.PublicKey
 }
