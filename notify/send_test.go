@@ -166,23 +166,6 @@ func TestSendReadsABoundedAnswer(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
-	for v, want := range map[string]time.Duration{
-		"":                              0,
-		"12":                            12 * time.Second,
-		"-3":                            0,
-		"soon":                          0,
-		"Tue, 01 Dec 2026 18:00:30 GMT": 30 * time.Second,
-		"Tue, 01 Dec 2026 17:00:00 GMT": 0,
-	} {
-		if got := retryAfter(v, now); got != want {
-			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
-		}
-	}
-}
-
 // The queue retries what the targets mark retryable and gives up at once
 // on what they mark permanent.
 func TestQueueRetriesTargetErrors(t *testing.T) {

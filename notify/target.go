@@ -11,10 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/internal/backoff"
 	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/tokenfile"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
@@ -351,7 +351,7 @@ func post(ctx context.Context, client *http.Client, name, target string, header 
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		se.Retry = true
-		se.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		se.RetryAfter = backoff.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		se.Detail = "redirects are not followed: give the final URL"
 	}
@@ -375,20 +375,6 @@ func snippet(b []byte) string {
 		s = truncate(s, errorSnippet) + "…"
 	}
 	return consumer.Line(s)
-}
-
-// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // truncate cuts s to at most n bytes without splitting a rune.

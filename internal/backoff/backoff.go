@@ -12,7 +12,11 @@ package backoff
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,6 +66,15 @@ func (b *Backoff) Next() time.Duration {
 	return d/2 + time.Duration(r(half))
 }
 
+// NextAtLeast is Next, but never less than the delay the peer asked for
+// (its Retry-After), itself capped at Max: a peer shedding load spreads its
+// clients out, and cannot hold one off longer than its own policy would.
+func (b *Backoff) NextAtLeast(asked time.Duration) time.Duration {
+	d := b.Next()
+	_, hi := b.bounds()
+	return max(d, min(asked, hi))
+}
+
 // Up records that a connection ended after staying up for d: at least Max
 // resets the delay to Min, anything shorter leaves the backoff growing.
 func (b *Backoff) Up(d time.Duration) {
@@ -86,4 +99,49 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// RetryAfter reads a Retry-After header: delay-seconds or an HTTP date; 0
+// when absent, malformed or past.
+func RetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// LaterError is a refusal whose peer said when to try again.
+type LaterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *LaterError) Error() string { return e.Err.Error() }
+func (e *LaterError) Unwrap() error { return e.Err }
+
+// Later wraps err with the peer's Retry-After from h (nil h, or none, is
+// err unchanged).
+func Later(err error, h http.Header) error {
+	if h == nil {
+		return err
+	}
+	if d := RetryAfter(h.Get("Retry-After"), time.Now()); d > 0 {
+		return &LaterError{Err: err, After: d}
+	}
+	return err
+}
+
+// Asked is the delay err's peer asked for (a LaterError in its chain), or 0.
+func Asked(err error) time.Duration {
+	var le *LaterError
+	if errors.As(err, &le) {
+		return le.After
+	}
+	return 0
 }

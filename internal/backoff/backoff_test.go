@@ -100,3 +100,37 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatal("Sleep with a live context did not complete")
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"12":                            12 * time.Second,
+		"-3":                            0,
+		"soon":                          0,
+		"Tue, 01 Dec 2026 18:00:30 GMT": 30 * time.Second,
+		"Tue, 01 Dec 2026 17:00:00 GMT": 0,
+	} {
+		if got := RetryAfter(v, now); got != want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// A peer's asked-for delay lifts the next delay to it, up to Max; the
+// backoff's own growth goes on underneath.
+func TestNextAtLeast(t *testing.T) {
+	t.Parallel()
+	b := &Backoff{Min: 10 * time.Millisecond, Max: time.Second, Rand: top}
+	for _, c := range []struct{ asked, want time.Duration }{
+		{0, 10 * time.Millisecond},
+		{300 * time.Millisecond, 300 * time.Millisecond},
+		{time.Hour, time.Second},
+		{0, 80 * time.Millisecond},
+	} {
+		if got := b.NextAtLeast(c.asked); got != c.want {
+			t.Errorf("NextAtLeast(%v) = %v, want %v", c.asked, got, c.want)
+		}
+	}
+}

@@ -145,6 +145,9 @@ type Publisher struct {
 	live     map[string]pending
 	fallback bool
 	lastErr  string
+	// postAfter is when the relay said a POST may come again (its
+	// Retry-After on a refused batch); none before it.
+	postAfter time.Time
 
 	state      atomic.Value // PublisherState
 	dropped    atomic.Uint64
@@ -393,7 +396,7 @@ func (e *Publisher) Run(ctx context.Context, onCommand func(context.Context, *ae
 		} else {
 			e.log.Debug("publisher: relay socket still unavailable", "err", err)
 		}
-		if !e.waitFallback(ctx, bo.Next()) {
+		if !e.waitFallback(ctx, bo.NextAtLeast(backoff.Asked(err))) {
 			break
 		}
 	}
@@ -468,7 +471,7 @@ func dial(ctx context.Context, wsURL, token string, client *http.Client, hello *
 	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: client})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("relay refused the socket: HTTP %d", resp.StatusCode)
+			return nil, backoff.Later(fmt.Errorf("relay refused the socket: HTTP %d", resp.StatusCode), resp.Header)
 		}
 		if cerr := tlsconf.CertError(err); cerr != nil {
 			return nil, fmt.Errorf("relay %s: %w", httpguard.DisplayURL(wsURL), cerr)
@@ -704,6 +707,10 @@ func (e *Publisher) flushHTTP(ctx context.Context) {
 	batch := e.cfg.HTTPBatch
 	for ctx.Err() == nil {
 		e.mu.Lock()
+		if time.Now().Before(e.postAfter) {
+			e.mu.Unlock()
+			return
+		}
 		var ps []pending
 		for len(ps) < batch {
 			p, ok := e.popLocked()
@@ -716,7 +723,7 @@ func (e *Publisher) flushHTTP(ctx context.Context) {
 		if len(ps) == 0 {
 			return
 		}
-		status, line, err := e.post(ctx, ps)
+		status, line, after, err := e.post(ctx, ps)
 		switch {
 		case err == nil && (status == http.StatusAccepted || status == http.StatusOK):
 			e.posted.Add(uint64(len(ps)))
@@ -746,6 +753,9 @@ func (e *Publisher) flushHTTP(ctx context.Context) {
 		}
 		e.mu.Lock()
 		e.requeueLocked(ps)
+		if after > 0 {
+			e.postAfter = time.Now().Add(min(after, e.cfg.BackoffMax))
+		}
 		e.mu.Unlock()
 		if status != http.StatusRequestEntityTooLarge {
 			if err == nil {
@@ -757,9 +767,9 @@ func (e *Publisher) flushHTTP(ctx context.Context) {
 	}
 }
 
-// post sends one NDJSON batch; it returns the status and, on a 400, the
-// failing line the relay named.
-func (e *Publisher) post(ctx context.Context, ps []pending) (int, int, error) {
+// post sends one NDJSON batch; it returns the status, on a 400 the failing
+// line the relay named, and the relay's Retry-After.
+func (e *Publisher) post(ctx context.Context, ps []pending) (status, line int, after time.Duration, err error) {
 	var body bytes.Buffer
 	for _, p := range ps {
 		body.Write(p.b)
@@ -769,7 +779,7 @@ func (e *Publisher) post(ctx context.Context, ps []pending) (int, int, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(pctx, http.MethodPost, e.eventsURL, &body)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
 	req.Header.Set("AEP-Version", aep.Version)
@@ -778,7 +788,7 @@ func (e *Publisher) post(ctx context.Context, ps []pending) (int, int, error) {
 	}
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("POST /events: %w", err)
+		return 0, 0, 0, fmt.Errorf("POST /events: %w", err)
 	}
 	defer resp.Body.Close()
 	var reply struct {
@@ -786,7 +796,7 @@ func (e *Publisher) post(ctx context.Context, ps []pending) (int, int, error) {
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = json.Unmarshal(b, &reply)
-	return resp.StatusCode, reply.Line, nil
+	return resp.StatusCode, reply.Line, backoff.RetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
 }
 
 // Collector exposes the publisher's stats as Prometheus metrics named

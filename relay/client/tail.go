@@ -222,7 +222,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 			attempt++
 			t.cfg.OnStatus(TailStatus{Kind: TailUnreachable, Attempt: attempt, Err: err})
 		}
-		if !bo.Wait(ctx) {
+		if !backoff.Sleep(ctx, bo.NextAtLeast(backoff.Asked(err))) {
 			return nil
 		}
 	}
@@ -284,7 +284,7 @@ func (t *Tailer) stream(ctx context.Context, from wire.From, shown map[string]wi
 			}
 			return false, &TailError{Status: resp.StatusCode, Code: body.Error, Detail: body.Detail}
 		}
-		return false, fmt.Errorf("HTTP %d %s", resp.StatusCode, body.Error)
+		return false, backoff.Later(fmt.Errorf("HTTP %d %s", resp.StatusCode, body.Error), resp.Header)
 	}
 	t.cfg.OnStatus(TailStatus{Kind: TailConnected})
 	r := NewSSEReader(resp.Body, 0)
