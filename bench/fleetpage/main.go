@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/cdproto/profiler"
@@ -52,7 +53,7 @@ type options struct {
 	live                         time.Duration
 	screenshot, chromium, old    string
 	profile                      string
-	trace, waterfall             bool
+	trace, waterfall, network    bool
 	stress                       int
 	minLoad                      float64
 }
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "write the embedded page's JavaScript CPU profile of the first run's live phase here (.cpuprofile) and print where the time went")
 	flag.BoolVar(&o.trace, "trace", false, "trace Chromium's main thread during each variant's first live phase and print where its time went (script, style, layout, paint, ...)")
 	flag.BoolVar(&o.waterfall, "waterfall", false, "print each first render's requests (start, first byte and end, ms since navigation) and the page's own marks: the first render's critical path")
+	flag.BoolVar(&o.network, "inspect-network", false, "leave DevTools' network inspector on (chromedp turns it on; it copies and decodes every response body on the page's main thread), as the tool did before 2026-12-06")
 	flag.StringVar(&o.screenshot, "screenshot", "", "write a screenshot of the loaded fleet view here (PNG)")
 	flag.StringVar(&o.chromium, "chromium", "chromium", "the Chromium binary")
 	flag.IntVar(&o.stress, "stress", 0, "load the machine with this many CPU-bound busy threads (a child process) for the whole measurement")
@@ -322,14 +324,14 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 	}
 	r.wire = float64(wire) / float64(time.Millisecond)
 
-	browser, closeBrowser, err := newBrowser(ctx, o.chromium)
+	browser, closeBrowser, err := newBrowser(ctx, o.chromium, o.network)
 	if err != nil {
 		return r, err
 	}
 	defer closeBrowser()
 	var endEmptyTrace func() error
 	if trace {
-		if endEmptyTrace, err = startTrace(browser, "the empty relay's first render", true); err != nil {
+		if endEmptyTrace, err = startTrace(browser, "the empty relay's first render", 2); err != nil {
 			return r, err
 		}
 	}
@@ -354,7 +356,7 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 	r.loadAvgAtLoad, _ = loadAverage()
 	var endLoadTrace func() error
 	if trace {
-		if endLoadTrace, err = startTrace(browser, "the first render", false); err != nil {
+		if endLoadTrace, err = startTrace(browser, "the first render", 20); err != nil {
 			return r, err
 		}
 	}
@@ -614,7 +616,7 @@ func replayFloor(ctx context.Context, base string, want int) (time.Duration, err
 	return time.Since(t0), nil
 }
 
-func newBrowser(ctx context.Context, bin string) (context.Context, func(), error) {
+func newBrowser(ctx context.Context, bin string, inspectNetwork bool) (context.Context, func(), error) {
 	dir, err := os.MkdirTemp("", "fleetpage-bench-")
 	if err != nil {
 		return nil, nil, err
@@ -623,10 +625,18 @@ func newBrowser(ctx context.Context, bin string) (context.Context, func(), error
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900), chromedp.UserDataDir(dir))
 	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelB := chromedp.NewContext(actx)
-	if err := chromedp.Run(bctx, chromedp.Navigate("about:blank"), performance.Enable(), chromedp.ActionFunc(func(ctx context.Context) error {
+	setup := []chromedp.Action{chromedp.Navigate("about:blank"), performance.Enable(), chromedp.ActionFunc(func(ctx context.Context) error {
 		_, err := page.AddScriptToEvaluateOnNewDocument(frameTimer).Do(ctx)
 		return err
-	})); err != nil {
+	})}
+	// chromedp turns on DevTools' network inspector, which keeps and
+	// decodes every response body on the page's main thread as it ends: a
+	// third of a second for the replay, on the first render's path, that
+	// no reader's browser spends.
+	if !inspectNetwork {
+		setup = append(setup, network.Disable())
+	}
+	if err := chromedp.Run(bctx, setup...); err != nil {
 		cancelB()
 		cancelA()
 		return nil, nil, err
@@ -779,7 +789,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 	}
 	var endTrace func() error
 	if trace {
-		if endTrace, err = startTrace(browser, "the live phase", false); err != nil {
+		if endTrace, err = startTrace(browser, "the live phase", 0); err != nil {
 			return err
 		}
 	}
@@ -904,7 +914,7 @@ func liveLatency(ctx context.Context, browser context.Context, base string, o op
 // startTrace records Chromium's timeline; the function it returns stops it
 // and prints, for the page's main thread, the time in each kind of work
 // (nested kinds are inside their parents: RunTask holds the rest).
-func startTrace(browser context.Context, what string, timeline bool) (func() error, error) {
+func startTrace(browser context.Context, what string, timelineMs float64) (func() error, error) {
 	var mu sync.Mutex
 	var raw [][]byte
 	finished := false
@@ -999,11 +1009,12 @@ func startTrace(browser context.Context, what string, timeline bool) (func() err
 				main = t
 			}
 		}
-		total, count := map[string]float64{}, map[string]int{}
+		total, onCPU, count := map[string]float64{}, map[string]float64{}, map[string]int{}
 		var styled, dirty, objects int
 		for _, e := range evs {
 			if (thread{e.Pid, e.Tid}) == main {
 				total[e.Name] += e.Dur / 1000
+				onCPU[e.Name] += e.Tdur / 1000
 				count[e.Name]++
 				styled += e.Args.ElementCount
 				dirty += e.Args.BeginData.DirtyObjects
@@ -1015,11 +1026,11 @@ func startTrace(browser context.Context, what string, timeline bool) (func() err
 			names = append(names, n)
 		}
 		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(total[b], total[a]) })
-		fmt.Printf("  trace of %s, the page's main thread (ms, count; nested kinds inside their parents)\n", what)
+		fmt.Printf("  trace of %s, the page's main thread (ms, ms on the CPU, count; nested kinds inside their parents)\n", what)
 		fmt.Printf("    style recalculated for %d elements in %d passes; layout of %d dirty objects (of %d) in %d passes\n",
 			styled, count["UpdateLayoutTree"], dirty, objects, count["Layout"])
 		for _, n := range names[:min(len(names), 25)] {
-			fmt.Printf("    %8.0f  %6d  %s\n", total[n], count[n], n)
+			fmt.Printf("    %8.0f %8.0f  %6d  %s\n", total[n], onCPU[n], count[n], n)
 		}
 		// The longest tasks, and what inside each took 5 ms or more.
 		var tasks []event
@@ -1039,27 +1050,27 @@ func startTrace(browser context.Context, what string, timeline bool) (func() err
 			}
 			fmt.Printf("    %6.0f ms: %s\n", t.Dur/1000, strings.Join(in, ", "))
 		}
-		if timeline {
-			of := func(e event) (string, float64, float64, float64) { return e.Name, e.Ts, e.Dur, e.Tdur }
-			// What the machine's load does not change: the CPU the page's
-			// threads used from the navigation on.
-			var wall, cpu, wcpu float64
-			for _, e := range evs {
-				if e.Ts < navStart || (e.Name != "ThreadControllerImpl::RunTask" && e.Name != "RunTask") {
-					continue
-				}
-				if t := (thread{e.Pid, e.Tid}); t == main {
-					wall += e.Dur / 1000
-					cpu += e.Tdur / 1000
-				} else if workers[t] {
-					wcpu += e.Tdur / 1000
-				}
+		// What the machine's load changes least: the CPU the page's threads
+		// used from the navigation on.
+		var wall, cpu, wcpu float64
+		for _, e := range evs {
+			if e.Ts < navStart || (e.Name != "ThreadControllerImpl::RunTask" && e.Name != "RunTask") {
+				continue
 			}
-			fmt.Printf("  from the navigation on: the main thread's tasks %.0f ms, %.0f ms of it on the CPU; workers' tasks %.0f ms on the CPU\n", wall, cpu, wcpu)
-			fmt.Printf("  the main thread's tasks of 2 ms or more (ms since navigation, duration, on the CPU, inside)\n")
-			printTimeline(evs, func(e event) bool { return (thread{e.Pid, e.Tid}) == main }, of, navStart, 2000)
-			fmt.Printf("  the workers' tasks of 0.5 ms or more\n")
-			printTimeline(evs, func(e event) bool { return workers[thread{e.Pid, e.Tid}] }, of, navStart, 500)
+			if t := (thread{e.Pid, e.Tid}); t == main {
+				wall += e.Dur / 1000
+				cpu += e.Tdur / 1000
+			} else if workers[t] {
+				wcpu += e.Tdur / 1000
+			}
+		}
+		fmt.Printf("  from the navigation on: the main thread's tasks %.0f ms, %.0f ms of it on the CPU; workers' tasks %.0f ms on the CPU\n", wall, cpu, wcpu)
+		if timelineMs > 0 {
+			of := func(e event) (string, float64, float64, float64) { return e.Name, e.Ts, e.Dur, e.Tdur }
+			fmt.Printf("  the main thread's tasks of %g ms or more (ms since navigation, duration, on the CPU, inside)\n", timelineMs)
+			printTimeline(evs, func(e event) bool { return (thread{e.Pid, e.Tid}) == main }, of, navStart, timelineMs*1000)
+			fmt.Printf("  the workers' tasks of %g ms or more\n", timelineMs/4)
+			printTimeline(evs, func(e event) bool { return workers[thread{e.Pid, e.Tid}] }, of, navStart, timelineMs*250)
 		}
 		return nil
 	}, nil
