@@ -1788,8 +1788,12 @@ function since(fromMs, now, suffix = '') {
 }
 
 // exactTime is a moment in the reader's own zone and words, to the second.
+// One formatter serves every call: toLocaleString with options builds a new
+// one each time, which cost a fifth of a live frame's script.
+const exactFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+
 function exactTime(ms) {
-  return new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+  return exactFormat.format(ms);
 }
 
 // tickAges rewrites the ages under root that changed.
