@@ -5,13 +5,13 @@ package relaycall
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/httpcall"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/relay/client"
 )
@@ -39,24 +39,8 @@ func PostLines(t testing.TB, base, token string, lines ...[]byte) {
 		body.Write(l)
 		body.WriteByte('\n')
 	}
-	req, err := http.NewRequest(http.MethodPost, base+"/events", &body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	req.Header.Set("AEP-Version", aep.Version)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		t.Fatalf("POST /events: HTTP %d %s", resp.StatusCode, b)
-	}
+	httpcall.Do(t, httpcall.Request{Method: http.MethodPost, URL: base + "/events", Token: token, Body: body.Bytes(),
+		Header: map[string]string{"Content-Type": "application/x-ndjson", "AEP-Version": aep.Version}}).Want(t, http.StatusAccepted)
 }
 
 // History reads what the relay at base holds of session's events of type
