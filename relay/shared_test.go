@@ -89,6 +89,7 @@ func seqsOf(evs []*aep.Event) []int64 {
 // and a command sent to B for a session claimed on A is routed to A's
 // claimant.
 func TestSharedStreamTwoRelays(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	a := sharedRelay(t, ns.ClientURL(), 1)
 	b := sharedRelay(t, ns.ClientURL(), 1)
@@ -235,6 +236,7 @@ func TestSharedStreamClusterNodeLoss(t *testing.T) {
 // On a shared stream one relay's session cap is its own: a session relay A
 // evicts stays on the stream for relay B and for a relay that opens later.
 func TestSharedStreamEvictionIsLocal(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	open := func(sessions int) *relay.JetStreamBackend {
 		b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL(), MaxSessions: sessions})
@@ -266,6 +268,7 @@ func TestSharedStreamEvictionIsLocal(t *testing.T) {
 // Were sockets on two relays to claim one session (an emitter fault no one
 // relay can see), a command sent to a third reaches one of them, never both.
 func TestSharedStreamTwoClaimantsGetOneCommand(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	a, b, c := sharedRelay(t, ns.ClientURL(), 1), sharedRelay(t, ns.ClientURL(), 1), sharedRelay(t, ns.ClientURL(), 1)
 	onA := target(t, a, "emitter", "kimi", "s-dup", `{"accepts":["control.cancel"]}`)
@@ -293,6 +296,7 @@ func TestSharedStreamTwoClaimantsGetOneCommand(t *testing.T) {
 // its rebuild (it reads up to the stream's end at open; the rest is its
 // follower's) and then holds everything the other admitted.
 func TestSharedStreamOpensWhileAnotherWrites(t *testing.T) {
+	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
 	open := func() *relay.JetStreamBackend {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
