@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/defaults"
 	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/syncmode"
 )
@@ -90,6 +91,11 @@ type JetStreamConfig struct {
 	Syncer syncmode.Syncer
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
+
+	// heartbeat replaces followHeartbeat when set: the package's tests
+	// shorten it (export_test.go) to see a lost stream sooner. nats.go
+	// takes 500 ms at least.
+	heartbeat time.Duration
 }
 
 var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -197,6 +203,9 @@ type JetStreamBackend struct {
 	stateMu   sync.Mutex
 	state     jetstream.StreamState
 	stateTime time.Time
+
+	// heartbeat paces the follower's idle heartbeats (followHeartbeat).
+	heartbeat time.Duration
 }
 
 type purge struct {
@@ -230,7 +239,9 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mem := NewMemoryBackendWithBudget(cfg.Buffer, cfg.MaxSessions, cfg.BufferBytes)
+	defaults.Set(&cfg.heartbeat, followHeartbeat)
 	b := &JetStreamBackend{
+		heartbeat:    cfg.heartbeat,
 		mem:          mem,
 		log:          cfg.Logger,
 		name:         cfg.Stream,
@@ -285,7 +296,7 @@ func OpenJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStreamBackend,
 }
 
 func (b *JetStreamBackend) connect(ctx context.Context, cfg JetStreamConfig) error {
-	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(followHeartbeat / 2),
+	opts := []nats.Option{nats.Name("aep-kimi relay " + b.origin), nats.MaxReconnects(-1), nats.ReconnectWait(b.heartbeat / 2),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
 			if sub != nil {
@@ -647,7 +658,7 @@ func (b *JetStreamBackend) messages(ctx context.Context, from uint64) (jetstream
 		pending = ci.NumPending
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(followBatch, b.followBytes),
-		jetstream.PullExpiry(4*followHeartbeat), jetstream.PullHeartbeat(followHeartbeat))
+		jetstream.PullExpiry(4*b.heartbeat), jetstream.PullHeartbeat(b.heartbeat))
 	if err != nil {
 		return nil, 0, fmt.Errorf("jetstream store: consumer: %w", err)
 	}
@@ -692,7 +703,7 @@ func (b *JetStreamBackend) followFrom(ctx context.Context, it jetstream.Messages
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(followHeartbeat):
+			case <-time.After(b.heartbeat):
 			}
 			if it, _, err = b.messages(ctx, next); err == nil {
 				mu.Lock()

@@ -265,7 +265,12 @@ func (p *holdProxy) release() {
 func TestJetStreamClosesWhileFollowerCannotResume(t *testing.T) {
 	t.Parallel()
 	ns := runNATS(t, "n1", nil, nil)
-	b, err := relay.OpenJetStream(context.Background(), relay.JetStreamConfig{URL: ns.ClientURL()})
+	cfg := relay.JetStreamConfig{URL: ns.ClientURL()}
+	// The follower notices the lost stream after about two heartbeats:
+	// the product's second each is not what this test is about (500 ms
+	// is the least nats.go takes).
+	relay.SetFollowHeartbeat(&cfg, 500*time.Millisecond)
+	b, err := relay.OpenJetStream(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
