@@ -129,12 +129,18 @@ func TestLoginEndClosesSockets(t *testing.T) {
 	login(base, testToken+"-new") // MaxLogins 2: the one closest to expiry is dropped
 	closedWith(t, "evicted", closed, "login-evicted")
 
-	short, err := fleetpage.New(fleetpage.Config{Token: testToken, SessionTTL: 2 * time.Second})
+	var shortAhead atomic.Int64
+	short, err := fleetpage.New(fleetpage.Config{Token: testToken, SessionTTL: 2 * time.Second,
+		Now: func() time.Time { return time.Now().Add(time.Duration(shortAhead.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	base = relaytest.RunServer(t, relay.Config{Token: testToken, Page: short}).URL
 	a = login(base, testToken)
+	// The page's clock put forward to a second before the login's expiry
+	// (whole seconds, as its cookie says): the socket's lease runs out a
+	// second after it opens, not whatever the truncated TTL left.
+	shortAhead.Store(int64(time.Until(a.cookie.Expires) - time.Second))
 	closed = openSocket(t, base, a)
 	select {
 	case <-closed:
