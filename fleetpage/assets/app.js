@@ -69,7 +69,7 @@ let frameSeq = 0;
 function newConn(r) {
   return {
     name: r.name || '', base: r.base || '', sock: null, connected: false, ever: false, backoff: 500,
-    kind: 'starting', text: 'starting', roster: null, rosterAdvertised: false, rosterTimer: null,
+    kind: 'starting', text: 'starting', roster: null, rosterAdvertised: false, rosterTimer: null, rosterDue: 0,
     resuming: false, liveSub: '', backfill: new Set(), backfilled: new Set(), backfillTimer: null,
   };
 }
@@ -517,10 +517,28 @@ function eventApplied(c, ev) {
     && !(c.rosterMissed ||= new Set()).has(ev.session);
   if (unlisted) c.rosterMissed.add(ev.session);
   if (unlisted || (ev.type && (ev.type.startsWith('session.') || ev.type.startsWith('agent.presence')))) {
-    clearTimeout(c.rosterTimer);
-    c.rosterTimer = setTimeout(() => requestRoster(c), 300);
+    c.rosterDue = performance.now() + ROSTER_WAIT_MS;
+    if (!c.rosterTimer) armRoster(c, ROSTER_WAIT_MS);
   }
   scheduleRender(true);
+}
+
+// The roster is asked ROSTER_WAIT_MS after the last event that may change
+// it. One timer moves its own deadline: a replay brings such events by the
+// hundred, and a timer cleared and set for each cost more than the events'
+// own handling.
+const ROSTER_WAIT_MS = 300;
+
+function armRoster(c, wait) {
+  c.rosterTimer = setTimeout(() => {
+    const left = c.rosterDue - performance.now();
+    if (left > 0) {
+      armRoster(c, left);
+      return;
+    }
+    c.rosterTimer = null;
+    requestRoster(c);
+  }, wait);
 }
 
 function requestRoster(c) {
