@@ -57,8 +57,11 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	field, prod := stacktest.FormChoice(t, req, 1)
 	item := fmt.Sprintf(`[data-attention=%s]`, browsertest.Quote(req.ID))
 	choice := fmt.Sprintf(`%s [data-field=%s] [data-choice=%s]`, item, browsertest.Quote(field), browsertest.Quote(prod))
-	b.WaitJS("the question as a form to answer", `document.querySelector('`+item+`[data-reach="ok"]') !== null && document.querySelector('`+choice+`') !== null`)
-	b.Click("pick prod", choice)
+	// The card is drawn again, a line taller, once the relay says where it
+	// notified (the webhook): picked before that, the click could land on
+	// whatever moved into the choice's place.
+	b.WaitJS("the question as a form to answer, its notification sent", `document.querySelector('`+item+`[data-reach="ok"]') !== null && document.querySelector('`+choice+`') !== null && document.querySelector('`+item+` [data-sent]') !== null`)
+	b.ClickUntil("pick prod", choice, `document.querySelector('`+choice+`').checked`)
 	var sent bool
 	b.Eval("a send button", `document.querySelector('`+item+` [data-form-send]') !== null`, &sent)
 	if sent {

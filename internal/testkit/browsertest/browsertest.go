@@ -353,6 +353,23 @@ func (b *Browser) Click(what, sel string) {
 	}
 }
 
+// ClickUntil clicks sel until done (a JavaScript expression) is true,
+// up to three clicks: a box can still move after steady saw it still (a
+// card redrawn taller by an event that came just then), and the mouse
+// then clicks whatever took its place. Only for a click that is harmless
+// to repeat (picking a choice), never for one that sends.
+func (b *Browser) ClickUntil(what, sel, done string) {
+	b.t.Helper()
+	var err error
+	for range 3 {
+		b.Click(what, sel)
+		if err = b.Within(done, 2*time.Second); err == nil {
+			return
+		}
+	}
+	b.t.Fatalf("click %s: three clicks, and still not %s: %v", what, done, err)
+}
+
 // steady waits, up to a few seconds, until sel's box is the same on two
 // readings a frame or more apart. The mouse clicks where the box was: on
 // a page still laying out (the pane that just opened, a list that just
