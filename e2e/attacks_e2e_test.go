@@ -21,6 +21,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/relay/consumer"
 	"github.com/aep-kimi/aep-kimi/rules"
@@ -226,7 +227,7 @@ func TestE2ENoSecretInLogs(t *testing.T) {
 
 	h := stacktest.EmitSession(t, st, "/home/rita/src/shop")
 	req := h.Ask(t, "make deploy")
-	var hook notify.WebhookBody
+	var hook webhook.Body
 	poll.Must(t, 15*time.Second, "the request at the webhook", func() bool {
 		var ok bool
 		hook, _, ok = recv.Request(req)

@@ -24,6 +24,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 	"github.com/aep-kimi/aep-kimi/relay"
 	"github.com/aep-kimi/aep-kimi/rules"
 )
@@ -68,7 +69,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	held := st.WaitEvent(t, func(e *aep.Event) bool {
 		return e.Type == "attention.requested" && strings.Contains(fmt.Sprint(stacktest.DataOf(e)["prompt"]), "touch")
 	})
-	var body notify.WebhookBody
+	var body webhook.Body
 	var arrived time.Time
 	poll.Must(t, 5*time.Second, "the held call at the receiver", func() bool {
 		var ok bool
@@ -123,7 +124,7 @@ func TestE2ENotifyWebhook(t *testing.T) {
 	third := st.WaitEvent(t, func(e *aep.Event) bool {
 		return e.Type == "attention.requested" && strings.HasSuffix(fmt.Sprint(stacktest.DataOf(e)["prompt"]), ": ls")
 	})
-	var thirdBody notify.WebhookBody
+	var thirdBody webhook.Body
 	poll.Must(t, 5*time.Second, "the third call at the receiver", func() bool {
 		var ok bool
 		thirdBody, _, ok = recv.Request(third.ID)

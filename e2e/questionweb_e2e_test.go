@@ -22,7 +22,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/pagetest"
 	"github.com/aep-kimi/aep-kimi/mapping"
-	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 )
 
 // Kimi's AskUserQuestion from the real `kimi web`, answered from elsewhere:
@@ -76,7 +76,7 @@ func TestE2EBridgeWebQuestionPageAndLink(t *testing.T) {
 	ws.Web.Prompt(t, sid, "ask me where to deploy")
 	req2, asked2 := ws.WaitQuestion(t, sid, mock, 2)
 	_, staging := stacktest.FormChoice(t, req2, 0)
-	var body notify.WebhookBody
+	var body webhook.Body
 	if !poll.Until(30*time.Second, func() bool { var ok bool; body, _, ok = recv.Request(req2.ID); return ok }) {
 		t.Fatalf("no webhook notification of the question; got %+v", recv.All())
 	}

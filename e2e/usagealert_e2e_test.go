@@ -17,7 +17,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/internal/testkit/proctest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest/notifytest"
-	"github.com/aep-kimi/aep-kimi/notify"
+	"github.com/aep-kimi/aep-kimi/notify/webhook"
 )
 
 // The Done-when: a session crossing the context threshold sends
@@ -53,7 +53,7 @@ func TestE2EUsageAlertOnce(t *testing.T) {
 	ws.Web.Prompt(t, sid, "fill one")
 	ws.WaitIdle(t, sid)
 	ws.WaitCount(t, sid, "run.finished", 1)
-	var alert notify.WebhookBody
+	var alert webhook.Body
 	poll.Must(t, 10*time.Second, "the context alert at the receiver", func() bool {
 		got := recv.UsageBodies()["context=50%"]
 		if len(got) > 0 {

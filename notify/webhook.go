@@ -21,10 +21,6 @@ type Webhook struct {
 	client *http.Client
 }
 
-// WebhookBody is webhook.Body, the body a webhook: target receives; a
-// receiver imports package webhook, which links no relay.
-type WebhookBody = webhook.Body
-
 // Name is the target for logs: no credentials, no query.
 func (w *Webhook) Name() string { return w.name }
 
