@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -93,4 +95,63 @@ func TestRetryAfterHoldsClientsOff(t *testing.T) {
 		}
 	}
 	cancel()
+}
+
+// A batch the relay refused with Retry-After is kept, not dropped: once
+// the relay takes POSTs again every event published meanwhile arrives,
+// each once and in order.
+func TestRetryAfterKeepsRefusedBatches(t *testing.T) {
+	t.Parallel()
+	const events = 20
+	var mu sync.Mutex
+	refused, got := 0, []int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			w.WriteHeader(http.StatusNotFound) // no socket: the POST fallback carries everything
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if refused == 0 {
+			refused++
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		for _, l := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+			ev, err := aep.ParseEvent(l)
+			if err != nil {
+				t.Errorf("relay got %q: %v", l, err)
+				continue
+			}
+			got = append(got, *ev.Seq)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	pub, err := NewPublisher(PublisherConfig{URL: srv.URL, Agent: "tester", BackoffMin: 10 * time.Millisecond, BackoffMax: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pub.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	for seq := int64(0); seq < events; seq++ {
+		pub.Publish(&aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
+			Source: "aep://test/agent/tester/session/s1", Agent: "tester", Session: "s1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)})
+	}
+	poll.Must(t, 10*time.Second, "every event posted after the refusal", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= events
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range got {
+		if s != int64(i) || len(got) != events {
+			t.Fatalf("relay got seqs %v after one refused batch, want 0..%d once each, in order", got, events-1)
+		}
+	}
 }
