@@ -51,6 +51,13 @@ func (s *sheddingRelay) times(t *testing.T, path string, n int) []time.Time {
 	return got
 }
 
+// progress is event seq of session s1, as the publisher's emitter would
+// send it.
+func progress(seq int64) *aep.Event {
+	return &aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
+		Source: "aep://test/agent/tester/session/s1", Agent: "tester", Session: "s1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)}
+}
+
 // A relay's Retry-After holds a client off at least that long, however
 // short the client's own backoff: the publisher's socket and its POST
 // fallback (new events arriving meanwhile do not bring the POST forward),
@@ -74,8 +81,7 @@ func TestRetryAfterHoldsClientsOff(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for seq := int64(0); ctx.Err() == nil; seq++ {
-			pub.Publish(&aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
-				Source: "aep://test/agent/tester/session/s1", Agent: "tester", Session: "s1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)})
+			pub.Publish(progress(seq))
 			select {
 			case <-ctx.Done():
 			case <-time.After(20 * time.Millisecond):
@@ -139,8 +145,7 @@ func TestRetryAfterKeepsRefusedBatches(t *testing.T) {
 	go func() { defer close(done); _ = pub.Run(ctx, nil) }()
 	defer func() { cancel(); <-done }()
 	for seq := int64(0); seq < events; seq++ {
-		pub.Publish(&aep.Event{AEP: aep.Version, ID: aep.NewID(), Type: "progress.status", Time: aep.FormatTime(time.Now()),
-			Source: "aep://test/agent/tester/session/s1", Agent: "tester", Session: "s1", Seq: aep.Int64(seq), Epoch: aep.Int64(0)})
+		pub.Publish(progress(seq))
 	}
 	poll.Must(t, 10*time.Second, "every event posted after the refusal", func() bool {
 		mu.Lock()
