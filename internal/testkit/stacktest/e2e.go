@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -385,11 +386,38 @@ func (st *Stack) SameOnRelay(t testing.TB, logBytes []byte, session string) {
 func Want(t *testing.T, ev []*aep.Event, counts map[string]int) {
 	t.Helper()
 	got := TypeCounts(ev)
+	bad := false
 	for typ, n := range counts {
 		if got[typ] != n {
 			t.Errorf("%d %s, want %d (stream: %v)", got[typ], typ, n, got)
+			bad = true
 		}
 	}
+	if bad {
+		t.Logf("the stream, event by event:\n%s", Describe(ev))
+	}
+}
+
+// Describe is one line per event: what a count's mismatch needs to be
+// read (which call, which delivery, through the spool or not, which
+// adapter run).
+func Describe(ev []*aep.Event) string {
+	var b strings.Builder
+	for _, e := range ev {
+		tool, _ := DataOf(e)["tool"].(map[string]any)
+		call, _ := tool["call_id"].(string)
+		seq := int64(-1)
+		if e.Seq != nil {
+			seq = *e.Seq
+		}
+		fmt.Fprintf(&b, "  epoch %d seq %d %s %s run=%s cause=%s call=%s", e.EpochOrZero(), seq, e.Time, e.Type, e.Run, e.Cause, call)
+		names := slices.Sorted(maps.Keys(e.Ext))
+		for _, name := range names {
+			fmt.Fprintf(&b, " %s=%s", name, e.Ext[name])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // PairedTools: every tool result is caused by the request of the same call.
