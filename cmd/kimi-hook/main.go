@@ -9,9 +9,11 @@
 //
 // Kimi kills PostToolUse/PostToolUseFailure hooks (SIGTERM to the process
 // group, SIGKILL 100 ms later) when the turn ends, sometimes 35 ms after they
-// start. So kimi-hook catches SIGTERM from its first instruction, and a hook
-// whose reply Kimi ignores (fire-and-forget) writes its payload ahead to the
-// spool before delivering it: a kill at any point loses nothing. To an
+// start. So kimi-hook ignores SIGTERM from its first instruction, and a hook
+// whose reply Kimi ignores (fire-and-forget) leaves that process group once
+// it has read its payload (where the shell forked it), then writes the
+// payload ahead to the spool before delivering it: a kill after the read
+// loses nothing. To an
 // awaited hook (a held PreToolUse) the same SIGTERM means Kimi stopped
 // waiting (its hook timeout, an interrupted turn): it leaves at once, so the
 // adapter sees the connection end then. Each delivery says how long
@@ -136,6 +138,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, catch func() 
 	event := ""
 	if len(payload) <= MaxPayload {
 		event = hookName(payload)
+	}
+	if !awaited(event) {
+		// Before anything touches the disk: Kimi's kill at turn end must
+		// not find a hook that has not written its payload yet.
+		leaveGroup()
 	}
 	var catching <-chan (<-chan os.Signal)
 	if held(event) && catch != nil && !quickLeave {

@@ -206,8 +206,10 @@ func TestGarbageNeverBreaksTheAgent(t *testing.T) {
 // group, SIGKILL 100 ms later. A hook killed mid-delivery must not lose its
 // payload: here every hook is killed while its delivery is in flight (the
 // adapter holds the reply: a result whose request it has not seen waits in
-// the reorder window), after the write-ahead record exists. Every payload
-// lands exactly once, and the spool drains.
+// the reorder window), after the write-ahead record exists. The shell execs
+// the hook, as bash does, so it leads the group and cannot leave it
+// (TestFireAndForgetOutlivesTurnEndKill is the shell that forks). Every
+// payload lands exactly once, and the spool drains.
 func TestSurvivesTurnEndGroupKill(t *testing.T) {
 	home := t.TempDir()
 	_, base, stop := runAdapter(t, home)
@@ -215,7 +217,7 @@ func TestSurvivesTurnEndGroupKill(t *testing.T) {
 	for i := 0; i < n; i++ {
 		payload := fmt.Sprintf(`{"hook_event_name":"PostToolUse","session_id":"kill","tool_name":"Bash","tool_input":{},"tool_call_id":"c%d","tool_output":"x"}`, i)
 		before, _ := spool.List(spool.Dir(home))
-		cmd := exec.Command("/bin/sh", "-c", "'"+hookBinary(t)+"' --daemon "+base+" --home '"+home+"' --timeout 10")
+		cmd := exec.Command("/bin/sh", "-c", "exec '"+hookBinary(t)+"' --daemon "+base+" --home '"+home+"' --timeout 10")
 		cmd.Stdin = strings.NewReader(payload)
 		kimiharness.OwnGroup(cmd)
 		if err := cmd.Start(); err != nil {

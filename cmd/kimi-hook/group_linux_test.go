@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/aep-kimi/aep-kimi/adapter"
+	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/safefile"
+	"github.com/aep-kimi/aep-kimi/internal/spool"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+)
+
+// procStat is what /proc/PID/stat says of a process: its parent, its
+// process group and its state (Z: exited, waiting to be reaped).
+type procStat struct {
+	ppid, pgrp int
+	state      string
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name is in parentheses and may hold anything: the fields
+	// start after the last one.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 3 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	return procStat{ppid: ppid, pgrp: pgrp, state: f[0]}, true
+}
+
+// childOf finds a live child of pid.
+func childOf(pid int) (int, procStat, bool) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(n); ok && st.ppid == pid && st.state != "Z" {
+			return n, st, true
+		}
+	}
+	return 0, procStat{}, false
+}
+
+// Kimi's kill at turn end can come before a PostToolUse hook has written
+// its payload ahead (a loaded machine; here, the spool's lock held by
+// another writer). The hook leaves the shell's process group once it has
+// read its payload, so the kill ends the shell and not the hook, which
+// delivers once the lock frees: the event arrives, live (not through the
+// spool), and the spool is left empty.
+func TestFireAndForgetOutlivesTurnEndKill(t *testing.T) {
+	bin := hookBinary(t)
+	home := t.TempDir()
+	_, base := startAdapter(t, home)
+	dir := spool.Dir(home)
+	if err := safefile.PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := safefile.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := safefile.Lock(lock); err != nil {
+		t.Fatal(err)
+	}
+
+	payload := `{"hook_event_name":"PostToolUse","session_id":"kh-group","tool_name":"Bash","tool_input":{},"tool_call_id":"c1","tool_output":"x"}`
+	// As Kimi runs it: sh -c in a group of its own, which dash forks into.
+	sh := exec.Command("/bin/sh", "-c", "'"+bin+"' --daemon "+base+" --home '"+home+"' --timeout 10; true")
+	sh.Stdin = strings.NewReader(payload)
+	kimiharness.OwnGroup(sh)
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var hookPid int
+	poll.Must(t, hookWait, "kimi-hook in a process group of its own", func() bool {
+		pid, st, ok := childOf(sh.Process.Pid)
+		hookPid = pid
+		return ok && st.pgrp == pid
+	})
+	kimiharness.SignalGroup(sh.Process, syscall.SIGTERM)
+	kimiharness.SignalGroup(sh.Process, syscall.SIGKILL)
+	sh.Wait()
+	if st, ok := readStat(hookPid); !ok || st.state == "Z" {
+		t.Fatal("the turn-end kill ended kimi-hook")
+	}
+	if err := safefile.Unlock(lock); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, hookWait, "the payload delivered and the spool empty", func() bool {
+		files, _ := spool.List(dir)
+		return len(logLines(t, home, "kh-group")) == 1 && len(files) == 0
+	})
+	ev, err := aep.ParseEvent([]byte(logLines(t, home, "kh-group")[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, spooled := ev.Ext[adapter.ExtSpooled]; spooled {
+		t.Fatal("the event came through the spool: kimi-hook died before it delivered")
+	}
+}
