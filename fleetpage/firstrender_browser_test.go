@@ -2,13 +2,20 @@ package fleetpage_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/aep-kimi/aep-kimi/fleetpage"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
+	"github.com/aep-kimi/aep-kimi/relay"
 )
 
 // noteRegister marks, on the page's clock, each registration of a service
@@ -71,5 +78,46 @@ func TestBrowserFirstRenderWaitsOnNothingElse(t *testing.T) {
 		if c.at < got.ReplayEnd {
 			t.Errorf("%s asked for at %.1f ms, before the replay the first render draws ended (%.1f ms)", c.what, c.at, got.ReplayEnd)
 		}
+	}
+}
+
+// In Chromium: the page's socket opens while its modules still load.
+// boot.js opens it once the login has answered, and the page takes it
+// over when it connects. Here app.js is held back until a socket has been
+// asked for: a page whose socket waited for its modules would never ask
+// while app.js is held. The page then goes live on that socket.
+func TestBrowserSocketOpensWhileModulesLoad(t *testing.T) {
+	b := browsertest.New(t, 1280, 900)
+	page, err := fleetpage.New(fleetpage.Config{Token: testToken, LoginsFile: filepath.Join(t.TempDir(), "page-login.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := relay.NewServer(relay.Config{Token: testToken, Page: page, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{})
+	var once sync.Once
+	var earlySocket atomic.Bool
+	h := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/socket":
+			once.Do(func() { close(asked) })
+		case "/app/app.js":
+			select {
+			case <-asked:
+				earlySocket.Store(true)
+			case <-time.After(10 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	b.MustRun("log in", chromedp.Navigate(fleetpage.LoginURL(ts.URL, testToken)))
+	b.WaitJS("live", `document.getElementById('conn').dataset.conn === 'live'`)
+	if !earlySocket.Load() {
+		t.Fatal("no socket was asked for while app.js was held: the socket waits for the page's modules")
 	}
 }

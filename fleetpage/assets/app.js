@@ -273,8 +273,7 @@ function loggedOut(text) {
 function connect(c) {
   if (stopped) return;
   setConn(c, c.ever ? 'reconnecting' : 'connecting', c.ever ? 'reconnecting' : 'connecting');
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  const ws = openSocket(`${proto}//${location.host}${c.base}/socket`);
+  const ws = openSocket(self.aepBoot.socketURL(c.base));
   c.sock = ws;
   const resumed = c.ever;
   ws.onopen = () => {

@@ -25,12 +25,24 @@ self.aepBoot = (() => {
   boot.relays = fetch('/app/relays', { credentials: 'same-origin' })
     .then((r) => (r.ok ? r.json() : null))
     .catch(() => null);
+  // The address of a relay's socket, base its path ('' for this one).
+  boot.socketURL = (base) => `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${base}/socket`;
   try {
     boot.worker = new Worker('/app/socketworker.js');
     // Until the page's socket takes it over, a failure to load is noted.
     boot.worker.onerror = () => { boot.workerFailed = true; };
   } catch {
     boot.worker = null; // the page's socket starts its own, or none
+  }
+  if (boot.worker) {
+    // The first relay's socket opens once the login has set its cookie,
+    // while the modules still load; the page takes it over when it
+    // connects (socketworker.js). A login refused opens nothing.
+    Promise.all([boot.login || { ok: true }, boot.relays]).then(([login, relays]) => {
+      if (!login.ok || boot.workerFailed) return;
+      const first = relays && relays.length > 0 ? relays[0] : { base: '' };
+      boot.worker.postMessage({ kind: 'warm', url: boot.socketURL(first.base || '') });
+    }, () => {});
   }
   return boot;
 })();
