@@ -12,9 +12,11 @@
 //     (data.sent_ns, the wall clock read by the publisher just before the
 //     POST that carried it), into a per-consumer histogram (10 µs
 //     buckets to 20 ms, 1 ms buckets to 2 s);
-//   - publish: HTTP NDJSON batches (POST /events) of -batch events on one
-//     keep-alive connection, paced on an absolute schedule to -rate
-//     events/s (a late batch goes at once, never skipped).
+//   - publish: HTTP NDJSON batches (POST /events) of -batch events, paced
+//     on an absolute schedule to -rate events/s (a late batch goes at once,
+//     never skipped), from -lanes sessions each on its own keep-alive
+//     connection: batch k goes on lane k mod -lanes, so one slow answer
+//     holds back one lane's next batch, not the schedule.
 //
 // The orchestrator (no -role) runs -rounds rounds; each round measures the
 // relay and the raw forwarder, alternating which goes first (relay, raw,
@@ -27,6 +29,7 @@
 //
 //	go run ./bench/fanout -rounds 10                 # 100 subs, batches of 10 at 10,000 events/s
 //	go run ./bench/fanout -rounds 10 -duration 10s -subs 100 -rate 10000 -batch 10
+//	go run ./bench/fanout -rounds 10 -lanes 4      # the same load from 4 sessions, 4 connections
 package main
 
 import (
@@ -65,6 +68,7 @@ const (
 type config struct {
 	role, target, url, session, trace string
 	subs, rate, batch, size, rounds   int
+	lanes                             int
 	duration, warmup                  time.Duration
 	events                            int
 }
@@ -79,6 +83,7 @@ func main() {
 	flag.IntVar(&c.subs, "subs", defaultSubs, "SSE consumers")
 	flag.IntVar(&c.rate, "rate", defaultRate, "events per second published")
 	flag.IntVar(&c.batch, "batch", defaultBatch, "events per POST")
+	flag.IntVar(&c.lanes, "lanes", 1, "sessions the events are spread over, each published on its own connection (batch k on lane k mod lanes)")
 	flag.IntVar(&c.size, "size", defaultSize, "approximate event size in bytes")
 	flag.IntVar(&c.rounds, "rounds", defaultRounds, "rounds, each one relay and one raw measurement")
 	flag.DurationVar(&c.duration, "duration", defaultDuration, "how long each measurement publishes")
@@ -125,15 +130,15 @@ type pubResult struct {
 }
 
 func orchestrate(c config) error {
-	if c.subs < 1 || c.rate < 1 || c.batch < 1 || c.rounds < 1 || c.size < 200 {
-		return errors.New("-subs, -rate, -batch and -rounds must be >= 1, -size >= 200")
+	if c.subs < 1 || c.rate < 1 || c.batch < 1 || c.rounds < 1 || c.lanes < 1 || c.size < 200 {
+		return errors.New("-subs, -rate, -batch, -lanes and -rounds must be >= 1, -size >= 200")
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("fanout: %d SSE consumers, HTTP NDJSON batches of %d at %d events/s for %v (first %v untimed), %d rounds\n",
-		c.subs, c.batch, c.rate, c.duration, c.warmup, c.rounds)
+	fmt.Printf("fanout: %d SSE consumers, HTTP NDJSON batches of %d at %d events/s from %d session(s) for %v (first %v untimed), %d rounds\n",
+		c.subs, c.batch, c.rate, c.lanes, c.duration, c.warmup, c.rounds)
 	var diffs []float64
 	var rel, raw []float64
 	short := 0 // measurements that did not sustain the rate
@@ -195,7 +200,8 @@ func measure(self string, c config, target string) (subResult, pubResult, error)
 	session := fmt.Sprintf("fanout-%d", time.Now().UnixNano())
 	events := int(float64(c.rate)*c.duration.Seconds()) / c.batch * c.batch
 	common := []string{"-url", url, "-session", session, "-subs", fmt.Sprint(c.subs), "-rate", fmt.Sprint(c.rate),
-		"-batch", fmt.Sprint(c.batch), "-size", fmt.Sprint(c.size), "-duration", c.duration.String(), "-warmup", c.warmup.String()}
+		"-batch", fmt.Sprint(c.batch), "-size", fmt.Sprint(c.size), "-duration", c.duration.String(), "-warmup", c.warmup.String(),
+		"-lanes", fmt.Sprint(c.lanes)}
 	sub, line, err := start(ctx, self, append([]string{"-role", "subscribe", "-events", fmt.Sprint(events)}, common...)...)
 	if err != nil {
 		return subResult{}, pubResult{}, fmt.Errorf("subscribe: %w", err)

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/aep-kimi/aep-kimi/relay"
 )
 
@@ -91,9 +93,9 @@ func upper(i int) time.Duration {
 }
 
 // quantile is the upper edge of the bucket holding the q-th of n samples,
-// in ms.
+// in ms; q = 1 is the largest sample's.
 func (h *histogram) quantile(q float64, n int64) float64 {
-	want := int64(q * float64(n))
+	want := min(int64(q*float64(n)), n-1)
 	var seen int64
 	for i, c := range h {
 		if seen += c; seen > want {
@@ -110,7 +112,11 @@ func (h *histogram) quantile(q float64, n int64) float64 {
 func subscribe(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	q := url.Values{"filter": {`{"session":"` + c.session + `"}`}}
+	filter, _ := json.Marshal(map[string]any{"session": laneSessions(c)})
+	if c.lanes == 1 {
+		filter, _ = json.Marshal(map[string]any{"session": c.session})
+	}
+	q := url.Values{"filter": {string(filter)}}
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: c.subs}}
 	type stream struct {
 		body  io.ReadCloser
@@ -166,9 +172,9 @@ func subscribe(c config) error {
 					mu.Unlock()
 				}
 				if first == 0 {
-					// The stream's first event is the run's first: each
-					// stream sees every event, in order.
-					first = sent - intAfter(l, `"seq":`)*int64(time.Second)/int64(c.rate)
+					// The send time of the run's first event, from any
+					// event's: each carries its place in the schedule (n).
+					first = sent - intAfter(l, `"n":`)*int64(time.Second)/int64(c.rate)
 				}
 				if sent-first < warm {
 					continue
@@ -225,43 +231,60 @@ wait:
 }
 
 // publish POSTs c.events' worth of batches on the schedule and prints its
-// pubResult.
+// pubResult. Batch k is due at k·batch/rate after the start and goes on
+// lane k mod lanes: each lane is a session of its own on a connection of
+// its own, posting its batches in order, so a slow answer delays that
+// lane's next batch only.
 func publish(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	fmt.Println("started")
 	events := int(float64(c.rate)*c.duration.Seconds()) / c.batch * c.batch
-	ev := newEvent(c.session, c.size)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	var body []byte
-	lates := make([]time.Duration, 0, events/c.batch)
+	batches := events / c.batch
+	sessions := laneSessions(c)
+	lates := make([]time.Duration, batches)
 	start := time.Now()
-	for seq := 0; seq < events; seq += c.batch {
-		due := start.Add(time.Duration(seq) * time.Second / time.Duration(c.rate))
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
-		}
-		now := time.Now()
-		lates = append(lates, now.Sub(due))
-		body = body[:0]
-		for k := range c.batch {
-			body = ev.append(body, seq+k, now.UnixNano())
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/events", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("AEP-Version", "0.1")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
-		}
+	var g errgroup.Group
+	for lane, session := range sessions {
+		g.Go(func() error {
+			ev := newEvent(session, c.size)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			var body []byte
+			seq := 0
+			for k := lane; k < batches; k += len(sessions) {
+				n := k * c.batch
+				due := start.Add(time.Duration(n) * time.Second / time.Duration(c.rate))
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
+				now := time.Now()
+				lates[k] = now.Sub(due)
+				body = body[:0]
+				for i := range c.batch {
+					body = ev.append(body, seq+i, n+i, now.UnixNano())
+				}
+				seq += c.batch
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/events", bytes.NewReader(body))
+				if err != nil {
+					return err
+				}
+				req.Header.Set("Content-Type", "application/x-ndjson")
+				req.Header.Set("AEP-Version", "0.1")
+				resp, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	elapsed := time.Since(start)
 	slices.Sort(lates)
@@ -274,8 +297,22 @@ func publish(c config) error {
 	return nil
 }
 
+// laneSessions names the sessions the events are spread over: the one
+// session itself when there is one lane.
+func laneSessions(c config) []string {
+	if c.lanes <= 1 {
+		return []string{c.session}
+	}
+	out := make([]string, c.lanes)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", c.session, i)
+	}
+	return out
+}
+
 // event writes one AEP tool.completed event as an NDJSON line, padded to
-// about size bytes, with its seq and the send time in data.sent_ns.
+// about size bytes, with its seq, its place in the whole schedule (data.n)
+// and the send time in data.sent_ns.
 type event struct{ head, mid, tail string }
 
 func newEvent(session string, size int) event {
@@ -283,19 +320,22 @@ func newEvent(session string, size int) event {
 	mid := `","type":"tool.completed","subject":"Bash","time":"` + time.Now().UTC().Format("2006-01-02T15:04:05.000Z") +
 		`","source":"aep://fanout/agent/kimi-code/session/` + session + `","agent":"kimi-code","session":"` + session +
 		`","epoch":0,"severity":"notice","capture":"metadata","seq":`
-	tail := `,"data":{"tool":{"name":"Bash"},"status":"success","sent_ns":`
-	pad := max(0, size-len(head)-len(mid)-len(tail)-25-10-19-20)
+	tail := `,"data":{"tool":{"name":"Bash"},"status":"success","n":%d,"sent_ns":`
+	pad := max(0, size-len(head)-len(mid)-len(tail)-25-10-10-19-20)
 	return event{head: head, mid: mid, tail: tail + "%d" + `,"pad":"` + strings.Repeat("p", pad) + `"}}`}
 }
 
-func (e event) append(dst []byte, seq int, sentNs int64) []byte {
+func (e event) append(dst []byte, seq, n int, sentNs int64) []byte {
 	dst = append(dst, e.head...)
-	n := strconv.Itoa(seq)
-	dst = append(dst, strings.Repeat("0", max(0, 25-len(n)))...)
-	dst = append(dst, n...)
+	id := strconv.Itoa(seq)
+	dst = append(dst, strings.Repeat("0", max(0, 25-len(id)))...)
+	dst = append(dst, id...)
 	dst = append(dst, e.mid...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	t, rest, _ := strings.Cut(e.tail, "%d")
+	dst = append(dst, t...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	t, rest, _ = strings.Cut(rest, "%d")
 	dst = append(dst, t...)
 	dst = strconv.AppendInt(dst, sentNs, 10)
 	dst = append(dst, rest...)
