@@ -26,6 +26,7 @@ type metrics struct {
 	sessions     *prometheus.GaugeVec
 	holds        prometheus.Gauge
 	expired      *prometheus.CounterVec
+	noResult     prometheus.Counter
 }
 
 func newMetrics(r emitter.Metrics) *metrics {
@@ -50,6 +51,8 @@ func newMetrics(r emitter.Metrics) *metrics {
 		expired: r.CounterVec("gate_expired_total",
 			"Held PreToolUse hooks nobody answered, by why (deadline: the gate's own; hook-ended: Kimi stopped waiting first) and what was applied (allow, deny).",
 			"why", "applied"),
+		noResult: r.Counter("tools_without_result_total",
+			"Tool calls still without a result when their session ended: the PostToolUse hook never arrived (Kimi ends post-tool hooks at turn end; one still starting then is lost)."),
 	}
 }
 

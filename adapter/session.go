@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,9 @@ type scope struct {
 type toolRec struct {
 	id, run, name string
 	at            time.Time
+	// unanswered is set once the session ended with no result for the
+	// call, counted then (noteUnanswered).
+	unanswered bool
 }
 
 type permRec struct {
@@ -793,6 +797,28 @@ func (s *hookSession) endSession(d *delivery, r *mapping.HookResult) {
 	s.emitEnd(d, r.Events[0], emitOpts{})
 }
 
+// noteUnanswered counts, once each, the tool calls the session ends with
+// no result for, and says so in one line. Kimi ends PostToolUse hooks when
+// a turn ends; one it ended before kimi-hook had the payload leaves its
+// call without a result, and nothing else tells of it. No event is made
+// up: the outcome is not known. Callers hold the session's lock.
+func (s *hookSession) noteUnanswered() {
+	var calls []string
+	for id, rec := range s.tools {
+		if !rec.unanswered {
+			rec.unanswered = true
+			calls = append(calls, id)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	slices.Sort(calls)
+	s.srv.metrics.noResult.Add(float64(len(calls)))
+	s.srv.log.Warn("session ended with tool calls that never had a result (their PostToolUse hooks did not arrive)",
+		"session", emitter.Clip(s.Key()), "calls", len(calls), "first", emitter.Clip(calls[0]))
+}
+
 // drain closes everything a session left open at its end: held hooks are
 // released, queued instructions drop, open attention is dismissed (AEP-0002
 // §7.2), subagents and background tasks stop, and the open run drains as
@@ -811,6 +837,7 @@ func (s *hookSession) drain(d *delivery) {
 	}
 	s.drainScopes(d)
 	s.drainTasks(d)
+	s.noteUnanswered()
 	s.drainRun(d)
 	s.pending = nil
 	s.scopes = nil
