@@ -1,8 +1,9 @@
 // The page's first requests, begun while the page is still being parsed:
 // the relays it shows, the login (with the token the login URL carries
-// after #) and the socket's worker, which the first render waits on. The
-// page's modules run only once it is parsed and first laid out; this
-// classic script runs before, from the head, and leaves what it began in
+// after #), the socket's worker and, once the login has answered, the
+// first relay's socket, which the first render waits on. The page's
+// modules run only once it is parsed and first laid out; this classic
+// script runs before, from the head, and leaves what it began in
 // self.aepBoot for app.js.
 'use strict';
 
