@@ -9,8 +9,8 @@
 //     non-empty reply), what a JavaScript shim costs.
 //
 // With -base, a second kimi-hook (the previous release's) runs interleaved
-// with the first on UserPromptSubmit and PreToolUse, and the table gives
-// each against it. Both run from copies written into the run's directory.
+// with the first on UserPromptSubmit, PreToolUse and PostToolUse, and the
+// table gives each against it. Both run from copies written into the run's directory.
 //
 // With -sync 1,4,8 it measures instead what syncing the log before the ack
 // (AEP_LOG_SYNC=always) adds to a hook when that many spawners run hooks at
@@ -54,6 +54,11 @@ const payload = `{"hook_event_name":"UserPromptSubmit","session_id":"bench","cwd
 // Kimi's SIGTERM while it waits, which the other hooks do without. With
 // control off the adapter answers it at once.
 const prePayload = `{"hook_event_name":"PreToolUse","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","tool_name":"Bash","tool_input":{"command":"ls"},"tool_call_id":"call-1"}`
+
+// postPayload is a fire-and-forget hook: kimi-hook writes it ahead to the
+// spool, leaves Kimi's process group, delivers it and removes the record.
+// Kimi waits for none of that; it is the CPU a tool's result costs.
+const postPayload = `{"hook_event_name":"PostToolUse","session_id":"bench","cwd":"/w","client_type":"kimi_code_cli","tool_name":"Bash","tool_input":{"command":"ls"},"tool_call_id":"call-post","tool_output":"ok"}`
 
 // nodeShim is the JavaScript baseline: the same job as kimi-hook, minus the
 // spool: read stdin, POST it with the token, print a non-empty reply.
@@ -143,8 +148,11 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 	}
 
 	home := filepath.Join(tmp, "aep")
+	// The PostToolUse variants' results come with no request before them:
+	// a window of a microsecond keeps them from waiting the reorder
+	// window's 250 ms for it.
 	srv, err := adapter.NewServer(adapter.Config{Config: emitter.Config{Home: home, Posture: mapping.DefaultPosture(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0"})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Listen: "127.0.0.1:0", ReorderWindow: time.Microsecond})
 	if err != nil {
 		return err
 	}
@@ -176,12 +184,13 @@ func run(n int, nodeBin, hookBin, baseBin string) error {
 		variants = append(variants, variant{"Node shim → adapter", fmt.Sprintf("%s %s %s %s", nodeBin, shim, port, strings.TrimSpace(string(token))), payload, -1})
 	}
 	if baseBin != "" {
-		variants = append(variants,
-			variant{"base kimi-hook → adapter", hookCmd(baseBin), payload, -1},
-			variant{"kimi-hook PreToolUse", hookCmd(hookBin), prePayload, -1},
-			variant{"base kimi-hook PreToolUse", hookCmd(baseBin), prePayload, -1})
-		n := len(variants)
-		variants[2].base, variants[n-2].base = n-3, n-1
+		variants = append(variants, variant{"base kimi-hook → adapter", hookCmd(baseBin), payload, -1})
+		variants[2].base = len(variants) - 1
+		for _, h := range []struct{ name, payload string }{{"PreToolUse", prePayload}, {"PostToolUse", postPayload}} {
+			variants = append(variants,
+				variant{"kimi-hook " + h.name, hookCmd(hookBin), h.payload, len(variants) + 1},
+				variant{"base kimi-hook " + h.name, hookCmd(baseBin), h.payload, -1})
+		}
 	}
 	results := make([][]time.Duration, len(variants))
 	cpu := make([][]time.Duration, len(variants))
