@@ -18,6 +18,7 @@ import (
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/spooltest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/stacktest"
 	"github.com/aep-kimi/aep-kimi/mapping"
 	"github.com/aep-kimi/aep-kimi/setup"
@@ -188,6 +189,25 @@ func TestE2EAdapterKill9(t *testing.T) {
 		t.Error("no event came through the spool: the crash window caught nothing")
 	}
 	st.SameOnRelay(t, raw, ev[0].Session)
+}
+
+// Kimi ends every PostToolUse hook still running when its turn ends
+// (SIGTERM to the hook's process group, SIGKILL 100 ms later). Here all six
+// are still on their way to the disk when that comes: the spool's lock is
+// held until Kimi has exited (a second after the turn's end). Each left
+// Kimi's group once it had read its payload, so each outlives the kill and
+// delivers once the lock frees; before, every one was killed and lost.
+func TestE2EPostToolUseOutlivesTurnEnd(t *testing.T) {
+	t.Parallel()
+	kimi := kimiharness.Require(t)
+	st := stacktest.StartStack(t)
+	release := spooltest.HoldLock(t, st.Home)
+	stacktest.Scenario(t, kimi, stacktest.SlowScenario(t, "te"), st.HookCmd(t))
+	release()
+	st.WaitQuiet(t)
+	_, _, ev := st.OneSession(t)
+	stacktest.Want(t, ev, map[string]int{"tool.requested": 6, "tool.completed": 6})
+	stacktest.PairedTools(t, ev)
 }
 
 // The relay down for part of a session, then back: the relay ends with every

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,10 +11,10 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
-	"github.com/aep-kimi/aep-kimi/internal/safefile"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/internal/testkit/spooltest"
 )
 
 // procStat is what /proc/PID/stat says of a process: its parent, its
@@ -68,17 +67,7 @@ func TestFireAndForgetOutlivesTurnEndKill(t *testing.T) {
 	home := t.TempDir()
 	_, base := startAdapter(t, home)
 	dir := spool.Dir(home)
-	if err := safefile.PrivateDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := safefile.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := safefile.Lock(lock); err != nil {
-		t.Fatal(err)
-	}
+	release := spooltest.HoldLock(t, home)
 
 	payload := `{"hook_event_name":"PostToolUse","session_id":"kh-group","tool_name":"Bash","tool_input":{},"tool_call_id":"c1","tool_output":"x"}`
 	// As Kimi runs it: sh -c in a group of its own, which dash forks into.
@@ -100,9 +89,7 @@ func TestFireAndForgetOutlivesTurnEndKill(t *testing.T) {
 	if st, ok := readStat(hookPid); !ok || st.state == "Z" {
 		t.Fatal("the turn-end kill ended kimi-hook")
 	}
-	if err := safefile.Unlock(lock); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	poll.Must(t, hookWait, "the payload delivered and the spool empty", func() bool {
 		files, _ := spool.List(dir)
 		return len(logLines(t, home, "kh-group")) == 1 && len(files) == 0
