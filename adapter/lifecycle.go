@@ -323,6 +323,7 @@ func (l *lifecycle) recoverLive() {
 func (s *hookSession) newChapter(d *delivery) {
 	s.NextChapter()
 	s.ended, s.startedAt, s.runs = false, d.at, 0
+	s.closed = nil // a late TurnStarted is never the last chapter's
 	s.life.observed = ""
 }
 

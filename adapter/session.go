@@ -47,7 +47,10 @@ type hookSession struct {
 	ended      bool
 	heartbeats bool
 
-	cur      *run
+	cur *run
+	// closed is the run that closed last, while no run has opened since:
+	// a prompt's TurnStarted delivered after its Stop belongs to it.
+	closed   *run
 	turnRuns map[string]string // Kimi turn id -> run id
 	pending  []*queuedPrompt
 	scopes   []*scope
@@ -508,6 +511,7 @@ func (s *hookSession) emitAll(d *delivery, r *mapping.HookResult) {
 func (s *hookSession) openRun(d *delivery, started mapping.Event, fromPrompt bool) {
 	id := aep.NewID()
 	s.cur = &run{id: id, at: d.at, fromPrompt: fromPrompt}
+	s.closed = nil
 	if ev := s.emit(d, started, emitOpts{run: id}); ev != nil {
 		s.cur.startID = ev.ID
 	}
@@ -525,7 +529,7 @@ func (s *hookSession) closeRun(d *delivery, terminal mapping.Event) {
 	if r.turn != "" {
 		s.turnRuns[r.turn] = r.id
 	}
-	s.cur = nil
+	s.cur, s.closed = nil, r
 }
 
 // drainRun closes a run left open at a boundary as cancelled, with no claim
@@ -575,6 +579,16 @@ func (s *hookSession) turnStarted(d *delivery, r *mapping.HookResult, late bool)
 		switch {
 		case s.cur != nil && s.cur.turn == "":
 			s.cur.turn = f.TurnID
+		case s.cur == nil && len(s.pending) == 0 && s.closed != nil && s.closed.fromPrompt && s.closed.turn == "":
+			// The turn of the prompt whose run already ended: its
+			// TurnStarted (fire-and-forget) came after its Stop. It is
+			// that run's, not a run of its own.
+			s.closed.turn = f.TurnID
+			s.turnRuns[f.TurnID] = s.closed.id
+			for _, m := range r.Events {
+				s.emit(d, m, emitOpts{run: s.closed.id})
+			}
+			return
 		case s.cur == nil && len(s.pending) > 0:
 			q := s.pending[0]
 			s.pending = s.pending[1:]

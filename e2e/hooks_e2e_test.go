@@ -206,7 +206,9 @@ func TestE2EPostToolUseOutlivesTurnEnd(t *testing.T) {
 	release()
 	st.WaitQuiet(t)
 	_, _, ev := st.OneSession(t)
-	stacktest.Want(t, ev, map[string]int{"tool.requested": 6, "tool.completed": 6})
+	// The turn's TurnStarted waited on the lock too, and came after the
+	// Stop: it joins the prompt's run rather than opening one of its own.
+	stacktest.Want(t, ev, map[string]int{"tool.requested": 6, "tool.completed": 6, "run.started": 1, "run.cancelled": 0})
 	stacktest.PairedTools(t, ev)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
 
@@ -55,4 +56,52 @@ func counterValue(t *testing.T, s *Server, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// A prompt's TurnStarted is fire-and-forget: held up (a loaded machine,
+// the spool's lock), it can arrive after the turn's Stop closed the run
+// the prompt opened. It is that run's turn, not a run of its own (which
+// the session's end would then drain as cancelled).
+func TestLateTurnStartedJoinsItsRun(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := newTestServer(t, home, nil)
+	for _, p := range []string{
+		`{"hook_event_name":"SessionStart","session_id":"lt","source":"startup"}`,
+		`{"hook_event_name":"UserPromptSubmit","session_id":"lt","prompt":"run it"}`,
+		`{"hook_event_name":"PreToolUse","session_id":"lt","tool_name":"Bash","tool_input":{},"tool_call_id":"c1"}`,
+		`{"hook_event_name":"PostToolUse","session_id":"lt","tool_name":"Bash","tool_input":{},"tool_call_id":"c1","tool_output":"ok"}`,
+		`{"hook_event_name":"Stop","session_id":"lt","stop_hook_active":false}`,
+		`{"hook_event_name":"TurnStarted","session_id":"lt","turn_id":0,"origin_kind":"user","prompt":"run it"}`,
+		`{"hook_event_name":"SessionEnd","session_id":"lt","reason":"exit"}`,
+	} {
+		out, _, err := s.ingest(&delivery{payload: []byte(p), at: time.Now()}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.wait != nil {
+			out = <-out.wait
+		}
+		out.durable()
+	}
+	ev := readLog(t, home, "lt")
+	assertValidStream(t, ev)
+	var started []string
+	var turn *aep.Event
+	for _, e := range ev {
+		switch e.Type {
+		case "run.started":
+			started = append(started, e.Run)
+		case "run.cancelled":
+			t.Errorf("a run was cancelled: %v", types(ev))
+		case "x.kimi-code.run.turn_started":
+			turn = e
+		}
+	}
+	if len(started) != 1 {
+		t.Fatalf("%d runs started, want 1: %v", len(started), types(ev))
+	}
+	if turn == nil || turn.Run != started[0] {
+		t.Fatalf("the late turn is not the prompt's run's: %+v (run %s)", turn, started[0])
+	}
 }
