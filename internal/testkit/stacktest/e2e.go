@@ -303,6 +303,29 @@ func (st *Stack) Spooled() int {
 	return n
 }
 
+// SpooledUnlogged is how many of the spool's records hold a delivery no
+// session log has: payloads the adapter never took. A record of one it
+// logged just before it died is a duplicate, which its next run drops.
+func (st *Stack) SpooledUnlogged(t testing.TB) int {
+	t.Helper()
+	logged := map[string]bool{}
+	for _, b := range st.SessionLogs(t) {
+		for _, e := range ParseLines(t, WholeLines(b)) {
+			if d, ok := e.ExtString(adapter.ExtDelivery); ok {
+				logged[d] = true
+			}
+		}
+	}
+	files, _ := spool.List(spool.Dir(st.Home))
+	n := 0
+	for _, f := range files {
+		if rec, err := spool.Read(f); err == nil && !logged[rec.Delivery] {
+			n++
+		}
+	}
+	return n
+}
+
 // Subscriptions is the relay's count of live subscriptions.
 func (st *Stack) Subscriptions(t testing.TB) float64 {
 	t.Helper()
