@@ -470,7 +470,11 @@ func SlowScenario(t testing.TB, marker string) string {
 		responses = append(responses, map[string]any{"delay": 0.4,
 			"tool_calls": []map[string]any{{"name": "Bash", "arguments": map[string]any{"command": fmt.Sprintf("echo %s-%d", marker, i)}}}})
 	}
-	responses = append(responses, map[string]any{"text": "done"})
+	// The last answer waits too. Kimi ends the turn's PostToolUse hooks
+	// when the turn ends, and one still starting then is lost (a machine
+	// too loaded to run it for that long; docs/durability.md): tests that
+	// count every result give the last tool's hook the time the others get.
+	responses = append(responses, map[string]any{"delay": 0.4, "text": "done"})
 	b, _ := json.Marshal(map[string]any{"prompt": "Run the six probes.", "responses": responses})
 	path := filepath.Join(t.TempDir(), "slow.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
