@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,49 +10,26 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/adapter"
 	"github.com/aep-kimi/aep-kimi/aep"
+	"github.com/aep-kimi/aep-kimi/internal/procinfo"
 	"github.com/aep-kimi/aep-kimi/internal/spool"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/kimiharness"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/spooltest"
 )
 
-// procStat is what /proc/PID/stat says of a process: its parent, its
-// process group and its state (Z: exited, waiting to be reaped).
-type procStat struct {
-	ppid, pgrp int
-	state      string
-}
-
-func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, false
-	}
-	// The command name is in parentheses and may hold anything: the fields
-	// start after the last one.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 3 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	pgrp, _ := strconv.Atoi(f[2])
-	return procStat{ppid: ppid, pgrp: pgrp, state: f[0]}, true
-}
-
 // childOf finds a live child of pid.
-func childOf(pid int) (int, procStat, bool) {
+func childOf(pid int) (int, bool) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		n, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, ok := readStat(n); ok && st.ppid == pid && st.state != "Z" {
-			return n, st, true
+		if in, err := procinfo.Read(n); err == nil && in.PPID == pid && !in.Exited {
+			return n, true
 		}
 	}
-	return 0, procStat{}, false
+	return 0, false
 }
 
 // Kimi's kill at turn end can come before a PostToolUse hook has written
@@ -79,14 +55,15 @@ func TestFireAndForgetOutlivesTurnEndKill(t *testing.T) {
 	}
 	var hookPid int
 	poll.Must(t, hookWait, "kimi-hook in a process group of its own", func() bool {
-		pid, st, ok := childOf(sh.Process.Pid)
+		pid, ok := childOf(sh.Process.Pid)
 		hookPid = pid
-		return ok && st.pgrp == pid
+		pgid, err := syscall.Getpgid(pid)
+		return ok && err == nil && pgid == pid
 	})
 	kimiharness.SignalGroup(sh.Process, syscall.SIGTERM)
 	kimiharness.SignalGroup(sh.Process, syscall.SIGKILL)
 	sh.Wait()
-	if st, ok := readStat(hookPid); !ok || st.state == "Z" {
+	if in, err := procinfo.Read(hookPid); err != nil || in.Exited {
 		t.Fatal("the turn-end kill ended kimi-hook")
 	}
 	release()
