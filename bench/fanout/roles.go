@@ -113,9 +113,6 @@ func subscribe(c config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	filter, _ := json.Marshal(map[string]any{"session": laneSessions(c)})
-	if c.lanes == 1 {
-		filter, _ = json.Marshal(map[string]any{"session": c.session})
-	}
 	q := url.Values{"filter": {string(filter)}}
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: c.subs}}
 	type stream struct {
