@@ -27,8 +27,8 @@ export function newState() {
   return {
     version: 0, // bumps once per applied event
     arrivals: 0,
-    seen: new Set(), // dedupe keys (source, id) applied
-    byId: new Map(), // id -> event record, first seen (sessionless lookups)
+    byId: new Map(), // id -> event record, first seen (sessionless lookups; dedupe)
+    seen: new Set(), // dedupe keys of events whose id was first seen elsewhere
     sessions: new Map(), // session id -> lane
     agents: new Map(), // agent -> sessionless (agent-scoped) events
     dirty: new Set(), // sessions changed since the last takeDirty()
@@ -61,7 +61,7 @@ function lane(state, session, origin) {
   let l = state.sessions.get(key);
   if (!l) {
     l = {
-      id: key, session, origin, events: [], byId: new Map(), taken: new Map(), conflicts: 0,
+      id: key, session, origin, events: [], byId: new Map(), conflicts: 0,
       lastPos: null, anchor: null, derived: null, fold: null, agents: new Set(),
     };
     state.sessions.set(key, l);
@@ -98,9 +98,24 @@ function compareRec(a, b) {
   return a.arrival - b.arrival;
 }
 
-// dedupeKey is (source, id): ids are unique per emitter, never globally.
-function dedupeKey(ev) {
-  return (typeof ev.source === 'string' ? ev.source : '') + '\n' + ev.id;
+// sourceOf is an event's source for dedupe: ids are unique per emitter,
+// never globally, so an event is its (relay, source, id).
+function sourceOf(ev) {
+  return typeof ev.source === 'string' ? ev.source : '';
+}
+
+// applied says whether an event with ev's relay, source and id was applied,
+// and notes that it now is. The first event of each id (nearly every event)
+// is answered by byId alone; only an id seen from another relay or source
+// costs a key of its own.
+function applied(state, ev, origin) {
+  const first = state.byId.get(ev.id);
+  if (first === undefined) return false;
+  if (first.origin === origin && sourceOf(first.ev) === sourceOf(ev)) return true;
+  const key = `${origin}\n${sourceOf(ev)}\n${ev.id}`;
+  if (state.seen.has(key)) return true;
+  state.seen.add(key);
+  return false;
 }
 
 // apply adds one event, read from the relay named origin ('' for the one
@@ -109,10 +124,8 @@ function dedupeKey(ev) {
 // whatever its type or agent.
 export function apply(state, ev, origin = '') {
   if (!ev || typeof ev !== 'object' || typeof ev.id !== 'string' || ev.id === '') return false;
-  const dk = origin + '\n' + dedupeKey(ev);
-  if (state.seen.has(dk)) return false;
-  state.seen.add(dk);
-  const rec = { ev, arrival: state.arrivals++, key: null, seqless: !hasPos(ev) };
+  if (applied(state, ev, origin)) return false;
+  const rec = { ev, origin, arrival: state.arrivals++, key: null, seqless: !hasPos(ev) };
   if (!state.byId.has(ev.id)) state.byId.set(ev.id, rec);
   state.version++;
   if (typeof ev.session !== 'string' || ev.session === '') {
@@ -141,10 +154,6 @@ export function apply(state, ev, origin = '') {
     rec.key = l.anchor;
   } else {
     rec.key = posOf(ev);
-    // Two events at one position is an emitter fault: kept, and surfaced.
-    const at = rec.key.epoch + ':' + rec.key.seq;
-    if (l.taken.has(at)) l.conflicts++;
-    else l.taken.set(at, ev.id);
     if (!l.lastPos || comparePos(rec.key, l.lastPos) > 0) l.lastPos = rec.key;
     l.anchor = l.lastPos;
   }
@@ -152,7 +161,12 @@ export function apply(state, ev, origin = '') {
   const evs = l.events;
   let i = evs.length;
   while (i > 0 && compareRec(evs[i - 1], rec) > 0) i--;
-  evs.splice(i, 0, rec);
+  // Two events at one position is an emitter fault: kept, and surfaced.
+  // The lane is in order, so a position taken before is the one just
+  // before where this event goes (seq-less events sort after it).
+  if (!rec.seqless && i > 0 && !evs[i - 1].seqless && comparePos(evs[i - 1].key, rec.key) === 0) l.conflicts++;
+  if (i === evs.length) evs.push(rec);
+  else evs.splice(i, 0, rec);
   // An event that lands before others changes the story from there: the
   // next derivation starts over. One appended is folded onto the last.
   if (i < evs.length - 1) l.fold = null;

@@ -38,6 +38,34 @@ test('every event applies: unknown types, extension attributes, sessionless even
   assert.equal(S.session(st, 's_shared').conflicts, 1, 'two events at one position are surfaced');
 });
 
+test('events at a taken position are counted whatever the arrival order', () => {
+  const ev = (id, seq, extra = {}) => ({ aep: '0.1', id, type: 'tool.started', session: 's', source: 'aep://t', time: '2026-01-01T00:00:00Z', ...(seq === null ? {} : { epoch: 1, seq }), ...extra });
+  // Three at seq 2 (two conflicts), two at seq 4 (one), seq-less events
+  // anchored at each, and a seq 3 between them.
+  const events = [ev('a', 1), ev('b', 2), ev('c', 2), ev('n1', null), ev('d', 3), ev('e', 2), ev('n2', null), ev('f', 4), ev('g', 4), ev('h', 4, { epoch: 2, seq: 4 })];
+  // Every arrival order of a few rotations and reversals.
+  const orders = [events, [...events].reverse()];
+  for (let k = 1; k < events.length; k++) orders.push([...events.slice(k), ...events.slice(0, k)]);
+  for (const order of orders) {
+    const st = load(order);
+    assert.equal(S.session(st, 's').conflicts, 3, `arrival ${order.map((e) => e.id).join(',')}`);
+  }
+});
+
+test('an event is its relay, source and id: each applies once', () => {
+  const ev = (source, session = 's') => ({ aep: '0.1', id: 'same', type: 'run.started', session, source, time: '2026-01-01T00:00:00Z', run: 'r' });
+  const st = S.newState();
+  // One id from two emitters and from two relays, and a source that is not
+  // a string (read as '').
+  const firsts = [[ev('aep://a'), ''], [ev('aep://b'), ''], [ev('aep://a'), 'east'], [ev('aep://b', 't'), 'east'], [ev(7), ''], [{ ...ev('aep://a'), source: undefined }, 'east']];
+  for (const [e, origin] of firsts) assert.equal(S.apply(st, e, origin), true, `${String(e.source)} from '${origin}' applies`);
+  // Again, in another order and as copies: nothing more.
+  for (const [e, origin] of [...firsts].reverse()) assert.equal(S.apply(st, structuredClone(e), origin), false, `${String(e.source)} from '${origin}' again`);
+  assert.equal(st.version, firsts.length);
+  assert.equal(S.apply(st, ev(''), ''), false, "a source that is not a string is the empty one");
+  assert.equal(S.ordered(st, 's').length, 3);
+});
+
 test('a full duplicate replay changes nothing', { skip }, () => {
   const st = load(corpus);
   const before = JSON.stringify(S.summary(st));
