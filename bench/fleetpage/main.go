@@ -3,7 +3,8 @@
 // buffered events, the tab's memory, and, at a set live rate, the latency
 // from the relay's fan-out to the DOM. Each figure has a same-run baseline:
 // a plain Go consumer reading the same replay and the same live events from
-// the same relay (the wire's floor), and the same page over an empty relay.
+// the same relay (the wire's floor), the same page over an empty relay, and
+// a blank document in the same browser (the browser's floor).
 //
 //	go run ./bench/fleetpage                                  # 500 sessions, 50,000 events, 1,000 ev/s
 //	go run ./bench/fleetpage -screenshot docs/fleet.png       # also the README's picture
@@ -95,6 +96,7 @@ type variant struct {
 // result is one variant's figures in one run.
 type result struct {
 	load, emptyLoad, wire float64 // ms
+	blank                 float64 // ms: a page of one paragraph, no script, same browser
 	page, floor           []float64
 	frames                []float64 // ms of script in each animation frame callback during the live phase
 	styleLayout, script   float64   // ms over the live phase (Chromium's own accounting)
@@ -211,7 +213,7 @@ func run(o options) error {
 }
 
 func printRun(r result) {
-	fmt.Printf("  load: page %.0f ms, empty relay %.0f ms, Go replay reader %.0f ms; JS heap %.1f MB; load average %.1f\n", r.load, r.emptyLoad, r.wire, float64(r.heap)/(1<<20), r.loadAvgAtLoad)
+	fmt.Printf("  load: page %.0f ms, empty relay %.0f ms, blank page %.0f ms, Go replay reader %.0f ms; JS heap %.1f MB; load average %.1f\n", r.load, r.emptyLoad, r.blank, r.wire, float64(r.heap)/(1<<20), r.loadAvgAtLoad)
 	fmt.Printf("  live: page n=%d p50 %.1f p99 %.1f max %.1f ms; Go consumer n=%d p50 %.1f p99 %.1f ms; load average %.1f (%.1f-%.1f) sampled each second\n",
 		len(r.page), pct(r.page, 50), pct(r.page, 99), pct(r.page, 100), len(r.floor), pct(r.floor, 50), pct(r.floor, 99),
 		pct(r.loadAvg, 50), pct(r.loadAvg, 0), pct(r.loadAvg, 100))
@@ -236,6 +238,7 @@ var figures = []figure{
 	{"first render, 500 sessions (ms)", func(r result) float64 { return r.load }},
 	{"  same page, empty relay (ms)", func(r result) float64 { return r.emptyLoad }},
 	{"  Go reader of the replay (ms)", func(r result) float64 { return r.wire }},
+	{"  a blank page, same browser (ms)", func(r result) float64 { return r.blank }},
 	{"live p99 post -> DOM (ms)", func(r result) float64 { return pct(r.page, 99) }},
 	{"  live p50 (ms)", func(r result) float64 { return pct(r.page, 50) }},
 	{"  Go WebSocket consumer p99 (ms)", func(r result) float64 { return pct(r.floor, 99) }},
@@ -284,6 +287,7 @@ func summarize(o options, variants []variant, all map[string][]result) {
 	for _, v := range variants {
 		ratio(v.name+": live p99 / Go consumer p99", p99, func(r result) float64 { return pct(r.floor, 99) }, v.name, v.name)
 		ratio(v.name+": first render / Go replay reader", func(r result) float64 { return r.load }, func(r result) float64 { return r.wire }, v.name, v.name)
+		ratio(v.name+": empty relay / blank page", func(r result) float64 { return r.emptyLoad }, func(r result) float64 { return r.blank }, v.name, v.name)
 	}
 	for _, v := range variants[1:] {
 		a, b := variants[0].name, v.name
@@ -347,6 +351,11 @@ func measure(ctx context.Context, o options, v variant, profile, screenshot stri
 		if err := printWaterfall(browser, "empty relay"); err != nil {
 			return r, err
 		}
+	}
+	// After the empty relay, whose figure stays its browser's first
+	// navigation: the blank page has the browser warm, a floor no higher.
+	if r.blank, err = loadBlank(ctx, browser); err != nil {
+		return r, fmt.Errorf("blank page: %w", err)
 	}
 	if profile != "" {
 		if err := chromedp.Run(browser, profiler.Enable(), profiler.SetSamplingInterval(200), profiler.Start()); err != nil {
@@ -648,11 +657,17 @@ func newBrowser(ctx context.Context, bin string, inspectNetwork bool) (context.C
 // (ms since navigation) when every session is rendered and every event
 // applied.
 func load(browser context.Context, base string, sessions, events int) (float64, error) {
+	cond := fmt.Sprintf(`window.aepFleet && document.getElementById('conn').dataset.conn === 'live' && aepFleet.state.version >= %d && document.getElementById('fleet-count').textContent === '%d of %d'`, events, sessions, sessions)
+	return navigateUntil(browser, fleetpage.LoginURL(base, token), cond)
+}
+
+// navigateUntil opens url after about:blank and returns the page's clock at
+// the frame after cond first held.
+func navigateUntil(browser context.Context, url, cond string) (float64, error) {
 	ctx, cancel := context.WithTimeout(browser, 5*time.Minute)
 	defer cancel()
-	cond := fmt.Sprintf(`window.aepFleet && document.getElementById('conn').dataset.conn === 'live' && aepFleet.state.version >= %d && document.getElementById('fleet-count').textContent === '%d of %d'`, events, sessions, sessions)
 	var at float64
-	if err := chromedp.Run(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(fleetpage.LoginURL(base, token))); err != nil {
+	if err := chromedp.Run(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
 		return 0, err
 	}
 	// A poll can lose the page's execution context to the navigation's
@@ -664,6 +679,27 @@ func load(browser context.Context, base string, sessions, events int) (float64, 
 			return at, err
 		}
 	}
+}
+
+// blankPage is the floor under the page's own first render: a document with
+// nothing to fetch or run, drawn by the same browser the same way. No page
+// that loads a script, logs in and opens a socket can be drawn sooner.
+const blankPage = `<!doctype html><html lang="en"><meta charset="utf-8"><title>blank</title><p>blank</p></html>`
+
+// loadBlank serves blankPage on a loopback port for one navigation and
+// times it as load times the page: the frame after it is parsed.
+func loadBlank(ctx context.Context, browser context.Context) (float64, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, blankPage)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Shutdown(ctx) //nolint:errcheck // bench
+	return navigateUntil(browser, "http://"+ln.Addr().String()+"/", `document.readyState !== 'loading'`)
 }
 
 // waterfall lists, on the page's clock, every request the page made (start,
