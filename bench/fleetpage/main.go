@@ -76,9 +76,17 @@ func main() {
 	flag.IntVar(&o.stress, "stress", 0, "load the machine with this many CPU-bound busy threads (a child process) for the whole measurement")
 	flag.Float64Var(&o.minLoad, "min-load", defaultMinLoad, "with -stress, wait (up to 3 minutes) for the 1-minute load average to reach this before the first run")
 	spin := flag.Int("spin", 0, "internal: be the -stress child, spinning this many threads until stdin closes")
+	corpus := flag.String("corpus", "", "write the fleet's replay (each event as the page reads it, one JSON per line) to this file and exit: the input of apply.mjs")
 	flag.Parse()
 	if *spin > 0 {
 		spinUntilEOF(*spin)
+		return
+	}
+	if *corpus != "" {
+		if err := writeCorpus(o, *corpus); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetpage bench:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(o); err != nil {
@@ -594,6 +602,57 @@ func post(ctx context.Context, base, body string) error {
 	if res.StatusCode/100 != 2 {
 		return fmt.Errorf("POST /events: %s", res.Status)
 	}
+	return nil
+}
+
+// writeCorpus fills a relay as a run does and writes its replay's events,
+// one per line, to path.
+func writeCorpus(o options, path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	base, stop, err := startRelay(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	// As a run fills it: a few sessions through a claiming socket.
+	claim, err := claimSessions(ctx, base, screenshotSessions)
+	if err != nil {
+		return err
+	}
+	defer claim.CloseNow() //nolint:errcheck // bench
+	n, err := fill(ctx, base, o.sessions, o.events)
+	if err != nil {
+		return err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?live=0&from=all", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 16<<20)
+	got := 0
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			w.WriteString(line + "\n")
+			got++
+		}
+	}
+	if err := errors.Join(sc.Err(), w.Flush(), f.Close()); err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("replay gave %d events, want %d", got, n)
+	}
+	fmt.Printf("%d events in %d sessions written to %s\n", n, o.sessions, path)
 	return nil
 }
 
