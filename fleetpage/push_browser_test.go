@@ -2,7 +2,6 @@ package fleetpage_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,16 +17,20 @@ import (
 
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/fleetpage"
+	"github.com/aep-kimi/aep-kimi/internal/httpguard"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/browsertest"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/poll"
+	"github.com/aep-kimi/aep-kimi/notify"
 )
 
 // answerLinks stands in for the relay's answer links on the page's own
 // origin: each POST is recorded and answered with the status its token was
-// given.
+// given, and a JSON body with its code (the notifier's codes, so the
+// service worker is held to them).
 type answerLinks struct {
 	mu     sync.Mutex
 	status map[string]int
+	code   map[string]string
 	posts  []string
 }
 
@@ -44,15 +47,18 @@ func (a *answerLinks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st == 0 {
 		st = http.StatusNotFound
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(st)
-	_, _ = io.WriteString(w, `{}`)
+	body := map[string]any{}
+	if c := a.code[tok]; c != "" {
+		body = map[string]any{"code": c, "error": c, "detail": "words"}
+	}
+	httpguard.WriteJSON(w, st, body)
 }
 
-func (a *answerLinks) set(tok string, status int) {
+func (a *answerLinks) set(tok string, status int, code string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.status[tok] = status
+	a.code[tok] = code
 }
 
 func (a *answerLinks) posted() []string {
@@ -76,7 +82,7 @@ func newPushPage(t *testing.T, width, height int) (*pushPage, *emitter) {
 	b := browsertest.NewOwn(t, width, height)
 	base, _ := startRelay(t, testToken, fleetpage.Config{})
 	target, _ := url.Parse(base)
-	links := &answerLinks{status: map[string]int{}}
+	links := &answerLinks{status: map[string]int{}, code: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.Handle("/test-answer/", links)
 	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
@@ -104,7 +110,9 @@ func (p *pushPage) requestPush(tag, session, id, title string, links ...string) 
 // worker controls it; a push shows a notification with the request's
 // answers as actions; a later push with the same tag and close replaces it
 // without actions; an action POSTs its answer link and the notification
-// becomes the outcome (Denied, Already answered on 409, Too late on 410); a
+// becomes the outcome (Denied, Already answered on 409, Refused by the
+// agent, Sent but not yet confirmed on 202, Too late on 410), and one the
+// relay could not deliver keeps its actions; a
 // tap on the notification shows the open page the request, scrolled to and
 // marked; the link to a request no longer waiting opens its session.
 func TestBrowserPush(t *testing.T) {
@@ -183,12 +191,19 @@ func TestBrowserPush(t *testing.T) {
 	// Actions: each POSTs its link once; the reply becomes the notification.
 	for i, c := range []struct {
 		status int
+		code   string
 		action string
 		want   string
-	}{{http.StatusOK, "answer:1", "Denied"}, {http.StatusOK, "answer:0", "Allowed"}, {http.StatusConflict, "answer:1", "Already answered"}, {http.StatusGone, "answer:0", "Too late"}} {
+	}{
+		{http.StatusOK, "", "answer:1", "Denied"}, {http.StatusOK, "", "answer:0", "Allowed"},
+		{http.StatusConflict, notify.CodeAnswerUsed, "answer:1", "Already answered"},
+		{http.StatusConflict, notify.CodeAnswerRefused, "answer:0", "Refused by the agent"},
+		{http.StatusAccepted, notify.CodeAnswerUnconfirmed, "answer:0", "Sent, not yet confirmed"},
+		{http.StatusGone, notify.CodeAnswerExpired, "answer:0", "Too late"},
+	} {
 		tag, a, d := "req-a"+strconv.Itoa(i), "allow-a"+strconv.Itoa(i), "deny-a"+strconv.Itoa(i)
 		chosen := map[string]string{"answer:0": a, "answer:1": d}[c.action]
-		p.links.set(chosen, c.status)
+		p.links.set(chosen, c.status, c.code)
 		p.DeliverJSON(p.requestPush(tag, "s1", held, "Shell: rm -rf build/", a, d))
 		p.Notification("for "+tag, func(n browsertest.Notification) bool { return n.Tag == tag && len(n.Actions) == 2 })
 		before := len(p.links.posted())
@@ -204,6 +219,17 @@ func TestBrowserPush(t *testing.T) {
 			t.Errorf("%s POSTed %v, want [%s]", c.action, posts, chosen)
 		}
 	}
+
+	// Not delivered: the link is unspent, so the request keeps its actions.
+	p.links.set("allow-u", http.StatusServiceUnavailable, notify.CodeAnswerFailed)
+	p.DeliverJSON(p.requestPush("req-u", "s1", held, "Shell: rm -rf build/", "allow-u", "deny-u"))
+	p.Notification("for req-u", func(n browsertest.Notification) bool { return n.Tag == "req-u" && len(n.Actions) == 2 })
+	if res := p.Tap("req-u", "answer:0"); res.Status != http.StatusServiceUnavailable {
+		t.Errorf("undelivered answer: %+v", res)
+	}
+	p.Notification("req-u again, with its actions", func(n browsertest.Notification) bool {
+		return n.Tag == "req-u" && len(n.Actions) == 2 && strings.HasPrefix(n.Body, "Not sent: the relay could not deliver it")
+	})
 
 	// The link to a request no longer waiting opens its session.
 	p.b.MustRun("open the settled request's link", chromedp.Evaluate(`location.hash = '#/request/s2/`+settled+`'`, nil))

@@ -79,18 +79,46 @@ function notice(payload, maxActions) {
   return { title, options };
 }
 
-// outcome words an answer link's reply: what the notification becomes.
-function outcome(status, answer) {
+// The codes of an answer link's refusals that change what its outcome says
+// (the relay's notifier, notify.CodeAnswer*).
+const ANSWER_REFUSED = 'answer-refused'; // the agent's side refused it
+const ANSWER_UNCONFIRMED = 'answer-unconfirmed'; // delivered, not yet taken (202)
+const ANSWER_UNDELIVERED = 'answer-undelivered'; // not delivered: the link still works
+const ANSWER_FORBIDDEN = 'answer-forbidden';
+
+// outcome words an answer link's reply, its status and its body's code:
+// what the notification becomes. Only a 200 is an answer the agent took.
+function outcome(status, code, answer) {
+  if (status === 202 || code === ANSWER_UNCONFIRMED) return 'Sent, not yet confirmed';
   if (status >= 200 && status < 300) {
     const w = `${answer.label} ${answer.option}`;
     if (DENYING.test(w) || /\bdenied\b/i.test(w)) return 'Denied';
     if (/\b(allow|allowed|approve|yes)\b/i.test(w)) return 'Allowed';
     return `Answered: ${answer.label}`;
   }
+  if (code === ANSWER_REFUSED) return 'Refused by the agent';
   if (status === 409) return 'Already answered';
   if (status === 410) return 'Too late';
   if (status === 404) return 'Answer link unknown';
+  if (code === ANSWER_FORBIDDEN) return 'Not answered: no longer allowed';
   return `Not answered (the relay said ${status})`;
+}
+
+// retryable says whether an answer link's reply leaves the request
+// waiting and the link unused: the relay not reached (0), or reached and
+// unable to deliver.
+function retryable(status, code) {
+  return status === 0 || code === ANSWER_UNDELIVERED;
+}
+
+// codeOf reads the code of an answer link's JSON reply ('' for none).
+async function codeOf(res) {
+  try {
+    const body = await res.json();
+    return body && typeof body.code === 'string' ? body.code : '';
+  } catch {
+    return '';
+  }
 }
 
 function maxActions() {
@@ -117,21 +145,24 @@ async function answerWith(n, index) {
   const data = n.data || {};
   const a = data.answers[index];
   let status = 0;
+  let code = '';
   try {
     const res = await fetch(a.url, { method: 'POST', headers: { Accept: 'application/json' } });
     status = res.status;
+    code = await codeOf(res);
   } catch {
     status = 0;
   }
   const keep = { open: data.open, answers: [], title: data.title, body: data.body };
-  if (status === 0) {
-    // Not reached: the request still waits, so its actions stay.
-    const again = notice({ v: PAYLOAD_VERSION, tag: n.tag, title: data.title, body: 'Not sent: the relay was not reached. Try again, or open the page.', open: data.open, answers: data.answers }, maxActions());
+  if (retryable(status, code)) {
+    // The request still waits and the link was not spent: its actions stay.
+    const why = status === 0 ? 'the relay was not reached' : 'the relay could not deliver it';
+    const again = notice({ v: PAYLOAD_VERSION, tag: n.tag, title: data.title, body: `Not sent: ${why}. Try again, or open the page.`, open: data.open, answers: data.answers }, maxActions());
     again.options.renotify = false;
     await self.registration.showNotification(again.title, again.options);
     return { status, title: again.title };
   }
-  const title = outcome(status, a);
+  const title = outcome(status, code, a);
   const opts = { body: data.title || '', data: keep, silent: true };
   if (n.tag) opts.tag = n.tag;
   await self.registration.showNotification(title, opts);

@@ -12,8 +12,8 @@ import vm from 'node:vm';
 const script = readFileSync(fileURLToPath(new URL('../assets/sw.js', import.meta.url)), 'utf8');
 
 // worker loads sw.js into a fresh global. fetchStatus answers the answer
-// links (a status, or 'down' for a network error); windows are the page's
-// open windows.
+// links (a status, [status, code] for a JSON body with that code, or 'down'
+// for a network error); windows are the page's open windows.
 function worker({ maxActions = 2, fetchStatus = () => 200, windows = [] } = {}) {
   const rec = { shown: [], fetched: [], opened: [], messages: [], focused: 0, handlers: {} };
   const g = {
@@ -38,7 +38,8 @@ function worker({ maxActions = 2, fetchStatus = () => 200, windows = [] } = {}) 
       rec.fetched.push({ url, method: init.method });
       const s = fetchStatus(url);
       if (s === 'down') throw new TypeError('Failed to fetch');
-      return { status: s };
+      const [status, code] = Array.isArray(s) ? s : [s, ''];
+      return { status, json: async () => (code ? { code, error: code, detail: 'words' } : {}) };
     },
   };
   g.self = g;
@@ -154,6 +155,10 @@ test('an action POSTs its answer link and the notification becomes the outcome',
   const cases = [
     [1, 200, 'Denied'], [0, 200, 'Allowed'], [2, 200, 'Allowed'], [1, 409, 'Already answered'], [1, 410, 'Too late'],
     [1, 404, 'Answer link unknown'], [1, 500, 'Not answered (the relay said 500)'],
+    // Only a 200 is an answer the agent took: delivered and not confirmed,
+    // refused by the agent, and refused for the person are each said.
+    [0, [202, 'answer-unconfirmed'], 'Sent, not yet confirmed'], [1, [409, 'answer-refused'], 'Refused by the agent'],
+    [1, [409, 'answer-used'], 'Already answered'], [0, [403, 'answer-forbidden'], 'Not answered: no longer allowed'],
   ];
   for (const [index, status, want] of cases) {
     const w = worker({ fetchStatus: () => status });
@@ -173,6 +178,18 @@ test('an action POSTs its answer link and the notification becomes the outcome',
   await dispatch(other, 'push', { data: pushData({ ...request, answers: [{ option: 'later', label: 'Ask me later', url: 'https://relay.example/answer/tL' }] }) });
   const res = await other.g.aepPush.handleClick(asNotification(other.rec.shown[0]), 'answer:0');
   assert.deepEqual(plain(res), { status: 200, title: 'Answered: Ask me later' });
+});
+
+test('an answer the relay could not deliver keeps the request and its actions', async () => {
+  const w = worker({ fetchStatus: () => [503, 'answer-undelivered'] });
+  await dispatch(w, 'push', { data: pushData(request) });
+  const n = asNotification(w.rec.shown[0]);
+  await dispatch(w, 'notificationclick', { notification: n, action: 'answer:0' });
+  const again = w.rec.shown[1];
+  assert.equal(again.title, request.title);
+  assert.match(again.options.body, /^Not sent: the relay could not deliver it/);
+  assert.equal(again.options.actions.length, 2, 'the link was not spent: its actions stay');
+  assert.equal(again.options.tag, request.tag);
 });
 
 test('an answer that does not reach the relay keeps the request and its actions', async () => {
