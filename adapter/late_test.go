@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/aep-kimi/aep-kimi/aep"
 	"github.com/aep-kimi/aep-kimi/internal/testkit/syncbuf"
 )
@@ -31,7 +33,7 @@ func TestSessionEndCountsToolsWithoutResult(t *testing.T) {
 		}
 		out.durable()
 	}
-	if got := counterValue(t, s, "aepkimi_adapter_tools_without_result_total"); got != 1 {
+	if got := testutil.ToFloat64(s.metrics.noResult); got != 1 {
 		t.Fatalf("tools without a result: %v, want 1 (c2)", got)
 	}
 	if n := strings.Count(logs.String(), "never had a result"); n != 1 {
@@ -40,22 +42,6 @@ func TestSessionEndCountsToolsWithoutResult(t *testing.T) {
 	if !strings.Contains(logs.String(), "first=c2") {
 		t.Fatalf("the warning does not name c2:\n%s", logs.String())
 	}
-}
-
-// counterValue reads one unlabelled counter from the server's registry.
-func counterValue(t *testing.T, s *Server, name string) float64 {
-	t.Helper()
-	mfs, err := s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no counter %s", name)
-	return 0
 }
 
 // A prompt's TurnStarted is fire-and-forget: held up (a loaded machine,

@@ -489,21 +489,20 @@ func (s *hookSession) applyHook(d *delivery, r *mapping.HookResult, late bool) o
 		s.permissionResult(d, r)
 	case mapping.HookSessionHeartbeat:
 		s.heartbeats = true
-		s.emitAll(d, r)
+		s.emitAll(d, r, emitOpts{})
 	case mapping.HookUserPromptQueued:
 		// A queued prompt belongs to no run yet: its turn opens one later.
-		for _, m := range r.Events {
-			s.emit(d, m, emitOpts{noRun: true})
-		}
+		s.emitAll(d, r, emitOpts{noRun: true})
 	default:
-		s.emitAll(d, r)
+		s.emitAll(d, r, emitOpts{})
 	}
 	return outcome{reply: emptyReply()}
 }
 
-func (s *hookSession) emitAll(d *delivery, r *mapping.HookResult) {
+// emitAll emits each of a hook's events with the same options.
+func (s *hookSession) emitAll(d *delivery, r *mapping.HookResult, o emitOpts) {
 	for _, m := range r.Events {
-		s.emit(d, m, emitOpts{})
+		s.emit(d, m, o)
 	}
 }
 
@@ -585,9 +584,7 @@ func (s *hookSession) turnStarted(d *delivery, r *mapping.HookResult, late bool)
 			// that run's, not a run of its own.
 			s.closed.turn = f.TurnID
 			s.turnRuns[f.TurnID] = s.closed.id
-			for _, m := range r.Events {
-				s.emit(d, m, emitOpts{run: s.closed.id})
-			}
+			s.emitAll(d, r, emitOpts{run: s.closed.id})
 			return
 		case s.cur == nil && len(s.pending) > 0:
 			q := s.pending[0]
@@ -612,7 +609,7 @@ func (s *hookSession) turnStarted(d *delivery, r *mapping.HookResult, late bool)
 		s.cur.turn = f.TurnID
 		s.turnRuns[f.TurnID] = s.cur.id
 	}
-	s.emitAll(d, r)
+	s.emitAll(d, r, emitOpts{})
 }
 
 // subagentTurn is the innermost subagent whose turn is running.
