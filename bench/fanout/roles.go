@@ -261,20 +261,8 @@ func publish(c config) error {
 					body = ev.append(body, seq+i, n+i, now.UnixNano())
 				}
 				seq += c.batch
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/events", bytes.NewReader(body))
-				if err != nil {
+				if err := postBatch(ctx, client, c.url, body); err != nil {
 					return err
-				}
-				req.Header.Set("Content-Type", "application/x-ndjson")
-				req.Header.Set("AEP-Version", "0.1")
-				resp, err := client.Do(req)
-				if err != nil {
-					return err
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
 				}
 			}
 			return nil
@@ -291,6 +279,26 @@ func publish(c config) error {
 	}
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
+	return nil
+}
+
+// postBatch POSTs one NDJSON batch and wants it accepted.
+func postBatch(ctx context.Context, client *http.Client, base string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/events", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST /events: HTTP %d %s", resp.StatusCode, b)
+	}
 	return nil
 }
 
