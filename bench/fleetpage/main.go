@@ -625,28 +625,17 @@ func writeCorpus(o options, path string) error {
 	if err != nil {
 		return err
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?live=0&from=all", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 16<<20)
 	got := 0
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			w.WriteString(line + "\n")
-			got++
-		}
-	}
-	if err := errors.Join(sc.Err(), w.Flush(), f.Close()); err != nil {
+	err = readReplay(ctx, base, func(data string) {
+		w.WriteString(data + "\n")
+		got++
+	})
+	if err := errors.Join(err, w.Flush(), f.Close()); err != nil {
 		return err
 	}
 	if got != n {
@@ -660,28 +649,43 @@ func writeCorpus(o options, path string) error {
 // /stream?live=0&from=all that parses every event.
 func replayFloor(ctx context.Context, base string, want int) (time.Duration, error) {
 	t0 := time.Now()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?live=0&from=all", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
+	n := 0
+	err := readReplay(ctx, base, func(data string) {
+		var ev map[string]any
+		if json.Unmarshal([]byte(data), &ev) == nil {
+			n++
+		}
+	})
 	if err != nil {
 		return 0, err
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 16<<20)
-	n := 0
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			var ev map[string]any
-			if json.Unmarshal([]byte(line), &ev) == nil {
-				n++
-			}
-		}
 	}
 	if n != want {
 		return 0, fmt.Errorf("replay gave %d events, want %d", n, want)
 	}
 	return time.Since(t0), nil
+}
+
+// readReplay reads what the relay at base holds (/stream?live=0&from=all)
+// and hands each event's data line to each, in order.
+func readReplay(ctx context.Context, base string, each func(data string)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stream?live=0&from=all", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			each(data)
+		}
+	}
+	return sc.Err()
 }
 
 func newBrowser(ctx context.Context, bin string, inspectNetwork bool) (context.Context, func(), error) {
